@@ -1,0 +1,2 @@
+// TEMPORARY main.
+int main() { return 0; }

@@ -1,0 +1,55 @@
+// ragged_dot: high-level API and the dispatch order of its implementations.
+#include "ops/ragged_dot/api.h"
+
+#include "ops/dispatch.h"
+#include "ops/errors.h"
+
+namespace tokamax {
+
+// Defined in the implementation files of this folder.
+const Implementation& ragged_dot_cpu_implementation();
+const Implementation& ragged_dot_reference_implementation();
+
+namespace {
+
+class RaggedDotOpWithImpls final : public RaggedDotOp {
+ public:
+  std::vector<const Implementation*> implementations() const override {
+    // Fastest first: "auto" takes the first that is supported and accepts the args.
+    return {&ragged_dot_cpu_implementation(), &ragged_dot_reference_implementation()};
+  }
+};
+
+}  // namespace
+
+const RaggedDotOp& ragged_dot_op() {
+  static const RaggedDotOpWithImpls op;
+  return op;
+}
+
+HostTensor ragged_dot(const HostTensor& lhs, const HostTensor& rhs, const HostTensor& group_sizes,
+                      const RaggedDotOptions& options) {
+  if (group_sizes.dtype() != DType::kI32 || group_sizes.spec().rank() != 1) {
+    throw InvalidArgument("ragged_dot: group_sizes must be i32[G], got " +
+                              group_sizes.spec().to_string(),
+                          "group_sizes");
+  }
+  nlohmann::json args = {{"lhs", lhs.spec().to_string()}, {"rhs", rhs.spec().to_string()}};
+  std::vector<int64_t> sizes(group_sizes.data<int32_t>(),
+                             group_sizes.data<int32_t>() + group_sizes.num_elements());
+  args["group_sizes"] = sizes;
+  if (options.preferred_element_type) {
+    args["preferred_element_type"] = std::string(dtype_name(*options.preferred_element_type));
+  }
+  const RaggedDotOp& op = ragged_dot_op();
+  const BoundArgs bound = op.bind(args);
+  TensorMap inputs;
+  inputs.emplace("lhs", lhs);
+  inputs.emplace("rhs", rhs);
+  inputs.emplace("group_sizes", group_sizes);
+  TensorMap outputs = op.allocate_outputs(bound);
+  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
+  return outputs.at("out");
+}
+
+}  // namespace tokamax
