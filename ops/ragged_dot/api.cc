@@ -10,20 +10,14 @@ namespace tokamax {
 const Implementation& ragged_dot_cpu_implementation();
 const Implementation& ragged_dot_reference_implementation();
 
-namespace {
-
-class RaggedDotOpWithImpls final : public RaggedDotOp {
- public:
-  std::vector<const Implementation*> implementations() const override {
-    // Fastest first: "auto" takes the first that is supported and accepts the args.
-    return {&ragged_dot_cpu_implementation(), &ragged_dot_reference_implementation()};
-  }
-};
-
-}  // namespace
+// The dispatch order lives with the API: fastest first, "auto" takes the first implementation
+// that is supported and accepts the args.
+std::vector<const Implementation*> RaggedDotOp::implementations() const {
+  return {&ragged_dot_cpu_implementation(), &ragged_dot_reference_implementation()};
+}
 
 const RaggedDotOp& ragged_dot_op() {
-  static const RaggedDotOpWithImpls op;
+  static const RaggedDotOp op;
   return op;
 }
 

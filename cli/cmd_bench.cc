@@ -1,0 +1,194 @@
+// `tokamax bench`: time implementations side by side (Google Benchmark), GFLOP/s and GB/s.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "backends/cpu/cpu_info.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/table.h"
+#include "ops/benchmark_runner.h"
+#include "ops/errors.h"
+#include "ops/metadata.h"
+#include "ops/registry.h"
+#include "ops/verifier.h"
+
+namespace tokamax::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What the table and the JSON say about one benchmark besides its timings.
+struct CaseInfo {
+  std::string op, spec, impl, dtype, config_source;
+  nlohmann::json config, args;
+  double flops = 0, bytes = 0;
+};
+
+struct BenchCommand {
+  Selection selection;
+  ConfigOptions config;
+  uint64_t seed = 0;
+  int repetitions = 5;
+  int warmup = 2;
+  double min_time_s = 0.05;
+  std::string json_path;
+
+  int run() {
+    // With no case filter, bench runs the quick `smoke` set of every op.
+    Selection effective = selection;
+    if (!effective.has_case_filter()) effective.tags = {"smoke"};
+    const std::vector<ArgSpec> specs = select_specs(effective);
+    if (!config.config_json.empty() &&
+        (selection.impls.empty() || selection.impls.find(',') != std::string::npos)) {
+      throw InvalidArgument("--config applies to one implementation: give a single --impl", "config");
+    }
+    const ConfigSources sources(config);
+    const DeviceInfo& device = cpu::host_device();
+
+    BenchOptions options;
+    options.warmup_runs = warmup;
+    options.repetitions = repetitions;
+    options.min_time_s = min_time_s;
+    const nlohmann::json metadata = run_metadata();
+    for (const auto& [key, value] : metadata.items()) {
+      options.context.emplace_back(key.rfind("tokamax_", 0) == 0 ? key : "tokamax_" + key,
+                                   value.is_string() ? value.get<std::string>() : value.dump());
+    }
+
+    Table table({"op", "spec", "impl", "dtype", "median", "min", "max", "cv", "GFLOP/s", "GB/s",
+                 "source", "config"});
+    table.set_right_aligned({4, 5, 6, 7, 8, 9});
+    nlohmann::json merged;  // Google Benchmark's JSON, all specs' runs concatenated
+    nlohmann::json case_records = nlohmann::json::array();
+    int failures = 0;
+    const std::string scratch =
+        (fs::temp_directory_path() / ("tokamax-bench-" + std::to_string(getpid()) + ".json")).string();
+
+    // One spec at a time, so only one case's tensors are alive at once.
+    for (const ArgSpec& spec : specs) {
+      const Op& op = find_op(spec.op);
+      auto inputs = std::make_shared<const TensorMap>(op.make_inputs(spec.args, seed));
+      std::vector<BenchCase> cases;
+      std::vector<CaseInfo> infos;
+      for (const Implementation* impl : select_impls(op, selection.impls, specs)) {
+        CaseInfo info{spec.op, spec.name, std::string(impl->name()), case_dtype(op, spec.args),
+                      "", nlohmann::json(), spec.args.args, op.flops(spec.args), op.bytes(spec.args)};
+        std::string unsupported;
+        const Support support = impl->supported_on(device);
+        if (!support.ok) unsupported = support.reason;
+        ResolvedConfig resolved;
+        if (unsupported.empty()) {
+          try {
+            impl->check_args(spec.args);
+            resolved = resolve_config(*impl, spec.args, device, sources.context());
+          } catch (const NotImplemented& e) {
+            unsupported = e.what();
+          }
+        }
+        if (!unsupported.empty()) {
+          table.add_row({info.op, info.spec, info.impl, info.dtype, "-", "-", "-", "-", "-", "-",
+                         "-", "unsupported: " + unsupported});
+          continue;
+        }
+        info.config = resolved.config;
+        info.config_source = std::string(config_source_name(resolved.source));
+        auto outputs = std::make_shared<TensorMap>(op.allocate_outputs(spec.args));
+        const BoundArgs args = spec.args;
+        cases.push_back(BenchCase{
+            spec.op + "/" + spec.name + "/" + info.impl,
+            [impl, args, config = resolved.config, inputs, outputs] {
+              impl->run_json(args, config, *inputs, *outputs);
+            },
+            info.flops, info.bytes,
+            nlohmann::json{{"config", info.config}, {"source", info.config_source}}.dump()});
+        infos.push_back(info);
+      }
+      if (cases.empty()) continue;
+      options.json_path = json_path.empty() ? "" : scratch;
+      const std::vector<BenchStats> stats = run_benchmarks(cases, options);
+      if (!json_path.empty()) append_json(merged, scratch);
+      for (size_t i = 0; i < stats.size(); ++i) {
+        const BenchStats& s = stats[i];
+        const CaseInfo& info = infos[i];
+        if (!s.ok) ++failures;
+        table.add_row({info.op, info.spec, info.impl, info.dtype,
+                       s.ok ? format_duration(s.median_s) : "-",
+                       s.ok ? format_duration(s.min_s) : "-",
+                       s.ok ? format_duration(s.max_s) : "-",
+                       s.ok ? format_number(100.0 * s.cv, 1) + "%" : "-",
+                       s.ok ? format_number(s.gflops, 2) : "-", s.ok ? format_number(s.gbps, 2) : "-",
+                       info.config_source, s.ok ? info.config.dump() : "failed: " + s.error});
+        case_records.push_back({{"name", s.name},
+                                {"op", info.op},
+                                {"spec", info.spec},
+                                {"impl", info.impl},
+                                {"dtype", info.dtype},
+                                {"args", info.args},
+                                {"config", info.config},
+                                {"config_source", info.config_source},
+                                {"flops", info.flops},
+                                {"bytes", info.bytes},
+                                {"ok", s.ok},
+                                {"error", s.error},
+                                {"median_s", s.median_s},
+                                {"min_s", s.min_s},
+                                {"max_s", s.max_s},
+                                {"cv", s.cv},
+                                {"iqr_s", s.iqr_s},
+                                {"samples_s", s.samples_s},
+                                {"gflops", s.gflops},
+                                {"gbps", s.gbps}});
+      }
+    }
+    std::error_code ignored;
+    fs::remove(scratch, ignored);
+    table.print(std::cout);
+    std::cout << "\n" << case_records.size() << " benchmarks, " << failures << " failed ("
+              << repetitions << " repetitions, medians of per-call wall time)\n";
+    if (!json_path.empty()) {
+      merged["tokamax"] = {{"schema_version", 1}, {"kind", "tokamax-bench"}, {"cases", case_records}};
+      write_text_file(json_path, merged.dump(2) + "\n");
+    }
+    return failures > 0 ? kExitFailure : kExitOk;
+  }
+
+  // Concatenates one Google Benchmark JSON file into `merged` (context from the first file).
+  static void append_json(nlohmann::json& merged, const std::string& path) {
+    std::ifstream in(path);
+    const nlohmann::json part = nlohmann::json::parse(in);
+    if (merged.is_null()) {
+      merged = part;
+      return;
+    }
+    for (const nlohmann::json& b : part["benchmarks"]) merged["benchmarks"].push_back(b);
+  }
+};
+
+}  // namespace
+
+Runner add_bench_command(CLI::App& app) {
+  auto command = std::make_shared<BenchCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "bench", "Time implementations side by side (default: the smoke set of every op)");
+  add_selection_options(*sub, command->selection);
+  add_config_options(*sub, command->config, /*allow_explicit=*/true);
+  sub->add_option("--seed", command->seed, "Seed of the generated inputs")->capture_default_str();
+  sub->add_option("--repetitions", command->repetitions, "Timed repetitions per benchmark")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  sub->add_option("--warmup", command->warmup, "Untimed calls before timing")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  sub->add_option("--min-time", command->min_time_s, "Minimum seconds per repetition")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--json", command->json_path,
+                  "Write Google Benchmark JSON (works with its tools/compare.py)");
+  return [command] { return command->run(); };
+}
+
+}  // namespace tokamax::cli

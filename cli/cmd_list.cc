@@ -1,0 +1,92 @@
+// `tokamax list`: ops, their implementations (supported here or why not), catalogs and tags.
+#include <iostream>
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "backends/cpu/cpu_info.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/table.h"
+#include "ops/registry.h"
+
+namespace tokamax::cli {
+namespace {
+
+struct ListCommand {
+  Selection selection;
+
+  int run() const {
+    const DeviceInfo& device = cpu::host_device();
+    std::cout << "device: " << device.id << "  " << device.description() << "\n\n";
+
+    Table impls({"op", "implementation", "kind", "on this device", "summary"});
+    for (const Op* op : all_ops()) {
+      if (!selection.ops.empty() &&
+          std::find(selection.ops.begin(), selection.ops.end(), op->name()) == selection.ops.end()) {
+        continue;
+      }
+      bool first = true;
+      for (const Implementation* impl : op->implementations()) {
+        const Support support = impl->supported_on(device);
+        impls.add_row({first ? std::string(op->name()) : "", std::string(impl->name()),
+                       impl->is_vendor() ? "vendor" : "tokamax",
+                       support.ok ? "supported" : "unsupported: " + support.reason,
+                       first ? std::string(op->summary()) : ""});
+        first = false;
+      }
+    }
+    impls.print(std::cout);
+
+    const std::vector<ArgSpec> specs = selection.has_case_filter() ? select_specs(selection)
+                                                                   : load_specs(selection.spec_files);
+    std::cout << "\n";
+    if (selection.has_case_filter()) {
+      // A filtered list shows the specs themselves.
+      Table table({"op", "spec", "tags", "args"});
+      for (const ArgSpec& spec : specs) {
+        std::string tags;
+        for (const std::string& t : spec.tags) tags += (tags.empty() ? "" : ",") + t;
+        std::string args = spec.args.args.dump();
+        if (args.size() > 120) args = args.substr(0, 117) + "...";
+        table.add_row({spec.op, spec.name, tags, args});
+      }
+      table.print(std::cout);
+      return kExitOk;
+    }
+    // Catalog summary: spec counts per op and per tag, and where they came from.
+    std::map<std::string, std::map<std::string, int>> tag_counts;
+    std::map<std::string, int> spec_counts;
+    std::map<std::string, std::set<std::string>> sources;
+    for (const ArgSpec& spec : specs) {
+      ++spec_counts[spec.op];
+      sources[spec.op].insert(spec.source);
+      for (const std::string& tag : spec.tags) ++tag_counts[spec.op][tag];
+    }
+    Table catalogs({"catalog op", "specs", "tags (specs)", "source"});
+    catalogs.set_right_aligned({1});
+    for (const auto& [op, count] : spec_counts) {
+      std::string tags;
+      for (const auto& [tag, n] : tag_counts[op]) {
+        tags += (tags.empty() ? "" : " ") + tag + "(" + std::to_string(n) + ")";
+      }
+      std::string from;
+      for (const std::string& s : sources[op]) from += (from.empty() ? "" : ", ") + s;
+      catalogs.add_row({op, std::to_string(count), tags, from});
+    }
+    catalogs.print(std::cout);
+    return kExitOk;
+  }
+};
+
+}  // namespace
+
+Runner add_list_command(CLI::App& app) {
+  auto command = std::make_shared<ListCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "list", "Ops, implementations (supported here or why not), catalogs and tags");
+  add_selection_options(*sub, command->selection);
+  return [command] { return command->run(); };
+}
+
+}  // namespace tokamax::cli

@@ -1,0 +1,109 @@
+// `tokamax verify`: every selected implementation against the float64 oracle.
+#include <iostream>
+#include <map>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/table.h"
+#include "ops/errors.h"
+#include "ops/metadata.h"
+#include "ops/registry.h"
+#include "ops/verifier.h"
+
+namespace tokamax::cli {
+namespace {
+
+struct VerifyCommand {
+  Selection selection;
+  ConfigOptions config;
+  uint64_t seed = 0;
+  double oracle_budget = 5e8;
+  double max_memory_gb = 8.0;
+  std::string dump_dir;
+  std::string json_path;
+
+  int run() const {
+    const std::vector<ArgSpec> specs = select_specs(selection);
+    const ConfigSources sources(config);
+    if (!config.config_json.empty() && selection.impls.find(',') != std::string::npos) {
+      throw InvalidArgument("--config applies to one implementation: give a single --impl", "config");
+    }
+    VerifyOptions options;
+    options.seed = seed;
+    options.oracle_budget = oracle_budget;
+    options.max_case_bytes = max_memory_gb * 1e9;
+    options.dump_dir = dump_dir;
+    options.configs = sources.context();
+
+    Table table({"op", "spec", "impl", "dtype", "result", "max abs err", "max rel err", "bound",
+                 "checked", "note"});
+    table.set_right_aligned({5, 6, 7, 8});
+    std::vector<VerifyRecord> records;
+    for (const ArgSpec& spec : specs) {
+      const Op& op = find_op(spec.op);
+      const std::vector<const Implementation*> impls =
+          select_impls(op, selection.impls, specs);
+      if (impls.empty()) continue;
+      for (VerifyRecord& record : verify_case(spec, impls, options)) {
+        const bool compared = record.comparison.sampled > 0;
+        table.add_row({record.op, record.spec, record.impl, record.dtype,
+                       std::string(disposition_name(record.disposition)),
+                       compared ? format_scientific(record.comparison.max_abs_error) : "-",
+                       compared ? format_scientific(record.comparison.max_rel_error) : "-",
+                       compared ? format_scientific(record.comparison.bound) : "-",
+                       compared ? std::to_string(record.comparison.sampled) + "/" +
+                                      std::to_string(record.comparison.total)
+                                : "-",
+                       record.reason});
+        records.push_back(std::move(record));
+      }
+    }
+    table.print(std::cout);
+
+    std::map<std::string, int> counts;
+    for (const VerifyRecord& r : records) ++counts[std::string(disposition_name(r.disposition))];
+    std::cout << "\n" << records.size() << " results:";
+    for (const char* d : {"passed", "failed", "mistrusted", "unsupported", "skipped"}) {
+      std::cout << " " << counts[d] << " " << d << (std::string(d) == "skipped" ? "" : ",");
+    }
+    std::cout << "\n";
+    if (!json_path.empty()) {
+      nlohmann::json cases = nlohmann::json::array();
+      for (const VerifyRecord& r : records) cases.push_back(r.to_json());
+      nlohmann::json summary = nlohmann::json::object();
+      for (const auto& [name, count] : counts) summary[name] = count;
+      const nlohmann::json document = {{"schema_version", 1},
+                                       {"kind", "tokamax-verify"},
+                                       {"context", run_metadata()},
+                                       {"seed", seed},
+                                       {"oracle_budget", oracle_budget},
+                                       {"summary", summary},
+                                       {"cases", cases}};
+      write_text_file(json_path, document.dump(2) + "\n");
+    }
+    return counts["failed"] > 0 ? kExitFailure : kExitOk;
+  }
+};
+
+}  // namespace
+
+Runner add_verify_command(CLI::App& app) {
+  auto command = std::make_shared<VerifyCommand>();
+  CLI::App* sub = app.add_subcommand("verify", "Check every implementation against the float64 oracle");
+  add_selection_options(*sub, command->selection);
+  add_config_options(*sub, command->config, /*allow_explicit=*/true);
+  sub->add_option("--seed", command->seed, "Seed of the generated inputs")->capture_default_str();
+  sub->add_option("--oracle-budget", command->oracle_budget,
+                  "float64 multiply-adds per case before the oracle samples outputs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-memory", command->max_memory_gb,
+                  "Skip cases needing more than this many GB of tensors")
+      ->capture_default_str();
+  sub->add_option("--dump-dir", command->dump_dir,
+                  "Write inputs, outputs and oracle as .npy (DIR/<op>/<spec>/<impl>/<name>.npy)");
+  sub->add_option("--json", command->json_path, "Write the results as JSON");
+  return [command] { return command->run(); };
+}
+
+}  // namespace tokamax::cli

@@ -1,0 +1,101 @@
+// Shared subcommand options: case selection, implementation lists, config sources.
+#include "cli/common.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ops/errors.h"
+#include "ops/registry.h"
+
+namespace tokamax::cli {
+
+void add_selection_options(CLI::App& command, Selection& selection) {
+  command.add_option("--op", selection.ops, "Only this op (repeatable)");
+  command.add_option("--tag", selection.tags, "Only specs with this tag (repeatable, any-of)");
+  command.add_option("--name", selection.names, "Only specs whose name matches this glob (repeatable)");
+  command.add_option("--impl", selection.impls,
+                     "Comma list of implementations (default: all)");
+  command.add_option("--spec", selection.spec_files, "Extra ArgSpec catalog YAML (repeatable)");
+}
+
+std::vector<ArgSpec> select_specs(const Selection& selection) {
+  const std::vector<ArgSpec> all = load_specs(selection.spec_files);
+  return filter_specs(all, SpecFilter{selection.ops, selection.tags, selection.names});
+}
+
+std::vector<const Implementation*> select_impls(const Op& op, const std::string& impls,
+                                                const std::vector<ArgSpec>& selected) {
+  if (impls.empty()) return op.implementations();
+  std::set<std::string> wanted;
+  std::stringstream list(impls);
+  std::string name;
+  while (std::getline(list, name, ',')) {
+    if (!name.empty()) wanted.insert(name);
+  }
+  // Every name must exist for at least one selected op.
+  std::set<std::string> selected_ops;
+  for (const ArgSpec& spec : selected) selected_ops.insert(spec.op);
+  for (const std::string& w : wanted) {
+    bool found = false;
+    std::string known;
+    for (const std::string& op_name : selected_ops) {
+      for (const Implementation* impl : find_op(op_name).implementations()) {
+        if (impl->name() == w) found = true;
+        known += (known.empty() ? "" : ", ") + op_name + ":" + std::string(impl->name());
+      }
+    }
+    if (!found) {
+      throw InvalidArgument("unknown implementation '" + w + "' (known: " + known + ")", "impl");
+    }
+  }
+  std::vector<const Implementation*> out;
+  for (const Implementation* impl : op.implementations()) {
+    if (wanted.count(std::string(impl->name()))) out.push_back(impl);
+  }
+  return out;
+}
+
+void add_config_options(CLI::App& command, ConfigOptions& options, bool allow_explicit) {
+  command.add_option("--cache", options.cache_path,
+                     "Autotuning cache to read configs from (default: the user cache, " +
+                         default_user_cache_path() + ")");
+  command.add_flag("--no-cache", options.no_cache,
+                   "Ignore the user cache (the shipped cache and heuristics still apply)");
+  if (allow_explicit) {
+    command.add_option("--config", options.config_json,
+                       "Explicit config as JSON for the one implementation given with --impl");
+  }
+}
+
+ConfigSources::ConfigSources(const ConfigOptions& options) {
+  if (!options.no_cache) {
+    path_ = options.cache_path.empty() ? default_user_cache_path() : options.cache_path;
+    user_cache_ = AutotuneCache::load(path_);
+    context_.user_cache = &user_cache_;
+  }
+  context_.shipped_cache = &shipped_cache();
+  if (!options.config_json.empty()) {
+    try {
+      context_.explicit_config = nlohmann::json::parse(options.config_json);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InvalidArgument(std::string("--config is not valid JSON: ") + e.what(), "config");
+    }
+  }
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::filesystem::path file(path);
+  std::error_code error;
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), error);
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw InvalidArgument("cannot write " + path);
+}
+
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0; }
+
+}  // namespace tokamax::cli

@@ -1,0 +1,65 @@
+// Options and helpers shared by the subcommands: case selection, implementations, caches.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/arg_spec.h"
+#include "ops/autotune_cache.h"
+#include "ops/config_resolution.h"
+#include "ops/op.h"
+
+namespace tokamax::cli {
+
+// --op, --tag, --name, --impl, --spec: which cases and implementations to run.
+struct Selection {
+  std::vector<std::string> ops;
+  std::vector<std::string> tags;
+  std::vector<std::string> names;
+  std::vector<std::string> spec_files;
+  std::string impls;  // comma list; empty = all
+
+  bool has_case_filter() const { return !ops.empty() || !tags.empty() || !names.empty(); }
+};
+void add_selection_options(CLI::App& command, Selection& selection);
+
+// Loads the builtin and user catalogs and applies the filters (InvalidArgument when nothing
+// matches, listing what exists).
+std::vector<ArgSpec> select_specs(const Selection& selection);
+// The implementations of `op` named in the comma list (all when empty), in dispatch order. An
+// unknown name is an InvalidArgument listing the known ones; a name that exists for some
+// selected op but not this one is simply not run for this op.
+std::vector<const Implementation*> select_impls(const Op& op, const std::string& impls,
+                                                const std::vector<ArgSpec>& selected);
+
+// --cache FILE (user cache to read; default: the user cache) and --config JSON.
+struct ConfigOptions {
+  std::string cache_path;
+  bool no_cache = false;
+  std::string config_json;
+};
+void add_config_options(CLI::App& command, ConfigOptions& options, bool allow_explicit);
+
+// Loads the user cache (corrupt -> InputError, exit 2) and builds the resolution context.
+class ConfigSources {
+ public:
+  explicit ConfigSources(const ConfigOptions& options);
+  const ConfigContext& context() const { return context_; }
+  const std::string& user_cache_path() const { return path_; }
+
+ private:
+  std::string path_;
+  AutotuneCache user_cache_;
+  ConfigContext context_;
+};
+
+// Writes text to a file, creating parent directories; throws InvalidArgument when it cannot.
+void write_text_file(const std::string& path, const std::string& text);
+
+// stderr is a terminal (for progress lines).
+bool stderr_is_terminal();
+
+}  // namespace tokamax::cli

@@ -1,0 +1,25 @@
+// A small wall-clock timer for tuning candidates: batches fast calls, returns per-call samples.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <vector>
+
+namespace tokamax {
+
+struct TimingOptions {
+  int warmup_runs = 1;
+  int min_samples = 5;
+  int max_samples = 50;
+  double min_time_s = 0.05;  // total timed time per candidate
+  double sample_time_s = 2e-3;  // calls are batched so one sample lasts about this long
+};
+
+// Per-call seconds, one value per sample. Checks `interrupt` between calls and throws
+// Interrupted when it is set (the candidate is abandoned).
+std::vector<double> time_calls(const std::function<void()>& call, const TimingOptions& options,
+                               const std::atomic<bool>* interrupt = nullptr);
+
+double median(std::vector<double> values);
+
+}  // namespace tokamax

@@ -1,0 +1,55 @@
+// tune: search an implementation's config space for one case, verify the winner, make a cache entry.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ops/autotune_cache.h"
+#include "ops/op.h"
+#include "ops/timing.h"
+
+namespace tokamax {
+
+struct CandidateResult {
+  nlohmann::json config;
+  std::string status;  // "ok", "invalid", "error", "numerics"
+  std::string reason;
+  double time_s = 0.0;  // median, for "ok"
+  std::vector<double> samples;
+  bool is_heuristics = false;
+
+  nlohmann::json to_json() const;
+};
+
+struct TuneProgress {
+  int candidate = 0;      // 1-based
+  int num_candidates = 0;
+  double best_time_s = 0.0;  // 0 while none
+};
+
+struct TuneOptions {
+  uint64_t seed = 0;
+  double oracle_budget = 5e8;
+  TimingOptions timing;
+  const std::atomic<bool>* interrupt = nullptr;
+  std::function<void(const TuneProgress&)> progress;
+};
+
+struct TuneResult {
+  bool has_winner = false;
+  std::string reason;           // why there is no winner
+  CacheEntry entry;             // the winner, ready for the cache
+  std::vector<CandidateResult> candidates;
+  double heuristics_time_s = 0.0;  // the heuristics config's median, for the gain
+};
+
+// Enumerates autotuning_configs (plus the heuristics config), skips invalid ones with the
+// reason, times the rest, and verifies candidates against the oracle fastest-first until one
+// passes: only a verified config can win. Throws Interrupted when `interrupt` is raised.
+TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& impl,
+                     const DeviceInfo& device, const TuneOptions& options);
+
+}  // namespace tokamax

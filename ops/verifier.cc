@@ -1,0 +1,208 @@
+// verify: inputs, oracle (sampled past a budget), each implementation, comparison, dumps.
+#include "ops/verifier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "backends/cpu/cpu_info.h"
+#include "ops/errors.h"
+#include "ops/metadata.h"
+#include "ops/npy.h"
+#include "ops/registry.h"
+
+namespace tokamax {
+namespace {
+
+namespace fs = std::filesystem;
+
+double case_bytes(const Op& op, const BoundArgs& args, size_t num_impls) {
+  double bytes = 0.0;
+  for (const TensorDecl& decl : op.inputs(args)) bytes += static_cast<double>(decl.spec.size_bytes());
+  for (const TensorDecl& decl : op.outputs(args)) {
+    bytes += static_cast<double>(decl.spec.size_bytes()) * static_cast<double>(num_impls);
+  }
+  return bytes;
+}
+
+void dump_tensors(const fs::path& dir, const TensorMap& tensors) {
+  fs::create_directories(dir);
+  for (const auto& [name, tensor] : tensors) write_npy((dir / (name + ".npy")).string(), tensor);
+}
+
+void dump_oracle(const fs::path& dir, const Op& op, const BoundArgs& args,
+                 const OracleSet& oracle) {
+  fs::create_directories(dir);
+  for (const TensorDecl& decl : op.outputs(args)) {
+    const OracleSample& sample = oracle.at(decl.name);
+    const auto count = static_cast<int64_t>(sample.index.size());
+    if (count == decl.spec.num_elements()) {
+      write_npy((dir / (decl.name + ".npy")).string(), "<f8", decl.spec.dims, sample.value.data(),
+                sample.value.size() * sizeof(double));
+    } else {
+      // Sampled: flat indices and values side by side (out.flat[index] ~ values).
+      write_npy((dir / (decl.name + "_index.npy")).string(), "<i8", {count}, sample.index.data(),
+                sample.index.size() * sizeof(int64_t));
+      write_npy((dir / (decl.name + "_values.npy")).string(), "<f8", {count},
+                sample.value.data(), sample.value.size() * sizeof(double));
+    }
+  }
+}
+
+}  // namespace
+
+std::string case_dtype(const Op& op, const BoundArgs& args) {
+  std::set<std::string> in, out;
+  for (const TensorDecl& d : op.inputs(args)) {
+    if (is_floating(d.spec.dtype)) in.insert(std::string(dtype_name(d.spec.dtype)));
+  }
+  for (const TensorDecl& d : op.outputs(args)) out.insert(std::string(dtype_name(d.spec.dtype)));
+  auto join = [](const std::set<std::string>& names) {
+    std::string text;
+    for (const std::string& n : names) text += (text.empty() ? "" : "/") + n;
+    return text;
+  };
+  return in == out ? join(in) : join(in) + "->" + join(out);
+}
+
+nlohmann::json VerifyRecord::to_json() const {
+  const bool compared = disposition == Disposition::kPassed ||
+                        disposition == Disposition::kFailed ||
+                        disposition == Disposition::kMistrusted;
+  auto number = [&](double v) { return compared ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"op", op},
+          {"spec", spec},
+          {"impl", impl},
+          {"dtype", dtype},
+          {"disposition", std::string(disposition_name(disposition))},
+          {"reason", reason},
+          {"max_abs_error", number(comparison.max_abs_error)},
+          {"max_rel_error", number(comparison.max_rel_error)},
+          {"bound", number(comparison.bound)},
+          {"worst_ratio", number(std::isfinite(comparison.worst_ratio) ? comparison.worst_ratio
+                                                                      : 1e300)},
+          {"violations", comparison.violations},
+          {"nonfinite", comparison.nonfinite},
+          {"sampled_outputs", comparison.sampled},
+          {"total_outputs", comparison.total},
+          {"args", args.args},
+          {"config", config},
+          {"config_source", config_source}};
+}
+
+std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
+                                      const std::vector<const Implementation*>& impls,
+                                      const VerifyOptions& options) {
+  const Op& op = find_op(spec.op);
+  const BoundArgs& args = spec.args;
+  const DeviceInfo& device = cpu::host_device();
+  std::vector<VerifyRecord> records;
+  auto record_for = [&](const Implementation& impl) {
+    VerifyRecord record;
+    record.op = spec.op;
+    record.spec = spec.name;
+    record.impl = std::string(impl.name());
+    record.dtype = case_dtype(op, args);
+    record.args = args;
+    return record;
+  };
+
+  const double bytes = case_bytes(op, args, impls.size());
+  if (bytes > options.max_case_bytes) {
+    for (const Implementation* impl : impls) {
+      VerifyRecord record = record_for(*impl);
+      record.disposition = Disposition::kSkipped;
+      record.reason = "needs " + std::to_string(static_cast<int64_t>(bytes / 1e6)) +
+                      " MB, over the --max-memory limit";
+      records.push_back(record);
+    }
+    return records;
+  }
+
+  const TensorMap inputs = op.make_inputs(args, options.seed);
+  const OracleSet oracle = sample_oracle(op, args, inputs, options.oracle_budget, options.seed);
+  const ErrorModel model = op.error_model(args);
+  const fs::path case_dir = options.dump_dir.empty()
+                                ? fs::path()
+                                : fs::path(options.dump_dir) / spec.op / spec.name;
+  if (!case_dir.empty()) {
+    dump_tensors(case_dir / "inputs", inputs);
+    dump_oracle(case_dir / "oracle", op, args, oracle);
+  }
+
+  for (const Implementation* impl : impls) {
+    VerifyRecord record = record_for(*impl);
+    const Support support = impl->supported_on(device);
+    if (!support.ok) {
+      record.disposition = Disposition::kUnsupported;
+      record.reason = support.reason;
+      records.push_back(record);
+      continue;
+    }
+    TensorMap outputs = op.allocate_outputs(args);
+    try {
+      impl->check_args(args);
+      const ResolvedConfig resolved = resolve_config(*impl, args, device, options.configs);
+      record.config = resolved.config;
+      record.config_source = std::string(config_source_name(resolved.source));
+      impl->run_json(args, resolved.config, inputs, outputs);
+    } catch (const NotImplemented& e) {
+      record.disposition = Disposition::kUnsupported;
+      record.reason = e.what();
+      records.push_back(record);
+      continue;
+    } catch (const std::exception& e) {
+      record.disposition = Disposition::kFailed;
+      record.reason = std::string("error: ") + e.what();
+      records.push_back(record);
+      continue;
+    }
+    // Judge every output; the worst one decides.
+    for (const auto& [name, sample] : oracle) {
+      const Comparison comparison = compare_to_oracle(outputs.at(name), sample, model);
+      const Disposition verdict = judge(comparison);
+      if (record.comparison.sampled == 0 || comparison.worst_ratio > record.comparison.worst_ratio) {
+        record.comparison = comparison;
+      }
+      if (verdict == Disposition::kFailed) {
+        record.disposition = verdict;
+        record.reason = comparison.nonfinite > 0
+                            ? std::to_string(comparison.nonfinite) + " non-finite outputs in " + name
+                            : std::to_string(comparison.violations) + " outputs of " + name +
+                                  " exceed the bound";
+      } else if (verdict == Disposition::kMistrusted && record.disposition == Disposition::kPassed) {
+        record.disposition = verdict;
+        record.reason = "oracle of " + name + " is all zero at the sampled points";
+      }
+    }
+    if (record.disposition == Disposition::kPassed && record.comparison.sampled < record.comparison.total) {
+      record.reason = "sampled " + std::to_string(record.comparison.sampled) + " of " +
+                      std::to_string(record.comparison.total) + " outputs";
+    }
+    if (!case_dir.empty()) dump_tensors(case_dir / record.impl, outputs);
+    records.push_back(record);
+  }
+
+  if (!case_dir.empty()) {
+    nlohmann::json meta = run_metadata();
+    nlohmann::json results = nlohmann::json::array();
+    for (const VerifyRecord& r : records) results.push_back(r.to_json());
+    nlohmann::json case_json = {{"schema_version", 1},
+                                {"op", spec.op},
+                                {"spec", spec.name},
+                                {"args", args.args},
+                                {"seed", options.seed},
+                                {"error_model",
+                                 {{"accumulation_roundoff", model.accumulation_roundoff},
+                                  {"accumulation_length", model.accumulation_length},
+                                  {"output_roundoff", model.output_roundoff}}},
+                                {"metadata", meta},
+                                {"results", results}};
+    std::ofstream(case_dir / "case.json") << case_json.dump(2) << "\n";
+  }
+  return records;
+}
+
+}  // namespace tokamax

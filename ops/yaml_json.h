@@ -1,0 +1,29 @@
+// YAML (yaml-cpp) -> nlohmann::json conversion and YAML source locations for input errors.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tokamax {
+
+// A 1-based position in a YAML source; 0 when yaml-cpp has none (null mark).
+struct YamlPos {
+  int line = 0;
+  int column = 0;
+};
+YamlPos yaml_pos(const YAML::Mark& mark);
+inline YamlPos yaml_pos(const YAML::Node& node) { return yaml_pos(node.Mark()); }
+
+// Converts a YAML node with the YAML 1.2 core schema: plain true/false -> bool, integers
+// (decimal, 0x, 0o) -> int64, floats (incl. .inf, .nan) -> double, null/~/empty -> null,
+// every other scalar (and every quoted one) -> string; sequences -> arrays, mappings -> objects.
+// Mapping keys must be scalars and unique. Errors throw InputError(source, line, column, ...).
+nlohmann::json yaml_to_json(const YAML::Node& node, const std::string& source);
+
+// Parses `text` as exactly one YAML document. Syntax errors throw InputError at their position;
+// an empty text yields a null node.
+YAML::Node parse_yaml(const std::string& text, const std::string& source);
+
+}  // namespace tokamax

@@ -1,0 +1,74 @@
+// Tests for CPU detection: ISA parsing from /proc/cpuinfo text, the device id, the host.
+#include "backends/cpu/cpu_info.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+using namespace tokamax;
+
+namespace {
+
+bool filesystem_safe(const std::string& id) {
+  if (id.empty()) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+const char* kSapphireRapids =
+    "processor\t: 0\n"
+    "vendor_id\t: GenuineIntel\n"
+    "cpu family\t: 6\n"
+    "model\t\t: 143\n"
+    "model name\t: Intel(R) Xeon(R) Platinum 8480+\n"
+    "flags\t\t: fpu vme sse sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2 avx512f avx512dq "
+    "avx512bw avx512vl avx512_bf16 avx512_fp16 amx_bf16 amx_tile\n"
+    "\n"
+    "processor\t: 1\n"
+    "vendor_id\t: GenuineIntel\n";
+
+}  // namespace
+
+TEST_CASE("describe_cpu parses ISA features and builds a filesystem-safe id", "[cpu_info]") {
+  const DeviceInfo device = cpu::describe_cpu(kSapphireRapids, 16, 48 << 10, 2 << 20, 105 << 20);
+  CHECK(device.kind == "cpu");
+  CHECK(device.vendor == "GenuineIntel");
+  CHECK(device.model == "Intel(R) Xeon(R) Platinum 8480+");
+  // The fixed order of cpu_info.cc, independent of the order in the flags line.
+  CHECK(device.isa == std::vector<std::string>{"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f",
+                                               "avx512bw", "avx512vl", "avx512_bf16",
+                                               "avx512_fp16", "amx_bf16"});
+  CHECK(device.simd_bytes == 64);
+  CHECK(device.cores == 16);
+  CHECK(device.l1d_bytes == 48 << 10);
+  CHECK(device.l2_bytes == 2 << 20);
+  CHECK(device.id == "cpu-intel-fam6-mod143-avx512bf16-16c");
+  CHECK(filesystem_safe(device.id));
+
+  const DeviceInfo arm = cpu::describe_cpu(
+      "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sve\nCPU implementer\t: 0x41\n", 4, 0, 0,
+      0);
+  CHECK(arm.isa == std::vector<std::string>{"neon", "sve"});
+  CHECK(arm.simd_bytes == 16);
+  CHECK(filesystem_safe(arm.id));
+
+  const DeviceInfo odd = cpu::describe_cpu("vendor_id : Weird Vendor/Inc. (TM)\nflags : avx2\n",
+                                           2, 0, 0, 0);
+  CHECK(odd.isa == std::vector<std::string>{"avx2"});
+  CHECK(filesystem_safe(odd.id));
+
+  const DeviceInfo empty = cpu::describe_cpu("", 1, 0, 0, 0);
+  CHECK(empty.isa.empty());
+  CHECK(filesystem_safe(empty.id));
+}
+
+TEST_CASE("host_device describes this machine", "[cpu_info]") {
+  const DeviceInfo& host = cpu::host_device();
+  CHECK(host.kind == "cpu");
+  CHECK(host.cores >= 1);
+  CHECK(filesystem_safe(host.id));
+  CHECK(&host == &cpu::host_device());  // detected once
+}
