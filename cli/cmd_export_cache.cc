@@ -92,8 +92,8 @@ int run_export_cache(const ExportCacheOptions& options) {
     // load() reads a missing file as an empty cache (right for the user cache); a file the user
     // named must exist.
     std::error_code error;
-    if (named && std::filesystem::status(path, error).type() ==
-                     std::filesystem::file_type::not_found) {
+    if (named &&
+        std::filesystem::status(path, error).type() == std::filesystem::file_type::not_found) {
       throw InvalidArgument("export-cache: --cache " + path + ": no such file", "--cache");
     }
     for (const MergeConflict& conflict : merged.merge(AutotuneCache::load(path))) {
@@ -103,8 +103,9 @@ int run_export_cache(const ExportCacheOptions& options) {
   }
   if (merged.empty()) {
     throw InvalidArgument("export-cache: no entries in " + join(paths) +
-                              (named ? "" : " (the user cache: run `tokamax tune` first, or pass "
-                                            "--cache FILE)"),
+                              (named ? ""
+                                     : " (the user cache: run `tokamax tune` first, or pass "
+                                       "--cache FILE)"),
                           "--cache");
   }
 
@@ -141,8 +142,7 @@ Runner add_export_cache_command(CLI::App& app) {
       ->type_name("FILE");
   command->add_option("--device", options->devices, "Keep only this device id (repeatable)")
       ->type_name("ID");
-  command->add_option("--op", options->ops, "Keep only this op (repeatable)")
-      ->type_name("NAME");
+  command->add_option("--op", options->ops, "Keep only this op (repeatable)")->type_name("NAME");
   CLI::Option* output =
       command->add_option("-o,--output", options->output, "Write to FILE (default: stdout)")
           ->type_name("FILE");

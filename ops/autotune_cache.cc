@@ -1,11 +1,10 @@
-// The autotuning cache in memory: entry JSON, the versioned file schema, merge, filter, shipped.
+// The autotuning cache in memory: entry JSON, the versioned file schema, merge and filter.
 #include "ops/autotune_cache.h"
 
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
-#include "ops/embedded.h"
 #include "ops/errors.h"
 
 namespace tokamax {
@@ -143,8 +142,8 @@ bool preferred(const CacheEntry& a, const CacheEntry& b) {
 }  // namespace
 
 nlohmann::json CacheEntry::to_json() const {
-  return {{"config", config},         {"time_s", time_s},         {"samples", samples},
-          {"verified", verified},     {"candidates", candidates}, {"metadata", metadata}};
+  return {{"config", config},     {"time_s", time_s},         {"samples", samples},
+          {"verified", verified}, {"candidates", candidates}, {"metadata", metadata}};
 }
 
 CacheEntry CacheEntry::from_json(const nlohmann::json& value) {
@@ -178,8 +177,9 @@ CacheEntry CacheEntry::from_json(const nlohmann::json& value) {
       if (!item.is_object()) bad_field(field, "expected an object", item);
       entry.metadata = item;
     } else {
-      throw InvalidArgument(field + ": unknown field (known: config, time_s, samples, verified, "
-                                    "candidates, metadata)",
+      throw InvalidArgument(field +
+                                ": unknown field (known: config, time_s, samples, verified, "
+                                "candidates, metadata)",
                             field);
     }
   }
@@ -263,37 +263,5 @@ nlohmann::json AutotuneCache::to_json() const {
 }
 
 std::string AutotuneCache::dump() const { return to_json().dump(2) + "\n"; }
-
-const AutotuneCache& shipped_cache() {
-  static const AutotuneCache cache = [] {
-    constexpr std::string_view kPrefix = "results/autotuning/";
-    constexpr std::string_view kSuffix = ".json";
-    AutotuneCache merged;
-    for (const EmbeddedFile& file : embedded_files(kPrefix)) {
-      const std::string path(file.path);
-      if (!path.ends_with(kSuffix)) continue;
-      // <device>/<op>.json: the layout is how export-cache --out-dir writes it.
-      const std::string relative = path.substr(kPrefix.size());
-      const size_t slash = relative.find('/');
-      if (slash == std::string::npos || relative.find('/', slash + 1) != std::string::npos) {
-        throw InputError(path, 0, 0, "shipped caches belong at results/autotuning/<device>/<op>.json");
-      }
-      const std::string device = relative.substr(0, slash);
-      const std::string op = relative.substr(slash + 1, relative.size() - slash - 1 - kSuffix.size());
-      AutotuneCache file_cache = AutotuneCache::parse(file.content, path);
-      for (const auto& [key, entry] : file_cache.entries()) {
-        if (key.device != device || key.op != op) {
-          throw InputError(path, 0, 0,
-                           "holds an entry for device " + key.device + ", op " + key.op +
-                               "; it belongs in results/autotuning/" + key.device + "/" + key.op +
-                               ".json");
-        }
-      }
-      merged.merge(file_cache);
-    }
-    return merged;
-  }();
-  return cache;
-}
 
 }  // namespace tokamax

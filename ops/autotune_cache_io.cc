@@ -1,6 +1,4 @@
-// The autotuning cache on disk: load, atomic save, locked read-modify-write, the user cache path.
-#include "ops/autotune_cache.h"
-
+// The autotuning cache on disk and in the binary: load, atomic save, locked update, shipped.
 #include <fcntl.h>
 #include <pwd.h>
 #include <sys/file.h>
@@ -13,6 +11,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "ops/autotune_cache.h"
+#include "ops/embedded.h"
 #include "ops/errors.h"
 
 namespace tokamax {
@@ -157,11 +157,46 @@ std::string default_user_cache_path() {
   } else {
     const std::string home = home_directory();
     if (home.empty()) {
-      throw std::runtime_error("cannot locate the user cache: neither XDG_CACHE_HOME nor HOME is set");
+      throw std::runtime_error(
+          "cannot locate the user cache: neither XDG_CACHE_HOME nor HOME is set");
     }
     base = std::filesystem::path(home) / ".cache";
   }
   return (base / "tokamax" / "autotuning.json").string();
+}
+
+const AutotuneCache& shipped_cache() {
+  static const AutotuneCache cache = [] {
+    constexpr std::string_view kPrefix = "results/autotuning/";
+    constexpr std::string_view kSuffix = ".json";
+    AutotuneCache merged;
+    for (const EmbeddedFile& file : embedded_files(kPrefix)) {
+      const std::string path(file.path);
+      if (!path.ends_with(kSuffix)) continue;
+      // <device>/<op>.json: the layout is how export-cache --out-dir writes it.
+      const std::string relative = path.substr(kPrefix.size());
+      const size_t slash = relative.find('/');
+      if (slash == std::string::npos || relative.find('/', slash + 1) != std::string::npos) {
+        throw InputError(path, 0, 0,
+                         "shipped caches belong at results/autotuning/<device>/<op>.json");
+      }
+      const std::string device = relative.substr(0, slash);
+      const std::string op =
+          relative.substr(slash + 1, relative.size() - slash - 1 - kSuffix.size());
+      AutotuneCache file_cache = AutotuneCache::parse(file.content, path);
+      for (const auto& [key, entry] : file_cache.entries()) {
+        if (key.device != device || key.op != op) {
+          throw InputError(path, 0, 0,
+                           "holds an entry for device " + key.device + ", op " + key.op +
+                               "; it belongs in results/autotuning/" + key.device + "/" + key.op +
+                               ".json");
+        }
+      }
+      merged.merge(file_cache);
+    }
+    return merged;
+  }();
+  return cache;
 }
 
 }  // namespace tokamax

@@ -34,12 +34,8 @@ double percentile(std::vector<double> values, double q) {
   return values[below] + fraction * (values[above] - values[below]);
 }
 
-double stat_min(const std::vector<double>& v) {
-  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
-}
-double stat_max(const std::vector<double>& v) {
-  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
-}
+double stat_min(const std::vector<double>& v) { return percentile(v, 0); }
+double stat_max(const std::vector<double>& v) { return percentile(v, 1); }
 double stat_iqr(const std::vector<double>& v) { return percentile(v, 0.75) - percentile(v, 0.25); }
 
 double stat_mean(const std::vector<double>& v) {
@@ -56,7 +52,6 @@ double stat_cv(const std::vector<double>& v) {
 }
 
 // --- The benchmark function.
-
 // Shared by all of one case's invocations: Google Benchmark calls the function once per
 // repetition plus, in the first repetition, once per iteration-count probe. Warm-up belongs
 // to the first invocation only, and after a failure the rest skip without calling run().
@@ -110,7 +105,6 @@ void time_case(benchmark::State& state, const BenchCase& bench_case, int warmup_
 }
 
 // --- Reporters.
-
 // One repetition of one case, as the display reporter saw it.
 struct Repetition {
   std::string name;
@@ -229,13 +223,9 @@ BenchStats summarize(const BenchCase& bench_case, const CaseState& case_state,
     stats.samples_s.push_back(repetition.seconds_per_call);
     stats.iterations = repetition.iterations;
   }
-  if (stats.ok && case_state.failed) {
+  if (stats.ok && (case_state.failed || stats.samples_s.empty())) {
     stats.ok = false;
-    stats.error = case_state.error;
-  }
-  if (stats.ok && stats.samples_s.empty()) {
-    stats.ok = false;
-    stats.error = "benchmark: no repetition of this case was reported";
+    stats.error = case_state.failed ? case_state.error : "benchmark: no repetition was reported";
   }
   const std::vector<double>& samples = stats.samples_s;
   if (samples.empty()) return stats;
@@ -256,8 +246,6 @@ BenchStats summarize(const BenchCase& bench_case, const CaseState& case_state,
 struct RegistryGuard {
   RegistryGuard() { benchmark::ClearRegisteredBenchmarks(); }
   ~RegistryGuard() { benchmark::ClearRegisteredBenchmarks(); }
-  RegistryGuard(const RegistryGuard&) = delete;
-  RegistryGuard& operator=(const RegistryGuard&) = delete;
 };
 
 }  // namespace
@@ -280,13 +268,12 @@ std::vector<BenchStats> run_benchmarks(const std::vector<BenchCase>& cases,
   for (size_t i = 0; i < cases.size(); ++i) {
     const BenchCase& bench_case = cases[i];
     CaseState& case_state = case_states[i];
-    const int warmup_runs = options.warmup_runs;
     benchmark::RegisterBenchmark(bench_case.name.c_str(),
-                                 [&bench_case, &case_state, warmup_runs](benchmark::State& state) {
-                                   time_case(state, bench_case, warmup_runs, case_state);
+                                 [&bench_case, &case_state, &options](benchmark::State& state) {
+                                   time_case(state, bench_case, options.warmup_runs, case_state);
                                  })
         ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond)
+        ->Unit(benchmark::kMicrosecond)  // the JSON unit: kernel times are us to ms
         ->Repetitions(options.repetitions)
         ->MinTime(options.min_time_s)
         ->ReportAggregatesOnly(false)
@@ -306,9 +293,8 @@ std::vector<BenchStats> run_benchmarks(const std::vector<BenchCase>& cases,
 
   std::vector<BenchStats> results;
   results.reserve(cases.size());
-  for (size_t i = 0; i < cases.size(); ++i) {
+  for (size_t i = 0; i < cases.size(); ++i)
     results.push_back(summarize(cases[i], case_states[i], display.repetitions()));
-  }
   return results;
 }
 

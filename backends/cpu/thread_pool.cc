@@ -74,11 +74,13 @@ void ThreadPool::worker_loop(int id) {
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
+      // A worker beyond the loop's thread count sleeps again. Decide that under the lock: the
+      // caller does not wait for non-participants, so once unlocked the job may be gone. A
+      // participant cannot miss its job: the next one is posted only after all participants
+      // checked out of this one.
+      if (job_ == nullptr || id >= job_->threads) continue;
       job = job_;
     }
-    // A worker beyond the loop's thread count sleeps again; a job cannot be missed by a
-    // participant because the next one is only posted after all participants checked in.
-    if (job == nullptr || id >= job->threads) continue;
     run_tasks(*job, id);
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -173,6 +173,9 @@ TEST_CASE("catalog structure errors point at the offending node", "[arg_spec]") 
   e = error_of("- just\n- a list\n");
   CHECK(e.line() == 1);
   CHECK(std::string(e.what()).find("'op' and 'specs'") != std::string::npos);
+
+  e = error_of("# nothing but a comment\n");
+  CHECK(std::string(e.what()).find("empty catalog") != std::string::npos);
 }
 
 TEST_CASE("an unknown op points at the op value and lists the known ops", "[arg_spec]") {
@@ -184,7 +187,7 @@ TEST_CASE("an unknown op points at the op value and lists the known ops", "[arg_
 
 TEST_CASE("duplicate spec names name the first occurrence", "[arg_spec]") {
   const InputError e = error_of(one_spec(kArgs) + "  - name: s\n" + kArgs);
-  CHECK(e.line() == 9);
+  CHECK(e.line() == 8);
   CHECK(e.column() == 11);
   CHECK(std::string(e.what()).find("first defined at line 3") != std::string::npos);
 }
@@ -246,7 +249,7 @@ TEST_CASE("catalog files: unreadable paths and duplicates across files", "[arg_s
     FAIL("expected an InputError");
   } catch (const InputError& e) {
     CHECK(e.file() == clash.string());
-    CHECK(e.line() == 9);
+    CHECK(e.line() == 8);
     CHECK(std::string(e.what()).find("specs/ragged_dot.yaml (embedded):") != std::string::npos);
   }
   std::filesystem::remove(mine);

@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kArgs = R"({"args":{"lhs":"bf16[64,32]","rhs":"bf16[4,32,16]"},"op":"ragged_dot"})";
+const std::string kArgs =
+    R"({"args":{"lhs":"bf16[64,32]","rhs":"bf16[4,32,16]"},"op":"ragged_dot"})";
 
 CacheEntry make_entry(int tile_m, double time_s, bool verified,
                       const std::string& timestamp = "2026-01-01T00:00:00Z") {
@@ -33,6 +34,12 @@ CacheEntry make_entry(int tile_m, double time_s, bool verified,
   entry.candidates = json::array({{{"config", entry.config}, {"time_s", time_s}}});
   entry.metadata = {{"timestamp", timestamp}, {"tokamax_version", "0.1.0"}};
   return entry;
+}
+
+AutotuneCache cache_of(const CacheKey& key, CacheEntry entry) {
+  AutotuneCache cache;
+  cache.put(key, std::move(entry));
+  return cache;
 }
 
 // A fresh directory, removed with everything in it at scope exit.
@@ -103,11 +110,8 @@ TEST_CASE("cache round-trips through canonical JSON", "[cache]") {
 
 TEST_CASE("merge keeps the faster verified entry and reports conflicts", "[cache]") {
   const CacheKey key{"cpu-x", "ragged_dot", kArgs, "cpu"};
-  AutotuneCache base;
-  base.put(key, make_entry(64, 2e-3, true));
-
-  AutotuneCache faster;
-  faster.put(key, make_entry(128, 1e-3, true));
+  AutotuneCache base = cache_of(key, make_entry(64, 2e-3, true));
+  AutotuneCache faster = cache_of(key, make_entry(128, 1e-3, true));
   faster.put({"cpu-x", "ragged_dot", kArgs, "openblas"}, make_entry(0, 5e-3, true));
   std::vector<MergeConflict> conflicts = base.merge(faster);
   CHECK(base.size() == 2);
@@ -120,30 +124,21 @@ TEST_CASE("merge keeps the faster verified entry and reports conflicts", "[cache
   CHECK(conflicts[0].dropped_time_s == 2e-3);
 
   // An unverified entry loses even when faster.
-  AutotuneCache unverified;
-  unverified.put(key, make_entry(16, 1e-4, false));
-  conflicts = base.merge(unverified);
+  conflicts = base.merge(cache_of(key, make_entry(16, 1e-4, false)));
   CHECK(base.find(key)->config["tile_m"] == 128);
   REQUIRE(conflicts.size() == 1);
   CHECK(conflicts[0].dropped_config["tile_m"] == 16);
 
   // ... and a verified one beats an unverified incumbent even when slower.
-  AutotuneCache other;
-  other.put(key, make_entry(16, 1e-4, false));
-  AutotuneCache verified;
-  verified.put(key, make_entry(32, 9e-3, true));
-  other.merge(verified);
+  AutotuneCache other = cache_of(key, make_entry(16, 1e-4, false));
+  other.merge(cache_of(key, make_entry(32, 9e-3, true)));
   CHECK(other.find(key)->config["tile_m"] == 32);
 
   // Equal times: the newer timestamp wins. The same config re-measured is no conflict.
-  AutotuneCache newer;
-  newer.put(key, make_entry(256, 1e-3, true, "2027-05-01T00:00:00Z"));
-  conflicts = base.merge(newer);
+  conflicts = base.merge(cache_of(key, make_entry(256, 1e-3, true, "2027-05-01T00:00:00Z")));
   CHECK(base.find(key)->config["tile_m"] == 256);
   CHECK(conflicts.size() == 1);
-  AutotuneCache remeasured;
-  remeasured.put(key, make_entry(256, 0.5e-3, true));
-  CHECK(base.merge(remeasured).empty());
+  CHECK(base.merge(cache_of(key, make_entry(256, 0.5e-3, true))).empty());
   CHECK(base.find(key)->time_s == 0.5e-3);
 }
 
@@ -161,7 +156,8 @@ TEST_CASE("filtered keeps the requested devices and ops", "[cache]") {
 
 TEST_CASE("a syntax error reports its line and column", "[cache]") {
   // Line 4: `    "cpu-x": x`, the bad literal at column 14.
-  const std::string text = "{\n  \"format_version\": 1,\n  \"entries\": {\n    \"cpu-x\": x\n  }\n}\n";
+  const std::string text =
+      "{\n  \"format_version\": 1,\n  \"entries\": {\n    \"cpu-x\": x\n  }\n}\n";
   try {
     AutotuneCache::parse(text, "bad.json");
     FAIL("no error");
@@ -182,45 +178,44 @@ TEST_CASE("a syntax error reports its line and column", "[cache]") {
 }
 
 TEST_CASE("a schema error names the JSON path", "[cache]") {
-  json entry = make_entry(64, 1e-3, true).to_json();
-  entry["time_s"] = "fast";
-  const json document = {{"format_version", 1},
-                         {"entries", {{"cpu-x", {{"ragged_dot", {{"{}", {{"cpu", entry}}}}}}}}}};
-  try {
-    AutotuneCache::parse(document.dump(), "schema.json");
-    FAIL("no error");
-  } catch (const InputError& e) {
-    CHECK(e.line() == 0);
-    CHECK_THAT(e.what(), Catch::StartsWith("schema.json: entries[\"cpu-x\"][\"ragged_dot\"][\"{}\"]"
-                                           "[\"cpu\"].time_s: expected a number"));
-  }
-  const auto message = [](const json& doc) -> std::string {
+  // The what() of parsing `document`, which must fail with a schema error (no line/column).
+  const auto error_of = [](const json& document) -> std::string {
     try {
-      AutotuneCache::parse(doc.dump(), "s.json");
+      AutotuneCache::parse(document.dump(), "schema.json");
     } catch (const InputError& e) {
+      CHECK(e.line() == 0);
       return e.what();
     }
     return "no error";
   };
-  CHECK_THAT(message({{"entries", json::object()}}), Catch::Contains("format_version: missing"));
-  CHECK_THAT(message({{"format_version", "1"}, {"entries", json::object()}}),
-             Catch::Contains("format_version: expected an integer"));
-  CHECK_THAT(message({{"format_version", 2}, {"entries", json::object()}}),
-             Catch::Contains("format_version: 2 is newer"));
-  CHECK_THAT(message({{"format_version", 0}, {"entries", json::object()}}),
-             Catch::Contains("format_version: 0 is not a known"));
-  CHECK_THAT(message({{"format_version", 1}, {"entries", json::array()}}),
-             Catch::Contains("entries: expected an object"));
-  CHECK_THAT(message({{"format_version", 1}, {"entries", {{"cpu-x", {{"op", 3}}}}}}),
-             Catch::Contains("entries[\"cpu-x\"][\"op\"]: expected an object"));
+  const auto with_entry = [](const json& entry) {
+    return json{{"format_version", 1},
+                {"entries", {{"cpu-x", {{"ragged_dot", {{"{}", {{"cpu", entry}}}}}}}}}};
+  };
+  json entry = make_entry(64, 1e-3, true).to_json();
+  entry["time_s"] = "fast";
+  CHECK_THAT(error_of(with_entry(entry)),
+             Catch::StartsWith("schema.json: entries[\"cpu-x\"][\"ragged_dot\"][\"{}\"]"
+                               "[\"cpu\"].time_s: expected a number"));
   entry = make_entry(64, 1e-3, true).to_json();
   entry["tile"] = 1;
-  CHECK_THAT(message({{"format_version", 1}, {"entries", {{"d", {{"o", {{"a", {{"i", entry}}}}}}}}}}),
-             Catch::Contains("[\"i\"].tile: unknown field"));
+  CHECK_THAT(error_of(with_entry(entry)), Catch::Contains("[\"cpu\"].tile: unknown field"));
   entry.erase("tile");
   entry.erase("config");
-  CHECK_THAT(message({{"format_version", 1}, {"entries", {{"d", {{"o", {{"a", {{"i", entry}}}}}}}}}}),
-             Catch::Contains("[\"i\"].config: missing"));
+  CHECK_THAT(error_of(with_entry(entry)), Catch::Contains("[\"cpu\"].config: missing"));
+
+  const json empty = json::object();
+  CHECK_THAT(error_of({{"entries", empty}}), Catch::Contains("format_version: missing"));
+  CHECK_THAT(error_of({{"format_version", "1"}, {"entries", empty}}),
+             Catch::Contains("format_version: expected an integer"));
+  CHECK_THAT(error_of({{"format_version", 2}, {"entries", empty}}),
+             Catch::Contains("format_version: 2 is newer"));
+  CHECK_THAT(error_of({{"format_version", 0}, {"entries", empty}}),
+             Catch::Contains("format_version: 0 is not a known"));
+  CHECK_THAT(error_of({{"format_version", 1}, {"entries", json::array()}}),
+             Catch::Contains("entries: expected an object"));
+  CHECK_THAT(error_of({{"format_version", 1}, {"entries", {{"cpu-x", {{"op", 3}}}}}}),
+             Catch::Contains("entries[\"cpu-x\"][\"op\"]: expected an object"));
 }
 
 TEST_CASE("load, save and update_file on disk", "[cache]") {
@@ -265,8 +260,8 @@ TEST_CASE("concurrent writers lose no entries", "[cache]") {
       try {
         for (int i = 0; i < kUpdates; ++i) {
           AutotuneCache::update_file(path, [&](AutotuneCache& cache) {
-            const std::string args = "{\"writer\":" + std::to_string(writer) +
-                                     ",\"i\":" + std::to_string(i) + "}";
+            const std::string args =
+                "{\"writer\":" + std::to_string(writer) + ",\"i\":" + std::to_string(i) + "}";
             cache.put({"cpu-x", "ragged_dot", args, "cpu"}, make_entry(i, 1e-3, true));
           });
         }
@@ -283,12 +278,13 @@ TEST_CASE("concurrent writers lose no entries", "[cache]") {
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
-  CHECK(AutotuneCache::load(path).size() == kWriters * kUpdates);
+  CHECK(AutotuneCache::load(path).size() == size_t{kWriters} * kUpdates);
 }
 
 TEST_CASE("default_user_cache_path honours XDG_CACHE_HOME", "[cache]") {
   const char* saved = std::getenv("XDG_CACHE_HOME");
-  const std::optional<std::string> previous = saved ? std::optional<std::string>(saved) : std::nullopt;
+  const std::optional<std::string> previous =
+      saved ? std::optional<std::string>(saved) : std::nullopt;
   ::setenv("XDG_CACHE_HOME", "/tmp/xdg-test", 1);
   CHECK(default_user_cache_path() == "/tmp/xdg-test/tokamax/autotuning.json");
   ::setenv("XDG_CACHE_HOME", "relative/ignored", 1);
@@ -322,8 +318,8 @@ TEST_CASE("export-cache merges, filters and writes the shipped layout", "[cache]
   b.save(dir.file("b.json"));
 
   const std::string caches = " --cache " + dir.file("a.json") + " --cache " + dir.file("b.json");
-  CHECK(run_export_cache("export-cache" + caches + " --device cpu-x --out-dir " + dir.file("out")) ==
-        cli::kExitOk);
+  CHECK(run_export_cache("export-cache" + caches + " --device cpu-x --out-dir " +
+                         dir.file("out")) == cli::kExitOk);
   const AutotuneCache shipped = AutotuneCache::load(dir.file("out/cpu-x/ragged_dot.json"));
   CHECK(shipped.size() == 1);
   CHECK(shipped.find(key)->config["tile_m"] == 128);

@@ -1,0 +1,42 @@
+// Tests for tune_case: invalid candidates skipped, a fast-but-wrong candidate cannot win.
+#include "ops/tuner.h"
+
+#include <catch2/catch.hpp>
+
+#include "backends/cpu/cpu_info.h"
+#include "fake_impls.h"
+
+using namespace tokamax;
+using namespace tokamax::testing;
+
+TEST_CASE("tune verifies before a candidate may win", "[tuner]") {
+  const FakeRaggedDot fake("fake");
+  const FakeRaggedDotOp op({&fake});
+  TuneOptions options;
+  options.timing.min_time_s = 0.002;
+  options.timing.min_samples = 3;
+  const TuneResult result =
+      tune_case(op, small_ragged_dot_args(), fake, cpu::host_device(), options);
+  REQUIRE(result.has_winner);
+  // Heuristics (3000 us) + 5 search configs.
+  REQUIRE(result.candidates.size() == 6);
+  std::map<std::string, int> statuses;
+  for (const CandidateResult& c : result.candidates) ++statuses[c.status];
+  CHECK(statuses["invalid"] == 1);
+  CHECK(statuses["numerics"] == 1);  // mode 1 was fastest but wrong
+  CHECK(result.entry.config == nlohmann::json({{"mode", 0}, {"delay_us", 500}}));
+  CHECK(result.entry.verified);
+  CHECK(result.heuristics_time_s > result.entry.time_s);
+  CHECK(result.entry.metadata["impl"] == "fake");
+  CHECK(result.entry.metadata.contains("command"));
+}
+
+TEST_CASE("tune stops with Interrupted when interrupted", "[tuner]") {
+  const FakeRaggedDot fake("fake");
+  const FakeRaggedDotOp op({&fake});
+  std::atomic<bool> interrupt{true};
+  TuneOptions options;
+  options.interrupt = &interrupt;
+  CHECK_THROWS_AS(tune_case(op, small_ragged_dot_args(), fake, cpu::host_device(), options),
+                  Interrupted);
+}
