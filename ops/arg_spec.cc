@@ -42,6 +42,13 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return out;
 }
 
+[[noreturn]] void fail_key(const std::string& source, const YAML::Node& key, const char* problem,
+                           const std::string& what, const std::vector<std::string>& known) {
+  const std::string name = key.IsScalar() ? key.Scalar() : "";
+  fail(source, key,
+       std::string(problem) + " key '" + name + "' in " + what + " (expected " + join(known) + ")");
+}
+
 // The entries of a mapping whose keys must all be in `known`.
 Entries read_mapping(const YAML::Node& map, const std::vector<std::string>& known,
                      const std::string& what, const std::string& source) {
@@ -50,10 +57,9 @@ Entries read_mapping(const YAML::Node& map, const std::vector<std::string>& know
     const YAML::Node& key = pair.first;
     const std::string name = key.IsScalar() ? key.Scalar() : "";
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      fail(source, key,
-           "unknown key '" + name + "' in " + what + " (expected " + join(known) + ")");
+      fail_key(source, key, "unknown", what, known);
     }
-    if (entries.count(name)) fail(source, key, "duplicate key '" + name + "' in " + what);
+    if (entries.count(name)) fail_key(source, key, "duplicate", what, known);
     entries.emplace(name, Entry{key, pair.second});
   }
   return entries;

@@ -1,6 +1,4 @@
 // ArgSpec filtering (ops exact, tags any-of, names by shell glob) and its "nothing matched" help.
-#include "ops/arg_spec.h"
-
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -8,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/arg_spec.h"
 #include "ops/errors.h"
 
 namespace tokamax {
@@ -70,11 +69,13 @@ std::vector<ArgSpec> filter_specs(const std::vector<ArgSpec>& specs, const SpecF
   // Nothing matched: say what the selected ops do offer.
   std::map<std::string, int> tag_counts;
   std::vector<std::string> names;
+  names.reserve(of_ops.size());
   for (const ArgSpec* spec : of_ops) {
     for (const std::string& tag : spec->tags) ++tag_counts[tag];
     names.push_back(spec->name);
   }
   std::vector<std::string> tags;
+  tags.reserve(tag_counts.size());
   for (const auto& [tag, count] : tag_counts)
     tags.push_back(tag + " (" + std::to_string(count) + ")");
   std::string wanted;

@@ -18,9 +18,9 @@ const AutotuneCache* user_cache() {
     try {
       cache = AutotuneCache::load(default_user_cache_path());
       loaded = true;
-    } catch (const InputError&) {
-      // A corrupt user cache must not break the application calling the API: ignore it here
-      // (the CLI reports it).
+    } catch (const std::exception&) {
+      // A corrupt or unreachable user cache (no home directory) must not break the application
+      // calling the API: configs fall back to the shipped cache and heuristics. The CLI reports it.
     }
   });
   return loaded ? &cache : nullptr;

@@ -20,10 +20,10 @@ thread_local bool t_in_task = false;
 struct ThreadPool::Job {
   const TaskFn* fn = nullptr;
   int64_t num_tasks = 0;
-  int threads = 1;                // participants: the caller (thread 0) and workers 1..threads-1
-  std::atomic<int64_t> next{0};   // the next task to hand out
+  int threads = 1;               // participants: the caller (thread 0) and workers 1..threads-1
+  std::atomic<int64_t> next{0};  // the next task to hand out
   std::mutex error_mutex;
-  std::exception_ptr error;       // the first exception a task threw
+  std::exception_ptr error;  // the first exception a task threw
 };
 
 ThreadPool::ThreadPool(int size) : size_(std::max(1, size)) {

@@ -43,8 +43,8 @@ class ThreadPool {
 
   const int size_;
   std::vector<std::thread> workers_;
-  std::mutex job_mutex_;  // one loop at a time; concurrent callers queue here
-  std::mutex mutex_;      // guards the fields below
+  std::mutex job_mutex_;          // one loop at a time; concurrent callers queue here
+  std::mutex mutex_;              // guards the fields below
   std::condition_variable wake_;  // workers: a new job or stop
   std::condition_variable done_;  // caller: the last participating worker finished
   Job* job_ = nullptr;

@@ -42,6 +42,8 @@ struct CpuRaggedDotConfig {
 
 // 8 f32 lanes: one AVX2 register, half an AVX-512 one; the SIMD micro-kernel steps tn by it.
 constexpr int kSimdFloats = 8;
+// Accumulator rows the micro-kernel updates per rhs row it loads (cpu_kernel.cc).
+constexpr int64_t kMicroKernelRows = 4;
 constexpr int kMaxTile = 1 << 16;
 // One rhs panel [tk, tn] per thread; bigger ones cannot be cache blocks and only waste memory.
 constexpr int64_t kMaxPanelElements = int64_t{1} << 24;
@@ -68,15 +70,14 @@ int64_t floor_pow2(int64_t x) {
 int64_t acc_bytes(const RaggedDotProblem& p) { return p.out_dtype == DType::kF64 ? 8 : 4; }
 
 int64_t max_group_size(const RaggedDotProblem& p) {
-  return p.group_sizes.empty() ? 0
-                               : *std::max_element(p.group_sizes.begin(), p.group_sizes.end());
+  return p.group_sizes.empty() ? 0 : *std::max_element(p.group_sizes.begin(), p.group_sizes.end());
 }
 
 // Tiles larger than the problem only cost scratch: clamp them (tn to whole SIMD vectors).
 CpuRaggedDotConfig clamp_to_problem(CpuRaggedDotConfig c, const RaggedDotProblem& p) {
   c.tile_m = static_cast<int>(std::clamp<int64_t>(max_group_size(p), 1, c.tile_m));
-  c.tile_n = static_cast<int>(std::clamp<int64_t>(round_up(p.N, kSimdFloats), kSimdFloats,
-                                                  c.tile_n));
+  c.tile_n =
+      static_cast<int>(std::clamp<int64_t>(round_up(p.N, kSimdFloats), kSimdFloats, c.tile_n));
   c.tile_k = static_cast<int>(std::clamp<int64_t>(p.K, 1, c.tile_k));
   return c;
 }
@@ -126,7 +127,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     CpuRaggedDotConfig c;
     // The micro-kernel updates four accumulator rows of tn while streaming one rhs row: keep
     // those rows within half of L1 so they are not evicted between k steps.
-    c.tile_n = static_cast<int>(std::clamp<int64_t>(floor_pow2(l1 / (2 * 4 * bytes)), 64, 512));
+    c.tile_n = static_cast<int>(
+        std::clamp<int64_t>(floor_pow2(l1 / (2 * kMicroKernelRows * bytes)), 64, 512));
     // The rhs panel [tk, tn] is reread by every row of the tile: keep it within half of L2 (the
     // rest holds the lhs tile, the accumulator tile and prefetched input).
     c.tile_k = static_cast<int>(
@@ -143,6 +145,12 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
 
   std::vector<CpuRaggedDotConfig> autotuning_configs(const RaggedDotProblem& p,
                                                      const DeviceInfo& device) const override {
+    std::vector<int> tms = {16, 32, 64, 128}, tns = {64, 128, 256, 512}, tks = {64, 128, 256, 512};
+    // Extents at or below the usual tiles clamp them all to one value; smaller tiles are then the
+    // only way to vary the task count and shape.
+    if (max_group_size(p) <= tms.front()) tms.insert(tms.begin(), {4, 8});
+    if (p.N <= tns.front()) tns.insert(tns.begin(), {8, 16, 32});
+    if (p.K <= tks.front()) tks.insert(tks.begin(), {16, 32});
     std::vector<int> thread_counts = {0};
     // Small calls may be fastest without waking the pool; large ones never are.
     if (static_cast<double>(p.rows()) * p.K * p.N < 64 * kSerialMultiplyAdds) {
@@ -155,9 +163,9 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
       if (seen.insert(c.key()).second) configs.push_back(c);
     };
     add(heuristics_config(p, device));
-    for (int tm : {16, 32, 64, 128}) {
-      for (int tn : {64, 128, 256, 512}) {
-        for (int tk : {64, 128, 256, 512}) {
+    for (int tm : tms) {
+      for (int tn : tns) {
+        for (int tk : tks) {
           // A panel that cannot stay in L2 is re-fetched from memory for every row of the tile.
           if (device.l2_bytes > 0 && int64_t{tk} * tn * acc_bytes(p) > device.l2_bytes) continue;
           for (int threads : thread_counts) add({tm, tn, tk, threads});
@@ -171,8 +179,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
            TensorMap& outputs) const override {
     check(p);
     const CpuRaggedDotConfig c = clamp_to_problem(config, p);
-    const RaggedDotWorkList work = make_ragged_dot_work_list(p.group_starts, p.M, p.K, p.N,
-                                                             c.tile_m, c.tile_n, c.tile_k);
+    const RaggedDotWorkList work =
+        make_ragged_dot_work_list(p.group_starts, p.M, p.K, p.N, c.tile_m, c.tile_n, c.tile_k);
     ragged_dot_cpu_kernel(p, work, c.num_threads, inputs.at("lhs"), inputs.at("rhs"),
                           outputs.at("out"));
   }
@@ -188,8 +196,8 @@ void CpuRaggedDotConfig::validate() const {
   require(tile_k >= 1 && tile_k <= kMaxTile, "tile_k",
           "tile_k is " + std::to_string(tile_k) + "; expected 1.." + std::to_string(kMaxTile));
   require(int64_t{tile_k} * tile_n <= kMaxPanelElements, "tile_k",
-          "tile_k * tile_n is " + std::to_string(int64_t{tile_k} * tile_n) + "; expected <= " +
-              std::to_string(kMaxPanelElements));
+          "tile_k * tile_n is " + std::to_string(int64_t{tile_k} * tile_n) +
+              "; expected <= " + std::to_string(kMaxPanelElements));
   require(num_threads >= 0, "num_threads",
           "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)");
 }

@@ -77,7 +77,7 @@ void pack_tile(
     const T* src, int64_t src_stride,  // [rows, cols] block of a full array
     int64_t rows, int64_t cols,
     // Outputs.
-    Acc* dst, int64_t dst_stride) {    // [rows, cols] packed tile
+    Acc* dst, int64_t dst_stride) {  // [rows, cols] packed tile
   for (int64_t r = 0; r < rows; ++r) {
     const T* src_row = src + r * src_stride;
     Acc* dst_row = dst + r * dst_stride;
@@ -98,7 +98,7 @@ void micro_kernel(
     const Acc* __restrict rhs, int64_t rhs_stride,  // [depth, cols] packed tile of [tk, tn]
     int64_t rows, int64_t depth, int64_t cols,
     // Outputs.
-    Acc* __restrict acc, int64_t acc_stride) {      // [rows, cols] tile of [tm, tn]
+    Acc* __restrict acc, int64_t acc_stride) {  // [rows, cols] tile of [tm, tn]
   int64_t m = 0;
   for (; m + 4 <= rows; m += 4) {
     Acc* __restrict c0 = acc + (m + 0) * acc_stride;
@@ -136,7 +136,7 @@ void run_task(const RaggedDotTask& task, const RaggedDotWorkList& work, int64_t 
               const In* lhs,  // [M, K], full array
               const In* rhs,  // [G, K, N], full array
               // Outputs.
-              Out* out) {     // [M, N], full array
+              Out* out) {  // [M, N], full array
   const int64_t rows = task.m_end - task.m_start, cols = task.n_end - task.n_start;
   if (task.group == kZeroRowsTask) {
     // The zero tasks cover whole rows, so this is one contiguous fill (a memset: Out{} is +0.0).
@@ -171,7 +171,7 @@ void run_task(const RaggedDotTask& task, const RaggedDotWorkList& work, int64_t 
   }
 }
 
-void check_shape(const HostTensor& tensor, std::vector<int64_t> dims, const char* name) {
+void check_shape(const HostTensor& tensor, const std::vector<int64_t>& dims, const char* name) {
   if (tensor.dims() != dims) {
     throw InvalidArgument(std::string("ragged_dot cpu kernel: ") + name + " is " +
                               tensor.spec().to_string() + ", which does not match the problem",

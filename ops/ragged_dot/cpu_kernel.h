@@ -26,6 +26,6 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& problem, const RaggedDotWorkL
                            const HostTensor& lhs,  // [M, K], full array
                            const HostTensor& rhs,  // [G, K, N], full array
                            // Outputs.
-                           HostTensor& out);       // [M, N] out_dtype, full array
+                           HostTensor& out);  // [M, N] out_dtype, full array
 
 }  // namespace tokamax

@@ -32,9 +32,8 @@ RaggedDotWorkList make_ragged_dot_work_list(std::span<const int64_t> group_start
                                             int64_t K, int64_t N, int64_t tm, int64_t tn,
                                             int64_t tk) {
   if (tm < 1 || tn < 1 || tk < 1) {
-    throw InvalidArgument("ragged_dot work list: tiles must be >= 1, got tm=" +
-                          std::to_string(tm) + " tn=" + std::to_string(tn) +
-                          " tk=" + std::to_string(tk));
+    throw InvalidArgument("ragged_dot work list: tiles must be >= 1, got tm=" + std::to_string(tm) +
+                          " tn=" + std::to_string(tn) + " tk=" + std::to_string(tk));
   }
   if (group_starts.empty() || group_starts.back() > M) {
     throw InvalidArgument("ragged_dot work list: group_starts must end at rows <= M");

@@ -20,6 +20,7 @@ bool has_tag(const ArgSpec& spec, const std::string& tag) {
 
 std::vector<std::string> names_of(const std::vector<ArgSpec>& specs) {
   std::vector<std::string> names;
+  names.reserve(specs.size());
   for (const ArgSpec& spec : specs) names.push_back(spec.name);
   return names;
 }

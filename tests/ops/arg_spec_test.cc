@@ -52,8 +52,8 @@ const std::string kArgs =
     "    args:\n      lhs: f32[8,4]\n      rhs: f32[2,4,3]\n      group_sizes: [3, 5]\n";
 
 std::filesystem::path write_temp(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("tokamax_arg_spec_test_" + std::to_string(::getpid()) + "_" + name);
+  auto path = std::filesystem::temp_directory_path() /
+              ("tokamax_arg_spec_test_" + std::to_string(::getpid()) + "_" + name);
   std::ofstream(path) << text;
   return path;
 }

@@ -39,8 +39,8 @@ TEST_CASE("describe_cpu parses ISA features and builds a filesystem-safe id", "[
   CHECK(device.model == "Intel(R) Xeon(R) Platinum 8480+");
   // The fixed order of cpu_info.cc, independent of the order in the flags line.
   CHECK(device.isa == std::vector<std::string>{"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f",
-                                               "avx512bw", "avx512vl", "avx512_bf16",
-                                               "avx512_fp16", "amx_bf16"});
+                                               "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
+                                               "amx_bf16"});
   CHECK(device.simd_bytes == 64);
   CHECK(device.cores == 16);
   CHECK(device.l1d_bytes == 48 << 10);
@@ -55,8 +55,8 @@ TEST_CASE("describe_cpu parses ISA features and builds a filesystem-safe id", "[
   CHECK(arm.simd_bytes == 16);
   CHECK(filesystem_safe(arm.id));
 
-  const DeviceInfo odd = cpu::describe_cpu("vendor_id : Weird Vendor/Inc. (TM)\nflags : avx2\n",
-                                           2, 0, 0, 0);
+  const DeviceInfo odd =
+      cpu::describe_cpu("vendor_id : Weird Vendor/Inc. (TM)\nflags : avx2\n", 2, 0, 0, 0);
   CHECK(odd.isa == std::vector<std::string>{"avx2"});
   CHECK(filesystem_safe(odd.id));
 

@@ -73,6 +73,7 @@ TEST_CASE("thread pool runs nested loops and concurrent callers without deadlock
 
   std::atomic<int64_t> total{0};
   std::vector<std::thread> callers;
+  callers.reserve(3);
   for (int c = 0; c < 3; ++c) {
     callers.emplace_back([&] {
       for (int repeat = 0; repeat < 20; ++repeat) {
@@ -81,5 +82,5 @@ TEST_CASE("thread pool runs nested loops and concurrent callers without deadlock
     });
   }
   for (std::thread& caller : callers) caller.join();
-  CHECK(total.load() == 3 * 20 * 100);
+  CHECK(total.load() == 6000);  // 3 callers x 20 loops x 100 tasks
 }

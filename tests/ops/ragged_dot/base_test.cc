@@ -100,8 +100,8 @@ TEST_CASE("ragged_dot random group sizes are reproducible and sum to total", "[r
 
 TEST_CASE("ragged_dot reference<float> matches a hand-computed 2-group case", "[ragged_dot]") {
   // Rows 0 | 1-2 | 3: group 0 (identity), group 1, and one row past the group sum.
-  const BoundArgs args = ragged_dot_op().bind(
-      {{"lhs", "f32[4,2]"}, {"rhs", "f32[2,2,2]"}, {"group_sizes", {1, 2}}});
+  const BoundArgs args =
+      ragged_dot_op().bind({{"lhs", "f32[4,2]"}, {"rhs", "f32[2,2,2]"}, {"group_sizes", {1, 2}}});
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   HostTensor lhs(args.tensor("lhs"));
   HostTensor rhs(args.tensor("rhs"));
@@ -144,9 +144,9 @@ TEST_CASE("ragged_dot reference<float> agrees with the float64 oracle", "[ragged
     // Absolute floor for outputs that land in f16's subnormal range (spacing 2^-24).
     const double floor = p.out_dtype == DType::kF16 ? std::ldexp(1.0, -24) : 0.0;
     for (size_t s = 0; s < index.size(); ++s) {
-      const double bound = model.accumulation_length * model.accumulation_roundoff *
-                               oracle.magnitude[s] +
-                           model.output_roundoff * std::fabs(oracle.value[s]) + floor;
+      const double bound =
+          model.accumulation_length * model.accumulation_roundoff * oracle.magnitude[s] +
+          model.output_roundoff * std::fabs(oracle.value[s]) + floor;
       CAPTURE(s, oracle.value[s], oracle.magnitude[s]);
       REQUIRE(std::fabs(out.get(index[s]) - oracle.value[s]) <= bound);
     }

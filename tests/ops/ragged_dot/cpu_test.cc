@@ -146,9 +146,8 @@ TEST_CASE("cpu ragged_dot rejects dtype combinations it does not implement", "[r
   const BoundArgs mixed =
       ragged_dot_op().bind({{"lhs", "bf16[8,4]"}, {"rhs", "f32[2,4,8]"}, {"group_sizes", {4, 4}}});
   CHECK_THROWS_AS(cpu_impl().check_args(mixed), NotImplemented);
-  const BoundArgs narrowing = ragged_dot_op().bind({{"lhs", "f64[8,4]"},
-                                                    {"rhs", "f64[2,4,8]"},
-                                                    {"preferred_element_type", "f32"}});
+  const BoundArgs narrowing = ragged_dot_op().bind(
+      {{"lhs", "f64[8,4]"}, {"rhs", "f64[2,4,8]"}, {"preferred_element_type", "f32"}});
   CHECK_THROWS_WITH(cpu_impl().check_args(narrowing), Catch::Contains("f64"));
   CHECK(cpu_impl().supported_on(cpu::host_device()).ok);
   DeviceInfo gpu;
@@ -191,6 +190,14 @@ TEST_CASE("cpu ragged_dot autotuning configs are valid, distinct and round-trip"
     distinct.insert(config.dump());
   }
   CHECK(distinct.size() == configs.size());
+
+  // ci-sized shapes, tiny extents included, still get a real search space.
+  for (const json& args_json : test_cases()) {
+    const BoundArgs small = ragged_dot_op().bind(args_json);
+    if (RaggedDotProblem::from(small).rows() == 0) continue;  // nothing to tune
+    CAPTURE(small.key());
+    CHECK(cpu_impl().autotuning_configs_json(small, cpu::host_device()).size() >= 8);
+  }
 
   const BoundArgs large = ragged_dot_op().bind(
       {{"lhs", "bf16[8192,4096]"}, {"rhs", "bf16[8,4096,2048]"}, {"group_sizes", nullptr}});

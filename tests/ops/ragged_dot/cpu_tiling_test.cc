@@ -77,8 +77,12 @@ TEST_CASE("cpu ragged_dot work list orders tasks by group, then N tile", "[ragge
   const std::vector<int64_t> starts = starts_of({5, 0, 3});
   const RaggedDotWorkList work = make_ragged_dot_work_list(starts, 10, 4, 16, 4, 8, 4);
   const std::vector<RaggedDotTask> expected = {
-      {0, 0, 4, 0, 8}, {0, 4, 5, 0, 8}, {0, 0, 4, 8, 16}, {0, 4, 5, 8, 16},
-      {2, 5, 8, 0, 8}, {2, 5, 8, 8, 16},
+      {0, 0, 4, 0, 8},
+      {0, 4, 5, 0, 8},
+      {0, 0, 4, 8, 16},
+      {0, 4, 5, 8, 16},
+      {2, 5, 8, 0, 8},
+      {2, 5, 8, 8, 16},
       {kZeroRowsTask, 8, 10, 0, 16},
   };
   CHECK(work.tasks == expected);
