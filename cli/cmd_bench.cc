@@ -44,7 +44,8 @@ struct BenchCommand {
     const std::vector<ArgSpec> specs = select_specs(effective);
     if (!config.config_json.empty() &&
         (selection.impls.empty() || selection.impls.find(',') != std::string::npos)) {
-      throw InvalidArgument("--config applies to one implementation: give a single --impl", "config");
+      throw InvalidArgument("--config applies to one implementation: give a single --impl",
+                            "config");
     }
     const ConfigSources sources(config);
     const DeviceInfo& device = cpu::host_device();
@@ -66,7 +67,8 @@ struct BenchCommand {
     nlohmann::json case_records = nlohmann::json::array();
     int failures = 0;
     const std::string scratch =
-        (fs::temp_directory_path() / ("tokamax-bench-" + std::to_string(getpid()) + ".json")).string();
+        (fs::temp_directory_path() / ("tokamax-bench-" + std::to_string(getpid()) + ".json"))
+            .string();
 
     // One spec at a time, so only one case's tensors are alive at once.
     for (const ArgSpec& spec : specs) {
@@ -75,8 +77,15 @@ struct BenchCommand {
       std::vector<BenchCase> cases;
       std::vector<CaseInfo> infos;
       for (const Implementation* impl : select_impls(op, selection.impls, specs)) {
-        CaseInfo info{spec.op, spec.name, std::string(impl->name()), case_dtype(op, spec.args),
-                      "", nlohmann::json(), spec.args.args, op.flops(spec.args), op.bytes(spec.args)};
+        CaseInfo info{spec.op,
+                      spec.name,
+                      std::string(impl->name()),
+                      case_dtype(op, spec.args),
+                      "",
+                      nlohmann::json(),
+                      spec.args.args,
+                      op.flops(spec.args),
+                      op.bytes(spec.args)};
         std::string unsupported;
         const Support support = impl->supported_on(device);
         if (!support.ok) unsupported = support.reason;
@@ -115,13 +124,12 @@ struct BenchCommand {
         const BenchStats& s = stats[i];
         const CaseInfo& info = infos[i];
         if (!s.ok) ++failures;
-        table.add_row({info.op, info.spec, info.impl, info.dtype,
-                       s.ok ? format_duration(s.median_s) : "-",
-                       s.ok ? format_duration(s.min_s) : "-",
-                       s.ok ? format_duration(s.max_s) : "-",
-                       s.ok ? format_number(100.0 * s.cv, 1) + "%" : "-",
-                       s.ok ? format_number(s.gflops, 2) : "-", s.ok ? format_number(s.gbps, 2) : "-",
-                       info.config_source, s.ok ? info.config.dump() : "failed: " + s.error});
+        table.add_row(
+            {info.op, info.spec, info.impl, info.dtype, s.ok ? format_duration(s.median_s) : "-",
+             s.ok ? format_duration(s.min_s) : "-", s.ok ? format_duration(s.max_s) : "-",
+             s.ok ? format_number(100.0 * s.cv, 1) + "%" : "-",
+             s.ok ? format_number(s.gflops, 2) : "-", s.ok ? format_number(s.gbps, 2) : "-",
+             info.config_source, s.ok ? info.config.dump() : "failed: " + s.error});
         case_records.push_back({{"name", s.name},
                                 {"op", info.op},
                                 {"spec", info.spec},
@@ -147,10 +155,12 @@ struct BenchCommand {
     std::error_code ignored;
     fs::remove(scratch, ignored);
     table.print(std::cout);
-    std::cout << "\n" << case_records.size() << " benchmarks, " << failures << " failed ("
-              << repetitions << " repetitions, medians of per-call wall time)\n";
+    std::cout << "\n"
+              << case_records.size() << " benchmarks, " << failures << " failed (" << repetitions
+              << " repetitions, medians of per-call wall time)\n";
     if (!json_path.empty()) {
-      merged["tokamax"] = {{"schema_version", 1}, {"kind", "tokamax-bench"}, {"cases", case_records}};
+      merged["tokamax"] = {
+          {"schema_version", 1}, {"kind", "tokamax-bench"}, {"cases", case_records}};
       write_text_file(json_path, merged.dump(2) + "\n");
     }
     return failures > 0 ? kExitFailure : kExitOk;

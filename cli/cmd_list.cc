@@ -1,6 +1,6 @@
 // `tokamax list`: ops, their implementations (supported here or why not), catalogs and tags.
-#include <iostream>
 #include <algorithm>
+#include <iostream>
 #include <map>
 #include <set>
 
@@ -22,8 +22,8 @@ struct ListCommand {
 
     Table impls({"op", "implementation", "kind", "on this device", "summary"});
     for (const Op* op : all_ops()) {
-      if (!selection.ops.empty() &&
-          std::find(selection.ops.begin(), selection.ops.end(), op->name()) == selection.ops.end()) {
+      if (!selection.ops.empty() && std::find(selection.ops.begin(), selection.ops.end(),
+                                              op->name()) == selection.ops.end()) {
         continue;
       }
       bool first = true;
@@ -38,8 +38,8 @@ struct ListCommand {
     }
     impls.print(std::cout);
 
-    const std::vector<ArgSpec> specs = selection.has_case_filter() ? select_specs(selection)
-                                                                   : load_specs(selection.spec_files);
+    const std::vector<ArgSpec> specs =
+        selection.has_case_filter() ? select_specs(selection) : load_specs(selection.spec_files);
     std::cout << "\n";
     if (selection.has_case_filter()) {
       // A filtered list shows the specs themselves.

@@ -71,7 +71,9 @@ struct TuneCommand {
             skip = "nothing to tune";
           }
           if (!skip.empty()) {
-            if (!quiet) std::cerr << spec.op << "/" << spec.name << "/" << impl->name() << ": " << skip << "\n";
+            if (!quiet)
+              std::cerr << spec.op << "/" << spec.name << "/" << impl->name() << ": " << skip
+                        << "\n";
             continue;
           }
           TuneOptions options;
@@ -104,9 +106,8 @@ struct TuneCommand {
           const CacheKey key{device.id, spec.op, spec.args.key(), std::string(impl->name())};
           AutotuneCache::update_file(path, [&](AutotuneCache& cache) { cache.put(key, entry); });
           ++tuned;
-          const double gain = result.heuristics_time_s > 0
-                                  ? result.heuristics_time_s / entry.time_s
-                                  : NAN;
+          const double gain =
+              result.heuristics_time_s > 0 ? result.heuristics_time_s / entry.time_s : NAN;
           table.add_row({spec.op, spec.name, std::string(impl->name()), counts,
                          format_duration(entry.time_s), format_duration(result.heuristics_time_s),
                          format_number(gain, 2) + "x", entry.config.dump()});
@@ -123,8 +124,9 @@ struct TuneCommand {
       throw;
     }
     table.print(std::cout);
-    std::cout << "\n" << tuned << " tuned, " << failed << " without a verified winner; cache: "
-              << path << "\n";
+    std::cout << "\n"
+              << tuned << " tuned, " << failed << " without a verified winner; cache: " << path
+              << "\n";
     if (!json_path.empty()) {
       const nlohmann::json document = {{"schema_version", 1},
                                        {"kind", "tokamax-tune"},

@@ -26,7 +26,8 @@ struct VerifyCommand {
     const std::vector<ArgSpec> specs = select_specs(selection);
     const ConfigSources sources(config);
     if (!config.config_json.empty() && selection.impls.find(',') != std::string::npos) {
-      throw InvalidArgument("--config applies to one implementation: give a single --impl", "config");
+      throw InvalidArgument("--config applies to one implementation: give a single --impl",
+                            "config");
     }
     VerifyOptions options;
     options.seed = seed;
@@ -41,8 +42,7 @@ struct VerifyCommand {
     std::vector<VerifyRecord> records;
     for (const ArgSpec& spec : specs) {
       const Op& op = find_op(spec.op);
-      const std::vector<const Implementation*> impls =
-          select_impls(op, selection.impls, specs);
+      const std::vector<const Implementation*> impls = select_impls(op, selection.impls, specs);
       if (impls.empty()) continue;
       for (VerifyRecord& record : verify_case(spec, impls, options)) {
         const bool compared = record.comparison.sampled > 0;
@@ -72,13 +72,10 @@ struct VerifyCommand {
       for (const VerifyRecord& r : records) cases.push_back(r.to_json());
       nlohmann::json summary = nlohmann::json::object();
       for (const auto& [name, count] : counts) summary[name] = count;
-      const nlohmann::json document = {{"schema_version", 1},
-                                       {"kind", "tokamax-verify"},
-                                       {"context", run_metadata()},
-                                       {"seed", seed},
-                                       {"oracle_budget", oracle_budget},
-                                       {"summary", summary},
-                                       {"cases", cases}};
+      const nlohmann::json document = {
+          {"schema_version", 1}, {"kind", "tokamax-verify"},       {"context", run_metadata()},
+          {"seed", seed},        {"oracle_budget", oracle_budget}, {"summary", summary},
+          {"cases", cases}};
       write_text_file(json_path, document.dump(2) + "\n");
     }
     return counts["failed"] > 0 ? kExitFailure : kExitOk;
@@ -89,7 +86,8 @@ struct VerifyCommand {
 
 Runner add_verify_command(CLI::App& app) {
   auto command = std::make_shared<VerifyCommand>();
-  CLI::App* sub = app.add_subcommand("verify", "Check every implementation against the float64 oracle");
+  CLI::App* sub =
+      app.add_subcommand("verify", "Check every implementation against the float64 oracle");
   add_selection_options(*sub, command->selection);
   add_config_options(*sub, command->config, /*allow_explicit=*/true);
   sub->add_option("--seed", command->seed, "Seed of the generated inputs")->capture_default_str();

@@ -8,8 +8,8 @@ namespace tokamax::cli {
 
 // Exit codes of the program (the contract scripts rely on).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;      // a verification or run failure
-inline constexpr int kExitUsage = 2;        // bad usage or bad input
+inline constexpr int kExitFailure = 1;  // a verification or run failure
+inline constexpr int kExitUsage = 2;    // bad usage or bad input
 inline constexpr int kExitInterrupted = 130;
 
 // Runs the subcommand after parsing; returns the exit code. Library exceptions propagate to

@@ -16,9 +16,9 @@ namespace tokamax::cli {
 void add_selection_options(CLI::App& command, Selection& selection) {
   command.add_option("--op", selection.ops, "Only this op (repeatable)");
   command.add_option("--tag", selection.tags, "Only specs with this tag (repeatable, any-of)");
-  command.add_option("--name", selection.names, "Only specs whose name matches this glob (repeatable)");
-  command.add_option("--impl", selection.impls,
-                     "Comma list of implementations (default: all)");
+  command.add_option("--name", selection.names,
+                     "Only specs whose name matches this glob (repeatable)");
+  command.add_option("--impl", selection.impls, "Comma list of implementations (default: all)");
   command.add_option("--spec", selection.spec_files, "Extra ArgSpec catalog YAML (repeatable)");
 }
 

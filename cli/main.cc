@@ -16,12 +16,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", build_info().version + " (" + build_info().git_sha + ")");
   std::map<std::string, Runner> runners = {
-      {"list", add_list_command(app)},
-      {"info", add_info_command(app)},
-      {"verify", add_verify_command(app)},
-      {"bench", add_bench_command(app)},
-      {"tune", add_tune_command(app)},
-      {"export-cache", add_export_cache_command(app)},
+      {"list", add_list_command(app)},     {"info", add_info_command(app)},
+      {"verify", add_verify_command(app)}, {"bench", add_bench_command(app)},
+      {"tune", add_tune_command(app)},     {"export-cache", add_export_cache_command(app)},
   };
   try {
     app.parse(argc, argv);

@@ -32,9 +32,9 @@ namespace tokamax {
 
 struct CacheEntry {
   nlohmann::json config = nlohmann::json::object();
-  double time_s = 0.0;                 // median time of the winning config
-  std::vector<double> samples;         // its timing samples, seconds
-  bool verified = false;               // checked against the float64 oracle before it won
+  double time_s = 0.0;          // median time of the winning config
+  std::vector<double> samples;  // its timing samples, seconds
+  bool verified = false;        // checked against the float64 oracle before it won
   nlohmann::json candidates = nlohmann::json::array();  // [{config, time_s|status, reason}]
   nlohmann::json metadata = nlohmann::json::object();   // see ops/metadata.h
 

@@ -27,8 +27,7 @@ TensorSpec BoundArgs::tensor(std::string_view name) const {
 const nlohmann::json& BoundArgs::option(std::string_view name) const {
   auto it = args.find(name);
   if (it == args.end()) {
-    throw InvalidArgument(op + ": missing argument '" + std::string(name) + "'",
-                          std::string(name));
+    throw InvalidArgument(op + ": missing argument '" + std::string(name) + "'", std::string(name));
   }
   return *it;
 }

@@ -1,4 +1,5 @@
-// BoundArgs: the canonical, validated arguments of one op call; its canonical JSON is the cache key.
+// BoundArgs: the canonical, validated arguments of one op call; its canonical JSON is the cache
+// key.
 #pragma once
 
 #include <nlohmann/json.hpp>

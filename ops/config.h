@@ -33,7 +33,8 @@ nlohmann::json config_to_json(const Config& config) {
 // throw InvalidArgument naming the field.
 template <typename Config>
 Config config_from_json(const nlohmann::json& value) {
-  if (!value.is_object()) throw InvalidArgument("config must be a JSON object, got " + value.dump());
+  if (!value.is_object())
+    throw InvalidArgument("config must be a JSON object, got " + value.dump());
   Config config;
   std::set<std::string> known;
   config.visit([&](const char* name, auto& field) {
@@ -41,15 +42,14 @@ Config config_from_json(const nlohmann::json& value) {
     auto it = value.find(name);
     if (it == value.end()) return;
     using Field = std::remove_reference_t<decltype(field)>;
-    const bool type_ok = std::is_same_v<Field, bool>            ? it->is_boolean()
-                         : std::is_integral_v<Field>            ? it->is_number_integer()
-                         : std::is_floating_point_v<Field>      ? it->is_number()
-                         : std::is_same_v<Field, std::string>   ? it->is_string()
-                                                                : true;
+    const bool type_ok = std::is_same_v<Field, bool>          ? it->is_boolean()
+                         : std::is_integral_v<Field>          ? it->is_number_integer()
+                         : std::is_floating_point_v<Field>    ? it->is_number()
+                         : std::is_same_v<Field, std::string> ? it->is_string()
+                                                              : true;
     if (!type_ok) {
-      throw InvalidArgument("config field '" + std::string(name) + "' has the wrong type: " +
-                                it->dump(),
-                            name);
+      throw InvalidArgument(
+          "config field '" + std::string(name) + "' has the wrong type: " + it->dump(), name);
     }
     field = it->template get<Field>();
   });
@@ -57,8 +57,8 @@ Config config_from_json(const nlohmann::json& value) {
     if (!known.count(it.key())) {
       std::string names;
       for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
-      throw InvalidArgument("unknown config field '" + it.key() + "' (known: " +
-                                (names.empty() ? "none" : names) + ")",
+      throw InvalidArgument("unknown config field '" + it.key() +
+                                "' (known: " + (names.empty() ? "none" : names) + ")",
                             it.key());
     }
   }

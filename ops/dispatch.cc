@@ -54,17 +54,17 @@ DispatchResult dispatch(const Op& op, const BoundArgs& args, std::string_view im
     }
   }
   if (config) {
-    throw InvalidArgument(std::string(op.name()) +
-                              ": an explicit config needs a named implementation, not 'auto'",
-                          "config");
+    throw InvalidArgument(
+        std::string(op.name()) + ": an explicit config needs a named implementation, not 'auto'",
+        "config");
   }
   std::string reasons;
   for (const Implementation* impl : op.implementations()) {
     try {
       return run_one(*impl, args, std::nullopt, inputs, outputs);
     } catch (const NotImplemented& e) {
-      reasons += std::string(reasons.empty() ? "" : "; ") + std::string(impl->name()) + ": " +
-                 e.what();
+      reasons +=
+          std::string(reasons.empty() ? "" : "; ") + std::string(impl->name()) + ": " + e.what();
     }
   }
   throw NotImplemented(std::string(op.name()) + ": no implementation can run these args (" +

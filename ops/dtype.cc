@@ -96,9 +96,9 @@ f16 float_to_f16(float value) {
     // Subnormal f16 (|x| < 2^-14): the value in units of 2^-24, rounded to nearest even. Adding
     // 0.5 in float cannot be used (double rounding), so round with integer arithmetic.
     if (abs_bits < 0x33000000u) return f16{sign};  // below half the smallest subnormal
-    const uint32_t exponent = abs_bits >> 23;       // biased, 102..112
+    const uint32_t exponent = abs_bits >> 23;      // biased, 102..112
     const uint32_t mantissa = (abs_bits & 0x7FFFFFu) | 0x800000u;
-    const uint32_t shift = 126 - exponent;          // 14..24: mantissa >> shift = units of 2^-24
+    const uint32_t shift = 126 - exponent;  // 14..24: mantissa >> shift = units of 2^-24
     uint32_t result = mantissa >> shift;
     const uint32_t remainder = mantissa & ((1u << shift) - 1u);
     const uint32_t half = 1u << (shift - 1);

@@ -71,15 +71,25 @@ inline double to_double(int32_t x) { return x; }
 template <typename T>
 T from_double(double x);
 template <>
-inline double from_double<double>(double x) { return x; }
+inline double from_double<double>(double x) {
+  return x;
+}
 template <>
-inline float from_double<float>(double x) { return static_cast<float>(x); }
+inline float from_double<float>(double x) {
+  return static_cast<float>(x);
+}
 template <>
-inline bf16 from_double<bf16>(double x) { return float_to_bf16(static_cast<float>(x)); }
+inline bf16 from_double<bf16>(double x) {
+  return float_to_bf16(static_cast<float>(x));
+}
 template <>
-inline f16 from_double<f16>(double x) { return float_to_f16(static_cast<float>(x)); }
+inline f16 from_double<f16>(double x) {
+  return float_to_f16(static_cast<float>(x));
+}
 template <>
-inline int32_t from_double<int32_t>(double x) { return static_cast<int32_t>(x); }
+inline int32_t from_double<int32_t>(double x) {
+  return static_cast<int32_t>(x);
+}
 
 // Calls fn(T{}) with the C++ type of a floating dtype; throws NotImplemented for others.
 template <typename Fn>

@@ -8,7 +8,7 @@
 namespace tokamax {
 
 struct EmbeddedFile {
-  std::string_view path;     // relative to the source root, e.g. "specs/ragged_dot.yaml"
+  std::string_view path;  // relative to the source root, e.g. "specs/ragged_dot.yaml"
   std::string_view content;
 };
 

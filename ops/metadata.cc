@@ -53,14 +53,10 @@ std::string utc_timestamp() {
 nlohmann::json run_metadata() {
   const BuildInfo& build = build_info();
   const DeviceInfo& device = cpu::host_device();
-  return {{"tokamax_version", build.version},
-          {"git_sha", build.git_sha},
-          {"compiler", build.compiler},
-          {"flags", build.flags},
-          {"build_type", build.build_type},
-          {"device_id", device.id},
-          {"device", device.description()},
-          {"timestamp", utc_timestamp()},
+  return {{"tokamax_version", build.version}, {"git_sha", build.git_sha},
+          {"compiler", build.compiler},       {"flags", build.flags},
+          {"build_type", build.build_type},   {"device_id", device.id},
+          {"device", device.description()},   {"timestamp", utc_timestamp()},
           {"command", command_line()}};
 }
 

@@ -6,16 +6,16 @@
 
 namespace tokamax {
 
-void write_npy(const std::string& path, const std::string& descr,
-               const std::vector<int64_t>& shape, const void* data, size_t bytes) {
+void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape,
+               const void* data, size_t bytes) {
   // NumPy's tuple syntax: "()", "(5,)", "(2, 3)".
   std::string shape_text = "(";
   for (size_t i = 0; i < shape.size(); ++i) {
     shape_text += (i ? ", " : "") + std::to_string(shape[i]);
   }
   shape_text += shape.size() == 1 ? ",)" : ")";
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " +
-                       shape_text + ", }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape_text + ", }";
   // Magic (6) + version (2) + header length (2) + header + '\n' is padded to a multiple of 64.
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
@@ -43,7 +43,8 @@ void write_npy(const std::string& path, const HostTensor& tensor) {
       return write_npy(path, "<i4", tensor.dims(), tensor.raw(), tensor.size_bytes());
     case DType::kBF16: {
       std::vector<float> widened(static_cast<size_t>(tensor.num_elements()));
-      for (int64_t i = 0; i < tensor.num_elements(); ++i) widened[i] = static_cast<float>(tensor.get(i));
+      for (int64_t i = 0; i < tensor.num_elements(); ++i)
+        widened[i] = static_cast<float>(tensor.get(i));
       return write_npy(path, "<f4", tensor.dims(), widened.data(), widened.size() * sizeof(float));
     }
   }

@@ -93,14 +93,14 @@ std::vector<int64_t> sample_indices(int64_t total, int64_t max_samples, uint64_t
   return {chosen.begin(), chosen.end()};
 }
 
-OracleSet sample_oracle(const Op& op, const BoundArgs& args, const TensorMap& inputs,
-                        double budget, uint64_t seed) {
+OracleSet sample_oracle(const Op& op, const BoundArgs& args, const TensorMap& inputs, double budget,
+                        uint64_t seed) {
   OracleSet oracle;
   const double cost = std::max(op.oracle_cost_per_output(args), 1.0);
   const auto max_samples = static_cast<int64_t>(std::max(budget / cost, 64.0));
   for (const TensorDecl& decl : op.outputs(args)) {
-    oracle[decl.name] =
-        op.oracle(args, inputs, decl.name, sample_indices(decl.spec.num_elements(), max_samples, seed));
+    oracle[decl.name] = op.oracle(args, inputs, decl.name,
+                                  sample_indices(decl.spec.num_elements(), max_samples, seed));
   }
   return oracle;
 }

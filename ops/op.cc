@@ -18,7 +18,8 @@ const Implementation& Op::implementation(std::string_view impl_name) const {
 
 TensorMap Op::allocate_outputs(const BoundArgs& args) const {
   TensorMap outputs;
-  for (const TensorDecl& decl : this->outputs(args)) outputs.emplace(decl.name, HostTensor(decl.spec));
+  for (const TensorDecl& decl : this->outputs(args))
+    outputs.emplace(decl.name, HostTensor(decl.spec));
   return outputs;
 }
 

@@ -37,8 +37,8 @@ std::vector<double> time_calls(const std::function<void()>& call, const TimingOp
     one_call = now_s() - start;
   }
   // Microsecond-scale calls are timed in batches; a sample is the batch's mean per call.
-  const int batch = static_cast<int>(
-      std::clamp(options.sample_time_s / std::max(one_call, 1e-9), 1.0, 1e6));
+  const int batch =
+      static_cast<int>(std::clamp(options.sample_time_s / std::max(one_call, 1e-9), 1.0, 1e6));
   std::vector<double> samples;
   double timed = 0.0;
   while (static_cast<int>(samples.size()) < options.max_samples &&

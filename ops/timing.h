@@ -11,7 +11,7 @@ struct TimingOptions {
   int warmup_runs = 1;
   int min_samples = 5;
   int max_samples = 50;
-  double min_time_s = 0.05;  // total timed time per candidate
+  double min_time_s = 0.05;     // total timed time per candidate
   double sample_time_s = 2e-3;  // calls are batched so one sample lasts about this long
 };
 

@@ -47,8 +47,8 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
       continue;
     }
     try {
-      candidate.samples = time_calls(
-          [&] { impl.run_json(args, config, inputs, outputs); }, options.timing, options.interrupt);
+      candidate.samples = time_calls([&] { impl.run_json(args, config, inputs, outputs); },
+                                     options.timing, options.interrupt);
       candidate.time_s = median(candidate.samples);
       candidate.status = "ok";
       if (progress.best_time_s == 0.0 || candidate.time_s < progress.best_time_s) {
@@ -69,8 +69,9 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   for (CandidateResult& c : result.candidates) {
     if (c.status == "ok") ranked.push_back(&c);
   }
-  std::sort(ranked.begin(), ranked.end(),
-            [](const CandidateResult* a, const CandidateResult* b) { return a->time_s < b->time_s; });
+  std::sort(ranked.begin(), ranked.end(), [](const CandidateResult* a, const CandidateResult* b) {
+    return a->time_s < b->time_s;
+  });
   if (ranked.empty()) {
     result.reason = "no valid candidate ran";
     return result;

@@ -1,4 +1,5 @@
-// tune: search an implementation's config space for one case, verify the winner, make a cache entry.
+// tune: search an implementation's config space for one case, verify the winner, make a cache
+// entry.
 #pragma once
 
 #include <atomic>
@@ -25,7 +26,7 @@ struct CandidateResult {
 };
 
 struct TuneProgress {
-  int candidate = 0;      // 1-based
+  int candidate = 0;  // 1-based
   int num_candidates = 0;
   double best_time_s = 0.0;  // 0 while none
 };
@@ -40,8 +41,8 @@ struct TuneOptions {
 
 struct TuneResult {
   bool has_winner = false;
-  std::string reason;           // why there is no winner
-  CacheEntry entry;             // the winner, ready for the cache
+  std::string reason;  // why there is no winner
+  CacheEntry entry;    // the winner, ready for the cache
   std::vector<CandidateResult> candidates;
   double heuristics_time_s = 0.0;  // the heuristics config's median, for the gain
 };

@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 
 double case_bytes(const Op& op, const BoundArgs& args, size_t num_impls) {
   double bytes = 0.0;
-  for (const TensorDecl& decl : op.inputs(args)) bytes += static_cast<double>(decl.spec.size_bytes());
+  for (const TensorDecl& decl : op.inputs(args))
+    bytes += static_cast<double>(decl.spec.size_bytes());
   for (const TensorDecl& decl : op.outputs(args)) {
     bytes += static_cast<double>(decl.spec.size_bytes()) * static_cast<double>(num_impls);
   }
@@ -45,8 +46,8 @@ void dump_oracle(const fs::path& dir, const Op& op, const BoundArgs& args,
       // Sampled: flat indices and values side by side (out.flat[index] ~ values).
       write_npy((dir / (decl.name + "_index.npy")).string(), "<i8", {count}, sample.index.data(),
                 sample.index.size() * sizeof(int64_t));
-      write_npy((dir / (decl.name + "_values.npy")).string(), "<f8", {count},
-                sample.value.data(), sample.value.size() * sizeof(double));
+      write_npy((dir / (decl.name + "_values.npy")).string(), "<f8", {count}, sample.value.data(),
+                sample.value.size() * sizeof(double));
     }
   }
 }
@@ -81,8 +82,8 @@ nlohmann::json VerifyRecord::to_json() const {
           {"max_abs_error", number(comparison.max_abs_error)},
           {"max_rel_error", number(comparison.max_rel_error)},
           {"bound", number(comparison.bound)},
-          {"worst_ratio", number(std::isfinite(comparison.worst_ratio) ? comparison.worst_ratio
-                                                                      : 1e300)},
+          {"worst_ratio",
+           number(std::isfinite(comparison.worst_ratio) ? comparison.worst_ratio : 1e300)},
           {"violations", comparison.violations},
           {"nonfinite", comparison.nonfinite},
           {"sampled_outputs", comparison.sampled},
@@ -124,9 +125,8 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
   const TensorMap inputs = op.make_inputs(args, options.seed);
   const OracleSet oracle = sample_oracle(op, args, inputs, options.oracle_budget, options.seed);
   const ErrorModel model = op.error_model(args);
-  const fs::path case_dir = options.dump_dir.empty()
-                                ? fs::path()
-                                : fs::path(options.dump_dir) / spec.op / spec.name;
+  const fs::path case_dir =
+      options.dump_dir.empty() ? fs::path() : fs::path(options.dump_dir) / spec.op / spec.name;
   if (!case_dir.empty()) {
     dump_tensors(case_dir / "inputs", inputs);
     dump_oracle(case_dir / "oracle", op, args, oracle);
@@ -163,21 +163,24 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
     for (const auto& [name, sample] : oracle) {
       const Comparison comparison = compare_to_oracle(outputs.at(name), sample, model);
       const Disposition verdict = judge(comparison);
-      if (record.comparison.sampled == 0 || comparison.worst_ratio > record.comparison.worst_ratio) {
+      if (record.comparison.sampled == 0 ||
+          comparison.worst_ratio > record.comparison.worst_ratio) {
         record.comparison = comparison;
       }
       if (verdict == Disposition::kFailed) {
         record.disposition = verdict;
-        record.reason = comparison.nonfinite > 0
-                            ? std::to_string(comparison.nonfinite) + " non-finite outputs in " + name
-                            : std::to_string(comparison.violations) + " outputs of " + name +
-                                  " exceed the bound";
-      } else if (verdict == Disposition::kMistrusted && record.disposition == Disposition::kPassed) {
+        record.reason = comparison.nonfinite > 0 ? std::to_string(comparison.nonfinite) +
+                                                       " non-finite outputs in " + name
+                                                 : std::to_string(comparison.violations) +
+                                                       " outputs of " + name + " exceed the bound";
+      } else if (verdict == Disposition::kMistrusted &&
+                 record.disposition == Disposition::kPassed) {
         record.disposition = verdict;
         record.reason = "oracle of " + name + " is all zero at the sampled points";
       }
     }
-    if (record.disposition == Disposition::kPassed && record.comparison.sampled < record.comparison.total) {
+    if (record.disposition == Disposition::kPassed &&
+        record.comparison.sampled < record.comparison.total) {
       record.reason = "sampled " + std::to_string(record.comparison.sampled) + " of " +
                       std::to_string(record.comparison.total) + " outputs";
     }

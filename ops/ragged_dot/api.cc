@@ -24,9 +24,9 @@ const RaggedDotOp& ragged_dot_op() {
 HostTensor ragged_dot(const HostTensor& lhs, const HostTensor& rhs, const HostTensor& group_sizes,
                       const RaggedDotOptions& options) {
   if (group_sizes.dtype() != DType::kI32 || group_sizes.spec().rank() != 1) {
-    throw InvalidArgument("ragged_dot: group_sizes must be i32[G], got " +
-                              group_sizes.spec().to_string(),
-                          "group_sizes");
+    throw InvalidArgument(
+        "ragged_dot: group_sizes must be i32[G], got " + group_sizes.spec().to_string(),
+        "group_sizes");
   }
   nlohmann::json args = {{"lhs", lhs.spec().to_string()}, {"rhs", rhs.spec().to_string()}};
   std::vector<int64_t> sizes(group_sizes.data<int32_t>(),

@@ -23,9 +23,8 @@ using nlohmann::json;
 
 TensorSpec bind_tensor(const json& args, const char* name, int rank, const char* shape_doc) {
   if (!args.contains(name)) {
-    throw InvalidArgument(std::string("ragged_dot: missing argument '") + name + "' (" +
-                              shape_doc + ")",
-                          name);
+    throw InvalidArgument(
+        std::string("ragged_dot: missing argument '") + name + "' (" + shape_doc + ")", name);
   }
   const json& value = args.at(name);
   if (!value.is_string()) {
@@ -41,14 +40,13 @@ TensorSpec bind_tensor(const json& args, const char* name, int rank, const char*
   }
   if (spec.rank() != rank) {
     throw InvalidArgument(std::string("ragged_dot: ") + name + " must have rank " +
-                              std::to_string(rank) + " " + shape_doc + ", got " +
-                              spec.to_string(),
+                              std::to_string(rank) + " " + shape_doc + ", got " + spec.to_string(),
                           name);
   }
   if (!is_floating(spec.dtype)) {
-    throw InvalidArgument(std::string("ragged_dot: ") + name + " must be a float tensor, got " +
-                              spec.to_string(),
-                          name);
+    throw InvalidArgument(
+        std::string("ragged_dot: ") + name + " must be a float tensor, got " + spec.to_string(),
+        name);
   }
   return spec;
 }
@@ -94,9 +92,8 @@ std::vector<int64_t> bind_group_sizes(const json& args, int64_t G, int64_t M) {
           "group_sizes");
     }
     if (num_groups != G) {
-      throw InvalidArgument("ragged_dot: group_sizes.num_groups is " +
-                                std::to_string(num_groups) + " but rhs has G=" +
-                                std::to_string(G) + " groups",
+      throw InvalidArgument("ragged_dot: group_sizes.num_groups is " + std::to_string(num_groups) +
+                                " but rhs has G=" + std::to_string(G) + " groups",
                             "group_sizes");
     }
     if (total > M) {
@@ -106,9 +103,11 @@ std::vector<int64_t> bind_group_sizes(const json& args, int64_t G, int64_t M) {
     }
     return random_group_sizes(G, total, seed);
   } else {
-    throw InvalidArgument("ragged_dot: group_sizes must be a list of G integers or "
-                          "{num_groups: G, total: rows}, got " + value.dump(),
-                          "group_sizes");
+    throw InvalidArgument(
+        "ragged_dot: group_sizes must be a list of G integers or "
+        "{num_groups: G, total: rows}, got " +
+            value.dump(),
+        "group_sizes");
   }
   if (static_cast<int64_t>(sizes.size()) != G) {
     throw InvalidArgument("ragged_dot: group_sizes has " + std::to_string(sizes.size()) +
@@ -212,9 +211,9 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
   if (args.contains("preferred_element_type") && !args.at("preferred_element_type").is_null()) {
     const json& value = args.at("preferred_element_type");
     if (!value.is_string()) {
-      throw InvalidArgument("ragged_dot: preferred_element_type must be a dtype name, got " +
-                                value.dump(),
-                            "preferred_element_type");
+      throw InvalidArgument(
+          "ragged_dot: preferred_element_type must be a dtype name, got " + value.dump(),
+          "preferred_element_type");
     }
     try {
       out_dtype = parse_dtype(value.get<std::string>());
@@ -279,7 +278,8 @@ TensorMap RaggedDotOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
     rhs.set(i, rhs_scale * normalish(seed, rhs_stream, i));
   }
   HostTensor group_sizes(TensorSpec{DType::kI32, {p.G}});
-  for (int64_t g = 0; g < p.G; ++g) group_sizes.data<int32_t>()[g] = static_cast<int32_t>(p.group_sizes[g]);
+  for (int64_t g = 0; g < p.G; ++g)
+    group_sizes.data<int32_t>()[g] = static_cast<int32_t>(p.group_sizes[g]);
   inputs.emplace("lhs", std::move(lhs));
   inputs.emplace("rhs", std::move(rhs));
   inputs.emplace("group_sizes", std::move(group_sizes));
@@ -288,7 +288,8 @@ TensorMap RaggedDotOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
 
 OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
                                  std::string_view output, std::span<const int64_t> index) const {
-  if (output != "out") throw InvalidArgument("ragged_dot has no output '" + std::string(output) + "'");
+  if (output != "out")
+    throw InvalidArgument("ragged_dot has no output '" + std::string(output) + "'");
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   const HostTensor& lhs = inputs.find("lhs")->second;
   const HostTensor& rhs = inputs.find("rhs")->second;
@@ -322,7 +323,8 @@ ErrorModel RaggedDotOp::error_model(const BoundArgs& args) const {
   ErrorModel model;
   // Products of two bf16/f16/f32 values are exact in f32 only for 16-bit inputs, so the bound
   // counts one rounding per term plus the summation: K roundings of the accumulator type.
-  model.accumulation_roundoff = unit_roundoff(p.out_dtype == DType::kF64 ? DType::kF64 : DType::kF32);
+  model.accumulation_roundoff =
+      unit_roundoff(p.out_dtype == DType::kF64 ? DType::kF64 : DType::kF32);
   model.accumulation_length = static_cast<double>(std::max<int64_t>(p.K, 1)) + 1.0;
   model.output_roundoff = unit_roundoff(p.out_dtype);
   return model;

@@ -23,8 +23,8 @@ struct RaggedDotProblem {
   int64_t G = 0, M = 0, K = 0, N = 0;
   DType lhs_dtype = DType::kF32;
   DType rhs_dtype = DType::kF32;
-  DType out_dtype = DType::kF32;  // preferred_element_type
-  std::vector<int64_t> group_sizes;  // [G]
+  DType out_dtype = DType::kF32;      // preferred_element_type
+  std::vector<int64_t> group_sizes;   // [G]
   std::vector<int64_t> group_starts;  // [G + 1] prefix sums; group_starts[G] = rows
 
   int64_t rows() const { return group_starts.back(); }
@@ -64,6 +64,6 @@ void ragged_dot_reference(const RaggedDotProblem& problem,
                           const HostTensor& lhs,  // [M, K]
                           const HostTensor& rhs,  // [G, K, N]
                           // Outputs.
-                          HostTensor& out);       // [M, N] out_dtype
+                          HostTensor& out);  // [M, N] out_dtype
 
 }  // namespace tokamax

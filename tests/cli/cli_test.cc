@@ -42,15 +42,15 @@ TEST_CASE("verify on ci_tests passes and writes the JSON contract", "[cli]") {
   CHECK_THAT(r.output, Catch::Contains("0 failed"));
   const json v = json::parse(read_file(dir.file("v.json")));
   CHECK(v["schema_version"] == 1);
-  for (const char* key : {"tokamax_version", "git_sha", "compiler", "flags", "device_id",
-                          "timestamp", "command"}) {
+  for (const char* key :
+       {"tokamax_version", "git_sha", "compiler", "flags", "device_id", "timestamp", "command"}) {
     CHECK(v["context"].contains(key));
   }
   REQUIRE(v["cases"].size() > 10);
   for (const json& c : v["cases"]) {
-    for (const char* key : {"op", "spec", "impl", "dtype", "disposition", "reason",
-                            "max_abs_error", "max_rel_error", "bound", "sampled_outputs",
-                            "total_outputs", "args", "config", "config_source"}) {
+    for (const char* key :
+         {"op", "spec", "impl", "dtype", "disposition", "reason", "max_abs_error", "max_rel_error",
+          "bound", "sampled_outputs", "total_outputs", "args", "config", "config_source"}) {
       INFO(key);
       CHECK(c.contains(key));
     }
@@ -92,8 +92,7 @@ TEST_CASE("bad usage and bad input exit 2 with a message that locates the proble
                "      rhs: f32[1,4,4]\n");
     const CommandResult r = run_tokamax("verify --spec " + dir.file("dtype.yaml"));
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Contains(dir.file("dtype.yaml") + ":5:") &&
-                             Catch::Contains("q7"));
+    CHECK_THAT(r.output, Catch::Contains(dir.file("dtype.yaml") + ":5:") && Catch::Contains("q7"));
   }
   SECTION("a user spec runs when valid") {
     write_file(dir.file("good.yaml"),
@@ -116,13 +115,14 @@ TEST_CASE("bad usage and bad input exit 2 with a message that locates the proble
   }
 }
 
-TEST_CASE("bench writes Google Benchmark JSON; tune fills a cache that bench then uses",
+TEST_CASE("bench writes Google Benchmark JSON and tune fills a cache that bench then uses",
           "[cli]") {
   ScratchDir dir;
   const std::string cache = dir.file("my_cache.json");
-  const CommandResult bench = run_tokamax("bench --op ragged_dot --name smoke_f32 --name smoke_bf16 "
-                                      "--repetitions 3 --min-time 0.001 --json " +
-                                      dir.file("out.json"));
+  const CommandResult bench = run_tokamax(
+      "bench --op ragged_dot --name smoke_f32 --name smoke_bf16 "
+      "--repetitions 3 --min-time 0.001 --json " +
+      dir.file("out.json"));
   INFO(bench.output);
   REQUIRE(bench.exit_code == 0);
   CHECK_THAT(bench.output, Catch::Contains("heuristics"));
@@ -136,14 +136,18 @@ TEST_CASE("bench writes Google Benchmark JSON; tune fills a cache that bench the
   }
   CHECK(saw_median);
 
-  const CommandResult tune = run_tokamax("tune --op ragged_dot --name smoke_f32 --impl cpu "
-                                     "--min-time 0.005 --quiet --cache " + cache);
+  const CommandResult tune = run_tokamax(
+      "tune --op ragged_dot --name smoke_f32 --impl cpu "
+      "--min-time 0.005 --quiet --cache " +
+      cache);
   INFO(tune.output);
   REQUIRE(tune.exit_code == 0);
   const json entries = json::parse(read_file(cache));
   CHECK(entries["format_version"] == 1);
-  const CommandResult cached = run_tokamax("bench --op ragged_dot --name smoke_f32 --impl cpu "
-                                       "--repetitions 2 --min-time 0.001 --cache " + cache);
+  const CommandResult cached = run_tokamax(
+      "bench --op ragged_dot --name smoke_f32 --impl cpu "
+      "--repetitions 2 --min-time 0.001 --cache " +
+      cache);
   INFO(cached.output);
   CHECK(cached.exit_code == 0);
   CHECK_THAT(cached.output, Catch::Contains(" cache "));

@@ -38,7 +38,7 @@ TEST_CASE("config resolution prefers explicit, then user cache, shipped cache, h
   CHECK(config_source_name(ConfigSource::kUserCache) == "cache");
 }
 
-TEST_CASE("a stale cache entry is passed over with a note; a bad explicit config is an error",
+TEST_CASE("a stale cache entry is passed over with a note and a bad explicit config is an error",
           "[config_resolution]") {
   const FakeRaggedDot fake("fake");
   const BoundArgs args = small_ragged_dot_args();

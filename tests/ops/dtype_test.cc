@@ -38,8 +38,8 @@ TEST_CASE("bf16 conversion is exact where representable and rounds to nearest ev
 }
 
 TEST_CASE("f16 conversion handles normals, subnormals, overflow and NaN", "[dtype]") {
-  for (float v : {0.0f, 1.0f, -1.5f, 65504.0f, 0.000061035156f /*2^-14*/,
-                  0.000000059604645f /*2^-24*/}) {
+  for (float v :
+       {0.0f, 1.0f, -1.5f, 65504.0f, 0.000061035156f /*2^-14*/, 0.000000059604645f /*2^-24*/}) {
     CHECK(f16_to_float(float_to_f16(v)) == v);
   }
   CHECK(float_to_f16(1.0f).bits == 0x3C00);

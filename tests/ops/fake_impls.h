@@ -49,7 +49,8 @@ class FakeRaggedDot final : public TypedImplementation<RaggedDotProblem, FakeCon
   }
   void run(const RaggedDotProblem& problem, const FakeConfig& config, const TensorMap& inputs,
            TensorMap& outputs) const override {
-    if (config.delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(config.delay_us));
+    if (config.delay_us > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(config.delay_us));
     ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"));
     if (config.mode == 1) outputs.at("out").set(0, outputs.at("out").get(0) + 1.0);
   }
@@ -71,9 +72,8 @@ class FakeRaggedDotOp final : public RaggedDotOp {
 };
 
 inline BoundArgs small_ragged_dot_args(const std::string& dtype = "f32") {
-  return ragged_dot_op().bind({{"lhs", dtype + "[24,16]"},
-                               {"rhs", dtype + "[3,16,8]"},
-                               {"group_sizes", {10, 0, 9}}});
+  return ragged_dot_op().bind(
+      {{"lhs", dtype + "[24,16]"}, {"rhs", dtype + "[3,16,8]"}, {"group_sizes", {10, 0, 9}}});
 }
 
 }  // namespace tokamax::testing

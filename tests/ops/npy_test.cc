@@ -15,7 +15,8 @@ TEST_CASE("npy files have a 64-byte aligned header and the raw data", "[npy]") {
   write_npy(dir.file("a.npy"), t);
   const std::string bytes = tokamax::testing::read_file(dir.file("a.npy"));
   REQUIRE(bytes.substr(0, 6) == "\x93NUMPY");
-  const size_t header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+  const size_t header_len =
+      static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
   CHECK((10 + header_len) % 64 == 0);
   const std::string header = bytes.substr(10, header_len);
   CHECK(header.find("'descr': '<f4'") != std::string::npos);
@@ -45,7 +46,8 @@ TEST_CASE("numpy reads bf16 (as float32), f16 and 1-d arrays back exactly", "[np
       "'); print(b.dtype, b.shape, b.tolist(), h.dtype, h.shape, h.ravel().tolist())\"");
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
-  CHECK(result.output.find("float32 (3,) [1.0, -0.375, " + std::to_string(static_cast<long long>(b.get(2))) + ".0]") !=
+  CHECK(result.output.find("float32 (3,) [1.0, -0.375, " +
+                           std::to_string(static_cast<long long>(b.get(2))) + ".0]") !=
         std::string::npos);
   CHECK(result.output.find("float16 (2, 1) [0.5, -65504.0]") != std::string::npos);
 }

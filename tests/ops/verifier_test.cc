@@ -37,8 +37,8 @@ TEST_CASE("verify passes correct implementations and fails a wrong one", "[verif
   const FakeRaggedDot rejecting("rejecting", true, /*accepts=*/false);
   VerifyOptions options;
   options.configs.explicit_config = nlohmann::json{{"mode", 1}};
-  const auto records = verify_case(spec_of(small_ragged_dot_args()),
-                                   {&wrong, &unsupported, &rejecting}, options);
+  const auto records =
+      verify_case(spec_of(small_ragged_dot_args()), {&wrong, &unsupported, &rejecting}, options);
   CHECK(record_of(records, "wrong").disposition == Disposition::kFailed);
   CHECK(record_of(records, "wrong").comparison.worst_index == 0);
   CHECK(record_of(records, "unsupported_device").disposition == Disposition::kUnsupported);

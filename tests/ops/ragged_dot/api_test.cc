@@ -73,7 +73,7 @@ TEST_CASE("ragged_dot validates arguments by name", "[ragged_dot][api]") {
   CHECK(out_bf16.dtype() == DType::kBF16);
 }
 
-TEST_CASE("auto dispatch falls back on NotImplemented; a named implementation fails loudly",
+TEST_CASE("auto dispatch falls back on NotImplemented and a named implementation fails loudly",
           "[ragged_dot][api]") {
   const FakeRaggedDot no_device("no_device", /*supported=*/false);
   const FakeRaggedDot rejecting("rejecting", true, /*accepts=*/false);
