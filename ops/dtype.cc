@@ -126,4 +126,24 @@ float f16_to_float(f16 value) {
   return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
+namespace {
+
+// Rounds to float toward zero and sets the last mantissa bit when inexact ("round to odd").
+// A later round-to-nearest-even to a format with at least two fewer mantissa bits then equals
+// the correctly rounded result of the original double (Boldo & Melquiond).
+float round_to_odd(double value) {
+  const float nearest = static_cast<float>(value);
+  if (std::isnan(value) || static_cast<double>(nearest) == value) return nearest;
+  float truncated = nearest;
+  if (std::fabs(static_cast<double>(nearest)) > std::fabs(value)) {
+    truncated = std::nextafter(nearest, 0.0f);
+  }
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(truncated) | 1u);
+}
+
+}  // namespace
+
+bf16 double_to_bf16(double value) { return float_to_bf16(round_to_odd(value)); }
+f16 double_to_f16(double value) { return float_to_f16(round_to_odd(value)); }
+
 }  // namespace tokamax

@@ -33,6 +33,11 @@ bf16 float_to_bf16(float value);
 float bf16_to_float(bf16 value);
 f16 float_to_f16(float value);
 float f16_to_float(f16 value);
+// From double with a single rounding (no double rounding through float): the double is first
+// rounded to float with round-to-odd, which float's extra precision makes exact for the final
+// round-to-nearest-even step.
+bf16 double_to_bf16(double value);
+f16 double_to_f16(double value);
 
 // Maps a C++ element type to its DType.
 template <typename T>

@@ -112,10 +112,10 @@ void HostTensor::set(int64_t i, double value) {
       static_cast<float*>(raw())[i] = static_cast<float>(value);
       break;
     case DType::kBF16:
-      static_cast<bf16*>(raw())[i] = float_to_bf16(static_cast<float>(value));
+      static_cast<bf16*>(raw())[i] = double_to_bf16(value);
       break;
     case DType::kF16:
-      static_cast<f16*>(raw())[i] = float_to_f16(static_cast<float>(value));
+      static_cast<f16*>(raw())[i] = double_to_f16(value);
       break;
     case DType::kI32:
       static_cast<int32_t*>(raw())[i] = static_cast<int32_t>(value);

@@ -65,3 +65,17 @@ TEST_CASE("f16 conversion handles normals, subnormals, overflow and NaN", "[dtyp
     REQUIRE(float_to_f16(v).bits == bits);
   }
 }
+
+TEST_CASE("double to bf16/f16 rounds once, not twice through float", "[dtype]") {
+  // 1 + 2^-8 + 2^-30 is just above the bf16 tie between 1 and 1 + 2^-7, so it rounds up; going
+  // through float first would land exactly on the tie (the 2^-30 is lost) and round to even, 1.
+  const double above_tie = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
+  CHECK(bf16_to_float(float_to_bf16(static_cast<float>(above_tie))) == 1.0f);
+  CHECK(bf16_to_float(double_to_bf16(above_tie)) == 1.0f + std::ldexp(1.0f, -7));
+  const double f16_above_tie = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
+  CHECK(f16_to_float(double_to_f16(f16_above_tie)) == 1.0f + std::ldexp(1.0f, -10));
+  CHECK(bf16_to_float(double_to_bf16(-2.5)) == -2.5f);
+  CHECK(std::isinf(bf16_to_float(double_to_bf16(1e300))));
+  CHECK(std::isnan(f16_to_float(double_to_f16(std::nan("")))));
+  CHECK(f16_to_float(double_to_f16(1e-300)) == 0.0f);
+}
