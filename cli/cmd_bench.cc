@@ -1,12 +1,15 @@
 // `tokamax bench`: time implementations side by side (Google Benchmark), GFLOP/s and GB/s.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "backends/cpu/cpu_info.h"
+#include "backends/cpu/roofline.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/table.h"
@@ -26,7 +29,19 @@ struct CaseInfo {
   std::string op, spec, impl, dtype, config_source;
   nlohmann::json config, args;
   double flops = 0, bytes = 0;
+  double roofline_gflops = 0;  // min(peak at the compute dtype, bandwidth x intensity)
+  bool vendor = false;
 };
+
+// "1.23x" the best vendor implementation of the same spec in this run, "-" when none ran.
+double best_vendor_gflops(const std::vector<BenchStats>& stats,
+                          const std::vector<CaseInfo>& infos) {
+  double best = 0.0;
+  for (size_t i = 0; i < stats.size(); ++i) {
+    if (infos[i].vendor && stats[i].ok) best = std::max(best, stats[i].gflops);
+  }
+  return best;
+}
 
 struct BenchCommand {
   Selection selection;
@@ -49,6 +64,7 @@ struct BenchCommand {
     }
     const ConfigSources sources(config);
     const DeviceInfo& device = cpu::host_device();
+    const cpu::Ceilings& ceilings = cpu::host_ceilings();
 
     BenchOptions options;
     options.warmup_runs = warmup;
@@ -61,8 +77,8 @@ struct BenchCommand {
     }
 
     Table table({"op", "spec", "impl", "dtype", "median", "min", "max", "cv", "GFLOP/s", "GB/s",
-                 "source", "config"});
-    table.set_right_aligned({4, 5, 6, 7, 8, 9});
+                 "roofline", "vs vendor", "source", "config"});
+    table.set_right_aligned({4, 5, 6, 7, 8, 9, 10, 11});
     nlohmann::json merged;  // Google Benchmark's JSON, all specs' runs concatenated
     nlohmann::json case_records = nlohmann::json::array();
     int failures = 0;
@@ -86,6 +102,9 @@ struct BenchCommand {
                       spec.args.args,
                       op.flops(spec.args),
                       op.bytes(spec.args)};
+        info.roofline_gflops =
+            cpu::roofline_gflops(ceilings, info.flops, info.bytes, op.compute_dtype(spec.args));
+        info.vendor = impl->is_vendor();
         std::string unsupported;
         const Support support = impl->supported_on(device);
         if (!support.ok) unsupported = support.reason;
@@ -100,7 +119,7 @@ struct BenchCommand {
         }
         if (!unsupported.empty()) {
           table.add_row({info.op, info.spec, info.impl, info.dtype, "-", "-", "-", "-", "-", "-",
-                         "-", "unsupported: " + unsupported});
+                         "-", "-", "-", "-", "-", "unsupported: " + unsupported});
           continue;
         }
         info.config = resolved.config;
@@ -120,47 +139,68 @@ struct BenchCommand {
       options.json_path = json_path.empty() ? "" : scratch;
       const std::vector<BenchStats> stats = run_benchmarks(cases, options);
       if (!json_path.empty()) append_json(merged, scratch);
+      const double vendor_gflops = best_vendor_gflops(stats, infos);
       for (size_t i = 0; i < stats.size(); ++i) {
         const BenchStats& s = stats[i];
         const CaseInfo& info = infos[i];
         if (!s.ok) ++failures;
+        const double fraction =
+            s.ok && info.roofline_gflops > 0 ? s.gflops / info.roofline_gflops : NAN;
+        const double vs_vendor = s.ok && vendor_gflops > 0 ? s.gflops / vendor_gflops : NAN;
         table.add_row(
             {info.op, info.spec, info.impl, info.dtype, s.ok ? format_duration(s.median_s) : "-",
              s.ok ? format_duration(s.min_s) : "-", s.ok ? format_duration(s.max_s) : "-",
              s.ok ? format_number(100.0 * s.cv, 1) + "%" : "-",
              s.ok ? format_number(s.gflops, 2) : "-", s.ok ? format_number(s.gbps, 2) : "-",
-             info.config_source, s.ok ? info.config.dump() : "failed: " + s.error});
-        case_records.push_back({{"name", s.name},
-                                {"op", info.op},
-                                {"spec", info.spec},
-                                {"impl", info.impl},
-                                {"dtype", info.dtype},
-                                {"args", info.args},
-                                {"config", info.config},
-                                {"config_source", info.config_source},
-                                {"flops", info.flops},
-                                {"bytes", info.bytes},
-                                {"ok", s.ok},
-                                {"error", s.error},
-                                {"median_s", s.median_s},
-                                {"min_s", s.min_s},
-                                {"max_s", s.max_s},
-                                {"cv", s.cv},
-                                {"iqr_s", s.iqr_s},
-                                {"samples_s", s.samples_s},
-                                {"gflops", s.gflops},
-                                {"gbps", s.gbps}});
+             std::isnan(fraction) ? "-" : format_number(100.0 * fraction, 1) + "%",
+             std::isnan(vs_vendor) ? "-" : format_number(vs_vendor, 2) + "x", info.config_source,
+             s.ok ? info.config.dump() : "failed: " + s.error});
+        case_records.push_back(
+            {{"name", s.name},
+             {"op", info.op},
+             {"spec", info.spec},
+             {"impl", info.impl},
+             {"dtype", info.dtype},
+             {"args", info.args},
+             {"config", info.config},
+             {"config_source", info.config_source},
+             {"flops", info.flops},
+             {"bytes", info.bytes},
+             {"ok", s.ok},
+             {"error", s.error},
+             {"median_s", s.median_s},
+             {"min_s", s.min_s},
+             {"max_s", s.max_s},
+             {"cv", s.cv},
+             {"iqr_s", s.iqr_s},
+             {"samples_s", s.samples_s},
+             {"gflops", s.gflops},
+             {"gbps", s.gbps},
+             {"roofline_gflops", info.roofline_gflops},
+             {"roofline_fraction",
+              std::isnan(fraction) ? nlohmann::json() : nlohmann::json(fraction)},
+             {"vendor", info.vendor},
+             {"vs_best_vendor",
+              std::isnan(vs_vendor) ? nlohmann::json() : nlohmann::json(vs_vendor)},
+             {"best_vendor_gflops", vendor_gflops}});
       }
     }
     std::error_code ignored;
     fs::remove(scratch, ignored);
+    std::cout << "device " << device.id << ", roofline from measured ceilings: f32 FMA "
+              << format_number(ceilings.f32_fma_gflops, 1) << " GFLOP/s, bf16 "
+              << format_number(ceilings.peak_gflops(DType::kBF16), 1) << " GFLOP/s, memory "
+              << format_number(ceilings.bandwidth_gbps, 1) << " GB/s (measured "
+              << ceilings.measured_at << "; `tokamax info --remeasure`)\n\n";
     table.print(std::cout);
     std::cout << "\n"
               << case_records.size() << " benchmarks, " << failures << " failed (" << repetitions
               << " repetitions, medians of per-call wall time)\n";
     if (!json_path.empty()) {
-      merged["tokamax"] = {
-          {"schema_version", 1}, {"kind", "tokamax-bench"}, {"cases", case_records}};
+      merged["tokamax"] = {{"schema_version", 1},
+                           {"kind", "tokamax-bench"},
+                           {"ceilings", ceilings.to_json()},
+                           {"cases", case_records}};
       write_text_file(json_path, merged.dump(2) + "\n");
     }
     return failures > 0 ? kExitFailure : kExitOk;

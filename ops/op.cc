@@ -23,4 +23,14 @@ TensorMap Op::allocate_outputs(const BoundArgs& args) const {
   return outputs;
 }
 
+DType Op::compute_dtype(const BoundArgs& args) const {
+  DType narrowest = DType::kF64;
+  for (const TensorDecl& decl : inputs(args)) {
+    if (is_floating(decl.spec.dtype) && dtype_size(decl.spec.dtype) < dtype_size(narrowest)) {
+      narrowest = decl.spec.dtype;
+    }
+  }
+  return narrowest;
+}
+
 }  // namespace tokamax

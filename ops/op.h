@@ -82,6 +82,9 @@ class Op {
 
   // Outputs allocated (zeroed) to the shapes of `outputs(args)`.
   TensorMap allocate_outputs(const BoundArgs& args) const;
+  // The narrowest floating input dtype: the precision the arithmetic may run at, which picks
+  // the compute ceiling of the roofline (bf16 inputs may use bf16 dot products).
+  DType compute_dtype(const BoundArgs& args) const;
 };
 
 // One backend's implementation of an op. The untyped interface below is what the CLI, tuner and
