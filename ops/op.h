@@ -97,6 +97,9 @@ class Implementation {
   virtual std::string_view name() const = 0;
   // Vendor baselines are benchmarked beside our kernels; `auto` dispatch may skip them.
   virtual bool is_vendor() const { return false; }
+  // What records should say about the backend beyond its name: library version, the kernels it
+  // selected (e.g. OpenBLAS's core type), the SIMD target. Empty by default.
+  virtual nlohmann::json describe() const { return nlohmann::json::object(); }
 
   virtual Support supported_on(const DeviceInfo& device) const = 0;
   // Throws NotImplemented when these (valid) args are beyond this backend.

@@ -112,6 +112,7 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   result.entry.metadata["impl"] = std::string(impl.name());
   result.entry.metadata["args"] = args.args;
   result.entry.metadata["config_source"] = "autotuned";
+  result.entry.metadata["backend"] = impl.describe();
   result.entry.metadata["heuristics_time_s"] = result.heuristics_time_s;
   return result;
 }

@@ -90,7 +90,8 @@ nlohmann::json VerifyRecord::to_json() const {
           {"total_outputs", comparison.total},
           {"args", args.args},
           {"config", config},
-          {"config_source", config_source}};
+          {"config_source", config_source},
+          {"backend", backend}};
 }
 
 std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
@@ -107,6 +108,7 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
     record.impl = std::string(impl.name());
     record.dtype = case_dtype(op, args);
     record.args = args;
+    record.backend = impl.describe();
     return record;
   };
 

@@ -30,6 +30,7 @@ struct VerifyRecord {
   Comparison comparison;
   nlohmann::json config;
   std::string config_source;
+  nlohmann::json backend = nlohmann::json::object();  // Implementation::describe()
   BoundArgs args;
 
   nlohmann::json to_json() const;  // one element of "cases" in `verify --json`
