@@ -30,6 +30,7 @@ struct CaseInfo {
   nlohmann::json config, args;
   double flops = 0, bytes = 0;
   double roofline_gflops = 0;  // min(peak at the compute dtype, bandwidth x intensity)
+  nlohmann::json backend;      // Implementation::describe()
   bool vendor = false;
 };
 
@@ -105,6 +106,7 @@ struct BenchCommand {
         info.roofline_gflops =
             cpu::roofline_gflops(ceilings, info.flops, info.bytes, op.compute_dtype(spec.args));
         info.vendor = impl->is_vendor();
+        info.backend = impl->describe();
         std::string unsupported;
         const Support support = impl->supported_on(device);
         if (!support.ok) unsupported = support.reason;
@@ -164,6 +166,7 @@ struct BenchCommand {
              {"args", info.args},
              {"config", info.config},
              {"config_source", info.config_source},
+             {"backend", info.backend},
              {"flops", info.flops},
              {"bytes", info.bytes},
              {"ok", s.ok},
