@@ -30,7 +30,7 @@ struct CaseInfo {
   nlohmann::json config, args;
   double flops = 0, bytes = 0;
   double roofline_gflops = 0;  // min(peak at the compute dtype, bandwidth x intensity)
-  nlohmann::json backend;      // Implementation::describe()
+  nlohmann::json backend = nlohmann::json::object();  // Implementation::describe()
   bool vendor = false;
 };
 
