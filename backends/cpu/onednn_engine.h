@@ -1,0 +1,23 @@
+// The process-wide oneDNN CPU engine, and a one-line description of the library for metadata.
+//
+// Threads: Debian's oneDNN 2.6 uses the OpenMP runtime (DNNL_CPU_RUNTIME == OMP, libgomp). Its
+// thread count is OpenMP's (OMP_NUM_THREADS, default all cores) and cannot be set per primitive
+// without linking OpenMP ourselves, so the baselines leave threads to the runtime.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+
+namespace tokamax::cpu {
+
+// dnnl::engine(cpu, 0), created on first use. Engines are thread-safe; streams are not, so
+// callers make their own (a CPU stream is cheap).
+const dnnl::engine& onednn_engine();
+
+// "oneDNN 2.6.3 (git 52b5f10) cpu_runtime=OpenMP isa=avx512_core_bf16 threads=OpenMP runtime".
+std::string onednn_description();
+
+// "avx512_core_bf16", ...: the ISA oneDNN's JIT kernels target on this CPU.
+std::string onednn_cpu_isa_name(dnnl::cpu_isa isa);
+
+}  // namespace tokamax::cpu

@@ -1,0 +1,336 @@
+// Measurement kernels for the roofline ceilings: FMA chains, bf16 dot chains, STREAM triad.
+// Dimensions.
+//   C      independent accumulator chains per core (vector registers)
+//   L      lanes of the widest vector Highway dispatches to
+//   n      elements of each triad array
+#include "backends/cpu/peaks.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/thread_pool.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/peaks.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/aligned_allocator.h>
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Independent FMA chains: a chain issues one FMA per FMA latency (4-5 cycles on current x86 and
+// Arm cores), so saturating P FMA pipes needs at least latency x P chains (2 pipes: 8-10). With
+// 32 vector registers (AVX-512, NEON, SVE) 16 chains leave headroom for longer latencies; with 16
+// registers (AVX2, SSE4) 12 chains plus the two constants still fit without spilling, and a spill
+// would put loads and stores into the loop we are timing.
+#if HWY_ARCH_X86
+constexpr int kChains = HWY_TARGET > HWY_AVX3 ? 12 : 16;
+#else
+constexpr int kChains = 16;
+#endif
+
+#define TOKAMAX_FMA_STEP(k) a##k = hn::MulAdd(a##k, mul, add)
+
+// Runs `iterations` rounds of C dependent FMAs on L-lane vectors; returns the flops done and
+// stores the reduced accumulators to *sink so the loop cannot be dropped. `scale` comes from the
+// caller at run time so the compiler cannot evaluate the chains ahead of time either.
+template <typename T>
+int64_t FmaChains(int64_t iterations, T scale, T* sink) {
+  const hn::ScalableTag<T> d;
+  // mul < 1 keeps each chain converging to add / (1 - mul): no overflow, no subnormals (which
+  // would take a slow microcode path on some cores).
+  const auto mul = hn::Set(d, scale);
+  const auto add = hn::Set(d, T(1) - scale);
+  // Distinct starting values: identical chains could be merged into one by the compiler.
+  auto a0 = hn::Set(d, T(0)), a1 = hn::Set(d, T(1)), a2 = hn::Set(d, T(2)), a3 = hn::Set(d, T(3));
+  auto a4 = hn::Set(d, T(4)), a5 = hn::Set(d, T(5)), a6 = hn::Set(d, T(6)), a7 = hn::Set(d, T(7));
+  auto a8 = hn::Set(d, T(8)), a9 = hn::Set(d, T(9)), a10 = hn::Set(d, T(10));
+  auto a11 = hn::Set(d, T(11)), a12 = hn::Set(d, T(12)), a13 = hn::Set(d, T(13));
+  auto a14 = hn::Set(d, T(14)), a15 = hn::Set(d, T(15));
+  for (int64_t i = 0; i < iterations; ++i) {
+    TOKAMAX_FMA_STEP(0), TOKAMAX_FMA_STEP(1), TOKAMAX_FMA_STEP(2), TOKAMAX_FMA_STEP(3);
+    TOKAMAX_FMA_STEP(4), TOKAMAX_FMA_STEP(5), TOKAMAX_FMA_STEP(6), TOKAMAX_FMA_STEP(7);
+    TOKAMAX_FMA_STEP(8), TOKAMAX_FMA_STEP(9), TOKAMAX_FMA_STEP(10), TOKAMAX_FMA_STEP(11);
+    if constexpr (kChains == 16) {
+      TOKAMAX_FMA_STEP(12), TOKAMAX_FMA_STEP(13), TOKAMAX_FMA_STEP(14), TOKAMAX_FMA_STEP(15);
+    }
+  }
+  auto sum = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), a6));
+  sum = hn::Add(hn::Add(sum, hn::Add(a7, a8)), hn::Add(hn::Add(a9, a10), a11));
+  if constexpr (kChains == 16) sum = hn::Add(sum, hn::Add(hn::Add(a12, a13), hn::Add(a14, a15)));
+  *sink = hn::GetLane(hn::SumOfLanes(d, sum));
+  return iterations * kChains * static_cast<int64_t>(hn::Lanes(d)) * 2;
+}
+
+#undef TOKAMAX_FMA_STEP
+
+int64_t FmaChainsF32(int64_t iterations, float scale, float* sink) {
+  return FmaChains<float>(iterations, scale, sink);
+}
+int64_t FmaChainsF64(int64_t iterations, double scale, double* sink) {
+  return FmaChains<double>(iterations, scale, sink);
+}
+
+// STREAM triad a = b + s*c on one chunk. Plain loads and stores, as STREAM compiles them:
+// non-temporal stores would skip the write-allocate read and report more than kernels that
+// store normally can reach.
+void Triad(double* HWY_RESTRICT a,        // [n] chunk of the output
+           const double* HWY_RESTRICT b,  // [n] chunk
+           const double* HWY_RESTRICT c,  // [n] chunk
+           double s, int64_t n) {
+  const hn::ScalableTag<double> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto vs = hn::Set(d, s);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::MulAdd(vs, hn::LoadU(d, c + i), hn::LoadU(d, b + i)), d, a + i);
+  }
+  for (; i < n; ++i) a[i] = b[i] + s * c[i];
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace tokamax::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
+namespace tokamax::cpu {
+
+HWY_EXPORT(FmaChainsF32);
+HWY_EXPORT(FmaChainsF64);
+HWY_EXPORT(Triad);
+HWY_EXPORT(TargetName);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Sink for kernel results: a volatile store the optimizer must keep.
+volatile double g_sink = 0;
+
+#if HWY_ARCH_X86
+// vdpbf16ps chains: each instruction does 32 bf16 products (64 flops) into 16 f32 lanes. Its
+// latency is 5-6 cycles at up to 2 per cycle, so 16 chains cover latency x throughput (<= 12);
+// inputs come from `value` at run time so nothing folds.
+__attribute__((target("avx512f,avx512bf16"))) int64_t Bf16DotChains(int64_t iterations,
+                                                                      float value, float* sink) {
+  // y alternates sign, so each lane's pair of products cancels (v*v - v*v == 0 exactly) and the
+  // chains stay at their start values instead of growing.
+  const __m512 v = _mm512_set1_ps(value);
+  const __m512 v_alternating = _mm512_mask_blend_ps(0xAAAA, v, _mm512_set1_ps(-value));
+  const __m512bh x = _mm512_cvtne2ps_pbh(v, v);
+  const __m512bh y = _mm512_cvtne2ps_pbh(v_alternating, v_alternating);
+  __m512 acc[16];
+  for (int k = 0; k < 16; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
+  for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], x, y);
+  }
+  __m512 sum = acc[0];
+  for (int k = 1; k < 16; ++k) sum = _mm512_add_ps(sum, acc[k]);
+  *sink = _mm512_reduce_add_ps(sum);
+  return iterations * 16 * 64;
+}
+#endif
+
+int used_threads(const PeakOptions& options) {
+  const int wanted = options.threads > 0 ? options.threads : thread_pool().size();
+  return thread_pool().threads_for(wanted, wanted);
+}
+
+// One run on all cores: wall time of the whole parallel section and each thread's CPU time.
+struct CoreTimes {
+  double wall_seconds = 0;           // first start to last finish
+  std::vector<double> cpu_seconds;   // [threads] time each thread actually ran
+};
+
+double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+// Runs body(thread) once on each of `threads` pool threads at the same time.
+CoreTimes run_on_cores(int threads, const std::function<void(int)>& body) {
+  std::atomic<int> arrived{0};
+  std::vector<Clock::time_point> start(threads), end(threads);
+  CoreTimes times;
+  times.cpu_seconds.resize(threads);
+  parallel_for(threads, threads, [&](int64_t task, int) {
+    // Spin barrier: tasks are handed out dynamically, so without it a thread that finished early
+    // could run a second task after the first and we would time one core twice, not all cores
+    // at once. The deadline keeps a call nested in another parallel loop (run serially) going.
+    arrived.fetch_add(1);
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(200);
+    while (arrived.load() < threads && Clock::now() < deadline) {
+    }
+    start[task] = Clock::now();
+    const double cpu_start = thread_cpu_seconds();
+    body(static_cast<int>(task));
+    times.cpu_seconds[task] = thread_cpu_seconds() - cpu_start;
+    end[task] = Clock::now();
+  });
+  times.wall_seconds = std::chrono::duration<double>(*std::max_element(end.begin(), end.end()) -
+                                                     *std::min_element(start.begin(), start.end()))
+                           .count();
+  return times;
+}
+
+// Best rate, in GFLOP/s, of `kernel(iterations, sink) -> flops` on all cores at once: the sum of
+// per-core rates, each over the thread's own CPU time. A shared machine preempts our threads for
+// others' work; CPU time leaves those gaps out (wall time would not), and the FMA units are
+// private to a core, so the sum is what the cores reach together.
+double best_compute_rate(const PeakOptions& options,
+                         const std::function<int64_t(int64_t, double*)>& kernel) {
+  const int threads = used_threads(options);
+  const int repetitions = std::max(1, options.repetitions);
+  std::vector<int64_t> flops(threads);
+  std::vector<double> sinks(threads);
+  auto run = [&](int64_t iterations) {
+    return run_on_cores(threads, [&](int t) { flops[t] = kernel(iterations, &sinks[t]); });
+  };
+  // Calibrate the iteration count to the (wall) time budget; these runs also bring the cores up
+  // to their clock (and AVX-512 power level) before anything is timed for real.
+  int64_t iterations = 1 << 12;
+  double elapsed = run(iterations).wall_seconds;
+  while (elapsed < 0.01 && iterations < (int64_t{1} << 40)) {
+    iterations *= 4;
+    elapsed = run(iterations).wall_seconds;
+  }
+  const double budget = std::max(options.seconds_per_kernel, 1e-4) / repetitions;
+  iterations = std::max<int64_t>(1, static_cast<int64_t>(iterations * budget / elapsed));
+  double best = 0;
+  for (int r = 0; r < repetitions; ++r) {
+    const CoreTimes times = run(iterations);
+    double rate = 0;
+    for (int t = 0; t < threads; ++t) {
+      if (times.cpu_seconds[t] > 0) rate += static_cast<double>(flops[t]) / times.cpu_seconds[t];
+    }
+    best = std::max(best, rate * 1e-9);
+  }
+  for (double s : sinks) g_sink = g_sink + s;
+  return best;
+}
+
+int64_t default_triad_bytes() {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  // Far beyond the last-level cache, so the arrays stream from DRAM on every pass.
+  int64_t bytes = std::max<int64_t>(8 * host_device().l3_bytes, 256 * kMiB);
+  bytes = std::min<int64_t>(bytes, 1024 * kMiB);
+  if (physical > 0) bytes = std::min(bytes, physical / 4);
+  return bytes;
+}
+
+}  // namespace
+
+double measure_f32_fma_gflops(const PeakOptions& options) {
+  return best_compute_rate(options, [](int64_t iterations, double* sink) {
+    float result = 0;
+    const int64_t flops = HWY_DYNAMIC_DISPATCH(FmaChainsF32)(iterations, 0.999f, &result);
+    *sink = result;
+    return flops;
+  });
+}
+
+double measure_f64_fma_gflops(const PeakOptions& options) {
+  return best_compute_rate(options, [](int64_t iterations, double* sink) {
+    return HWY_DYNAMIC_DISPATCH(FmaChainsF64)(iterations, 0.999, sink);
+  });
+}
+
+double measure_bf16_dot_gflops(const PeakOptions& options) {
+#if HWY_ARCH_X86
+  if (!host_device().has("avx512_bf16")) return 0;
+  return best_compute_rate(options, [](int64_t iterations, double* sink) {
+    float result = 0;
+    const int64_t flops = Bf16DotChains(iterations, 0.5f, &result);
+    *sink = result;
+    return flops;
+  });
+#else
+  (void)options;
+  return 0;
+#endif
+}
+
+double measure_triad_gbps(const PeakOptions& options) {
+  const int threads = used_threads(options);
+  const int64_t bytes = options.bandwidth_bytes > 0 ? options.bandwidth_bytes : default_triad_bytes();
+  // Chunks of whole 64-element blocks (512 bytes), so every thread starts on its own cache lines.
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = std::max<int64_t>(threads, bytes / (3 * 8 * kBlock));
+  const int64_t n = blocks * kBlock;
+  auto a = hwy::AllocateAligned<double>(static_cast<size_t>(n));
+  auto b = hwy::AllocateAligned<double>(static_cast<size_t>(n));
+  auto c = hwy::AllocateAligned<double>(static_cast<size_t>(n));
+  if (!a || !b || !c) return 0;
+  auto chunk = [&](int t, int64_t& begin, int64_t& count) {
+    begin = blocks * t / threads * kBlock;
+    count = blocks * (t + 1) / threads * kBlock - begin;
+  };
+  // First touch by the thread that will stream the chunk: on a NUMA machine its pages then live
+  // on that thread's node. The untimed pass also faults every page in before timing.
+  run_on_cores(threads, [&](int t) {
+    int64_t begin, count;
+    chunk(t, begin, count);
+    std::fill_n(a.get() + begin, count, 0.0);
+    std::fill_n(b.get() + begin, count, 1.0);
+    std::fill_n(c.get() + begin, count, 2.0);
+  });
+  // STREAM's count: 3 arrays x 8 bytes per element (read b, read c, write a). The cache also
+  // reads each line of `a` before writing it (write-allocate); like STREAM we do not count that
+  // traffic, so the DRAM really moves 4/3 of what is reported.
+  constexpr double kBytesPerElement = 3 * sizeof(double);
+  // Timing: each thread's CPU time, as for the compute peaks, so that passes in which another
+  // process preempted one of our threads still count. DRAM bandwidth is shared, though: a thread
+  // that ran while the others were preempted moved its bytes faster than its fair share. So the
+  // slowest thread sets the rate (threads x its bytes / its CPU time); when the threads overlap,
+  // as on an idle machine, that equals the wall-time figure STREAM reports.
+  double best = 0;
+  for (int r = 0; r < 2 * std::max(2, options.repetitions); ++r) {
+    std::vector<double> thread_bytes(threads);
+    const CoreTimes times = run_on_cores(threads, [&](int t) {
+      int64_t begin, count;
+      chunk(t, begin, count);
+      HWY_DYNAMIC_DISPATCH(Triad)(a.get() + begin, b.get() + begin, c.get() + begin, 3.0, count);
+      thread_bytes[t] = kBytesPerElement * static_cast<double>(count);
+    });
+    double slowest = 0;  // bytes/s of the slowest thread
+    for (int t = 0; t < threads; ++t) {
+      const double rate = times.cpu_seconds[t] > 0 ? thread_bytes[t] / times.cpu_seconds[t] : 0;
+      slowest = t == 0 ? rate : std::min(slowest, rate);
+    }
+    best = std::max(best, threads * slowest * 1e-9);
+  }
+  g_sink = g_sink + a[n / 2];
+  return best;
+}
+
+Peaks measure_peaks(const PeakOptions& options) {
+  Peaks peaks;
+  peaks.f32_fma_gflops = measure_f32_fma_gflops(options);
+  peaks.f64_fma_gflops = measure_f64_fma_gflops(options);
+  peaks.bf16_dot_gflops = measure_bf16_dot_gflops(options);
+  peaks.bandwidth_gbps = measure_triad_gbps(options);
+  return peaks;
+}
+
+std::string simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace tokamax::cpu
+#endif  // HWY_ONCE

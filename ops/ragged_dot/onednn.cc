@@ -1,0 +1,186 @@
+// ragged_dot: the oneDNN baseline ("onednn"), one cached matmul primitive per non-empty group.
+//
+// Dimensions.
+//   G      groups (experts)
+//   M      rows of lhs (tokens), split into consecutive groups by group_sizes
+//   K      contraction extent
+//   N      output features
+//   rows   sum(group_sizes) <= M; output rows past it are zero
+//   m_g    rows of group g
+//
+// Threads are left to oneDNN's runtime (OpenMP in Debian's build, see onednn_engine.h), so the
+// config is empty.
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "backends/cpu/onednn_engine.h"
+#include "ops/errors.h"
+#include "ops/op.h"
+#include "ops/ragged_dot/base.h"
+
+namespace tokamax {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+// One primitive per distinct group shape: MoE routing repeats a handful of m_g values across
+// calls, and creating a primitive (JIT code generation) costs far more than running a small one.
+using MatmulKey = std::tuple<int64_t, int64_t, int64_t, dt, dt>;  // m_g, K, N, input, output
+// Past this many shapes (a long tune over many workloads) the cache starts over rather than grow.
+constexpr size_t kMaxCachedPrimitives = 4096;
+
+dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
+
+dnnl::memory::desc plain_desc(int64_t rows, int64_t cols, dt type) {
+  return dnnl::memory::desc({rows, cols}, type, tag::ab);  // row-major, no padding
+}
+
+class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, EmptyConfig> {
+ public:
+  std::string_view op_name() const override { return "ragged_dot"; }
+  std::string_view name() const override { return "onednn"; }
+  bool is_vendor() const override { return true; }
+
+  Support supported_on(const DeviceInfo& device) const override {
+    if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
+    return {};
+  }
+
+  void check(const RaggedDotProblem& p) const override {
+    const std::string lhs(dtype_name(p.lhs_dtype)), rhs(dtype_name(p.rhs_dtype));
+    const std::string out(dtype_name(p.out_dtype));
+    if (p.lhs_dtype != p.rhs_dtype) {
+      throw NotImplemented("onednn: lhs is " + lhs + " but rhs is " + rhs +
+                           "; the baseline wires one input dtype");
+    }
+    const bool f32 = p.lhs_dtype == DType::kF32 && p.out_dtype == DType::kF32;
+    const bool bf16 = p.lhs_dtype == DType::kBF16 &&
+                      (p.out_dtype == DType::kF32 || p.out_dtype == DType::kBF16);
+    if (!f32 && !bf16) {
+      throw NotImplemented("onednn: " + lhs + " inputs with a " + out +
+                           " output; the baseline wires f32->f32 and bf16->f32/bf16 (oneDNN 2.6 "
+                           "has no f64 matmul, and f16 only on avx512_fp16 CPUs)");
+    }
+    // Ask the library rather than guess from the ISA: bf16 needs avx512_core in oneDNN 2.x.
+    const std::string why = unavailable_reason(onednn_type(p.lhs_dtype), onednn_type(p.out_dtype));
+    if (!why.empty()) throw NotImplemented("onednn: " + lhs + "->" + out + " matmul: " + why);
+  }
+
+  EmptyConfig heuristics_config(const RaggedDotProblem&, const DeviceInfo&) const override {
+    return {};
+  }
+  std::vector<EmptyConfig> autotuning_configs(const RaggedDotProblem&,
+                                              const DeviceInfo&) const override {
+    return {EmptyConfig{}};
+  }
+
+  void run(const RaggedDotProblem& p, const EmptyConfig&, const TensorMap& inputs,
+           TensorMap& outputs) const override {
+    check(p);
+    const HostTensor& lhs = inputs.at("lhs");
+    const HostTensor& rhs = inputs.at("rhs");
+    HostTensor& out = outputs.at("out");
+    const int64_t K = p.K, N = p.N;
+    const size_t in_bytes = dtype_size(p.lhs_dtype), out_bytes = dtype_size(p.out_dtype);
+    // dnnl::memory wants non-const handles; the primitive only reads src and weights.
+    char* lhs_data = static_cast<char*>(const_cast<void*>(lhs.raw()));
+    char* rhs_data = static_cast<char*>(const_cast<void*>(rhs.raw()));
+    char* out_data = static_cast<char*>(out.raw());
+    // Rows past the group sum are zero (all-zero bits are +0 in f32 and bf16); with K = 0 every
+    // row is an empty sum, which is not worth a primitive.
+    const int64_t first_zero_row = K == 0 ? 0 : p.rows();
+    std::memset(out_data + first_zero_row * N * out_bytes, 0,
+                static_cast<size_t>((p.M - first_zero_row) * N) * out_bytes);
+    if (K == 0 || N == 0) return;
+
+    const dt in_type = onednn_type(p.lhs_dtype), out_type = onednn_type(p.out_dtype);
+    const dnnl::engine& engine = cpu::onednn_engine();
+    dnnl::stream stream(engine);
+    for (int64_t g = 0; g < p.G; ++g) {
+      const int64_t m_g = p.group_sizes[g], row0 = p.group_starts[g];
+      if (m_g == 0) continue;
+      const dnnl::matmul matmul = primitive({m_g, K, N, in_type, out_type});
+      // Wrap the caller's buffers in place: no copies, plain row-major layouts.
+      dnnl::memory src(plain_desc(m_g, K, in_type), engine, lhs_data + row0 * K * in_bytes);
+      dnnl::memory weights(plain_desc(K, N, in_type), engine, rhs_data + g * K * N * in_bytes);
+      dnnl::memory dst(plain_desc(m_g, N, out_type), engine, out_data + row0 * N * out_bytes);
+      matmul.execute(stream,
+                     {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+    }
+    stream.wait();
+  }
+
+  int64_t primitives_created() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return created_;
+  }
+
+ private:
+  // The cached primitive for one group shape, created on first use. Creation happens under the
+  // lock: concurrent first calls would otherwise JIT the same kernel twice.
+  dnnl::matmul primitive(const MatmulKey& key) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = primitives_.find(key);
+    if (it != primitives_.end()) return it->second;
+    const auto& [m_g, K, N, in_type, out_type] = key;
+    const dnnl::matmul::desc desc(plain_desc(m_g, K, in_type), plain_desc(K, N, in_type),
+                                  plain_desc(m_g, N, out_type));
+    dnnl::matmul matmul;
+    try {
+      matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
+    } catch (const dnnl::error& e) {
+      if (e.status == dnnl_unimplemented) {
+        throw NotImplemented("onednn: no matmul for m_g=" + std::to_string(m_g) +
+                             ", K=" + std::to_string(K) + ", N=" + std::to_string(N) + ": " +
+                             e.what());
+      }
+      throw;
+    }
+    if (primitives_.size() >= kMaxCachedPrimitives) primitives_.clear();
+    primitives_.emplace(key, matmul);
+    ++created_;
+    return matmul;
+  }
+
+  // "" when oneDNN has a matmul for these types on this CPU, else its reason; probed once per
+  // pair with a 1x1x1 primitive descriptor (cheap: no code is generated).
+  std::string unavailable_reason(dt in_type, dt out_type) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = availability_.find({in_type, out_type});
+    if (it != availability_.end()) return it->second;
+    std::string why;
+    try {
+      const dnnl::matmul::desc desc(plain_desc(1, 1, in_type), plain_desc(1, 1, in_type),
+                                    plain_desc(1, 1, out_type));
+      dnnl::matmul::primitive_desc(desc, cpu::onednn_engine());
+    } catch (const dnnl::error& e) {
+      why = std::string(e.what()) + " (oneDNN's cpu isa here: " +
+            cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) + ")";
+    }
+    availability_.emplace(std::make_pair(in_type, out_type), why);
+    return why;
+  }
+
+  mutable std::mutex mutex_;
+  mutable std::map<MatmulKey, dnnl::matmul> primitives_;
+  mutable std::map<std::pair<dt, dt>, std::string> availability_;
+  mutable int64_t created_ = 0;
+};
+
+const OneDnnRaggedDot& onednn_impl() {
+  static const OneDnnRaggedDot impl;
+  return impl;
+}
+
+}  // namespace
+
+const Implementation& ragged_dot_onednn_implementation() { return onednn_impl(); }
+
+// Matmul primitives this process has created (for tests: a repeated call must create none).
+int64_t ragged_dot_onednn_primitives_created() { return onednn_impl().primitives_created(); }
+
+}  // namespace tokamax
