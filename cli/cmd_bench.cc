@@ -93,6 +93,9 @@ struct BenchCommand {
       auto inputs = std::make_shared<const TensorMap>(op.make_inputs(spec.args, seed));
       std::vector<BenchCase> cases;
       std::vector<CaseInfo> infos;
+      // Rows in dispatch order: unsupported ones now, timed ones (case_row) after the run.
+      std::vector<std::vector<std::string>> rows;
+      std::vector<size_t> case_row;
       for (const Implementation* impl : select_impls(op, selection.impls, specs)) {
         CaseInfo info{spec.op,
                       spec.name,
@@ -120,8 +123,8 @@ struct BenchCommand {
           }
         }
         if (!unsupported.empty()) {
-          table.add_row({info.op, info.spec, info.impl, info.dtype, "-", "-", "-", "-", "-", "-",
-                         "-", "-", "-", "-", "-", "unsupported: " + unsupported});
+          rows.push_back({info.op, info.spec, info.impl, info.dtype, "-", "-", "-", "-", "-", "-",
+                          "-", "-", "-", "unsupported: " + unsupported});
           continue;
         }
         info.config = resolved.config;
@@ -136,8 +139,13 @@ struct BenchCommand {
             info.flops, info.bytes,
             nlohmann::json{{"config", info.config}, {"source", info.config_source}}.dump()});
         infos.push_back(info);
+        case_row.push_back(rows.size());
+        rows.emplace_back();
       }
-      if (cases.empty()) continue;
+      if (cases.empty()) {
+        for (auto& row : rows) table.add_row(std::move(row));
+        continue;
+      }
       options.json_path = json_path.empty() ? "" : scratch;
       const std::vector<BenchStats> stats = run_benchmarks(cases, options);
       if (!json_path.empty()) append_json(merged, scratch);
@@ -149,7 +157,7 @@ struct BenchCommand {
         const double fraction =
             s.ok && info.roofline_gflops > 0 ? s.gflops / info.roofline_gflops : NAN;
         const double vs_vendor = s.ok && vendor_gflops > 0 ? s.gflops / vendor_gflops : NAN;
-        table.add_row(
+        rows[case_row[i]] = std::vector<std::string>(
             {info.op, info.spec, info.impl, info.dtype, s.ok ? format_duration(s.median_s) : "-",
              s.ok ? format_duration(s.min_s) : "-", s.ok ? format_duration(s.max_s) : "-",
              s.ok ? format_number(100.0 * s.cv, 1) + "%" : "-",
@@ -187,6 +195,7 @@ struct BenchCommand {
               std::isnan(vs_vendor) ? nlohmann::json() : nlohmann::json(vs_vendor)},
              {"best_vendor_gflops", vendor_gflops}});
       }
+      for (auto& row : rows) table.add_row(std::move(row));
     }
     std::error_code ignored;
     fs::remove(scratch, ignored);

@@ -24,10 +24,14 @@ std::string isa_summary(const DeviceInfo& device) {
     if (device.has("avx512vl")) avx512 += " VL";
     parts.push_back(avx512 + ")");
   }
-  const std::pair<const char*, const char*> named[] = {
-      {"avx512_bf16", "AVX512-BF16"}, {"avx512_fp16", "AVX512-FP16"}, {"amx_bf16", "AMX-BF16"},
-      {"avx2", "AVX2"},               {"fma", "FMA"},                 {"f16c", "F16C"},
-      {"neon", "NEON"},               {"sve", "SVE"}};
+  const std::pair<const char*, const char*> named[] = {{"avx512_bf16", "AVX512-BF16"},
+                                                       {"avx512_fp16", "AVX512-FP16"},
+                                                       {"amx_bf16", "AMX-BF16"},
+                                                       {"avx2", "AVX2"},
+                                                       {"fma", "FMA"},
+                                                       {"f16c", "F16C"},
+                                                       {"neon", "NEON"},
+                                                       {"sve", "SVE"}};
   for (const auto& [flag, name] : named) {
     if (device.has(flag)) parts.push_back(name);
   }
@@ -81,9 +85,9 @@ int run_info(bool json, bool remeasure) {
                                          " GB/s (STREAM triad f64, 24 B/elem, write-allocate "
                                          "not counted)"});
   if (ceilings.bandwidth_gbps > 0) {
-    table.add_row({"ridge point (f32)",
-                   format_number(ceilings.f32_fma_gflops / ceilings.bandwidth_gbps, 1) +
-                       " flop/byte"});
+    table.add_row(
+        {"ridge point (f32)",
+         format_number(ceilings.f32_fma_gflops / ceilings.bandwidth_gbps, 1) + " flop/byte"});
   }
   table.add_row({"ceilings measured", ceilings.measured_at});
   table.add_row({"ceilings stored in", stored_at.empty() ? "not stored" : stored_at});

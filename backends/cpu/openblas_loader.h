@@ -40,7 +40,7 @@ struct OpenBlas {
   std::string coretype_env;  // OPENBLAS_CORETYPE as the library saw it ("" = unset)
   bool coretype_set_by_us = false;
   bool loaded_before_us = false;  // already in the process: OPENBLAS_CORETYPE came too late
-  std::string error;  // why loading failed; empty on success
+  std::string error;              // why loading failed; empty on success
 };
 
 // The OPENBLAS_CORETYPE that gives `device` fitting kernels: "SkylakeX" with AVX-512 F/BW/VL,

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_info.h"
@@ -45,7 +46,7 @@ constexpr int kChains = 16;
 // stores the reduced accumulators to *sink so the loop cannot be dropped. `scale` comes from the
 // caller at run time so the compiler cannot evaluate the chains ahead of time either.
 template <typename T>
-int64_t FmaChains(int64_t iterations, T scale, T* sink) {
+int64_t FmaChains(int64_t iterations, T scale, double* sink) {
   const hn::ScalableTag<T> d;
   // mul < 1 keeps each chain converging to add / (1 - mul): no overflow, no subnormals (which
   // would take a slow microcode path on some cores).
@@ -74,7 +75,7 @@ int64_t FmaChains(int64_t iterations, T scale, T* sink) {
 
 #undef TOKAMAX_FMA_STEP
 
-int64_t FmaChainsF32(int64_t iterations, float scale, float* sink) {
+int64_t FmaChainsF32(int64_t iterations, float scale, double* sink) {
   return FmaChains<float>(iterations, scale, sink);
 }
 int64_t FmaChainsF64(int64_t iterations, double scale, double* sink) {
@@ -84,10 +85,10 @@ int64_t FmaChainsF64(int64_t iterations, double scale, double* sink) {
 // STREAM triad a = b + s*c on one chunk. Plain loads and stores, as STREAM compiles them:
 // non-temporal stores would skip the write-allocate read and report more than kernels that
 // store normally can reach.
-void Triad(double* HWY_RESTRICT a,        // [n] chunk of the output
-           const double* HWY_RESTRICT b,  // [n] chunk
-           const double* HWY_RESTRICT c,  // [n] chunk
-           double s, int64_t n) {
+void StreamTriad(double* HWY_RESTRICT a,        // [n] chunk of the output
+                 const double* HWY_RESTRICT b,  // [n] chunk
+                 const double* HWY_RESTRICT c,  // [n] chunk
+                 double s, int64_t n) {
   const hn::ScalableTag<double> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const auto vs = hn::Set(d, s);
@@ -98,7 +99,7 @@ void Triad(double* HWY_RESTRICT a,        // [n] chunk of the output
   for (; i < n; ++i) a[i] = b[i] + s * c[i];
 }
 
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+const char* PeaksTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace tokamax::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -112,8 +113,8 @@ namespace tokamax::cpu {
 
 HWY_EXPORT(FmaChainsF32);
 HWY_EXPORT(FmaChainsF64);
-HWY_EXPORT(Triad);
-HWY_EXPORT(TargetName);
+HWY_EXPORT(StreamTriad);
+HWY_EXPORT(PeaksTargetName);
 
 namespace {
 
@@ -126,8 +127,8 @@ volatile double g_sink = 0;
 // vdpbf16ps chains: each instruction does 32 bf16 products (64 flops) into 16 f32 lanes. Its
 // latency is 5-6 cycles at up to 2 per cycle, so 16 chains cover latency x throughput (<= 12);
 // inputs come from `value` at run time so nothing folds.
-__attribute__((target("avx512f,avx512bf16"))) int64_t Bf16DotChains(int64_t iterations,
-                                                                      float value, float* sink) {
+__attribute__((target("avx512f,avx512bf16"))) int64_t Bf16DotChains(int64_t iterations, float value,
+                                                                    double* sink) {
   // y alternates sign, so each lane's pair of products cancels (v*v - v*v == 0 exactly) and the
   // chains stay at their start values instead of growing.
   const __m512 v = _mm512_set1_ps(value);
@@ -154,8 +155,8 @@ int used_threads(const PeakOptions& options) {
 
 // One run on all cores: wall time of the whole parallel section and each thread's CPU time.
 struct CoreTimes {
-  double wall_seconds = 0;           // first start to last finish
-  std::vector<double> cpu_seconds;   // [threads] time each thread actually ran
+  double wall_seconds = 0;          // first start to last finish
+  std::vector<double> cpu_seconds;  // [threads] time each thread actually ran
 };
 
 double thread_cpu_seconds() {
@@ -240,10 +241,7 @@ int64_t default_triad_bytes() {
 
 double measure_f32_fma_gflops(const PeakOptions& options) {
   return best_compute_rate(options, [](int64_t iterations, double* sink) {
-    float result = 0;
-    const int64_t flops = HWY_DYNAMIC_DISPATCH(FmaChainsF32)(iterations, 0.999f, &result);
-    *sink = result;
-    return flops;
+    return HWY_DYNAMIC_DISPATCH(FmaChainsF32)(iterations, 0.999f, sink);
   });
 }
 
@@ -257,10 +255,7 @@ double measure_bf16_dot_gflops(const PeakOptions& options) {
 #if HWY_ARCH_X86
   if (!host_device().has("avx512_bf16")) return 0;
   return best_compute_rate(options, [](int64_t iterations, double* sink) {
-    float result = 0;
-    const int64_t flops = Bf16DotChains(iterations, 0.5f, &result);
-    *sink = result;
-    return flops;
+    return Bf16DotChains(iterations, 0.5f, sink);
   });
 #else
   (void)options;
@@ -270,24 +265,24 @@ double measure_bf16_dot_gflops(const PeakOptions& options) {
 
 double measure_triad_gbps(const PeakOptions& options) {
   const int threads = used_threads(options);
-  const int64_t bytes = options.bandwidth_bytes > 0 ? options.bandwidth_bytes : default_triad_bytes();
+  const int64_t bytes =
+      options.bandwidth_bytes > 0 ? options.bandwidth_bytes : default_triad_bytes();
   // Chunks of whole 64-element blocks (512 bytes), so every thread starts on its own cache lines.
   constexpr int64_t kBlock = 64;
-  const int64_t blocks = std::max<int64_t>(threads, bytes / (3 * 8 * kBlock));
+  const int64_t blocks = std::max<int64_t>(threads, bytes / (kBlock * 3 * 8));
   const int64_t n = blocks * kBlock;
   auto a = hwy::AllocateAligned<double>(static_cast<size_t>(n));
   auto b = hwy::AllocateAligned<double>(static_cast<size_t>(n));
   auto c = hwy::AllocateAligned<double>(static_cast<size_t>(n));
   if (!a || !b || !c) return 0;
-  auto chunk = [&](int t, int64_t& begin, int64_t& count) {
-    begin = blocks * t / threads * kBlock;
-    count = blocks * (t + 1) / threads * kBlock - begin;
+  auto chunk = [&](int t) {  // -> (first element, element count) of thread t
+    const int64_t begin = blocks * t / threads * kBlock;
+    return std::pair<int64_t, int64_t>(begin, blocks * (t + 1) / threads * kBlock - begin);
   };
   // First touch by the thread that will stream the chunk: on a NUMA machine its pages then live
   // on that thread's node. The untimed pass also faults every page in before timing.
   run_on_cores(threads, [&](int t) {
-    int64_t begin, count;
-    chunk(t, begin, count);
+    const auto [begin, count] = chunk(t);
     std::fill_n(a.get() + begin, count, 0.0);
     std::fill_n(b.get() + begin, count, 1.0);
     std::fill_n(c.get() + begin, count, 2.0);
@@ -305,9 +300,9 @@ double measure_triad_gbps(const PeakOptions& options) {
   for (int r = 0; r < 2 * std::max(2, options.repetitions); ++r) {
     std::vector<double> thread_bytes(threads);
     const CoreTimes times = run_on_cores(threads, [&](int t) {
-      int64_t begin, count;
-      chunk(t, begin, count);
-      HWY_DYNAMIC_DISPATCH(Triad)(a.get() + begin, b.get() + begin, c.get() + begin, 3.0, count);
+      const auto [begin, count] = chunk(t);
+      HWY_DYNAMIC_DISPATCH(StreamTriad)
+      (a.get() + begin, b.get() + begin, c.get() + begin, 3.0, count);
       thread_bytes[t] = kBytesPerElement * static_cast<double>(count);
     });
     double slowest = 0;  // bytes/s of the slowest thread
@@ -330,7 +325,7 @@ Peaks measure_peaks(const PeakOptions& options) {
   return peaks;
 }
 
-std::string simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+std::string simd_target_name() { return HWY_DYNAMIC_DISPATCH(PeaksTargetName)(); }
 
 }  // namespace tokamax::cpu
 #endif  // HWY_ONCE

@@ -37,13 +37,13 @@ std::string utc_now() {
   return text;
 }
 
-double positive_number(const nlohmann::json& json, const char* key, bool zero_allowed) {
-  if (!json.contains(key)) throw InvalidArgument(std::string("ceilings: missing field ") + key, key);
+double rate_field(const nlohmann::json& json, const char* key, bool zero_allowed) {
+  if (!json.contains(key))
+    throw InvalidArgument(std::string("ceilings: missing field ") + key, key);
   const nlohmann::json& value = json.at(key);
   if (!value.is_number()) {
-    throw InvalidArgument(std::string("ceilings: ") + key + " must be a number, got " +
-                              value.dump(),
-                          key);
+    throw InvalidArgument(
+        std::string("ceilings: ") + key + " must be a number, got " + value.dump(), key);
   }
   const double number = value.get<double>();
   if (!std::isfinite(number) || number < 0 || (number == 0 && !zero_allowed)) {
@@ -126,19 +126,21 @@ Ceilings Ceilings::from_peaks(const Peaks& peaks, std::string device_id, std::st
 }
 
 nlohmann::json Ceilings::to_json() const {
-  return {{"format_version", kFormatVersion},   {"device_id", device_id},
-          {"measured_at", measured_at},         {"f32_fma_gflops", f32_fma_gflops},
-          {"f64_fma_gflops", f64_fma_gflops},   {"bf16_dot_gflops", bf16_dot_gflops},
+  return {{"format_version", kFormatVersion}, {"device_id", device_id},
+          {"measured_at", measured_at},       {"f32_fma_gflops", f32_fma_gflops},
+          {"f64_fma_gflops", f64_fma_gflops}, {"bf16_dot_gflops", bf16_dot_gflops},
           {"bandwidth_gbps", bandwidth_gbps}};
 }
 
 Ceilings Ceilings::from_json(const nlohmann::json& json) {
   if (!json.is_object()) throw InvalidArgument("ceilings: expected a JSON object");
-  for (const auto& [key, value] : json.items()) {
-    static const char* const kKnown[] = {"format_version", "device_id",       "measured_at",
-                                         "f32_fma_gflops", "f64_fma_gflops",  "bf16_dot_gflops",
+  for (const auto& item : json.items()) {
+    const std::string& key = item.key();
+    static const char* const kKnown[] = {"format_version", "device_id",      "measured_at",
+                                         "f32_fma_gflops", "f64_fma_gflops", "bf16_dot_gflops",
                                          "bandwidth_gbps"};
-    if (std::none_of(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; })) {
+    if (std::none_of(std::begin(kKnown), std::end(kKnown),
+                     [&](const char* k) { return key == k; })) {
       throw InvalidArgument("ceilings: unknown field " + key, key);
     }
   }
@@ -149,10 +151,10 @@ Ceilings Ceilings::from_json(const nlohmann::json& json) {
   Ceilings ceilings;
   ceilings.device_id = nonempty_string(json, "device_id");
   ceilings.measured_at = nonempty_string(json, "measured_at");
-  ceilings.f32_fma_gflops = positive_number(json, "f32_fma_gflops", false);
-  ceilings.f64_fma_gflops = positive_number(json, "f64_fma_gflops", false);
-  ceilings.bf16_dot_gflops = positive_number(json, "bf16_dot_gflops", true);
-  ceilings.bandwidth_gbps = positive_number(json, "bandwidth_gbps", false);
+  ceilings.f32_fma_gflops = rate_field(json, "f32_fma_gflops", false);
+  ceilings.f64_fma_gflops = rate_field(json, "f64_fma_gflops", false);
+  ceilings.bf16_dot_gflops = rate_field(json, "bf16_dot_gflops", true);
+  ceilings.bandwidth_gbps = rate_field(json, "bandwidth_gbps", false);
   return ceilings;
 }
 

@@ -6,8 +6,9 @@
 //   K      contraction extent
 //   N      output features
 //   rows   sum(group_sizes) <= M; output rows past it are zero
-//   tm, tn, tk   tile extents of M, N, K (tile_m, tile_n, tile_k)
-//   nm, nn       tile counts (see cpu_tiling.h); tasks = nm * nn
+//   tm, tn, tk   tile extents of M, N, K (tile_m, tile_n, tile_k); task_n columns per task
+//   mr, nr       the micro-tile (mr rows x nr columns of accumulators in registers)
+//   L            f32 lanes of the SIMD target (16 on AVX-512, 8 on AVX2)
 #include <algorithm>
 #include <set>
 #include <string>
@@ -18,16 +19,22 @@
 #include "ops/op.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_pack.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
 
 struct CpuRaggedDotConfig {
-  int tile_m = 64;      // tm: rows of lhs per task (never straddling two groups)
-  int tile_n = 256;     // tn: output columns per task; multiple of the f32 SIMD width (8)
-  int tile_k = 256;     // tk: K block whose rhs panel [tk, tn] stays hot in L2
-  int num_threads = 0;  // 0 = all cores
+  int tile_m = 1024;  // tm: rows of one task (never straddling two groups)
+  int tile_n = 512;   // tn: columns of one packed rhs panel [tk, tn]; a multiple of nr
+  int tile_k = 256;   // tk: K block; the rhs panel stays in L2, an lhs micro-panel in L1
+  int task_n = 0;     // columns of one task, a multiple of tile_n; 0 = all of N
+  int mr = 14;        // micro-tile rows
+  int nr = 32;        // micro-tile columns: nr / L vectors of the SIMD target
+  std::string packing = "packed";         // "packed" | "no_pack" (rhs read in place)
+  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" (vdpbf16ps)
+  int num_threads = 0;                    // 0 = all cores
 
   void validate() const;
   template <class V>
@@ -35,18 +42,24 @@ struct CpuRaggedDotConfig {
     v("tile_m", tile_m);
     v("tile_n", tile_n);
     v("tile_k", tile_k);
+    v("task_n", task_n);
+    v("mr", mr);
+    v("nr", nr);
+    v("packing", packing);
+    v("bf16_path", bf16_path);
     v("num_threads", num_threads);
   }
-  auto key() const { return std::tie(tile_m, tile_n, tile_k, num_threads); }
+  auto key() const {
+    return std::make_tuple(tile_m, tile_n, tile_k, task_n, mr, nr, packing, bf16_path,
+                           num_threads);
+  }
 };
 
-// 8 f32 lanes: one AVX2 register, half an AVX-512 one; the SIMD micro-kernel steps tn by it.
-constexpr int kSimdFloats = 8;
-// Accumulator rows the micro-kernel updates per rhs row it loads (cpu_kernel.cc).
-constexpr int64_t kMicroKernelRows = 4;
 constexpr int kMaxTile = 1 << 16;
-// One rhs panel [tk, tn] per thread; bigger ones cannot be cache blocks and only waste memory.
+// Scratch bounds per thread: one rhs panel [tk, tn] and the f32 partial sums [tm, task_n] of a
+// task; beyond these they are no longer cache blocks and only waste memory.
 constexpr int64_t kMaxPanelElements = int64_t{1} << 24;
+constexpr int64_t kMaxAccElements = int64_t{1} << 24;
 // Below this many multiply-adds a call takes tens of microseconds on one core, comparable to
 // waking the pool, so the heuristics run it on the calling thread.
 constexpr double kSerialMultiplyAdds = double(1 << 17);
@@ -59,37 +72,51 @@ void require(bool ok, const char* field, const std::string& message) {
   if (!ok) throw InvalidArgument("cpu ragged_dot config: " + message, field);
 }
 
-int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
-
-int64_t floor_pow2(int64_t x) {
-  int64_t p = 1;
-  while (p * 2 <= x) p *= 2;
-  return p;
-}
-
-int64_t acc_bytes(const RaggedDotProblem& p) { return p.out_dtype == DType::kF64 ? 8 : 4; }
-
 int64_t max_group_size(const RaggedDotProblem& p) {
   return p.group_sizes.empty() ? 0 : *std::max_element(p.group_sizes.begin(), p.group_sizes.end());
 }
 
-// Tiles larger than the problem only cost scratch: clamp them (tn to whole SIMD vectors).
+bool is_bf16_problem(const RaggedDotProblem& p) {
+  return p.lhs_dtype == DType::kBF16 && p.rhs_dtype == DType::kBF16 &&
+         p.out_dtype != DType::kF64;
+}
+
+// f32 lanes of the kernels that will run for `device`: the dispatched Highway target on this
+// host, the widest vector the ISA list promises elsewhere (cross-compiling a config).
+int device_lanes(const DeviceInfo& device) {
+  if (device.id == cpu::host_device().id) return cpu_kernel_f32_lanes();
+  return std::max(1, device.simd_bytes / 4);
+}
+
+// Tiles larger than the problem only cost scratch: clamp them (tn to whole micro-tiles).
 CpuRaggedDotConfig clamp_to_problem(CpuRaggedDotConfig c, const RaggedDotProblem& p) {
   c.tile_m = static_cast<int>(std::clamp<int64_t>(max_group_size(p), 1, c.tile_m));
-  c.tile_n =
-      static_cast<int>(std::clamp<int64_t>(round_up(p.N, kSimdFloats), kSimdFloats, c.tile_n));
+  c.tile_n = static_cast<int>(std::clamp<int64_t>(round_up(p.N, c.nr), c.nr, c.tile_n));
   c.tile_k = static_cast<int>(std::clamp<int64_t>(p.K, 1, c.tile_k));
+  if (c.task_n != 0) c.task_n = static_cast<int>(round_up(c.task_n, c.tile_n));
+  if (c.task_n >= p.N) c.task_n = 0;
   return c;
 }
 
-int64_t num_tasks(const RaggedDotProblem& p, int64_t tm, int64_t tn) {
-  return count_m_tiles(p.group_sizes, tm) * ((p.N + tn - 1) / tn);
+// f32 partial sums a thread keeps for outputs that are not the accumulator type: [tm, task_n].
+int64_t acc_elements(const RaggedDotProblem& p, const CpuRaggedDotConfig& c) {
+  if (p.out_dtype == DType::kF32 || p.out_dtype == DType::kF64) return 0;
+  return int64_t{c.tile_m} * (c.task_n == 0 ? round_up(p.N, c.tile_n) : c.task_n);
+}
+
+int64_t num_tasks(const RaggedDotProblem& p, int64_t tm, int64_t task_n) {
+  return count_m_tiles(p.group_sizes, tm) * ceil_div(p.N, task_n <= 0 ? p.N : task_n);
 }
 
 class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRaggedDotConfig> {
  public:
   std::string_view op_name() const override { return "ragged_dot"; }
   std::string_view name() const override { return "cpu"; }
+  nlohmann::json describe() const override {
+    return {{"simd_target", cpu_kernel_target_name()},
+            {"pack_target", pack_target_name()},
+            {"native_bf16", cpu_kernel_has_native_bf16()}};
+  }
 
   Support supported_on(const DeviceInfo& device) const override {
     if (device.kind == "cpu") return {};
@@ -97,47 +124,87 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
   }
 
   void check(const RaggedDotProblem& p) const override {
-    const std::string lhs(dtype_name(p.lhs_dtype)), rhs(dtype_name(p.rhs_dtype));
-    if (p.lhs_dtype != p.rhs_dtype) {
-      throw NotImplemented("cpu: lhs is " + lhs + " but rhs is " + rhs +
-                           "; the kernel widens both operands with one conversion, so it needs "
-                           "one input dtype");
-    }
-    if (p.lhs_dtype == DType::kF64 && p.out_dtype != DType::kF64) {
+    if ((p.lhs_dtype == DType::kF64 || p.rhs_dtype == DType::kF64) && p.out_dtype != DType::kF64) {
       throw NotImplemented("cpu: f64 inputs with a " + std::string(dtype_name(p.out_dtype)) +
                            " output; the kernel accumulates in f64 only for f64 outputs, and "
                            "an f32 accumulator would drop the f64 inputs' precision");
     }
   }
 
-  void check_config(const RaggedDotProblem&, const CpuRaggedDotConfig& c) const override {
+  void check_config(const RaggedDotProblem& p, const CpuRaggedDotConfig& c) const override {
     // More threads than the pool has are capped anyway; far more than the cores is a typo.
     const int cores = cpu::host_device().cores;
     require(c.num_threads <= 4 * cores, "num_threads",
             "num_threads is " + std::to_string(c.num_threads) + " but this machine has " +
                 std::to_string(cores) + " cores (at most 4x oversubscription)");
+    const int lanes = cpu_kernel_f32_lanes();
+    require(c.nr % lanes == 0 && has_micro_kernel_shape(lanes, c.mr, c.nr / lanes), "mr",
+            "no " + std::to_string(c.mr) + "x" + std::to_string(c.nr) +
+                " micro-kernel (mr x nr) for this CPU's " + cpu_kernel_target_name() +
+                " target; it has " + shape_list(lanes));
+    if (c.bf16_path == "native_dot") {
+      require(is_bf16_problem(p), "bf16_path",
+              "native_dot needs bf16 lhs and rhs and an f32/bf16/f16 output");
+      require(cpu_kernel_has_native_bf16(), "bf16_path",
+              "native_dot needs a CPU with avx512_bf16 (and AVX-512 kernels)");
+      require(c.packing == "packed", "packing",
+              "native_dot reads rhs as packed bf16 pairs; it needs packing=packed");
+    }
+    const CpuRaggedDotConfig clamped = clamp_to_problem(c, p);
+    require(acc_elements(p, clamped) <= kMaxAccElements, "tile_m",
+            "tile_m * task_n is " + std::to_string(acc_elements(p, clamped)) +
+                ", too large for the per-thread f32 partial sums of a " +
+                std::string(dtype_name(p.out_dtype)) + " output (max " +
+                std::to_string(kMaxAccElements) + ")");
   }
 
   CpuRaggedDotConfig heuristics_config(const RaggedDotProblem& p,
                                        const DeviceInfo& device) const override {
     const int64_t l1 = device.l1d_bytes > 0 ? device.l1d_bytes : kFallbackL1Bytes;
     const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kFallbackL2Bytes;
-    const int64_t bytes = acc_bytes(p);
+    const int64_t acc_bytes = p.out_dtype == DType::kF64 ? 8 : 4;
     const int64_t cores = std::max(1, device.cores);
+    const int lanes = device_lanes(device);
     CpuRaggedDotConfig c;
-    // The micro-kernel updates four accumulator rows of tn while streaming one rhs row: keep
-    // those rows within half of L1 so they are not evicted between k steps.
-    c.tile_n = static_cast<int>(
-        std::clamp<int64_t>(floor_pow2(l1 / (2 * kMicroKernelRows * bytes)), 64, 512));
-    // The rhs panel [tk, tn] is reread by every row of the tile: keep it within half of L2 (the
-    // rest holds the lhs tile, the accumulator tile and prefetched input).
-    c.tile_k = static_cast<int>(
-        std::clamp<int64_t>(floor_pow2(l2 / (2 * int64_t{c.tile_n} * bytes)), 16, 512));
-    // Big tm amortizes packing the rhs panel over more rows, but the dynamic scheduler needs
-    // a couple of tasks per core to balance uneven groups: shrink tm, then tn, until there are.
-    c.tile_m = 128;
-    while (c.tile_m > 16 && num_tasks(p, c.tile_m, c.tile_n) < 2 * cores) c.tile_m /= 2;
-    while (c.tile_n > 64 && num_tasks(p, c.tile_m, c.tile_n) < cores) c.tile_n /= 2;
+    // The micro-tile that issues the fewest multiply-adds on zero padding (rows padded to mr in
+    // every group, columns to nr); ties (within 2%) go to the earlier, squarer shape.
+    const std::span<const MicroKernelShape> shapes = micro_kernel_shapes(lanes);
+    double best = 0;
+    for (const MicroKernelShape& shape : shapes) {
+      const int64_t nr = int64_t{shape.nr_vectors} * lanes;
+      const double cost = static_cast<double>(padded_rows(p.group_sizes, shape.mr)) *
+                          static_cast<double>(round_up(std::max<int64_t>(p.N, 1), nr));
+      if (best == 0 || cost < 0.98 * best) {
+        best = cost;
+        c.mr = shape.mr;
+        c.nr = static_cast<int>(nr);
+      }
+    }
+    // tk: one lhs micro-panel [mr, tk] fills at most half of L1 (it is reread for every strip;
+    // the other half holds the streaming rhs strip and the output tile).
+    c.tile_k = static_cast<int>(std::clamp<int64_t>(l1 / (2 * c.mr * acc_bytes) / 32 * 32, 32, 512));
+    // tn: the rhs panel [tk, tn] fills at most half of L2 (it is reread by every micro-panel).
+    c.tile_n = static_cast<int>(std::clamp<int64_t>(
+        l2 / (2 * int64_t{c.tile_k} * acc_bytes) / c.nr * c.nr, c.nr, 4096));
+    // tm: whole groups when there is enough parallelism across them (every task packs its own
+    // rhs panels, so fewer, taller tasks pack less); otherwise halve tm, then split N, until
+    // every core has about two tasks for the dynamic scheduler to balance.
+    c.tile_m = static_cast<int>(std::clamp<int64_t>(round_up(max_group_size(p), c.mr), 1, 4096));
+    c.task_n = 0;
+    while (c.tile_m > 4 * c.mr && num_tasks(p, c.tile_m, c.task_n) < 2 * cores) {
+      c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
+    }
+    int64_t task_n = round_up(std::max<int64_t>(p.N, 1), c.tile_n);
+    while (task_n > c.tile_n && num_tasks(p, c.tile_m, task_n) < 2 * cores) {
+      task_n = round_up(task_n / 2, c.tile_n);
+    }
+    c.task_n = task_n >= p.N ? 0 : static_cast<int>(task_n);
+    // Non-f32 outputs keep f32 partial sums [tm, task_n] per thread: keep them cache-sized.
+    const int64_t acc_budget = std::max<int64_t>(l2, device.l3_bytes / (2 * cores)) / 4;
+    while (p.out_dtype != DType::kF32 && p.out_dtype != DType::kF64 && c.tile_m > c.mr &&
+           int64_t{c.tile_m} * std::min<int64_t>(task_n, round_up(p.N, c.tile_n)) > acc_budget) {
+      c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
+    }
     const double multiply_adds = static_cast<double>(p.rows()) * p.K * p.N;
     c.num_threads = multiply_adds < kSerialMultiplyAdds ? 1 : 0;
     return clamp_to_problem(c, p);
@@ -145,30 +212,72 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
 
   std::vector<CpuRaggedDotConfig> autotuning_configs(const RaggedDotProblem& p,
                                                      const DeviceInfo& device) const override {
-    std::vector<int> tms = {16, 32, 64, 128}, tns = {64, 128, 256, 512}, tks = {64, 128, 256, 512};
-    // Extents at or below the usual tiles clamp them all to one value; smaller tiles are then the
-    // only way to vary the task count and shape.
-    if (max_group_size(p) <= tms.front()) tms.insert(tms.begin(), {4, 8});
-    if (p.N <= tns.front()) tns.insert(tns.begin(), {8, 16, 32});
-    if (p.K <= tks.front()) tks.insert(tks.begin(), {16, 32});
-    std::vector<int> thread_counts = {0};
-    // Small calls may be fastest without waking the pool; large ones never are.
-    if (static_cast<double>(p.rows()) * p.K * p.N < 64 * kSerialMultiplyAdds) {
-      thread_counts.push_back(1);
-    }
+    const CpuRaggedDotConfig base = heuristics_config(p, device);
+    const int lanes = device_lanes(device);
+    const int64_t acc_bytes = p.out_dtype == DType::kF64 ? 8 : 4;
     std::vector<CpuRaggedDotConfig> configs;
-    std::set<std::tuple<int, int, int, int>> seen;
+    std::set<decltype(base.key())> seen;
     auto add = [&](const CpuRaggedDotConfig& candidate) {
       const CpuRaggedDotConfig c = clamp_to_problem(candidate, p);
-      if (seen.insert(c.key()).second) configs.push_back(c);
+      if (acc_elements(p, c) <= kMaxAccElements && seen.insert(c.key()).second) {
+        configs.push_back(c);
+      }
     };
-    add(heuristics_config(p, device));
-    for (int tm : tms) {
-      for (int tn : tns) {
-        for (int tk : tks) {
-          // A panel that cannot stay in L2 is re-fetched from memory for every row of the tile.
-          if (device.l2_bytes > 0 && int64_t{tk} * tn * acc_bytes(p) > device.l2_bytes) continue;
-          for (int threads : thread_counts) add({tm, tn, tk, threads});
+    std::vector<std::string> bf16_paths = {"convert_f32"};
+    if (is_bf16_problem(p) && device.has("avx512_bf16") && lanes >= 16) {
+      bf16_paths.push_back("native_dot");
+    }
+    const bool small = static_cast<double>(p.rows()) * p.K * p.N < 64 * kSerialMultiplyAdds;
+    for (const std::string& path : bf16_paths) {
+      CpuRaggedDotConfig b = base;
+      b.bf16_path = path;
+      add(b);
+      // Micro-tile shapes x K blocks x panel widths, within L2.
+      for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
+        const int nr = shape.nr_vectors * lanes;
+        for (int tk : {64, 128, 256, 384, 512}) {
+          for (int panels : {4, 8, 16, 32}) {
+            CpuRaggedDotConfig c = b;
+            c.mr = shape.mr;
+            c.nr = nr;
+            c.tile_k = tk;
+            c.tile_n = panels * nr;
+            c.tile_m = static_cast<int>(round_up(b.tile_m, shape.mr));
+            c.task_n = b.task_n == 0 ? 0 : static_cast<int>(round_up(b.task_n, c.tile_n));
+            if (device.l2_bytes > 0 && int64_t{tk} * c.tile_n * acc_bytes > device.l2_bytes) {
+              continue;
+            }
+            add(c);
+          }
+        }
+      }
+      // Task granularity: taller or shorter tasks, all of N or a split of it.
+      for (int tm : {b.tile_m / 4, b.tile_m / 2, b.tile_m * 2}) {
+        for (int task_n : {0, b.tile_n, 2 * b.tile_n, 4 * b.tile_n}) {
+          CpuRaggedDotConfig c = b;
+          c.tile_m = std::max(1, tm);
+          c.task_n = task_n;
+          add(c);
+        }
+      }
+      // Reading rhs in place (no panel copy) pays off when groups have few rows.
+      if (path == "convert_f32") {
+        CpuRaggedDotConfig c = b;
+        c.packing = "no_pack";
+        for (int tk : {64, 256, 1024}) {
+          c.tile_k = tk;
+          add(c);
+        }
+      }
+      if (small) {
+        for (int threads : {0, 1}) {
+          for (int tk : {16, 32, 64}) {
+            CpuRaggedDotConfig c = b;
+            c.num_threads = threads;
+            c.tile_k = tk;
+            c.tile_m = c.mr;
+            add(c);
+          }
         }
       }
     }
@@ -179,25 +288,54 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
            TensorMap& outputs) const override {
     check(p);
     const CpuRaggedDotConfig c = clamp_to_problem(config, p);
-    const RaggedDotWorkList work =
-        make_ragged_dot_work_list(p.group_starts, p.M, p.K, p.N, c.tile_m, c.tile_n, c.tile_k);
-    ragged_dot_cpu_kernel(p, work, c.num_threads, inputs.at("lhs"), inputs.at("rhs"),
-                          outputs.at("out"));
+    const RaggedDotWorkList work = make_ragged_dot_work_list(p.group_starts, p.M, p.K, p.N,
+                                                             c.tile_m, c.tile_n, c.tile_k, c.task_n);
+    CpuKernelOptions options;
+    options.mr = c.mr;
+    const int lanes = cpu_kernel_f32_lanes();
+    if (c.nr % lanes != 0) {
+      throw NotImplemented("cpu ragged_dot: nr=" + std::to_string(c.nr) +
+                           " is not a multiple of the " + std::to_string(lanes) +
+                           " f32 lanes of this CPU's SIMD target");
+    }
+    options.nr_vectors = c.nr / lanes;
+    options.pack_rhs = c.packing == "packed";
+    options.native_bf16 = c.bf16_path == "native_dot";
+    options.num_threads = c.num_threads;
+    ragged_dot_cpu_kernel(p, work, options, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"));
+  }
+
+ private:
+  static std::string shape_list(int lanes) {
+    std::string out;
+    for (const MicroKernelShape& s : micro_kernel_shapes(lanes)) {
+      out += (out.empty() ? "" : ", ") + std::to_string(s.mr) + "x" +
+             std::to_string(s.nr_vectors * lanes);
+    }
+    return out;
   }
 };
 
 void CpuRaggedDotConfig::validate() const {
   require(tile_m >= 1 && tile_m <= kMaxTile, "tile_m",
           "tile_m is " + std::to_string(tile_m) + "; expected 1.." + std::to_string(kMaxTile));
-  require(tile_n >= kSimdFloats && tile_n <= kMaxTile && tile_n % kSimdFloats == 0, "tile_n",
-          "tile_n is " + std::to_string(tile_n) + "; expected a multiple of " +
-              std::to_string(kSimdFloats) + " in " + std::to_string(kSimdFloats) + ".." +
-              std::to_string(kMaxTile));
+  require(mr >= 1 && mr <= 64, "mr", "mr is " + std::to_string(mr) + "; expected 1..64");
+  require(nr >= 1 && nr <= 256, "nr", "nr is " + std::to_string(nr) + "; expected 1..256");
+  require(tile_n >= nr && tile_n <= kMaxTile && tile_n % nr == 0, "tile_n",
+          "tile_n is " + std::to_string(tile_n) + "; expected a multiple of nr=" +
+              std::to_string(nr) + " up to " + std::to_string(kMaxTile));
   require(tile_k >= 1 && tile_k <= kMaxTile, "tile_k",
           "tile_k is " + std::to_string(tile_k) + "; expected 1.." + std::to_string(kMaxTile));
   require(int64_t{tile_k} * tile_n <= kMaxPanelElements, "tile_k",
           "tile_k * tile_n is " + std::to_string(int64_t{tile_k} * tile_n) +
               "; expected <= " + std::to_string(kMaxPanelElements));
+  require(task_n == 0 || (task_n >= tile_n && task_n % tile_n == 0), "task_n",
+          "task_n is " + std::to_string(task_n) + "; expected 0 (all of N) or a multiple of " +
+              "tile_n=" + std::to_string(tile_n));
+  require(packing == "packed" || packing == "no_pack", "packing",
+          "packing is '" + packing + "'; expected 'packed' or 'no_pack'");
+  require(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path",
+          "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'");
   require(num_threads >= 0, "num_threads",
           "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)");
 }

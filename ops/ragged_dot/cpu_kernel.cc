@@ -1,4 +1,4 @@
-// ragged_dot on CPU: kernel bodies (packing, K-blocked tile products, output conversion).
+// ragged_dot on CPU: the register-blocked micro-kernels and the task loop that feeds them.
 //
 // Dimensions.
 //   G      groups (experts)
@@ -6,41 +6,332 @@
 //   K      contraction extent
 //   N      output features
 //   rows   sum(group_sizes) <= M; output rows past it are zero
-//   tm, tn, tk   tile extents of M, N, K (from the work list)
-//   nk     K blocks per task: ceil(K / tk)
+//   tm, tn, tk, task_n   tile extents (from the work list, see cpu_tiling.h)
+//   mr, nr               the micro-tile: mr rows x nr = NRV * L columns of accumulators
+//   L      lanes of one vector of the accumulation type (f32: 16 on AVX-512, 8 on AVX2)
+//   depth  K extent of the current block (<= tk); pairs = ceil(depth / 2) for bf16 pairs
 //
-// Each task owns an output tile [tm, tn] of one group and walks K in blocks of tk:
-//   1. pack lhs[m tile, k block] -> lhs_tile [tm, tk] and rhs[g, k block, n tile] ->
-//      rhs_tile [tk, tn], converting to the accumulation type once, so the inner loop runs on
-//      contiguous, aligned floats whatever the storage dtype (bf16/f16 widening costs 1/tm of
-//      the multiply-adds instead of one conversion per multiply-add);
-//   2. acc_tile += lhs_tile @ rhs_tile in the micro-kernel;
-//   3. after the last block, convert acc_tile to the output dtype (one rounding per output).
-// The rhs panel (tk * tn accumulators) is sized by the heuristics to stay in L2 while every row
-// of the tile streams over it; a few accumulator rows of tn stay in L1.
+// GotoBLAS/BLIS structure. A task owns output rows [m_start, m_end) of one group and columns
+// [n_start, n_end); for each K block it
+//   1. packs its lhs rows [rows, depth] into k-major micro-panels (L2/L3: reused by every
+//      column of the task, so the transposition is paid once per K block, not per panel);
+//   2. for each panel of tn columns packs rhs [depth, tn] into nr-wide strips (L2: reused by
+//      every micro-panel of the task), widening bf16/f16 to f32 once per element;
+//   3. runs the micro-kernel over (micro-panel, strip) pairs: mr x NRV accumulator vectors stay
+//      in registers for the whole depth; each k step loads NRV rhs vectors, broadcasts mr lhs
+//      values and issues mr * NRV FMAs, so loads per FMA are (mr + NRV) / (mr * NRV).
+// The K block loop is outermost so that only one rhs panel is live per thread; the partial sums
+// go straight to an f32 output (or to an f32 scratch that is rounded to bf16/f16 at the end).
 #include "ops/ragged_dot/cpu_kernel.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 #include <type_traits>
+#include <utility>
 
+#include "backends/cpu/cpu_info.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/errors.h"
+#include "ops/ragged_dot/cpu_pack.h"
+
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/ragged_dot/cpu_kernel.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#ifndef TOKAMAX_RAGGED_DOT_CPU_KERNEL_ONCE
+#define TOKAMAX_RAGGED_DOT_CPU_KERNEL_ONCE
+namespace tokamax {
+// One call of the block product: every (micro-panel, strip) pair of a packed lhs block against
+// an rhs panel, packed or read in place.
+struct BlockArgs {
+  const void* lhs_block;  // packed lhs block [ceil(rows / mr)][depth][mr] (or bf16 pairs)
+  int64_t rows;
+  const void* rhs;         // packed panel [strips][depth][nr], or rhs [depth, ldb] in place
+  DType rhs_dtype;         // of `rhs` when in place; packed panels are of the accumulator type
+  bool rhs_packed;         // in place: `cols` must be whole strips (no read past N)
+  int64_t rhs_strip_stride;  // elements from one strip to the next: depth * nr, or nr in place
+  int64_t ldb;               // elements from one k row to the next: nr, or N in place
+  int64_t cols;
+  int64_t depth;
+  void* out;  // [rows, cols] accumulators of the accumulation type, row stride ldc
+  int64_t ldc;
+  bool accumulate;  // add to `out` (later K blocks) instead of overwriting it (first block)
+  int mr, nr_vectors;
+};
+}  // namespace tokamax
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// NRV consecutive vectors of a rhs row, widened to the accumulation type.
+template <class D, typename BT>
+HWY_INLINE hn::Vec<D> LoadRhs(D d, const BT* HWY_RESTRICT p) {
+  if constexpr (std::is_same_v<BT, hn::TFromD<D>>) {
+    return hn::LoadU(d, p);
+  } else if constexpr (std::is_same_v<BT, bf16>) {
+    // bf16 -> f32 is a 16-bit shift: cheap enough to run per FMA when rhs is read in place.
+    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(),
+                                      reinterpret_cast<const hwy::bfloat16_t*>(p)));
+  } else {
+    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, D>(),
+                                      reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+}
+
+// out[rows, cols] (+)= lhs_panel[depth][MR] @ rhs_strip[depth][NRV * L], every output summing
+// its k terms in k order. The MR x NRV accumulators are named by compile-time indices only, so
+// the compiler keeps all of them in registers across the k loop (no spills: see the shape
+// tables in cpu_tiling.h).
+template <int MR, int NRV, class D, typename BT>
+HWY_INLINE void MicroTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* HWY_RESTRICT rhs,
+                          int64_t ldb, int64_t depth, hn::TFromD<D>* HWY_RESTRICT out,
+                          int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+  using T = hn::TFromD<D>;
+  constexpr int64_t L = static_cast<int64_t>(hn::MaxLanes(D()));
+  // Touch the output rows now: their loads at the end then hit L1 instead of stalling the
+  // epilogue on L2/L3 (a task sweeps tn columns of mr rows between two visits of a tile).
+  for (int64_t r = 0; r < rows; ++r) hwy::Prefetch(out + r * ldc);
+  hn::Vec<D> acc[MR][NRV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NRV; ++v) acc[r][v] = hn::Zero(d);
+  }
+  for (int64_t k = 0; k < depth; ++k) {
+    hn::Vec<D> b[NRV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NRV; ++v) b[v] = LoadRhs(d, rhs + k * ldb + v * L);
+    const T* a = lhs + k * MR;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      // A memory broadcast: the FMA reads its lhs operand straight from the packed panel.
+      const hn::Vec<D> a_r = hn::Set(d, a[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NRV; ++v) acc[r][v] = hn::MulAdd(a_r, b[v], acc[r][v]);
+    }
+  }
+  if (rows == MR && cols == NRV * L) {
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NRV; ++v) {
+        T* dst = out + r * ldc + v * L;
+        const hn::Vec<D> sum = accumulate ? hn::Add(acc[r][v], hn::LoadU(d, dst)) : acc[r][v];
+        hn::StoreU(sum, d, dst);
+      }
+    }
+    return;
+  }
+  // Edge tile (a group's last rows, N's last columns): the same registers, stored under a lane
+  // mask so nothing past the tile is read or written (masked loads/stores do not fault).
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < NRV; ++v) {
+      const int64_t valid = cols - v * L;
+      if (valid <= 0) break;
+      T* dst = out + r * ldc + v * L;
+      if (valid >= L) {
+        const hn::Vec<D> sum = accumulate ? hn::Add(acc[r][v], hn::LoadU(d, dst)) : acc[r][v];
+        hn::StoreU(sum, d, dst);
+      } else {
+        const auto mask = hn::FirstN(d, static_cast<size_t>(valid));
+        const hn::Vec<D> sum =
+            accumulate ? hn::Add(acc[r][v], hn::MaskedLoad(mask, d, dst)) : acc[r][v];
+        hn::BlendedStore(sum, mask, d, dst);
+      }
+    }
+  }
+}
+
+// Every (micro-panel, strip) pair of one block. Micro-panels outer: one lhs micro-panel
+// (mr * depth elements) stays in L1 while the strips of the rhs panel stream past it from L2.
+template <int MR, int NRV, typename T, typename BT>
+void BlockProduct(const BlockArgs& args) {
+  const hn::ScalableTag<T> d;
+  constexpr int64_t NR = NRV * static_cast<int64_t>(hn::MaxLanes(hn::ScalableTag<T>()));
+  const T* lhs = static_cast<const T*>(args.lhs_block);
+  const BT* rhs = static_cast<const BT*>(args.rhs);
+  T* out = static_cast<T*>(args.out);
+  const int64_t panels = ceil_div(args.rows, MR), strips = ceil_div(args.cols, NR);
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t rows = std::min<int64_t>(MR, args.rows - p * MR);
+    for (int64_t s = 0; s < strips; ++s) {
+      MicroTile<MR, NRV>(d, lhs + p * args.depth * MR, rhs + s * args.rhs_strip_stride, args.ldb,
+                         args.depth, out + p * MR * args.ldc + s * NR, args.ldc, rows,
+                         std::min<int64_t>(NR, args.cols - s * NR), args.accumulate);
+    }
+  }
+}
+
+constexpr int kF32Lanes = static_cast<int>(hn::MaxLanes(hn::ScalableTag<float>()));
+
+// Finds (mr, nr_vectors) in this target's shape table at compile time; false if absent. f64
+// instantiates only the first shape (the f64 path only has to be right, not tunable).
+template <typename T, typename BT, size_t I = 0>
+bool RunShape(const BlockArgs& args) {
+  constexpr std::span<const MicroKernelShape> shapes = micro_kernel_shapes(kF32Lanes);
+  constexpr size_t count = std::is_same_v<T, double> ? 1 : shapes.size();
+  if constexpr (I < count) {
+    constexpr MicroKernelShape shape = shapes[I];
+    if (args.mr == shape.mr && args.nr_vectors == shape.nr_vectors) {
+      BlockProduct<shape.mr, shape.nr_vectors, T, BT>(args);
+      return true;
+    }
+    return RunShape<T, BT, I + 1>(args);
+  }
+  return false;
+}
+
+bool BlockProductF32(const BlockArgs& args) {
+  if (args.rhs_packed) return RunShape<float, float>(args);
+  switch (args.rhs_dtype) {
+    case DType::kF32:
+      return RunShape<float, float>(args);
+    case DType::kBF16:
+      return RunShape<float, bf16>(args);
+    case DType::kF16:
+      return RunShape<float, f16>(args);
+    default:
+      return false;
+  }
+}
+
+bool BlockProductF64(const BlockArgs& args) {
+  return args.rhs_packed && RunShape<double, double>(args);
+}
+
+int F32Lanes() { return kF32Lanes; }
+int F64Lanes() { return static_cast<int>(hn::MaxLanes(hn::ScalableTag<double>())); }
+const char* KernelTargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
 
 namespace tokamax {
+
+HWY_EXPORT(BlockProductF32);
+HWY_EXPORT(BlockProductF64);
+HWY_EXPORT(F32Lanes);
+HWY_EXPORT(F64Lanes);
+HWY_EXPORT(KernelTargetName);
+
 namespace {
+
+#if HWY_ARCH_X86
+// --- Native bf16: vdpbf16ps on pair-packed operands (AVX-512 BF16 only). -------------------
+// Each instruction does 16 lanes x 2 products (k = 2i and 2i+1) into f32 accumulators, twice
+// the multiply-adds of an f32 FMA; whether it is also twice as fast depends on the core (on
+// AVX-512 Xeons it issues at about half the FMA rate), which is why the config offers both
+// paths and the tuner measures. Compiled for avx512bf16 and called only when the CPU has it.
+#define TOKAMAX_TARGET_BF16 __attribute__((target("avx512f,avx512bf16")))
+
+template <int MR, int NRV>
+TOKAMAX_TARGET_BF16 void MicroTileBf16(const uint32_t* __restrict lhs,  // [pairs][MR]
+                                       const uint32_t* __restrict rhs,  // [pairs][NRV * 16]
+                                       int64_t pairs, float* __restrict out, int64_t ldc,
+                                       int64_t rows, int64_t cols, bool accumulate) {
+  constexpr int64_t L = 16;
+  for (int64_t r = 0; r < rows; ++r) _mm_prefetch(reinterpret_cast<const char*>(out + r * ldc),
+                                                  _MM_HINT_T0);
+  __m512 acc[MR][NRV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NRV; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < pairs; ++i) {
+    __m512bh b[NRV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NRV; ++v) {
+      b[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(rhs + i * NRV * L + v * L));
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      // One 32-bit broadcast carries (lhs[r][2i], lhs[r][2i+1]).
+      const __m512bh a_r = reinterpret_cast<__m512bh>(_mm512_set1_epi32(
+          static_cast<int>(lhs[i * MR + r])));
+#pragma GCC unroll 4
+      for (int v = 0; v < NRV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a_r, b[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < NRV; ++v) {
+      const int64_t valid = std::min<int64_t>(cols - v * L, L);
+      if (valid <= 0) break;
+      // All-ones for full vectors; masked lanes are neither read nor written.
+      const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
+      float* dst = out + r * ldc + v * L;
+      __m512 sum = acc[r][v];
+      if (accumulate) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(mask, dst));
+      _mm512_mask_storeu_ps(dst, mask, sum);
+    }
+  }
+}
+
+template <int MR, int NRV>
+TOKAMAX_TARGET_BF16 void BlockProductBf16(const BlockArgs& args) {
+  constexpr int64_t NR = NRV * 16;
+  const uint32_t* lhs = static_cast<const uint32_t*>(args.lhs_block);
+  const uint32_t* rhs = static_cast<const uint32_t*>(args.rhs);
+  float* out = static_cast<float*>(args.out);
+  const int64_t pairs = ceil_div(args.depth, 2);
+  const int64_t panels = ceil_div(args.rows, MR), strips = ceil_div(args.cols, NR);
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t rows = std::min<int64_t>(MR, args.rows - p * MR);
+    for (int64_t s = 0; s < strips; ++s) {
+      MicroTileBf16<MR, NRV>(lhs + p * pairs * MR, rhs + s * pairs * NR, pairs,
+                             out + p * MR * args.ldc + s * NR, args.ldc, rows,
+                             std::min<int64_t>(NR, args.cols - s * NR), args.accumulate);
+    }
+  }
+}
+
+template <size_t I = 0>
+bool RunShapeBf16(const BlockArgs& args) {
+  constexpr std::span<const MicroKernelShape> shapes = micro_kernel_shapes(16);
+  if constexpr (I < shapes.size()) {
+    constexpr MicroKernelShape shape = shapes[I];
+    if (args.mr == shape.mr && args.nr_vectors == shape.nr_vectors) {
+      BlockProductBf16<shape.mr, shape.nr_vectors>(args);
+      return true;
+    }
+    return RunShapeBf16<I + 1>(args);
+  }
+  return false;
+}
+#else
+bool RunShapeBf16(const BlockArgs&) { return false; }
+#endif  // HWY_ARCH_X86
 
 constexpr size_t kAlignment = 64;  // a cache line; also the widest SIMD register (AVX-512)
 
-size_t round_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
 // Per-thread scratch that only grows. Pool threads are persistent, so after the first call a
 // kernel launch allocates nothing: fresh multi-megabyte allocations would come from mmap and
 // page-fault on first touch, a cost that shows up on every small call.
-void* thread_scratch(size_t bytes) {
+char* thread_scratch(size_t bytes) {
   struct Buffer {
     void* data = nullptr;
     size_t bytes = 0;
@@ -50,124 +341,124 @@ void* thread_scratch(size_t bytes) {
   if (bytes > buffer.bytes) {
     std::free(buffer.data);
     buffer.bytes = 0;
-    buffer.data = std::aligned_alloc(kAlignment, round_up(bytes));
+    buffer.data = std::aligned_alloc(kAlignment, align_up(bytes));
     if (buffer.data == nullptr) throw std::bad_alloc();
-    buffer.bytes = round_up(bytes);
+    buffer.bytes = align_up(bytes);
   }
-  return buffer.data;
+  return static_cast<char*>(buffer.data);
 }
 
-// Storage element -> accumulation type. bf16 widens by a shift (inline, unlike the library's
-// out-of-line conversion); every bf16/f16 value is exact in f32, so packing loses nothing.
-template <typename Acc, typename T>
-inline Acc to_acc(T x) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    return static_cast<Acc>(std::bit_cast<float>(static_cast<uint32_t>(x.bits) << 16));
-  } else if constexpr (std::is_same_v<T, f16>) {
-    return static_cast<Acc>(f16_to_float(x));
-  } else {
-    return static_cast<Acc>(x);
-  }
-}
+// Everything a task needs besides its coordinates; shared read-only by all threads.
+struct Launch {
+  const RaggedDotWorkList* work;
+  CpuKernelOptions options;
+  int64_t K, N;
+  const char* lhs;  // [M, K] lhs_dtype
+  const char* rhs;  // [G, K, N] rhs_dtype
+  char* out;        // [M, N] out_dtype
+  DType lhs_dtype, rhs_dtype, out_dtype;
+  int64_t nr;         // micro-tile columns in accumulator lanes
+  TaskScratch scratch;  // element counts, in the accumulation type
+};
 
-// Copies a [rows, cols] block of a row-major array into a packed tile, converting to Acc.
-template <typename Acc, typename T>
-void pack_tile(
-    // Inputs.
-    const T* src, int64_t src_stride,  // [rows, cols] block of a full array
-    int64_t rows, int64_t cols,
-    // Outputs.
-    Acc* dst, int64_t dst_stride) {  // [rows, cols] packed tile
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* src_row = src + r * src_stride;
-    Acc* dst_row = dst + r * dst_stride;
-    for (int64_t c = 0; c < cols; ++c) dst_row[c] = to_acc<Acc>(src_row[c]);
+void block_product(BlockArgs& args, bool f64) {
+  const bool ok = f64 ? HWY_DYNAMIC_DISPATCH(BlockProductF64)(args)
+                      : HWY_DYNAMIC_DISPATCH(BlockProductF32)(args);
+  if (!ok) {
+    throw NotImplemented("cpu ragged_dot: no " + std::to_string(args.mr) + "x" +
+                         std::to_string(args.nr_vectors) + " micro-kernel for this SIMD target");
   }
 }
 
-// The micro-kernel: acc[m, n] += sum_k lhs[m, k] * rhs[k, n] over one K block, each output
-// summing its terms in k order. This is the one function a SIMD version replaces.
-//
-// Four rows at a time: each rhs row loaded from L2/L1 feeds four accumulator rows, cutting
-// loads per multiply-add from 2 to 1.25; the n loop is unit-stride over restrict pointers so the
-// compiler vectorizes it at whatever width the build targets.
 template <typename Acc>
-void micro_kernel(
-    // Inputs.
-    const Acc* __restrict lhs, int64_t lhs_stride,  // [rows, depth] packed tile of [tm, tk]
-    const Acc* __restrict rhs, int64_t rhs_stride,  // [depth, cols] packed tile of [tk, tn]
-    int64_t rows, int64_t depth, int64_t cols,
-    // Outputs.
-    Acc* __restrict acc, int64_t acc_stride) {  // [rows, cols] tile of [tm, tn]
-  int64_t m = 0;
-  for (; m + 4 <= rows; m += 4) {
-    Acc* __restrict c0 = acc + (m + 0) * acc_stride;
-    Acc* __restrict c1 = acc + (m + 1) * acc_stride;
-    Acc* __restrict c2 = acc + (m + 2) * acc_stride;
-    Acc* __restrict c3 = acc + (m + 3) * acc_stride;
-    for (int64_t k = 0; k < depth; ++k) {
-      const Acc a0 = lhs[(m + 0) * lhs_stride + k];
-      const Acc a1 = lhs[(m + 1) * lhs_stride + k];
-      const Acc a2 = lhs[(m + 2) * lhs_stride + k];
-      const Acc a3 = lhs[(m + 3) * lhs_stride + k];
-      const Acc* __restrict b = rhs + k * rhs_stride;
-      for (int64_t n = 0; n < cols; ++n) {
-        c0[n] += a0 * b[n];
-        c1[n] += a1 * b[n];
-        c2[n] += a2 * b[n];
-        c3[n] += a3 * b[n];
+void run_task(const Launch& launch, const RaggedDotTask& task) {
+  const RaggedDotWorkList& work = *launch.work;
+  const CpuKernelOptions& options = launch.options;
+  const int64_t K = launch.K, N = launch.N, nr = launch.nr, mr = options.mr;
+  const size_t out_size = dtype_size(launch.out_dtype);
+  const int64_t rows = task.m_end - task.m_start, task_cols = task.n_end - task.n_start;
+  char* out_tile = launch.out + (task.m_start * N + task.n_start) * out_size;
+  if (task.group == kZeroRowsTask || K == 0) {
+    // +0.0 is all-zero bits in every float dtype, so zeroing is a memset per row.
+    for (int64_t r = 0; r < rows; ++r) std::memset(out_tile + r * N * out_size, 0, task_cols * out_size);
+    return;
+  }
+  constexpr bool f64 = std::is_same_v<Acc, double>;
+  // Accumulate straight into the output when it has the accumulator's type; otherwise into an
+  // f32 scratch rounded to the output dtype once, after the last K block.
+  const bool in_place = launch.out_dtype == (f64 ? DType::kF64 : DType::kF32);
+  const TaskScratch& sizes = launch.scratch;
+  char* scratch = thread_scratch(sizeof(Acc) * (align_up(sizes.lhs_block) +
+                                                align_up(sizes.rhs_panel) + sizes.acc));
+  Acc* lhs_block = reinterpret_cast<Acc*>(scratch);
+  Acc* rhs_panel = lhs_block + align_up(sizes.lhs_block);
+  Acc* acc = in_place ? reinterpret_cast<Acc*>(out_tile) : rhs_panel + align_up(sizes.rhs_panel);
+  const int64_t ldc = in_place ? N : work.task_n;
+
+  const size_t lhs_size = dtype_size(launch.lhs_dtype), rhs_size = dtype_size(launch.rhs_dtype);
+  const char* lhs_rows = launch.lhs + task.m_start * K * lhs_size;
+  const char* rhs_g = launch.rhs + task.group * K * N * rhs_size;
+  // A task of one micro-panel reads each rhs element once: packing would copy it for nothing.
+  const bool in_place_rhs = !f64 && !options.native_bf16 && (!options.pack_rhs || rows <= mr);
+
+  for (int64_t k_i = 0; k_i < work.nk; ++k_i) {
+    const int64_t k0 = k_i * work.tk, depth = std::min(work.tk, K - k0);
+    BlockArgs args{};
+    args.lhs_block = lhs_block;
+    args.rows = rows;
+    args.depth = depth;
+    args.ldc = ldc;
+    args.accumulate = k_i > 0;
+    args.mr = options.mr;
+    args.nr_vectors = options.nr_vectors;
+    if (options.native_bf16) {
+      pack_lhs_block_pairs(reinterpret_cast<const bf16*>(lhs_rows) + k0, K, rows, depth, mr,
+                           reinterpret_cast<uint32_t*>(lhs_block));
+    } else {
+      pack_lhs_block(launch.lhs_dtype, lhs_rows + k0 * lhs_size, K, rows, depth, mr, lhs_block);
+    }
+    for (int64_t n0 = task.n_start; n0 < task.n_end; n0 += work.tn) {
+      const int64_t cols = std::min(work.tn, task.n_end - n0);
+      const char* rhs_block = rhs_g + (k0 * N + n0) * rhs_size;
+      args.out = acc + (n0 - task.n_start);
+      if (options.native_bf16) {
+        pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(rhs_block), N, depth, cols, nr,
+                             reinterpret_cast<uint32_t*>(rhs_panel));
+        args.rhs = rhs_panel;
+        args.cols = cols;
+        if (!RunShapeBf16(args)) throw NotImplemented("cpu ragged_dot: no such bf16 micro-kernel");
+        continue;
+      }
+      int64_t packed_from = 0;  // columns [packed_from, cols) go through a packed panel
+      if (in_place_rhs) {
+        // Whole strips in place; the last partial strip is packed so nothing past N is read.
+        packed_from = cols / nr * nr;
+        if (packed_from > 0) {
+          args.rhs = rhs_block;
+          args.rhs_dtype = launch.rhs_dtype;
+          args.rhs_packed = false;
+          args.rhs_strip_stride = nr;
+          args.ldb = N;
+          args.cols = packed_from;
+          block_product(args, f64);
+        }
+      }
+      if (packed_from < cols) {
+        pack_rhs_panel(launch.rhs_dtype, rhs_block + packed_from * rhs_size, N, depth,
+                       cols - packed_from, nr, rhs_panel);
+        args.rhs = rhs_panel;
+        args.rhs_packed = true;
+        args.rhs_strip_stride = depth * nr;
+        args.ldb = nr;
+        args.cols = cols - packed_from;
+        args.out = acc + (n0 - task.n_start) + packed_from;
+        block_product(args, f64);
       }
     }
   }
-  for (; m < rows; ++m) {  // the last rows of a group's partial tile
-    Acc* __restrict c = acc + m * acc_stride;
-    for (int64_t k = 0; k < depth; ++k) {
-      const Acc a = lhs[m * lhs_stride + k];
-      const Acc* __restrict b = rhs + k * rhs_stride;
-      for (int64_t n = 0; n < cols; ++n) c[n] += a * b[n];
-    }
-  }
-}
-
-// One task of the work list.
-template <typename Acc, typename In, typename Out>
-void run_task(const RaggedDotTask& task, const RaggedDotWorkList& work, int64_t K, int64_t N,
-              // Inputs.
-              const In* lhs,  // [M, K], full array
-              const In* rhs,  // [G, K, N], full array
-              // Outputs.
-              Out* out) {  // [M, N], full array
-  const int64_t rows = task.m_end - task.m_start, cols = task.n_end - task.n_start;
-  if (task.group == kZeroRowsTask) {
-    // The zero tasks cover whole rows, so this is one contiguous fill (a memset: Out{} is +0.0).
-    std::fill_n(out + task.m_start * N, rows * N, Out{});
-    return;
-  }
-  const int64_t tm = work.tm, tn = work.tn, tk = work.tk;
-  // Scratch.
-  const size_t lhs_bytes = round_up(static_cast<size_t>(tm * tk) * sizeof(Acc));
-  const size_t rhs_bytes = round_up(static_cast<size_t>(tk * tn) * sizeof(Acc));
-  const size_t acc_bytes = round_up(static_cast<size_t>(tm * tn) * sizeof(Acc));
-  char* scratch = static_cast<char*>(thread_scratch(lhs_bytes + rhs_bytes + acc_bytes));
-  Acc* lhs_tile = reinterpret_cast<Acc*>(scratch);                          // [tm, tk]
-  Acc* rhs_tile = reinterpret_cast<Acc*>(scratch + lhs_bytes);              // [tk, tn]
-  Acc* acc_tile = reinterpret_cast<Acc*>(scratch + lhs_bytes + rhs_bytes);  // [tm, tn]
-
-  std::fill(acc_tile, acc_tile + rows * tn, Acc(0));
-  const In* rhs_g = rhs + task.group * K * N;
-  // K outermost across blocks keeps each output's sum in k order (the order the error bound and
-  // the reference assume) while only one [tk, tn] panel is live at a time.
-  for (int64_t k_i = 0; k_i < work.nk; ++k_i) {
-    const int64_t k_start = k_i * tk, depth = std::min(tk, K - k_start);
-    pack_tile(lhs + task.m_start * K + k_start, K, rows, depth, lhs_tile, tk);
-    pack_tile(rhs_g + k_start * N + task.n_start, N, depth, cols, rhs_tile, tn);
-    micro_kernel(lhs_tile, tk, rhs_tile, tn, rows, depth, cols, acc_tile, tn);
-  }
-  for (int64_t m = 0; m < rows; ++m) {
-    const Acc* acc_row = acc_tile + m * tn;
-    Out* out_row = out + (task.m_start + m) * N + task.n_start;
-    // from_double rounds to nearest even; an f32 accumulator widens to double exactly.
-    for (int64_t n = 0; n < cols; ++n) out_row[n] = from_double<Out>(acc_row[n]);
+  if (!in_place) {
+    store_rows(reinterpret_cast<const float*>(acc), ldc, rows, task_cols, launch.out_dtype,
+               out_tile, N);
   }
 }
 
@@ -181,36 +472,73 @@ void check_shape(const HostTensor& tensor, const std::vector<int64_t>& dims, con
 
 }  // namespace
 
+int cpu_kernel_f32_lanes() { return HWY_DYNAMIC_DISPATCH(F32Lanes)(); }
+const char* cpu_kernel_target_name() { return HWY_DYNAMIC_DISPATCH(KernelTargetName)(); }
+
+bool cpu_kernel_has_native_bf16() {
+#if HWY_ARCH_X86
+  return cpu::host_device().has("avx512_bf16") && cpu_kernel_f32_lanes() >= 16;
+#else
+  return false;
+#endif
+}
+
 void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& work,
-                           int num_threads, const HostTensor& lhs, const HostTensor& rhs,
-                           HostTensor& out) {
-  const int64_t G = p.G, M = p.M, K = p.K, N = p.N;
-  check_shape(lhs, {M, K}, "lhs");
-  check_shape(rhs, {G, K, N}, "rhs");
-  check_shape(out, {M, N}, "out");
-  if (lhs.dtype() != rhs.dtype()) {
-    throw NotImplemented("cpu kernel needs lhs and rhs of one dtype");
+                           const CpuKernelOptions& options, const HostTensor& lhs,
+                           const HostTensor& rhs, HostTensor& out) {
+  check_shape(lhs, {p.M, p.K}, "lhs");
+  check_shape(rhs, {p.G, p.K, p.N}, "rhs");
+  check_shape(out, {p.M, p.N}, "out");
+  const bool f64 = out.dtype() == DType::kF64;
+  if (!f64 && (lhs.dtype() == DType::kF64 || rhs.dtype() == DType::kF64)) {
+    throw NotImplemented("cpu ragged_dot: f64 inputs need an f64 output");
   }
-  dispatch_float(lhs.dtype(), [&](auto in_type) {
-    using In = decltype(in_type);
-    dispatch_float(out.dtype(), [&](auto out_type) {
-      using Out = decltype(out_type);
-      // f64 outputs accumulate in f64, like the reference; everything else in f32.
-      using Acc = std::conditional_t<std::is_same_v<Out, double>, double, float>;
-      if constexpr (std::is_same_v<In, double> && !std::is_same_v<Out, double>) {
-        throw NotImplemented("cpu kernel: f64 inputs need an f64 output");
-      } else {
-        const In* lhs_data = lhs.data<In>();
-        const In* rhs_data = rhs.data<In>();
-        Out* out_data = out.data<Out>();
-        cpu::parallel_for(static_cast<int64_t>(work.tasks.size()), num_threads,
-                          [&](int64_t task, int /*thread*/) {
-                            run_task<Acc>(work.tasks[static_cast<size_t>(task)], work, K, N,
-                                          lhs_data, rhs_data, out_data);
-                          });
-      }
-    });
-  });
+  Launch launch{};
+  launch.work = &work;
+  launch.options = options;
+  launch.K = p.K;
+  launch.N = p.N;
+  launch.lhs = static_cast<const char*>(lhs.raw());
+  launch.rhs = static_cast<const char*>(rhs.raw());
+  launch.out = static_cast<char*>(out.raw());
+  launch.lhs_dtype = lhs.dtype();
+  launch.rhs_dtype = rhs.dtype();
+  launch.out_dtype = out.dtype();
+  if (f64) {
+    // The f64 path runs the first shape of the table in f64 lanes.
+    const MicroKernelShape shape = micro_kernel_shapes(cpu_kernel_f32_lanes())[0];
+    launch.options.mr = shape.mr;
+    launch.options.nr_vectors = shape.nr_vectors;
+    launch.options.native_bf16 = false;
+    launch.nr = int64_t{shape.nr_vectors} * HWY_DYNAMIC_DISPATCH(F64Lanes)();
+  } else {
+    if (!has_micro_kernel_shape(cpu_kernel_f32_lanes(), options.mr, options.nr_vectors)) {
+      throw NotImplemented("cpu ragged_dot: no " + std::to_string(options.mr) + "x" +
+                           std::to_string(options.nr_vectors) + " micro-kernel for the " +
+                           cpu_kernel_target_name() + " target");
+    }
+    launch.nr = int64_t{options.nr_vectors} * cpu_kernel_f32_lanes();
+  }
+  if (launch.options.native_bf16) {
+    if (!cpu_kernel_has_native_bf16()) {
+      throw NotImplemented("cpu ragged_dot: native_dot needs a CPU with avx512_bf16");
+    }
+    if (lhs.dtype() != DType::kBF16 || rhs.dtype() != DType::kBF16) {
+      throw NotImplemented("cpu ragged_dot: native_dot needs bf16 lhs and rhs");
+    }
+  }
+  launch.scratch = task_scratch(work, launch.options.mr, launch.nr,
+                                out.dtype() != (f64 ? DType::kF64 : DType::kF32));
+  cpu::parallel_for(static_cast<int64_t>(work.tasks.size()), options.num_threads,
+                    [&](int64_t task, int /*thread*/) {
+                      const RaggedDotTask& t = work.tasks[static_cast<size_t>(task)];
+                      if (f64) {
+                        run_task<double>(launch, t);
+                      } else {
+                        run_task<float>(launch, t);
+                      }
+                    });
 }
 
 }  // namespace tokamax
+#endif  // HWY_ONCE

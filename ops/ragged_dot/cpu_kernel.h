@@ -1,4 +1,4 @@
-// ragged_dot on CPU: the kernel launch over a work list (bodies in cpu_kernel.cc).
+// ragged_dot on CPU: the kernel launch over a work list (bodies in cpu_kernel.cc, cpu_pack.cc).
 //
 // Dimensions.
 //   G      groups (experts)
@@ -6,7 +6,8 @@
 //   K      contraction extent
 //   N      output features
 //   rows   sum(group_sizes) <= M; output rows past it are zero
-//   tm, tn, tk   tile extents of M, N, K (from the work list)
+//   tm, tn, tk, task_n   tile extents (from the work list, see cpu_tiling.h)
+//   mr, nr               the register-blocked micro-tile; nr = nr_vectors * lanes
 #pragma once
 
 #include "ops/ragged_dot/base.h"
@@ -15,17 +16,33 @@
 
 namespace tokamax {
 
-// Runs every task of `work` on up to `num_threads` threads of the CPU pool (0 = all cores).
-// lhs and rhs share one dtype (f64, f32, bf16 or f16). Accumulates in f64 when the output is f64
-// and in f32 otherwise; the output is rounded to nearest even once, at the end.
-// Throws NotImplemented for dtype combinations it does not instantiate (mixed inputs, f64
-// inputs with a narrower output).
+// How the kernel runs a work list. The tile extents come from the work list itself.
+struct CpuKernelOptions {
+  int mr = 14;          // micro-tile rows: a shape of micro_kernel_shapes(cpu_kernel_f32_lanes())
+  int nr_vectors = 2;   // micro-tile columns, in vectors
+  bool pack_rhs = true;  // false: read full rhs strips in place (no panel copy), for few rows
+  bool native_bf16 = false;  // bf16 inputs multiplied by vdpbf16ps on pair-packed operands
+  int num_threads = 0;       // 0 = every core of the pool
+};
+
+// Runs every task of `work` on up to `num_threads` threads of the CPU pool. Accumulates in f64
+// when the output is f64 (then mr x nr is the first shape of the table, in f64 lanes) and in f32
+// otherwise; the output is rounded to nearest even once, at the end. Throws NotImplemented for
+// what it does not instantiate (f64 inputs with a narrower output, a micro-tile shape this CPU's
+// SIMD target lacks, native bf16 without avx512_bf16 or with non-bf16 inputs).
 void ragged_dot_cpu_kernel(const RaggedDotProblem& problem, const RaggedDotWorkList& work,
-                           int num_threads,
+                           const CpuKernelOptions& options,
                            // Inputs.
                            const HostTensor& lhs,  // [M, K], full array
                            const HostTensor& rhs,  // [G, K, N], full array
                            // Outputs.
                            HostTensor& out);  // [M, N] out_dtype, full array
+
+// f32 lanes of the SIMD target the kernels dispatch to on this CPU (16 on AVX-512, 8 on AVX2, 1
+// for the scalar fallback), and the target's name.
+int cpu_kernel_f32_lanes();
+const char* cpu_kernel_target_name();
+// Whether the native bf16 path can run here: an x86 CPU with avx512_bf16 (and AVX-512 kernels).
+bool cpu_kernel_has_native_bf16();
 
 }  // namespace tokamax

@@ -1,4 +1,4 @@
-// ragged_dot on CPU: the work list (which rows and columns each task owns), in plain integers.
+// ragged_dot on CPU: tiling math in plain integers (micro-tile shapes, work list, cache budgets).
 //
 // Dimensions.
 //   G      groups (experts)
@@ -6,8 +6,8 @@
 //   K      contraction extent
 //   N      output features
 //   rows   sum(group_sizes) <= M; output rows past it are zero
-//   tm, tn, tk   tile extents of M, N, K
-//   nm, nn, nk   tile counts (see cpu_tiling.h)
+//   tm, tn, tk, task_n, mr, nr   tile extents (see cpu_tiling.h)
+//   nm, nn, nk                   tile counts (see cpu_tiling.h)
 #include "ops/ragged_dot/cpu_tiling.h"
 
 #include <algorithm>
@@ -16,11 +16,16 @@
 #include "ops/errors.h"
 
 namespace tokamax {
-namespace {
+bool has_micro_kernel_shape(int lanes, int mr, int nr_vectors) {
+  const std::span<const MicroKernelShape> shapes = micro_kernel_shapes(lanes);
+  return std::find(shapes.begin(), shapes.end(), MicroKernelShape{mr, nr_vectors}) != shapes.end();
+}
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
+int64_t padded_rows(std::span<const int64_t> group_sizes, int64_t mr) {
+  int64_t total = 0;
+  for (int64_t size : group_sizes) total += round_up(std::max<int64_t>(size, 0), mr);
+  return total;
+}
 
 int64_t count_m_tiles(std::span<const int64_t> group_sizes, int64_t tm) {
   int64_t nm = 0;
@@ -30,7 +35,7 @@ int64_t count_m_tiles(std::span<const int64_t> group_sizes, int64_t tm) {
 
 RaggedDotWorkList make_ragged_dot_work_list(std::span<const int64_t> group_starts, int64_t M,
                                             int64_t K, int64_t N, int64_t tm, int64_t tn,
-                                            int64_t tk) {
+                                            int64_t tk, int64_t task_n) {
   if (tm < 1 || tn < 1 || tk < 1) {
     throw InvalidArgument("ragged_dot work list: tiles must be >= 1, got tm=" + std::to_string(tm) +
                           " tn=" + std::to_string(tn) + " tk=" + std::to_string(tk));
@@ -42,25 +47,37 @@ RaggedDotWorkList make_ragged_dot_work_list(std::span<const int64_t> group_start
   work.tm = tm;
   work.tn = tn;
   work.tk = tk;
-  work.nn = ceil_div(N, tn);
+  // A task's columns are whole rhs panels, so only the last panel of N is ever partial.
+  work.task_n = (task_n <= 0 || task_n >= N) ? std::max<int64_t>(round_up(N, tn), tn)
+                                             : round_up(task_n, tn);
+  work.nn = ceil_div(N, work.task_n);
   work.nk = ceil_div(K, tk);
   const int64_t G = static_cast<int64_t>(group_starts.size()) - 1;
   const int64_t rows = group_starts.back();
 
-  // Group-major, then N tile, then M tile: tasks handed out next to each other read the same
-  // rhs[g] panel, the operand that is large in MoE layers (K * N per expert), so threads working
-  // side by side share it in the last-level cache instead of each streaming its own.
+  // (group, column range, row range): tasks next to each other read the same rhs[g] columns,
+  // the operand that is large in MoE layers (K * N per expert), so threads working side by side
+  // share it in the last-level cache instead of each streaming its own.
   for (int64_t g = 0; g < G; ++g) {
     const int64_t start = group_starts[g], end = group_starts[g + 1];
     if (end <= start) continue;  // empty group: nothing to compute, and no rhs[g] traffic
     work.nm += ceil_div(end - start, tm);
     for (int64_t n_i = 0; n_i < work.nn; ++n_i) {
-      const int64_t n_start = n_i * tn, n_end = std::min(N, n_start + tn);
+      const int64_t n_start = n_i * work.task_n, n_end = std::min(N, n_start + work.task_n);
       for (int64_t m_start = start; m_start < end; m_start += tm) {
         work.tasks.push_back({g, m_start, std::min(end, m_start + tm), n_start, n_end});
       }
     }
   }
+  // Largest first (longest-processing-time order): the pool hands tasks out dynamically, so
+  // the big groups of a skewed routing start at once and the small ones fill the gaps at the
+  // end instead of one thread finishing a big group alone. Stable, so equal tasks keep the
+  // rhs-sharing order above.
+  std::stable_sort(work.tasks.begin(), work.tasks.end(),
+                   [](const RaggedDotTask& a, const RaggedDotTask& b) {
+                     return (a.m_end - a.m_start) * (a.n_end - a.n_start) >
+                            (b.m_end - b.m_start) * (b.n_end - b.n_start);
+                   });
   // Zeroing rows past the group sum is pure store bandwidth; splitting it into tm-row tasks lets
   // all threads share it. Zero tasks come last so they fill in behind the expensive ones.
   if (N > 0) {
@@ -70,6 +87,16 @@ RaggedDotWorkList make_ragged_dot_work_list(std::span<const int64_t> group_start
     }
   }
   return work;
+}
+
+TaskScratch task_scratch(const RaggedDotWorkList& work, int64_t mr, int64_t nr,
+                         bool needs_acc_buffer) {
+  TaskScratch scratch;
+  // Zero-padded to whole micro-panels and strips: the micro-kernel always runs mr x nr.
+  scratch.lhs_block = round_up(work.tm, mr) * work.tk;
+  scratch.rhs_panel = round_up(work.tn, nr) * work.tk;
+  scratch.acc = needs_acc_buffer ? work.tm * work.task_n : 0;
+  return scratch;
 }
 
 }  // namespace tokamax

@@ -1,4 +1,4 @@
-// ragged_dot on CPU: the work list (which rows and columns each task owns), in plain integers.
+// ragged_dot on CPU: tiling math in plain integers (micro-tile shapes, work list, cache budgets).
 //
 // Dimensions.
 //   G      groups (experts)
@@ -6,10 +6,13 @@
 //   K      contraction extent
 //   N      output features
 //   rows   sum(group_sizes) <= M; output rows past it are zero
-//   tm, tn, tk   tile extents of M, N, K
-//   nm     M tiles summed over the groups: sum_g ceil(group_sizes[g] / tm); a tile never
-//          straddles two groups, so one task multiplies by one rhs[g]
-//   nn, nk tile counts of N and K: ceil(N / tn), ceil(K / tk)
+//   tm     rows of one task (never straddling two groups, so a task multiplies by one rhs[g])
+//   tn     columns of one packed rhs panel [tk, tn]; a multiple of nr
+//   task_n columns of one task: a multiple of tn, or all of N
+//   tk     K block: the depth of the packed panels
+//   mr, nr the register-blocked micro-tile: mr rows x nr columns of f32 accumulators
+//   nm     M tiles summed over the groups: sum_g ceil(group_sizes[g] / tm)
+//   nn     task column ranges: ceil(N / task_n);  nk = ceil(K / tk)
 #pragma once
 
 #include <cstdint>
@@ -17,6 +20,43 @@
 #include <vector>
 
 namespace tokamax {
+
+inline constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline constexpr int64_t round_up(int64_t a, int64_t multiple) {
+  return ceil_div(a, multiple) * multiple;
+}
+
+// A register-blocked micro-tile: mr rows x nr_vectors vectors of accumulators.
+struct MicroKernelShape {
+  int mr = 0;
+  int nr_vectors = 0;
+  bool operator==(const MicroKernelShape&) const = default;
+};
+
+// The shapes the kernels instantiate, best first, by register file. mr * nr_vectors accumulators
+// plus nr_vectors rhs vectors plus one broadcast lhs value must fit without spilling.
+// 32 vector registers (AVX-512): 14x2 keeps 28 accumulators, 2 rhs vectors and a broadcast in 31
+// registers and needs 16 loads per 28 FMAs, well under the two vector loads per cycle a core
+// sustains; the others trade rows for columns, for groups of few rows (less zero padding).
+inline constexpr MicroKernelShape kShapes32Registers[] = {{14, 2}, {8, 3}, {6, 4}, {4, 4}};
+// 16 vector registers (AVX2, SSE4): 12 accumulators + rhs + broadcast.
+inline constexpr MicroKernelShape kShapes16Registers[] = {{6, 2}, {4, 3}, {4, 2}};
+// Scalar fallback (16 xmm registers): 9 independent chains, no spills.
+inline constexpr MicroKernelShape kShapesScalar[] = {{3, 3}, {2, 4}};
+
+// The shapes for vectors of `lanes` f32 lanes: 16 lanes come with 32 registers (AVX-512), 4-8
+// with 16 (AVX2, SSE4), 1 is the portable scalar fallback. constexpr: the kernels instantiate
+// exactly this list for their own width at compile time.
+constexpr std::span<const MicroKernelShape> micro_kernel_shapes(int lanes) {
+  if (lanes >= 16) return kShapes32Registers;
+  if (lanes >= 2) return kShapes16Registers;
+  return kShapesScalar;
+}
+bool has_micro_kernel_shape(int lanes, int mr, int nr_vectors);
+
+// Rows padded to whole micro-panels, summed over the groups: the multiply-adds a kernel with
+// this mr really issues per column (zero rows included). Picks the shape that wastes least.
+int64_t padded_rows(std::span<const int64_t> group_sizes, int64_t mr);
 
 // The `group` of a task that writes zeros to output rows past the group sum.
 inline constexpr int64_t kZeroRowsTask = -1;
@@ -30,10 +70,11 @@ struct RaggedDotTask {
 };
 
 struct RaggedDotWorkList {
-  int64_t tm = 1, tn = 1, tk = 1;
+  int64_t tm = 1, tn = 1, tk = 1, task_n = 1;
   int64_t nm = 0, nn = 0, nk = 0;
   int64_t num_zero_tasks = 0;
-  // nm * nn compute tasks ordered (group, n tile, m tile), then num_zero_tasks zeroing tasks.
+  // nm * nn compute tasks, largest first (then in (group, column range, row range) order), then
+  // num_zero_tasks zeroing tasks.
   std::vector<RaggedDotTask> tasks;
 };
 
@@ -41,9 +82,20 @@ struct RaggedDotWorkList {
 int64_t count_m_tiles(std::span<const int64_t> group_sizes, int64_t tm);
 
 // The tasks of one ragged_dot call. `group_starts` is [G + 1] (prefix sums, last = rows). Tiles
-// must be >= 1; edge tiles are partial (m_end - m_start < tm at a group's end).
+// must be >= 1; a task spans `task_n` columns (rounded up to whole tn; <= 0 or >= N: all of N).
+// Edge tasks are partial (m_end - m_start < tm at a group's end, n_end - n_start < task_n at N).
 RaggedDotWorkList make_ragged_dot_work_list(std::span<const int64_t> group_starts, int64_t M,
                                             int64_t K, int64_t N, int64_t tm, int64_t tn,
-                                            int64_t tk);
+                                            int64_t tk, int64_t task_n = 0);
+
+// The per-thread scratch of one task, in elements of the accumulation type (bytes for the bf16
+// pairs are the same count: two bf16 per 32-bit element). Sized for the largest task.
+struct TaskScratch {
+  int64_t lhs_block = 0;  // packed lhs block [ceil(tm / mr) * mr, tk]
+  int64_t rhs_panel = 0;  // packed rhs panel [round_up(tn, nr), tk]
+  int64_t acc = 0;        // f32 partial sums [tm, task_n] when the output is not the accumulator
+};
+TaskScratch task_scratch(const RaggedDotWorkList& work, int64_t mr, int64_t nr,
+                         bool needs_acc_buffer);
 
 }  // namespace tokamax

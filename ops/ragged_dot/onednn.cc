@@ -44,6 +44,14 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
   std::string_view op_name() const override { return "ragged_dot"; }
   std::string_view name() const override { return "onednn"; }
   bool is_vendor() const override { return true; }
+  nlohmann::json describe() const override {
+    const dnnl::version_t* v = dnnl::version();
+    return {{"library", "oneDNN"},
+            {"description", cpu::onednn_description()},
+            {"version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                            std::to_string(v->patch)},
+            {"isa", cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa())}};
+  }
 
   Support supported_on(const DeviceInfo& device) const override {
     if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
@@ -58,12 +66,12 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
                            "; the baseline wires one input dtype");
     }
     const bool f32 = p.lhs_dtype == DType::kF32 && p.out_dtype == DType::kF32;
-    const bool bf16 = p.lhs_dtype == DType::kBF16 &&
-                      (p.out_dtype == DType::kF32 || p.out_dtype == DType::kBF16);
+    const bool bf16 =
+        p.lhs_dtype == DType::kBF16 && (p.out_dtype == DType::kF32 || p.out_dtype == DType::kBF16);
     if (!f32 && !bf16) {
       throw NotImplemented("onednn: " + lhs + " inputs with a " + out +
-                           " output; the baseline wires f32->f32 and bf16->f32/bf16 (oneDNN 2.6 "
-                           "has no f64 matmul, and f16 only on avx512_fp16 CPUs)");
+                           " output; the baseline wires f32->f32 and bf16->f32/bf16 only" +
+                           (p.lhs_dtype == DType::kF64 ? " (oneDNN has no f64 matmul)" : ""));
     }
     // Ask the library rather than guess from the ISA: bf16 needs avx512_core in oneDNN 2.x.
     const std::string why = unavailable_reason(onednn_type(p.lhs_dtype), onednn_type(p.out_dtype));
@@ -134,9 +142,8 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
       matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
     } catch (const dnnl::error& e) {
       if (e.status == dnnl_unimplemented) {
-        throw NotImplemented("onednn: no matmul for m_g=" + std::to_string(m_g) +
-                             ", K=" + std::to_string(K) + ", N=" + std::to_string(N) + ": " +
-                             e.what());
+        throw NotImplemented("onednn: no matmul for m_g=" + std::to_string(m_g) + ", K=" +
+                             std::to_string(K) + ", N=" + std::to_string(N) + ": " + e.what());
       }
       throw;
     }
@@ -158,8 +165,9 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
                                     plain_desc(1, 1, out_type));
       dnnl::matmul::primitive_desc(desc, cpu::onednn_engine());
     } catch (const dnnl::error& e) {
-      why = std::string(e.what()) + " (oneDNN's cpu isa here: " +
-            cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) + ")";
+      why = std::string(e.what()) +
+            " (oneDNN's cpu isa here: " + cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
+            ")";
     }
     availability_.emplace(std::make_pair(in_type, out_type), why);
     return why;

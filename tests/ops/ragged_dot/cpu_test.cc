@@ -12,6 +12,8 @@
 #include "ops/errors.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_tiling.h"
 
 using namespace tokamax;
 using nlohmann::json;
@@ -20,7 +22,9 @@ namespace {
 
 const Implementation& cpu_impl() { return ragged_dot_op().implementation("cpu"); }
 
-// Shapes covering empty groups, one group, odd sizes, partial tiles, K = 1 and rows past the sum.
+// Shapes covering empty groups, one group, odd sizes (7, 13, 33), partial micro-tiles in M and N,
+// odd K (a padded bf16 pair), K = 1, rows past the sum, every input and output dtype, mixed
+// inputs.
 std::vector<json> test_cases() {
   return {
       {{"lhs", "f32[64,32]"}, {"rhs", "f32[4,32,48]"}, {"group_sizes", {0, 7, 13, 33}}},
@@ -28,11 +32,16 @@ std::vector<json> test_cases() {
       {{"lhs", "f32[20,1]"}, {"rhs", "f32[3,1,16]"}, {"group_sizes", {7, 0, 13}}},
       {{"lhs", "f32[9,8]"}, {"rhs", "f32[2,8,8]"}, {"group_sizes", {0, 0}}},
       {{"lhs", "f32[130,300]"}, {"rhs", "f32[3,300,70]"}, {"group_sizes", {33, 64, 13}}},
+      {{"lhs", "f32[40,33]"}, {"rhs", "f32[2,33,200]"}, {"group_sizes", {1, 39}}},
       {{"lhs", "bf16[50,40]"}, {"rhs", "bf16[3,40,72]"}, {"group_sizes", {33, 0, 7}}},
-      {{"lhs", "bf16[50,40]"},
-       {"rhs", "bf16[3,40,72]"},
+      {{"lhs", "bf16[50,41]"},
+       {"rhs", "bf16[3,41,72]"},
        {"group_sizes", {13, 7, 30}},
        {"preferred_element_type", "bf16"}},
+      {{"lhs", "bf16[70,19]"},
+       {"rhs", "bf16[2,19,100]"},
+       {"group_sizes", {1, 66}},
+       {"preferred_element_type", "f16"}},
       {{"lhs", "f16[45,24]"}, {"rhs", "f16[2,24,40]"}, {"group_sizes", {33, 7}}},
       {{"lhs", "f16[45,24]"},
        {"rhs", "f16[2,24,40]"},
@@ -51,6 +60,12 @@ std::vector<json> test_cases() {
        {"rhs", "f32[2,31,12]"},
        {"group_sizes", {7, 13}},
        {"preferred_element_type", "f64"}},
+      {{"lhs", "bf16[21,10]"},
+       {"rhs", "bf16[2,10,33]"},
+       {"group_sizes", {14, 7}},
+       {"preferred_element_type", "f64"}},
+      {{"lhs", "bf16[24,18]"}, {"rhs", "f32[3,18,40]"}, {"group_sizes", {7, 13, 4}}},
+      {{"lhs", "f16[24,18]"}, {"rhs", "bf16[3,18,40]"}, {"group_sizes", {7, 13, 4}}},
   };
 }
 
@@ -93,7 +108,8 @@ void check_against_reference(const BoundArgs& args, const json& config) {
                                              {DType::kF32, 0.0},
                                              {DType::kBF16, 0.0},
                                              {DType::kF16, std::ldexp(1.0, -25)}};
-  // Both sides accumulate K terms: each may be up to K * u_acc * sum|a*b| from the exact value.
+  // Both sides accumulate K terms (in different orders: K blocks, bf16 pairs): each may be up to
+  // K * u_acc * sum|a*b| from the exact value.
   const double K = static_cast<double>(std::max<int64_t>(p.K, 1));
   for (size_t s = 0; s < index.size(); ++s) {
     const double expected = ref.get(index[s]);
@@ -104,6 +120,41 @@ void check_against_reference(const BoundArgs& args, const json& config) {
   }
 }
 
+bool is_bf16_inputs(const BoundArgs& args) {
+  const RaggedDotProblem p = RaggedDotProblem::from(args);
+  return p.lhs_dtype == DType::kBF16 && p.rhs_dtype == DType::kBF16 &&
+         p.out_dtype != DType::kF64;
+}
+
+// Explicit configs for every micro-kernel shape of this CPU's SIMD target, both packings, tiny
+// and odd tiles (partial micro-tiles, many K blocks, several panels and tasks per group).
+std::vector<json> path_configs(const BoundArgs& args, bool native) {
+  const int lanes = cpu_kernel_f32_lanes();
+  std::vector<json> configs;
+  for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
+    const int nr = shape.nr_vectors * lanes;
+    for (const char* packing : {"packed", "no_pack"}) {
+      if (native && std::string(packing) == "no_pack") continue;
+      json base = {{"mr", shape.mr},
+                   {"nr", nr},
+                   {"packing", packing},
+                   {"bf16_path", native ? "native_dot" : "convert_f32"}};
+      json tiny = base;  // one row per task, K blocks of 1 (odd: a padded pair each)
+      tiny.update({{"tile_m", 1}, {"tile_n", nr}, {"tile_k", 1}, {"num_threads", 1}});
+      json odd = base;  // tasks of a few micro-panels, two panels per task
+      odd.update({{"tile_m", 2 * shape.mr + 1}, {"tile_n", nr}, {"tile_k", 7},
+                  {"task_n", 2 * nr}, {"num_threads", 2}});
+      json wide = base;
+      wide.update({{"tile_m", 5}, {"tile_n", 2 * nr}, {"tile_k", 3}});
+      configs.push_back(tiny);
+      configs.push_back(odd);
+      configs.push_back(wide);
+    }
+  }
+  (void)args;
+  return configs;
+}
+
 }  // namespace
 
 TEST_CASE("cpu ragged_dot matches the reference across shapes, dtypes and configs",
@@ -111,18 +162,57 @@ TEST_CASE("cpu ragged_dot matches the reference across shapes, dtypes and config
   const DeviceInfo& device = cpu::host_device();
   for (const json& args_json : test_cases()) {
     const BoundArgs args = ragged_dot_op().bind(args_json);
-    std::vector<json> configs = {cpu_impl().heuristics_config_json(args, device),
-                                 // Tiny and odd tiles: partial tiles everywhere, many K blocks.
-                                 {{"tile_m", 1}, {"tile_n", 8}, {"tile_k", 1}},
-                                 {{"tile_m", 5}, {"tile_n", 16}, {"tile_k", 3}, {"num_threads", 2}},
-                                 {{"tile_m", 3}, {"tile_n", 8}, {"tile_k", 7}, {"num_threads", 1}}};
+    std::vector<json> configs = {cpu_impl().heuristics_config_json(args, device)};
+    for (const json& config : path_configs(args, false)) configs.push_back(config);
     // Several configs of the search space, spread over it.
     const std::vector<json> space = cpu_impl().autotuning_configs_json(args, device);
-    for (size_t i = 0; i < space.size(); i += std::max<size_t>(1, space.size() / 5)) {
+    for (size_t i = 0; i < space.size(); i += std::max<size_t>(1, space.size() / 6)) {
       configs.push_back(space[i]);
     }
     for (const json& config : configs) check_against_reference(args, config);
   }
+}
+
+TEST_CASE("cpu ragged_dot native bf16 path matches the reference", "[ragged_dot]") {
+  if (!cpu_kernel_has_native_bf16()) {
+    WARN("skipped: this CPU has no avx512_bf16 (or no AVX-512 kernels), so bf16_path=native_dot "
+         "cannot run here");
+    return;
+  }
+  int checked = 0;
+  for (const json& args_json : test_cases()) {
+    const BoundArgs args = ragged_dot_op().bind(args_json);
+    if (!is_bf16_inputs(args)) continue;
+    for (const json& config : path_configs(args, true)) check_against_reference(args, config);
+    json heuristics = cpu_impl().heuristics_config_json(args, cpu::host_device());
+    heuristics["bf16_path"] = "native_dot";
+    heuristics["packing"] = "packed";
+    check_against_reference(args, heuristics);
+    ++checked;
+  }
+  CHECK(checked >= 3);
+}
+
+TEST_CASE("cpu ragged_dot stays exact on larger tiles and many K blocks", "[ragged_dot]") {
+  // Big enough for several full micro-tiles per panel, several panels per task and tasks per
+  // group, with partial tiles at every edge.
+  const BoundArgs args = ragged_dot_op().bind({{"lhs", "bf16[300,260]"},
+                                                {"rhs", "bf16[3,260,150]"},
+                                                {"group_sizes", {131, 0, 160}}});
+  const int lanes = cpu_kernel_f32_lanes();
+  const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
+  const int nr = shape.nr_vectors * lanes;
+  std::vector<json> configs = {
+      {{"mr", shape.mr}, {"nr", nr}, {"tile_m", 64}, {"tile_n", 2 * nr}, {"tile_k", 64}},
+      {{"mr", shape.mr}, {"nr", nr}, {"tile_m", 160}, {"tile_n", nr}, {"tile_k", 100},
+       {"task_n", 3 * nr}}};
+  if (cpu_kernel_has_native_bf16()) {
+    for (json config : std::vector<json>(configs)) {
+      config["bf16_path"] = "native_dot";
+      configs.push_back(config);
+    }
+  }
+  for (const json& config : configs) check_against_reference(args, config);
 }
 
 TEST_CASE("cpu ragged_dot runs through the high-level API", "[ragged_dot]") {
@@ -136,18 +226,20 @@ TEST_CASE("cpu ragged_dot runs through the high-level API", "[ragged_dot]") {
   const HostTensor ref =
       ragged_dot(inputs.at("lhs"), inputs.at("rhs"), inputs.at("group_sizes"), options);
   REQUIRE(out.num_elements() == ref.num_elements());
-  // Same k order and f32 accumulation: equal up to a few ulps (FMA contraction may differ).
+  // f32 accumulation both: equal up to a few ulps (K blocking and FMA contraction may differ).
   for (int64_t i = 0; i < out.num_elements(); ++i) {
     CHECK(std::fabs(out.get(i) - ref.get(i)) <= 1e-5 * (1 + std::fabs(ref.get(i))));
   }
 }
 
-TEST_CASE("cpu ragged_dot rejects dtype combinations it does not implement", "[ragged_dot]") {
+TEST_CASE("cpu ragged_dot rejects what it does not implement", "[ragged_dot]") {
+  // Mixed input dtypes run (each operand is widened while packing); f64 inputs need f64 output.
   const BoundArgs mixed =
       ragged_dot_op().bind({{"lhs", "bf16[8,4]"}, {"rhs", "f32[2,4,8]"}, {"group_sizes", {4, 4}}});
-  CHECK_THROWS_AS(cpu_impl().check_args(mixed), NotImplemented);
+  CHECK_NOTHROW(cpu_impl().check_args(mixed));
   const BoundArgs narrowing = ragged_dot_op().bind(
       {{"lhs", "f64[8,4]"}, {"rhs", "f64[2,4,8]"}, {"preferred_element_type", "f32"}});
+  CHECK_THROWS_AS(cpu_impl().check_args(narrowing), NotImplemented);
   CHECK_THROWS_WITH(cpu_impl().check_args(narrowing), Catch::Contains("f64"));
   CHECK(cpu_impl().supported_on(cpu::host_device()).ok);
   DeviceInfo gpu;
@@ -155,19 +247,58 @@ TEST_CASE("cpu ragged_dot rejects dtype combinations it does not implement", "[r
   CHECK_FALSE(cpu_impl().supported_on(gpu).ok);
 }
 
+TEST_CASE("cpu ragged_dot check_config rejects configs this CPU or problem cannot run",
+          "[ragged_dot]") {
+  auto field_of = [](const BoundArgs& args, const json& config) -> std::string {
+    try {
+      cpu_impl().check_config_json(args, config);
+    } catch (const InvalidArgument& e) {
+      return e.field();
+    }
+    return "<no error>";
+  };
+  const int lanes = cpu_kernel_f32_lanes();
+  const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
+  const int nr = shape.nr_vectors * lanes;
+  const BoundArgs f32_args = ragged_dot_op().bind(test_cases()[0]);
+  const BoundArgs bf16_args = ragged_dot_op().bind(test_cases()[6]);
+  // A micro-tile the target does not instantiate.
+  CHECK(field_of(f32_args, {{"mr", 13}, {"nr", nr}, {"tile_n", nr}}) == "mr");
+  CHECK(field_of(f32_args, {{"mr", shape.mr}, {"nr", nr}, {"tile_n", nr}}) == "<no error>");
+  // native_dot: bf16 inputs only, packed only, and only on CPUs with avx512_bf16.
+  CHECK(field_of(f32_args, {{"mr", shape.mr}, {"nr", nr}, {"tile_n", nr},
+                            {"bf16_path", "native_dot"}}) == "bf16_path");
+  const json native = {{"mr", shape.mr}, {"nr", nr}, {"tile_n", nr}, {"bf16_path", "native_dot"}};
+  if (cpu_kernel_has_native_bf16()) {
+    CHECK(field_of(bf16_args, native) == "<no error>");
+    json no_pack = native;
+    no_pack["packing"] = "no_pack";
+    CHECK(field_of(bf16_args, no_pack) == "packing");
+  } else {
+    WARN("native_dot acceptance not checked: this CPU has no avx512_bf16");
+    CHECK(field_of(bf16_args, native) == "bf16_path");
+  }
+}
+
 TEST_CASE("cpu ragged_dot heuristics are valid for every shape and device", "[ragged_dot]") {
   std::vector<DeviceInfo> devices = {cpu::host_device()};
-  DeviceInfo unknown_caches;  // containers may report no cache sizes
-  unknown_caches.kind = "cpu";
+  DeviceInfo unknown_caches = cpu::host_device();  // containers may report no cache sizes
   unknown_caches.cores = 3;
+  unknown_caches.l1d_bytes = unknown_caches.l2_bytes = unknown_caches.l3_bytes = 0;
   devices.push_back(unknown_caches);
-  DeviceInfo big = unknown_caches;
+  DeviceInfo big = cpu::host_device();
   big.cores = 256;
   big.l1d_bytes = 64 << 10;
   big.l2_bytes = 4 << 20;
   devices.push_back(big);
+  std::vector<json> cases = test_cases();
+  cases.push_back({{"lhs", "bf16[8,4096]"}, {"rhs", "bf16[8,4096,4096]"},
+                   {"group_sizes", {1, 1, 1, 1, 1, 1, 1, 1}}});
+  cases.push_back({{"lhs", "bf16[2048,2048]"}, {"rhs", "bf16[8,2048,2048]"},
+                   {"group_sizes", {2048, 0, 0, 0, 0, 0, 0, 0}},
+                   {"preferred_element_type", "bf16"}});
   for (const DeviceInfo& device : devices) {
-    for (const json& args_json : test_cases()) {
+    for (const json& args_json : cases) {
       const BoundArgs args = ragged_dot_op().bind(args_json);
       const json config = cpu_impl().heuristics_config_json(args, device);
       CAPTURE(args.key(), config.dump(), device.cores);
@@ -177,19 +308,48 @@ TEST_CASE("cpu ragged_dot heuristics are valid for every shape and device", "[ra
   }
 }
 
+TEST_CASE("cpu ragged_dot heuristics follow the problem", "[ragged_dot]") {
+  const DeviceInfo& device = cpu::host_device();
+  // One big group on few cores: the rows are split into tasks so every core has work.
+  const BoundArgs square = ragged_dot_op().bind({{"lhs", "f32[2048,2048]"},
+                                                  {"rhs", "f32[8,2048,2048]"},
+                                                  {"group_sizes", {2048, 0, 0, 0, 0, 0, 0, 0}}});
+  const json c = cpu_impl().heuristics_config_json(square, device);
+  CAPTURE(c.dump());
+  const int64_t tasks = ceil_div(2048, c["tile_m"].get<int>()) *
+                        (c["task_n"].get<int>() == 0 ? 1 : ceil_div(2048, c["task_n"].get<int>()));
+  CHECK(tasks >= device.cores);
+  CHECK(c["num_threads"] == 0);
+  // The rhs panel fits in L2 and the lhs micro-panel in L1.
+  if (device.l2_bytes > 0) {
+    CHECK(c["tile_k"].get<int64_t>() * c["tile_n"].get<int64_t>() * 4 <= device.l2_bytes);
+  }
+  if (device.l1d_bytes > 0) {
+    CHECK(c["tile_k"].get<int64_t>() * c["mr"].get<int64_t>() * 4 <= device.l1d_bytes);
+  }
+  // A tiny call runs on the caller.
+  const BoundArgs tiny = ragged_dot_op().bind(test_cases()[1]);
+  CHECK(cpu_impl().heuristics_config_json(tiny, device)["num_threads"] == 1);
+}
+
 TEST_CASE("cpu ragged_dot autotuning configs are valid, distinct and round-trip", "[ragged_dot]") {
   const BoundArgs args = ragged_dot_op().bind(
       {{"lhs", "bf16[256,256]"}, {"rhs", "bf16[4,256,256]"}, {"group_sizes", {64, 64, 64, 64}}});
   const std::vector<json> configs = cpu_impl().autotuning_configs_json(args, cpu::host_device());
   CHECK(configs.size() >= 8);
-  std::set<std::string> distinct;
+  std::set<std::string> distinct, paths, packings;
   for (const json& config : configs) {
     CAPTURE(config.dump());
     CHECK(cpu_impl().canonical_config(config) == config);
     CHECK_NOTHROW(cpu_impl().check_config_json(args, config));
     distinct.insert(config.dump());
+    paths.insert(config["bf16_path"].get<std::string>());
+    packings.insert(config["packing"].get<std::string>());
   }
   CHECK(distinct.size() == configs.size());
+  CHECK(packings.size() == 2);
+  // Both bf16 paths are offered to the tuner where the CPU has the native one.
+  CHECK(paths.size() == (cpu_kernel_has_native_bf16() ? 2u : 1u));
 
   // ci-sized shapes, tiny extents included, still get a real search space.
   for (const json& args_json : test_cases()) {
@@ -217,11 +377,16 @@ TEST_CASE("cpu ragged_dot config JSON is strict and names the bad field", "[ragg
   };
   CHECK(field_of({{"tile_m", 32}, {"tile_n", 64}, {"tile_k", 64}}) == "<no error>");
   CHECK(field_of({{"tile_x", 1}}) == "tile_x");
-  CHECK(field_of({{"tile_n", 12}}) == "tile_n");
+  CHECK(field_of({{"tile_n", 12}}) == "tile_n");  // not a multiple of nr
   CHECK(field_of({{"tile_n", 0}}) == "tile_n");
   CHECK(field_of({{"tile_m", 0}}) == "tile_m");
   CHECK(field_of({{"tile_k", 0}}) == "tile_k");
   CHECK(field_of({{"tile_m", "big"}}) == "tile_m");
+  CHECK(field_of({{"task_n", 100}, {"tile_n", 64}}) == "task_n");
+  CHECK(field_of({{"mr", 0}}) == "mr");
+  CHECK(field_of({{"nr", 0}}) == "nr");
+  CHECK(field_of({{"packing", "maybe"}}) == "packing");
+  CHECK(field_of({{"bf16_path", "fast"}}) == "bf16_path");
   CHECK(field_of({{"num_threads", -1}}) == "num_threads");
 
   const BoundArgs args = ragged_dot_op().bind(test_cases()[0]);

@@ -1,0 +1,333 @@
+// ragged_dot on CPU: packing of lhs/rhs tiles into micro-kernel layouts, and output conversion.
+//
+// Dimensions.
+//   rows, cols   extents of the tile being packed (rows of lhs, columns of rhs)
+//   depth        its extent along K (one K block, <= tk)
+//   mr, nr       the micro-tile the packed layout feeds (see cpu_tiling.h)
+//   ld           row stride of the source array, in elements
+//   L            f32 lanes of the Highway target
+//
+// Highway compiles this file once per x86 target (AVX-512, AVX2, scalar) and dispatches at run
+// time. Packing is a small share of the work (each packed element feeds >= tm or >= tn
+// multiply-adds), so only the copies that run per rhs element are vectorized; the lhs
+// transposition stays scalar.
+#include "ops/ragged_dot/cpu_pack.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "ops/errors.h"
+#include "ops/ragged_dot/cpu_tiling.h"
+
+// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/ragged_dot/cpu_pack.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+
+// Highway's scalar target converts f16 in software without inf/NaN and truncates on the way
+// down; there the library's exact scalar conversions take over. x86 vector targets use F16C.
+#if HWY_TARGET == HWY_SCALAR
+constexpr bool kVectorConvert = false;
+#else
+constexpr bool kVectorConvert = true;
+#endif
+
+template <typename Acc, typename In>
+inline Acc Widen(In x) {
+  if constexpr (std::is_same_v<In, bf16> || std::is_same_v<In, f16>) {
+    return static_cast<Acc>(to_float(x));
+  } else {
+    return static_cast<Acc>(x);
+  }
+}
+
+// L consecutive elements of `src` widened to f32 (bf16 by a shift, f16 by vcvtph2ps).
+template <typename In>
+HWY_INLINE hn::Vec<DF> LoadWiden(DF df, const In* HWY_RESTRICT src) {
+  if constexpr (std::is_same_v<In, float>) {
+    return hn::LoadU(df, src);
+  } else if constexpr (std::is_same_v<In, bf16>) {
+    const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+    return hn::PromoteTo(df, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(src)));
+  } else {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(src)));
+  }
+}
+
+// k outer, strips inner: the source is read in its own row order (one sequential stream per
+// call, friendly to the hardware prefetcher) while the strips fill in parallel.
+template <typename Acc, typename In>
+void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_t cols,
+                   int64_t nr, Acc* HWY_RESTRICT packed) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t strips = ceil_div(cols, nr);
+  for (int64_t k = 0; k < depth; ++k) {
+    const In* src = rhs + k * ld;
+    for (int64_t s = 0; s < strips; ++s) {
+      Acc* dst = packed + (s * depth + k) * nr;
+      const int64_t c0 = s * nr, width = std::min(nr, cols - c0);
+      int64_t c = 0;
+      if constexpr (std::is_same_v<Acc, float>) {
+        if (kVectorConvert || std::is_same_v<In, float>) {
+          for (; c + L <= width; c += L) hn::StoreU(LoadWiden(df, src + c0 + c), df, dst + c);
+        }
+      }
+      for (; c < width; ++c) dst[c] = Widen<Acc>(src[c0 + c]);
+      // Zero columns past N: they multiply into accumulators the epilogue never stores.
+      for (; c < nr; ++c) dst[c] = Acc(0);
+    }
+  }
+}
+
+// The lhs transposition [rows, depth] -> [depth][mr] per micro-panel. Scalar on purpose: the
+// block is packed once per (task, K block) and then feeds every column of the task, so it costs
+// about mr / (2 * task_n) of the multiply-add time.
+template <typename Acc, typename In>
+void PackLhsBlockT(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t depth,
+                   int64_t mr, Acc* HWY_RESTRICT packed) {
+  const int64_t panels = ceil_div(rows, mr);
+  for (int64_t p = 0; p < panels; ++p) {
+    Acc* dst = packed + p * depth * mr;
+    const int64_t r0 = p * mr, height = std::min(mr, rows - r0);
+    for (int64_t r = 0; r < height; ++r) {
+      const In* src = lhs + (r0 + r) * ld;
+      for (int64_t k = 0; k < depth; ++k) dst[k * mr + r] = Widen<Acc>(src[k]);
+    }
+    // Zero rows past the group's end: the rows below belong to the next group (or past M).
+    for (int64_t r = height; r < mr; ++r) {
+      for (int64_t k = 0; k < depth; ++k) dst[k * mr + r] = Acc(0);
+    }
+  }
+}
+
+template <typename Acc>
+void PackRhsPanel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
+                  int64_t nr, Acc* packed) {
+  switch (dtype) {
+    case DType::kF32:
+      return PackRhsPanelT(static_cast<const float*>(rhs), ld, depth, cols, nr, packed);
+    case DType::kBF16:
+      return PackRhsPanelT(static_cast<const bf16*>(rhs), ld, depth, cols, nr, packed);
+    case DType::kF16:
+      return PackRhsPanelT(static_cast<const f16*>(rhs), ld, depth, cols, nr, packed);
+    case DType::kF64:
+      if constexpr (std::is_same_v<Acc, double>) {
+        return PackRhsPanelT(static_cast<const double*>(rhs), ld, depth, cols, nr, packed);
+      }
+      [[fallthrough]];
+    default:
+      throw NotImplemented("cpu ragged_dot: cannot pack rhs of dtype " +
+                           std::string(dtype_name(dtype)));
+  }
+}
+
+template <typename Acc>
+void PackLhsBlock(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
+                  int64_t mr, Acc* packed) {
+  switch (dtype) {
+    case DType::kF32:
+      return PackLhsBlockT(static_cast<const float*>(lhs), ld, rows, depth, mr, packed);
+    case DType::kBF16:
+      return PackLhsBlockT(static_cast<const bf16*>(lhs), ld, rows, depth, mr, packed);
+    case DType::kF16:
+      return PackLhsBlockT(static_cast<const f16*>(lhs), ld, rows, depth, mr, packed);
+    case DType::kF64:
+      if constexpr (std::is_same_v<Acc, double>) {
+        return PackLhsBlockT(static_cast<const double*>(lhs), ld, rows, depth, mr, packed);
+      }
+      [[fallthrough]];
+    default:
+      throw NotImplemented("cpu ragged_dot: cannot pack lhs of dtype " +
+                           std::string(dtype_name(dtype)));
+  }
+}
+
+void PackRhsPanelF32(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
+                     int64_t nr, float* packed) {
+  PackRhsPanel(dtype, rhs, ld, depth, cols, nr, packed);
+}
+void PackRhsPanelF64(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
+                     int64_t nr, double* packed) {
+  PackRhsPanel(dtype, rhs, ld, depth, cols, nr, packed);
+}
+void PackLhsBlockF32(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
+                     int64_t mr, float* packed) {
+  PackLhsBlock(dtype, lhs, ld, rows, depth, mr, packed);
+}
+void PackLhsBlockF64(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
+                     int64_t mr, double* packed) {
+  PackLhsBlock(dtype, lhs, ld, rows, depth, mr, packed);
+}
+
+// Two consecutive k of one lhs row are adjacent in memory, so a pair is one 32-bit copy.
+void PackLhsBlockPairs(const bf16* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t depth,
+                       int64_t mr, uint32_t* HWY_RESTRICT packed) {
+  const int64_t pairs = ceil_div(depth, 2), panels = ceil_div(rows, mr);
+  for (int64_t p = 0; p < panels; ++p) {
+    uint32_t* dst = packed + p * pairs * mr;
+    const int64_t r0 = p * mr, height = std::min(mr, rows - r0);
+    for (int64_t r = 0; r < height; ++r) {
+      const bf16* src = lhs + (r0 + r) * ld;
+      for (int64_t i = 0; i < depth / 2; ++i) {
+        uint32_t pair;
+        std::memcpy(&pair, src + 2 * i, sizeof(pair));  // little endian: k = 2i in the low half
+        dst[i * mr + r] = pair;
+      }
+      if (depth % 2) dst[(pairs - 1) * mr + r] = src[depth - 1].bits;  // pad k = depth with 0
+    }
+    for (int64_t r = height; r < mr; ++r) {
+      for (int64_t i = 0; i < pairs; ++i) dst[i * mr + r] = 0;
+    }
+  }
+}
+
+// rhs rows 2i and 2i+1 interleaved column by column: zero-extend both to 32 bits and merge the
+// odd row into the high halves, L columns at a time.
+void PackRhsPanelPairs(const bf16* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_t cols,
+                       int64_t nr, uint32_t* HWY_RESTRICT packed) {
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::Rebind<uint16_t, DF> du16;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(du32));
+  const int64_t pairs = ceil_div(depth, 2), strips = ceil_div(cols, nr);
+  for (int64_t i = 0; i < pairs; ++i) {
+    const uint16_t* even = reinterpret_cast<const uint16_t*>(rhs + 2 * i * ld);
+    const bool has_odd = 2 * i + 1 < depth;
+    const uint16_t* odd = has_odd ? even + ld : nullptr;
+    for (int64_t s = 0; s < strips; ++s) {
+      uint32_t* dst = packed + (s * pairs + i) * nr;
+      const int64_t c0 = s * nr, width = std::min(nr, cols - c0);
+      int64_t c = 0;
+      for (; c + L <= width; c += L) {
+        const auto lo = hn::PromoteTo(du32, hn::LoadU(du16, even + c0 + c));
+        const auto hi = has_odd ? hn::PromoteTo(du32, hn::LoadU(du16, odd + c0 + c)) : hn::Zero(du32);
+        hn::StoreU(hn::Or(lo, hn::ShiftLeft<16>(hi)), du32, dst + c);
+      }
+      for (; c < width; ++c) {
+        dst[c] = uint32_t{even[c0 + c]} | (has_odd ? uint32_t{odd[c0 + c]} << 16 : 0u);
+      }
+      for (; c < nr; ++c) dst[c] = 0;
+    }
+  }
+}
+
+// f32 -> bf16 rounded to nearest even, as float_to_bf16: add 0x7FFF plus the lowest kept bit and
+// truncate (a carry into the exponent rounds the largest finite values up to infinity); NaNs keep
+// their sign and are forced quiet instead, since rounding could carry them into infinity.
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> DemoteBf16(hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::RebindToSigned<DF> di32;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto bits = hn::BitCast(du32, v);
+  const auto high = hn::ShiftRight<16>(bits);
+  const auto bias = hn::Add(hn::Set(du32, 0x7FFFu), hn::And(high, hn::Set(du32, 1u)));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, bias));
+  const auto quiet_nan = hn::Or(high, hn::Set(du32, 0x40u));
+  // IsNaN, not Ne(v, v): Highway's Ne is an ordered compare, false for NaN.
+  const auto result = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
+  // Every lane is < 2^16, so the saturating i32 -> u16 demotion is exact.
+  return hn::DemoteTo(du16, hn::BitCast(di32, result));
+}
+
+void StoreRows(const float* HWY_RESTRICT acc, int64_t ld_acc, int64_t rows, int64_t cols,
+               DType out_dtype, void* out, int64_t ld_out) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = acc + r * ld_acc;
+    int64_t c = 0;
+    switch (out_dtype) {
+      case DType::kF32:
+        std::memcpy(static_cast<float*>(out) + r * ld_out, src, sizeof(float) * cols);
+        break;
+      case DType::kBF16: {
+        bf16* dst = static_cast<bf16*>(out) + r * ld_out;
+        const hn::Rebind<uint16_t, DF> du16;
+        for (; c + L <= cols; c += L) {
+          hn::StoreU(DemoteBf16(hn::LoadU(df, src + c)), du16, reinterpret_cast<uint16_t*>(dst + c));
+        }
+        for (; c < cols; ++c) dst[c] = float_to_bf16(src[c]);
+        break;
+      }
+      case DType::kF16: {
+        f16* dst = static_cast<f16*>(out) + r * ld_out;
+        if constexpr (kVectorConvert) {
+          // vcvtps2ph with an immediate rounding mode: round to nearest even, overflow to inf.
+          const hn::Rebind<hwy::float16_t, DF> dh;
+          for (; c + L <= cols; c += L) {
+            hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, src + c)), dh,
+                       reinterpret_cast<hwy::float16_t*>(dst + c));
+          }
+        }
+        for (; c < cols; ++c) dst[c] = float_to_f16(src[c]);
+        break;
+      }
+      default:
+        throw NotImplemented("cpu ragged_dot: cannot store f32 accumulators as " +
+                             std::string(dtype_name(out_dtype)));
+    }
+  }
+}
+
+const char* PackTargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+
+HWY_EXPORT(PackRhsPanelF32);
+HWY_EXPORT(PackRhsPanelF64);
+HWY_EXPORT(PackLhsBlockF32);
+HWY_EXPORT(PackLhsBlockF64);
+HWY_EXPORT(PackLhsBlockPairs);
+HWY_EXPORT(PackRhsPanelPairs);
+HWY_EXPORT(StoreRows);
+HWY_EXPORT(PackTargetName);
+
+void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
+                    int64_t mr, float* packed) {
+  HWY_DYNAMIC_DISPATCH(PackLhsBlockF32)(dtype, lhs, ld, rows, depth, mr, packed);
+}
+void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
+                    int64_t mr, double* packed) {
+  HWY_DYNAMIC_DISPATCH(PackLhsBlockF64)(dtype, lhs, ld, rows, depth, mr, packed);
+}
+void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
+                    int64_t nr, float* packed) {
+  HWY_DYNAMIC_DISPATCH(PackRhsPanelF32)(dtype, rhs, ld, depth, cols, nr, packed);
+}
+void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
+                    int64_t nr, double* packed) {
+  HWY_DYNAMIC_DISPATCH(PackRhsPanelF64)(dtype, rhs, ld, depth, cols, nr, packed);
+}
+void pack_lhs_block_pairs(const bf16* lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
+                          uint32_t* packed) {
+  HWY_DYNAMIC_DISPATCH(PackLhsBlockPairs)(lhs, ld, rows, depth, mr, packed);
+}
+void pack_rhs_panel_pairs(const bf16* rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
+                          uint32_t* packed) {
+  HWY_DYNAMIC_DISPATCH(PackRhsPanelPairs)(rhs, ld, depth, cols, nr, packed);
+}
+void store_rows(const float* acc, int64_t ld_acc, int64_t rows, int64_t cols, DType out_dtype,
+                void* out, int64_t ld_out) {
+  HWY_DYNAMIC_DISPATCH(StoreRows)(acc, ld_acc, rows, cols, out_dtype, out, ld_out);
+}
+const char* pack_target_name() { return HWY_DYNAMIC_DISPATCH(PackTargetName)(); }
+
+}  // namespace tokamax
+#endif  // HWY_ONCE

@@ -1,0 +1,56 @@
+// ragged_dot on CPU: packing of lhs/rhs tiles into micro-kernel layouts, and output conversion.
+//
+// Dimensions.
+//   rows, cols   extents of the tile being packed (rows of lhs, columns of rhs)
+//   depth        its extent along K (one K block, <= tk)
+//   mr, nr       the micro-tile the packed layout feeds (see cpu_tiling.h)
+//   ld           row stride of the source array, in elements
+//
+// Packed layouts, zero-padded so that the micro-kernel always runs whole mr x nr tiles and never
+// needs a scalar edge loop:
+//   lhs block   [ceil(rows / mr)][depth][mr]   micro-panel p: rows p*mr.., k-major, so the
+//                                              micro-kernel broadcasts consecutive elements
+//   rhs panel   [ceil(cols / nr)][depth][nr]   strip s: columns s*nr.., one k row of nr columns
+//                                              = nr / lanes contiguous vectors
+//   bf16 pairs  the same with depth -> ceil(depth / 2) 32-bit elements, each holding
+//               (x[2i], x[2i+1]) with the even k in the low half: the operand layout of
+//               vdpbf16ps (odd depth pads the last pair with +0)
+// bf16/f16 inputs are widened to the accumulation type here, once per packed element, so the
+// micro-kernel runs on f32 (or f64) whatever the storage dtype.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/dtype.h"
+
+namespace tokamax {
+
+// lhs [rows, depth] of `dtype` (row stride ld) -> packed lhs block.
+void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
+                    int64_t mr, float* packed);
+void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
+                    int64_t mr, double* packed);
+
+// rhs [depth, cols] of `dtype` (row stride ld) -> packed rhs panel.
+void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
+                    int64_t nr, float* packed);
+void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
+                    int64_t nr, double* packed);
+
+// bf16 lhs [rows, depth] / rhs [depth, cols] -> bf16 pair layouts (no conversion: the native
+// dot instruction multiplies bf16 directly).
+void pack_lhs_block_pairs(const bf16* lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
+                          uint32_t* packed);
+void pack_rhs_panel_pairs(const bf16* rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
+                          uint32_t* packed);
+
+// f32 accumulators [rows, cols] (row stride ld_acc) -> out [rows, cols] of `out_dtype` (row
+// stride ld_out): f32 copied, bf16 and f16 rounded to nearest even (NaN stays NaN, overflow goes
+// to infinity), exactly like float_to_bf16 / float_to_f16.
+void store_rows(const float* acc, int64_t ld_acc, int64_t rows, int64_t cols, DType out_dtype,
+                void* out, int64_t ld_out);
+
+// The Highway target the packing code dispatches to on this CPU ("AVX3", "AVX2", ...).
+const char* pack_target_name();
+
+}  // namespace tokamax
