@@ -192,3 +192,18 @@ TEST_CASE("Ctrl-C during tune keeps completed entries and exits 130", "[cli]") {
   const json kept = json::parse(read_file(cache));
   CHECK(kept["entries"].size() == 1);
 }
+
+TEST_CASE("info prints the device and its measured ceilings", "[cli]") {
+  const CommandResult table = run_tokamax("info");
+  INFO(table.output);
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.output, Catch::Contains("f32 FMA peak") && Catch::Contains("memory bandwidth") &&
+                               Catch::Contains("device id"));
+  // A first run may say "measuring ..." on stderr; only stdout is JSON.
+  const CommandResult as_json = run_command("(" + kBin + " info --json 2>/dev/null)");
+  REQUIRE(as_json.exit_code == 0);
+  const json info = json::parse(as_json.output);
+  CHECK(info["ceilings"]["f32_fma_gflops"].get<double>() > 0);
+  CHECK(info["ceilings"]["bandwidth_gbps"].get<double>() > 0);
+  CHECK(info["device"]["id"] == info["ceilings"]["device_id"]);
+}
