@@ -20,12 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void fail(const std::string& source, const YAML::Node& node,
-                       const std::string& message) {
-  const YamlPos pos = yaml_pos(node);
-  throw InputError(source, pos.line, pos.column, message);
-}
-
 // One `key: value` of a mapping, both nodes kept for error locations.
 struct Entry {
   YAML::Node key;
@@ -45,8 +39,9 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
 [[noreturn]] void fail_key(const std::string& source, const YAML::Node& key, const char* problem,
                            const std::string& what, const std::vector<std::string>& known) {
   const std::string name = key.IsScalar() ? key.Scalar() : "";
-  fail(source, key,
-       std::string(problem) + " key '" + name + "' in " + what + " (expected " + join(known) + ")");
+  yaml_fail(
+      source, key,
+      std::string(problem) + " key '" + name + "' in " + what + " (expected " + join(known) + ")");
 }
 
 // The entries of a mapping whose keys must all be in `known`.
@@ -68,7 +63,7 @@ Entries read_mapping(const YAML::Node& map, const std::vector<std::string>& know
 std::string read_string(const Entry& entry, const std::string& what, const std::string& source) {
   const json value = entry.value.IsScalar() ? yaml_to_json(entry.value, source) : json();
   if (!value.is_string()) {
-    fail(source, entry.where(), "expected " + what + ", got " + value.dump());
+    yaml_fail(source, entry.where(), "expected " + what + ", got " + value.dump());
   }
   return value.get<std::string>();
 }
@@ -78,8 +73,8 @@ void check_identifier(const std::string& text, const YAML::Node& node, const std
                       const std::string& source) {
   static const std::regex identifier("[A-Za-z0-9_.+-]+");
   if (!std::regex_match(text, identifier)) {
-    fail(source, node,
-         what + " '" + text + "' must be non-empty and use only letters, digits and _ . + -");
+    yaml_fail(source, node,
+              what + " '" + text + "' must be non-empty and use only letters, digits and _ . + -");
   }
 }
 
@@ -87,12 +82,12 @@ std::vector<std::string> read_tags(const Entry& entry, const std::string& source
   std::vector<std::string> tags;
   if (entry.value.IsNull()) return tags;
   if (!entry.value.IsSequence()) {
-    fail(source, entry.value, "expected tags as a list of strings, e.g. [primary, ci_tests]");
+    yaml_fail(source, entry.value, "expected tags as a list of strings, e.g. [primary, ci_tests]");
   }
   for (const YAML::Node& item : entry.value) {
     const json tag = item.IsScalar() ? yaml_to_json(item, source) : json();
     if (!tag.is_string()) {
-      fail(source, item, "expected each tag to be a string, got " + tag.dump());
+      yaml_fail(source, item, "expected each tag to be a string, got " + tag.dump());
     }
     check_identifier(tag.get<std::string>(), item, "tag", source);
     tags.push_back(tag.get<std::string>());
@@ -129,29 +124,30 @@ YAML::Node locate_field(const YAML::Node& args, const std::string& field) {
 
 BoundArgs bind_args(const Op& op, const Entry& entry, const std::string& source) {
   if (!entry.value.IsMap()) {
-    fail(source, entry.where(),
-         "expected args as a mapping of argument names to values (e.g. lhs: bf16[4096,7168])");
+    yaml_fail(source, entry.where(),
+              "expected args as a mapping of argument names to values (e.g. lhs: bf16[4096,7168])");
   }
   const json args = yaml_to_json(entry.value, source);
   try {
     return op.bind(args);
   } catch (const InvalidArgument& e) {
-    fail(source, locate_field(entry.value, e.field()), e.what());
+    yaml_fail(source, locate_field(entry.value, e.field()), e.what());
   } catch (const json::exception& e) {
-    fail(source, entry.value, std::string(op.name()) + ": invalid args: " + e.what());
+    yaml_fail(source, entry.value, std::string(op.name()) + ": invalid args: " + e.what());
   }
 }
 
 ArgSpec parse_spec(const Op& op, const YAML::Node& item, const std::string& source) {
   if (!item.IsMap()) {
-    fail(source, item, "expected each spec to be a mapping with keys name, tags, project, args");
+    yaml_fail(source, item,
+              "expected each spec to be a mapping with keys name, tags, project, args");
   }
   const Entries fields = read_mapping(item, {"name", "tags", "project", "args"}, "spec", source);
   ArgSpec spec;
   spec.op = std::string(op.name());
   spec.source = source;
   const auto name = fields.find("name");
-  if (name == fields.end()) fail(source, item, "spec is missing 'name' (a unique identifier)");
+  if (name == fields.end()) yaml_fail(source, item, "spec is missing 'name' (a unique identifier)");
   spec.name = read_string(name->second, "the spec name as a string", source);
   check_identifier(spec.name, name->second.where(), "spec name", source);
   spec.line = yaml_pos(name->second.where()).line;
@@ -165,7 +161,7 @@ ArgSpec parse_spec(const Op& op, const YAML::Node& item, const std::string& sour
   }
   const auto args = fields.find("args");
   if (args == fields.end()) {
-    fail(source, item, "spec '" + spec.name + "' is missing 'args' (the op's arguments)");
+    yaml_fail(source, item, "spec '" + spec.name + "' is missing 'args' (the op's arguments)");
   }
   spec.args = bind_args(op, args->second, source);
   return spec;
@@ -177,27 +173,28 @@ std::vector<ArgSpec> parse_catalog(std::string_view text, const std::string& sou
   const std::string& source = source_name;
   const YAML::Node root = parse_yaml(std::string(text), source);
   if (!root.IsMap()) {
-    fail(source, root,
-         std::string(root.IsNull() ? "empty catalog" : "not a catalog") +
-             ": expected a mapping with keys 'op' and 'specs'");
+    yaml_fail(source, root,
+              std::string(root.IsNull() ? "empty catalog" : "not a catalog") +
+                  ": expected a mapping with keys 'op' and 'specs'");
   }
   const Entries fields = read_mapping(root, {"op", "specs"}, "catalog", source);
   const auto op_entry = fields.find("op");
-  if (op_entry == fields.end()) fail(source, root, "catalog is missing 'op' (e.g. op: ragged_dot)");
+  if (op_entry == fields.end())
+    yaml_fail(source, root, "catalog is missing 'op' (e.g. op: ragged_dot)");
   const std::string op_name = read_string(op_entry->second, "the op name as a string", source);
   const Op* op = nullptr;
   try {
     op = &find_op(op_name);
   } catch (const InvalidArgument& e) {
-    fail(source, op_entry->second.where(), e.what());
+    yaml_fail(source, op_entry->second.where(), e.what());
   }
   const auto specs_entry = fields.find("specs");
   if (specs_entry == fields.end()) {
-    fail(source, root, "catalog is missing 'specs' (a list of specs)");
+    yaml_fail(source, root, "catalog is missing 'specs' (a list of specs)");
   }
   const YAML::Node& items = specs_entry->second.value;
   if (!items.IsSequence()) {
-    fail(source, specs_entry->second.where(), "expected 'specs' to be a list of specs");
+    yaml_fail(source, specs_entry->second.where(), "expected 'specs' to be a list of specs");
   }
   std::vector<ArgSpec> specs;
   std::map<std::string, int> first_line;

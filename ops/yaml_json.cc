@@ -10,15 +10,15 @@
 #include "ops/errors.h"
 
 namespace tokamax {
-namespace {
 
-using nlohmann::json;
-
-[[noreturn]] void fail(const std::string& source, const YAML::Node& node,
-                       const std::string& message) {
+void yaml_fail(const std::string& source, const YAML::Node& node, const std::string& message) {
   const YamlPos pos = yaml_pos(node);
   throw InputError(source, pos.line, pos.column, message);
 }
+
+namespace {
+
+using nlohmann::json;
 
 // Integer text per the core schema -> true and `value`; throws std::out_of_range past int64.
 bool parse_int(const std::string& text, int64_t& value) {
@@ -76,7 +76,7 @@ json scalar_to_json(const YAML::Node& node, const std::string& source) {
     double real = 0.0;
     if (parse_float(text, real)) return real;
   } catch (const std::out_of_range&) {
-    fail(source, node, "number '" + text + "' is out of range (expected a 64-bit integer)");
+    yaml_fail(source, node, "number '" + text + "' is out of range (expected a 64-bit integer)");
   }
   return text;
 }
@@ -105,9 +105,9 @@ json yaml_to_json(const YAML::Node& node, const std::string& source) {
       for (const auto& pair : node) {
         const YAML::Node& key = pair.first;
         if (!key.IsScalar())
-          fail(source, key, "expected a scalar mapping key, not a list or mapping");
+          yaml_fail(source, key, "expected a scalar mapping key, not a list or mapping");
         const std::string& name = key.Scalar();
-        if (out.contains(name)) fail(source, key, "duplicate key '" + name + "'");
+        if (out.contains(name)) yaml_fail(source, key, "duplicate key '" + name + "'");
         out[name] = yaml_to_json(pair.second, source);
       }
       return out;
@@ -126,8 +126,8 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   }
   if (documents.empty()) return YAML::Node();
   if (documents.size() > 1) {
-    fail(source, documents[1],
-         "expected a single YAML document, found " + std::to_string(documents.size()));
+    yaml_fail(source, documents[1],
+              "expected a single YAML document, found " + std::to_string(documents.size()));
   }
   return documents[0];
 }

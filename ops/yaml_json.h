@@ -16,6 +16,10 @@ struct YamlPos {
 YamlPos yaml_pos(const YAML::Mark& mark);
 inline YamlPos yaml_pos(const YAML::Node& node) { return yaml_pos(node.Mark()); }
 
+// Throws InputError(source, line, column of `node`, message).
+[[noreturn]] void yaml_fail(const std::string& source, const YAML::Node& node,
+                            const std::string& message);
+
 // Converts a YAML node with the YAML 1.2 core schema: plain true/false -> bool, integers
 // (decimal, 0x, 0o) -> int64, floats (incl. .inf, .nan) -> double, null/~/empty -> null,
 // every other scalar (and every quoted one) -> string; sequences -> arrays, mappings -> objects.
