@@ -1,6 +1,7 @@
 // A persistent CPU thread pool with dynamically scheduled parallel_for.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -15,8 +16,10 @@ namespace tokamax::cpu {
 // body can index per-thread scratch.
 using TaskFn = std::function<void(int64_t task, int thread)>;
 
-// `size` threads in all: the caller of parallel_for is thread 0 and `size - 1` workers sleep on a
-// condition variable between loops (no busy spinning while idle).
+// `size` threads in all: the caller of parallel_for is thread 0 and `size - 1` workers wait
+// between loops: they spin for a short while after each loop (kernels are often called back to
+// back, and waking a sleeping thread costs tens of microseconds, more than a small kernel), then
+// sleep on a condition variable (no busy spinning while idle).
 class ThreadPool {
  public:
   explicit ThreadPool(int size);
@@ -40,17 +43,22 @@ class ThreadPool {
   struct Job;
   void worker_loop(int id);
   static void run_tasks(Job& job, int thread);
+  // Spins until `state_` differs from `seen` or the spin budget runs out; then sleeps on wake_.
+  uint64_t wait_for_job(uint64_t seen);
 
   const int size_;
   std::vector<std::thread> workers_;
-  std::mutex job_mutex_;          // one loop at a time; concurrent callers queue here
-  std::mutex mutex_;              // guards the fields below
-  std::condition_variable wake_;  // workers: a new job or stop
-  std::condition_variable done_;  // caller: the last participating worker finished
-  Job* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int active_workers_ = 0;
-  bool stop_ = false;
+  std::mutex job_mutex_;  // one loop at a time; concurrent callers queue here
+  // The posted loop: (generation << 16) | participating threads, published after job_ (release)
+  // so that a worker reads both consistently; stop_ ends the workers.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<Job*> job_{nullptr};
+  std::atomic<int> remaining_{0};  // participating workers still running the current loop
+  std::atomic<int> sleepers_{0};   // workers blocked on wake_ (the poster notifies only then)
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;              // pairs with the condition variables
+  std::condition_variable wake_;  // sleeping workers: a new job or stop
+  std::condition_variable done_;  // a caller that stopped spinning: the last worker finished
 };
 
 // The process-wide pool, sized to host_device().cores and created on first use.

@@ -27,7 +27,7 @@ namespace {
 
 struct CpuRaggedDotConfig {
   int tile_m = 1024;  // tm: rows of one task (never straddling two groups)
-  int tile_n = 512;   // tn: columns of one packed rhs panel [tk, tn]; a multiple of nr
+  int tile_n = 512;   // tn: columns of one packed rhs panel [tk, tn]; best a multiple of nr
   int tile_k = 256;   // tk: K block; the rhs panel stays in L2, an lhs micro-panel in L1
   int task_n = 0;     // columns of one task, a multiple of tile_n; 0 = all of N
   int mr = 14;        // micro-tile rows
@@ -50,8 +50,7 @@ struct CpuRaggedDotConfig {
     v("num_threads", num_threads);
   }
   auto key() const {
-    return std::make_tuple(tile_m, tile_n, tile_k, task_n, mr, nr, packing, bf16_path,
-                           num_threads);
+    return std::make_tuple(tile_m, tile_n, tile_k, task_n, mr, nr, packing, bf16_path, num_threads);
   }
 };
 
@@ -68,8 +67,12 @@ constexpr double kSerialMultiplyAdds = double(1 << 17);
 constexpr int64_t kFallbackL1Bytes = 32 << 10;
 constexpr int64_t kFallbackL2Bytes = 256 << 10;
 
-void require(bool ok, const char* field, const std::string& message) {
-  if (!ok) throw InvalidArgument("cpu ragged_dot config: " + message, field);
+// `message` is a callable, so that the string is only built on failure: validate() runs on every
+// call of the op (configs arrive as JSON), and formatting ten messages would cost more than a
+// small kernel.
+template <typename Message>
+void require(bool ok, const char* field, Message&& message) {
+  if (!ok) throw InvalidArgument("cpu ragged_dot config: " + std::string(message()), field);
 }
 
 int64_t max_group_size(const RaggedDotProblem& p) {
@@ -77,8 +80,7 @@ int64_t max_group_size(const RaggedDotProblem& p) {
 }
 
 bool is_bf16_problem(const RaggedDotProblem& p) {
-  return p.lhs_dtype == DType::kBF16 && p.rhs_dtype == DType::kBF16 &&
-         p.out_dtype != DType::kF64;
+  return p.lhs_dtype == DType::kBF16 && p.rhs_dtype == DType::kBF16 && p.out_dtype != DType::kF64;
 }
 
 // f32 lanes of the kernels that will run for `device`: the dispatched Highway target on this
@@ -91,7 +93,8 @@ int device_lanes(const DeviceInfo& device) {
 // Tiles larger than the problem only cost scratch: clamp them (tn to whole micro-tiles).
 CpuRaggedDotConfig clamp_to_problem(CpuRaggedDotConfig c, const RaggedDotProblem& p) {
   c.tile_m = static_cast<int>(std::clamp<int64_t>(max_group_size(p), 1, c.tile_m));
-  c.tile_n = static_cast<int>(std::clamp<int64_t>(round_up(p.N, c.nr), c.nr, c.tile_n));
+  c.tile_n = static_cast<int>(std::max<int64_t>(
+      c.nr, std::min<int64_t>(c.tile_n, round_up(std::max<int64_t>(p.N, 1), c.nr))));
   c.tile_k = static_cast<int>(std::clamp<int64_t>(p.K, 1, c.tile_k));
   if (c.task_n != 0) c.task_n = static_cast<int>(round_up(c.task_n, c.tile_n));
   if (c.task_n >= p.N) c.task_n = 0;
@@ -102,10 +105,6 @@ CpuRaggedDotConfig clamp_to_problem(CpuRaggedDotConfig c, const RaggedDotProblem
 int64_t acc_elements(const RaggedDotProblem& p, const CpuRaggedDotConfig& c) {
   if (p.out_dtype == DType::kF32 || p.out_dtype == DType::kF64) return 0;
   return int64_t{c.tile_m} * (c.task_n == 0 ? round_up(p.N, c.tile_n) : c.task_n);
-}
-
-int64_t num_tasks(const RaggedDotProblem& p, int64_t tm, int64_t task_n) {
-  return count_m_tiles(p.group_sizes, tm) * ceil_div(p.N, task_n <= 0 ? p.N : task_n);
 }
 
 class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRaggedDotConfig> {
@@ -134,28 +133,31 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
   void check_config(const RaggedDotProblem& p, const CpuRaggedDotConfig& c) const override {
     // More threads than the pool has are capped anyway; far more than the cores is a typo.
     const int cores = cpu::host_device().cores;
-    require(c.num_threads <= 4 * cores, "num_threads",
-            "num_threads is " + std::to_string(c.num_threads) + " but this machine has " +
-                std::to_string(cores) + " cores (at most 4x oversubscription)");
+    require(c.num_threads <= 4 * cores, "num_threads", [&] {
+      return "num_threads is " + std::to_string(c.num_threads) + " but this machine has " +
+             std::to_string(cores) + " cores (at most 4x oversubscription)";
+    });
     const int lanes = cpu_kernel_f32_lanes();
-    require(c.nr % lanes == 0 && has_micro_kernel_shape(lanes, c.mr, c.nr / lanes), "mr",
-            "no " + std::to_string(c.mr) + "x" + std::to_string(c.nr) +
-                " micro-kernel (mr x nr) for this CPU's " + cpu_kernel_target_name() +
-                " target; it has " + shape_list(lanes));
+    require(c.nr % lanes == 0 && has_micro_kernel_shape(lanes, c.mr, c.nr / lanes), "mr", [&] {
+      return "no " + std::to_string(c.mr) + "x" + std::to_string(c.nr) +
+             " micro-kernel (mr x nr) for this CPU's " + cpu_kernel_target_name() +
+             " target; it has " + shape_list(lanes);
+    });
     if (c.bf16_path == "native_dot") {
       require(is_bf16_problem(p), "bf16_path",
-              "native_dot needs bf16 lhs and rhs and an f32/bf16/f16 output");
+              [&] { return "native_dot needs bf16 lhs and rhs and an f32/bf16/f16 output"; });
       require(cpu_kernel_has_native_bf16(), "bf16_path",
-              "native_dot needs a CPU with avx512_bf16 (and AVX-512 kernels)");
+              [&] { return "native_dot needs a CPU with avx512_bf16 (and AVX-512 kernels)"; });
       require(c.packing == "packed", "packing",
-              "native_dot reads rhs as packed bf16 pairs; it needs packing=packed");
+              [&] { return "native_dot reads rhs as packed bf16 pairs; it needs packing=packed"; });
     }
     const CpuRaggedDotConfig clamped = clamp_to_problem(c, p);
-    require(acc_elements(p, clamped) <= kMaxAccElements, "tile_m",
-            "tile_m * task_n is " + std::to_string(acc_elements(p, clamped)) +
-                ", too large for the per-thread f32 partial sums of a " +
-                std::string(dtype_name(p.out_dtype)) + " output (max " +
-                std::to_string(kMaxAccElements) + ")");
+    require(acc_elements(p, clamped) <= kMaxAccElements, "tile_m", [&] {
+      return "tile_m * task_n is " + std::to_string(acc_elements(p, clamped)) +
+             ", too large for the per-thread f32 partial sums of a " +
+             std::string(dtype_name(p.out_dtype)) + " output (max " +
+             std::to_string(kMaxAccElements) + ")";
+    });
   }
 
   CpuRaggedDotConfig heuristics_config(const RaggedDotProblem& p,
@@ -182,31 +184,52 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     }
     // tk: one lhs micro-panel [mr, tk] fills at most half of L1 (it is reread for every strip;
     // the other half holds the streaming rhs strip and the output tile).
-    c.tile_k = static_cast<int>(std::clamp<int64_t>(l1 / (2 * c.mr * acc_bytes) / 32 * 32, 32, 512));
+    c.tile_k = static_cast<int>(
+        std::clamp<int64_t>(l1 / (2 * int64_t{c.mr} * acc_bytes) / 32 * 32, 32, 512));
     // tn: the rhs panel [tk, tn] fills at most half of L2 (it is reread by every micro-panel).
-    c.tile_n = static_cast<int>(std::clamp<int64_t>(
-        l2 / (2 * int64_t{c.tile_k} * acc_bytes) / c.nr * c.nr, c.nr, 4096));
-    // tm: whole groups when there is enough parallelism across them (every task packs its own
-    // rhs panels, so fewer, taller tasks pack less); otherwise halve tm, then split N, until
-    // every core has about two tasks for the dynamic scheduler to balance.
-    c.tile_m = static_cast<int>(std::clamp<int64_t>(round_up(max_group_size(p), c.mr), 1, 4096));
-    c.task_n = 0;
-    while (c.tile_m > 4 * c.mr && num_tasks(p, c.tile_m, c.task_n) < 2 * cores) {
-      c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
+    c.tile_n = static_cast<int>(
+        std::clamp<int64_t>(l2 / (2 * int64_t{c.tile_k} * acc_bytes) / c.nr * c.nr, c.nr, 4096));
+    // Task shape: every task packs its own rhs panels (and a column split re-packs the lhs
+    // rows), so fewer, larger tasks pack less; they only have to keep every core busy. Take the
+    // tallest tm (whole groups first), then the widest task_n, whose largest-first schedule
+    // keeps the cores >= 90% busy.
+    const int64_t N_panels = round_up(std::max<int64_t>(p.N, 1), c.tile_n);
+    c.tile_m = static_cast<int>(std::clamp<int64_t>(round_up(max_group_size(p), c.mr), 1, 8192));
+    const double multiply_adds = static_cast<double>(p.rows()) * p.K * p.N;
+    const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : static_cast<int>(cores);
+    const int64_t tallest = c.tile_m;
+    double balance = -1;
+    int64_t tm = tallest;
+    while (tm >= 1 && balance < 0.9) {
+      for (int64_t task_n = N_panels; balance < 0.9; task_n = round_up(task_n / 2, c.tile_n)) {
+        const double efficiency = schedule_efficiency(p.group_sizes, p.N, tm, task_n, threads);
+        if (efficiency > balance + 0.01) {  // a split must buy real balance to pay its packing
+          balance = efficiency;
+          c.tile_m = static_cast<int>(tm);
+          c.task_n = task_n >= p.N ? 0 : static_cast<int>(task_n);
+        }
+        if (task_n <= c.tile_n) break;
+      }
+      // Halve tm down to four micro-panels; below that the micro-kernel itself loses.
+      tm = tm > 4 * int64_t{c.mr} ? round_up(tm / 2, c.mr) : 0;
     }
-    int64_t task_n = round_up(std::max<int64_t>(p.N, 1), c.tile_n);
-    while (task_n > c.tile_n && num_tasks(p, c.tile_m, task_n) < 2 * cores) {
-      task_n = round_up(task_n / 2, c.tile_n);
-    }
-    c.task_n = task_n >= p.N ? 0 : static_cast<int>(task_n);
+    const int64_t task_n = c.task_n == 0 ? N_panels : c.task_n;
     // Non-f32 outputs keep f32 partial sums [tm, task_n] per thread: keep them cache-sized.
     const int64_t acc_budget = std::max<int64_t>(l2, device.l3_bytes / (2 * cores)) / 4;
     while (p.out_dtype != DType::kF32 && p.out_dtype != DType::kF64 && c.tile_m > c.mr &&
            int64_t{c.tile_m} * std::min<int64_t>(task_n, round_up(p.N, c.tile_n)) > acc_budget) {
       c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
     }
-    const double multiply_adds = static_cast<double>(p.rows()) * p.K * p.N;
-    c.num_threads = multiply_adds < kSerialMultiplyAdds ? 1 : 0;
+    // bf16: vdpbf16ps does two multiply-adds per f32 lane where the CPU has it. Measured on Zen 5
+    // it issues at the full FMA rate (twice the f32 flops); on the AVX-512 Xeons that first had
+    // it, at about half, where it merely breaks even with widening to f32 while halving the
+    // packed panels' bytes. Groups that fit one micro-panel read rhs once, in place: pair
+    // packing would add a copy there, so they stay on the f32 path.
+    if (is_bf16_problem(p) && device.has("avx512_bf16") && lanes >= 16 &&
+        max_group_size(p) > c.mr) {
+      c.bf16_path = "native_dot";
+    }
+    c.num_threads = threads == 1 ? 1 : 0;
     return clamp_to_problem(c, p);
   }
 
@@ -223,6 +246,20 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
         configs.push_back(c);
       }
     };
+    // Groups of a few rows stream rhs (cpu_kernel.h): only the split of the work matters.
+    if (max_group_size(p) <= kCpuStreamRows && p.out_dtype != DType::kF64) {
+      for (int threads : {0, 1}) {
+        for (int64_t task_n = round_up(p.N, base.tile_n); task_n >= base.nr;
+             task_n = task_n / 2 / base.nr * base.nr) {
+          CpuRaggedDotConfig c = base;
+          c.num_threads = threads;
+          c.tile_n = static_cast<int>(std::min<int64_t>(base.tile_n, task_n));
+          c.task_n = static_cast<int>(task_n);
+          add(c);
+        }
+      }
+      return configs;
+    }
     std::vector<std::string> bf16_paths = {"convert_f32"};
     if (is_bf16_problem(p) && device.has("avx512_bf16") && lanes >= 16) {
       bf16_paths.push_back("native_dot");
@@ -288,8 +325,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
            TensorMap& outputs) const override {
     check(p);
     const CpuRaggedDotConfig c = clamp_to_problem(config, p);
-    const RaggedDotWorkList work = make_ragged_dot_work_list(p.group_starts, p.M, p.K, p.N,
-                                                             c.tile_m, c.tile_n, c.tile_k, c.task_n);
+    const RaggedDotWorkList work = make_ragged_dot_work_list(
+        p.group_starts, p.M, p.K, p.N, c.tile_m, c.tile_n, c.tile_k, c.task_n);
     CpuKernelOptions options;
     options.mr = c.mr;
     const int lanes = cpu_kernel_f32_lanes();
@@ -317,27 +354,37 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
 };
 
 void CpuRaggedDotConfig::validate() const {
-  require(tile_m >= 1 && tile_m <= kMaxTile, "tile_m",
-          "tile_m is " + std::to_string(tile_m) + "; expected 1.." + std::to_string(kMaxTile));
-  require(mr >= 1 && mr <= 64, "mr", "mr is " + std::to_string(mr) + "; expected 1..64");
-  require(nr >= 1 && nr <= 256, "nr", "nr is " + std::to_string(nr) + "; expected 1..256");
-  require(tile_n >= nr && tile_n <= kMaxTile && tile_n % nr == 0, "tile_n",
-          "tile_n is " + std::to_string(tile_n) + "; expected a multiple of nr=" +
-              std::to_string(nr) + " up to " + std::to_string(kMaxTile));
-  require(tile_k >= 1 && tile_k <= kMaxTile, "tile_k",
-          "tile_k is " + std::to_string(tile_k) + "; expected 1.." + std::to_string(kMaxTile));
-  require(int64_t{tile_k} * tile_n <= kMaxPanelElements, "tile_k",
-          "tile_k * tile_n is " + std::to_string(int64_t{tile_k} * tile_n) +
-              "; expected <= " + std::to_string(kMaxPanelElements));
-  require(task_n == 0 || (task_n >= tile_n && task_n % tile_n == 0), "task_n",
-          "task_n is " + std::to_string(task_n) + "; expected 0 (all of N) or a multiple of " +
-              "tile_n=" + std::to_string(tile_n));
+  require(tile_m >= 1 && tile_m <= kMaxTile, "tile_m", [&] {
+    return "tile_m is " + std::to_string(tile_m) + "; expected 1.." + std::to_string(kMaxTile);
+  });
+  require(mr >= 1 && mr <= 64, "mr",
+          [&] { return "mr is " + std::to_string(mr) + "; expected 1..64"; });
+  require(nr >= 1 && nr <= 256, "nr",
+          [&] { return "nr is " + std::to_string(nr) + "; expected 1..256"; });
+  // tile_n need not be a multiple of nr (a panel then ends in a zero-padded strip), so configs
+  // cached before nr existed still load; the heuristics and the search space keep it one.
+  require(tile_n >= 1 && tile_n <= kMaxTile, "tile_n", [&] {
+    return "tile_n is " + std::to_string(tile_n) + "; expected 1.." + std::to_string(kMaxTile);
+  });
+  require(tile_k >= 1 && tile_k <= kMaxTile, "tile_k", [&] {
+    return "tile_k is " + std::to_string(tile_k) + "; expected 1.." + std::to_string(kMaxTile);
+  });
+  require(int64_t{tile_k} * tile_n <= kMaxPanelElements, "tile_k", [&] {
+    return "tile_k * tile_n is " + std::to_string(int64_t{tile_k} * tile_n) +
+           "; expected <= " + std::to_string(kMaxPanelElements);
+  });
+  require(task_n == 0 || (task_n >= tile_n && task_n % tile_n == 0), "task_n", [&] {
+    return "task_n is " + std::to_string(task_n) + "; expected 0 (all of N) or a multiple of " +
+           "tile_n=" + std::to_string(tile_n);
+  });
   require(packing == "packed" || packing == "no_pack", "packing",
-          "packing is '" + packing + "'; expected 'packed' or 'no_pack'");
-  require(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path",
-          "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'");
-  require(num_threads >= 0, "num_threads",
-          "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)");
+          [&] { return "packing is '" + packing + "'; expected 'packed' or 'no_pack'"; });
+  require(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
+    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
+  });
+  require(num_threads >= 0, "num_threads", [&] {
+    return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
+  });
 }
 
 }  // namespace

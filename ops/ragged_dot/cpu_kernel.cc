@@ -22,6 +22,9 @@
 //      values and issues mr * NRV FMAs, so loads per FMA are (mr + NRV) / (mr * NRV).
 // The K block loop is outermost so that only one rhs panel is live per thread; the partial sums
 // go straight to an f32 output (or to an f32 scratch that is rounded to bf16/f16 at the end).
+// Variants of step 2-3: bf16 x bf16 with bf16_path=native_dot packs both operands as bf16 pairs
+// for vdpbf16ps (MicroTileBf16); tasks of one micro-panel read rhs in place (no copy for a
+// single use), and tasks of <= kCpuStreamRows rows stream it row by row (StreamRowsT).
 #include "ops/ragged_dot/cpu_kernel.h"
 
 #include <algorithm>
@@ -50,14 +53,48 @@
 #ifndef TOKAMAX_RAGGED_DOT_CPU_KERNEL_ONCE
 #define TOKAMAX_RAGGED_DOT_CPU_KERNEL_ONCE
 namespace tokamax {
+// The source rows of the rhs panel a task will pack next: `rows` rows of `bytes` bytes, `stride`
+// bytes apart. The block product spreads L2 prefetches of it over its micro-tiles, so the next
+// panel's DRAM reads overlap this panel's FMAs instead of stalling its packing (one group's rhs
+// is read from memory exactly once, and in MoE layers it is most of the bytes).
+struct PrefetchPlan {
+  const char* base = nullptr;
+  int64_t rows = 0, stride = 0, bytes = 0;
+};
+
+class PrefetchCursor {
+ public:
+  PrefetchCursor(const PrefetchPlan& plan, int64_t steps) : plan_(plan) {
+    const int64_t lines = plan.rows * ((plan.bytes + kLine - 1) / kLine);
+    per_step_ = steps > 0 ? (lines + steps - 1) / steps : 0;
+  }
+  // Prefetches the next share of the lines into L2 (locality 2: not L1, which holds the
+  // micro-kernel's operands).
+  void step() {
+    for (int64_t i = 0; i < per_step_ && row_ < plan_.rows; ++i) {
+      __builtin_prefetch(plan_.base + row_ * plan_.stride + offset_, 0, 2);
+      offset_ += kLine;
+      if (offset_ >= plan_.bytes) {
+        offset_ = 0;
+        ++row_;
+      }
+    }
+  }
+
+ private:
+  static constexpr int64_t kLine = 64;
+  PrefetchPlan plan_;
+  int64_t per_step_ = 0, row_ = 0, offset_ = 0;
+};
+
 // One call of the block product: every (micro-panel, strip) pair of a packed lhs block against
 // an rhs panel, packed or read in place.
 struct BlockArgs {
   const void* lhs_block;  // packed lhs block [ceil(rows / mr)][depth][mr] (or bf16 pairs)
   int64_t rows;
-  const void* rhs;         // packed panel [strips][depth][nr], or rhs [depth, ldb] in place
-  DType rhs_dtype;         // of `rhs` when in place; packed panels are of the accumulator type
-  bool rhs_packed;         // in place: `cols` must be whole strips (no read past N)
+  const void* rhs;           // packed panel [strips][depth][nr], or rhs [depth, ldb] in place
+  DType rhs_dtype;           // of `rhs` when in place; packed panels are of the accumulator type
+  bool rhs_packed;           // in place: `cols` must be whole strips (no read past N)
   int64_t rhs_strip_stride;  // elements from one strip to the next: depth * nr, or nr in place
   int64_t ldb;               // elements from one k row to the next: nr, or N in place
   int64_t cols;
@@ -66,7 +103,23 @@ struct BlockArgs {
   int64_t ldc;
   bool accumulate;  // add to `out` (later K blocks) instead of overwriting it (first block)
   int mr, nr_vectors;
+  PrefetchPlan next_rhs;  // what the task reads next (empty: nothing to prefetch)
 };
+
+// One call of the streaming kernel for tasks of at most kStreamRows rows: lhs rows times rhs
+// [K, cols] read in place, row after row, over all of K.
+struct StreamArgs {
+  const void* lhs;  // [rows, K] lhs_dtype, row stride K
+  DType lhs_dtype;
+  int64_t rows;
+  const void* rhs;  // [K, cols] rhs_dtype, row stride ldb
+  DType rhs_dtype;
+  int64_t ldb;
+  int64_t K, cols;
+  float* out;  // [rows, cols] f32, row stride ldc; overwritten
+  int64_t ldc;
+};
+inline constexpr int64_t kStreamRows = kCpuStreamRows;
 }  // namespace tokamax
 #endif
 
@@ -74,7 +127,9 @@ HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// NRV consecutive vectors of a rhs row, widened to the accumulation type.
+using DF = hn::ScalableTag<float>;
+
+// One vector of consecutive rhs columns, widened to the accumulation type.
 template <class D, typename BT>
 HWY_INLINE hn::Vec<D> LoadRhs(D d, const BT* HWY_RESTRICT p) {
   if constexpr (std::is_same_v<BT, hn::TFromD<D>>) {
@@ -84,8 +139,8 @@ HWY_INLINE hn::Vec<D> LoadRhs(D d, const BT* HWY_RESTRICT p) {
     return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(),
                                       reinterpret_cast<const hwy::bfloat16_t*>(p)));
   } else {
-    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, D>(),
-                                      reinterpret_cast<const hwy::float16_t*>(p)));
+    return hn::PromoteTo(
+        d, hn::LoadU(hn::Rebind<hwy::float16_t, D>(), reinterpret_cast<const hwy::float16_t*>(p)));
   }
 }
 
@@ -95,13 +150,15 @@ HWY_INLINE hn::Vec<D> LoadRhs(D d, const BT* HWY_RESTRICT p) {
 // tables in cpu_tiling.h).
 template <int MR, int NRV, class D, typename BT>
 HWY_INLINE void MicroTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* HWY_RESTRICT rhs,
-                          int64_t ldb, int64_t depth, hn::TFromD<D>* HWY_RESTRICT out,
-                          int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+                          int64_t ldb, int64_t depth, hn::TFromD<D>* HWY_RESTRICT out, int64_t ldc,
+                          int64_t rows, int64_t cols, bool accumulate) {
   using T = hn::TFromD<D>;
   constexpr int64_t L = static_cast<int64_t>(hn::MaxLanes(D()));
-  // Touch the output rows now: their loads at the end then hit L1 instead of stalling the
-  // epilogue on L2/L3 (a task sweeps tn columns of mr rows between two visits of a tile).
-  for (int64_t r = 0; r < rows; ++r) hwy::Prefetch(out + r * ldc);
+  // Touch the output tile now: its loads at the end then hit L1 instead of stalling the
+  // epilogue on L2/L3 (a task sweeps all its rows between two visits of a tile).
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int v = 0; v < NRV; ++v) hwy::Prefetch(out + r * ldc + v * L);
+  }
   hn::Vec<D> acc[MR][NRV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
@@ -166,12 +223,14 @@ void BlockProduct(const BlockArgs& args) {
   const BT* rhs = static_cast<const BT*>(args.rhs);
   T* out = static_cast<T*>(args.out);
   const int64_t panels = ceil_div(args.rows, MR), strips = ceil_div(args.cols, NR);
+  PrefetchCursor prefetch(args.next_rhs, panels * strips);
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t rows = std::min<int64_t>(MR, args.rows - p * MR);
     for (int64_t s = 0; s < strips; ++s) {
       MicroTile<MR, NRV>(d, lhs + p * args.depth * MR, rhs + s * args.rhs_strip_stride, args.ldb,
                          args.depth, out + p * MR * args.ldc + s * NR, args.ldc, rows,
                          std::min<int64_t>(NR, args.cols - s * NR), args.accumulate);
+      prefetch.step();
     }
   }
 }
@@ -213,6 +272,122 @@ bool BlockProductF64(const BlockArgs& args) {
   return args.rhs_packed && RunShape<double, double>(args);
 }
 
+// --- Streaming kernel for tasks of few rows (decode-like MoE: 1-4 tokens per expert). --------
+// Each rhs element feeds at most kStreamRows multiply-adds, so the task is bound by reading rhs
+// from memory, and what matters is reading it at full bandwidth: rhs is walked row after row
+// over the task's whole column range, 4 rows at a time, i.e. 4 long sequential streams the
+// hardware prefetchers follow (strips of a few columns each would hop 8 KB between 128-byte
+// reads). The partial sums live in the output row (L1/L2: cols * 4 bytes per lhs row) and are
+// updated once per 4 k instead of once per k.
+constexpr int64_t kPrefetchRows = 8;
+
+template <int ROWS, typename BT, typename LT>
+void StreamRowsT(const StreamArgs& args) {
+  const DF d;
+  constexpr int64_t L = static_cast<int64_t>(hn::MaxLanes(DF()));
+  const LT* lhs = static_cast<const LT*>(args.lhs);
+  const BT* rhs = static_cast<const BT*>(args.rhs);
+  const int64_t K = args.K, cols = args.cols, ldb = args.ldb, ldc = args.ldc;
+  float* out = args.out;
+  for (int r = 0; r < ROWS; ++r) std::fill_n(out + r * ldc, cols, 0.0f);
+  auto widen = [](LT x) { return static_cast<float>(to_double(x)); };
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    const BT* b0 = rhs + k * ldb;
+    hn::Vec<DF> a[ROWS][4];
+    float a_scalar[ROWS][4];
+    for (int r = 0; r < ROWS; ++r) {
+      for (int j = 0; j < 4; ++j) {
+        a_scalar[r][j] = widen(lhs[r * K + k + j]);
+        a[r][j] = hn::Set(d, a_scalar[r][j]);
+      }
+    }
+    int64_t c = 0;
+    for (; c + L <= cols; c += L) {
+      // Software prefetch two row groups ahead: the hardware streams ramp up per 4 KiB page,
+      // and each rhs row crosses a page every 2-4 KiB here; +3-5% of the bandwidth measured.
+      if (k + kPrefetchRows + 4 <= K) {
+        for (int j = 0; j < 4; ++j) hwy::Prefetch(b0 + (kPrefetchRows + j) * ldb + c);
+      }
+      const auto v0 = LoadRhs(d, b0 + c), v1 = LoadRhs(d, b0 + ldb + c);
+      const auto v2 = LoadRhs(d, b0 + 2 * ldb + c), v3 = LoadRhs(d, b0 + 3 * ldb + c);
+      for (int r = 0; r < ROWS; ++r) {
+        float* o = out + r * ldc + c;
+        // Two chains per row: the accumulator round trip through L1 is the latency to hide.
+        auto s0 = hn::MulAdd(a[r][0], v0, hn::LoadU(d, o));
+        auto s1 = hn::Mul(a[r][1], v1);
+        s0 = hn::MulAdd(a[r][2], v2, s0);
+        s1 = hn::MulAdd(a[r][3], v3, s1);
+        hn::StoreU(hn::Add(s0, s1), d, o);
+      }
+    }
+    for (; c < cols; ++c) {  // the last cols % L columns
+      for (int r = 0; r < ROWS; ++r) {
+        float sum = out[r * ldc + c];
+        for (int j = 0; j < 4; ++j) {
+          sum += a_scalar[r][j] * static_cast<float>(to_double(b0[j * ldb + c]));
+        }
+        out[r * ldc + c] = sum;
+      }
+    }
+  }
+  for (; k < K; ++k) {  // the last K % 4 rows of rhs
+    const BT* b = rhs + k * ldb;
+    for (int r = 0; r < ROWS; ++r) {
+      const float a_r = widen(lhs[r * K + k]);
+      const auto a_v = hn::Set(d, a_r);
+      int64_t c = 0;
+      for (; c + L <= cols; c += L) {
+        float* o = out + r * ldc + c;
+        hn::StoreU(hn::MulAdd(a_v, LoadRhs(d, b + c), hn::LoadU(d, o)), d, o);
+      }
+      for (; c < cols; ++c) out[r * ldc + c] += a_r * static_cast<float>(to_double(b[c]));
+    }
+  }
+}
+
+template <typename BT, typename LT>
+void StreamRowsRows(const StreamArgs& args) {
+  switch (args.rows) {
+    case 1:
+      return StreamRowsT<1, BT, LT>(args);
+    case 2:
+      return StreamRowsT<2, BT, LT>(args);
+    case 3:
+      return StreamRowsT<3, BT, LT>(args);
+    default:
+      return StreamRowsT<4, BT, LT>(args);
+  }
+}
+
+template <typename BT>
+bool StreamRowsLhs(const StreamArgs& args) {
+  switch (args.lhs_dtype) {
+    case DType::kF32:
+      return StreamRowsRows<BT, float>(args), true;
+    case DType::kBF16:
+      return StreamRowsRows<BT, bf16>(args), true;
+    case DType::kF16:
+      return StreamRowsRows<BT, f16>(args), true;
+    default:
+      return false;
+  }
+}
+
+bool StreamRowsF32(const StreamArgs& args) {
+  if (args.rows < 1 || args.rows > kStreamRows) return false;
+  switch (args.rhs_dtype) {
+    case DType::kF32:
+      return StreamRowsLhs<float>(args);
+    case DType::kBF16:
+      return StreamRowsLhs<bf16>(args);
+    case DType::kF16:
+      return StreamRowsLhs<f16>(args);
+    default:
+      return false;
+  }
+}
+
 int F32Lanes() { return kF32Lanes; }
 int F64Lanes() { return static_cast<int>(hn::MaxLanes(hn::ScalableTag<double>())); }
 const char* KernelTargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -229,6 +404,7 @@ namespace tokamax {
 
 HWY_EXPORT(BlockProductF32);
 HWY_EXPORT(BlockProductF64);
+HWY_EXPORT(StreamRowsF32);
 HWY_EXPORT(F32Lanes);
 HWY_EXPORT(F64Lanes);
 HWY_EXPORT(KernelTargetName);
@@ -249,8 +425,11 @@ TOKAMAX_TARGET_BF16 void MicroTileBf16(const uint32_t* __restrict lhs,  // [pair
                                        int64_t pairs, float* __restrict out, int64_t ldc,
                                        int64_t rows, int64_t cols, bool accumulate) {
   constexpr int64_t L = 16;
-  for (int64_t r = 0; r < rows; ++r) _mm_prefetch(reinterpret_cast<const char*>(out + r * ldc),
-                                                  _MM_HINT_T0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int v = 0; v < NRV; ++v) {
+      _mm_prefetch(reinterpret_cast<const char*>(out + r * ldc + v * L), _MM_HINT_T0);
+    }
+  }
   __m512 acc[MR][NRV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
@@ -266,8 +445,8 @@ TOKAMAX_TARGET_BF16 void MicroTileBf16(const uint32_t* __restrict lhs,  // [pair
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       // One 32-bit broadcast carries (lhs[r][2i], lhs[r][2i+1]).
-      const __m512bh a_r = reinterpret_cast<__m512bh>(_mm512_set1_epi32(
-          static_cast<int>(lhs[i * MR + r])));
+      const __m512bh a_r =
+          reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(lhs[i * MR + r])));
 #pragma GCC unroll 4
       for (int v = 0; v < NRV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a_r, b[v]);
     }
@@ -291,18 +470,20 @@ TOKAMAX_TARGET_BF16 void MicroTileBf16(const uint32_t* __restrict lhs,  // [pair
 
 template <int MR, int NRV>
 TOKAMAX_TARGET_BF16 void BlockProductBf16(const BlockArgs& args) {
-  constexpr int64_t NR = NRV * 16;
+  constexpr int64_t NR = int64_t{NRV} * 16;
   const uint32_t* lhs = static_cast<const uint32_t*>(args.lhs_block);
   const uint32_t* rhs = static_cast<const uint32_t*>(args.rhs);
   float* out = static_cast<float*>(args.out);
   const int64_t pairs = ceil_div(args.depth, 2);
   const int64_t panels = ceil_div(args.rows, MR), strips = ceil_div(args.cols, NR);
+  PrefetchCursor prefetch(args.next_rhs, panels * strips);
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t rows = std::min<int64_t>(MR, args.rows - p * MR);
     for (int64_t s = 0; s < strips; ++s) {
       MicroTileBf16<MR, NRV>(lhs + p * pairs * MR, rhs + s * pairs * NR, pairs,
                              out + p * MR * args.ldc + s * NR, args.ldc, rows,
                              std::min<int64_t>(NR, args.cols - s * NR), args.accumulate);
+      prefetch.step();
     }
   }
 }
@@ -357,7 +538,7 @@ struct Launch {
   const char* rhs;  // [G, K, N] rhs_dtype
   char* out;        // [M, N] out_dtype
   DType lhs_dtype, rhs_dtype, out_dtype;
-  int64_t nr;         // micro-tile columns in accumulator lanes
+  int64_t nr;           // micro-tile columns in accumulator lanes
   TaskScratch scratch;  // element counts, in the accumulation type
 };
 
@@ -380,7 +561,8 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
   char* out_tile = launch.out + (task.m_start * N + task.n_start) * out_size;
   if (task.group == kZeroRowsTask || K == 0) {
     // +0.0 is all-zero bits in every float dtype, so zeroing is a memset per row.
-    for (int64_t r = 0; r < rows; ++r) std::memset(out_tile + r * N * out_size, 0, task_cols * out_size);
+    for (int64_t r = 0; r < rows; ++r)
+      std::memset(out_tile + r * N * out_size, 0, task_cols * out_size);
     return;
   }
   constexpr bool f64 = std::is_same_v<Acc, double>;
@@ -388,8 +570,8 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
   // f32 scratch rounded to the output dtype once, after the last K block.
   const bool in_place = launch.out_dtype == (f64 ? DType::kF64 : DType::kF32);
   const TaskScratch& sizes = launch.scratch;
-  char* scratch = thread_scratch(sizeof(Acc) * (align_up(sizes.lhs_block) +
-                                                align_up(sizes.rhs_panel) + sizes.acc));
+  char* scratch = thread_scratch(
+      sizeof(Acc) * (align_up(sizes.lhs_block) + align_up(sizes.rhs_panel) + sizes.acc));
   Acc* lhs_block = reinterpret_cast<Acc*>(scratch);
   Acc* rhs_panel = lhs_block + align_up(sizes.lhs_block);
   Acc* acc = in_place ? reinterpret_cast<Acc*>(out_tile) : rhs_panel + align_up(sizes.rhs_panel);
@@ -400,6 +582,27 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
   const char* rhs_g = launch.rhs + task.group * K * N * rhs_size;
   // A task of one micro-panel reads each rhs element once: packing would copy it for nothing.
   const bool in_place_rhs = !f64 && !options.native_bf16 && (!options.pack_rhs || rows <= mr);
+  if (in_place_rhs && rows <= kStreamRows) {
+    StreamArgs args{};
+    args.lhs = lhs_rows;
+    args.lhs_dtype = launch.lhs_dtype;
+    args.rows = rows;
+    args.rhs = rhs_g + task.n_start * rhs_size;
+    args.rhs_dtype = launch.rhs_dtype;
+    args.ldb = N;
+    args.K = K;
+    args.cols = task_cols;
+    args.out = reinterpret_cast<float*>(acc);
+    args.ldc = ldc;
+    if (!HWY_DYNAMIC_DISPATCH(StreamRowsF32)(args)) {
+      throw NotImplemented("cpu ragged_dot: no streaming kernel for these dtypes");
+    }
+    if (!in_place) {
+      store_rows(reinterpret_cast<const float*>(acc), ldc, rows, task_cols, launch.out_dtype,
+                 out_tile, N);
+    }
+    return;
+  }
 
   for (int64_t k_i = 0; k_i < work.nk; ++k_i) {
     const int64_t k0 = k_i * work.tk, depth = std::min(work.tk, K - k0);
@@ -421,6 +624,16 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
       const int64_t cols = std::min(work.tn, task.n_end - n0);
       const char* rhs_block = rhs_g + (k0 * N + n0) * rhs_size;
       args.out = acc + (n0 - task.n_start);
+      // The panel after this one: the next columns of this K block, or the first of the next.
+      const int64_t next_n0 = n0 + work.tn < task.n_end ? n0 + work.tn : task.n_start;
+      const int64_t next_k0 = n0 + work.tn < task.n_end ? k0 : k0 + work.tk;
+      args.next_rhs = {};
+      if (next_k0 < K) {
+        args.next_rhs.base = rhs_g + (next_k0 * N + next_n0) * rhs_size;
+        args.next_rhs.rows = std::min(work.tk, K - next_k0);
+        args.next_rhs.stride = N * static_cast<int64_t>(rhs_size);
+        args.next_rhs.bytes = std::min(work.tn, task.n_end - next_n0) * rhs_size;
+      }
       if (options.native_bf16) {
         pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(rhs_block), N, depth, cols, nr,
                              reinterpret_cast<uint32_t*>(rhs_panel));

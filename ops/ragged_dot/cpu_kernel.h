@@ -16,10 +16,16 @@
 
 namespace tokamax {
 
+// Tasks of at most this many rows whose rhs is read in place (packing=no_pack, or one
+// micro-panel) stream rhs row by row instead of running micro-tiles: each rhs element feeds so
+// few multiply-adds that reading it at full memory bandwidth is all that matters. Tile extents
+// and the micro-tile shape do not affect them.
+inline constexpr int64_t kCpuStreamRows = 4;
+
 // How the kernel runs a work list. The tile extents come from the work list itself.
 struct CpuKernelOptions {
-  int mr = 14;          // micro-tile rows: a shape of micro_kernel_shapes(cpu_kernel_f32_lanes())
-  int nr_vectors = 2;   // micro-tile columns, in vectors
+  int mr = 14;           // micro-tile rows: a shape of micro_kernel_shapes(cpu_kernel_f32_lanes())
+  int nr_vectors = 2;    // micro-tile columns, in vectors
   bool pack_rhs = true;  // false: read full rhs strips in place (no panel copy), for few rows
   bool native_bf16 = false;  // bf16 inputs multiplied by vdpbf16ps on pair-packed operands
   int num_threads = 0;       // 0 = every core of the pool

@@ -8,9 +8,11 @@
 //   L            f32 lanes of the Highway target
 //
 // Highway compiles this file once per x86 target (AVX-512, AVX2, scalar) and dispatches at run
-// time. Packing is a small share of the work (each packed element feeds >= tm or >= tn
-// multiply-adds), so only the copies that run per rhs element are vectorized; the lhs
-// transposition stays scalar.
+// time. Each packed element feeds many multiply-adds (an rhs element every row of its task, an
+// lhs element every column), so packing is a few percent of the time, but only if it runs at
+// vector speed: rhs rows are widened a vector at a time, lhs micro-panels are transposed in
+// registers, and the source rows a loop reads next are prefetched (rhs panels come from DRAM:
+// each group's rhs is read from memory once, by its packing).
 #include "ops/ragged_dot/cpu_pack.h"
 
 #include <algorithm>
@@ -67,16 +69,28 @@ HWY_INLINE hn::Vec<DF> LoadWiden(DF df, const In* HWY_RESTRICT src) {
   }
 }
 
-// k outer, strips inner: the source is read in its own row order (one sequential stream per
-// call, friendly to the hardware prefetcher) while the strips fill in parallel.
+// Prefetches `bytes` bytes of a source row a few rows ahead of the packing loop. The block
+// product already prefetches the panel a task packs next; this covers the first panel of each
+// task, which nothing could announce, with more reads in flight than the prefetchers start.
+constexpr int64_t kPackPrefetchRows = 8;
+inline void PrefetchRow(const void* row, int64_t bytes) {
+  const char* p = static_cast<const char*>(row);
+  for (int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(p + offset, 0, 3);
+}
+
+// k outer, strips inner: each source row segment is read once, front to back, while the strips
+// fill in parallel (k inner would hop a whole rhs row, N elements, between reads).
 template <typename Acc, typename In>
-void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_t cols,
-                   int64_t nr, Acc* HWY_RESTRICT packed) {
+void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
+                   Acc* HWY_RESTRICT packed) {
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t strips = ceil_div(cols, nr);
   for (int64_t k = 0; k < depth; ++k) {
     const In* src = rhs + k * ld;
+    if (k + kPackPrefetchRows < depth) {
+      PrefetchRow(src + kPackPrefetchRows * ld, cols * static_cast<int64_t>(sizeof(In)));
+    }
     for (int64_t s = 0; s < strips; ++s) {
       Acc* dst = packed + (s * depth + k) * nr;
       const int64_t c0 = s * nr, width = std::min(nr, cols - c0);
@@ -93,12 +107,127 @@ void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_
   }
 }
 
-// The lhs transposition [rows, depth] -> [depth][mr] per micro-panel. Scalar on purpose: the
-// block is packed once per (task, K block) and then feeds every column of the task, so it costs
-// about mr / (2 * task_n) of the multiply-add time.
+// --- lhs transposition [rows, depth] -> [depth][mr] per micro-panel. -------------------------
+// The lhs block is packed once per (task, K block) and then feeds every column of the task, yet
+// a scalar transposition still costs about 7% of an f32 GEMM (one load and one strided store per
+// element). On x86 the micro-panel is transposed in registers instead, L rows x L k at a time
+// (L = 16 on AVX-512, 8 on AVX2): rows past the group's end are loaded as zeros, and each k
+// stores its mr lanes with one masked store.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr int64_t kTransposeLanes = 16;
+using TransposeVec = __m512;
+
+// `count` (<= 16) consecutive elements widened to f32; the rest of the vector is zero (masked
+// loads never touch memory past `count`). 32-bit elements (f32, and bf16 pairs viewed as one
+// word) are moved bit for bit: the shuffles below do no arithmetic.
+template <typename In>
+HWY_INLINE __m512 LoadRowChunk(const In* src, int64_t count) {
+  const __mmask16 mask = static_cast<__mmask16>(count >= 16 ? 0xFFFFu : (1u << count) - 1u);
+  if constexpr (sizeof(In) == 4) {
+    return _mm512_maskz_loadu_ps(mask, src);
+  } else if constexpr (std::is_same_v<In, bf16>) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, src));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  } else {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, src));
+  }
+}
+
+// 16x16 transpose in four shuffle stages (unpack ps, unpack pd, two 128-bit lane shuffles):
+// 64 shuffles per 256 elements. On return r[k] holds column k, lane i = row i.
+HWY_INLINE void Transpose(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3; lane L of r[4g + j] = column j + 4L
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+    r[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+    t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+    r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+  }
+}
+
+HWY_INLINE void StoreLanes(float* dst, int64_t mr, __m512 v) {
+  _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << mr) - 1u), v);
+}
+#elif HWY_TARGET == HWY_AVX2
+constexpr int64_t kTransposeLanes = 8;
+using TransposeVec = __m256;
+
+// AVX2 has masked loads for 32-bit lanes only: partial chunks of 16-bit inputs go through a
+// small zero-padded copy.
+template <typename In>
+HWY_INLINE __m256 LoadRowChunk(const In* src, int64_t count) {
+  if (count < 8) {
+    alignas(32) float tmp[8] = {};
+    for (int64_t k = 0; k < count; ++k) {
+      if constexpr (sizeof(In) == 4) {
+        std::memcpy(&tmp[k], &src[k], 4);
+      } else {
+        tmp[k] = to_float(src[k]);
+      }
+    }
+    return _mm256_load_ps(tmp);
+  }
+  if constexpr (sizeof(In) == 4) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(src));
+  } else if constexpr (std::is_same_v<In, bf16>) {
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  }
+}
+
+HWY_INLINE void Transpose(__m256 r[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 2; ++g) {  // rows 4g..4g+3; half H of t[4g + j] = column j + 4H
+    const __m256d a = _mm256_castps_pd(t[4 * g]), b = _mm256_castps_pd(t[4 * g + 1]);
+    const __m256d c = _mm256_castps_pd(t[4 * g + 2]), d = _mm256_castps_pd(t[4 * g + 3]);
+    t[4 * g + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, c));
+    t[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, c));
+    t[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(b, d));
+    t[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(b, d));
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(t[j], t[4 + j], 0x20);
+    r[4 + j] = _mm256_permute2f128_ps(t[j], t[4 + j], 0x31);
+  }
+}
+
+HWY_INLINE void StoreLanes(float* dst, int64_t mr, __m256 v) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(mr)), lane), v);
+}
+#else
+constexpr int64_t kTransposeLanes = 0;  // no register transposition: the scalar loop below
+#endif
+
+// Scalar transposition: the f64 path, targets without the register version, mr > L.
 template <typename Acc, typename In>
-void PackLhsBlockT(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t depth,
-                   int64_t mr, Acc* HWY_RESTRICT packed) {
+void PackLhsScalar(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
+                   Acc* HWY_RESTRICT packed) {
   const int64_t panels = ceil_div(rows, mr);
   for (int64_t p = 0; p < panels; ++p) {
     Acc* dst = packed + p * depth * mr;
@@ -114,9 +243,39 @@ void PackLhsBlockT(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t
   }
 }
 
+// `Out` is float for widened f32 panels and uint32_t for bf16 pairs (then `In` is uint32_t too
+// and `depth` counts pairs).
+template <typename Out, typename In>
+void PackLhsBlockT(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
+                   Out* HWY_RESTRICT packed) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+  if constexpr (sizeof(Out) == 4) {
+    if (mr <= kTransposeLanes) {
+      const int64_t panels = ceil_div(rows, mr);
+      for (int64_t p = 0; p < panels; ++p) {
+        float* dst = reinterpret_cast<float*>(packed) + p * depth * mr;
+        const int64_t r0 = p * mr, height = std::min(mr, rows - r0);
+        for (int64_t k0 = 0; k0 < depth; k0 += kTransposeLanes) {
+          const int64_t count = std::min(kTransposeLanes, depth - k0);
+          TransposeVec r[kTransposeLanes];
+          for (int64_t i = 0; i < kTransposeLanes; ++i) {
+            // Rows past the group's end (and past mr) are zeros: the padding of the panel.
+            r[i] = i < height ? LoadRowChunk(lhs + (r0 + i) * ld + k0, count) : TransposeVec{};
+          }
+          Transpose(r);
+          for (int64_t k = 0; k < count; ++k) StoreLanes(dst + (k0 + k) * mr, mr, r[k]);
+        }
+      }
+      return;
+    }
+  }
+#endif
+  PackLhsScalar(lhs, ld, rows, depth, mr, packed);
+}
+
 template <typename Acc>
-void PackRhsPanel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
-                  int64_t nr, Acc* packed) {
+void PackRhsPanel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
+                  Acc* packed) {
   switch (dtype) {
     case DType::kF32:
       return PackRhsPanelT(static_cast<const float*>(rhs), ld, depth, cols, nr, packed);
@@ -136,8 +295,8 @@ void PackRhsPanel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64
 }
 
 template <typename Acc>
-void PackLhsBlock(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
-                  int64_t mr, Acc* packed) {
+void PackLhsBlock(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
+                  Acc* packed) {
   switch (dtype) {
     case DType::kF32:
       return PackLhsBlockT(static_cast<const float*>(lhs), ld, rows, depth, mr, packed);
@@ -173,10 +332,16 @@ void PackLhsBlockF64(DType dtype, const void* lhs, int64_t ld, int64_t rows, int
   PackLhsBlock(dtype, lhs, ld, rows, depth, mr, packed);
 }
 
-// Two consecutive k of one lhs row are adjacent in memory, so a pair is one 32-bit copy.
+// Two consecutive k of one lhs row are adjacent in memory, so a pair is one 32-bit element and
+// the pair layout is the f32 transposition of the row viewed as 32-bit words. An odd depth leaves
+// a last pair (lhs[depth - 1], +0) that is written separately.
 void PackLhsBlockPairs(const bf16* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t depth,
                        int64_t mr, uint32_t* HWY_RESTRICT packed) {
   const int64_t pairs = ceil_div(depth, 2), panels = ceil_div(rows, mr);
+  if (ld % 2 == 0 && depth % 2 == 0 && reinterpret_cast<uintptr_t>(lhs) % 4 == 0) {
+    PackLhsBlockT(reinterpret_cast<const uint32_t*>(lhs), ld / 2, rows, pairs, mr, packed);
+    return;
+  }
   for (int64_t p = 0; p < panels; ++p) {
     uint32_t* dst = packed + p * pairs * mr;
     const int64_t r0 = p * mr, height = std::min(mr, rows - r0);
@@ -207,13 +372,18 @@ void PackRhsPanelPairs(const bf16* HWY_RESTRICT rhs, int64_t ld, int64_t depth, 
     const uint16_t* even = reinterpret_cast<const uint16_t*>(rhs + 2 * i * ld);
     const bool has_odd = 2 * i + 1 < depth;
     const uint16_t* odd = has_odd ? even + ld : nullptr;
+    if (2 * i + kPackPrefetchRows + 1 < depth) {
+      PrefetchRow(even + kPackPrefetchRows * ld, 2 * cols);
+      PrefetchRow(even + (kPackPrefetchRows + 1) * ld, 2 * cols);
+    }
     for (int64_t s = 0; s < strips; ++s) {
       uint32_t* dst = packed + (s * pairs + i) * nr;
       const int64_t c0 = s * nr, width = std::min(nr, cols - c0);
       int64_t c = 0;
       for (; c + L <= width; c += L) {
         const auto lo = hn::PromoteTo(du32, hn::LoadU(du16, even + c0 + c));
-        const auto hi = has_odd ? hn::PromoteTo(du32, hn::LoadU(du16, odd + c0 + c)) : hn::Zero(du32);
+        const auto hi =
+            has_odd ? hn::PromoteTo(du32, hn::LoadU(du16, odd + c0 + c)) : hn::Zero(du32);
         hn::StoreU(hn::Or(lo, hn::ShiftLeft<16>(hi)), du32, dst + c);
       }
       for (; c < width; ++c) {
@@ -257,7 +427,8 @@ void StoreRows(const float* HWY_RESTRICT acc, int64_t ld_acc, int64_t rows, int6
         bf16* dst = static_cast<bf16*>(out) + r * ld_out;
         const hn::Rebind<uint16_t, DF> du16;
         for (; c + L <= cols; c += L) {
-          hn::StoreU(DemoteBf16(hn::LoadU(df, src + c)), du16, reinterpret_cast<uint16_t*>(dst + c));
+          hn::StoreU(DemoteBf16(hn::LoadU(df, src + c)), du16,
+                     reinterpret_cast<uint16_t*>(dst + c));
         }
         for (; c < cols; ++c) dst[c] = float_to_bf16(src[c]);
         break;

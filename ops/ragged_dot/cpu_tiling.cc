@@ -11,6 +11,7 @@
 #include "ops/ragged_dot/cpu_tiling.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "ops/errors.h"
@@ -25,6 +26,29 @@ int64_t padded_rows(std::span<const int64_t> group_sizes, int64_t mr) {
   int64_t total = 0;
   for (int64_t size : group_sizes) total += round_up(std::max<int64_t>(size, 0), mr);
   return total;
+}
+
+double schedule_efficiency(std::span<const int64_t> group_sizes, int64_t N, int64_t tm,
+                           int64_t task_n, int threads) {
+  if (task_n <= 0 || task_n > N) task_n = N;
+  std::vector<int64_t> costs;
+  for (int64_t size : group_sizes) {
+    for (int64_t m = 0; m < size; m += tm) {
+      for (int64_t n = 0; n < N; n += task_n) {
+        costs.push_back(std::min(tm, size - m) * std::min(task_n, N - n));
+      }
+    }
+  }
+  if (costs.empty() || threads <= 1) return 1.0;
+  std::sort(costs.begin(), costs.end(), std::greater<>());
+  std::vector<int64_t> load(static_cast<size_t>(threads), 0);
+  int64_t total = 0;
+  for (int64_t cost : costs) {
+    *std::min_element(load.begin(), load.end()) += cost;
+    total += cost;
+  }
+  const int64_t busiest = *std::max_element(load.begin(), load.end());
+  return static_cast<double>(total) / (static_cast<double>(threads) * static_cast<double>(busiest));
 }
 
 int64_t count_m_tiles(std::span<const int64_t> group_sizes, int64_t tm) {
@@ -48,8 +72,8 @@ RaggedDotWorkList make_ragged_dot_work_list(std::span<const int64_t> group_start
   work.tn = tn;
   work.tk = tk;
   // A task's columns are whole rhs panels, so only the last panel of N is ever partial.
-  work.task_n = (task_n <= 0 || task_n >= N) ? std::max<int64_t>(round_up(N, tn), tn)
-                                             : round_up(task_n, tn);
+  work.task_n =
+      (task_n <= 0 || task_n >= N) ? std::max<int64_t>(round_up(N, tn), tn) : round_up(task_n, tn);
   work.nn = ceil_div(N, work.task_n);
   work.nk = ceil_div(K, tk);
   const int64_t G = static_cast<int64_t>(group_starts.size()) - 1;

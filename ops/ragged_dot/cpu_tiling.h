@@ -58,6 +58,13 @@ bool has_micro_kernel_shape(int lanes, int mr, int nr_vectors);
 // this mr really issues per column (zero rows included). Picks the shape that wastes least.
 int64_t padded_rows(std::span<const int64_t> group_sizes, int64_t mr);
 
+// How well `threads` threads balance the tasks of (tm, task_n) when the pool hands them out
+// largest first (greedy longest-processing-time, what the dynamic scheduler does with the
+// work list's order): total work / (threads * the busiest thread's work), in (0, 1]. Task cost
+// is rows x columns; task_n <= 0 means all of N.
+double schedule_efficiency(std::span<const int64_t> group_sizes, int64_t N, int64_t tm,
+                           int64_t task_n, int threads);
+
 // The `group` of a task that writes zeros to output rows past the group sum.
 inline constexpr int64_t kZeroRowsTask = -1;
 

@@ -1,6 +1,8 @@
 // Tests for the cpu ragged_dot packing layouts and the f32 -> bf16/f16 output rounding.
 #include "ops/ragged_dot/cpu_pack.h"
 
+#include <hwy/targets.h>
+
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -76,104 +78,154 @@ void check_rhs_panel(DType dtype) {
   }
 }
 
+// Runs `body` once per SIMD target this CPU supports among the ones the packing code compiles
+// (AVX-512, AVX2, scalar), so every transposition and conversion path is checked bit for bit.
+template <typename Body>
+void for_each_target(Body&& body) {
+  struct RestoreTargets {
+    ~RestoreTargets() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  const int64_t supported = hwy::SupportedTargets();
+  for (const int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
+    if ((supported & target) == 0) {
+      WARN("skipped: the CPU does not support the " << hwy::TargetName(target) << " target");
+      continue;
+    }
+    hwy::SetSupportedTargetsForTest(target);
+    INFO("target " << hwy::TargetName(target) << ", packing dispatched to " << pack_target_name());
+    REQUIRE(std::string(pack_target_name()) == hwy::TargetName(target));
+    body();
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cpu ragged_dot packs lhs into zero-padded k-major micro-panels", "[ragged_dot]") {
-  check_lhs_block<float>(DType::kF32);
-  check_lhs_block<bf16>(DType::kBF16);
-  check_lhs_block<f16>(DType::kF16);
-  // f64 accumulation packs any input into doubles.
-  const std::vector<double> lhs = {1, 2, 3, 4, 5, 6};  // [2, 3]
-  std::vector<double> packed(3 * 4, -1.0);
-  pack_lhs_block(DType::kF64, lhs.data(), 3, 2, 3, 4, packed.data());
-  CHECK(packed == std::vector<double>{1, 4, 0, 0, 2, 5, 0, 0, 3, 6, 0, 0});
+  for_each_target([&] {
+    check_lhs_block<float>(DType::kF32);
+    check_lhs_block<bf16>(DType::kBF16);
+    check_lhs_block<f16>(DType::kF16);
+    // f64 accumulation packs any input into doubles.
+    const std::vector<double> lhs = {1, 2, 3, 4, 5, 6};  // [2, 3]
+    std::vector<double> packed(12, -1.0);
+    pack_lhs_block(DType::kF64, lhs.data(), 3, 2, 3, 4, packed.data());
+    CHECK(packed == std::vector<double>{1, 4, 0, 0, 2, 5, 0, 0, 3, 6, 0, 0});
+  });
 }
 
 TEST_CASE("cpu ragged_dot packs rhs into zero-padded nr-wide strips", "[ragged_dot]") {
-  check_rhs_panel<float>(DType::kF32);
-  check_rhs_panel<bf16>(DType::kBF16);
-  check_rhs_panel<f16>(DType::kF16);
-  const std::vector<float> rhs = {1, 2, 3, 4, 5, 6};  // [2, 3] as f32 into f64 strips of 2
-  std::vector<double> packed(2 * 2 * 2, -1.0);
-  pack_rhs_panel(DType::kF32, rhs.data(), 3, 2, 3, 2, packed.data());
-  CHECK(packed == std::vector<double>{1, 2, 4, 5, 3, 0, 6, 0});
+  for_each_target([&] {
+    check_rhs_panel<float>(DType::kF32);
+    check_rhs_panel<bf16>(DType::kBF16);
+    check_rhs_panel<f16>(DType::kF16);
+    const std::vector<float> rhs = {1, 2, 3, 4, 5, 6};  // [2, 3] as f32 into f64 strips of 2
+    std::vector<double> packed(8, -1.0);
+    pack_rhs_panel(DType::kF32, rhs.data(), 3, 2, 3, 2, packed.data());
+    CHECK(packed == std::vector<double>{1, 2, 4, 5, 3, 0, 6, 0});
+  });
 }
 
 TEST_CASE("cpu ragged_dot packs bf16 pairs for the native dot", "[ragged_dot]") {
-  auto pair = [](float even, float odd) {
-    return uint32_t{float_to_bf16(even).bits} | (uint32_t{float_to_bf16(odd).bits} << 16);
-  };
-  // lhs: 3 rows of odd depth 5 (stride 6), mr = 2: pairs (k0,k1), (k2,k3), (k4,0).
-  const std::vector<bf16> lhs = matrix<bf16>(3, 6);
-  std::vector<uint32_t> lhs_packed(2 * 3 * 2, 0xDEADBEEF);
-  pack_lhs_block_pairs(lhs.data(), 6, 3, 5, 2, lhs_packed.data());
-  for (int64_t p = 0; p < 2; ++p) {
-    for (int64_t i = 0; i < 3; ++i) {
-      for (int64_t r = 0; r < 2; ++r) {
-        const int64_t row = p * 2 + r;
-        const uint32_t expected =
-            row >= 3 ? 0u : pair(value_at(row, 2 * i), 2 * i + 1 < 5 ? value_at(row, 2 * i + 1) : 0.0f);
-        CAPTURE(p, i, r);
-        CHECK(lhs_packed[(p * 3 + i) * 2 + r] == expected);
+  for_each_target([&] {
+    auto pair = [](float even, float odd) {
+      return uint32_t{float_to_bf16(even).bits} | (uint32_t{float_to_bf16(odd).bits} << 16);
+    };
+    // lhs: 3 rows, mr = 2. Odd depth 5 (stride 6): pairs (k0,k1), (k2,k3), (k4,0) on the
+    // scalar path; even depths (stride 8 / 40) take the register transposition of 32-bit pairs,
+    // 34 with a full and a partial chunk of 16 pairs.
+    for (const auto& [depth, ld] :
+         std::vector<std::pair<int64_t, int64_t>>{{5, 6}, {6, 8}, {34, 40}}) {
+      CAPTURE(depth, ld);
+      const int64_t pairs = (depth + 1) / 2;
+      const std::vector<bf16> lhs = matrix<bf16>(3, ld);
+      std::vector<uint32_t> lhs_packed(2 * pairs * 2, 0xDEADBEEF);
+      pack_lhs_block_pairs(lhs.data(), ld, 3, depth, 2, lhs_packed.data());
+      for (int64_t p = 0; p < 2; ++p) {
+        for (int64_t i = 0; i < pairs; ++i) {
+          for (int64_t r = 0; r < 2; ++r) {
+            const int64_t row = p * 2 + r;
+            const uint32_t expected =
+                row >= 3 ? 0u
+                         : pair(value_at(row, 2 * i),
+                                2 * i + 1 < depth ? value_at(row, 2 * i + 1) : 0.0f);
+            CAPTURE(p, i, r);
+            CHECK(lhs_packed[(p * pairs + i) * 2 + r] == expected);
+          }
+        }
       }
     }
-  }
-  // rhs: depth 3 x 20 columns (stride 24), nr = 16: rows (0,1) and (2,pad) interleaved.
-  const std::vector<bf16> rhs = matrix<bf16>(3, 24);
-  std::vector<uint32_t> rhs_packed(2 * 2 * 16, 0xDEADBEEF);
-  pack_rhs_panel_pairs(rhs.data(), 24, 3, 20, 16, rhs_packed.data());
-  for (int64_t s = 0; s < 2; ++s) {
-    for (int64_t i = 0; i < 2; ++i) {
-      for (int64_t n = 0; n < 16; ++n) {
-        const int64_t col = s * 16 + n;
-        const uint32_t expected =
-            col >= 20 ? 0u : pair(value_at(2 * i, col), 2 * i + 1 < 3 ? value_at(2 * i + 1, col) : 0.0f);
-        CAPTURE(s, i, n);
-        CHECK(rhs_packed[(s * 2 + i) * 16 + n] == expected);
+    // rhs: depth 3 x 20 columns (stride 24), nr = 16: rows (0,1) and (2,pad) interleaved.
+    const std::vector<bf16> rhs = matrix<bf16>(3, 24);
+    std::vector<uint32_t> rhs_packed(64, 0xDEADBEEF);
+    pack_rhs_panel_pairs(rhs.data(), 24, 3, 20, 16, rhs_packed.data());
+    for (int64_t s = 0; s < 2; ++s) {
+      for (int64_t i = 0; i < 2; ++i) {
+        for (int64_t n = 0; n < 16; ++n) {
+          const int64_t col = s * 16 + n;
+          const uint32_t expected =
+              col >= 20
+                  ? 0u
+                  : pair(value_at(2 * i, col), 2 * i + 1 < 3 ? value_at(2 * i + 1, col) : 0.0f);
+          CAPTURE(s, i, n);
+          CHECK(rhs_packed[(s * 2 + i) * 16 + n] == expected);
+        }
       }
     }
-  }
+  });
 }
 
 TEST_CASE("cpu ragged_dot output rounding matches the scalar conversions", "[ragged_dot]") {
-  // Ties in both directions, values just off ties, the overflow edges, subnormals, NaN, inf.
-  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.5f, 3.14159f, 1e-8f, -6e-8f, 1e-40f,
-                               65504.0f, 65519.0f, 65520.0f, -65536.0f, 3.0e38f,
-                               std::numeric_limits<float>::max(),
-                               std::numeric_limits<float>::infinity(),
-                               -std::numeric_limits<float>::infinity(),
-                               std::numeric_limits<float>::quiet_NaN(),
-                               -std::numeric_limits<float>::quiet_NaN()};
-  for (uint32_t bits : {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F817FFFu, 0x7F7FFFFFu,
-                        0x7F7F8000u, 0x33000000u, 0x33000001u, 0x387FE000u, 0x38801000u,
-                        0x7F800001u, 0xFFC00001u}) {
-    values.push_back(std::bit_cast<float>(bits));
-  }
-  while (values.size() < 45) values.push_back(static_cast<float>(values.size()) * 0.3333f);
-  const int64_t cols = static_cast<int64_t>(values.size());
-  // Two rows with strides, so both the vector body and the scalar tail see every value.
-  std::vector<float> acc(2 * (cols + 3));
-  for (int64_t c = 0; c < cols; ++c) acc[c] = acc[cols + 3 + c] = values[c];
+  for_each_target([&] {
+    // Ties in both directions, values just off ties, the overflow edges, subnormals, NaN, inf.
+    std::vector<float> values = {0.0f,
+                                 -0.0f,
+                                 1.0f,
+                                 -1.5f,
+                                 3.14159f,
+                                 1e-8f,
+                                 -6e-8f,
+                                 1e-40f,
+                                 65504.0f,
+                                 65519.0f,
+                                 65520.0f,
+                                 -65536.0f,
+                                 3.0e38f,
+                                 std::numeric_limits<float>::max(),
+                                 std::numeric_limits<float>::infinity(),
+                                 -std::numeric_limits<float>::infinity(),
+                                 std::numeric_limits<float>::quiet_NaN(),
+                                 -std::numeric_limits<float>::quiet_NaN()};
+    for (uint32_t bits :
+         {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F817FFFu, 0x7F7FFFFFu, 0x7F7F8000u, 0x33000000u,
+          0x33000001u, 0x387FE000u, 0x38801000u, 0x7F800001u, 0xFFC00001u}) {
+      values.push_back(std::bit_cast<float>(bits));
+    }
+    while (values.size() < 45) values.push_back(static_cast<float>(values.size()) * 0.3333f);
+    const int64_t cols = static_cast<int64_t>(values.size());
+    // Two rows with strides, so both the vector body and the scalar tail see every value.
+    std::vector<float> acc(2 * (cols + 3));
+    for (int64_t c = 0; c < cols; ++c) acc[c] = acc[cols + 3 + c] = values[c];
 
-  std::vector<bf16> out_bf16(2 * (cols + 1));
-  store_rows(acc.data(), cols + 3, 2, cols, DType::kBF16, out_bf16.data(), cols + 1);
-  std::vector<f16> out_f16(2 * (cols + 1));
-  store_rows(acc.data(), cols + 3, 2, cols, DType::kF16, out_f16.data(), cols + 1);
-  std::vector<float> out_f32(2 * cols);
-  store_rows(acc.data(), cols + 3, 2, cols, DType::kF32, out_f32.data(), cols);
-  for (int64_t r = 0; r < 2; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      const float x = values[c];
-      CAPTURE(r, c, x, std::bit_cast<uint32_t>(x));
-      if (std::isnan(x)) {
-        CHECK(std::isnan(bf16_to_float(out_bf16[r * (cols + 1) + c])));
-        CHECK(std::isnan(f16_to_float(out_f16[r * (cols + 1) + c])));
-        CHECK(std::isnan(out_f32[r * cols + c]));
-      } else {
-        CHECK(out_bf16[r * (cols + 1) + c].bits == float_to_bf16(x).bits);
-        CHECK(out_f16[r * (cols + 1) + c].bits == float_to_f16(x).bits);
-        CHECK(std::bit_cast<uint32_t>(out_f32[r * cols + c]) == std::bit_cast<uint32_t>(x));
+    std::vector<bf16> out_bf16(2 * (cols + 1));
+    store_rows(acc.data(), cols + 3, 2, cols, DType::kBF16, out_bf16.data(), cols + 1);
+    std::vector<f16> out_f16(2 * (cols + 1));
+    store_rows(acc.data(), cols + 3, 2, cols, DType::kF16, out_f16.data(), cols + 1);
+    std::vector<float> out_f32(2 * cols);
+    store_rows(acc.data(), cols + 3, 2, cols, DType::kF32, out_f32.data(), cols);
+    for (int64_t r = 0; r < 2; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const float x = values[c];
+        CAPTURE(r, c, x, std::bit_cast<uint32_t>(x));
+        if (std::isnan(x)) {
+          CHECK(std::isnan(bf16_to_float(out_bf16[r * (cols + 1) + c])));
+          CHECK(std::isnan(f16_to_float(out_f16[r * (cols + 1) + c])));
+          CHECK(std::isnan(out_f32[r * cols + c]));
+        } else {
+          CHECK(out_bf16[r * (cols + 1) + c].bits == float_to_bf16(x).bits);
+          CHECK(out_f16[r * (cols + 1) + c].bits == float_to_f16(x).bits);
+          CHECK(std::bit_cast<uint32_t>(out_f32[r * cols + c]) == std::bit_cast<uint32_t>(x));
+        }
       }
     }
-  }
+  });
 }

@@ -1,4 +1,6 @@
 // Tests for the cpu ragged_dot implementation against the reference, and its configs.
+#include <hwy/targets.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -122,8 +124,7 @@ void check_against_reference(const BoundArgs& args, const json& config) {
 
 bool is_bf16_inputs(const BoundArgs& args) {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
-  return p.lhs_dtype == DType::kBF16 && p.rhs_dtype == DType::kBF16 &&
-         p.out_dtype != DType::kF64;
+  return p.lhs_dtype == DType::kBF16 && p.rhs_dtype == DType::kBF16 && p.out_dtype != DType::kF64;
 }
 
 // Explicit configs for every micro-kernel shape of this CPU's SIMD target, both packings, tiny
@@ -142,13 +143,22 @@ std::vector<json> path_configs(const BoundArgs& args, bool native) {
       json tiny = base;  // one row per task, K blocks of 1 (odd: a padded pair each)
       tiny.update({{"tile_m", 1}, {"tile_n", nr}, {"tile_k", 1}, {"num_threads", 1}});
       json odd = base;  // tasks of a few micro-panels, two panels per task
-      odd.update({{"tile_m", 2 * shape.mr + 1}, {"tile_n", nr}, {"tile_k", 7},
-                  {"task_n", 2 * nr}, {"num_threads", 2}});
+      odd.update({{"tile_m", 2 * shape.mr + 1},
+                  {"tile_n", nr},
+                  {"tile_k", 7},
+                  {"task_n", 2 * nr},
+                  {"num_threads", 2}});
       json wide = base;
       wide.update({{"tile_m", 5}, {"tile_n", 2 * nr}, {"tile_k", 3}});
+      json ragged_panels = base;  // tn not a multiple of nr: a zero-padded strip per panel
+      ragged_panels.update({{"tile_m", 9},
+                            {"tile_n", nr + std::max(1, nr / 2)},
+                            {"tile_k", 5},
+                            {"task_n", 2 * nr + 2 * std::max(1, nr / 2)}});
       configs.push_back(tiny);
       configs.push_back(odd);
       configs.push_back(wide);
+      configs.push_back(ragged_panels);
     }
   }
   (void)args;
@@ -173,10 +183,36 @@ TEST_CASE("cpu ragged_dot matches the reference across shapes, dtypes and config
   }
 }
 
+TEST_CASE("cpu ragged_dot matches the reference on every SIMD target of this CPU", "[ragged_dot]") {
+  // Highway dispatches to the best target; forcing the narrower ones runs the AVX2 kernels
+  // (6x16 micro-tiles, 8x8 transposes) and the scalar fallback on this machine too.
+  struct RestoreTargets {
+    ~RestoreTargets() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  const int64_t supported = hwy::SupportedTargets();
+  for (const int64_t target : {int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
+    if ((supported & target) == 0) {
+      WARN("skipped: the CPU does not support the " << hwy::TargetName(target) << " target");
+      continue;
+    }
+    hwy::SetSupportedTargetsForTest(target);
+    CAPTURE(hwy::TargetName(target), cpu_kernel_target_name());
+    REQUIRE(std::string(cpu_kernel_target_name()) == hwy::TargetName(target));
+    CHECK_FALSE(cpu_kernel_has_native_bf16());
+    for (const json& args_json : test_cases()) {
+      const BoundArgs args = ragged_dot_op().bind(args_json);
+      check_against_reference(args, cpu_impl().heuristics_config_json(args, cpu::host_device()));
+      const std::vector<json> configs = path_configs(args, false);
+      for (size_t i = 0; i < configs.size(); i += 2) check_against_reference(args, configs[i]);
+    }
+  }
+}
+
 TEST_CASE("cpu ragged_dot native bf16 path matches the reference", "[ragged_dot]") {
   if (!cpu_kernel_has_native_bf16()) {
-    WARN("skipped: this CPU has no avx512_bf16 (or no AVX-512 kernels), so bf16_path=native_dot "
-         "cannot run here");
+    WARN(
+        "skipped: this CPU has no avx512_bf16 (or no AVX-512 kernels), so bf16_path=native_dot "
+        "cannot run here");
     return;
   }
   int checked = 0;
@@ -196,15 +232,18 @@ TEST_CASE("cpu ragged_dot native bf16 path matches the reference", "[ragged_dot]
 TEST_CASE("cpu ragged_dot stays exact on larger tiles and many K blocks", "[ragged_dot]") {
   // Big enough for several full micro-tiles per panel, several panels per task and tasks per
   // group, with partial tiles at every edge.
-  const BoundArgs args = ragged_dot_op().bind({{"lhs", "bf16[300,260]"},
-                                                {"rhs", "bf16[3,260,150]"},
-                                                {"group_sizes", {131, 0, 160}}});
+  const BoundArgs args = ragged_dot_op().bind(
+      {{"lhs", "bf16[300,260]"}, {"rhs", "bf16[3,260,150]"}, {"group_sizes", {131, 0, 160}}});
   const int lanes = cpu_kernel_f32_lanes();
   const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
   const int nr = shape.nr_vectors * lanes;
   std::vector<json> configs = {
       {{"mr", shape.mr}, {"nr", nr}, {"tile_m", 64}, {"tile_n", 2 * nr}, {"tile_k", 64}},
-      {{"mr", shape.mr}, {"nr", nr}, {"tile_m", 160}, {"tile_n", nr}, {"tile_k", 100},
+      {{"mr", shape.mr},
+       {"nr", nr},
+       {"tile_m", 160},
+       {"tile_n", nr},
+       {"tile_k", 100},
        {"task_n", 3 * nr}}};
   if (cpu_kernel_has_native_bf16()) {
     for (json config : std::vector<json>(configs)) {
@@ -266,8 +305,9 @@ TEST_CASE("cpu ragged_dot check_config rejects configs this CPU or problem canno
   CHECK(field_of(f32_args, {{"mr", 13}, {"nr", nr}, {"tile_n", nr}}) == "mr");
   CHECK(field_of(f32_args, {{"mr", shape.mr}, {"nr", nr}, {"tile_n", nr}}) == "<no error>");
   // native_dot: bf16 inputs only, packed only, and only on CPUs with avx512_bf16.
-  CHECK(field_of(f32_args, {{"mr", shape.mr}, {"nr", nr}, {"tile_n", nr},
-                            {"bf16_path", "native_dot"}}) == "bf16_path");
+  CHECK(field_of(f32_args,
+                 {{"mr", shape.mr}, {"nr", nr}, {"tile_n", nr}, {"bf16_path", "native_dot"}}) ==
+        "bf16_path");
   const json native = {{"mr", shape.mr}, {"nr", nr}, {"tile_n", nr}, {"bf16_path", "native_dot"}};
   if (cpu_kernel_has_native_bf16()) {
     CHECK(field_of(bf16_args, native) == "<no error>");
@@ -292,9 +332,11 @@ TEST_CASE("cpu ragged_dot heuristics are valid for every shape and device", "[ra
   big.l2_bytes = 4 << 20;
   devices.push_back(big);
   std::vector<json> cases = test_cases();
-  cases.push_back({{"lhs", "bf16[8,4096]"}, {"rhs", "bf16[8,4096,4096]"},
+  cases.push_back({{"lhs", "bf16[8,4096]"},
+                   {"rhs", "bf16[8,4096,4096]"},
                    {"group_sizes", {1, 1, 1, 1, 1, 1, 1, 1}}});
-  cases.push_back({{"lhs", "bf16[2048,2048]"}, {"rhs", "bf16[8,2048,2048]"},
+  cases.push_back({{"lhs", "bf16[2048,2048]"},
+                   {"rhs", "bf16[8,2048,2048]"},
                    {"group_sizes", {2048, 0, 0, 0, 0, 0, 0, 0}},
                    {"preferred_element_type", "bf16"}});
   for (const DeviceInfo& device : devices) {
@@ -312,8 +354,8 @@ TEST_CASE("cpu ragged_dot heuristics follow the problem", "[ragged_dot]") {
   const DeviceInfo& device = cpu::host_device();
   // One big group on few cores: the rows are split into tasks so every core has work.
   const BoundArgs square = ragged_dot_op().bind({{"lhs", "f32[2048,2048]"},
-                                                  {"rhs", "f32[8,2048,2048]"},
-                                                  {"group_sizes", {2048, 0, 0, 0, 0, 0, 0, 0}}});
+                                                 {"rhs", "f32[8,2048,2048]"},
+                                                 {"group_sizes", {2048, 0, 0, 0, 0, 0, 0, 0}}});
   const json c = cpu_impl().heuristics_config_json(square, device);
   CAPTURE(c.dump());
   const int64_t tasks = ceil_div(2048, c["tile_m"].get<int>()) *
@@ -377,7 +419,9 @@ TEST_CASE("cpu ragged_dot config JSON is strict and names the bad field", "[ragg
   };
   CHECK(field_of({{"tile_m", 32}, {"tile_n", 64}, {"tile_k", 64}}) == "<no error>");
   CHECK(field_of({{"tile_x", 1}}) == "tile_x");
-  CHECK(field_of({{"tile_n", 12}}) == "tile_n");  // not a multiple of nr
+  // Configs cached before mr/nr existed still load (tile_n not a multiple of nr).
+  CHECK(field_of({{"num_threads", 1}, {"tile_k", 32}, {"tile_m", 32}, {"tile_n", 48}}) ==
+        "<no error>");
   CHECK(field_of({{"tile_n", 0}}) == "tile_n");
   CHECK(field_of({{"tile_m", 0}}) == "tile_m");
   CHECK(field_of({{"tile_k", 0}}) == "tile_k");

@@ -87,10 +87,9 @@ TEST_CASE("cpu ragged_dot work list orders tasks largest first, then by group", 
   const std::vector<int64_t> starts = starts_of({5, 0, 3});
   const RaggedDotWorkList all_n = make_ragged_dot_work_list(starts, 10, 4, 16, 4, 8, 4);
   CHECK(all_n.task_n == 16);
-  CHECK(all_n.tasks == std::vector<RaggedDotTask>{{0, 0, 4, 0, 16},
-                                                  {2, 5, 8, 0, 16},
-                                                  {0, 4, 5, 0, 16},
-                                                  {kZeroRowsTask, 8, 10, 0, 16}});
+  CHECK(all_n.tasks ==
+        std::vector<RaggedDotTask>{
+            {0, 0, 4, 0, 16}, {2, 5, 8, 0, 16}, {0, 4, 5, 0, 16}, {kZeroRowsTask, 8, 10, 0, 16}});
   const RaggedDotWorkList split = make_ragged_dot_work_list(starts, 10, 4, 16, 4, 8, 4, 8);
   CHECK(split.tasks == std::vector<RaggedDotTask>{{0, 0, 4, 0, 8},
                                                   {0, 0, 4, 8, 16},
@@ -113,8 +112,8 @@ TEST_CASE("cpu ragged_dot work list rejects bad tiles", "[ragged_dot]") {
 
 TEST_CASE("cpu ragged_dot micro-kernel shapes fit the register file", "[ragged_dot]") {
   // lanes -> vector registers of the ISA that has that width.
-  for (const auto& [lanes, registers] : std::vector<std::pair<int, int>>{{16, 32}, {8, 16},
-                                                                         {4, 16}, {1, 16}}) {
+  for (const auto& [lanes, registers] :
+       std::vector<std::pair<int, int>>{{16, 32}, {8, 16}, {4, 16}, {1, 16}}) {
     const auto shapes = micro_kernel_shapes(lanes);
     REQUIRE_FALSE(shapes.empty());
     for (const MicroKernelShape& s : shapes) {
@@ -141,8 +140,25 @@ TEST_CASE("cpu ragged_dot padding and scratch arithmetic", "[ragged_dot]") {
   const std::vector<int64_t> starts = starts_of({33});
   const RaggedDotWorkList work = make_ragged_dot_work_list(starts, 33, 100, 70, 33, 64, 40, 0);
   const TaskScratch with_acc = task_scratch(work, 14, 32, true);
-  CHECK(with_acc.lhs_block == 42 * 40);  // 33 rows padded to 3 micro-panels of 14
-  CHECK(with_acc.rhs_panel == 64 * 40);  // tn = 64 is two strips of 32
-  CHECK(with_acc.acc == 33 * 128);       // all of N in one task: 70 -> two panels of 64
+  CHECK(with_acc.lhs_block == 1680);  // 33 rows padded to 3 micro-panels of 14, x tk = 40
+  CHECK(with_acc.rhs_panel == 2560);  // tn = 64 (two strips of 32) x tk = 40
+  CHECK(with_acc.acc == 4224);        // 33 rows x all of N in one task (70 -> two panels of 64)
   CHECK(task_scratch(work, 14, 32, false).acc == 0);
+}
+
+TEST_CASE("cpu ragged_dot schedule efficiency models largest-first dynamic scheduling",
+          "[ragged_dot]") {
+  const std::vector<int64_t> one_group = {2048};
+  // One task for two threads: half the machine idles; split rows or columns: balanced.
+  CHECK(schedule_efficiency(one_group, 2048, 2048, 0, 2) == Approx(0.5));
+  CHECK(schedule_efficiency(one_group, 2048, 1024, 0, 2) == Approx(1.0));
+  CHECK(schedule_efficiency(one_group, 2048, 2048, 1024, 2) == Approx(1.0));
+  // Three equal tasks on two threads: 3 units of work, the busiest thread does 2.
+  CHECK(schedule_efficiency(std::vector<int64_t>{10, 10, 10}, 64, 10, 0, 2) == Approx(0.75));
+  // Costs 5, 3, 3, 1 (x N): largest first puts 5 | 3, then 3 on the second thread (6), then 1
+  // on the first (6): perfectly balanced.
+  CHECK(schedule_efficiency(std::vector<int64_t>{3, 1, 5, 3}, 8, 8, 0, 2) == Approx(1.0));
+  // One thread, no rows, or no columns: nothing to balance.
+  CHECK(schedule_efficiency(one_group, 2048, 16, 0, 1) == Approx(1.0));
+  CHECK(schedule_efficiency(std::vector<int64_t>{0, 0}, 64, 16, 0, 4) == Approx(1.0));
 }
