@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/table.h"
+#include "ops/bench_compare.h"
 #include "ops/benchmark_runner.h"
 #include "ops/errors.h"
 #include "ops/metadata.h"
@@ -44,6 +45,36 @@ double best_vendor_gflops(const std::vector<BenchStats>& stats,
   return best;
 }
 
+// `--compare`: a markdown table for a CI comment, then the verdict counts and one-sided cases.
+void print_comparison(std::ostream& out, const CompareReport& report, const std::string& old_path,
+                      const std::string& new_path) {
+  const CompareOptions& o = report.options;
+  out << "Comparing `" << old_path << "` (old) with `" << new_path << "` (new): threshold "
+      << format_number(100 * o.threshold, 1) << "%, noise = larger IQR/median of the two runs, "
+      << "Mann-Whitney U test at p < " << o.alpha
+      << " where both runs have >= " << o.min_test_samples << " samples.\n\n";
+  out << "| case | old median | new median | change | noise | p-value | verdict | reason |\n"
+      << "|---|---:|---:|---:|---:|---:|---|---|\n";
+  for (const CaseComparison& c : report.cases) {
+    const std::string p = !c.test             ? "-"
+                          : c.test->p < 0.001 ? "<0.001"
+                                              : format_number(c.test->p, 3);
+    out << "| " << c.name << " | " << format_duration(c.old_median_s) << " | "
+        << format_duration(c.new_median_s) << " | " << (c.change >= 0 ? "+" : "")
+        << format_number(100 * c.change, 1) << "% | " << format_number(100 * c.noise, 1) << "% | "
+        << p << " | " << verdict_name(c.verdict) << " | " << c.reason << " |\n";
+  }
+  out << "\n"
+      << report.count(Verdict::kSlower) << " slower, " << report.count(Verdict::kFaster)
+      << " faster, " << report.count(Verdict::kSame) << " same";
+  for (const auto& [label, names] : {std::pair{"only in old", &report.only_in_old},
+                                     std::pair{"only in new", &report.only_in_new}}) {
+    out << "; " << names->size() << " " << label;
+    for (size_t i = 0; i < names->size(); ++i) out << (i ? ", `" : ": `") << (*names)[i] << "`";
+  }
+  out << "\n";
+}
+
 struct BenchCommand {
   Selection selection;
   ConfigOptions config;
@@ -52,8 +83,21 @@ struct BenchCommand {
   int warmup = 2;
   double min_time_s = 0.05;
   std::string json_path;
+  std::vector<std::string> compare_paths;  // --compare OLD NEW: compare saved runs, run nothing
+  std::string threshold = "5%";
+
+  int run_compare() const {
+    CompareOptions options;
+    options.threshold = parse_threshold(threshold);
+    const CompareReport report = compare_runs(load_bench_samples(compare_paths[0]),
+                                              load_bench_samples(compare_paths[1]), options);
+    print_comparison(std::cout, report, compare_paths[0], compare_paths[1]);
+    if (!json_path.empty()) write_text_file(json_path, to_json(report).dump(2) + "\n");
+    return report.count(Verdict::kSlower) > 0 ? kExitFailure : kExitOk;
+  }
 
   int run() {
+    if (!compare_paths.empty()) return run_compare();
     // With no case filter, bench runs the quick `smoke` set of every op.
     Selection effective = selection;
     if (!effective.has_case_filter()) effective.tags = {"smoke"};
@@ -249,7 +293,18 @@ Runner add_bench_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_option("--json", command->json_path,
-                  "Write Google Benchmark JSON (works with its tools/compare.py)");
+                  "Write Google Benchmark JSON (works with its tools/compare.py); with "
+                  "--compare, the comparison report");
+  CLI::Option* compare =
+      sub->add_option("--compare", command->compare_paths,
+                      "Compare two saved --json runs OLD NEW (runs nothing; exit 1 if any case "
+                      "is SLOWER)")
+          ->expected(2)
+          ->type_name("FILE");
+  sub->add_option("--threshold", command->threshold,
+                  "With --compare: smallest median change that counts, 5% or 0.05")
+      ->capture_default_str()
+      ->needs(compare);
   return [command] { return command->run(); };
 }
 
