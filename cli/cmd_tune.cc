@@ -1,6 +1,9 @@
 // `tokamax tune`: search each case's config space, verify the winner, record it in the cache.
+#include <algorithm>
 #include <csignal>
 #include <iostream>
+#include <string_view>
+#include <tuple>
 
 #include "backends/cpu/cpu_info.h"
 #include "cli/commands.h"
@@ -9,6 +12,7 @@
 #include "ops/errors.h"
 #include "ops/metadata.h"
 #include "ops/registry.h"
+#include "ops/tune_sources.h"
 #include "ops/tuner.h"
 
 namespace tokamax::cli {
@@ -23,19 +27,97 @@ extern "C" void on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);
 }
 
+// --shard I/N: this process tunes items I, I+N, I+2N, ... of the sorted item list.
+struct Shard {
+  int index = 0;
+  int count = 1;
+};
+
+Shard parse_shard(const std::string& text) {
+  Shard shard;
+  const size_t slash = text.find('/');
+  size_t used_index = 0, used_count = 0;
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("no slash");
+    shard.index = std::stoi(text.substr(0, slash), &used_index);
+    shard.count = std::stoi(text.substr(slash + 1), &used_count);
+  } catch (const std::exception&) {
+    used_index = used_count = 0;
+  }
+  if (slash == std::string::npos || used_index != slash || used_index == 0 ||
+      used_count != text.size() - slash - 1 || used_count == 0 || shard.count < 1 ||
+      shard.index < 0 || shard.index >= shard.count) {
+    throw InvalidArgument(
+        "--shard '" + text + "': expected I/N with 0 <= I < N (0-based shard index, shard count)",
+        "shard");
+  }
+  return shard;
+}
+
+// One unit of work: a case and an implementation.
+struct TuneItem {
+  const ArgSpec* spec;
+  const Implementation* impl;
+};
+
+// Sorted by (op, spec name, implementation, args key): the same order on every machine, whatever
+// the catalog or file order, so that shards of one selection partition it.
+std::vector<TuneItem> sorted_items(const std::vector<ArgSpec>& specs, const std::string& impls) {
+  std::vector<TuneItem> items;
+  for (const ArgSpec& spec : specs) {
+    for (const Implementation* impl : select_impls(find_op(spec.op), impls, specs)) {
+      items.push_back({&spec, impl});
+    }
+  }
+  auto order = [](const TuneItem& item) {
+    return std::make_tuple(std::string_view(item.spec->op), std::string_view(item.spec->name),
+                           item.impl->name(), item.spec->args.key());
+  };
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const TuneItem& a, const TuneItem& b) { return order(a) < order(b); });
+  return items;
+}
+
 struct TuneCommand {
   Selection selection;
+  std::vector<std::string> from_files;
+  std::string shard_text;
   std::string cache_path;
   std::string json_path;
   uint64_t seed = 0;
   double min_time_s = 0.05;
   double oracle_budget = 5e8;
+  bool force = false;
   bool quiet = false;
 
+  std::vector<ArgSpec> select_cases() const {
+    if (from_files.empty()) return select_specs(selection);
+    if (selection.has_case_filter() || !selection.spec_files.empty()) {
+      throw InvalidArgument(
+          "--from replaces the catalog selection: drop --op/--tag/--name/--spec "
+          "(--impl still applies)");
+    }
+    std::vector<ArgSpec> specs = load_tune_sources(from_files);
+    if (!quiet) {
+      std::string files;
+      for (const std::string& file : from_files) files += (files.empty() ? "" : ", ") + file;
+      std::cerr << "tune: " << specs.size() << " distinct cases (op, args) from " << files << "\n";
+    }
+    return specs;
+  }
+
   int run() {
-    const std::vector<ArgSpec> specs = select_specs(selection);
+    const Shard shard = shard_text.empty() ? Shard{} : parse_shard(shard_text);
+    const std::vector<ArgSpec> specs = select_cases();
+    std::vector<TuneItem> items;
+    const std::vector<TuneItem> all_items = sorted_items(specs, selection.impls);
+    for (size_t i = shard.index; i < all_items.size(); i += shard.count) {
+      items.push_back(all_items[i]);
+    }
     const std::string path = cache_path.empty() ? default_user_cache_path() : cache_path;
-    AutotuneCache::load(path);  // a corrupt cache is an error before any work (and is kept)
+    // A corrupt cache is an error before any work (and is kept); its entries are what resume
+    // skips.
+    const AutotuneCache existing = AutotuneCache::load(path);
     const DeviceInfo& device = cpu::host_device();
     const bool show_progress = !quiet && stderr_is_terminal();
 
@@ -49,84 +131,91 @@ struct TuneCommand {
     Table table({"op", "spec", "impl", "candidates", "best", "heuristics", "gain", "config"});
     table.set_right_aligned({3, 4, 5, 6});
     nlohmann::json records = nlohmann::json::array();
-    int tuned = 0, failed = 0;
-    const int num_cases = static_cast<int>(specs.size());
+    int tuned = 0, cached = 0, failed = 0;
+    const int num_cases = static_cast<int>(items.size());
     int case_index = 0;
     try {
-      for (const ArgSpec& spec : specs) {
+      for (const TuneItem& item : items) {
         ++case_index;
+        const ArgSpec& spec = *item.spec;
+        const Implementation* impl = item.impl;
         const Op& op = find_op(spec.op);
-        for (const Implementation* impl : select_impls(op, selection.impls, specs)) {
-          std::string skip;
-          const Support support = impl->supported_on(device);
-          if (!support.ok) skip = "unsupported: " + support.reason;
-          if (skip.empty()) {
-            try {
-              impl->check_args(spec.args);
-            } catch (const NotImplemented& e) {
-              skip = std::string("unsupported: ") + e.what();
-            }
-          }
-          if (skip.empty() && impl->autotuning_configs_json(spec.args, device).size() <= 1) {
-            skip = "nothing to tune";
-          }
-          if (!skip.empty()) {
-            if (!quiet)
-              std::cerr << spec.op << "/" << spec.name << "/" << impl->name() << ": " << skip
-                        << "\n";
-            continue;
-          }
-          TuneOptions options;
-          options.seed = seed;
-          options.oracle_budget = oracle_budget;
-          options.timing.min_time_s = min_time_s;
-          options.interrupt = &g_interrupt;
-          if (show_progress) {
-            options.progress = [&](const TuneProgress& p) {
-              std::cerr << "\r\033[K[case " << case_index << "/" << num_cases << "] " << spec.name
-                        << " " << impl->name() << ": candidate " << p.candidate << "/"
-                        << p.num_candidates << ", best "
-                        << (p.best_time_s > 0 ? format_duration(p.best_time_s) : "-") << std::flush;
-            };
-          }
-          const TuneResult result = tune_case(op, spec.args, *impl, device, options);
-          if (show_progress) std::cerr << "\r\033[K" << std::flush;
-          int valid = 0;
-          for (const CandidateResult& c : result.candidates) valid += c.status == "ok";
-          const std::string counts =
-              std::to_string(valid) + "/" + std::to_string(result.candidates.size());
-          if (!result.has_winner) {
-            ++failed;
-            table.add_row({spec.op, spec.name, std::string(impl->name()), counts, "-", "-", "-",
-                           "no winner: " + result.reason});
-            continue;
-          }
-          CacheEntry entry = result.entry;
-          entry.metadata["spec"] = spec.name;
-          const CacheKey key{device.id, spec.op, spec.args.key(), std::string(impl->name())};
-          AutotuneCache::update_file(path, [&](AutotuneCache& cache) { cache.put(key, entry); });
-          ++tuned;
-          const double gain =
-              result.heuristics_time_s > 0 ? result.heuristics_time_s / entry.time_s : NAN;
-          table.add_row({spec.op, spec.name, std::string(impl->name()), counts,
-                         format_duration(entry.time_s), format_duration(result.heuristics_time_s),
-                         format_number(gain, 2) + "x", entry.config.dump()});
-          nlohmann::json record = entry.to_json();
-          record["key"] = {{"device", key.device}, {"op", key.op}, {"impl", key.impl}};
-          record["spec"] = spec.name;
-          records.push_back(record);
+        const CacheKey key{device.id, spec.op, spec.args.key(), std::string(impl->name())};
+        const CacheEntry* done = force ? nullptr : existing.find(key);
+        if (done != nullptr) {
+          ++cached;
+          table.add_row({spec.op, spec.name, std::string(impl->name()), "cached",
+                         format_duration(done->time_s), "-", "-", done->config.dump()});
+          continue;
         }
+        std::string skip;
+        const Support support = impl->supported_on(device);
+        if (!support.ok) skip = "unsupported: " + support.reason;
+        if (skip.empty()) {
+          try {
+            impl->check_args(spec.args);
+          } catch (const NotImplemented& e) {
+            skip = std::string("unsupported: ") + e.what();
+          }
+        }
+        if (skip.empty() && impl->autotuning_configs_json(spec.args, device).size() <= 1) {
+          skip = "nothing to tune";
+        }
+        if (!skip.empty()) {
+          if (!quiet)
+            std::cerr << spec.op << "/" << spec.name << "/" << impl->name() << ": " << skip << "\n";
+          continue;
+        }
+        TuneOptions options;
+        options.seed = seed;
+        options.oracle_budget = oracle_budget;
+        options.timing.min_time_s = min_time_s;
+        options.interrupt = &g_interrupt;
+        if (show_progress) {
+          options.progress = [&](const TuneProgress& p) {
+            std::cerr << "\r\033[K[case " << case_index << "/" << num_cases << "] " << spec.name
+                      << " " << impl->name() << ": candidate " << p.candidate << "/"
+                      << p.num_candidates << ", best "
+                      << (p.best_time_s > 0 ? format_duration(p.best_time_s) : "-") << std::flush;
+          };
+        }
+        const TuneResult result = tune_case(op, spec.args, *impl, device, options);
+        if (show_progress) std::cerr << "\r\033[K" << std::flush;
+        int valid = 0;
+        for (const CandidateResult& c : result.candidates) valid += c.status == "ok";
+        const std::string counts =
+            std::to_string(valid) + "/" + std::to_string(result.candidates.size());
+        if (!result.has_winner) {
+          ++failed;
+          table.add_row({spec.op, spec.name, std::string(impl->name()), counts, "-", "-", "-",
+                         "no winner: " + result.reason});
+          continue;
+        }
+        CacheEntry entry = result.entry;
+        entry.metadata["spec"] = spec.name;
+        AutotuneCache::update_file(path, [&](AutotuneCache& cache) { cache.put(key, entry); });
+        ++tuned;
+        const double gain =
+            result.heuristics_time_s > 0 ? result.heuristics_time_s / entry.time_s : NAN;
+        table.add_row({spec.op, spec.name, std::string(impl->name()), counts,
+                       format_duration(entry.time_s), format_duration(result.heuristics_time_s),
+                       format_number(gain, 2) + "x", entry.config.dump()});
+        nlohmann::json record = entry.to_json();
+        record["key"] = {{"device", key.device}, {"op", key.op}, {"impl", key.impl}};
+        record["spec"] = spec.name;
+        records.push_back(record);
       }
     } catch (const Interrupted&) {
       if (show_progress) std::cerr << "\r\033[K";
       table.print(std::cout);
-      std::cerr << "interrupted: " << tuned << " completed entries kept in " << path << "\n";
+      std::cerr << "interrupted: " << tuned << " completed entries kept in " << path
+                << "; the same command resumes (cached entries are skipped)\n";
       throw;
     }
     table.print(std::cout);
     std::cout << "\n"
-              << tuned << " tuned, " << failed << " without a verified winner; cache: " << path
-              << "\n";
+              << tuned << " tuned, " << cached << " cached (skipped; --force re-tunes), " << failed
+              << " without a verified winner; cache: " << path << "\n";
     if (!json_path.empty()) {
       const nlohmann::json document = {{"schema_version", 1},
                                        {"kind", "tokamax-tune"},
@@ -155,6 +244,14 @@ Runner add_tune_command(CLI::App& app) {
   sub->add_option("--oracle-budget", command->oracle_budget,
                   "float64 multiply-adds per case before the oracle samples outputs")
       ->capture_default_str();
+  sub->add_option("--from", command->from_files,
+                  "Tune exactly the cases of this file instead of the catalogs (repeatable): "
+                  "TOKAMAX_RECORD calls, or verify/bench --json output");
+  sub->add_option("--shard", command->shard_text,
+                  "Tune only shard I of N (0-based, \"I/N\"): every N-th (op, spec, impl) item "
+                  "in sorted order");
+  sub->add_flag("--force", command->force,
+                "Re-tune items that already have an entry in the cache (default: skip them)");
   sub->add_option("--json", command->json_path, "Write every candidate's timing as JSON");
   sub->add_flag("-q,--quiet", command->quiet, "No progress line");
   return [command] { return command->run(); };

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_info.h"
 #include "ops/errors.h"
+#include "ops/record.h"
 
 namespace tokamax {
 namespace {
@@ -36,6 +37,7 @@ DispatchResult run_one(const Implementation& impl, const BoundArgs& args,
   ConfigContext context{config, user_cache(), &shipped_cache()};
   ResolvedConfig resolved = resolve_config(impl, args, device, context);
   impl.run_json(args, resolved.config, inputs, outputs);
+  record_call(args, impl.name(), resolved, device.id);  // only when TOKAMAX_RECORD is set
   return {&impl, std::move(resolved)};
 }
 
