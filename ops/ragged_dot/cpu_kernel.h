@@ -1,4 +1,4 @@
-// ragged_dot on CPU: the kernel launch over a work list (bodies in cpu_kernel.cc, cpu_pack.cc).
+// ragged_dot on CPU: the kernel launch over a work list (task loop in cpu_kernel.cc).
 //
 // Dimensions.
 //   G      groups (experts)

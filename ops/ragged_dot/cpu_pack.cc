@@ -1,4 +1,4 @@
-// ragged_dot on CPU: packing of lhs/rhs tiles into micro-kernel layouts, and output conversion.
+// ragged_dot on CPU: packing of lhs/rhs tiles into the micro-kernels' layouts.
 //
 // Dimensions.
 //   rows, cols   extents of the tile being packed (rows of lhs, columns of rhs)
@@ -11,12 +11,13 @@
 // time. Each packed element feeds many multiply-adds (an rhs element every row of its task, an
 // lhs element every column), so packing is a few percent of the time, but only if it runs at
 // vector speed: rhs rows are widened a vector at a time, lhs micro-panels are transposed in
-// registers, and the source rows a loop reads next are prefetched (rhs panels come from DRAM:
-// each group's rhs is read from memory once, by its packing).
+// registers (cpu_transpose-inl.h), and the source rows a loop reads next are prefetched (rhs
+// panels come from DRAM: each group's rhs is read from memory once, by its packing).
 #include "ops/ragged_dot/cpu_pack.h"
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "ops/errors.h"
@@ -32,42 +33,12 @@
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
 #include <hwy/highway.h>
 
+#include "ops/ragged_dot/cpu_transpose-inl.h"
+#include "ops/ragged_dot/cpu_widen-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-using DF = hn::ScalableTag<float>;
-
-// Highway's scalar target converts f16 in software without inf/NaN and truncates on the way
-// down; there the library's exact scalar conversions take over. x86 vector targets use F16C.
-#if HWY_TARGET == HWY_SCALAR
-constexpr bool kVectorConvert = false;
-#else
-constexpr bool kVectorConvert = true;
-#endif
-
-template <typename Acc, typename In>
-inline Acc Widen(In x) {
-  if constexpr (std::is_same_v<In, bf16> || std::is_same_v<In, f16>) {
-    return static_cast<Acc>(to_float(x));
-  } else {
-    return static_cast<Acc>(x);
-  }
-}
-
-// L consecutive elements of `src` widened to f32 (bf16 by a shift, f16 by vcvtph2ps).
-template <typename In>
-HWY_INLINE hn::Vec<DF> LoadWiden(DF df, const In* HWY_RESTRICT src) {
-  if constexpr (std::is_same_v<In, float>) {
-    return hn::LoadU(df, src);
-  } else if constexpr (std::is_same_v<In, bf16>) {
-    const hn::Rebind<hwy::bfloat16_t, DF> dbf;
-    return hn::PromoteTo(df, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(src)));
-  } else {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(src)));
-  }
-}
 
 // Prefetches `bytes` bytes of a source row a few rows ahead of the packing loop. The block
 // product already prefetches the panel a task packs next; this covers the first panel of each
@@ -106,123 +77,6 @@ void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_
     }
   }
 }
-
-// --- lhs transposition [rows, depth] -> [depth][mr] per micro-panel. -------------------------
-// The lhs block is packed once per (task, K block) and then feeds every column of the task, yet
-// a scalar transposition still costs about 7% of an f32 GEMM (one load and one strided store per
-// element). On x86 the micro-panel is transposed in registers instead, L rows x L k at a time
-// (L = 16 on AVX-512, 8 on AVX2): rows past the group's end are loaded as zeros, and each k
-// stores its mr lanes with one masked store.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr int64_t kTransposeLanes = 16;
-using TransposeVec = __m512;
-
-// `count` (<= 16) consecutive elements widened to f32; the rest of the vector is zero (masked
-// loads never touch memory past `count`). 32-bit elements (f32, and bf16 pairs viewed as one
-// word) are moved bit for bit: the shuffles below do no arithmetic.
-template <typename In>
-HWY_INLINE __m512 LoadRowChunk(const In* src, int64_t count) {
-  const __mmask16 mask = static_cast<__mmask16>(count >= 16 ? 0xFFFFu : (1u << count) - 1u);
-  if constexpr (sizeof(In) == 4) {
-    return _mm512_maskz_loadu_ps(mask, src);
-  } else if constexpr (std::is_same_v<In, bf16>) {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, src));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-  } else {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, src));
-  }
-}
-
-// 16x16 transpose in four shuffle stages (unpack ps, unpack pd, two 128-bit lane shuffles):
-// 64 shuffles per 256 elements. On return r[k] holds column k, lane i = row i.
-HWY_INLINE void Transpose(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3; lane L of r[4g + j] = column j + 4L
-    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
-    r[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    r[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    r[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    r[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  for (int j = 0; j < 4; ++j) {
-    t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-    t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
-    t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-    t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-  }
-  for (int j = 0; j < 4; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-    r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
-    r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
-  }
-}
-
-HWY_INLINE void StoreLanes(float* dst, int64_t mr, __m512 v) {
-  _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << mr) - 1u), v);
-}
-#elif HWY_TARGET == HWY_AVX2
-constexpr int64_t kTransposeLanes = 8;
-using TransposeVec = __m256;
-
-// AVX2 has masked loads for 32-bit lanes only: partial chunks of 16-bit inputs go through a
-// small zero-padded copy.
-template <typename In>
-HWY_INLINE __m256 LoadRowChunk(const In* src, int64_t count) {
-  if (count < 8) {
-    alignas(32) float tmp[8] = {};
-    for (int64_t k = 0; k < count; ++k) {
-      if constexpr (sizeof(In) == 4) {
-        std::memcpy(&tmp[k], &src[k], 4);
-      } else {
-        tmp[k] = to_float(src[k]);
-      }
-    }
-    return _mm256_load_ps(tmp);
-  }
-  if constexpr (sizeof(In) == 4) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(src));
-  } else if constexpr (std::is_same_v<In, bf16>) {
-    const __m256i wide =
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  } else {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
-  }
-}
-
-HWY_INLINE void Transpose(__m256 r[8]) {
-  __m256 t[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int g = 0; g < 2; ++g) {  // rows 4g..4g+3; half H of t[4g + j] = column j + 4H
-    const __m256d a = _mm256_castps_pd(t[4 * g]), b = _mm256_castps_pd(t[4 * g + 1]);
-    const __m256d c = _mm256_castps_pd(t[4 * g + 2]), d = _mm256_castps_pd(t[4 * g + 3]);
-    t[4 * g + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, c));
-    t[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, c));
-    t[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(b, d));
-    t[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(b, d));
-  }
-  for (int j = 0; j < 4; ++j) {
-    r[j] = _mm256_permute2f128_ps(t[j], t[4 + j], 0x20);
-    r[4 + j] = _mm256_permute2f128_ps(t[j], t[4 + j], 0x31);
-  }
-}
-
-HWY_INLINE void StoreLanes(float* dst, int64_t mr, __m256 v) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(mr)), lane), v);
-}
-#else
-constexpr int64_t kTransposeLanes = 0;  // no register transposition: the scalar loop below
-#endif
 
 // Scalar transposition: the f64 path, targets without the register version, mr > L.
 template <typename Acc, typename In>
@@ -394,65 +248,6 @@ void PackRhsPanelPairs(const bf16* HWY_RESTRICT rhs, int64_t ld, int64_t depth, 
   }
 }
 
-// f32 -> bf16 rounded to nearest even, as float_to_bf16: add 0x7FFF plus the lowest kept bit and
-// truncate (a carry into the exponent rounds the largest finite values up to infinity); NaNs keep
-// their sign and are forced quiet instead, since rounding could carry them into infinity.
-HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> DemoteBf16(hn::Vec<DF> v) {
-  const hn::RebindToUnsigned<DF> du32;
-  const hn::RebindToSigned<DF> di32;
-  const hn::Rebind<uint16_t, DF> du16;
-  const auto bits = hn::BitCast(du32, v);
-  const auto high = hn::ShiftRight<16>(bits);
-  const auto bias = hn::Add(hn::Set(du32, 0x7FFFu), hn::And(high, hn::Set(du32, 1u)));
-  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, bias));
-  const auto quiet_nan = hn::Or(high, hn::Set(du32, 0x40u));
-  // IsNaN, not Ne(v, v): Highway's Ne is an ordered compare, false for NaN.
-  const auto result = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
-  // Every lane is < 2^16, so the saturating i32 -> u16 demotion is exact.
-  return hn::DemoteTo(du16, hn::BitCast(di32, result));
-}
-
-void StoreRows(const float* HWY_RESTRICT acc, int64_t ld_acc, int64_t rows, int64_t cols,
-               DType out_dtype, void* out, int64_t ld_out) {
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = acc + r * ld_acc;
-    int64_t c = 0;
-    switch (out_dtype) {
-      case DType::kF32:
-        std::memcpy(static_cast<float*>(out) + r * ld_out, src, sizeof(float) * cols);
-        break;
-      case DType::kBF16: {
-        bf16* dst = static_cast<bf16*>(out) + r * ld_out;
-        const hn::Rebind<uint16_t, DF> du16;
-        for (; c + L <= cols; c += L) {
-          hn::StoreU(DemoteBf16(hn::LoadU(df, src + c)), du16,
-                     reinterpret_cast<uint16_t*>(dst + c));
-        }
-        for (; c < cols; ++c) dst[c] = float_to_bf16(src[c]);
-        break;
-      }
-      case DType::kF16: {
-        f16* dst = static_cast<f16*>(out) + r * ld_out;
-        if constexpr (kVectorConvert) {
-          // vcvtps2ph with an immediate rounding mode: round to nearest even, overflow to inf.
-          const hn::Rebind<hwy::float16_t, DF> dh;
-          for (; c + L <= cols; c += L) {
-            hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, src + c)), dh,
-                       reinterpret_cast<hwy::float16_t*>(dst + c));
-          }
-        }
-        for (; c < cols; ++c) dst[c] = float_to_f16(src[c]);
-        break;
-      }
-      default:
-        throw NotImplemented("cpu ragged_dot: cannot store f32 accumulators as " +
-                             std::string(dtype_name(out_dtype)));
-    }
-  }
-}
-
 const char* PackTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace tokamax::HWY_NAMESPACE
@@ -467,7 +262,6 @@ HWY_EXPORT(PackLhsBlockF32);
 HWY_EXPORT(PackLhsBlockF64);
 HWY_EXPORT(PackLhsBlockPairs);
 HWY_EXPORT(PackRhsPanelPairs);
-HWY_EXPORT(StoreRows);
 HWY_EXPORT(PackTargetName);
 
 void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
@@ -493,10 +287,6 @@ void pack_lhs_block_pairs(const bf16* lhs, int64_t ld, int64_t rows, int64_t dep
 void pack_rhs_panel_pairs(const bf16* rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
                           uint32_t* packed) {
   HWY_DYNAMIC_DISPATCH(PackRhsPanelPairs)(rhs, ld, depth, cols, nr, packed);
-}
-void store_rows(const float* acc, int64_t ld_acc, int64_t rows, int64_t cols, DType out_dtype,
-                void* out, int64_t ld_out) {
-  HWY_DYNAMIC_DISPATCH(StoreRows)(acc, ld_acc, rows, cols, out_dtype, out, ld_out);
 }
 const char* pack_target_name() { return HWY_DYNAMIC_DISPATCH(PackTargetName)(); }
 

@@ -68,7 +68,7 @@ TEST_CASE("tune skips entries already in the cache unless --force", "[tune_workf
   CHECK(cache_keys(dir.file("c.json")).size() == 2);
 }
 
-TEST_CASE("--shard I/N partitions the selection", "[tune_workflow]") {
+TEST_CASE("tune --shard I/N partitions the selection", "[tune_workflow]") {
   ScratchDir dir;
   const std::string select = "tune --op ragged_dot --tag smoke" + kFast;
   REQUIRE(run_tokamax(select + "--cache " + dir.file("full.json")).exit_code == 0);

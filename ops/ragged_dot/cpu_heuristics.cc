@@ -1,0 +1,202 @@
+// ragged_dot on CPU: the "cpu" implementation's heuristics and autotuning search space.
+//
+// Dimensions.
+//   G      groups (experts)
+//   M      rows of lhs (tokens), split into consecutive groups by group_sizes
+//   K      contraction extent
+//   N      output features
+//   rows   sum(group_sizes) <= M; output rows past it are zero
+//   tm, tn, tk   tile extents of M, N, K (tile_m, tile_n, tile_k); task_n columns per task
+//   mr, nr       the micro-tile (mr rows x nr columns of accumulators in registers)
+//   L            f32 lanes of the SIMD target (16 on AVX-512, 8 on AVX2)
+#include <algorithm>
+#include <set>
+#include <span>
+#include <string>
+
+#include "backends/cpu/cpu_info.h"
+#include "ops/ragged_dot/cpu_config.h"
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_tiling.h"
+
+namespace tokamax {
+namespace {
+
+// Below this many multiply-adds a call takes tens of microseconds on one core, comparable to
+// waking the pool, so the heuristics run it on the calling thread.
+constexpr double kSerialMultiplyAdds = double(1 << 17);
+// Used only when the OS reports no cache sizes (some containers and VMs): the smallest L1d and
+// L2 of current server cores, so tiles err on the side of fitting.
+constexpr int64_t kFallbackL1Bytes = 32 << 10;
+constexpr int64_t kFallbackL2Bytes = 256 << 10;
+
+// f32 lanes of the kernels that will run for `device`: the dispatched Highway target on this
+// host, the widest vector the ISA list promises elsewhere (cross-compiling a config).
+int device_lanes(const DeviceInfo& device) {
+  if (device.id == cpu::host_device().id) return cpu_kernel_f32_lanes();
+  return std::max(1, device.simd_bytes / 4);
+}
+
+}  // namespace
+
+CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
+                                                    const DeviceInfo& device) {
+  const int64_t l1 = device.l1d_bytes > 0 ? device.l1d_bytes : kFallbackL1Bytes;
+  const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kFallbackL2Bytes;
+  const int64_t acc_bytes = p.out_dtype == DType::kF64 ? 8 : 4;
+  const int64_t cores = std::max(1, device.cores);
+  const int lanes = device_lanes(device);
+  CpuRaggedDotConfig c;
+  // The micro-tile that issues the fewest multiply-adds on zero padding (rows padded to mr in
+  // every group, columns to nr); ties (within 2%) go to the earlier, squarer shape.
+  const std::span<const MicroKernelShape> shapes = micro_kernel_shapes(lanes);
+  double best = 0;
+  for (const MicroKernelShape& shape : shapes) {
+    const int64_t nr = int64_t{shape.nr_vectors} * lanes;
+    const double cost = static_cast<double>(padded_rows(p.group_sizes, shape.mr)) *
+                        static_cast<double>(round_up(std::max<int64_t>(p.N, 1), nr));
+    if (best == 0 || cost < 0.98 * best) {
+      best = cost;
+      c.mr = shape.mr;
+      c.nr = static_cast<int>(nr);
+    }
+  }
+  // tk: one lhs micro-panel [mr, tk] fills at most half of L1 (it is reread for every strip;
+  // the other half holds the streaming rhs strip and the output tile).
+  c.tile_k = static_cast<int>(
+      std::clamp<int64_t>(l1 / (2 * int64_t{c.mr} * acc_bytes) / 32 * 32, 32, 512));
+  // tn: the rhs panel [tk, tn] fills at most half of L2 (it is reread by every micro-panel).
+  c.tile_n = static_cast<int>(
+      std::clamp<int64_t>(l2 / (2 * int64_t{c.tile_k} * acc_bytes) / c.nr * c.nr, c.nr, 4096));
+  // Task shape: every task packs its own rhs panels (and a column split re-packs the lhs
+  // rows), so fewer, larger tasks pack less; they only have to keep every core busy. Take the
+  // tallest tm (whole groups first), then the widest task_n, whose largest-first schedule
+  // keeps the cores >= 90% busy.
+  const int64_t N_panels = round_up(std::max<int64_t>(p.N, 1), c.tile_n);
+  c.tile_m = static_cast<int>(std::clamp<int64_t>(round_up(max_group_size(p), c.mr), 1, 8192));
+  const double multiply_adds = static_cast<double>(p.rows()) * p.K * p.N;
+  const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : static_cast<int>(cores);
+  const int64_t tallest = c.tile_m;
+  double balance = -1;
+  int64_t tm = tallest;
+  while (tm >= 1 && balance < 0.9) {
+    for (int64_t task_n = N_panels; balance < 0.9; task_n = round_up(task_n / 2, c.tile_n)) {
+      const double efficiency = schedule_efficiency(p.group_sizes, p.N, tm, task_n, threads);
+      if (efficiency > balance + 0.01) {  // a split must buy real balance to pay its packing
+        balance = efficiency;
+        c.tile_m = static_cast<int>(tm);
+        c.task_n = task_n >= p.N ? 0 : static_cast<int>(task_n);
+      }
+      if (task_n <= c.tile_n) break;
+    }
+    // Halve tm down to four micro-panels; below that the micro-kernel itself loses.
+    tm = tm > 4 * int64_t{c.mr} ? round_up(tm / 2, c.mr) : 0;
+  }
+  const int64_t task_n = c.task_n == 0 ? N_panels : c.task_n;
+  // Non-f32 outputs keep f32 partial sums [tm, task_n] per thread: keep them cache-sized.
+  const int64_t acc_budget = std::max<int64_t>(l2, device.l3_bytes / (2 * cores)) / 4;
+  while (p.out_dtype != DType::kF32 && p.out_dtype != DType::kF64 && c.tile_m > c.mr &&
+         int64_t{c.tile_m} * std::min<int64_t>(task_n, round_up(p.N, c.tile_n)) > acc_budget) {
+    c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
+  }
+  // bf16: vdpbf16ps does two multiply-adds per f32 lane where the CPU has it. Measured on Zen 5
+  // it issues at the full FMA rate (twice the f32 flops); on the AVX-512 Xeons that first had
+  // it, at about half, where it merely breaks even with widening to f32 while halving the
+  // packed panels' bytes. Groups that fit one micro-panel read rhs once, in place: pair
+  // packing would add a copy there, so they stay on the f32 path.
+  if (is_bf16_problem(p) && device.has("avx512_bf16") && lanes >= 16 && max_group_size(p) > c.mr) {
+    c.bf16_path = "native_dot";
+  }
+  c.num_threads = threads == 1 ? 1 : 0;
+  return clamp_to_problem(c, p);
+}
+
+std::vector<CpuRaggedDotConfig> cpu_ragged_dot_autotuning_configs(const RaggedDotProblem& p,
+                                                                  const DeviceInfo& device) {
+  const CpuRaggedDotConfig base = cpu_ragged_dot_heuristics_config(p, device);
+  const int lanes = device_lanes(device);
+  const int64_t acc_bytes = p.out_dtype == DType::kF64 ? 8 : 4;
+  std::vector<CpuRaggedDotConfig> configs;
+  std::set<decltype(base.key())> seen;
+  auto add = [&](const CpuRaggedDotConfig& candidate) {
+    const CpuRaggedDotConfig c = clamp_to_problem(candidate, p);
+    if (acc_elements(p, c) <= kCpuMaxAccElements && seen.insert(c.key()).second) {
+      configs.push_back(c);
+    }
+  };
+  // Groups of a few rows stream rhs (cpu_kernel.h): only the split of the work matters.
+  if (max_group_size(p) <= kCpuStreamRows && p.out_dtype != DType::kF64) {
+    for (int threads : {0, 1}) {
+      for (int64_t task_n = round_up(p.N, base.tile_n); task_n >= base.nr;
+           task_n = task_n / 2 / base.nr * base.nr) {
+        CpuRaggedDotConfig c = base;
+        c.num_threads = threads;
+        c.tile_n = static_cast<int>(std::min<int64_t>(base.tile_n, task_n));
+        c.task_n = static_cast<int>(task_n);
+        add(c);
+      }
+    }
+    return configs;
+  }
+  std::vector<std::string> bf16_paths = {"convert_f32"};
+  if (is_bf16_problem(p) && device.has("avx512_bf16") && lanes >= 16) {
+    bf16_paths.push_back("native_dot");
+  }
+  const bool small = static_cast<double>(p.rows()) * p.K * p.N < 64 * kSerialMultiplyAdds;
+  for (const std::string& path : bf16_paths) {
+    CpuRaggedDotConfig b = base;
+    b.bf16_path = path;
+    add(b);
+    // Micro-tile shapes x K blocks x panel widths, within L2.
+    for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
+      const int nr = shape.nr_vectors * lanes;
+      for (int tk : {64, 128, 256, 384, 512}) {
+        for (int panels : {4, 8, 16, 32}) {
+          CpuRaggedDotConfig c = b;
+          c.mr = shape.mr;
+          c.nr = nr;
+          c.tile_k = tk;
+          c.tile_n = panels * nr;
+          c.tile_m = static_cast<int>(round_up(b.tile_m, shape.mr));
+          c.task_n = b.task_n == 0 ? 0 : static_cast<int>(round_up(b.task_n, c.tile_n));
+          if (device.l2_bytes > 0 && int64_t{tk} * c.tile_n * acc_bytes > device.l2_bytes) {
+            continue;
+          }
+          add(c);
+        }
+      }
+    }
+    // Task granularity: taller or shorter tasks, all of N or a split of it.
+    for (int tm : {b.tile_m / 4, b.tile_m / 2, b.tile_m * 2}) {
+      for (int task_n : {0, b.tile_n, 2 * b.tile_n, 4 * b.tile_n}) {
+        CpuRaggedDotConfig c = b;
+        c.tile_m = std::max(1, tm);
+        c.task_n = task_n;
+        add(c);
+      }
+    }
+    // Reading rhs in place (no panel copy) pays off when groups have few rows.
+    if (path == "convert_f32") {
+      CpuRaggedDotConfig c = b;
+      c.packing = "no_pack";
+      for (int tk : {64, 256, 1024}) {
+        c.tile_k = tk;
+        add(c);
+      }
+    }
+    if (small) {
+      for (int threads : {0, 1}) {
+        for (int tk : {16, 32, 64}) {
+          CpuRaggedDotConfig c = b;
+          c.num_threads = threads;
+          c.tile_k = tk;
+          c.tile_m = c.mr;
+          add(c);
+        }
+      }
+    }
+  }
+  return configs;
+}
+
+}  // namespace tokamax

@@ -1,0 +1,103 @@
+// ragged_dot on CPU: the calls between the task loop (cpu_kernel.cc) and the micro-kernels.
+//
+// Dimensions.
+//   K      contraction extent
+//   rows   rows of lhs one call covers (one task's, all in one group)
+//   cols   output columns one call covers
+//   depth  K extent of the current block (<= tk); pairs = ceil(depth / 2) for bf16 pairs
+//   mr, nr the micro-tile: mr rows x nr = nr_vectors * L columns of accumulators
+//   L      lanes of one vector of the accumulation type (f32: 16 on AVX-512, 8 on AVX2)
+//
+// The micro-kernels live in three translation units: cpu_micro_kernel.cc (Highway, compiled once
+// per SIMD target: f32/f64 block products), cpu_stream_kernel.cc (Highway: tasks of few rows)
+// and cpu_bf16_kernel.cc (vdpbf16ps, compiled for avx512bf16 only). Each entry point returns
+// false for a shape or dtype it does not instantiate; the caller turns that into NotImplemented.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/dtype.h"
+
+namespace tokamax {
+
+// The source rows of the rhs panel a task will pack next: `rows` rows of `bytes` bytes, `stride`
+// bytes apart. The block product spreads L2 prefetches of it over its micro-tiles, so the next
+// panel's DRAM reads overlap this panel's FMAs instead of stalling its packing (one group's rhs
+// is read from memory exactly once, and in MoE layers it is most of the bytes).
+struct PrefetchPlan {
+  const char* base = nullptr;
+  int64_t rows = 0, stride = 0, bytes = 0;
+};
+
+class PrefetchCursor {
+ public:
+  PrefetchCursor(const PrefetchPlan& plan, int64_t steps) : plan_(plan) {
+    const int64_t lines = plan.rows * ((plan.bytes + kLine - 1) / kLine);
+    per_step_ = steps > 0 ? (lines + steps - 1) / steps : 0;
+  }
+  // Prefetches the next share of the lines into L2 (locality 2: not L1, which holds the
+  // micro-kernel's operands).
+  void step() {
+    for (int64_t i = 0; i < per_step_ && row_ < plan_.rows; ++i) {
+      __builtin_prefetch(plan_.base + row_ * plan_.stride + offset_, 0, 2);
+      offset_ += kLine;
+      if (offset_ >= plan_.bytes) {
+        offset_ = 0;
+        ++row_;
+      }
+    }
+  }
+
+ private:
+  static constexpr int64_t kLine = 64;
+  PrefetchPlan plan_;
+  int64_t per_step_ = 0, row_ = 0, offset_ = 0;
+};
+
+// One call of the block product: every (micro-panel, strip) pair of a packed lhs block against
+// an rhs panel, packed or read in place.
+struct BlockArgs {
+  const void* lhs_block;  // packed lhs block [ceil(rows / mr)][depth][mr] (or bf16 pairs)
+  int64_t rows;
+  const void* rhs;           // packed panel [strips][depth][nr], or rhs [depth, ldb] in place
+  DType rhs_dtype;           // of `rhs` when in place; packed panels are of the accumulator type
+  bool rhs_packed;           // in place: `cols` must be whole strips (no read past N)
+  int64_t rhs_strip_stride;  // elements from one strip to the next: depth * nr, or nr in place
+  int64_t ldb;               // elements from one k row to the next: nr, or N in place
+  int64_t cols;
+  int64_t depth;
+  void* out;  // [rows, cols] accumulators of the accumulation type, row stride ldc
+  int64_t ldc;
+  bool accumulate;  // add to `out` (later K blocks) instead of overwriting it (first block)
+  int mr, nr_vectors;
+  PrefetchPlan next_rhs;  // what the task reads next (empty: nothing to prefetch)
+};
+
+// One call of the streaming kernel for tasks of at most kCpuStreamRows rows: lhs rows times rhs
+// [K, cols] read in place, row after row, over all of K.
+struct StreamArgs {
+  const void* lhs;  // [rows, K] lhs_dtype, row stride K
+  DType lhs_dtype;
+  int64_t rows;
+  const void* rhs;  // [K, cols] rhs_dtype, row stride ldb
+  DType rhs_dtype;
+  int64_t ldb;
+  int64_t K, cols;
+  float* out;  // [rows, cols] f32, row stride ldc; overwritten
+  int64_t ldc;
+};
+
+// cpu_micro_kernel.cc: f32 accumulators (rhs packed, or f32/bf16/f16 in place) and f64
+// accumulators (rhs packed only, first shape of the table only), on the dispatched SIMD target.
+bool block_product_f32(const BlockArgs& args);
+bool block_product_f64(const BlockArgs& args);
+// f64 lanes of the dispatched SIMD target.
+int cpu_kernel_f64_lanes();
+
+// cpu_stream_kernel.cc: 1..kCpuStreamRows rows of f32/bf16/f16 inputs into f32.
+bool stream_rows_f32(const StreamArgs& args);
+
+// cpu_bf16_kernel.cc: bf16 pairs (cpu_pack.h) into f32, on x86 CPUs with avx512_bf16 only.
+bool block_product_bf16(const BlockArgs& args);
+
+}  // namespace tokamax

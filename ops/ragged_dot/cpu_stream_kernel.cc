@@ -1,0 +1,158 @@
+// ragged_dot on CPU: the streaming kernel for tasks of a few rows, compiled once per SIMD target.
+//
+// Dimensions.
+//   K      contraction extent (all of it: one call covers the task's whole K)
+//   rows   rows of lhs of the task, 1..kCpuStreamRows
+//   cols   output columns of the task
+//   L      f32 lanes of the Highway target (16 on AVX-512, 8 on AVX2)
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_micro_kernel.h"
+
+// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/ragged_dot/cpu_stream_kernel.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include "ops/ragged_dot/cpu_widen-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// --- Streaming kernel for tasks of few rows (decode-like MoE: 1-4 tokens per expert). --------
+// Each rhs element feeds at most kCpuStreamRows multiply-adds, so the task is bound by reading rhs
+// from memory, and what matters is reading it at full bandwidth: rhs is walked row after row
+// over the task's whole column range, 4 rows at a time, i.e. 4 long sequential streams the
+// hardware prefetchers follow (strips of a few columns each would hop 8 KB between 128-byte
+// reads). The partial sums live in the output row (L1/L2: cols * 4 bytes per lhs row) and are
+// updated once per 4 k instead of once per k.
+constexpr int64_t kPrefetchRows = 8;
+
+template <int ROWS, typename BT, typename LT>
+void StreamRowsT(const StreamArgs& args) {
+  const DF d;
+  constexpr int64_t L = static_cast<int64_t>(hn::MaxLanes(DF()));
+  const LT* lhs = static_cast<const LT*>(args.lhs);
+  const BT* rhs = static_cast<const BT*>(args.rhs);
+  const int64_t K = args.K, cols = args.cols, ldb = args.ldb, ldc = args.ldc;
+  float* out = args.out;
+  for (int r = 0; r < ROWS; ++r) std::fill_n(out + r * ldc, cols, 0.0f);
+  auto widen = [](LT x) { return static_cast<float>(to_double(x)); };
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    const BT* b0 = rhs + k * ldb;
+    hn::Vec<DF> a[ROWS][4];
+    float a_scalar[ROWS][4];
+    for (int r = 0; r < ROWS; ++r) {
+      for (int j = 0; j < 4; ++j) {
+        a_scalar[r][j] = widen(lhs[r * K + k + j]);
+        a[r][j] = hn::Set(d, a_scalar[r][j]);
+      }
+    }
+    int64_t c = 0;
+    for (; c + L <= cols; c += L) {
+      // Software prefetch two row groups ahead: the hardware streams ramp up per 4 KiB page,
+      // and each rhs row crosses a page every 2-4 KiB here; +3-5% of the bandwidth measured.
+      if (k + kPrefetchRows + 4 <= K) {
+        for (int j = 0; j < 4; ++j) hwy::Prefetch(b0 + (kPrefetchRows + j) * ldb + c);
+      }
+      const auto v0 = LoadWiden(d, b0 + c), v1 = LoadWiden(d, b0 + ldb + c);
+      const auto v2 = LoadWiden(d, b0 + 2 * ldb + c), v3 = LoadWiden(d, b0 + 3 * ldb + c);
+      for (int r = 0; r < ROWS; ++r) {
+        float* o = out + r * ldc + c;
+        // Two chains per row: the accumulator round trip through L1 is the latency to hide.
+        auto s0 = hn::MulAdd(a[r][0], v0, hn::LoadU(d, o));
+        auto s1 = hn::Mul(a[r][1], v1);
+        s0 = hn::MulAdd(a[r][2], v2, s0);
+        s1 = hn::MulAdd(a[r][3], v3, s1);
+        hn::StoreU(hn::Add(s0, s1), d, o);
+      }
+    }
+    for (; c < cols; ++c) {  // the last cols % L columns
+      for (int r = 0; r < ROWS; ++r) {
+        float sum = out[r * ldc + c];
+        for (int j = 0; j < 4; ++j) {
+          sum += a_scalar[r][j] * static_cast<float>(to_double(b0[j * ldb + c]));
+        }
+        out[r * ldc + c] = sum;
+      }
+    }
+  }
+  for (; k < K; ++k) {  // the last K % 4 rows of rhs
+    const BT* b = rhs + k * ldb;
+    for (int r = 0; r < ROWS; ++r) {
+      const float a_r = widen(lhs[r * K + k]);
+      const auto a_v = hn::Set(d, a_r);
+      int64_t c = 0;
+      for (; c + L <= cols; c += L) {
+        float* o = out + r * ldc + c;
+        hn::StoreU(hn::MulAdd(a_v, LoadWiden(d, b + c), hn::LoadU(d, o)), d, o);
+      }
+      for (; c < cols; ++c) out[r * ldc + c] += a_r * static_cast<float>(to_double(b[c]));
+    }
+  }
+}
+
+template <typename BT, typename LT>
+void StreamRowsRows(const StreamArgs& args) {
+  switch (args.rows) {
+    case 1:
+      return StreamRowsT<1, BT, LT>(args);
+    case 2:
+      return StreamRowsT<2, BT, LT>(args);
+    case 3:
+      return StreamRowsT<3, BT, LT>(args);
+    default:
+      return StreamRowsT<4, BT, LT>(args);
+  }
+}
+
+template <typename BT>
+bool StreamRowsLhs(const StreamArgs& args) {
+  switch (args.lhs_dtype) {
+    case DType::kF32:
+      return StreamRowsRows<BT, float>(args), true;
+    case DType::kBF16:
+      return StreamRowsRows<BT, bf16>(args), true;
+    case DType::kF16:
+      return StreamRowsRows<BT, f16>(args), true;
+    default:
+      return false;
+  }
+}
+
+bool StreamRowsF32(const StreamArgs& args) {
+  if (args.rows < 1 || args.rows > kCpuStreamRows) return false;
+  switch (args.rhs_dtype) {
+    case DType::kF32:
+      return StreamRowsLhs<float>(args);
+    case DType::kBF16:
+      return StreamRowsLhs<bf16>(args);
+    case DType::kF16:
+      return StreamRowsLhs<f16>(args);
+    default:
+      return false;
+  }
+}
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+
+HWY_EXPORT(StreamRowsF32);
+
+bool stream_rows_f32(const StreamArgs& args) { return HWY_DYNAMIC_DISPATCH(StreamRowsF32)(args); }
+
+}  // namespace tokamax
+#endif  // HWY_ONCE

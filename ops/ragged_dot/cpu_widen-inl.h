@@ -1,0 +1,66 @@
+// ragged_dot on CPU: per-target widening of bf16/f16/f32 elements, shared by the kernels.
+//
+// Dimensions.
+//   L      lanes of one vector of the accumulation type (f32: 16 on AVX-512, 8 on AVX2)
+//
+// A Highway "-inl" header: every translation unit that compiles once per target (cpu_pack.cc,
+// cpu_convert.cc, cpu_micro_kernel.cc, cpu_stream_kernel.cc) includes it after hwy/highway.h,
+// and the toggle guard below lets foreach_target.h re-include it for each target. Defining the
+// helpers once keeps the per-target namespaces (tokamax::N_AVX3, ...) free of two different
+// definitions under one name, which the linker would silently merge.
+#if defined(TOKAMAX_OPS_RAGGED_DOT_CPU_WIDEN_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TOKAMAX_OPS_RAGGED_DOT_CPU_WIDEN_INL_H_
+#undef TOKAMAX_OPS_RAGGED_DOT_CPU_WIDEN_INL_H_
+#else
+#define TOKAMAX_OPS_RAGGED_DOT_CPU_WIDEN_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <type_traits>
+
+#include "ops/dtype.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+
+// Highway's scalar target converts f16 in software without inf/NaN and truncates on the way
+// down; there the library's exact scalar conversions take over. x86 vector targets use F16C.
+#if HWY_TARGET == HWY_SCALAR
+constexpr bool kVectorConvert = false;
+#else
+constexpr bool kVectorConvert = true;
+#endif
+
+// One element widened to the accumulation type, exactly (bf16 and f16 fit in f32).
+template <typename Acc, typename In>
+inline Acc Widen(In x) {
+  if constexpr (std::is_same_v<In, bf16> || std::is_same_v<In, f16>) {
+    return static_cast<Acc>(to_float(x));
+  } else {
+    return static_cast<Acc>(x);
+  }
+}
+
+// L consecutive elements widened to the accumulation type of `d` (bf16 by a 16-bit shift, f16
+// by vcvtph2ps): cheap enough to run per FMA when the micro-kernel reads rhs in place.
+template <class D, typename In>
+HWY_INLINE hn::Vec<D> LoadWiden(D d, const In* HWY_RESTRICT src) {
+  if constexpr (std::is_same_v<In, hn::TFromD<D>>) {
+    return hn::LoadU(d, src);
+  } else if constexpr (std::is_same_v<In, bf16>) {
+    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(),
+                                      reinterpret_cast<const hwy::bfloat16_t*>(src)));
+  } else {
+    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, D>(),
+                                      reinterpret_cast<const hwy::float16_t*>(src)));
+  }
+}
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // TOKAMAX_OPS_RAGGED_DOT_CPU_WIDEN_INL_H_ toggle
