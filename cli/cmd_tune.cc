@@ -87,6 +87,9 @@ struct TuneCommand {
   uint64_t seed = 0;
   double min_time_s = 0.05;
   double oracle_budget = 5e8;
+  std::string strategy = "exhaustive";
+  int max_evals = 0;
+  double time_budget_s = 0.0;
   bool force = false;
   bool quiet = false;
 
@@ -108,6 +111,7 @@ struct TuneCommand {
 
   int run() {
     const Shard shard = shard_text.empty() ? Shard{} : parse_shard(shard_text);
+    const Strategy search_strategy = parse_strategy(strategy);
     const std::vector<ArgSpec> specs = select_cases();
     std::vector<TuneItem> items;
     const std::vector<TuneItem> all_items = sorted_items(specs, selection.impls);
@@ -170,6 +174,9 @@ struct TuneCommand {
         options.seed = seed;
         options.oracle_budget = oracle_budget;
         options.timing.min_time_s = min_time_s;
+        options.strategy = search_strategy;
+        options.max_evals = max_evals;
+        options.time_budget_s = time_budget_s;
         options.interrupt = &g_interrupt;
         if (show_progress) {
           options.progress = [&](const TuneProgress& p) {
@@ -241,6 +248,20 @@ Runner add_tune_command(CLI::App& app) {
   sub->add_option("--min-time", command->min_time_s, "Seconds of timing per candidate")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  sub->add_option("--strategy", command->strategy,
+                  "exhaustive (time every config), random (seeded subset, with --max-evals) or "
+                  "halving (successive halving with early abort)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"exhaustive", "random", "halving"}));
+  sub->add_option("--max-evals", command->max_evals,
+                  "Candidates timed at most per case, the heuristics config first (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--time-budget", command->time_budget_s,
+                  "Seconds of candidate timing per case (0 = unlimited); the best verified "
+                  "candidate timed so far wins")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--oracle-budget", command->oracle_budget,
                   "float64 multiply-adds per case before the oracle samples outputs")
       ->capture_default_str();

@@ -2,6 +2,7 @@
 #include "ops/tuner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "ops/errors.h"
@@ -9,10 +10,53 @@
 #include "ops/numerics.h"
 
 namespace tokamax {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// time_calls, or with warmup_runs == 0 a lean variant for halving: the first call calibrates
+// the batch and counts as a sample when it alone lasts a sample (slow kernels waste nothing).
+std::vector<double> sample_calls(const std::function<void()>& call, const TimingOptions& options,
+                                 const std::atomic<bool>* interrupt) {
+  if (options.warmup_runs > 0) return time_calls(call, options, interrupt);
+  auto check = [&] {
+    if (interrupt != nullptr && interrupt->load()) throw Interrupted();
+  };
+  check();
+  double start = now_s();
+  call();
+  const double one_call = now_s() - start;
+  std::vector<double> samples;
+  double timed = 0.0;
+  if (one_call >= options.sample_time_s) {
+    samples.push_back(one_call);
+    timed = one_call;
+  }
+  const int batch =
+      static_cast<int>(std::clamp(options.sample_time_s / std::max(one_call, 1e-9), 1.0, 1e6));
+  while (static_cast<int>(samples.size()) < options.max_samples &&
+         (static_cast<int>(samples.size()) < options.min_samples || timed < options.min_time_s)) {
+    check();
+    start = now_s();
+    for (int i = 0; i < batch; ++i) call();
+    const double elapsed = now_s() - start;
+    timed += elapsed;
+    samples.push_back(elapsed / batch);
+  }
+  return samples;
+}
+
+}  // namespace
 
 nlohmann::json CandidateResult::to_json() const {
   nlohmann::json out = {{"config", config}, {"status", status}};
-  if (status == "ok" || status == "numerics") out["time_s"] = time_s;
+  if (!samples.empty()) {
+    out["time_s"] = time_s;
+    out["num_samples"] = samples.size();
+  }
+  if (round >= 0) out["round"] = round;
   if (!reason.empty()) out["reason"] = reason;
   if (is_heuristics) out["heuristics"] = true;
   return out;
@@ -30,44 +74,60 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
 
   const TensorMap inputs = op.make_inputs(args, options.seed);
   TensorMap outputs = op.allocate_outputs(args);
-  TuneProgress progress{0, static_cast<int>(configs.size()), 0.0};
-  for (const nlohmann::json& config : configs) {
-    ++progress.candidate;
-    if (options.progress) options.progress(progress);
-    CandidateResult candidate;
-    candidate.config = config;
-    candidate.is_heuristics = config == heuristics;
+  result.candidates.resize(configs.size());
+  std::vector<size_t> valid;  // indices into configs of the candidates that may be timed
+  size_t heuristics_index = configs.size();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    CandidateResult& candidate = result.candidates[i];
+    candidate.config = configs[i];
+    candidate.is_heuristics = configs[i] == heuristics;
     try {
-      const nlohmann::json canonical = impl.canonical_config(config);
-      impl.check_config_json(args, canonical);
+      impl.check_config_json(args, impl.canonical_config(configs[i]));
     } catch (const InvalidArgument& e) {
       candidate.status = "invalid";
       candidate.reason = e.what();
-      result.candidates.push_back(candidate);
       continue;
     }
-    try {
-      candidate.samples = time_calls([&] { impl.run_json(args, config, inputs, outputs); },
-                                     options.timing, options.interrupt);
-      candidate.time_s = median(candidate.samples);
-      candidate.status = "ok";
-      if (progress.best_time_s == 0.0 || candidate.time_s < progress.best_time_s) {
-        progress.best_time_s = candidate.time_s;
-      }
-      if (candidate.is_heuristics) result.heuristics_time_s = candidate.time_s;
-    } catch (const Interrupted&) {
-      throw;
-    } catch (const std::exception& e) {
-      candidate.status = "error";
-      candidate.reason = e.what();
+    if (candidate.is_heuristics) heuristics_index = valid.size();
+    valid.push_back(i);
+  }
+
+  SearchOptions search;
+  search.strategy = options.strategy;
+  search.max_evals = options.max_evals;
+  search.time_budget_s = options.time_budget_s;
+  search.seed = options.seed;
+  search.timing = options.timing;
+  if (options.progress) {
+    search.progress = [&](int candidate, int total, double best) {
+      options.progress(TuneProgress{candidate, total, best});
+    };
+  }
+  const TimeFn time = [&](size_t index, const TimingOptions& request) {
+    const nlohmann::json& config = configs[valid[index]];
+    return sample_calls([&] { impl.run_json(args, config, inputs, outputs); }, request,
+                        options.interrupt);
+  };
+  const std::vector<SearchOutcome> outcomes =
+      run_search(valid.size(), heuristics_index, time, search);
+  for (size_t k = 0; k < valid.size(); ++k) {
+    CandidateResult& candidate = result.candidates[valid[k]];
+    candidate.status = outcomes[k].status;
+    candidate.reason = outcomes[k].reason;
+    candidate.round = outcomes[k].round;
+    candidate.samples = outcomes[k].samples;
+    candidate.time_s = outcomes[k].time_s;
+    if (candidate.is_heuristics && !candidate.samples.empty()) {
+      result.heuristics_time_s = candidate.time_s;
     }
-    result.candidates.push_back(candidate);
   }
 
   // Verify fastest-first: the oracle is computed once, only as far as needed.
+  // Pruned candidates compete on their partial times too: a fast config that fails
+  // verification may have been the bar that aborted the correct ones.
   std::vector<CandidateResult*> ranked;
   for (CandidateResult& c : result.candidates) {
-    if (c.status == "ok") ranked.push_back(&c);
+    if (c.status == "ok" || (c.status == "pruned" && !c.samples.empty())) ranked.push_back(&c);
   }
   std::sort(ranked.begin(), ranked.end(), [](const CandidateResult* a, const CandidateResult* b) {
     return a->time_s < b->time_s;

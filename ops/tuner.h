@@ -10,14 +10,16 @@
 
 #include "ops/autotune_cache.h"
 #include "ops/op.h"
+#include "ops/search_strategy.h"
 #include "ops/timing.h"
 
 namespace tokamax {
 
 struct CandidateResult {
   nlohmann::json config;
-  std::string status;  // "ok", "invalid", "error", "numerics"
+  std::string status;  // "ok", "invalid", "error", "numerics", "pruned", "skipped"
   std::string reason;
+  int round = -1;       // halving: the last round the candidate was timed in
   double time_s = 0.0;  // median, for "ok"
   std::vector<double> samples;
   bool is_heuristics = false;
@@ -35,6 +37,9 @@ struct TuneOptions {
   uint64_t seed = 0;
   double oracle_budget = 5e8;
   TimingOptions timing;
+  Strategy strategy = Strategy::kExhaustive;
+  int max_evals = 0;           // candidates timed per case; 0 = unlimited
+  double time_budget_s = 0.0;  // wall time for timing per case; 0 = unlimited
   const std::atomic<bool>* interrupt = nullptr;
   std::function<void(const TuneProgress&)> progress;
 };
@@ -48,8 +53,9 @@ struct TuneResult {
 };
 
 // Enumerates autotuning_configs (plus the heuristics config), skips invalid ones with the
-// reason, times the rest, and verifies candidates against the oracle fastest-first until one
-// passes: only a verified config can win. Throws Interrupted when `interrupt` is raised.
+// reason, times the rest as `strategy` and the budgets allow, and verifies candidates against the
+// oracle fastest-first until one passes: only a verified config can win. Throws Interrupted when
+// `interrupt` is raised.
 TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& impl,
                      const DeviceInfo& device, const TuneOptions& options);
 

@@ -6,7 +6,7 @@ PACKAGES=(
   build-essential cmake git pkg-config
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libbenchmark-dev catch2
   libhwy-dev libopenblas-dev libdnnl-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-matplotlib
 )
 
 missing=()

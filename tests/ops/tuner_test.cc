@@ -40,3 +40,45 @@ TEST_CASE("tune stops with Interrupted when interrupted", "[tuner]") {
   CHECK_THROWS_AS(tune_case(op, small_ragged_dot_args(), fake, cpu::host_device(), options),
                   Interrupted);
 }
+
+TEST_CASE("tune with halving records how far each candidate got", "[tuner]") {
+  const FakeRaggedDot fake("fake");
+  const FakeRaggedDotOp op({&fake});
+  TuneOptions options;
+  options.strategy = Strategy::kHalving;
+  options.timing.min_time_s = 0.002;
+  options.timing.min_samples = 3;
+  const TuneResult result =
+      tune_case(op, small_ragged_dot_args(), fake, cpu::host_device(), options);
+  REQUIRE(result.has_winner);
+  CHECK(result.entry.config == nlohmann::json({{"mode", 0}, {"delay_us", 500}}));
+  std::map<std::string, int> statuses;
+  for (const CandidateResult& c : result.candidates) ++statuses[c.status];
+  CHECK(statuses["invalid"] == 1);
+  CHECK(statuses["numerics"] == 1);
+  // The wrong mode 1 set the bar, so every correct config but the heuristics was aborted early;
+  // verification then falls back to the fastest of them.
+  CHECK(statuses["pruned"] == 3);
+  for (const nlohmann::json& c : result.entry.candidates) {
+    if (c["status"] == "pruned") CHECK(c.contains("round"));
+    if (c["status"] == "pruned") CHECK(c.contains("reason"));
+  }
+}
+
+TEST_CASE("tune with --max-evals times only that many candidates", "[tuner]") {
+  const FakeRaggedDot fake("fake");
+  const FakeRaggedDotOp op({&fake});
+  TuneOptions options;
+  options.strategy = Strategy::kRandom;
+  options.max_evals = 2;
+  options.timing.min_time_s = 0.002;
+  options.timing.min_samples = 3;
+  const TuneResult result =
+      tune_case(op, small_ragged_dot_args(), fake, cpu::host_device(), options);
+  int timed = 0;
+  for (const CandidateResult& c : result.candidates) {
+    timed += !c.samples.empty();
+    if (c.is_heuristics) CHECK_FALSE(c.samples.empty());
+  }
+  CHECK(timed == 2);
+}
