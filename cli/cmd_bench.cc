@@ -102,12 +102,7 @@ struct BenchCommand {
     Selection effective = selection;
     if (!effective.has_case_filter()) effective.tags = {"smoke"};
     const std::vector<ArgSpec> specs = select_specs(effective);
-    if (!config.config_json.empty() &&
-        (selection.impls.empty() || selection.impls.find(',') != std::string::npos)) {
-      throw InvalidArgument("--config applies to one implementation: give a single --impl",
-                            "config");
-    }
-    const ConfigSources sources(config);
+    const ConfigSources sources(config, selection.impls);
     const DeviceInfo& device = cpu::host_device();
     const cpu::Ceilings& ceilings = cpu::host_ceilings();
 

@@ -24,11 +24,7 @@ struct VerifyCommand {
 
   int run() const {
     const std::vector<ArgSpec> specs = select_specs(selection);
-    const ConfigSources sources(config);
-    if (!config.config_json.empty() && selection.impls.find(',') != std::string::npos) {
-      throw InvalidArgument("--config applies to one implementation: give a single --impl",
-                            "config");
-    }
+    const ConfigSources sources(config, selection.impls);
     VerifyOptions options;
     options.seed = seed;
     options.oracle_budget = oracle_budget;

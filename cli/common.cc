@@ -71,7 +71,11 @@ void add_config_options(CLI::App& command, ConfigOptions& options, bool allow_ex
   }
 }
 
-ConfigSources::ConfigSources(const ConfigOptions& options) {
+ConfigSources::ConfigSources(const ConfigOptions& options, const std::string& impls) {
+  if (!options.config_json.empty() && (impls.empty() || impls.find(',') != std::string::npos)) {
+    throw InvalidArgument("--config applies to one implementation: give a single --impl",
+                          "config");
+  }
   if (!options.no_cache) {
     path_ = options.cache_path.empty() ? default_user_cache_path() : options.cache_path;
     user_cache_ = AutotuneCache::load(path_);

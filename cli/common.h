@@ -46,7 +46,8 @@ void add_config_options(CLI::App& command, ConfigOptions& options, bool allow_ex
 // Loads the user cache (corrupt -> InputError, exit 2) and builds the resolution context.
 class ConfigSources {
  public:
-  explicit ConfigSources(const ConfigOptions& options);
+  // `impls` is the --impl list: an explicit --config needs exactly one implementation.
+  ConfigSources(const ConfigOptions& options, const std::string& impls);
   const ConfigContext& context() const { return context_; }
   const std::string& user_cache_path() const { return path_; }
 
