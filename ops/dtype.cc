@@ -20,6 +20,8 @@ std::string_view dtype_name(DType dtype) {
       return "f16";
     case DType::kI32:
       return "i32";
+    case DType::kBool:
+      return "bool";
   }
   return "?";
 }
@@ -30,8 +32,9 @@ DType parse_dtype(std::string_view name) {
   if (name == "bf16" || name == "bfloat16") return DType::kBF16;
   if (name == "f16" || name == "float16") return DType::kF16;
   if (name == "i32" || name == "int32") return DType::kI32;
+  if (name == "bool") return DType::kBool;
   throw InvalidArgument("unknown dtype '" + std::string(name) +
-                        "' (expected one of f64, f32, bf16, f16, i32)");
+                        "' (expected one of f64, f32, bf16, f16, i32, bool)");
 }
 
 size_t dtype_size(DType dtype) {
@@ -44,11 +47,13 @@ size_t dtype_size(DType dtype) {
     case DType::kBF16:
     case DType::kF16:
       return 2;
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
 
-bool is_floating(DType dtype) { return dtype != DType::kI32; }
+bool is_floating(DType dtype) { return dtype != DType::kI32 && dtype != DType::kBool; }
 
 double unit_roundoff(DType dtype) {
   switch (dtype) {
@@ -61,6 +66,7 @@ double unit_roundoff(DType dtype) {
     case DType::kF16:
       return std::ldexp(1.0, -11);
     case DType::kI32:
+    case DType::kBool:
       return 0.0;
   }
   return 0.0;

@@ -1,4 +1,4 @@
-// Element types (f64, f32, bf16, f16, i32) and the bf16/f16 <-> f32 conversions.
+// Element types (f64, f32, bf16, f16, i32, bool) and the bf16/f16 <-> f32 conversions.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace tokamax {
 
-enum class DType { kF64, kF32, kBF16, kF16, kI32 };
+enum class DType { kF64, kF32, kBF16, kF16, kI32, kBool };
 
 // Storage types for the 16-bit floats: plain bit containers so that host tensors are trivially
 // copyable; arithmetic happens after conversion to float.
@@ -20,7 +20,8 @@ struct f16 {
 };
 
 std::string_view dtype_name(DType dtype);
-// Parses "f32", "bf16", ...; aliases "float32", "bfloat16", "float16", "float64", "int32".
+// Parses "f32", "bf16", "bool", ...; aliases "float32", "bfloat16", "float16", "float64",
+// "int32". bool is stored one byte per element (0 or 1), like numpy's.
 // Throws InvalidArgument naming the accepted spellings.
 DType parse_dtype(std::string_view name);
 size_t dtype_size(DType dtype);
@@ -62,6 +63,10 @@ template <>
 struct DTypeOf<int32_t> {
   static constexpr DType value = DType::kI32;
 };
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
 
 // Element conversions used by references and kernels.
 inline float to_float(float x) { return x; }
@@ -72,6 +77,7 @@ inline double to_double(float x) { return x; }
 inline double to_double(bf16 x) { return bf16_to_float(x); }
 inline double to_double(f16 x) { return f16_to_float(x); }
 inline double to_double(int32_t x) { return x; }
+inline double to_double(bool x) { return x ? 1.0 : 0.0; }
 
 template <typename T>
 T from_double(double x);
@@ -97,6 +103,11 @@ inline int32_t from_double<int32_t>(double x) {
 }
 
 // Calls fn(T{}) with the C++ type of a floating dtype; throws NotImplemented for others.
+template <>
+inline bool from_double<bool>(double x) {
+  return x != 0.0;
+}
+
 template <typename Fn>
 decltype(auto) dispatch_float(DType dtype, Fn&& fn);
 

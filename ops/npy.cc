@@ -41,6 +41,8 @@ void write_npy(const std::string& path, const HostTensor& tensor) {
       return write_npy(path, "<f2", tensor.dims(), tensor.raw(), tensor.size_bytes());
     case DType::kI32:
       return write_npy(path, "<i4", tensor.dims(), tensor.raw(), tensor.size_bytes());
+    case DType::kBool:
+      return write_npy(path, "|b1", tensor.dims(), tensor.raw(), tensor.size_bytes());
     case DType::kBF16: {
       std::vector<float> widened(static_cast<size_t>(tensor.num_elements()));
       for (int64_t i = 0; i < tensor.num_elements(); ++i)

@@ -99,6 +99,8 @@ double HostTensor::get(int64_t i) const {
       return f16_to_float(static_cast<const f16*>(raw())[i]);
     case DType::kI32:
       return static_cast<const int32_t*>(raw())[i];
+    case DType::kBool:
+      return static_cast<const uint8_t*>(raw())[i] != 0 ? 1.0 : 0.0;
   }
   return 0.0;
 }
@@ -119,6 +121,9 @@ void HostTensor::set(int64_t i, double value) {
       break;
     case DType::kI32:
       static_cast<int32_t*>(raw())[i] = static_cast<int32_t>(value);
+      break;
+    case DType::kBool:
+      static_cast<uint8_t*>(raw())[i] = value != 0.0 ? 1 : 0;
       break;
   }
 }

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "ops/errors.h"
+#include "ops/tensor.h"
 
 using namespace tokamax;
 
@@ -78,4 +79,21 @@ TEST_CASE("double to bf16/f16 rounds once, not twice through float", "[dtype]") 
   CHECK(std::isinf(bf16_to_float(double_to_bf16(1e300))));
   CHECK(std::isnan(f16_to_float(double_to_f16(std::nan("")))));
   CHECK(f16_to_float(double_to_f16(1e-300)) == 0.0f);
+}
+
+TEST_CASE("bool tensors store one byte per element and read back as 0 or 1", "[dtype]") {
+  CHECK(parse_dtype("bool") == DType::kBool);
+  CHECK(dtype_name(DType::kBool) == "bool");
+  CHECK(dtype_size(DType::kBool) == 1);
+  CHECK_FALSE(is_floating(DType::kBool));
+  const TensorSpec spec = parse_tensor_spec("bool[2,3]");
+  CHECK(spec.size_bytes() == 6);
+  HostTensor mask(spec);
+  mask.set(1, 1.0);
+  mask.set(4, 0.25);  // any nonzero value is true
+  CHECK(mask.get(0) == 0.0);
+  CHECK(mask.get(1) == 1.0);
+  CHECK(mask.get(4) == 1.0);
+  CHECK(mask.data<bool>()[4]);
+  CHECK_FALSE(mask.data<bool>()[5]);
 }

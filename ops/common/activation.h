@@ -1,0 +1,50 @@
+// Activation functions shared by the ops (gated_linear_unit today, MLPs later): the names the
+// catalogs use, and a scalar definition that the references (at double) and the kernels' scalar
+// tails (at float) share. Vectorized forms are in ops/common/cpu_vector_math.h.
+#pragma once
+
+#include <cmath>
+#include <numbers>
+#include <string_view>
+
+namespace tokamax {
+
+enum class Activation { kNone, kSilu, kGelu, kGeluTanh, kSigmoid, kRelu };
+
+// "none", "silu", "gelu" (exact, erf), "gelu_tanh" (tanh approximation), "sigmoid", "relu".
+std::string_view activation_name(Activation activation);
+// Throws InvalidArgument listing the accepted names.
+Activation parse_activation(std::string_view name);
+
+template <typename T>
+T sigmoid(T x) {
+  // 1 / (1 + e^-x) overflows e^-x for very negative x to inf, which still gives the right 0.
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+template <typename T>
+T apply_activation(Activation activation, T x) {
+  switch (activation) {
+    case Activation::kNone:
+      return x;
+    case Activation::kSilu:
+      return x * sigmoid(x);
+    case Activation::kGelu:
+      return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+    case Activation::kGeluTanh: {
+      const T c = T(0.7978845608028654);  // sqrt(2 / pi)
+      return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
+    }
+    case Activation::kSigmoid:
+      return sigmoid(x);
+    case Activation::kRelu:
+      return x > T(0) ? x : T(0);
+  }
+  return x;
+}
+
+// |d act / dx| bounded over all x: how much an input error of e can grow through the
+// activation (for error models). relu/none: 1; silu: ~1.1; gelu: ~1.13; sigmoid: 1/4.
+double activation_lipschitz(Activation activation);
+
+}  // namespace tokamax

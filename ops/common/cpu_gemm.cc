@@ -1,0 +1,188 @@
+// A single-threaded GEMM tile over ragged_dot's packing and micro-kernels.
+//
+// Dimensions: see cpu_gemm.h. depth = the K extent of the current block (<= tk).
+#include "ops/common/cpu_gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "ops/errors.h"
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_micro_kernel.h"
+#include "ops/ragged_dot/cpu_pack.h"
+#include "ops/ragged_dot/cpu_tiling.h"
+
+namespace tokamax {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+// Per-thread scratch that only grows (see ragged_dot's cpu_kernel.cc for why).
+float* scratch_floats(size_t count) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  const size_t bytes = (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+  if (bytes > buffer.bytes) {
+    std::free(buffer.data);
+    buffer.bytes = 0;
+    buffer.data = std::aligned_alloc(kAlignment, bytes);
+    if (buffer.data == nullptr) throw std::bad_alloc();
+    buffer.bytes = bytes;
+  }
+  return static_cast<float*>(buffer.data);
+}
+
+float element(DType dtype, const void* data, int64_t i) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(data)[i];
+    case DType::kBF16:
+      return bf16_to_float(static_cast<const bf16*>(data)[i]);
+    case DType::kF16:
+      return f16_to_float(static_cast<const f16*>(data)[i]);
+    default:
+      throw NotImplemented("cpu gemm: operands must be f32, bf16 or f16, not " +
+                           std::string(dtype_name(dtype)));
+  }
+}
+
+// Packed rhs panel [ceil(cols / nr)][depth][nr] from B^T stored [cols, depth] (row stride ld):
+// strip s, k row k holds B^T[s*nr + j][k] for j < nr, zero past `cols`.
+void pack_transposed_panel(DType dtype, const char* bt, int64_t ld, int64_t depth, int64_t cols,
+                           int64_t nr, float* packed) {
+  const size_t size = dtype_size(dtype);
+  for (int64_t s = 0; s * nr < cols; ++s) {
+    float* strip = packed + s * depth * nr;
+    const int64_t width = std::min(nr, cols - s * nr);
+    for (int64_t j = 0; j < width; ++j) {
+      const char* row = bt + (s * nr + j) * ld * static_cast<int64_t>(size);
+      if (dtype == DType::kF32) {
+        const float* src = reinterpret_cast<const float*>(row);
+        for (int64_t k = 0; k < depth; ++k) strip[k * nr + j] = src[k];
+      } else {
+        for (int64_t k = 0; k < depth; ++k) strip[k * nr + j] = element(dtype, row, k);
+      }
+    }
+    for (int64_t j = width; j < nr; ++j) {
+      for (int64_t k = 0; k < depth; ++k) strip[k * nr + j] = 0.0f;
+    }
+  }
+}
+
+// The bf16-pair version: strip s, pair p holds (B^T[j][2p], B^T[j][2p + 1]), one 32-bit load of
+// the stored row; odd depth pads the last pair with +0.
+void pack_transposed_panel_pairs(const bf16* bt, int64_t ld, int64_t depth, int64_t cols,
+                                 int64_t nr, uint32_t* packed) {
+  const int64_t pairs = (depth + 1) / 2;
+  for (int64_t s = 0; s * nr < cols; ++s) {
+    uint32_t* strip = packed + s * pairs * nr;
+    const int64_t width = std::min(nr, cols - s * nr);
+    for (int64_t j = 0; j < nr; ++j) {
+      if (j >= width) {
+        for (int64_t p = 0; p < pairs; ++p) strip[p * nr + j] = 0;
+        continue;
+      }
+      const bf16* row = bt + (s * nr + j) * ld;
+      for (int64_t p = 0; p < pairs; ++p) {
+        const uint32_t lo = row[2 * p].bits;
+        const uint32_t hi = 2 * p + 1 < depth ? row[2 * p + 1].bits : 0u;
+        strip[p * nr + j] = lo | (hi << 16);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,
+                  float* c, int64_t ldc, bool accumulate, const CpuGemmOptions& options) {
+  if (a.transposed) throw NotImplemented("cpu gemm: a transposed A is not supported");
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) {
+      for (int64_t r = 0; r < M; ++r) std::memset(c + r * ldc, 0, N * sizeof(float));
+    }
+    return;
+  }
+  const int lanes = cpu_kernel_f32_lanes();
+  MicroKernelShape shape{options.mr, options.nr_vectors};
+  if (shape.mr == 0 && shape.nr_vectors == 0) shape = micro_kernel_shapes(lanes)[0];
+  if (!has_micro_kernel_shape(lanes, shape.mr, shape.nr_vectors)) {
+    throw NotImplemented("cpu gemm: no " + std::to_string(shape.mr) + "x" +
+                         std::to_string(shape.nr_vectors) + " micro-kernel for the " +
+                         cpu_kernel_target_name() + " target");
+  }
+  const bool native = options.native_bf16;
+  if (native &&
+      (!cpu_kernel_has_native_bf16() || a.dtype != DType::kBF16 || b.dtype != DType::kBF16)) {
+    throw NotImplemented("cpu gemm: native bf16 needs bf16 operands and a CPU with avx512_bf16");
+  }
+  const int64_t mr = shape.mr, nr = int64_t{shape.nr_vectors} * lanes;
+  const int64_t tk = std::max<int64_t>(2, std::min(options.tk, K));
+  const int64_t tn = round_up(std::max<int64_t>(1, std::min(options.tn, N)), nr);
+  const int64_t lhs_elems = round_up(M, mr) * round_up(tk, 2);
+  const int64_t rhs_elems = tn * round_up(tk, 2);
+  float* lhs_block = scratch_floats(static_cast<size_t>(lhs_elems + rhs_elems + 16));
+  float* rhs_panel = lhs_block + round_up(lhs_elems, 16);
+  const size_t a_size = dtype_size(a.dtype), b_size = dtype_size(b.dtype);
+  const char* a_data = static_cast<const char*>(a.data);
+  const char* b_data = static_cast<const char*>(b.data);
+
+  for (int64_t k0 = 0; k0 < K; k0 += tk) {
+    const int64_t depth = std::min(tk, K - k0);
+    BlockArgs args{};
+    args.lhs_block = lhs_block;
+    args.rows = M;
+    args.depth = depth;
+    args.ldc = ldc;
+    args.accumulate = accumulate || k0 > 0;
+    args.mr = shape.mr;
+    args.nr_vectors = shape.nr_vectors;
+    args.rhs_packed = true;
+    if (native) {
+      pack_lhs_block_pairs(reinterpret_cast<const bf16*>(a_data) + k0, a.ld, M, depth, mr,
+                           reinterpret_cast<uint32_t*>(lhs_block));
+    } else {
+      pack_lhs_block(a.dtype, a_data + k0 * static_cast<int64_t>(a_size), a.ld, M, depth, mr,
+                     lhs_block);
+    }
+    for (int64_t n0 = 0; n0 < N; n0 += tn) {
+      const int64_t cols = std::min(tn, N - n0);
+      args.cols = cols;
+      args.out = c + n0;
+      if (native) {
+        const bf16* bt = reinterpret_cast<const bf16*>(b_data);
+        if (b.transposed) {
+          pack_transposed_panel_pairs(bt + n0 * b.ld + k0, b.ld, depth, cols, nr,
+                                      reinterpret_cast<uint32_t*>(rhs_panel));
+        } else {
+          pack_rhs_panel_pairs(bt + k0 * b.ld + n0, b.ld, depth, cols, nr,
+                               reinterpret_cast<uint32_t*>(rhs_panel));
+        }
+        args.rhs = rhs_panel;
+        if (!block_product_bf16(args)) throw NotImplemented("cpu gemm: no such bf16 micro-kernel");
+        continue;
+      }
+      if (b.transposed) {
+        pack_transposed_panel(b.dtype, b_data + (n0 * b.ld + k0) * static_cast<int64_t>(b_size),
+                              b.ld, depth, cols, nr, rhs_panel);
+      } else {
+        pack_rhs_panel(b.dtype, b_data + (k0 * b.ld + n0) * static_cast<int64_t>(b_size), b.ld,
+                       depth, cols, nr, rhs_panel);
+      }
+      args.rhs = rhs_panel;
+      args.rhs_strip_stride = depth * nr;
+      args.ldb = nr;
+      if (!block_product_f32(args)) throw NotImplemented("cpu gemm: no such f32 micro-kernel");
+    }
+  }
+}
+
+}  // namespace tokamax

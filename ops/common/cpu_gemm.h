@@ -1,0 +1,49 @@
+// A dense, single-threaded GEMM on one thread's tile, for the CPU kernels of ops whose inner
+// loops are matrix products (dot_product_attention: Q K^T and P V; gated_linear_unit: x W;
+// linear_softmax_cross_entropy_loss: x W over a chunk of V). It runs the packing and the
+// register-blocked micro-kernels of ragged_dot (ops/ragged_dot/cpu_pack.h, cpu_micro_kernel.h),
+// so every op gets the same ~90%-of-peak inner product; the caller owns threading and tiling
+// above it (which rows, which columns, what to do with the f32 result).
+//
+// Dimensions.
+//   M, N   rows and columns of the product C[M, N] (f32)
+//   K      contraction extent
+//   tk     K block: the depth of the packed panels
+//   tn     columns of one packed B panel (rounded up to whole nr strips)
+//   mr, nr the micro-tile (a shape of micro_kernel_shapes, cpu_tiling.h)
+#pragma once
+
+#include <cstdint>
+
+#include "ops/dtype.h"
+
+namespace tokamax {
+
+// A strided matrix operand. Not transposed: element (r, c) at data[r * ld + c]. Transposed: the
+// operand is the transpose of what is stored, element (r, c) at data[c * ld + r] (B = K^T for
+// attention's Q K^T, with K stored [t, D]).
+struct GemmOperand {
+  DType dtype = DType::kF32;  // f32, bf16 or f16
+  const void* data = nullptr;
+  int64_t ld = 0;
+  bool transposed = false;
+};
+
+struct CpuGemmOptions {
+  int mr = 0;          // micro-tile; 0 = the first shape of this CPU's table
+  int nr_vectors = 0;  // (mr and nr_vectors must both be 0 or both set)
+  int64_t tk = 256;
+  int64_t tn = 512;
+  // bf16 x bf16 with vdpbf16ps on bf16 pairs (x86 with avx512_bf16 only; NotImplemented
+  // elsewhere or with other dtypes). Otherwise bf16/f16 are widened to f32 while packing.
+  bool native_bf16 = false;
+};
+
+// C[M, N] (+)= A[M, K] @ B[K, N] in f32 accumulators, row stride ldc. `accumulate` adds to C;
+// otherwise C is overwritten (K = 0 writes zeros). A must not be transposed. Uses per-thread
+// scratch that grows once and is reused (no allocation per call after the first). Throws
+// NotImplemented for a micro-tile shape this CPU lacks or native_bf16 where it cannot run.
+void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,
+                  float* c, int64_t ldc, bool accumulate, const CpuGemmOptions& options = {});
+
+}  // namespace tokamax

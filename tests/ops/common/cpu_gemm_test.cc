@@ -1,0 +1,126 @@
+// Tests for the shared single-threaded GEMM tile against a double-precision product.
+#include "ops/common/cpu_gemm.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "ops/dtype.h"
+#include "ops/errors.h"
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/random.h"
+
+using namespace tokamax;
+
+namespace {
+
+struct Case {
+  int64_t M, N, K;
+  bool transposed;
+  DType dtype;
+  bool native;
+  bool accumulate;
+};
+
+// Stores `values` as `dtype` and returns them rounded to what was stored.
+std::vector<char> store(DType dtype, std::vector<double>& values) {
+  std::vector<char> bytes(values.size() * dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::kF32) {
+      reinterpret_cast<float*>(bytes.data())[i] = static_cast<float>(values[i]);
+      values[i] = static_cast<float>(values[i]);
+    } else if (dtype == DType::kBF16) {
+      const bf16 v = double_to_bf16(values[i]);
+      reinterpret_cast<bf16*>(bytes.data())[i] = v;
+      values[i] = bf16_to_float(v);
+    } else {
+      const f16 v = double_to_f16(values[i]);
+      reinterpret_cast<f16*>(bytes.data())[i] = v;
+      values[i] = f16_to_float(v);
+    }
+  }
+  return bytes;
+}
+
+void check_case(const Case& t) {
+  CAPTURE(t.M, t.N, t.K, t.transposed, dtype_name(t.dtype), t.native, t.accumulate);
+  const int64_t lda = t.K + 3;                           // strided rows
+  const int64_t ldb = t.transposed ? t.K + 5 : t.N + 7;  // B^T [N, K] or B [K, N]
+  std::vector<double> a(static_cast<size_t>(t.M * lda)),
+      b(static_cast<size_t>((t.transposed ? t.N : t.K) * ldb));
+  uint64_t counter = 0;
+  for (double& x : a) x = uniform01(7, 1, counter++) * 2 - 1;
+  for (double& x : b) x = uniform01(8, 2, counter++) * 2 - 1;
+  const std::vector<char> a_bytes = store(t.dtype, a), b_bytes = store(t.dtype, b);
+  const int64_t ldc = t.N + 2;
+  std::vector<float> c(static_cast<size_t>(t.M * ldc), 0.5f);
+  CpuGemmOptions options;
+  options.native_bf16 = t.native;
+  options.tk = 40;  // several K blocks
+  options.tn = 48;  // several panels
+  cpu_gemm_f32({t.dtype, a_bytes.data(), lda, false}, {t.dtype, b_bytes.data(), ldb, t.transposed},
+               t.M, t.N, t.K, c.data(), ldc, t.accumulate, options);
+  for (int64_t i = 0; i < t.M; ++i) {
+    for (int64_t j = 0; j < t.N; ++j) {
+      double want = t.accumulate ? 0.5 : 0.0, magnitude = 0.0;
+      for (int64_t k = 0; k < t.K; ++k) {
+        const double bv = t.transposed ? b[j * ldb + k] : b[k * ldb + j];
+        want += a[i * lda + k] * bv;
+        magnitude += std::abs(a[i * lda + k] * bv);
+      }
+      REQUIRE(std::abs(c[i * ldc + j] - want) <= (t.K + 2) * 0x1p-24 * (magnitude + 1.0));
+    }
+    // Padding columns of C are untouched.
+    REQUIRE(c[i * ldc + t.N] == 0.5f);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cpu_gemm_f32 matches a double product for every operand layout and dtype",
+          "[cpu_gemm]") {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (bool transposed : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        check_case({37, 53, 101, transposed, dtype, false, accumulate});
+        check_case({1, 5, 3, transposed, dtype, false, accumulate});
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu_gemm_f32 native bf16 path matches, odd depth included", "[cpu_gemm]") {
+  if (!cpu_kernel_has_native_bf16()) {
+    CHECK_THROWS_AS(check_case({4, 4, 4, false, DType::kBF16, true, false}), NotImplemented);
+    return;
+  }
+  for (bool transposed : {false, true}) {
+    check_case({29, 70, 67, transposed, DType::kBF16, true, false});
+    check_case({3, 17, 1, transposed, DType::kBF16, true, true});
+  }
+}
+
+TEST_CASE("cpu_gemm_f32 with K = 0 writes zeros or leaves C alone", "[cpu_gemm]") {
+  std::vector<float> c(6, 2.0f);
+  const float x = 1.0f;
+  cpu_gemm_f32({DType::kF32, &x, 0, false}, {DType::kF32, &x, 3, false}, 2, 3, 0, c.data(), 3,
+               true);
+  CHECK(c[5] == 2.0f);
+  cpu_gemm_f32({DType::kF32, &x, 0, false}, {DType::kF32, &x, 3, false}, 2, 3, 0, c.data(), 3,
+               false);
+  CHECK(c[5] == 0.0f);
+}
+
+TEST_CASE("cpu_gemm_f32 rejects a micro-tile shape the CPU lacks and a transposed A",
+          "[cpu_gemm]") {
+  std::vector<float> a(4, 1.0f), c(4);
+  CpuGemmOptions options;
+  options.mr = 13;
+  options.nr_vectors = 5;
+  CHECK_THROWS_AS(cpu_gemm_f32({DType::kF32, a.data(), 2, false}, {DType::kF32, a.data(), 2, false},
+                               2, 2, 2, c.data(), 2, false, options),
+                  NotImplemented);
+  CHECK_THROWS_AS(cpu_gemm_f32({DType::kF32, a.data(), 2, true}, {DType::kF32, a.data(), 2, false},
+                               2, 2, 2, c.data(), 2, false),
+                  NotImplemented);
+}

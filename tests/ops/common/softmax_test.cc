@@ -1,0 +1,100 @@
+// Tests for the online softmax bookkeeping and the vectorized softmax row pieces.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/common/cpu_softmax.h"
+#include "ops/common/online_softmax.h"
+
+using namespace tokamax;
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}
+
+TEST_CASE("OnlineSoftmax gives the log-sum-exp of a row streamed element by element or in blocks",
+          "[softmax]") {
+  const std::vector<double> row = {0.5, -3.0, 12.0, -kInf, 11.5, 700.0, 699.0};
+  double max = -kInf;
+  for (double x : row) max = std::max(max, x);
+  double sum = 0;
+  for (double x : row) sum += std::exp(x - max);
+  const double want = max + std::log(sum);
+
+  OnlineSoftmax<double> by_element;
+  for (double x : row) by_element.add(x);
+  CHECK(by_element.log_sum_exp() == Approx(want).epsilon(1e-15));
+
+  // Blocks of 3, 2, 2, merged; the rescale factor is what an accumulated row needs.
+  OnlineSoftmax<double> by_block;
+  double weighted = 0;  // sum exp(x - running max) * x, rescaled as blocks arrive
+  for (size_t start : {0u, 3u, 5u}) {
+    const size_t end = start == 0 ? 3 : start + 2;
+    double block_max = -kInf, block_sum = 0, block_weighted = 0;
+    for (size_t i = start; i < end; ++i) block_max = std::max(block_max, row[i]);
+    for (size_t i = start; i < end; ++i) {
+      if (row[i] == -kInf) continue;
+      block_sum += std::exp(row[i] - block_max);
+      block_weighted += std::exp(row[i] - block_max) * row[i];
+    }
+    const double old_max = by_block.max;
+    const double rescale = by_block.merge(block_max, block_sum);
+    weighted =
+        weighted * rescale + block_weighted * std::exp(block_max - std::max(old_max, block_max));
+  }
+  CHECK(by_block.log_sum_exp() == Approx(want).epsilon(1e-15));
+  double want_weighted = 0;
+  for (double x : row) {
+    if (x != -kInf) want_weighted += std::exp(x - max) * x;
+  }
+  CHECK(weighted / by_block.sum == Approx(want_weighted / sum).epsilon(1e-13));
+}
+
+TEST_CASE("OnlineSoftmax of a fully masked row stays empty", "[softmax]") {
+  OnlineSoftmax<float> s;
+  s.add(-std::numeric_limits<float>::infinity());
+  CHECK(s.merge(-std::numeric_limits<float>::infinity(), 0.0f) == 1.0f);
+  CHECK(s.empty());
+  CHECK(s.sum == 0.0f);
+  CHECK(s.log_sum_exp() == -std::numeric_limits<float>::infinity());
+}
+
+TEST_CASE("cpu softmax rows: max, exp with shift and sum, masked entries, scale, soft cap",
+          "[softmax]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {0, 1, 7, 16, 37}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = std::sin(0.7f * i) * 5.0f;
+    if (n > 3) x[3] = -inf;
+    float want_max = -inf;
+    for (float v : x) want_max = std::max(want_max, v);
+    CHECK(cpu_row_max(x.data(), n) == want_max);
+
+    std::vector<float> e = x;
+    const float sum = cpu_exp_shift_sum(e.data(), n, want_max);
+    double want_sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = x[i] == -inf ? 0.0 : std::exp(double{x[i]} - want_max);
+      REQUIRE(e[i] == Approx(want).epsilon(2e-6).margin(1e-30));
+      want_sum += want;
+    }
+    CHECK(sum == Approx(want_sum).epsilon(1e-6));
+    if (n > 3) CHECK(e[3] == 0.0f);
+
+    std::vector<float> masked = x;
+    CHECK(cpu_exp_shift_sum(masked.data(), n, -inf) == 0.0f);
+    for (float v : masked) REQUIRE(v == 0.0f);
+
+    std::vector<float> s = x;
+    cpu_scale_row(s.data(), n, 0.5f);
+    for (int64_t i = 0; i < n; ++i) REQUIRE(s[i] == x[i] * 0.5f);
+
+    std::vector<float> capped = x;
+    cpu_soft_cap_row(capped.data(), n, 3.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = 3.0 * std::tanh(double{x[i]} / 3.0);
+      REQUIRE(capped[i] == Approx(want).epsilon(1e-6).margin(1e-6));
+    }
+  }
+}
