@@ -76,7 +76,7 @@ void SoftCapRow(float* x, int64_t n, float c) {
   for (; i < n; ++i) x[i] = c * std::tanh(x[i] / c);
 }
 
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+const char* SoftmaxTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace tokamax::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -88,7 +88,7 @@ HWY_EXPORT(RowMax);
 HWY_EXPORT(ExpShiftSum);
 HWY_EXPORT(ScaleRow);
 HWY_EXPORT(SoftCapRow);
-HWY_EXPORT(TargetName);
+HWY_EXPORT(SoftmaxTargetName);
 
 float cpu_row_max(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(RowMax)(x, n); }
 float cpu_exp_shift_sum(float* x, int64_t n, float shift) {
@@ -96,7 +96,7 @@ float cpu_exp_shift_sum(float* x, int64_t n, float shift) {
 }
 void cpu_scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
 void cpu_soft_cap_row(float* x, int64_t n, float c) { HWY_DYNAMIC_DISPATCH(SoftCapRow)(x, n, c); }
-const char* cpu_softmax_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+const char* cpu_softmax_target_name() { return HWY_DYNAMIC_DISPATCH(SoftmaxTargetName)(); }
 
 }  // namespace tokamax
 #endif  // HWY_ONCE
