@@ -222,6 +222,13 @@ std::vector<BenchOutcome> LocalRunner::bench(const std::vector<BenchJob>& jobs,
 }
 
 // --- Serialization.
+// Tripwires: a field added to one of these structs must also travel to the worker, or
+// `--isolation worker` (the default) would silently drop it. Add it to the functions below (and
+// to the round-trip test in tests/ops/case_runner_test.cc), then update the size here.
+static_assert(sizeof(TimingOptions) == 32, "new TimingOptions field: update timing_to_json");
+static_assert(sizeof(BenchOptions) == 72, "new BenchOptions field: update bench_options_to_json");
+static_assert(sizeof(BenchStats) == 168, "new BenchStats field: update bench_stats_to_json");
+static_assert(sizeof(Comparison) == 80, "new Comparison field: update comparison_to_json");
 
 json timing_to_json(const TimingOptions& t) {
   return {{"warmup_runs", t.warmup_runs},
