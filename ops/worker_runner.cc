@@ -1,6 +1,7 @@
 // The worker process (fork + exec, socket, deadlines, crash classification) and WorkerRunner.
 #include "ops/worker_runner.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -54,11 +55,17 @@ WorkerProcess::WorkerProcess(const std::vector<std::string>& argv) {
   std::vector<char*> raw;
   for (std::string& arg : args) raw.push_back(arg.data());
   raw.push_back(nullptr);
+  // exec failures come back through a close-on-exec pipe: end of file means exec succeeded.
+  int exec_status[2];
+  if (pipe2(exec_status, O_CLOEXEC) != 0) {
+    close(sockets[0]);
+    close(sockets[1]);
+    throw std::runtime_error(std::string("worker: pipe: ") + std::strerror(errno));
+  }
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
-    close(sockets[0]);
-    close(sockets[1]);
+    for (int fd : {sockets[0], sockets[1], exec_status[0], exec_status[1]}) close(fd);
     throw std::runtime_error(std::string("worker: fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
@@ -70,12 +77,25 @@ WorkerProcess::WorkerProcess(const std::vector<std::string>& argv) {
     dup2(sockets[1], STDIN_FILENO);  // dup2 clears close-on-exec on the copies
     dup2(sockets[1], STDOUT_FILENO);
     execv(raw[0], raw.data());
+    const int error = errno;
+    if (write(exec_status[1], &error, sizeof(error))) {
+    }
     _exit(127);
   }
   setpgid(pid, pid);  // also here, so that a kill right after fork finds the group
   close(sockets[1]);
+  close(exec_status[1]);
   pid_ = pid;
   fd_ = sockets[0];
+  int error = 0;
+  ssize_t n;
+  while ((n = read(exec_status[0], &error, sizeof(error))) < 0 && errno == EINTR) {
+  }
+  close(exec_status[0]);
+  if (n > 0) {
+    kill_and_reap();
+    throw std::runtime_error("worker: cannot run " + argv[0] + ": " + std::strerror(error));
+  }
 }
 
 WorkerProcess::~WorkerProcess() { kill_and_reap(); }

@@ -183,6 +183,10 @@ TEST_CASE("WorkerProcess tells answers, crashes, exits and timeouts apart", "[is
       CHECK(reply.line == line);
     }
   }
+  SECTION("a program that cannot be started is an error at once") {
+    CHECK_THROWS_WITH(WorkerProcess({"/no/such/program"}),
+                      Catch::Contains("cannot run /no/such/program"));
+  }
   SECTION("a signal is a crash that names the signal") {
     WorkerProcess crash({"/bin/sh", "-c", "read line; kill -SEGV $$"});
     const WorkerProcess::Reply reply = crash.exchange("go", 5.0, nullptr);
