@@ -85,6 +85,7 @@ struct BenchCommand {
   std::string json_path;
   std::vector<std::string> compare_paths;  // --compare OLD NEW: compare saved runs, run nothing
   std::string threshold = "5%";
+  IsolationOptions isolation;
 
   int run_compare() const {
     CompareOptions options;
@@ -126,11 +127,12 @@ struct BenchCommand {
         (fs::temp_directory_path() / ("tokamax-bench-" + std::to_string(getpid()) + ".json"))
             .string();
 
-    // One spec at a time, so only one case's tensors are alive at once.
+    // One worker for the whole command (restarted after a crash or timeout); one spec at a
+    // time, so only one case's tensors are alive at once.
+    const std::unique_ptr<CaseRunner> runner = make_runner(isolation, nullptr);
     for (const ArgSpec& spec : specs) {
       const Op& op = find_op(spec.op);
-      auto inputs = std::make_shared<const TensorMap>(op.make_inputs(spec.args, seed));
-      std::vector<BenchCase> cases;
+      std::vector<BenchJob> cases;
       std::vector<CaseInfo> infos;
       // Rows in dispatch order: unsupported ones now, timed ones (case_row) after the run.
       std::vector<std::vector<std::string>> rows;
@@ -168,15 +170,14 @@ struct BenchCommand {
         }
         info.config = resolved.config;
         info.config_source = std::string(config_source_name(resolved.source));
-        auto outputs = std::make_shared<TensorMap>(op.allocate_outputs(spec.args));
-        const BoundArgs args = spec.args;
-        cases.push_back(BenchCase{
-            spec.op + "/" + spec.name + "/" + info.impl,
-            [impl, args, config = resolved.config, inputs, outputs] {
-              impl->run_json(args, config, *inputs, *outputs);
-            },
-            info.flops, info.bytes,
-            nlohmann::json{{"config", info.config}, {"source", info.config_source}}.dump()});
+        BenchJob job;
+        job.impl = impl;
+        job.config = resolved.config;
+        job.name = spec.op + "/" + spec.name + "/" + info.impl;
+        job.flops = info.flops;
+        job.bytes = info.bytes;
+        job.label = nlohmann::json{{"config", info.config}, {"source", info.config_source}}.dump();
+        cases.push_back(job);
         infos.push_back(info);
         case_row.push_back(rows.size());
         rows.emplace_back();
@@ -186,7 +187,14 @@ struct BenchCommand {
         continue;
       }
       options.json_path = json_path.empty() ? "" : scratch;
-      const std::vector<BenchStats> stats = run_benchmarks(cases, options);
+      CaseSetup setup;
+      setup.op = spec.op;
+      setup.args = spec.args;
+      setup.seed = seed;
+      runner->setup(setup);
+      const std::vector<BenchOutcome> outcomes = runner->bench(cases, options);
+      std::vector<BenchStats> stats;
+      for (const BenchOutcome& outcome : outcomes) stats.push_back(outcome.stats);
       if (!json_path.empty()) append_json(merged, scratch);
       const double vendor_gflops = best_vendor_gflops(stats, infos);
       for (size_t i = 0; i < stats.size(); ++i) {
@@ -217,6 +225,7 @@ struct BenchCommand {
              {"flops", info.flops},
              {"bytes", info.bytes},
              {"ok", s.ok},
+             {"failure", outcomes[i].status == "ok" ? "" : outcomes[i].status},
              {"error", s.error},
              {"median_s", s.median_s},
              {"min_s", s.min_s},
@@ -300,6 +309,8 @@ Runner add_bench_command(CLI::App& app) {
                   "With --compare: smallest median change that counts, 5% or 0.05")
       ->capture_default_str()
       ->needs(compare);
+  add_isolation_options(*sub, command->isolation, "--timeout", 300.0,
+                        "one implementation's benchmark");
   return [command] { return command->run(); };
 }
 

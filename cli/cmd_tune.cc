@@ -54,6 +54,18 @@ Shard parse_shard(const std::string& text) {
   return shard;
 }
 
+// "crash 1, timeout 1": the failed candidates by category, "-" when none failed.
+std::string failure_counts(const std::vector<CandidateResult>& candidates) {
+  std::string text;
+  for (const char* status : {"invalid", "error", "crash", "timeout", "numerics"}) {
+    int count = 0;
+    for (const CandidateResult& c : candidates) count += c.status == status;
+    if (count > 0)
+      text += (text.empty() ? "" : ", ") + std::string(status) + " " + std::to_string(count);
+  }
+  return text.empty() ? "-" : text;
+}
+
 // One unit of work: a case and an implementation.
 struct TuneItem {
   const ArgSpec* spec;
@@ -92,6 +104,7 @@ struct TuneCommand {
   double time_budget_s = 0.0;
   bool force = false;
   bool quiet = false;
+  IsolationOptions isolation;
 
   std::vector<ArgSpec> select_cases() const {
     if (from_files.empty()) return select_specs(selection);
@@ -132,8 +145,11 @@ struct TuneCommand {
       ~RestoreSignal() { std::signal(SIGINT, handler); }
     } restore{previous};
 
-    Table table({"op", "spec", "impl", "candidates", "best", "heuristics", "gain", "config"});
-    table.set_right_aligned({3, 4, 5, 6});
+    // Candidates run in one worker for the whole command (restarted after a crash or timeout).
+    const std::unique_ptr<CaseRunner> runner = make_runner(isolation, &g_interrupt);
+    Table table(
+        {"op", "spec", "impl", "candidates", "failed", "best", "heuristics", "gain", "config"});
+    table.set_right_aligned({3, 5, 6, 7});
     nlohmann::json records = nlohmann::json::array();
     int tuned = 0, cached = 0, failed = 0;
     const int num_cases = static_cast<int>(items.size());
@@ -148,7 +164,7 @@ struct TuneCommand {
         const CacheEntry* done = force ? nullptr : existing.find(key);
         if (done != nullptr) {
           ++cached;
-          table.add_row({spec.op, spec.name, std::string(impl->name()), "cached",
+          table.add_row({spec.op, spec.name, std::string(impl->name()), "cached", "-",
                          format_duration(done->time_s), "-", "-", done->config.dump()});
           continue;
         }
@@ -178,6 +194,7 @@ struct TuneCommand {
         options.max_evals = max_evals;
         options.time_budget_s = time_budget_s;
         options.interrupt = &g_interrupt;
+        options.runner = runner.get();
         if (show_progress) {
           options.progress = [&](const TuneProgress& p) {
             std::cerr << "\r\033[K[case " << case_index << "/" << num_cases << "] " << spec.name
@@ -192,10 +209,21 @@ struct TuneCommand {
         for (const CandidateResult& c : result.candidates) valid += c.status == "ok";
         const std::string counts =
             std::to_string(valid) + "/" + std::to_string(result.candidates.size());
+        const std::string failures = failure_counts(result.candidates);
         if (!result.has_winner) {
           ++failed;
-          table.add_row({spec.op, spec.name, std::string(impl->name()), counts, "-", "-", "-",
-                         "no winner: " + result.reason});
+          table.add_row({spec.op, spec.name, std::string(impl->name()), counts, failures, "-", "-",
+                         "-", "no winner: " + result.reason});
+          nlohmann::json record = {
+              {"key", {{"device", key.device}, {"op", key.op}, {"impl", key.impl}}},
+              {"spec", spec.name},
+              {"winner", false},
+              {"reason", result.reason},
+              {"candidates", nlohmann::json::array()}};
+          for (const CandidateResult& c : result.candidates) {
+            record["candidates"].push_back(c.to_json());
+          }
+          records.push_back(record);
           continue;
         }
         CacheEntry entry = result.entry;
@@ -204,7 +232,7 @@ struct TuneCommand {
         ++tuned;
         const double gain =
             result.heuristics_time_s > 0 ? result.heuristics_time_s / entry.time_s : NAN;
-        table.add_row({spec.op, spec.name, std::string(impl->name()), counts,
+        table.add_row({spec.op, spec.name, std::string(impl->name()), counts, failures,
                        format_duration(entry.time_s), format_duration(result.heuristics_time_s),
                        format_number(gain, 2) + "x", entry.config.dump()});
         nlohmann::json record = entry.to_json();
@@ -275,6 +303,8 @@ Runner add_tune_command(CLI::App& app) {
                 "Re-tune items that already have an entry in the cache (default: skip them)");
   sub->add_option("--json", command->json_path, "Write every candidate's timing as JSON");
   sub->add_flag("-q,--quiet", command->quiet, "No progress line");
+  add_isolation_options(*sub, command->isolation, "--candidate-timeout", 60.0,
+                        "one candidate's timing or verification");
   return [command] { return command->run(); };
 }
 

@@ -13,6 +13,12 @@
 namespace tokamax::cli {
 namespace {
 
+// The result column: the disposition, or for a crash or timeout that word.
+std::string result_word(const VerifyRecord& record) {
+  if (record.failure == "crash" || record.failure == "timeout") return record.failure;
+  return std::string(disposition_name(record.disposition));
+}
+
 struct VerifyCommand {
   Selection selection;
   ConfigOptions config;
@@ -21,6 +27,7 @@ struct VerifyCommand {
   double max_memory_gb = 8.0;
   std::string dump_dir;
   std::string json_path;
+  IsolationOptions isolation;
 
   int run() const {
     const std::vector<ArgSpec> specs = select_specs(selection);
@@ -31,6 +38,9 @@ struct VerifyCommand {
     options.max_case_bytes = max_memory_gb * 1e9;
     options.dump_dir = dump_dir;
     options.configs = sources.context();
+    // One worker for the whole command, restarted after a crash or timeout.
+    const std::unique_ptr<CaseRunner> runner = make_runner(isolation, nullptr);
+    options.runner = runner.get();
 
     Table table({"op", "spec", "impl", "dtype", "result", "max abs err", "max rel err", "bound",
                  "checked", "note"});
@@ -42,8 +52,7 @@ struct VerifyCommand {
       if (impls.empty()) continue;
       for (VerifyRecord& record : verify_case(spec, impls, options)) {
         const bool compared = record.comparison.sampled > 0;
-        table.add_row({record.op, record.spec, record.impl, record.dtype,
-                       std::string(disposition_name(record.disposition)),
+        table.add_row({record.op, record.spec, record.impl, record.dtype, result_word(record),
                        compared ? format_scientific(record.comparison.max_abs_error) : "-",
                        compared ? format_scientific(record.comparison.max_rel_error) : "-",
                        compared ? format_scientific(record.comparison.bound) : "-",
@@ -59,8 +68,20 @@ struct VerifyCommand {
     std::map<std::string, int> counts;
     for (const VerifyRecord& r : records) ++counts[std::string(disposition_name(r.disposition))];
     std::cout << "\n" << records.size() << " results:";
+    std::map<std::string, int> failures;
+    for (const VerifyRecord& r : records) {
+      if (!r.failure.empty()) ++failures[r.failure];
+    }
     for (const char* d : {"passed", "failed", "mistrusted", "unsupported", "skipped"}) {
-      std::cout << " " << counts[d] << " " << d << (std::string(d) == "skipped" ? "" : ",");
+      std::cout << " " << counts[d] << " " << d;
+      if (std::string(d) == "failed" && !failures.empty()) {
+        std::string by_kind;
+        for (const auto& [kind, n] : failures) {
+          by_kind += (by_kind.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+        }
+        std::cout << " (" << by_kind << ")";
+      }
+      std::cout << (std::string(d) == "skipped" ? "" : ",");
     }
     std::cout << "\n";
     if (!json_path.empty()) {
@@ -97,6 +118,7 @@ Runner add_verify_command(CLI::App& app) {
   sub->add_option("--dump-dir", command->dump_dir,
                   "Write inputs, outputs and oracle as .npy (DIR/<op>/<spec>/<impl>/<name>.npy)");
   sub->add_option("--json", command->json_path, "Write the results as JSON");
+  add_isolation_options(*sub, command->isolation, "--timeout", 300.0, "one implementation's run");
   return [command] { return command->run(); };
 }
 

@@ -10,6 +10,7 @@
 
 #include "ops/errors.h"
 #include "ops/registry.h"
+#include "ops/worker_runner.h"
 
 namespace tokamax::cli {
 
@@ -73,8 +74,7 @@ void add_config_options(CLI::App& command, ConfigOptions& options, bool allow_ex
 
 ConfigSources::ConfigSources(const ConfigOptions& options, const std::string& impls) {
   if (!options.config_json.empty() && (impls.empty() || impls.find(',') != std::string::npos)) {
-    throw InvalidArgument("--config applies to one implementation: give a single --impl",
-                          "config");
+    throw InvalidArgument("--config applies to one implementation: give a single --impl", "config");
   }
   if (!options.no_cache) {
     path_ = options.cache_path.empty() ? default_user_cache_path() : options.cache_path;
@@ -89,6 +89,35 @@ ConfigSources::ConfigSources(const ConfigOptions& options, const std::string& im
       throw InvalidArgument(std::string("--config is not valid JSON: ") + e.what(), "config");
     }
   }
+}
+
+void add_isolation_options(CLI::App& command, IsolationOptions& options,
+                           const std::string& timeout_flag, double default_timeout_s,
+                           const std::string& timeout_what) {
+  command
+      .add_option("--isolation", options.mode,
+                  "worker: run implementations in a worker process, so that one that crashes or "
+                  "hangs is reported (crash, timeout) and the rest still run; none: in this "
+                  "process (for debuggers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"worker", "none"}));
+  options.timeout_s = default_timeout_s;
+  command
+      .add_option(timeout_flag, options.timeout_s,
+                  "Seconds " + timeout_what +
+                      " may run in the worker before it is killed and "
+                      "reported as timeout (0 = no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
+std::unique_ptr<CaseRunner> make_runner(const IsolationOptions& options,
+                                        const std::atomic<bool>* interrupt) {
+  if (options.mode == "none") return std::make_unique<LocalRunner>(interrupt);
+  WorkerOptions worker;
+  worker.timeout_s = options.timeout_s;
+  worker.interrupt = interrupt;
+  return std::make_unique<WorkerRunner>(worker);
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

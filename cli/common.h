@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "ops/arg_spec.h"
 #include "ops/autotune_cache.h"
+#include "ops/case_runner.h"
 #include "ops/config_resolution.h"
 #include "ops/op.h"
 
@@ -56,6 +58,19 @@ class ConfigSources {
   AutotuneCache user_cache_;
   ConfigContext context_;
 };
+
+// --isolation worker|none and the timeout of one run (docs/isolation.md).
+struct IsolationOptions {
+  std::string mode = "worker";  // worker: implementations run in a `tokamax worker` process
+  double timeout_s = 0.0;       // per candidate (tune) or implementation (bench, verify)
+};
+// `timeout_flag` is "--candidate-timeout" for tune, "--timeout" for bench and verify.
+void add_isolation_options(CLI::App& command, IsolationOptions& options,
+                           const std::string& timeout_flag, double default_timeout_s,
+                           const std::string& timeout_what);
+// A WorkerRunner (worker) or a LocalRunner (none). `interrupt` may be null.
+std::unique_ptr<CaseRunner> make_runner(const IsolationOptions& options,
+                                        const std::atomic<bool>* interrupt);
 
 // Writes text to a file, creating parent directories; throws InvalidArgument when it cannot.
 void write_text_file(const std::string& path, const std::string& text);

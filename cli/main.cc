@@ -1,45 +1,4 @@
-// `tokamax`: verify, bench, tune and export-cache over the op catalogs; maps errors to exit codes.
-#include <CLI/CLI.hpp>
-#include <iostream>
-#include <map>
-
+// `tokamax`: the command-line program (cli/run.cc).
 #include "cli/commands.h"
-#include "ops/errors.h"
-#include "ops/metadata.h"
 
-int main(int argc, char** argv) {
-  using namespace tokamax;
-  using namespace tokamax::cli;
-  set_command_line(argc, argv);
-
-  CLI::App app{"tokamax: verify, benchmark and autotune kernels on your workload shapes"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", build_info().version + " (" + build_info().git_sha + ")");
-  std::map<std::string, Runner> runners = {
-      {"list", add_list_command(app)},     {"info", add_info_command(app)},
-      {"verify", add_verify_command(app)}, {"bench", add_bench_command(app)},
-      {"tune", add_tune_command(app)},     {"export-cache", add_export_cache_command(app)},
-  };
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
-  }
-  try {
-    for (const CLI::App* sub : app.get_subcommands()) return runners.at(sub->get_name())();
-    return kExitUsage;
-  } catch (const Interrupted&) {
-    std::cerr << "tokamax: interrupted\n";
-    return kExitInterrupted;
-  } catch (const InputError& e) {
-    std::cerr << "tokamax: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const InvalidArgument& e) {
-    std::cerr << "tokamax: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    std::cerr << "tokamax: failed: " << e.what() << "\n";
-    return kExitFailure;
-  }
-}
+int main(int argc, char** argv) { return tokamax::cli::run_cli(argc, argv); }

@@ -8,10 +8,25 @@
 #include "ops/ragged_dot/api.h"
 
 namespace tokamax {
+namespace {
+
+std::vector<const Op*>& extra_ops() {
+  static std::vector<const Op*> ops;
+  return ops;
+}
+
+}  // namespace
+
+void register_extra_op(const Op& op) { extra_ops().push_back(&op); }
 
 const std::vector<const Op*>& all_ops() {
   static const std::vector<const Op*> ops = {&ragged_dot_op()};
-  return ops;
+  static const std::vector<const Op*> with_extras = [] {
+    std::vector<const Op*> all = ops;
+    all.insert(all.end(), extra_ops().begin(), extra_ops().end());
+    return all;
+  }();
+  return with_extras;
 }
 
 const Op& find_op(std::string_view name) {

@@ -62,6 +62,11 @@ class Search {
       o.samples.insert(o.samples.end(), samples.begin(), samples.end());
     } catch (const Interrupted&) {
       throw;
+    } catch (const CandidateFailure& e) {
+      o.status = e.status();
+      o.reason = e.what();
+      o.samples.clear();
+      return false;
     } catch (const std::exception& e) {
       o.status = "error";
       o.reason = e.what();

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,12 +31,25 @@ struct SearchOptions {
   std::function<void(int, int, double)> progress;
 };
 
+// A candidate that failed in a known way: `status` is its category ("error", "crash",
+// "timeout"), the message the reason.
+class CandidateFailure : public std::runtime_error {
+ public:
+  CandidateFailure(std::string status, const std::string& reason)
+      : std::runtime_error(reason), status_(std::move(status)) {}
+  const std::string& status() const { return status_; }
+
+ private:
+  std::string status_;
+};
+
 // Samples (seconds per call) of candidate `index` under `request`. warmup_runs == 0 asks for a
-// lean timing (no discarded call beyond batch calibration). Throws on a failing candidate.
+// lean timing (no discarded call beyond batch calibration). Throws on a failing candidate
+// (CandidateFailure gives the failure its category; any other exception is an "error").
 using TimeFn = std::function<std::vector<double>(size_t index, const TimingOptions& request)>;
 
 struct SearchOutcome {
-  std::string status = "skipped";  // "ok", "pruned", "skipped", "error"
+  std::string status = "skipped";  // "ok", "pruned", "skipped", "error", "crash", "timeout"
   std::string reason;
   int round = -1;  // halving: the last round the candidate was timed in
   std::vector<double> samples;
@@ -43,7 +57,8 @@ struct SearchOutcome {
 };
 
 // Times candidates 0..n-1 by `options.strategy`; `heuristics` (or n for none) is always timed
-// first. Exceptions of `time` other than Interrupted mark the candidate "error".
+// first. Exceptions of `time` other than Interrupted mark the candidate failed: "error", or the
+// status of a CandidateFailure.
 std::vector<SearchOutcome> run_search(size_t n, size_t heuristics, const TimeFn& time,
                                       const SearchOptions& options);
 

@@ -2,7 +2,6 @@
 #include "ops/tuner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "ops/errors.h"
@@ -10,46 +9,6 @@
 #include "ops/numerics.h"
 
 namespace tokamax {
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// time_calls, or with warmup_runs == 0 a lean variant for halving: the first call calibrates
-// the batch and counts as a sample when it alone lasts a sample (slow kernels waste nothing).
-std::vector<double> sample_calls(const std::function<void()>& call, const TimingOptions& options,
-                                 const std::atomic<bool>* interrupt) {
-  if (options.warmup_runs > 0) return time_calls(call, options, interrupt);
-  auto check = [&] {
-    if (interrupt != nullptr && interrupt->load()) throw Interrupted();
-  };
-  check();
-  double start = now_s();
-  call();
-  const double one_call = now_s() - start;
-  std::vector<double> samples;
-  double timed = 0.0;
-  if (one_call >= options.sample_time_s) {
-    samples.push_back(one_call);
-    timed = one_call;
-  }
-  const int batch =
-      static_cast<int>(std::clamp(options.sample_time_s / std::max(one_call, 1e-9), 1.0, 1e6));
-  while (static_cast<int>(samples.size()) < options.max_samples &&
-         (static_cast<int>(samples.size()) < options.min_samples || timed < options.min_time_s)) {
-    check();
-    start = now_s();
-    for (int i = 0; i < batch; ++i) call();
-    const double elapsed = now_s() - start;
-    timed += elapsed;
-    samples.push_back(elapsed / batch);
-  }
-  return samples;
-}
-
-}  // namespace
-
 nlohmann::json CandidateResult::to_json() const {
   nlohmann::json out = {{"config", config}, {"status", status}};
   if (!samples.empty()) {
@@ -72,8 +31,14 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
     configs.insert(configs.begin(), heuristics);
   }
 
-  const TensorMap inputs = op.make_inputs(args, options.seed);
-  TensorMap outputs = op.allocate_outputs(args);
+  LocalRunner local(options.interrupt);
+  CaseRunner& runner = options.runner != nullptr ? *options.runner : local;
+  CaseSetup setup;
+  setup.op = std::string(op.name());
+  setup.args = args;
+  setup.seed = options.seed;
+  setup.oracle_budget = options.oracle_budget;
+  runner.setup(setup);
   result.candidates.resize(configs.size());
   std::vector<size_t> valid;  // indices into configs of the candidates that may be timed
   size_t heuristics_index = configs.size();
@@ -105,8 +70,11 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   }
   const TimeFn time = [&](size_t index, const TimingOptions& request) {
     const nlohmann::json& config = configs[valid[index]];
-    return sample_calls([&] { impl.run_json(args, config, inputs, outputs); }, request,
-                        options.interrupt);
+    TimeResult timed = runner.time(impl, config, request);
+    if (timed.status != "ok") {
+      throw CandidateFailure(timed.status, timed.reason);
+    }
+    return timed.samples;
   };
   const std::vector<SearchOutcome> outcomes =
       run_search(valid.size(), heuristics_index, time, search);
@@ -136,15 +104,17 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
     result.reason = "no valid candidate ran";
     return result;
   }
-  const ErrorModel model = op.error_model(args);
-  const OracleSet oracle = sample_oracle(op, args, inputs, options.oracle_budget, options.seed);
   for (CandidateResult* candidate : ranked) {
     if (options.interrupt != nullptr && options.interrupt->load()) throw Interrupted();
-    for (auto& [name, tensor] : outputs) tensor.fill_zero();
-    impl.run_json(args, candidate->config, inputs, outputs);
+    const CheckResult check = runner.check(impl, candidate->config);
+    if (check.status != "ok") {
+      // A crash or hang only now (e.g. on other outputs) still disqualifies the candidate.
+      candidate->status = check.status == "unsupported" ? "error" : check.status;
+      candidate->reason = check.reason;
+      continue;
+    }
     std::string failure;
-    for (const auto& [name, sample] : oracle) {
-      const Comparison comparison = compare_to_oracle(outputs.at(name), sample, model);
+    for (const auto& [name, comparison] : check.comparisons) {
       if (judge(comparison) == Disposition::kFailed) {
         failure = name + ": max abs error " + std::to_string(comparison.max_abs_error) +
                   " over the bound " + std::to_string(comparison.bound);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/autotune_cache.h"
+#include "ops/case_runner.h"
 #include "ops/op.h"
 #include "ops/search_strategy.h"
 #include "ops/timing.h"
@@ -17,7 +18,8 @@ namespace tokamax {
 
 struct CandidateResult {
   nlohmann::json config;
-  std::string status;  // "ok", "invalid", "error", "numerics", "pruned", "skipped"
+  // "ok", "invalid", "error", "crash", "timeout", "numerics", "pruned", "skipped"
+  std::string status;
   std::string reason;
   int round = -1;       // halving: the last round the candidate was timed in
   double time_s = 0.0;  // median, for "ok"
@@ -42,6 +44,9 @@ struct TuneOptions {
   double time_budget_s = 0.0;  // wall time for timing per case; 0 = unlimited
   const std::atomic<bool>* interrupt = nullptr;
   std::function<void(const TuneProgress&)> progress;
+  // Where candidates run (timing and verification): null = in this process. With a
+  // WorkerRunner a crash or hang costs only the candidate ("crash", "timeout").
+  CaseRunner* runner = nullptr;
 };
 
 struct TuneResult {
@@ -54,7 +59,8 @@ struct TuneResult {
 
 // Enumerates autotuning_configs (plus the heuristics config), skips invalid ones with the
 // reason, times the rest as `strategy` and the budgets allow, and verifies candidates against the
-// oracle fastest-first until one passes: only a verified config can win. Throws Interrupted when
+// oracle fastest-first until one passes: only a verified config can win. A candidate that throws,
+// crashes or hangs is recorded with that status and the search goes on. Throws Interrupted when
 // `interrupt` is raised.
 TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& impl,
                      const DeviceInfo& device, const TuneOptions& options);

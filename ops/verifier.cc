@@ -28,30 +28,6 @@ double case_bytes(const Op& op, const BoundArgs& args, size_t num_impls) {
   return bytes;
 }
 
-void dump_tensors(const fs::path& dir, const TensorMap& tensors) {
-  fs::create_directories(dir);
-  for (const auto& [name, tensor] : tensors) write_npy((dir / (name + ".npy")).string(), tensor);
-}
-
-void dump_oracle(const fs::path& dir, const Op& op, const BoundArgs& args,
-                 const OracleSet& oracle) {
-  fs::create_directories(dir);
-  for (const TensorDecl& decl : op.outputs(args)) {
-    const OracleSample& sample = oracle.at(decl.name);
-    const auto count = static_cast<int64_t>(sample.index.size());
-    if (count == decl.spec.num_elements()) {
-      write_npy((dir / (decl.name + ".npy")).string(), "<f8", decl.spec.dims, sample.value.data(),
-                sample.value.size() * sizeof(double));
-    } else {
-      // Sampled: flat indices and values side by side (out.flat[index] ~ values).
-      write_npy((dir / (decl.name + "_index.npy")).string(), "<i8", {count}, sample.index.data(),
-                sample.index.size() * sizeof(int64_t));
-      write_npy((dir / (decl.name + "_values.npy")).string(), "<f8", {count}, sample.value.data(),
-                sample.value.size() * sizeof(double));
-    }
-  }
-}
-
 }  // namespace
 
 std::string case_dtype(const Op& op, const BoundArgs& args) {
@@ -79,6 +55,7 @@ nlohmann::json VerifyRecord::to_json() const {
           {"dtype", dtype},
           {"disposition", std::string(disposition_name(disposition))},
           {"reason", reason},
+          {"failure", failure},
           {"max_abs_error", number(comparison.max_abs_error)},
           {"max_rel_error", number(comparison.max_rel_error)},
           {"bound", number(comparison.bound)},
@@ -124,15 +101,18 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
     return records;
   }
 
-  const TensorMap inputs = op.make_inputs(args, options.seed);
-  const OracleSet oracle = sample_oracle(op, args, inputs, options.oracle_budget, options.seed);
   const ErrorModel model = op.error_model(args);
+  LocalRunner local;
+  CaseRunner& runner = options.runner != nullptr ? *options.runner : local;
   const fs::path case_dir =
       options.dump_dir.empty() ? fs::path() : fs::path(options.dump_dir) / spec.op / spec.name;
-  if (!case_dir.empty()) {
-    dump_tensors(case_dir / "inputs", inputs);
-    dump_oracle(case_dir / "oracle", op, args, oracle);
-  }
+  CaseSetup setup;
+  setup.op = spec.op;
+  setup.args = args;
+  setup.seed = options.seed;
+  setup.oracle_budget = options.oracle_budget;
+  setup.dump_dir = case_dir.string();  // inputs and oracle
+  runner.setup(setup);
 
   for (const Implementation* impl : impls) {
     VerifyRecord record = record_for(*impl);
@@ -143,27 +123,38 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
       records.push_back(record);
       continue;
     }
-    TensorMap outputs = op.allocate_outputs(args);
+    CheckResult check;
     try {
       impl->check_args(args);
       const ResolvedConfig resolved = resolve_config(*impl, args, device, options.configs);
       record.config = resolved.config;
       record.config_source = std::string(config_source_name(resolved.source));
-      impl->run_json(args, resolved.config, inputs, outputs);
+      check = runner.check(*impl, resolved.config,
+                           case_dir.empty() ? "" : (case_dir / record.impl).string());
     } catch (const NotImplemented& e) {
+      check.status = "unsupported";
+      check.reason = e.what();
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      check.status = "error";
+      check.reason = e.what();
+    }
+    if (check.status == "unsupported") {
       record.disposition = Disposition::kUnsupported;
-      record.reason = e.what();
+      record.reason = check.reason;
       records.push_back(record);
       continue;
-    } catch (const std::exception& e) {
+    }
+    if (check.status != "ok") {
       record.disposition = Disposition::kFailed;
-      record.reason = std::string("error: ") + e.what();
+      record.failure = check.status;
+      record.reason = check.status + ": " + check.reason;
       records.push_back(record);
       continue;
     }
     // Judge every output; the worst one decides.
-    for (const auto& [name, sample] : oracle) {
-      const Comparison comparison = compare_to_oracle(outputs.at(name), sample, model);
+    for (const auto& [name, comparison] : check.comparisons) {
       const Disposition verdict = judge(comparison);
       if (record.comparison.sampled == 0 ||
           comparison.worst_ratio > record.comparison.worst_ratio) {
@@ -171,6 +162,7 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
       }
       if (verdict == Disposition::kFailed) {
         record.disposition = verdict;
+        record.failure = "numerics";
         record.reason = comparison.nonfinite > 0 ? std::to_string(comparison.nonfinite) +
                                                        " non-finite outputs in " + name
                                                  : std::to_string(comparison.violations) +
@@ -186,7 +178,6 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
       record.reason = "sampled " + std::to_string(record.comparison.sampled) + " of " +
                       std::to_string(record.comparison.total) + " outputs";
     }
-    if (!case_dir.empty()) dump_tensors(case_dir / record.impl, outputs);
     records.push_back(record);
   }
 

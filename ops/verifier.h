@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/arg_spec.h"
+#include "ops/case_runner.h"
 #include "ops/config_resolution.h"
 #include "ops/numerics.h"
 #include "ops/op.h"
@@ -21,12 +22,18 @@ struct VerifyOptions {
   double max_case_bytes = 8e9;
   std::string dump_dir;  // when set: DIR/<op>/<spec>/{inputs,oracle,<impl>}/<name>.npy + case.json
   ConfigContext configs;
+  // Where implementations run: null = in this process. With a WorkerRunner an implementation
+  // that crashes or hangs fails with failure "crash" / "timeout" and the others still run.
+  CaseRunner* runner = nullptr;
 };
 
 struct VerifyRecord {
   std::string op, spec, impl, dtype;
   Disposition disposition = Disposition::kPassed;
   std::string reason;
+  // Why a failed record failed: "numerics" (out of the bound), "error" (threw), "crash",
+  // "timeout"; empty otherwise.
+  std::string failure;
   Comparison comparison;
   nlohmann::json config;
   std::string config_source;

@@ -1,0 +1,100 @@
+// The fault-injection op of the test builds: ragged_dot math, misbehaving on demand.
+#include "tests/support/fault_injection_op.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include "ops/errors.h"
+
+namespace tokamax::testing {
+namespace {
+
+const char* const kModes[] = {"ok", "wrong", "throw", "crash", "abort", "hang", "invalid"};
+
+class FaultyRaggedDot final : public TypedImplementation<RaggedDotProblem, FaultConfig> {
+ public:
+  FaultyRaggedDot(std::string name, bool injects) : name_(std::move(name)), injects_(injects) {}
+  std::string_view op_name() const override { return "fault_injection"; }
+  std::string_view name() const override { return name_; }
+  Support supported_on(const DeviceInfo&) const override { return {}; }
+
+  FaultConfig heuristics_config(const RaggedDotProblem&, const DeviceInfo&) const override {
+    FaultConfig config;
+    const char* mode = std::getenv("TOKAMAX_FAULT");
+    if (injects_ && mode != nullptr && *mode != '\0') config.mode = mode;
+    config.delay_us = injects_ ? 200 : 0;
+    return config;
+  }
+  std::vector<FaultConfig> autotuning_configs(const RaggedDotProblem& problem,
+                                              const DeviceInfo& device) const override {
+    if (!injects_) return {heuristics_config(problem, device)};
+    std::vector<FaultConfig> configs;
+    for (const char* mode : kModes) {
+      FaultConfig config;
+      config.mode = mode;
+      config.delay_us = config.mode == "ok" ? 200 : 0;  // "wrong" is the fastest
+      configs.push_back(config);
+    }
+    return configs;
+  }
+  void check_config(const RaggedDotProblem&, const FaultConfig& config) const override {
+    if (config.mode == "invalid") throw InvalidArgument("mode 'invalid' never fits", "mode");
+  }
+  void run(const RaggedDotProblem& problem, const FaultConfig& config, const TensorMap& inputs,
+           TensorMap& outputs) const override {
+    if (config.delay_us > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(config.delay_us));
+    if (config.mode == "crash") std::raise(SIGSEGV);
+    if (config.mode == "abort") std::abort();
+    if (config.mode == "hang") {
+      for (;;) pause();
+    }
+    if (config.mode == "throw") throw std::runtime_error("injected failure");
+    ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"));
+    if (config.mode == "wrong") outputs.at("out").set(0, outputs.at("out").get(0) + 1.0);
+  }
+
+ private:
+  std::string name_;
+  bool injects_;
+};
+
+class FaultInjectionOp final : public RaggedDotOp {
+ public:
+  std::string_view name() const override { return "fault_injection"; }
+  std::string_view summary() const override {
+    return "test builds only: ragged_dot whose `faulty` implementation misbehaves on demand";
+  }
+  BoundArgs bind(const nlohmann::json& args) const override {
+    BoundArgs bound = RaggedDotOp::bind(args);
+    bound.op = "fault_injection";
+    return bound;
+  }
+  std::vector<const Implementation*> implementations() const override {
+    static const FaultyRaggedDot faulty("faulty", true);
+    static const FaultyRaggedDot steady("steady", false);
+    return {&faulty, &steady};
+  }
+};
+
+}  // namespace
+
+void FaultConfig::validate() const {
+  for (const char* known : kModes) {
+    if (mode == known) return;
+  }
+  throw InvalidArgument(
+      "mode '" + mode + "': expected ok, wrong, throw, crash, abort, hang or invalid", "mode");
+}
+
+const RaggedDotOp& fault_injection_op() {
+  static const FaultInjectionOp op;
+  return op;
+}
+
+}  // namespace tokamax::testing

@@ -1,0 +1,35 @@
+// Test builds only: an op whose `faulty` implementation crashes, hangs, throws or computes wrong
+// numbers on demand, for the isolation tests (docs/isolation.md). It is ragged_dot under another
+// name; `tokamax_test_cli` registers it, the installed `tokamax` never contains it.
+//
+// Dimensions: as ragged_dot (G groups, M rows, K contraction, N outputs).
+#pragma once
+
+#include <string>
+
+#include "ops/ragged_dot/base.h"
+
+namespace tokamax::testing {
+
+// Config of the `faulty` implementation: what it does when run.
+//   mode: ok | wrong (out[0] += 1) | throw | crash (SIGSEGV) | abort (SIGABRT) | hang (sleeps
+//         forever) | invalid (rejected by check_config)
+//   delay_us: sleeps this long first, to order candidates by time.
+struct FaultConfig {
+  std::string mode = "ok";
+  int delay_us = 0;
+  void validate() const;
+  template <class V>
+  void visit(V&& v) {
+    v("mode", mode);
+    v("delay_us", delay_us);
+  }
+};
+
+// The op "fault_injection", with the implementations:
+//   faulty  heuristics config {"mode": $TOKAMAX_FAULT or "ok", "delay_us": 200}; autotuning
+//           configs: one of each mode (only "ok" is both valid and right)
+//   steady  always right, nothing to tune
+const RaggedDotOp& fault_injection_op();
+
+}  // namespace tokamax::testing
