@@ -5,12 +5,14 @@
 #include <string>
 
 #include "ops/errors.h"
+#include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/ragged_dot/api.h"
 
 namespace tokamax {
 
 const std::vector<const Op*>& all_ops() {
-  static const std::vector<const Op*> ops = {&ragged_dot_op()};
+  static const std::vector<const Op*> ops = {&ragged_dot_op(),
+                                             &linear_softmax_cross_entropy_loss_op()};
   return ops;
 }
 
