@@ -4,6 +4,7 @@
 // Dimensions.
 //   B, H, V      rows, hidden size, vocabulary size (see base.h)
 //   tb, tv       row tile (tile_b) and logits chunk (chunk_v): the logits tile is [tb, tv] f32
+//   tn, tk       the GEMM's packed w panel [tk, tn] (tile_k, tile_n)
 //   nv           V ranges (v_splits): tasks are (row tile, V range) pairs
 //   mr, nr       the GEMM micro-tile; L = f32 lanes of the SIMD target (16 on AVX-512)
 #include <algorithm>
@@ -107,6 +108,7 @@ class CpuLinearSoftmaxCrossEntropy final
     LsceCpuKernelOptions options;
     options.tile_b = c.tile_b;
     options.chunk_v = c.chunk_v;
+    options.tile_n = c.tile_n;
     options.tile_k = c.tile_k;
     const int threads = cpu::thread_pool().threads_for(int64_t{1} << 20, c.num_threads);
     const int64_t nb = (p.B + c.tile_b - 1) / std::max(c.tile_b, 1);
@@ -146,6 +148,7 @@ class CpuLinearSoftmaxCrossEntropy final
 void CpuLsceConfig::validate() const {
   require(tile_b >= 1, "tile_b", "tile_b must be >= 1, got " + std::to_string(tile_b));
   require(chunk_v >= 1, "chunk_v", "chunk_v must be >= 1, got " + std::to_string(chunk_v));
+  require(tile_n >= 1, "tile_n", "tile_n must be >= 1, got " + std::to_string(tile_n));
   require(tile_k >= 2, "tile_k", "tile_k must be >= 2, got " + std::to_string(tile_k));
   require(v_splits >= 0, "v_splits",
           "v_splits must be >= 0 (0 = automatic), got " + std::to_string(v_splits));
@@ -176,11 +179,17 @@ CpuLsceConfig cpu_lsce_heuristics_config(const LinearSoftmaxCrossEntropyProblem&
   // tk: an lhs micro-panel [mr, tk] in half of L1 (as ragged_dot's heuristics).
   c.tile_k =
       static_cast<int>(std::clamp<int64_t>(l1 / (2 * int64_t{shape.mr} * 4) / 32 * 32, 32, 512));
-  // tv: the logits tile [tb, tv] and the packed w panel [tk, tv] (both f32) in 3/4 of L2: the
-  // tile is re-read for every K block, the panel by every micro-panel of rows.
-  const int64_t per_column = (int64_t{c.tile_b} + c.tile_k) * 4;
-  c.chunk_v = static_cast<int>(
-      std::clamp<int64_t>(l2 * 3 / 4 / per_column / nr * nr, nr, std::max<int64_t>(nr, 2048)));
+  // tn: the packed w panel [tk, tn] f32 in half of L2 (re-read by every micro-panel of rows).
+  c.tile_n =
+      static_cast<int>(std::clamp<int64_t>(l2 / (2 * int64_t{c.tile_k} * 4) / nr * nr, nr, 4096));
+  // tv: long chunks amortise packing the x rows (once per chunk and K block, tb * H values
+  // against 2 * tb * H * tv flops); the logits tile [tb, tv] f32 then lives in L3, which the
+  // accumulator updates (once per K block) and the one exp pass tolerate. Whole panels.
+  const int64_t l3_share =
+      device.l3_bytes > 0 ? device.l3_bytes / (2 * std::max(1, device.cores)) : 4 * l2;
+  const int64_t tv_cap = std::max<int64_t>(c.tile_n, l3_share / (4 * int64_t{c.tile_b}));
+  c.chunk_v = static_cast<int>(std::min<int64_t>(tv_cap, 2048) / c.tile_n * c.tile_n);
+  c.chunk_v = std::max(c.chunk_v, c.tile_n);
   c.v_splits = 0;
   if (is_lsce_bf16_problem(p) && device_has_native_bf16(device)) c.bf16_path = "native_dot";
   const double multiply_adds = static_cast<double>(p.B) * p.H * p.V;
@@ -197,6 +206,7 @@ std::vector<CpuLsceConfig> cpu_lsce_autotuning_configs(const LinearSoftmaxCrossE
   auto add = [&](CpuLsceConfig c) {
     c.tile_b = static_cast<int>(std::clamp<int64_t>(c.tile_b, 1, std::max<int64_t>(p.B, 1)));
     c.chunk_v = static_cast<int>(std::clamp<int64_t>(c.chunk_v, 1, p.V));
+    c.tile_n = std::min(c.tile_n, c.chunk_v);
     if (int64_t{c.tile_b} * c.chunk_v > kMaxLogitsTile) return;
     if (seen.insert(c.key()).second) configs.push_back(c);
   };
@@ -204,13 +214,16 @@ std::vector<CpuLsceConfig> cpu_lsce_autotuning_configs(const LinearSoftmaxCrossE
   std::vector<std::string> paths = {"convert_f32"};
   if (is_lsce_bf16_problem(p) && device_has_native_bf16(device)) paths.push_back("native_dot");
   for (const std::string& path : paths) {
-    for (int chunk : {128, 256, 512, 1024}) {
-      for (int tk : {128, 256, 512}) {
-        CpuLsceConfig c = base;
-        c.bf16_path = path;
-        c.chunk_v = chunk;
-        c.tile_k = tk;
-        add(c);
+    for (int chunk : {512, 1024, 2048, 4096}) {
+      for (int tn : {128, 256, 512}) {
+        for (int tk : {128, 256, 512}) {
+          CpuLsceConfig c = base;
+          c.bf16_path = path;
+          c.chunk_v = chunk;
+          c.tile_n = tn;
+          c.tile_k = tk;
+          add(c);
+        }
       }
     }
     // Row tiles (w streamed more often, smaller logits tiles) and micro-tile shapes.

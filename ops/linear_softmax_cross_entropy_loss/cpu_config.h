@@ -3,6 +3,7 @@
 // Dimensions.
 //   B, H, V      rows, hidden size, vocabulary size (see base.h)
 //   tb, tv       row tile (tile_b) and logits chunk (chunk_v): the logits tile is [tb, tv] f32
+//   tn, tk       the GEMM's packed w panel [tk, tn] (tile_k, tile_n)
 //   nv           V ranges (v_splits): tasks are (row tile, V range) pairs
 //   mr, nr       the GEMM micro-tile (mr rows x nr columns of accumulators in registers)
 #pragma once
@@ -17,12 +18,13 @@
 namespace tokamax {
 
 struct CpuLsceConfig {
-  int tile_b = 256;   // tb: rows per task; w is streamed once per row tile
-  int chunk_v = 512;  // tv: logits columns per GEMM tile, reduced right away
-  int tile_k = 256;   // K block of the GEMM (depth of the packed panels)
-  int v_splits = 0;   // nv: V ranges per row tile; 0 = enough tasks for every thread
-  int mr = 0;         // micro-tile rows; 0 (with nr = 0) = this CPU's first shape
-  int nr = 0;         // micro-tile columns, a multiple of the f32 lanes
+  int tile_b = 256;    // tb: rows per task; w is streamed once per row tile
+  int chunk_v = 2048;  // tv: logits columns per GEMM tile, reduced right away
+  int tile_n = 256;    // columns of one packed w panel [tile_k, tile_n] inside the GEMM tile
+  int tile_k = 256;    // K block of the GEMM (depth of the packed panels)
+  int v_splits = 0;    // nv: V ranges per row tile; 0 = enough tasks for every thread
+  int mr = 0;          // micro-tile rows; 0 (with nr = 0) = this CPU's first shape
+  int nr = 0;          // micro-tile columns, a multiple of the f32 lanes
   std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" (vdpbf16ps)
   int num_threads = 0;                    // 0 = all cores
 
@@ -31,6 +33,7 @@ struct CpuLsceConfig {
   void visit(V&& v) {
     v("tile_b", tile_b);
     v("chunk_v", chunk_v);
+    v("tile_n", tile_n);
     v("tile_k", tile_k);
     v("v_splits", v_splits);
     v("mr", mr);
@@ -39,7 +42,8 @@ struct CpuLsceConfig {
     v("num_threads", num_threads);
   }
   auto key() const {
-    return std::make_tuple(tile_b, chunk_v, tile_k, v_splits, mr, nr, bf16_path, num_threads);
+    return std::make_tuple(tile_b, chunk_v, tile_n, tile_k, v_splits, mr, nr, bf16_path,
+                           num_threads);
   }
 };
 

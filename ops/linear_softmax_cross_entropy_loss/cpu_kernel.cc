@@ -80,7 +80,10 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
   gemm.mr = options.mr;
   gemm.nr_vectors = options.nr_vectors;
   gemm.tk = options.tile_k;
-  gemm.tn = tv;  // one packed w panel per chunk: each w element is packed exactly once per tile
+  // The GEMM packs the x rows [tb, tk] once per (chunk, K block) and w in [tk, tn] panels that
+  // stay in L2 while every micro-panel of rows passes over them: a long chunk amortises the x
+  // packing, a narrow panel keeps w's panel cache-resident.
+  gemm.tn = options.tile_n;
   gemm.native_bf16 = options.native_bf16;
 
   cpu::parallel_for(nb * nv, options.num_threads, [&](int64_t task, int) {

@@ -17,11 +17,12 @@
 namespace tokamax {
 
 struct LsceCpuKernelOptions {
-  int64_t tile_b = 256;   // tb
-  int64_t chunk_v = 512;  // tv
-  int64_t tile_k = 256;   // K block of the GEMM tile
-  int64_t v_splits = 1;   // nv >= 1
-  int mr = 0;             // micro-tile (0, 0 = the CPU's first shape)
+  int64_t tile_b = 256;    // tb
+  int64_t chunk_v = 2048;  // tv
+  int64_t tile_n = 256;    // packed w panel width inside the GEMM tile
+  int64_t tile_k = 256;    // K block of the GEMM tile
+  int64_t v_splits = 1;    // nv >= 1
+  int mr = 0;              // micro-tile (0, 0 = the CPU's first shape)
   int nr_vectors = 0;
   bool native_bf16 = false;  // vdpbf16ps on bf16 x and w
   int num_threads = 0;       // 0 = all cores
