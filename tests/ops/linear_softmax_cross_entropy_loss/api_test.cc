@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <utility>
 
 #include "ops/errors.h"
 
@@ -36,20 +37,24 @@ TEST_CASE("lsce api: every implementation gives the hand-computed loss", "[lsce]
   const HostTensor labels = labels_of({0, 2});
   const double row0 = std::log(std::exp(1.0) + 2.0) - 1.0;
   const double row1 = std::log(std::exp(2.0) + 2.0);
-  for (const char* impl : {"auto", "cpu", "reference", "onednn"}) {
+  // Relative tolerance by implementation: ours are exact to a few f32 roundings; oneDNN's
+  // logsoftmax uses a faster exp (measured 1.2e-6 relative here).
+  const std::pair<const char*, double> impls[] = {
+      {"auto", 1e-6}, {"cpu", 1e-6}, {"reference", 1e-6}, {"onednn", 1e-5}};
+  for (const auto& [impl, tol] : impls) {
     INFO(impl);
     const HostTensor none =
         linear_softmax_cross_entropy_loss(x, labels, w, with(impl, LsceReduction::kNone));
     REQUIRE(none.spec().to_string() == "f32[2]");
-    CHECK(none.get(0) == Approx(row0).epsilon(1e-6));
-    CHECK(none.get(1) == Approx(row1).epsilon(1e-6));
+    CHECK(none.get(0) == Approx(row0).epsilon(tol));
+    CHECK(none.get(1) == Approx(row1).epsilon(tol));
     const HostTensor sum =
         linear_softmax_cross_entropy_loss(x, labels, w, with(impl, LsceReduction::kSum));
     REQUIRE(sum.spec().to_string() == "f32[]");
-    CHECK(sum.get(0) == Approx(row0 + row1).epsilon(1e-6));
+    CHECK(sum.get(0) == Approx(row0 + row1).epsilon(tol));
     const HostTensor mean =
         linear_softmax_cross_entropy_loss(x, labels, w, with(impl, LsceReduction::kMean));
-    CHECK(mean.get(0) == Approx((row0 + row1) / 2).epsilon(1e-6));
+    CHECK(mean.get(0) == Approx((row0 + row1) / 2).epsilon(tol));
   }
 }
 

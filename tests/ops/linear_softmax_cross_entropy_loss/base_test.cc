@@ -126,7 +126,7 @@ TEST_CASE("lsce reference<float> matches a hand-computed case", "[lsce]") {
   mean.reduction = LsceReduction::kMean;
   HostTensor scalar(TensorSpec{DType::kF32, {}});
   linear_softmax_cross_entropy_reference<double>(mean, x, labels, w, scalar);
-  CHECK(scalar.get(0) == Approx((row0 + row1) / 2).epsilon(1e-12));
+  CHECK(scalar.get(0) == Approx((row0 + row1) / 2).epsilon(1e-7));  // f32 output
 }
 
 TEST_CASE("lsce reference<float> agrees with the float64 oracle within the bound", "[lsce]") {
