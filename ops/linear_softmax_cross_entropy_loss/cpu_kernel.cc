@@ -5,12 +5,12 @@
 //   H      hidden size: the contraction extent of the logits x @ w
 //   V      vocabulary size
 //   tb     rows of one row tile (tile_b); nb = ceil(B / tb) row tiles
-//   tv     logits columns of one chunk (chunk_v); nc = ceil(V / tv) chunks
-//   nv     V ranges (v_splits), each a run of consecutive chunks; tasks = nb * nv
+//   nv     V ranges (v_splits) of equal width (whole vectors), tasks = nb * nv
+//   tv     logits columns of one chunk (at most chunk_v): each range is cut into equal chunks
 //
 // Memory traffic. w [H, V] is the big operand (4096 x 128256 bf16 = 1 GB for llama3.1): each row
 // tile streams it once, chunk by chunk, so w is read nb times in all; tb as tall as B allows
-// keeps nb at 1-4. The logits tile [tb, tv] f32 is L2-sized scratch per thread, reduced to a
+// keeps nb at 1-4. The logits tile [tb, tv] f32 is cache-sized scratch per thread, reduced to a
 // running (max, sum) per row right after its GEMM and then overwritten: the [B, V] logits never
 // exist. Threads take (row tile, V range) tasks: with few rows they split V, so every core
 // streams its own slice of w and none re-reads another's.
@@ -67,9 +67,12 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
   if (B == 0) return;
   const int64_t tb = std::clamp<int64_t>(options.tile_b, 1, B);
   const int64_t tv = std::clamp<int64_t>(options.chunk_v, 1, V);
-  const int64_t nb = ceil_div(B, tb), nc = ceil_div(V, tv);
-  const int64_t nv = std::clamp<int64_t>(options.v_splits, 1, nc);
-  const int64_t chunks_per_range = ceil_div(nc, nv);
+  const int64_t nb = ceil_div(B, tb);
+  // Ranges of equal width, in whole 16-column vectors where V allows, so that every task costs
+  // the same; each range is then cut into equal chunks of at most tv columns (no thin tail chunk
+  // whose GEMM would run at a fraction of the speed).
+  const int64_t nv = std::clamp<int64_t>(options.v_splits, 1, ceil_div(V, 16));
+  const int64_t range_width = ceil_div(ceil_div(V, nv), 16) * 16;
   const size_t x_size = dtype_size(p.x_dtype), w_size = dtype_size(p.w_dtype);
 
   // Partial (max, sum) per (V range, row): nv * B pairs, merged in range order below.
@@ -89,17 +92,22 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
   cpu::parallel_for(nb * nv, options.num_threads, [&](int64_t task, int) {
     const int64_t b_i = task / nv, range = task % nv;
     const int64_t b0 = b_i * tb, rows = std::min(tb, B - b0);
-    const int64_t c_begin = range * chunks_per_range;
-    const int64_t c_end = std::min(nc, c_begin + chunks_per_range);
-    float* logits = logits_scratch(static_cast<size_t>(tb * tv));  // [rows, cols] of [tb, tv]
+    const int64_t v_begin = std::min(V, range * range_width);
+    const int64_t v_end = std::min(V, v_begin + range_width);
+    const int64_t num_chunks = ceil_div(v_end - v_begin, tv);
+    const int64_t chunk_width =
+        num_chunks == 0 ? 0 : ceil_div(ceil_div(v_end - v_begin, num_chunks), 16) * 16;
+    // chunk_width <= tv rounded up to 16 (ceil(width / ceil(width / tv)) <= tv).
+    float* logits =
+        logits_scratch(static_cast<size_t>(tb * ceil_div(tv, 16) * 16));  // [rows, cols]
     float* run_max = part_max.data() + range * B + b0;  // [rows] this task's running state
     float* run_sum = part_sum.data() + range * B + b0;
     GemmOperand a;
     a.dtype = p.x_dtype;
     a.data = static_cast<const char*>(x) + b0 * H * static_cast<int64_t>(x_size);
     a.ld = H;
-    for (int64_t c = c_begin; c < c_end; ++c) {
-      const int64_t v0 = c * tv, cols = std::min(tv, V - v0);
+    for (int64_t v0 = v_begin; v0 < v_end; v0 += chunk_width) {
+      const int64_t cols = std::min(chunk_width, v_end - v0);
       // w[:, v0:v0+cols] in place: row stride V, no copy beyond the GEMM's own panel packing.
       GemmOperand b;
       b.dtype = p.w_dtype;
