@@ -2,10 +2,13 @@
 // generated inputs, the reference against a hand computation and the float64 oracle.
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <set>
 #include <string>
 
+#include "ops/arg_spec.h"
 #include "ops/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "test_helpers.h"
@@ -155,4 +158,41 @@ TEST_CASE("lsce reference<float> agrees with the float64 oracle within the bound
             Approx(oracle.value[s]).epsilon(1e-6));  // f32 output rounding
     }
   }
+}
+
+TEST_CASE("lsce catalog: small ci_tests covering every dtype and reduction", "[lsce]") {
+  const auto& op = linear_softmax_cross_entropy_loss_op();
+  std::set<std::string> smoke_dtypes, ci_x_dtypes, ci_reductions;
+  int primary = 0, ci = 0, bench = 0;
+  bool one_row = false;
+  for (const ArgSpec& spec : builtin_specs()) {
+    if (spec.op != op.name()) continue;
+    auto tagged = [&](const char* tag) {
+      return std::find(spec.tags.begin(), spec.tags.end(), tag) != spec.tags.end();
+    };
+    const auto p = LinearSoftmaxCrossEntropyProblem::from(spec.args);
+    const std::string x_dtype(dtype_name(p.x_dtype));
+    if (tagged("smoke")) {
+      CHECK(tagged("ci_tests"));
+      smoke_dtypes.insert(x_dtype);
+    }
+    if (tagged("ci_tests")) {
+      INFO(spec.name);
+      CHECK(op.flops(spec.args) < 50e6);
+      CHECK(!tagged("primary"));
+      ++ci;
+      ci_x_dtypes.insert(x_dtype);
+      ci_reductions.insert(std::string(lsce_reduction_name(p.reduction)));
+      one_row = one_row || p.B == 1;
+    }
+    if (tagged("primary")) ++primary;
+    if (tagged("bench_cpu")) ++bench;
+  }
+  CHECK(primary == 4);
+  CHECK(bench >= 2);
+  CHECK(ci >= 10);
+  CHECK(one_row);
+  CHECK(smoke_dtypes == std::set<std::string>{"f32", "bf16", "f16"});
+  CHECK(ci_x_dtypes == std::set<std::string>{"f32", "bf16", "f16"});
+  CHECK(ci_reductions == std::set<std::string>{"none", "sum", "mean"});
 }
