@@ -112,7 +112,7 @@ class CpuLinearSoftmaxCrossEntropy final
     options.tile_n = c.tile_n;
     options.tile_k = c.tile_k;
     const int threads = cpu::thread_pool().threads_for(int64_t{1} << 20, c.num_threads);
-    const int64_t nb = (p.B + c.tile_b - 1) / std::max(c.tile_b, 1);
+    const int64_t nb = std::max<int64_t>(1, (p.B + c.tile_b - 1) / c.tile_b);  // B = 0: none
     options.v_splits =
         c.v_splits > 0 ? c.v_splits : std::max<int64_t>(1, (4 * threads + nb - 1) / nb);
     const int lanes = cpu_kernel_f32_lanes();

@@ -161,3 +161,20 @@ TEST_CASE("lsce cpu is deterministic across thread counts", "[lsce]") {
   const HostTensor b = run_lsce(args, inputs, "cpu", all);
   for (int i = 0; i < 40; ++i) CHECK(a.get(i) == b.get(i));
 }
+
+TEST_CASE("lsce empty extents: no rows, no hidden size, one class", "[lsce]") {
+  const auto& op = linear_softmax_cross_entropy_loss_op();
+  for (const char* impl : {"cpu", "reference"}) {
+    INFO(impl);
+    // B = 0: the mean of no rows is 0 here (no division by zero), none gives an empty vector.
+    const BoundArgs no_rows = lsce_args("f32[0,8]", "f32[8,9]", "mean");
+    CHECK(run_lsce(no_rows, op.make_inputs(no_rows, 0), impl).get(0) == 0.0);
+    // H = 0: every logit is 0, so each loss is log V.
+    const BoundArgs no_hidden = lsce_args("f32[5,0]", "f32[0,9]", "none");
+    const HostTensor flat = run_lsce(no_hidden, op.make_inputs(no_hidden, 0), impl);
+    for (int i = 0; i < 5; ++i) CHECK(flat.get(i) == Approx(std::log(9.0)).epsilon(1e-6));
+    // V = 1: the only class is certain, the loss is exactly 0.
+    const BoundArgs one_class = lsce_args("bf16[5,8]", "bf16[8,1]", "sum");
+    CHECK(run_lsce(one_class, op.make_inputs(one_class, 0), impl).get(0) == 0.0);
+  }
+}
