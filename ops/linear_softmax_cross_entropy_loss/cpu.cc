@@ -171,12 +171,29 @@ CpuLsceConfig cpu_lsce_heuristics_config(const LinearSoftmaxCrossEntropyProblem&
   const int64_t l1 = device.l1d_bytes > 0 ? device.l1d_bytes : kFallbackL1Bytes;
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kFallbackL2Bytes;
   const int lanes = device_lanes(device);
-  const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
-  const int64_t nr = int64_t{shape.nr_vectors} * lanes;
   CpuLsceConfig c;
   // tb: tall row tiles so that w (the big operand) is streamed as few times as possible; 256
   // rows already do 256 multiply-adds per w element, far past the machine balance.
   c.tile_b = static_cast<int>(std::clamp<int64_t>(p.B, 1, 256));
+  // The micro-tile that wastes the fewest multiply-adds on padding (rows of a tile padded to mr,
+  // chunk columns to nr); ties (within 2%) go to the earlier shape. Few rows (decoding, B=1..8)
+  // take the flat shapes.
+  MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
+  double best = 0;
+  for (const MicroKernelShape& candidate : micro_kernel_shapes(lanes)) {
+    const int64_t candidate_nr = int64_t{candidate.nr_vectors} * lanes;
+    const double cost = static_cast<double>(round_up(c.tile_b, candidate.mr)) *
+                        static_cast<double>(round_up(std::min<int64_t>(p.V, 2048), candidate_nr));
+    if (best == 0 || cost < 0.98 * best) {
+      best = cost;
+      shape = candidate;
+    }
+  }
+  const int64_t nr = int64_t{shape.nr_vectors} * lanes;
+  if (!(shape == micro_kernel_shapes(lanes)[0])) {
+    c.mr = shape.mr;
+    c.nr = static_cast<int>(nr);
+  }
   // tk: an lhs micro-panel [mr, tk] in half of L1 (as ragged_dot's heuristics).
   c.tile_k =
       static_cast<int>(std::clamp<int64_t>(l1 / (2 * int64_t{shape.mr} * 4) / 32 * 32, 32, 512));
