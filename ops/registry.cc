@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/errors.h"
+#include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/ragged_dot/api.h"
 
 namespace tokamax {
@@ -20,7 +21,10 @@ std::vector<const Op*>& extra_ops() {
 void register_extra_op(const Op& op) { extra_ops().push_back(&op); }
 
 const std::vector<const Op*>& all_ops() {
-  static const std::vector<const Op*> ops = {&ragged_dot_op()};
+  static const std::vector<const Op*> ops = {
+      &ragged_dot_op(),
+      &linear_softmax_cross_entropy_loss_op(),
+  };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;
     all.insert(all.end(), extra_ops().begin(), extra_ops().end());

@@ -100,7 +100,7 @@ TEST_CASE("the embedded catalog loads with unique names and covers every dtype",
   std::set<std::string> names;
   for (const ArgSpec& spec : specs) {
     CHECK(names.insert(spec.op + "/" + spec.name).second);
-    CHECK(spec.source == "specs/ragged_dot.yaml (embedded)");
+    CHECK(spec.source == "specs/" + spec.op + ".yaml (embedded)");
     CHECK(spec.line > 0);
   }
   for (const char* name : {"compute_bound", "memory_bound", "mixtral_8x7b",
@@ -115,6 +115,7 @@ TEST_CASE("the embedded catalog loads with unique names and covers every dtype",
   double smoke_flops = 0.0;
   int primary = 0;
   for (const ArgSpec& spec : specs) {
+    if (spec.op != "ragged_dot") continue;  // other ops check their catalogs in their own tests
     const std::string lhs = spec.args.args["lhs"].get<std::string>();
     const std::string key = lhs.substr(0, lhs.find('['));  // the input dtype
     if (has_tag(spec, "smoke")) {

@@ -1,0 +1,48 @@
+// linear_softmax_cross_entropy_loss: high-level API and the dispatch order of its implementations.
+#include "ops/linear_softmax_cross_entropy_loss/api.h"
+
+#include "ops/dispatch.h"
+#include "ops/errors.h"
+
+namespace tokamax {
+
+// Defined in the implementation files of this folder.
+const Implementation& linear_softmax_cross_entropy_loss_cpu_implementation();
+const Implementation& linear_softmax_cross_entropy_loss_reference_implementation();
+const Implementation& linear_softmax_cross_entropy_loss_onednn_implementation();
+
+// Fastest first; the vendor composite last, after the reference (which accepts every valid
+// args), so "auto" never picks it; it is listed for bench, verify and tune.
+std::vector<const Implementation*> LinearSoftmaxCrossEntropyLossOp::implementations() const {
+  return {&linear_softmax_cross_entropy_loss_cpu_implementation(),
+          &linear_softmax_cross_entropy_loss_reference_implementation(),
+          &linear_softmax_cross_entropy_loss_onednn_implementation()};
+}
+
+const LinearSoftmaxCrossEntropyLossOp& linear_softmax_cross_entropy_loss_op() {
+  static const LinearSoftmaxCrossEntropyLossOp op;
+  return op;
+}
+
+HostTensor linear_softmax_cross_entropy_loss(const HostTensor& x, const HostTensor& labels,
+                                             const HostTensor& w,
+                                             const LinearSoftmaxCrossEntropyOptions& options) {
+  const LinearSoftmaxCrossEntropyLossOp& op = linear_softmax_cross_entropy_loss_op();
+  const BoundArgs bound =
+      op.bind({{"x", x.spec().to_string()},
+               {"labels", labels.spec().to_string()},
+               {"w", w.spec().to_string()},
+               {"reduction", std::string(lsce_reduction_name(options.reduction))}});
+  // Values, not shapes: checked here too so that "auto" fails on a bad label before it tries
+  // (and falls back across) any implementation.
+  check_lsce_labels(LinearSoftmaxCrossEntropyProblem::from(bound), labels);
+  TensorMap inputs;
+  inputs.emplace("x", x);
+  inputs.emplace("labels", labels);
+  inputs.emplace("w", w);
+  TensorMap outputs = op.allocate_outputs(bound);
+  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
+  return outputs.at("loss");
+}
+
+}  // namespace tokamax

@@ -1,0 +1,184 @@
+// linear_softmax_cross_entropy_loss: canonical binding, validation, label checks, FLOP/byte counts.
+//
+// Dimensions.
+//   B      rows of x (tokens), one label each
+//   H      hidden size: the contraction extent of the logits x @ w
+//   V      vocabulary size: logits per row, classes of the labels
+#include "ops/linear_softmax_cross_entropy_loss/base.h"
+
+#include <string>
+
+#include "ops/errors.h"
+
+namespace tokamax {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kOp = "linear_softmax_cross_entropy_loss";
+
+std::string prefix() { return std::string(kOp) + ": "; }
+
+TensorSpec bind_tensor(const json& args, const char* name, const char* shape_doc) {
+  if (!args.contains(name)) {
+    throw InvalidArgument(prefix() + "missing argument '" + name + "' (" + shape_doc + ")", name);
+  }
+  const json& value = args.at(name);
+  if (!value.is_string()) {
+    throw InvalidArgument(
+        prefix() + name + " must be a tensor spec like bf16[1024,4096], got " + value.dump(), name);
+  }
+  TensorSpec spec;
+  try {
+    spec = parse_tensor_spec(value.get<std::string>());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(prefix() + name + ": " + e.what(), name);
+  }
+  if (spec.rank() != 2) {
+    throw InvalidArgument(
+        prefix() + name + " must have rank 2 " + shape_doc + ", got " + spec.to_string(), name);
+  }
+  if (!is_floating(spec.dtype)) {
+    throw InvalidArgument(prefix() + name + " must be a float tensor, got " + spec.to_string(),
+                          name);
+  }
+  return spec;
+}
+
+}  // namespace
+
+std::string_view lsce_reduction_name(LsceReduction reduction) {
+  switch (reduction) {
+    case LsceReduction::kNone:
+      return "none";
+    case LsceReduction::kSum:
+      return "sum";
+    case LsceReduction::kMean:
+      return "mean";
+  }
+  return "?";
+}
+
+LsceReduction parse_lsce_reduction(std::string_view name) {
+  if (name == "none") return LsceReduction::kNone;
+  if (name == "sum") return LsceReduction::kSum;
+  if (name == "mean") return LsceReduction::kMean;
+  throw InvalidArgument(
+      prefix() + "reduction must be one of none, sum, mean, got '" + std::string(name) + "'",
+      "reduction");
+}
+
+LinearSoftmaxCrossEntropyProblem LinearSoftmaxCrossEntropyProblem::from(const BoundArgs& args) {
+  LinearSoftmaxCrossEntropyProblem p;
+  const TensorSpec x = args.tensor("x");
+  const TensorSpec w = args.tensor("w");
+  p.B = x.dims[0];
+  p.H = x.dims[1];
+  p.V = w.dims[1];
+  p.x_dtype = x.dtype;
+  p.w_dtype = w.dtype;
+  p.reduction = parse_lsce_reduction(args.option("reduction").get<std::string>());
+  return p;
+}
+
+void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p, const HostTensor& labels) {
+  if (labels.dtype() != DType::kI32 || labels.num_elements() != p.B) {
+    throw InvalidArgument(prefix() + "labels must be i32[" + std::to_string(p.B) + "], got " +
+                              labels.spec().to_string(),
+                          "labels");
+  }
+  const int32_t* data = labels.data<int32_t>();
+  for (int64_t i = 0; i < p.B; ++i) {
+    if (data[i] < 0 || data[i] >= p.V) {
+      throw InvalidArgument(prefix() + "labels[" + std::to_string(i) +
+                                "] = " + std::to_string(data[i]) +
+                                " is out of range [0, V=" + std::to_string(p.V) + ")",
+                            "labels");
+    }
+  }
+}
+
+BoundArgs LinearSoftmaxCrossEntropyLossOp::bind(const json& args) const {
+  if (!args.is_object()) throw InvalidArgument(prefix() + "args must be a mapping");
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    const std::string& key = it.key();
+    if (key != "x" && key != "labels" && key != "w" && key != "reduction") {
+      throw InvalidArgument(
+          prefix() + "unknown argument '" + key + "' (expected x, labels, w, reduction)", key);
+    }
+  }
+  const TensorSpec x = bind_tensor(args, "x", "[B, H]");
+  const TensorSpec w = bind_tensor(args, "w", "[H, V]");
+  const int64_t B = x.dims[0], H = x.dims[1], w_H = w.dims[0], V = w.dims[1];
+  if (w_H != H) {
+    throw InvalidArgument(prefix() + "x has H=" + std::to_string(H) + " but w " + w.to_string() +
+                              " has H=" + std::to_string(w_H),
+                          "w");
+  }
+  if (V < 1) {
+    throw InvalidArgument(
+        prefix() + "w must have at least one class (V >= 1), got " + w.to_string(), "w");
+  }
+  const TensorSpec labels_spec{DType::kI32, {B}};
+  if (args.contains("labels") && !args.at("labels").is_null()) {
+    const json& value = args.at("labels");
+    TensorSpec given;
+    try {
+      if (!value.is_string()) throw InvalidArgument("not a string");
+      given = parse_tensor_spec(value.get<std::string>());
+    } catch (const InvalidArgument&) {
+      throw InvalidArgument(
+          prefix() + "labels must be a tensor spec like i32[1024], got " + value.dump(), "labels");
+    }
+    if (!(given == labels_spec)) {
+      throw InvalidArgument(prefix() + "labels must be " + labels_spec.to_string() +
+                                " (one i32 class per row of x), got " + given.to_string(),
+                            "labels");
+    }
+  }
+  std::string reduction = "sum";  // upstream's default
+  if (args.contains("reduction") && !args.at("reduction").is_null()) {
+    const json& value = args.at("reduction");
+    if (!value.is_string()) {
+      throw InvalidArgument(
+          prefix() + "reduction must be one of none, sum, mean, got " + value.dump(), "reduction");
+    }
+    reduction = std::string(lsce_reduction_name(parse_lsce_reduction(value.get<std::string>())));
+  }
+  BoundArgs bound;
+  bound.op = kOp;
+  bound.args = {{"x", x.to_string()},
+                {"labels", labels_spec.to_string()},
+                {"w", w.to_string()},
+                {"reduction", reduction}};
+  return bound;
+}
+
+std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossOp::inputs(const BoundArgs& args) const {
+  return {{"x", args.tensor("x")}, {"labels", args.tensor("labels")}, {"w", args.tensor("w")}};
+}
+
+std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossOp::outputs(const BoundArgs& args) const {
+  const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
+  TensorSpec loss{DType::kF32, {}};
+  if (p.reduction == LsceReduction::kNone) loss.dims = {p.B};
+  return {{"loss", loss}};
+}
+
+double LinearSoftmaxCrossEntropyLossOp::flops(const BoundArgs& args) const {
+  // The logits contraction dominates; the softmax adds a max, a subtract, an exp and an add per
+  // logit (counted as 4, an exp as one operation).
+  const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
+  const double logits = static_cast<double>(p.B) * static_cast<double>(p.V);
+  return 2.0 * logits * static_cast<double>(p.H) + 4.0 * logits;
+}
+
+double LinearSoftmaxCrossEntropyLossOp::bytes(const BoundArgs& args) const {
+  // x, w and labels read once, the loss written once: the logits never reach memory.
+  const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
+  return static_cast<double>(p.B) * p.H * dtype_size(p.x_dtype) +
+         static_cast<double>(p.H) * p.V * dtype_size(p.w_dtype) + 4.0 * p.B +
+         4.0 * static_cast<double>(p.output_elements());
+}
+
+}  // namespace tokamax

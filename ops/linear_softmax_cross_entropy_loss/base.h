@@ -1,0 +1,81 @@
+// linear_softmax_cross_entropy_loss: the math spec (binding, validation, counts, inputs,
+// reference and oracle).
+//
+// Dimensions.
+//   B      rows of x (tokens), one label each
+//   H      hidden size: the contraction extent of the logits x @ w
+//   V      vocabulary size: logits per row, classes of the labels
+//
+// loss_i = logsumexp_j(z_ij) - z_i,label_i with z = x @ w; reduction "none" returns loss[B],
+// "sum" and "mean" a scalar f32[]. Labels outside [0, V) are an InvalidArgument at run time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/bound_args.h"
+#include "ops/dtype.h"
+#include "ops/op.h"
+#include "ops/tensor.h"
+
+namespace tokamax {
+
+enum class LsceReduction { kNone, kSum, kMean };
+std::string_view lsce_reduction_name(LsceReduction reduction);
+// "none" | "sum" | "mean"; InvalidArgument naming `reduction` otherwise.
+LsceReduction parse_lsce_reduction(std::string_view name);
+
+// The parsed, validated view of the BoundArgs that implementations work with.
+struct LinearSoftmaxCrossEntropyProblem {
+  int64_t B = 0, H = 0, V = 0;
+  DType x_dtype = DType::kF32;
+  DType w_dtype = DType::kBF16;
+  LsceReduction reduction = LsceReduction::kSum;
+
+  // Elements of the output "loss": B for reduction none, else 1 (a scalar).
+  int64_t output_elements() const { return reduction == LsceReduction::kNone ? B : 1; }
+  static LinearSoftmaxCrossEntropyProblem from(const BoundArgs& args);
+};
+
+// Throws InvalidArgument naming the first label outside [0, V), e.g.
+// "labels[17] = 70000 is out of range [0, V=128256)". Every implementation calls it before it
+// computes anything (the label values are data, so binding cannot check them).
+void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p,
+                       const HostTensor& labels);  // [B] i32
+
+// The base class of the forward op. A `linear_softmax_cross_entropy_loss_vjp` op would derive
+// from the same problem view (and reuse bind's tensor checks), taking the forward's per-row
+// log-sum-exp as its residual.
+class LinearSoftmaxCrossEntropyLossOp : public Op {
+ public:
+  std::string_view name() const override { return "linear_softmax_cross_entropy_loss"; }
+  std::string_view summary() const override {
+    return "cross-entropy of softmax(x[B,H] @ w[H,V]) against labels[B], never materialising "
+           "the logits";
+  }
+  BoundArgs bind(const nlohmann::json& args) const override;
+  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
+  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
+  double flops(const BoundArgs& args) const override;
+  double bytes(const BoundArgs& args) const override;
+  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
+  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
+                      std::span<const int64_t> index) const override;
+  double oracle_cost_per_output(const BoundArgs& args) const override;
+  ErrorModel error_model(const BoundArgs& args) const override;
+  std::vector<const Implementation*> implementations() const override;
+};
+
+// The portable reference: any float dtypes, logits and log-sum-exp accumulated in `Acc`, the
+// reduction too. With Acc = double it is the float64 oracle of the whole output. Checks labels.
+template <typename Acc>
+void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProblem& problem,
+                                            // Inputs.
+                                            const HostTensor& x,       // [B, H]
+                                            const HostTensor& labels,  // [B] i32
+                                            const HostTensor& w,       // [H, V]
+                                            // Outputs.
+                                            HostTensor& loss);  // [B] or [] f32
+
+}  // namespace tokamax

@@ -1,0 +1,238 @@
+// linear_softmax_cross_entropy_loss: seeded inputs, the float64 oracle, its error model, the
+// reference.
+//
+// Dimensions.
+//   B      rows of x (tokens), one label each
+//   H      hidden size: the contraction extent of the logits x @ w
+//   V      vocabulary size: logits per row, classes of the labels
+//   z      logits z[i, j] = sum_k x[i, k] w[k, j]
+//
+// Error model (why the oracle's `magnitude` is not a plain sum of |terms|). An implementation
+// that accumulates in f32 (unit roundoff u = 2^-24) makes, per row i:
+//   1. logit errors: |dz_ij| <= gamma_{H+1} m_ij with m_ij = sum_k |x_ik w_kj| (a length-H dot
+//      product, one more rounding for f32 x f32 products; bf16/f16 products are exact in f32).
+//   2. log-sum-exp is 1-Lipschitz in the max norm of its argument (its gradient is a softmax),
+//      so the lse error from (1) is at most max_j |dz_ij| <= gamma_{H+1} max_j m_ij; the label
+//      logit adds gamma_{H+1} m_i,label.
+//   3. the lse arithmetic itself: each term exp(z_j - max) has a relative error of a few u from
+//      exp plus u |z_j - max| from the subtraction; t e^-t <= 1/e bounds the weighted sum of the
+//      latter by V/e (relative to the sum, which is >= 1), and a blocked online softmax pays the
+//      same again for its rescale factors; the sum of V terms and the block merges add at most
+//      (V + V/chunk) u. With the log, max + log(sum) and lse - z_label roundings this stays below
+//      u (3V + 32 + 3|lse| + |z_label|).
+//   4. sum: the per-row budgets add up, plus gamma_B sum_i |loss_i| for the B-term sum; mean:
+//      that over B, plus one rounding of the division.
+// ErrorModel's generic bound is gamma(length * u) * magnitude + u_out |value|. We set length = 1
+// and u = 2^-24, and the oracle reports magnitude = (budget of 1-4) / u: the generic bound then
+// reads gamma_1 / u * budget >= budget, i.e. the budget above, with the f32 output rounding on
+// top. No change to ops/numerics.h was needed.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/dtype_dispatch.h"
+#include "ops/errors.h"
+#include "ops/linear_softmax_cross_entropy_loss/base.h"
+#include "ops/random.h"
+
+namespace tokamax {
+namespace {
+
+// Standard deviation of the generated logits: with x ~ N(0, 1) and w ~ N(0, s^2 / H), z ~ N(0,
+// s^2), so a row spans about +-4s = +-12 over a large vocabulary, like a trained LM head's
+// logits (a spread of O(1..10), never all equal).
+constexpr double kLogitStd = 3.0;
+
+// The oracle's view of one row: the loss and its error budget (items 1-3 above, absolute).
+struct RowOracle {
+  double loss = 0.0;
+  double budget = 0.0;
+};
+
+double gamma_f32(double n) {
+  const double nu = n * std::ldexp(1.0, -24);
+  return nu < 0.5 ? nu / (1.0 - nu) : 1.0;
+}
+
+// Row i in float64, with logit magnitudes. z and m are scratch of V doubles.
+template <typename X, typename W>
+RowOracle row_oracle(const LinearSoftmaxCrossEntropyProblem& p, const X* x, const W* w,
+                     int32_t label, int64_t i, std::vector<double>& z, std::vector<double>& m) {
+  const int64_t H = p.H, V = p.V;
+  std::fill(z.begin(), z.end(), 0.0);
+  std::fill(m.begin(), m.end(), 0.0);
+  for (int64_t k = 0; k < H; ++k) {
+    const double a = to_double(x[i * H + k]);
+    const W* w_row = w + k * V;
+    for (int64_t j = 0; j < V; ++j) {
+      const double term = a * to_double(w_row[j]);
+      z[j] += term;
+      m[j] += std::fabs(term);
+    }
+  }
+  const double z_max = *std::max_element(z.begin(), z.end());
+  const double m_max = *std::max_element(m.begin(), m.end());
+  double sum = 0.0;
+  for (int64_t j = 0; j < V; ++j) sum += std::exp(z[j] - z_max);
+  const double lse = z_max + std::log(sum);
+  const double u = std::ldexp(1.0, -24);
+  RowOracle row;
+  row.loss = lse - z[label];
+  row.budget =
+      gamma_f32(static_cast<double>(H) + 1.0) * (m_max + m[label]) +
+      u * (3.0 * static_cast<double>(V) + 32.0 + 3.0 * std::fabs(lse) + std::fabs(z[label]));
+  return row;
+}
+
+}  // namespace
+
+TensorMap LinearSoftmaxCrossEntropyLossOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+  const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
+  HostTensor x(args.tensor("x"));
+  const uint64_t x_stream = stream_id("x");
+  for (int64_t i = 0; i < x.num_elements(); ++i) x.set(i, normalish(seed, x_stream, i));
+  HostTensor w(args.tensor("w"));
+  const uint64_t w_stream = stream_id("w");
+  const double w_scale = kLogitStd / std::sqrt(static_cast<double>(std::max<int64_t>(p.H, 1)));
+  for (int64_t i = 0; i < w.num_elements(); ++i) w.set(i, w_scale * normalish(seed, w_stream, i));
+  // Uniform classes, with the first and last row pinned to the edge classes 0 and V-1 (the
+  // first and last column of w, where chunk boundaries and tails live).
+  HostTensor labels(args.tensor("labels"));
+  int32_t* label = labels.data<int32_t>();
+  const uint64_t label_stream = stream_id("labels");
+  for (int64_t i = 0; i < p.B; ++i) {
+    const auto v =
+        static_cast<int64_t>(uniform01(seed, label_stream, i) * static_cast<double>(p.V));
+    label[i] = static_cast<int32_t>(std::min(v, p.V - 1));
+  }
+  if (p.B >= 1) label[0] = 0;
+  if (p.B >= 2) label[p.B - 1] = static_cast<int32_t>(p.V - 1);
+  TensorMap inputs;
+  inputs.emplace("x", std::move(x));
+  inputs.emplace("labels", std::move(labels));
+  inputs.emplace("w", std::move(w));
+  return inputs;
+}
+
+OracleSample LinearSoftmaxCrossEntropyLossOp::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                                     std::string_view output,
+                                                     std::span<const int64_t> index) const {
+  if (output != "loss") {
+    throw InvalidArgument("linear_softmax_cross_entropy_loss has no output '" +
+                          std::string(output) + "'");
+  }
+  const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
+  const HostTensor& labels = inputs.find("labels")->second;
+  check_lsce_labels(p, labels);
+  const int32_t* label = labels.data<int32_t>();
+  const double u = std::ldexp(1.0, -24);
+  OracleSample sample;
+  sample.index.assign(index.begin(), index.end());
+  sample.value.assign(index.size(), 0.0);
+  sample.magnitude.assign(index.size(), 0.0);
+  std::vector<double> z(static_cast<size_t>(p.V)), m(static_cast<size_t>(p.V));
+  dispatch_float(p.x_dtype, [&](auto x_type) {
+    using X = decltype(x_type);
+    dispatch_float(p.w_dtype, [&](auto w_type) {
+      using W = decltype(w_type);
+      const X* x = inputs.find("x")->second.data<X>();
+      const W* w = inputs.find("w")->second.data<W>();
+      if (p.reduction == LsceReduction::kNone) {
+        for (size_t s = 0; s < index.size(); ++s) {
+          const RowOracle row = row_oracle(p, x, w, label[index[s]], index[s], z, m);
+          sample.value[s] = row.loss;
+          sample.magnitude[s] = row.budget / u;
+        }
+        return;
+      }
+      // A scalar: every row contributes (item 4 of the error model).
+      double total = 0.0, budget = 0.0, abs_total = 0.0;
+      for (int64_t i = 0; i < p.B; ++i) {
+        const RowOracle row = row_oracle(p, x, w, label[i], i, z, m);
+        total += row.loss;
+        abs_total += std::fabs(row.loss);
+        budget += row.budget;
+      }
+      budget += gamma_f32(static_cast<double>(p.B)) * abs_total;
+      double value = total;
+      if (p.reduction == LsceReduction::kMean) {
+        const double rows = static_cast<double>(std::max<int64_t>(p.B, 1));
+        value = total / rows;
+        budget = budget / rows + u * std::fabs(value);
+      }
+      for (size_t s = 0; s < index.size(); ++s) {
+        sample.value[s] = value;
+        sample.magnitude[s] = budget / u;
+      }
+    });
+  });
+  return sample;
+}
+
+double LinearSoftmaxCrossEntropyLossOp::oracle_cost_per_output(const BoundArgs& args) const {
+  const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
+  const double row = static_cast<double>(std::max<int64_t>(p.H, 1)) * static_cast<double>(p.V);
+  return p.reduction == LsceReduction::kNone ? row : row * static_cast<double>(p.B);
+}
+
+ErrorModel LinearSoftmaxCrossEntropyLossOp::error_model(const BoundArgs&) const {
+  // The whole budget is in the oracle's magnitude (see the comment at the top of this file).
+  ErrorModel model;
+  model.accumulation_roundoff = unit_roundoff(DType::kF32);
+  model.accumulation_length = 1.0;
+  model.output_roundoff = unit_roundoff(DType::kF32);
+  return model;
+}
+
+template <typename Acc>
+void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProblem& p,
+                                            const HostTensor& x, const HostTensor& labels,
+                                            const HostTensor& w, HostTensor& loss) {
+  check_lsce_labels(p, labels);
+  const int64_t B = p.B, H = p.H, V = p.V;
+  const int32_t* label = labels.data<int32_t>();
+  float* out = loss.data<float>();
+  std::vector<Acc> z(static_cast<size_t>(V));
+  Acc total = Acc(0);
+  dispatch_float(p.x_dtype, [&](auto x_type) {
+    using X = decltype(x_type);
+    dispatch_float(p.w_dtype, [&](auto w_type) {
+      using W = decltype(w_type);
+      const X* x_data = x.data<X>();
+      const W* w_data = w.data<W>();
+      for (int64_t i = 0; i < B; ++i) {
+        std::fill(z.begin(), z.end(), Acc(0));
+        // k-outer, j-inner: w rows are contiguous and each logit still sums its H terms in
+        // order k = 0..H-1, as the error model assumes.
+        for (int64_t k = 0; k < H; ++k) {
+          const Acc a = static_cast<Acc>(to_double(x_data[i * H + k]));
+          const W* w_row = w_data + k * V;
+          for (int64_t j = 0; j < V; ++j) z[j] += a * static_cast<Acc>(to_double(w_row[j]));
+        }
+        const Acc z_max = *std::max_element(z.begin(), z.end());
+        Acc sum = Acc(0);
+        for (int64_t j = 0; j < V; ++j) sum += std::exp(z[j] - z_max);
+        const Acc row_loss = z_max + std::log(sum) - z[label[i]];
+        if (p.reduction == LsceReduction::kNone) {
+          out[i] = static_cast<float>(row_loss);
+        } else {
+          total += row_loss;
+        }
+      }
+    });
+  });
+  if (p.reduction == LsceReduction::kSum) out[0] = static_cast<float>(total);
+  if (p.reduction == LsceReduction::kMean) {
+    out[0] = static_cast<float>(total / static_cast<Acc>(std::max<int64_t>(B, 1)));
+  }
+}
+
+template void linear_softmax_cross_entropy_reference<float>(const LinearSoftmaxCrossEntropyProblem&,
+                                                            const HostTensor&, const HostTensor&,
+                                                            const HostTensor&, HostTensor&);
+template void linear_softmax_cross_entropy_reference<double>(
+    const LinearSoftmaxCrossEntropyProblem&, const HostTensor&, const HostTensor&,
+    const HostTensor&, HostTensor&);
+
+}  // namespace tokamax

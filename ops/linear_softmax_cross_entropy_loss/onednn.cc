@@ -1,0 +1,193 @@
+// linear_softmax_cross_entropy_loss: the oneDNN composite baseline ("onednn"): a matmul into the
+// materialised f32 logits [B, V], an in-place logsoftmax over V, then a gather of the label
+// column and the reduction. This is what a framework without a fused kernel runs; its peak
+// memory is the B * V * 4 bytes of logits on top of the inputs.
+//
+// Dimensions.
+//   B      rows of x (tokens), one label each
+//   H      hidden size: the contraction extent of the logits x @ w
+//   V      vocabulary size
+//
+// Threads are left to oneDNN's runtime (OpenMP in Debian's build), so the config is empty.
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "backends/cpu/onednn_engine.h"
+#include "ops/errors.h"
+#include "ops/linear_softmax_cross_entropy_loss/base.h"
+#include "ops/op.h"
+
+namespace tokamax {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+using Key = std::tuple<int64_t, int64_t, int64_t, dt>;  // B, H, V, input type
+constexpr size_t kMaxCachedShapes = 256;
+
+dnnl::memory::desc plain_desc(int64_t rows, int64_t cols, dt type) {
+  return dnnl::memory::desc({rows, cols}, type, tag::ab);
+}
+
+struct Primitives {
+  dnnl::matmul matmul;
+  dnnl::logsoftmax_forward logsoftmax;
+};
+
+class OneDnnLinearSoftmaxCrossEntropy final
+    : public TypedImplementation<LinearSoftmaxCrossEntropyProblem, EmptyConfig> {
+ public:
+  std::string_view op_name() const override { return "linear_softmax_cross_entropy_loss"; }
+  std::string_view name() const override { return "onednn"; }
+  bool is_vendor() const override { return true; }
+  nlohmann::json describe() const override {
+    const dnnl::version_t* v = dnnl::version();
+    return {{"library", "oneDNN"},
+            {"description", cpu::onednn_description()},
+            {"composite", "matmul -> f32 logits [B,V] -> logsoftmax -> gather, reduce"},
+            {"version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                            std::to_string(v->patch)},
+            {"isa", cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa())}};
+  }
+
+  Support supported_on(const DeviceInfo& device) const override {
+    if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
+    return {};
+  }
+
+  void check(const LinearSoftmaxCrossEntropyProblem& p) const override {
+    const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
+    if (p.x_dtype != p.w_dtype) {
+      throw NotImplemented("onednn: x is " + x + " but w is " + w +
+                           "; oneDNN 2.x's matmul takes one src/weights type, and converting w "
+                           "[H,V] would add a copy as large as the vocabulary projection");
+    }
+    if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16) {
+      throw NotImplemented("onednn: " + x + " inputs; the composite wires f32 and bf16 only" +
+                           (p.x_dtype == DType::kF64 ? " (oneDNN has no f64 matmul)" : ""));
+    }
+    if (p.B == 0 || p.H == 0) {
+      throw NotImplemented("onednn: B=" + std::to_string(p.B) + ", H=" + std::to_string(p.H) +
+                           "; oneDNN rejects zero-sized matmuls");
+    }
+    const std::string why = unavailable_reason(type_of(p.x_dtype));
+    if (!why.empty()) throw NotImplemented("onednn: " + x + "->f32 matmul: " + why);
+  }
+
+  EmptyConfig heuristics_config(const LinearSoftmaxCrossEntropyProblem&,
+                                const DeviceInfo&) const override {
+    return {};
+  }
+  std::vector<EmptyConfig> autotuning_configs(const LinearSoftmaxCrossEntropyProblem&,
+                                              const DeviceInfo&) const override {
+    return {EmptyConfig{}};
+  }
+
+  void run(const LinearSoftmaxCrossEntropyProblem& p, const EmptyConfig&, const TensorMap& inputs,
+           TensorMap& outputs) const override {
+    check(p);
+    const HostTensor& labels = inputs.at("labels");
+    check_lsce_labels(p, labels);
+    const int64_t B = p.B, H = p.H, V = p.V;
+    const dt in_type = type_of(p.x_dtype);
+    // One call at a time: the logits buffer is shared (kept between calls, as a framework's
+    // allocator would, so that the benchmark does not time page faults).
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Primitives& prims = primitives({B, H, V, in_type});
+    const size_t logits_elements = static_cast<size_t>(B * V);
+    if (logits_capacity_ < logits_elements) {
+      logits_ = HostTensor();  // free the old buffer before the larger one is allocated
+      logits_ = HostTensor(TensorSpec{DType::kF32, {B * V}});
+      logits_capacity_ = logits_elements;
+    }
+    float* logits = static_cast<float*>(logits_.raw());
+    const dnnl::engine& engine = cpu::onednn_engine();
+    dnnl::stream stream(engine);
+    dnnl::memory src(plain_desc(B, H, in_type), engine, const_cast<void*>(inputs.at("x").raw()));
+    dnnl::memory weights(plain_desc(H, V, in_type), engine,
+                         const_cast<void*>(inputs.at("w").raw()));
+    dnnl::memory dst(plain_desc(B, V, dt::f32), engine, logits);
+    prims.matmul.execute(stream,
+                         {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+    // In place: src = dst = the logits.
+    prims.logsoftmax.execute(stream, {{DNNL_ARG_SRC, dst}, {DNNL_ARG_DST, dst}});
+    stream.wait();
+    const int32_t* label = labels.data<int32_t>();
+    float* out = outputs.at("loss").data<float>();
+    double total = 0.0;
+    for (int64_t i = 0; i < B; ++i) {
+      const double loss = -static_cast<double>(logits[i * V + label[i]]);
+      if (p.reduction == LsceReduction::kNone) out[i] = static_cast<float>(loss);
+      total += loss;
+    }
+    if (p.reduction == LsceReduction::kSum) out[0] = static_cast<float>(total);
+    if (p.reduction == LsceReduction::kMean) out[0] = static_cast<float>(total / B);
+  }
+
+ private:
+  static dt type_of(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
+
+  // Created on first use per shape (JIT code generation costs more than a small run). Called
+  // with mutex_ held.
+  const Primitives& primitives(const Key& key) const {
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    const auto& [B, H, V, in_type] = key;
+    const dnnl::engine& engine = cpu::onednn_engine();
+    Primitives prims;
+    try {
+      const dnnl::matmul::desc matmul(plain_desc(B, H, in_type), plain_desc(H, V, in_type),
+                                      plain_desc(B, V, dt::f32));
+      prims.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(matmul, engine));
+      const dnnl::logsoftmax_forward::desc logsoftmax(dnnl::prop_kind::forward_inference,
+                                                      plain_desc(B, V, dt::f32), 1);
+      prims.logsoftmax =
+          dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(logsoftmax, engine));
+    } catch (const dnnl::error& e) {
+      if (e.status == dnnl_unimplemented) {
+        throw NotImplemented("onednn: no primitive for B=" + std::to_string(B) + ", H=" +
+                             std::to_string(H) + ", V=" + std::to_string(V) + ": " + e.what());
+      }
+      throw;
+    }
+    if (cache_.size() >= kMaxCachedShapes) cache_.clear();
+    return cache_.emplace(key, prims).first->second;
+  }
+
+  // "" when oneDNN has an in_type x in_type -> f32 matmul on this CPU, else its reason.
+  std::string unavailable_reason(dt in_type) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = availability_.find(in_type);
+    if (it != availability_.end()) return it->second;
+    std::string why;
+    try {
+      const dnnl::matmul::desc desc(plain_desc(1, 1, in_type), plain_desc(1, 1, in_type),
+                                    plain_desc(1, 1, dt::f32));
+      dnnl::matmul::primitive_desc(desc, cpu::onednn_engine());
+    } catch (const dnnl::error& e) {
+      why = std::string(e.what()) +
+            " (oneDNN's cpu isa here: " + cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
+            ")";
+    }
+    availability_.emplace(in_type, why);
+    return why;
+  }
+
+  mutable std::mutex mutex_;
+  mutable std::map<Key, Primitives> cache_;
+  mutable std::map<dt, std::string> availability_;
+  mutable HostTensor logits_;  // [B, V] f32, the materialised logits (grown, never shrunk)
+  mutable size_t logits_capacity_ = 0;
+};
+
+}  // namespace
+
+const Implementation& linear_softmax_cross_entropy_loss_onednn_implementation() {
+  static const OneDnnLinearSoftmaxCrossEntropy impl;
+  return impl;
+}
+
+}  // namespace tokamax

@@ -1,0 +1,46 @@
+// Shared helpers of the linear_softmax_cross_entropy_loss tests: running an implementation and
+// judging it against the float64 oracle.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_info.h"
+#include "ops/linear_softmax_cross_entropy_loss/api.h"
+#include "ops/numerics.h"
+
+namespace tokamax::testing {
+
+inline BoundArgs lsce_args(const std::string& x, const std::string& w,
+                           const std::string& reduction) {
+  return linear_softmax_cross_entropy_loss_op().bind(
+      {{"x", x}, {"w", w}, {"reduction", reduction}});
+}
+
+// Runs implementation `impl` with `config` (its heuristics when null) on seeded inputs.
+inline HostTensor run_lsce(const BoundArgs& args, const TensorMap& inputs, const std::string& impl,
+                           const nlohmann::json& config = nullptr) {
+  const auto& op = linear_softmax_cross_entropy_loss_op();
+  const Implementation& implementation = op.implementation(impl);
+  const nlohmann::json resolved =
+      config.is_null() ? implementation.heuristics_config_json(args, cpu::host_device())
+                       : implementation.canonical_config(config);
+  implementation.check_args(args);
+  implementation.check_config_json(args, resolved);
+  TensorMap outputs = op.allocate_outputs(args);
+  implementation.run_json(args, resolved, inputs, outputs);
+  return outputs.at("loss");
+}
+
+// The full oracle of the output.
+inline OracleSample lsce_full_oracle(const BoundArgs& args, const TensorMap& inputs) {
+  const auto& op = linear_softmax_cross_entropy_loss_op();
+  const int64_t total = op.outputs(args)[0].spec.num_elements();
+  std::vector<int64_t> index(static_cast<size_t>(total));
+  std::iota(index.begin(), index.end(), 0);
+  return op.oracle(args, inputs, "loss", index);
+}
+
+}  // namespace tokamax::testing

@@ -1,0 +1,41 @@
+// Tests for the oneDNN composite baseline of linear_softmax_cross_entropy_loss.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "ops/errors.h"
+#include "ops/linear_softmax_cross_entropy_loss/api.h"
+#include "ops/numerics.h"
+#include "test_helpers.h"
+
+using namespace tokamax;
+using namespace tokamax::testing;
+
+TEST_CASE("lsce onednn composite matches the oracle or says why not", "[lsce]") {
+  const auto& op = linear_softmax_cross_entropy_loss_op();
+  const Implementation& onednn = op.implementation("onednn");
+  for (const BoundArgs& args : {lsce_args("f32[33,48]", "f32[48,700]", "none"),
+                                lsce_args("bf16[16,64]", "bf16[64,1025]", "mean"),
+                                lsce_args("f32[1,8]", "f32[8,5]", "sum")}) {
+    CAPTURE(args.key());
+    const TensorMap inputs = op.make_inputs(args, 6);
+    try {
+      onednn.check_args(args);
+    } catch (const NotImplemented& e) {
+      WARN("onednn unsupported here: " << e.what());
+      continue;
+    }
+    const HostTensor out = run_lsce(args, inputs, "onednn");
+    const Comparison c =
+        compare_to_oracle(out, lsce_full_oracle(args, inputs), op.error_model(args));
+    CAPTURE(c.max_abs_error, c.bound);
+    CHECK(judge(c) == Disposition::kPassed);
+  }
+}
+
+TEST_CASE("lsce onednn rejects mixed and f16 inputs with a reason", "[lsce]") {
+  const Implementation& onednn = linear_softmax_cross_entropy_loss_op().implementation("onednn");
+  CHECK_THROWS_WITH(onednn.check_args(lsce_args("f32[4,8]", "bf16[8,16]", "sum")),
+                    Catch::Contains("x is f32 but w is bf16"));
+  CHECK_THROWS_AS(onednn.check_args(lsce_args("f16[4,8]", "f16[8,16]", "sum")), NotImplemented);
+  CHECK_THROWS_AS(onednn.check_args(lsce_args("f64[4,8]", "f64[8,16]", "sum")), NotImplemented);
+}
