@@ -88,6 +88,7 @@ struct BenchCommand {
   int warmup = 2;
   double min_time_s = 0.1;
   double timeout_s = 5.0;
+  double sample_time_s = 5e-4;
   std::string max_noise = "1%";
   std::string estimator = "iqr";
   std::string cache_mode = "hot";
@@ -126,6 +127,12 @@ struct BenchCommand {
       throw InvalidArgument("--timeout " + format_number(timeout_s, 6) + " must be > 0 seconds",
                             "timeout");
     }
+    if (!(std::isfinite(sample_time_s) && sample_time_s > 0)) {
+      throw InvalidArgument(
+          "--sample-time " + format_number(sample_time_s, 6) + " must be > 0 seconds",
+          "sample-time");
+    }
+    options.sample_time_s = sample_time_s;
     options.stop.min_time_s = min_time_s;
     options.stop.timeout_s = timeout_s;
     options.stop.max_noise = parse_fraction(max_noise, "--max-noise");
@@ -439,6 +446,9 @@ Runner add_bench_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--timeout", command->timeout_s,
                   "Wall seconds of sampling per case before giving up (unsettled: noisy)")
+      ->capture_default_str();
+  sub->add_option("--sample-time", command->sample_time_s,
+                  "Seconds one sample (a batch of calls) should last")
       ->capture_default_str();
   sub->add_option("--cache-mode", command->cache_mode,
                   "hot: the same inputs every call; cold: cycle through copies that overflow "

@@ -121,7 +121,7 @@ TEST_CASE("should_stop settles once min_samples, min_time and the noise bound ar
   CHECK(replay(std::vector<double>(50, 5e-3), rule).second == 5);
 
   // Not before min_samples even when time and noise are fine...
-  CHECK_FALSE(should_stop({1, 1, 1, 1}, 4, 4, rule).stop());
+  CHECK_FALSE(should_stop({0.1, 0.1, 0.1, 0.1}, 0.4, 0.4, rule).stop());
   // ...nor before min_time.
   CHECK_FALSE(should_stop({1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4}, 6e-4, 6e-4, rule).stop());
   CHECK(should_stop({1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4}, 0.01, 0.01, rule).reason ==
@@ -213,8 +213,8 @@ TEST_CASE("cold_copies overflows the last-level cache between two uses of a copy
   // Unknown sizes: one copy.
   CHECK(cold_copies(0, 32 * mib) == 1);
   CHECK(cold_copies(mib, 0) == 1);
-  // The memory cap: 1 KiB copies of a 1 GiB cache would need 2M copies (2 GiB).
-  CHECK(cold_copies(1024, 1024 * mib) == static_cast<int>(kMaxColdBytes / 1024));
+  // The memory cap: 4 KiB copies of a 1 GiB cache would need 512Ki + 1 copies (2 GiB).
+  CHECK(cold_copies(4096, 1024 * mib) == static_cast<int>(kMaxColdBytes / 4096));
   CHECK(cold_copies(600 * mib, 32 * mib) == 1);  // two would exceed 1 GiB
   CHECK(cold_copies(mib, 32 * mib, 10 * mib) == 10);
   // The property, uncapped: the other copies always cover factor x cache.
