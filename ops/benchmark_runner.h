@@ -32,7 +32,7 @@ struct BenchOptions {
   // Untimed calls before the first sample, once per case. At least one untimed call always
   // happens (it sizes the batches); cold mode calls every copy once (first-touch page faults).
   int warmup_runs = 2;
-  StopRule stop;                // when to stop sampling (ops/measurement.h)
+  StopRule stop;  // when to stop sampling (ops/measurement.h)
   // Calls are batched so that one sample lasts about this long. Short samples are interrupted
   // less often on a busy machine (the robust estimator then sets the disturbed ones aside);
   // timer overhead is still < 0.1%.
