@@ -24,7 +24,6 @@ TEST_CASE("bench --cache-mode cold writes every sample, the estimator, cache mod
   const std::string out = dir.file("out.json");
   const CommandResult r = run_tokamax(
       "bench --op ragged_dot --tag smoke --max-noise 0.5 --min-samples 3 --timeout 2 "
-      "--max-samples 30 "
       "--cache-mode cold --json " +
       out);
   INFO(r.output);
