@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "ops/bench_compare.h"
 #include "ops/benchmark_runner.h"
 #include "ops/errors.h"
+#include "ops/measurement.h"
 #include "ops/metadata.h"
 #include "ops/registry.h"
 #include "ops/verifier.h"
@@ -33,6 +35,7 @@ struct CaseInfo {
   double roofline_gflops = 0;  // min(peak at the compute dtype, bandwidth x intensity)
   nlohmann::json backend = nlohmann::json::object();  // Implementation::describe()
   bool vendor = false;
+  int64_t footprint_bytes = 0;  // one set of inputs + outputs (what cold mode copies)
 };
 
 // "1.23x" the best vendor implementation of the same spec in this run, "-" when none ran.
@@ -79,9 +82,18 @@ struct BenchCommand {
   Selection selection;
   ConfigOptions config;
   uint64_t seed = 0;
-  int repetitions = 5;
+  // Adaptive measurement (docs/measurement.md).
+  int min_samples = 10;
+  int max_samples = 1000;
+  int repetitions = 0;  // > 0: exactly this many samples (min = max), the old fixed count
   int warmup = 2;
-  double min_time_s = 0.05;
+  double min_time_s = 0.1;
+  double timeout_s = 5.0;
+  double sample_time_s = 5e-4;
+  std::string max_noise = "1%";
+  std::string estimator = "iqr";
+  std::string cache_mode = "hot";
+  std::string max_drift = "5%";
   std::string json_path;
   std::vector<std::string> compare_paths;  // --compare OLD NEW: compare saved runs, run nothing
   std::string threshold = "5%";
@@ -97,8 +109,80 @@ struct BenchCommand {
     return report.count(Verdict::kSlower) > 0 ? kExitFailure : kExitOk;
   }
 
+  // The measurement options, checked before anything runs (bad values: InvalidArgument naming
+  // the option, exit 2).
+  BenchOptions measurement_options() const {
+    BenchOptions options;
+    options.warmup_runs = warmup;
+    options.stop.min_samples = repetitions > 0 ? repetitions : min_samples;
+    options.stop.max_samples = repetitions > 0 ? repetitions : max_samples;
+    if (options.stop.max_samples < options.stop.min_samples) {
+      throw InvalidArgument("--max-samples " + std::to_string(max_samples) +
+                                " is below --min-samples " + std::to_string(min_samples),
+                            "max-samples");
+    }
+    if (!(std::isfinite(min_time_s) && min_time_s >= 0)) {
+      throw InvalidArgument("--min-time " + format_number(min_time_s, 6) + " must be >= 0 seconds",
+                            "min-time");
+    }
+    if (!(timeout_s > 0)) {
+      throw InvalidArgument("--timeout " + format_number(timeout_s, 6) + " must be > 0 seconds",
+                            "timeout");
+    }
+    if (!(std::isfinite(sample_time_s) && sample_time_s > 0)) {
+      throw InvalidArgument(
+          "--sample-time " + format_number(sample_time_s, 6) + " must be > 0 seconds",
+          "sample-time");
+    }
+    options.sample_time_s = sample_time_s;
+    options.stop.min_time_s = min_time_s;
+    options.stop.timeout_s = timeout_s;
+    options.stop.max_noise = parse_fraction(max_noise, "--max-noise");
+    options.stop.estimator = parse_estimator(estimator, "--estimator");
+    options.cache_mode = parse_cache_mode(cache_mode, "--cache-mode");
+    options.llc_bytes = cpu::last_level_cache().bytes;
+    options.max_drift = parse_fraction(max_drift, "--max-drift");
+    return options;
+  }
+
+  // tokamax.measurement in the JSON: how the cases were measured.
+  static nlohmann::json measurement_json(const BenchOptions& o) {
+    const cpu::LastLevelCache& llc = cpu::last_level_cache();
+    return {{"noise_estimator", estimator_name(o.stop.estimator)},
+            {"max_noise", o.stop.max_noise},
+            {"min_samples", o.stop.min_samples},
+            {"max_samples", o.stop.max_samples},
+            {"min_time_s", o.stop.min_time_s},
+            {"timeout_s", o.stop.timeout_s},
+            {"sample_time_s", o.sample_time_s},
+            {"warmup_runs", o.warmup_runs},
+            {"cache_mode", cache_mode_name(o.cache_mode)},
+            {"llc_bytes", llc.bytes},
+            {"llc_source", llc.source},
+            {"cold_cache_factor", kColdCacheFactor},
+            {"max_cold_bytes", kMaxColdBytes},
+            {"drift_probe", o.drift_probe},
+            {"max_drift", o.max_drift}};
+  }
+
+  // "noisy", "drift +6.1%", both, or "-".
+  static std::string flags(const BenchStats& s) {
+    std::string out;
+    if (s.noisy) out = "noisy";
+    if (s.drift.drifted) {
+      out += (out.empty() ? "" : ", ") + std::string("drift ") + (s.drift.change >= 0 ? "+" : "") +
+             format_number(100 * s.drift.change, 1) + "%";
+    }
+    return out.empty() ? "-" : out;
+  }
+
+  static nlohmann::json finite_or_null(double value) {
+    return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json();
+  }
+
   int run() {
     if (!compare_paths.empty()) return run_compare();
+    const BenchOptions options_template = measurement_options();
     // With no case filter, bench runs the quick `smoke` set of every op.
     Selection effective = selection;
     if (!effective.has_case_filter()) effective.tags = {"smoke"};
@@ -107,22 +191,25 @@ struct BenchCommand {
     const DeviceInfo& device = cpu::host_device();
     const cpu::Ceilings& ceilings = cpu::host_ceilings();
 
-    BenchOptions options;
-    options.warmup_runs = warmup;
-    options.repetitions = repetitions;
-    options.min_time_s = min_time_s;
+    BenchOptions options = options_template;
     const nlohmann::json metadata = run_metadata();
     for (const auto& [key, value] : metadata.items()) {
       options.context.emplace_back(key.rfind("tokamax_", 0) == 0 ? key : "tokamax_" + key,
                                    value.is_string() ? value.get<std::string>() : value.dump());
     }
 
-    Table table({"op", "spec", "impl", "dtype", "median", "min", "max", "cv", "GFLOP/s", "GB/s",
-                 "roofline", "vs vendor", "source", "config"});
-    table.set_right_aligned({4, 5, 6, 7, 8, 9, 10, 11});
+    options.context.emplace_back("tokamax_noise_estimator",
+                                 std::string(estimator_name(options.stop.estimator)));
+    options.context.emplace_back("tokamax_cache_mode",
+                                 std::string(cache_mode_name(options.cache_mode)));
+    const std::string noise_header =
+        "noise (" + std::string(estimator_name(options.stop.estimator)) + ")";
+    Table table({"op", "spec", "impl", "dtype", "median", "min", "max", "samples", noise_header,
+                 "GFLOP/s", "GB/s", "roofline", "vs vendor", "flags", "source", "config"});
+    table.set_right_aligned({4, 5, 6, 7, 8, 9, 10, 11, 12});
     nlohmann::json merged;  // Google Benchmark's JSON, all specs' runs concatenated
     nlohmann::json case_records = nlohmann::json::array();
-    int failures = 0;
+    int failures = 0, noisy = 0, drifted = 0;
     const std::string scratch =
         (fs::temp_directory_path() / ("tokamax-bench-" + std::to_string(getpid()) + ".json"))
             .string();
@@ -150,6 +237,10 @@ struct BenchCommand {
         info.roofline_gflops =
             cpu::roofline_gflops(ceilings, info.flops, info.bytes, op.compute_dtype(spec.args));
         info.vendor = impl->is_vendor();
+        for (const auto& decls : {op.inputs(spec.args), op.outputs(spec.args)}) {
+          for (const TensorDecl& decl : decls)
+            info.footprint_bytes += static_cast<int64_t>(decl.spec.size_bytes());
+        }
         info.backend = impl->describe();
         std::string unsupported;
         const Support support = impl->supported_on(device);
@@ -165,7 +256,7 @@ struct BenchCommand {
         }
         if (!unsupported.empty()) {
           rows.push_back({info.op, info.spec, info.impl, info.dtype, "-", "-", "-", "-", "-", "-",
-                          "-", "-", "-", "unsupported: " + unsupported});
+                          "-", "-", "-", "-", "-", "unsupported: " + unsupported});
           continue;
         }
         info.config = resolved.config;
@@ -201,17 +292,20 @@ struct BenchCommand {
         const BenchStats& s = stats[i];
         const CaseInfo& info = infos[i];
         if (!s.ok) ++failures;
+        if (s.noisy) ++noisy;
+        if (s.drift.drifted) ++drifted;
         const double fraction =
             s.ok && info.roofline_gflops > 0 ? s.gflops / info.roofline_gflops : NAN;
         const double vs_vendor = s.ok && vendor_gflops > 0 ? s.gflops / vendor_gflops : NAN;
         rows[case_row[i]] = std::vector<std::string>(
             {info.op, info.spec, info.impl, info.dtype, s.ok ? format_duration(s.median_s) : "-",
              s.ok ? format_duration(s.min_s) : "-", s.ok ? format_duration(s.max_s) : "-",
-             s.ok ? format_number(100.0 * s.cv, 1) + "%" : "-",
+             s.ok ? std::to_string(s.samples_s.size()) : "-",
+             s.ok && std::isfinite(s.noise) ? format_number(100.0 * s.noise, 1) + "%" : "-",
              s.ok ? format_number(s.gflops, 2) : "-", s.ok ? format_number(s.gbps, 2) : "-",
              std::isnan(fraction) ? "-" : format_number(100.0 * fraction, 1) + "%",
-             std::isnan(vs_vendor) ? "-" : format_number(vs_vendor, 2) + "x", info.config_source,
-             s.ok ? info.config.dump() : "failed: " + s.error});
+             std::isnan(vs_vendor) ? "-" : format_number(vs_vendor, 2) + "x", s.ok ? flags(s) : "-",
+             info.config_source, s.ok ? info.config.dump() : "failed: " + s.error});
         case_records.push_back(
             {{"name", s.name},
              {"op", info.op},
@@ -233,6 +327,22 @@ struct BenchCommand {
              {"cv", s.cv},
              {"iqr_s", s.iqr_s},
              {"samples_s", s.samples_s},
+             {"num_samples", s.samples_s.size()},
+             {"iterations_per_sample", s.iterations},
+             {"noise", finite_or_null(s.noise)},
+             {"noise_estimator", estimator_name(options.stop.estimator)},
+             {"noisy", s.noisy},
+             {"stop_reason", stop_reason_name(s.stop_reason)},
+             {"sampling_s", s.elapsed_s},
+             {"cache_mode", cache_mode_name(options.cache_mode)},
+             {"cache_copies", s.cache_copies},
+             {"footprint_bytes", info.footprint_bytes},
+             {"drift",
+              {{"probe_before_s", s.drift.before_s},
+               {"probe_after_s", s.drift.after_s},
+               {"change", s.drift.change},
+               {"drifted", s.drift.drifted}}},
+             {"drifted", s.drift.drifted},
              {"gflops", s.gflops},
              {"gbps", s.gbps},
              {"roofline_gflops", info.roofline_gflops},
@@ -254,12 +364,20 @@ struct BenchCommand {
               << ceilings.measured_at << "; `tokamax info --remeasure`)\n\n";
     table.print(std::cout);
     std::cout << "\n"
-              << case_records.size() << " benchmarks, " << failures << " failed (" << repetitions
-              << " repetitions, medians of per-call wall time)\n";
+              << case_records.size() << " benchmarks, " << failures << " failed, " << noisy
+              << " noisy, " << drifted << " drifted (medians of per-call wall time; sampled until "
+              << estimator_name(options.stop.estimator)
+              << " <= " << format_number(100 * options.stop.max_noise, 2)
+              << "% after >= " << options.stop.min_samples
+              << " samples and >= " << format_number(options.stop.min_time_s, 3) << " s, at most "
+              << options.stop.max_samples << " samples or "
+              << format_number(options.stop.timeout_s, 3) << " s; cache "
+              << cache_mode_name(options.cache_mode) << ")\n";
     if (!json_path.empty()) {
       merged["tokamax"] = {{"schema_version", 1},
                            {"kind", "tokamax-bench"},
                            {"ceilings", ceilings.to_json()},
+                           {"measurement", measurement_json(options_template)},
                            {"cases", case_records}};
       write_text_file(json_path, merged.dump(2) + "\n");
     }
@@ -287,15 +405,45 @@ Runner add_bench_command(CLI::App& app) {
   add_selection_options(*sub, command->selection);
   add_config_options(*sub, command->config, /*allow_explicit=*/true);
   sub->add_option("--seed", command->seed, "Seed of the generated inputs")->capture_default_str();
-  sub->add_option("--repetitions", command->repetitions, "Timed repetitions per benchmark")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+  // Measurement (docs/measurement.md).
+  CLI::Option* min_samples = sub->add_option("--min-samples", command->min_samples,
+                                             "Samples per case before it may settle")
+                                 ->capture_default_str()
+                                 ->check(CLI::Range(1, 1000000));
+  CLI::Option* max_samples = sub->add_option("--max-samples", command->max_samples,
+                                             "Most samples per case (unsettled: noisy)")
+                                 ->capture_default_str()
+                                 ->check(CLI::Range(1, 1000000));
+  sub->add_option("--repetitions", command->repetitions,
+                  "Exactly N samples per case (--min-samples N --max-samples N)")
+      ->check(CLI::Range(1, 1000000))
+      ->excludes(min_samples)
+      ->excludes(max_samples);
+  sub->add_option("--min-time", command->min_time_s, "Timed seconds per case before it may settle")
+      ->capture_default_str();
+  sub->add_option("--max-noise", command->max_noise,
+                  "Settle when the run noise is at most this: 1% or 0.01")
+      ->capture_default_str();
+  sub->add_option("--estimator", command->estimator,
+                  "Run noise: iqr (IQR/median, robust) or stdev (stdev/mean)")
+      ->capture_default_str();
+  sub->add_option("--timeout", command->timeout_s,
+                  "Wall seconds of sampling per case before giving up (unsettled: noisy)")
+      ->capture_default_str();
+  sub->add_option("--sample-time", command->sample_time_s,
+                  "Seconds one sample (a batch of calls) should last")
+      ->capture_default_str();
+  sub->add_option("--cache-mode", command->cache_mode,
+                  "hot: the same inputs every call; cold: cycle through copies that overflow "
+                  "the last-level cache")
+      ->capture_default_str();
+  sub->add_option("--max-drift", command->max_drift,
+                  "Flag a case when the drift probe before and after it differs by more: 5% "
+                  "or 0.05")
+      ->capture_default_str();
   sub->add_option("--warmup", command->warmup, "Untimed calls before timing")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
-  sub->add_option("--min-time", command->min_time_s, "Minimum seconds per repetition")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
   sub->add_option("--json", command->json_path,
                   "Write Google Benchmark JSON (works with its tools/compare.py); with "
                   "--compare, the comparison report");
@@ -309,7 +457,7 @@ Runner add_bench_command(CLI::App& app) {
                   "With --compare: smallest median change that counts, 5% or 0.05")
       ->capture_default_str()
       ->needs(compare);
-  add_isolation_options(*sub, command->isolation, "--timeout", 300.0,
+  add_isolation_options(*sub, command->isolation, "--run-timeout", 300.0,
                         "one implementation's benchmark");
   return [command] { return command->run(); };
 }

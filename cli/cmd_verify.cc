@@ -118,7 +118,8 @@ Runner add_verify_command(CLI::App& app) {
   sub->add_option("--dump-dir", command->dump_dir,
                   "Write inputs, outputs and oracle as .npy (DIR/<op>/<spec>/<impl>/<name>.npy)");
   sub->add_option("--json", command->json_path, "Write the results as JSON");
-  add_isolation_options(*sub, command->isolation, "--timeout", 300.0, "one implementation's run");
+  add_isolation_options(*sub, command->isolation, "--run-timeout", 300.0,
+                        "one implementation's run");
   return [command] { return command->run(); };
 }
 

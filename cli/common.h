@@ -64,7 +64,8 @@ struct IsolationOptions {
   std::string mode = "worker";  // worker: implementations run in a `tokamax worker` process
   double timeout_s = 0.0;       // per candidate (tune) or implementation (bench, verify)
 };
-// `timeout_flag` is "--candidate-timeout" for tune, "--timeout" for bench and verify.
+// `timeout_flag` is "--candidate-timeout" for tune, "--run-timeout" for bench and verify (bench's
+// --timeout is the adaptive sampling limit).
 void add_isolation_options(CLI::App& command, IsolationOptions& options,
                            const std::string& timeout_flag, double default_timeout_s,
                            const std::string& timeout_what);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -201,15 +202,43 @@ CheckResult LocalRunner::check(const Implementation& impl, const nlohmann::json&
 std::vector<BenchOutcome> LocalRunner::bench(const std::vector<BenchJob>& jobs,
                                              const BenchOptions& options) {
   const State& s = state();
+  int64_t input_bytes = 0;
+  for (const auto& [name, tensor] : s.inputs)
+    input_bytes += static_cast<int64_t>(tensor.size_bytes());
   std::vector<BenchCase> cases;
   for (const BenchJob& job : jobs) {
     // Each implementation writes its own outputs, as it would in an application.
     auto outputs = std::make_shared<TensorMap>(s.op->allocate_outputs(s.setup.args));
-    cases.push_back(
-        BenchCase{job.name,
-                  [impl = job.impl, args = s.setup.args, config = job.config, inputs = &s.inputs,
-                   outputs] { impl->run_json(args, config, *inputs, *outputs); },
-                  job.flops, job.bytes, job.label});
+    BenchCase bench_case;
+    bench_case.name = job.name;
+    bench_case.run = [impl = job.impl, args = s.setup.args, config = job.config, inputs = &s.inputs,
+                      outputs] { impl->run_json(args, config, *inputs, *outputs); };
+    bench_case.flops = job.flops;
+    bench_case.bytes = job.bytes;
+    bench_case.label = job.label;
+    int64_t output_bytes = 0;
+    for (const auto& [name, tensor] : *outputs)
+      output_bytes += static_cast<int64_t>(tensor.size_bytes());
+    bench_case.footprint_bytes = input_bytes + output_bytes;
+    // Cold cache mode: separate memory per copy (HostTensor copies share their buffer).
+    bench_case.make_copies = [op = s.op, impl = job.impl, args = s.setup.args, config = job.config,
+                              inputs = &s.inputs](int copies) -> std::function<void(int)> {
+      auto sets = std::make_shared<std::vector<std::pair<TensorMap, TensorMap>>>();
+      for (int i = 0; i < copies; ++i) {
+        TensorMap copy;
+        for (const auto& [name, tensor] : *inputs) {
+          HostTensor fresh(tensor.spec());
+          if (tensor.size_bytes() > 0) std::memcpy(fresh.raw(), tensor.raw(), tensor.size_bytes());
+          copy.emplace(name, std::move(fresh));
+        }
+        sets->emplace_back(std::move(copy), op->allocate_outputs(args));
+      }
+      return [impl, args, config, sets](int i) {
+        auto& [in, out] = (*sets)[static_cast<size_t>(i)];
+        impl->run_json(args, config, in, out);
+      };
+    };
+    cases.push_back(std::move(bench_case));
   }
   std::vector<BenchOutcome> outcomes;
   for (BenchStats& stats : run_benchmarks(cases, options)) {
@@ -225,17 +254,37 @@ std::vector<BenchOutcome> LocalRunner::bench(const std::vector<BenchJob>& jobs,
 // Tripwires: a field added to one of these structs must also travel to the worker, or
 // `--isolation worker` (the default) would silently drop it. Add it to the functions below (and
 // to the round-trip test in tests/ops/case_runner_test.cc), then update the size here.
-static_assert(sizeof(TimingOptions) == 32, "new TimingOptions field: update timing_to_json");
-static_assert(sizeof(BenchOptions) == 72, "new BenchOptions field: update bench_options_to_json");
-static_assert(sizeof(BenchStats) == 168, "new BenchStats field: update bench_stats_to_json");
+static_assert(sizeof(TimingOptions) == 56, "new TimingOptions field: update timing_to_json");
+static_assert(sizeof(BenchOptions) == 144, "new BenchOptions field: update bench_options_to_json");
+static_assert(sizeof(BenchStats) == 232, "new BenchStats field: update bench_stats_to_json");
 static_assert(sizeof(Comparison) == 80, "new Comparison field: update comparison_to_json");
 
+json stop_rule_to_json(const StopRule& r) {
+  return {{"min_samples", r.min_samples},
+          {"max_samples", r.max_samples},
+          {"min_time_s", number(r.min_time_s)},
+          {"max_noise", number(r.max_noise)},
+          {"timeout_s", number(r.timeout_s)},
+          {"estimator", std::string(estimator_name(r.estimator))}};
+}
+
+StopRule stop_rule_from_json(const json& value) {
+  StopRule r;
+  r.min_samples = value.at("min_samples").get<int>();
+  r.max_samples = value.at("max_samples").get<int>();
+  r.min_time_s = number_from(value.at("min_time_s"));
+  r.max_noise = number_from(value.at("max_noise"));
+  r.timeout_s = number_from(value.at("timeout_s"));
+  r.estimator = parse_estimator(value.at("estimator").get<std::string>());
+  return r;
+}
+
 json timing_to_json(const TimingOptions& t) {
-  return {{"warmup_runs", t.warmup_runs},
-          {"min_samples", t.min_samples},
-          {"max_samples", t.max_samples},
-          {"min_time_s", t.min_time_s},
-          {"sample_time_s", t.sample_time_s}};
+  return {
+      {"warmup_runs", t.warmup_runs},     {"min_samples", t.min_samples},
+      {"max_samples", t.max_samples},     {"min_time_s", t.min_time_s},
+      {"sample_time_s", t.sample_time_s}, {"max_noise", number(t.max_noise)},
+      {"timeout_s", number(t.timeout_s)}, {"estimator", std::string(estimator_name(t.estimator))}};
 }
 
 TimingOptions timing_from_json(const json& value) {
@@ -245,6 +294,9 @@ TimingOptions timing_from_json(const json& value) {
   t.max_samples = value.at("max_samples").get<int>();
   t.min_time_s = value.at("min_time_s").get<double>();
   t.sample_time_s = value.at("sample_time_s").get<double>();
+  t.max_noise = number_from(value.at("max_noise"));
+  t.timeout_s = number_from(value.at("timeout_s"));
+  t.estimator = parse_estimator(value.at("estimator").get<std::string>());
   return t;
 }
 
@@ -252,8 +304,12 @@ json bench_options_to_json(const BenchOptions& o) {
   json context = json::array();
   for (const auto& [key, value] : o.context) context.push_back({key, value});
   return {{"warmup_runs", o.warmup_runs},
-          {"repetitions", o.repetitions},
-          {"min_time_s", o.min_time_s},
+          {"stop", stop_rule_to_json(o.stop)},
+          {"sample_time_s", number(o.sample_time_s)},
+          {"cache_mode", std::string(cache_mode_name(o.cache_mode))},
+          {"llc_bytes", o.llc_bytes},
+          {"drift_probe", o.drift_probe},
+          {"max_drift", number(o.max_drift)},
           {"json_path", o.json_path},
           {"context", context}};
 }
@@ -261,8 +317,12 @@ json bench_options_to_json(const BenchOptions& o) {
 BenchOptions bench_options_from_json(const json& value) {
   BenchOptions o;
   o.warmup_runs = value.at("warmup_runs").get<int>();
-  o.repetitions = value.at("repetitions").get<int>();
-  o.min_time_s = value.at("min_time_s").get<double>();
+  o.stop = stop_rule_from_json(value.at("stop"));
+  o.sample_time_s = number_from(value.at("sample_time_s"));
+  o.cache_mode = parse_cache_mode(value.at("cache_mode").get<std::string>());
+  o.llc_bytes = value.at("llc_bytes").get<int64_t>();
+  o.drift_probe = value.at("drift_probe").get<bool>();
+  o.max_drift = number_from(value.at("max_drift"));
   o.json_path = value.at("json_path").get<std::string>();
   for (const json& pair : value.at("context")) {
     o.context.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
@@ -313,7 +373,17 @@ json bench_stats_to_json(const BenchStats& s) {
           {"samples_s", samples},
           {"iterations", s.iterations},
           {"gflops", number(s.gflops)},
-          {"gbps", number(s.gbps)}};
+          {"gbps", number(s.gbps)},
+          {"noise", number(s.noise)},
+          {"noisy", s.noisy},
+          {"stop_reason", static_cast<int>(s.stop_reason)},
+          {"elapsed_s", number(s.elapsed_s)},
+          {"cache_copies", s.cache_copies},
+          {"drift",
+           {{"before_s", number(s.drift.before_s)},
+            {"after_s", number(s.drift.after_s)},
+            {"change", number(s.drift.change)},
+            {"drifted", s.drift.drifted}}}};
 }
 
 BenchStats bench_stats_from_json(const json& value) {
@@ -331,6 +401,16 @@ BenchStats bench_stats_from_json(const json& value) {
   s.iterations = value.at("iterations").get<int64_t>();
   s.gflops = number_from(value.at("gflops"));
   s.gbps = number_from(value.at("gbps"));
+  s.noise = number_from(value.at("noise"));
+  s.noisy = value.at("noisy").get<bool>();
+  s.stop_reason = static_cast<StopReason>(value.at("stop_reason").get<int>());
+  s.elapsed_s = number_from(value.at("elapsed_s"));
+  s.cache_copies = value.at("cache_copies").get<int>();
+  const json& drift = value.at("drift");
+  s.drift.before_s = number_from(drift.at("before_s"));
+  s.drift.after_s = number_from(drift.at("after_s"));
+  s.drift.change = number_from(drift.at("change"));
+  s.drift.drifted = drift.at("drifted").get<bool>();
   return s;
 }
 

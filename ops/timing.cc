@@ -39,16 +39,26 @@ std::vector<double> time_calls(const std::function<void()>& call, const TimingOp
   // Microsecond-scale calls are timed in batches; a sample is the batch's mean per call.
   const int batch =
       static_cast<int>(std::clamp(options.sample_time_s / std::max(one_call, 1e-9), 1.0, 1e6));
+  StopRule rule;
+  // As before the rule existed: max_samples caps min_samples too.
+  rule.max_samples = options.max_samples;
+  rule.min_samples = std::min(options.min_samples, options.max_samples);
+  rule.min_time_s = options.min_time_s;
+  rule.max_noise = options.max_noise;
+  rule.timeout_s = options.timeout_s;
+  rule.estimator = options.estimator;
   std::vector<double> samples;
   double timed = 0.0;
-  while (static_cast<int>(samples.size()) < options.max_samples &&
-         (static_cast<int>(samples.size()) < options.min_samples || timed < options.min_time_s)) {
+  const double begin = now_s();
+  // max_samples <= 0 took no samples before: keep that.
+  while (options.max_samples > 0) {
     check(interrupt);
     const double start = now_s();
     for (int i = 0; i < batch; ++i) call();
     const double elapsed = now_s() - start;
     timed += elapsed;
     samples.push_back(elapsed / batch);
+    if (should_stop(samples, timed, now_s() - begin, rule).stop()) break;
   }
   return samples;
 }

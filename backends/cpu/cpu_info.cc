@@ -133,4 +133,33 @@ const DeviceInfo& host_device() {
   return device;
 }
 
+LastLevelCache pick_last_level_cache(int64_t sysfs_l3, int64_t sysfs_l2, int64_t sysconf_l3,
+                                     int64_t sysconf_l2) {
+  LastLevelCache llc;
+  if (sysfs_l3 > 0 || sysfs_l2 > 0) {
+    llc.bytes = sysfs_l3 > 0 ? sysfs_l3 : sysfs_l2;
+    llc.source = "sysfs";
+  } else if (sysconf_l3 > 0 || sysconf_l2 > 0) {
+    llc.bytes = sysconf_l3 > 0 ? sysconf_l3 : sysconf_l2;
+    llc.source = "sysconf";
+  } else {
+    llc.bytes = kFallbackLlcBytes;
+    llc.source = "fallback";
+  }
+  return llc;
+}
+
+const LastLevelCache& last_level_cache() {
+  static const LastLevelCache llc = [] {
+    const DeviceInfo& device = host_device();
+    int64_t sysconf_l3 = 0, sysconf_l2 = 0;
+#if defined(_SC_LEVEL3_CACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+    sysconf_l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    sysconf_l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return pick_last_level_cache(device.l3_bytes, device.l2_bytes, sysconf_l3, sysconf_l2);
+  }();
+  return llc;
+}
+
 }  // namespace tokamax::cpu

@@ -67,7 +67,7 @@ TEST_CASE("verify reports a crashing or hanging implementation and verifies the 
   ScratchDir dir;
   const std::string spec = write_spec(dir);
   const std::string verify = "verify --spec " + spec + " --op fault_injection --json " +
-                             dir.file("v.json") + " --timeout 2";
+                             dir.file("v.json") + " --run-timeout 2";
   for (const char* fault : {"crash", "hang", "wrong", "throw"}) {
     const CommandResult r = run_test_cli(std::string("TOKAMAX_FAULT=") + fault, verify);
     INFO(fault << ": " << r.output);

@@ -1,11 +1,14 @@
-// Tests of the Google Benchmark runner: stats, failures, warm-up, JSON layout, repeated calls.
+// Tests of the benchmark runner: stats, failures, warm-up, Google Benchmark JSON layout, repeated
+// calls, cold copies, drift fields and the adaptive stop.
 #include "ops/benchmark_runner.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -25,8 +28,12 @@ using nlohmann::json;
 BenchOptions tiny_options() {
   BenchOptions options;
   options.warmup_runs = 2;
-  options.repetitions = 3;
-  options.min_time_s = 0.001;
+  options.stop.min_samples = 3;  // exactly 3 samples: the counts below are exact
+  options.stop.max_samples = 3;
+  options.stop.min_time_s = 0;
+  options.stop.max_noise = std::numeric_limits<double>::infinity();
+  options.sample_time_s = 1e-3;
+  options.drift_probe = false;
   return options;
 }
 
@@ -105,8 +112,8 @@ TEST_CASE("run_benchmarks times cases, isolates failures and warms up once per c
                                   throwing_case("test/throws_in_warmup/cpu", &calls_early, 1),
                                   loop_case("test/loop_b/cpu", &calls_b),
                                   throwing_case("test/throws_when_timed/cpu", &calls_late, 4)};
-  // Each call outlasts min_time, so every repetition is exactly one call and the call count
-  // is exact: warm-up + repetitions (warm-up per repetition would give 2 * 3 + 3).
+  // Each call outlasts sample_time, so every sample is exactly one call and the call count is
+  // exact: warm-up + samples (warm-up per sample would give 2 * 3 + 3).
   BenchCase sleepy = loop_case("test/sleepy/cpu", &calls_sleepy);
   sleepy.run = [&calls_sleepy] {
     ++calls_sleepy;
@@ -115,17 +122,25 @@ TEST_CASE("run_benchmarks times cases, isolates failures and warms up once per c
   cases.push_back(sleepy);
 
   const BenchOptions options = tiny_options();
+  const int repetitions = options.stop.min_samples;
   const std::vector<BenchStats> results = run_benchmarks(cases, options);
   REQUIRE(results.size() == cases.size());
   for (size_t i = 0; i < cases.size(); ++i) CHECK(results[i].name == cases[i].name);
 
-  check_ok_stats(results[0], cases[0], options.repetitions);
-  check_ok_stats(results[2], cases[2], options.repetitions);
-  check_ok_stats(results[4], cases[4], options.repetitions);
-  CHECK(calls_a >= options.warmup_runs + options.repetitions * results[0].iterations);
-  CHECK(calls_b >= options.warmup_runs + options.repetitions * results[2].iterations);
+  check_ok_stats(results[0], cases[0], repetitions);
+  check_ok_stats(results[2], cases[2], repetitions);
+  check_ok_stats(results[4], cases[4], repetitions);
+  CHECK(calls_a == options.warmup_runs + repetitions * results[0].iterations);
+  CHECK(calls_b == options.warmup_runs + repetitions * results[2].iterations);
   CHECK(results[4].iterations == 1);
-  CHECK(calls_sleepy == options.warmup_runs + options.repetitions);
+  CHECK(calls_sleepy == options.warmup_runs + repetitions);
+  // Exactly min = max samples: settled (the noise bound is infinite), never noisy.
+  for (size_t i : {0, 2, 4}) {
+    CHECK(results[i].stop_reason == StopReason::kSettled);
+    CHECK_FALSE(results[i].noisy);
+    CHECK(results[i].cache_copies == 1);
+    CHECK(results[i].drift.before_s == 0);  // probe off
+  }
 
   // A failure in warm-up: no further call, not even in later repetitions.
   CHECK_FALSE(results[1].ok);
@@ -145,6 +160,7 @@ TEST_CASE("run_benchmarks writes Google Benchmark JSON with context, repetitions
                                         loop_case("ragged_dot/spec_b/cpu", &calls_b),
                                         throwing_case("ragged_dot/spec_c/cpu", &calls_bad, 1)};
   BenchOptions options = tiny_options();
+  const int repetitions = options.stop.min_samples;
   const fs::path path = temp_json("tokamax_benchmark_runner");
   options.json_path = path.string();
   options.context = {{"tokamax_device", "test-cpu"}, {"tokamax_command", "tokamax bench"}};
@@ -166,11 +182,11 @@ TEST_CASE("run_benchmarks writes Google Benchmark JSON with context, repetitions
     const BenchCase& bench_case = cases[c];
     const BenchStats& stats = results[c];
     INFO(bench_case.name);
-    const std::vector<json>& repetitions = by_name[bench_case.name];
-    REQUIRE(repetitions.size() == static_cast<size_t>(options.repetitions));
+    const std::vector<json>& samples = by_name[bench_case.name];
+    REQUIRE(samples.size() == static_cast<size_t>(repetitions));
     std::set<int> indices;
-    for (size_t r = 0; r < repetitions.size(); ++r) {
-      const json& entry = repetitions[r];
+    for (size_t r = 0; r < samples.size(); ++r) {
+      const json& entry = samples[r];
       CHECK(entry["run_type"] == "iteration");
       CHECK(entry["label"] == bench_case.label);
       indices.insert(entry["repetition_index"].get<int>());
@@ -218,9 +234,9 @@ TEST_CASE("run_benchmarks writes Google Benchmark JSON with context, repetitions
           Approx(stats.cv).margin(1e-12));
   }
 
-  // The failing case: each repetition reported as an error, no aggregates.
+  // The failing case: one error entry, no aggregates.
   const std::vector<json>& failed = by_name[cases[2].name];
-  REQUIRE(failed.size() == static_cast<size_t>(options.repetitions));
+  REQUIRE(failed.size() == 1);
   for (const json& entry : failed) {
     CHECK(entry["error_occurred"] == true);
     CHECK(entry["error_message"] == "kaboom at call 1");
@@ -251,7 +267,7 @@ TEST_CASE("run_benchmarks can be called repeatedly in one process", "[benchmark_
   const fs::path third_path = temp_json("tokamax_benchmark_runner_third");
   options.json_path = third_path.string();
   options.context = {{"tokamax_run", "first"}, {"tokamax_run", "third"}};  // last one wins
-  options.repetitions = 1;
+  options.stop.min_samples = options.stop.max_samples = 1;
   const std::vector<BenchStats> third =
       run_benchmarks({loop_case("third/case/cpu", &calls)}, options);
   REQUIRE(third.size() == 1);
@@ -272,13 +288,22 @@ TEST_CASE("run_benchmarks rejects bad options and cases before running", "[bench
   BenchOptions options = tiny_options();
   CHECK(run_benchmarks({}, options).empty());
 
-  options.repetitions = 0;
+  options.stop.min_samples = 0;
   CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
   options = tiny_options();
-  options.min_time_s = 0;
+  options.stop.max_samples = 2;  // below min_samples
+  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
+  options = tiny_options();
+  options.stop.min_time_s = -1;
   CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
   options = tiny_options();
   options.warmup_runs = -1;
+  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
+  options = tiny_options();
+  options.stop.max_noise = -0.01;
+  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
+  options = tiny_options();
+  options.sample_time_s = 0;
   CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
   options = tiny_options();
   options.json_path = "/nonexistent-tokamax-dir/out.json";
@@ -288,6 +313,96 @@ TEST_CASE("run_benchmarks rejects bad options and cases before running", "[bench
   no_run.run = nullptr;
   CHECK_THROWS_AS(run_benchmarks({no_run}, tiny_options()), InvalidArgument);
   CHECK(calls == 0);
+}
+
+TEST_CASE("run_benchmarks in cold mode cycles through copies of the inputs",
+          "[benchmark_runner][measure]") {
+  // A 1 MiB footprint against a 4 MiB "cache": 1 + 2 x 4 = 9 copies.
+  int calls = 0;
+  std::vector<int> uses;
+  int made = 0;
+  BenchCase bench_case = loop_case("cold/case/cpu", &calls);
+  bench_case.footprint_bytes = 1 << 20;
+  bench_case.make_copies = [&](int copies) -> std::function<void(int)> {
+    made = copies;
+    uses.assign(static_cast<size_t>(copies), 0);
+    return [&uses](int i) { ++uses.at(static_cast<size_t>(i)); };
+  };
+  BenchOptions options = tiny_options();
+  options.cache_mode = CacheMode::kCold;
+  options.llc_bytes = 4 << 20;
+  const std::vector<BenchStats> results = run_benchmarks({bench_case}, options);
+  REQUIRE(results[0].ok);
+  CHECK(made == cold_copies(1 << 20, 4 << 20));
+  CHECK(made == 9);
+  CHECK(results[0].cache_copies == 9);
+  CHECK(calls == 0);  // cold mode never calls run()
+  // Warm-up touches every copy once; sampling keeps cycling in order.
+  int total = 0;
+  for (int count : uses) {
+    CHECK(count >= 1);
+    total += count;
+  }
+  const int timed = static_cast<int>(3 * results[0].iterations);
+  CHECK(total == 9 + timed);
+  // Round robin: no copy is used twice before every other copy was used once more.
+  const auto [low, high] = std::minmax_element(uses.begin(), uses.end());
+  CHECK(*high - *low <= 1);
+
+  // Hot mode ignores the copies.
+  made = 0;
+  options.cache_mode = CacheMode::kHot;
+  REQUIRE(run_benchmarks({bench_case}, options)[0].ok);
+  CHECK(made == 0);
+  CHECK(calls > 0);
+
+  // A failure while making the copies fails the case, not the run.
+  BenchCase failing = bench_case;
+  failing.name = "cold/failing/cpu";
+  failing.make_copies = [](int) -> std::function<void(int)> {
+    throw std::runtime_error("no memory for copies");
+  };
+  options.cache_mode = CacheMode::kCold;
+  const std::vector<BenchStats> both = run_benchmarks({failing, bench_case}, options);
+  CHECK_FALSE(both[0].ok);
+  CHECK(both[0].error == "no memory for copies");
+  CHECK(both[1].ok);
+}
+
+TEST_CASE("run_benchmarks reports the drift probe and an unsettled case as noisy",
+          "[benchmark_runner][measure]") {
+  int calls = 0;
+  BenchOptions options = tiny_options();
+  options.drift_probe = true;
+  options.max_drift = 1e9;  // never flagged: the flag logic is tested on synthetic times
+  // One sample cannot show its noise (infinite), so a zero noise bound never settles, and a
+  // timeout that has passed after the first sample stops it there: noisy, by timeout.
+  options.stop.min_samples = 1;
+  options.stop.max_samples = 1000;
+  options.stop.max_noise = 0;
+  options.stop.timeout_s = 1e-12;
+  const fs::path path = temp_json("tokamax_benchmark_runner_noisy");
+  options.json_path = path.string();
+  const std::vector<BenchStats> results =
+      run_benchmarks({loop_case("noisy/case/cpu", &calls)}, options);
+  const BenchStats& s = results[0];
+  REQUIRE(s.ok);
+  CHECK(s.samples_s.size() == 1);
+  CHECK(s.stop_reason == StopReason::kTimeout);
+  CHECK(s.noisy);
+  CHECK(std::isinf(s.noise));
+  CHECK((s.drift.before_s > 0 && std::isfinite(s.drift.before_s)));
+  CHECK((s.drift.after_s > 0 && std::isfinite(s.drift.after_s)));
+  CHECK(s.drift.change == Approx(s.drift.after_s / s.drift.before_s - 1));
+  CHECK_FALSE(s.drift.drifted);
+  // The single sample is still written as a repetition.
+  const json report = read_json(path);
+  fs::remove(path);
+  int iterations = 0;
+  for (const json& entry : report["benchmarks"]) {
+    if (entry["run_type"] == "iteration") ++iterations;
+  }
+  CHECK(iterations == 1);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "../test_util.h"
@@ -41,6 +42,19 @@ TimingOptions quick_timing() {
   timing.sample_time_s = 5e-4;
   return timing;
 }
+
+// Exactly two samples, one warm-up call, no drift probe: a bench request that is quick.
+BenchOptions two_sample_bench() {
+  BenchOptions bench;
+  bench.warmup_runs = 1;
+  bench.stop.min_samples = 2;
+  bench.stop.max_samples = 2;
+  bench.stop.min_time_s = 0;
+  bench.drift_probe = false;
+  return bench;
+}
+
+json two_sample_bench_json() { return bench_options_to_json(two_sample_bench()); }
 
 json fault(const std::string& mode) { return {{"mode", mode}, {"delay_us", 0}}; }
 
@@ -104,10 +118,22 @@ TEST_CASE("worker protocol round-trips results exactly, inf and nan included", "
   stats.samples_s = {1e-5, 2.5e-5};
   stats.median_s = 1.75e-5;
   stats.iterations = 1000;
+  stats.noise = std::numeric_limits<double>::infinity();
+  stats.noisy = true;
+  stats.stop_reason = StopReason::kTimeout;
+  stats.cache_copies = 7;
+  stats.drift.change = 0.06;
+  stats.drift.drifted = true;
   const BenchStats s = bench_stats_from_json(json::parse(bench_stats_to_json(stats).dump()));
   CHECK(s.samples_s == stats.samples_s);
   CHECK(s.median_s == stats.median_s);
   CHECK(s.iterations == 1000);
+  CHECK(s.noise == stats.noise);
+  CHECK(s.noisy);
+  CHECK(s.stop_reason == StopReason::kTimeout);
+  CHECK(s.cache_copies == 7);
+  CHECK(s.drift.change == 0.06);
+  CHECK(s.drift.drifted);
 
   TimingOptions timing = quick_timing();
   timing.warmup_runs = 0;
@@ -117,9 +143,23 @@ TEST_CASE("worker protocol round-trips results exactly, inf and nan included", "
   BenchOptions options;
   options.context = {{"k", "v"}};
   options.json_path = "x.json";
+  options.stop.max_noise = 0.02;
+  options.stop.timeout_s = std::numeric_limits<double>::infinity();
+  options.stop.estimator = NoiseEstimator::kStdevMean;
+  options.cache_mode = CacheMode::kCold;
+  options.llc_bytes = 32 << 20;
+  options.drift_probe = false;
+  options.max_drift = 0.1;
   const BenchOptions o = bench_options_from_json(bench_options_to_json(options));
   CHECK(o.context == options.context);
   CHECK(o.json_path == "x.json");
+  CHECK(o.stop.max_noise == 0.02);
+  CHECK(o.stop.timeout_s == options.stop.timeout_s);
+  CHECK(o.stop.estimator == NoiseEstimator::kStdevMean);
+  CHECK(o.cache_mode == CacheMode::kCold);
+  CHECK(o.llc_bytes == 32 << 20);
+  CHECK(!o.drift_probe);
+  CHECK(o.max_drift == 0.1);
 }
 
 TEST_CASE("serve_worker answers setup, time, check and bench requests", "[isolation]") {
@@ -148,12 +188,7 @@ TEST_CASE("serve_worker answers setup, time, check and bench requests", "[isolat
           {"flops", 100.0},
           {"bytes", 10.0},
           {"label", ""}}}},
-       {"options",
-        {{"warmup_runs", 1},
-         {"repetitions", 2},
-         {"min_time_s", 0.001},
-         {"json_path", ""},
-         {"context", json::array()}}}},
+       {"options", two_sample_bench_json()}},
       {{"cmd", "frobnicate"}},
   });
   CHECK(responses[0]["ok"] == false);
@@ -251,10 +286,7 @@ TEST_CASE("WorkerRunner survives crashing, hanging and throwing candidates", "[i
   CHECK(runner.check(faulty, fault("crash")).status == "crash");
   CHECK(all_pass(runner.check(faulty, fault("ok"))));  // a fresh worker, set up again
 
-  BenchOptions bench;
-  bench.repetitions = 2;
-  bench.warmup_runs = 1;
-  bench.min_time_s = 0.001;
+  const BenchOptions bench = two_sample_bench();
   std::vector<BenchJob> jobs(3);
   const char* modes[] = {"ok", "crash", "throw"};
   for (size_t k = 0; k < jobs.size(); ++k) {

@@ -2,6 +2,7 @@
 #include "backends/cpu/cpu_info.h"
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -71,4 +72,31 @@ TEST_CASE("host_device describes this machine", "[cpu_info]") {
   CHECK(host.cores >= 1);
   CHECK(filesystem_safe(host.id));
   CHECK(&host == &cpu::host_device());  // detected once
+}
+
+TEST_CASE("the last-level cache size comes from sysfs, else sysconf, else a fallback",
+          "[measure]") {
+  using tokamax::cpu::pick_last_level_cache;
+  const int64_t mib = 1 << 20;
+  CHECK(pick_last_level_cache(32 * mib, mib, 384 * mib, mib).bytes == 32 * mib);
+  CHECK(pick_last_level_cache(32 * mib, mib, 384 * mib, mib).source == "sysfs");
+  CHECK(pick_last_level_cache(0, 2 * mib, 0, 0).bytes == 2 * mib);  // no L3: L2 is the last
+  CHECK(pick_last_level_cache(0, 0, 16 * mib, mib).source == "sysconf");
+  CHECK(pick_last_level_cache(0, 0, 16 * mib, mib).bytes == 16 * mib);
+  CHECK(pick_last_level_cache(0, 0, 0, mib).bytes == mib);
+  CHECK(pick_last_level_cache(0, 0, -1, 0).source == "fallback");
+  CHECK(pick_last_level_cache(0, 0, -1, 0).bytes == tokamax::cpu::kFallbackLlcBytes);
+
+  // The host: positive on any system; on Linux with sysfs cache descriptions, sysfs's figure.
+  const tokamax::cpu::LastLevelCache& host = tokamax::cpu::last_level_cache();
+  INFO(host.source << " " << host.bytes);
+  CHECK(host.bytes > 0);
+  CHECK((host.source == "sysfs" || host.source == "sysconf" || host.source == "fallback"));
+#if defined(__linux__)
+  if (std::ifstream("/sys/devices/system/cpu/cpu0/cache/index0/size").good()) {
+    CHECK(host.source == "sysfs");
+    const tokamax::DeviceInfo& device = tokamax::cpu::host_device();
+    CHECK(host.bytes == (device.l3_bytes > 0 ? device.l3_bytes : device.l2_bytes));
+  }
+#endif
 }

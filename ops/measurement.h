@@ -1,0 +1,105 @@
+// Adaptive measurement: run noise, when to stop sampling, cold-cache copies, the drift probe.
+// Everything here but time_drift_probe is a pure function, so the rules are testable with
+// synthetic samples.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tokamax {
+
+// --- Run noise. --------------------------------------------------------------------------------
+
+// How the relative noise of a case's samples is estimated.
+//   kIqrMedian: interquartile range / median (linear interpolation between order statistics).
+//     Robust: a minority of disturbed samples (< 25% on either side) does not move it, so more
+//     samples let a case settle after a burst of noise. The default; bench --compare uses it too.
+//   kStdevMean: sample standard deviation / mean (the coefficient of variation). Every outlier
+//     counts, so one disturbed sample can keep a case from ever settling.
+enum class NoiseEstimator { kIqrMedian, kStdevMean };
+
+std::string_view estimator_name(NoiseEstimator estimator);  // "iqr/median", "stdev/mean"
+// "iqr" or "stdev" (also the full names above); throws InvalidArgument naming `option` otherwise.
+NoiseEstimator parse_estimator(const std::string& text, const std::string& option = "estimator");
+
+// The estimator over the samples, a fraction. Infinity for fewer than 2 samples (one sample
+// shows no spread) or a non-positive center.
+double relative_noise(const std::vector<double>& samples, NoiseEstimator estimator);
+
+// "1%" (a percentage) or "0.01" (a fraction) -> 0.01. A bare number >= 1 is ambiguous and
+// rejected, as are negative, non-finite and non-numeric texts: InvalidArgument naming `option`
+// (e.g. "--max-noise").
+double parse_fraction(const std::string& text, const std::string& option);
+
+// --- Stopping rule. ----------------------------------------------------------------------------
+
+struct StopRule {
+  int min_samples = 10;     // never settle before this many samples
+  int max_samples = 1000;   // hard cap on the sample count (unsettled: noisy)
+  double min_time_s = 0.1;  // never settle before this much timed time (sum of the samples)
+  double max_noise = 0.01;  // settled once relative_noise <= max_noise
+  double timeout_s = 5.0;   // hard cap on the wall time since sampling began (unsettled: noisy)
+  NoiseEstimator estimator = NoiseEstimator::kIqrMedian;
+};
+
+enum class StopReason {
+  kContinue,    // take another sample
+  kSettled,     // min_samples and min_time reached and noise <= max_noise
+  kMaxSamples,  // max_samples reached without settling
+  kTimeout,     // timeout_s reached without settling
+};
+std::string_view stop_reason_name(StopReason reason);  // "running", "settled", ...
+
+struct StopDecision {
+  StopReason reason = StopReason::kContinue;
+  double noise = 0;  // relative_noise of the samples so far
+  bool stop() const { return reason != StopReason::kContinue; }
+  bool noisy() const { return reason == StopReason::kMaxSamples || reason == StopReason::kTimeout; }
+};
+
+// After each sample: `samples` so far (per-call seconds), `timed_s` the timed seconds they
+// took together, `elapsed_s` the wall seconds since sampling began (timing overhead included).
+// Settling is checked first, then the timeout, then max_samples; no samples: continue.
+StopDecision should_stop(const std::vector<double>& samples, double timed_s, double elapsed_s,
+                         const StopRule& rule);
+
+// Throws InvalidArgument naming the field: min_samples >= 1, max_samples >= min_samples,
+// min_time_s >= 0, max_noise >= 0, timeout_s > 0 (all finite except max_noise/timeout_s, which
+// may be infinite).
+void validate(const StopRule& rule);
+
+// --- Cold cache. -------------------------------------------------------------------------------
+
+enum class CacheMode { kHot, kCold };
+std::string_view cache_mode_name(CacheMode mode);  // "hot", "cold"
+CacheMode parse_cache_mode(const std::string& text, const std::string& option = "cache_mode");
+
+// How much more than the last-level cache the other copies must hold, so that a copy is gone
+// from the cache when its turn comes again even with a replacement policy that is not LRU.
+inline constexpr double kColdCacheFactor = 2.0;
+inline constexpr int64_t kMaxColdBytes = int64_t{1} << 30;  // all copies together, 1 GiB
+
+// Copies of one set of inputs + outputs (`footprint_bytes`) to cycle through so that, between two
+// uses of a copy, the others touch kColdCacheFactor x llc_bytes: 1 + ceil(factor x llc /
+// footprint), at least 1 (2 when the footprint alone exceeds the cache), capped so that all copies
+// stay within max_total_bytes. A footprint or cache size <= 0 gives 1.
+int cold_copies(int64_t footprint_bytes, int64_t llc_bytes,
+                int64_t max_total_bytes = kMaxColdBytes);
+
+// --- Drift. ------------------------------------------------------------------------------------
+
+// The probe before and after one case, and whether the machine's speed moved in between.
+struct DriftCheck {
+  double before_s = 0, after_s = 0;  // probe times
+  double change = 0;                 // after / before - 1: > 0 the machine got slower
+  bool drifted = false;              // |change| > threshold
+};
+DriftCheck check_drift(double before_s, double after_s, double threshold);
+
+// Times the probe: a fixed, single-threaded, compute-bound loop (dependent multiply-add chains,
+// no memory traffic, ~1-3 ms on a current core); the fastest of `runs` runs, in seconds.
+double time_drift_probe(int runs = 3);
+
+}  // namespace tokamax

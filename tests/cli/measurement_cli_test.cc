@@ -1,0 +1,128 @@
+// End-to-end tests of bench's adaptive measurement options: JSON fields and bad values.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "../test_util.h"
+
+using namespace tokamax::testing;
+using nlohmann::json;
+
+namespace {
+
+const std::string kBin = TOKAMAX_BIN;
+
+CommandResult run_tokamax(const std::string& args) { return run_command(kBin + " " + args); }
+
+}  // namespace
+
+TEST_CASE("bench --cache-mode cold writes every sample, the estimator, cache mode, noisy and drift",
+          "[measure][cli]") {
+  ScratchDir dir;
+  const std::string out = dir.file("out.json");
+  const CommandResult r = run_tokamax(
+      "bench --op ragged_dot --tag smoke --max-noise 0.5 --min-samples 3 --timeout 2 "
+      "--cache-mode cold --json " +
+      out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("noise (iqr/median)") && Catch::Contains("flags") &&
+                           Catch::Contains("samples") && Catch::Contains("cache cold"));
+  const json doc = json::parse(read_file(out));
+
+  // How the run was measured.
+  const json& m = doc["tokamax"]["measurement"];
+  CHECK(m["noise_estimator"] == "iqr/median");
+  CHECK(m["cache_mode"] == "cold");
+  CHECK(m["max_noise"].get<double>() == Approx(0.5));
+  CHECK(m["min_samples"] == 3);
+  CHECK(m["timeout_s"].get<double>() == Approx(2));
+  CHECK(m["llc_bytes"].get<int64_t>() > 0);
+  CHECK(doc["context"]["tokamax_noise_estimator"] == "iqr/median");
+  CHECK(doc["context"]["tokamax_cache_mode"] == "cold");
+
+  // Google Benchmark repetition entries: one per sample of every case.
+  std::map<std::string, int> iteration_entries;
+  for (const json& b : doc["benchmarks"]) {
+    if (b["run_type"] == "iteration" && !b.value("error_occurred", false))
+      ++iteration_entries[b["run_name"].get<std::string>()];
+  }
+  REQUIRE_FALSE(doc["tokamax"]["cases"].empty());
+  for (const json& c : doc["tokamax"]["cases"]) {
+    INFO(c["name"]);
+    if (!c["ok"].get<bool>()) continue;
+    for (const char* key : {"noise", "noise_estimator", "noisy", "stop_reason", "num_samples",
+                            "cache_mode", "cache_copies", "drift", "drifted", "samples_s"}) {
+      INFO(key);
+      CHECK(c.contains(key));
+    }
+    const size_t n = c["samples_s"].size();
+    CHECK(n >= 1);
+    CHECK(c["num_samples"] == n);
+    CHECK(iteration_entries[c["name"].get<std::string>()] == static_cast<int>(n));
+    CHECK(c["noise_estimator"] == "iqr/median");
+    CHECK(c["cache_mode"] == "cold");
+    // Tiny smoke shapes: many copies are needed to overflow the cache.
+    CHECK(c["cache_copies"].get<int>() > 1);
+    // Settled cases have >= 3 samples and noise <= 50%; the others are marked noisy.
+    const bool noisy = c["noisy"].get<bool>();
+    CHECK(noisy == (c["stop_reason"] != "settled"));
+    if (!noisy) {
+      CHECK(n >= 3);
+      CHECK(c["noise"].get<double>() <= 0.5);
+    }
+    const json& drift = c["drift"];
+    CHECK(drift["probe_before_s"].get<double>() > 0);
+    CHECK(drift["probe_after_s"].get<double>() > 0);
+    CHECK(drift["drifted"] == c["drifted"]);
+    CHECK(drift["drifted"].get<bool>() == (std::abs(drift["change"].get<double>()) > 0.05));
+  }
+
+  // bench --compare reads the samples of such a run.
+  const CommandResult compare = run_tokamax("bench --compare " + out + " " + out);
+  INFO(compare.output);
+  CHECK(compare.exit_code == 0);
+  CHECK_THAT(compare.output, Catch::Contains("0 slower, 0 faster"));
+}
+
+TEST_CASE("bench --repetitions still gives exactly that many samples, hot by default",
+          "[measure][cli]") {
+  ScratchDir dir;
+  const std::string out = dir.file("out.json");
+  const CommandResult r = run_tokamax(
+      "bench --op ragged_dot --name smoke_f32 --impl reference --repetitions 4 --min-time 0.001 "
+      "--json " +
+      out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const json doc = json::parse(read_file(out));
+  CHECK(doc["tokamax"]["measurement"]["cache_mode"] == "hot");
+  REQUIRE(doc["tokamax"]["cases"].size() == 1);
+  const json& c = doc["tokamax"]["cases"][0];
+  CHECK(c["samples_s"].size() == 4);
+  CHECK(c["cache_copies"] == 1);
+}
+
+TEST_CASE("bench rejects bad measurement options with exit 2, naming the option",
+          "[measure][cli]") {
+  const std::string base = "bench --op ragged_dot --name smoke_f32 --impl reference ";
+  for (const std::string& bad :
+       {std::string("--max-noise -1"), std::string("--max-noise 5"), std::string("--max-noise x"),
+        std::string("--cache-mode warm"), std::string("--estimator mad"),
+        std::string("--max-drift -5%"), std::string("--min-samples 0"), std::string("--timeout 0"),
+        std::string("--min-time -1"), std::string("--min-samples 20 --max-samples 10"),
+        std::string("--repetitions 3 --min-samples 2")}) {
+    INFO(bad);
+    const CommandResult r = run_tokamax(base + bad);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    const std::string option = bad.substr(0, bad.find(' '));
+    CHECK_THAT(r.output, Catch::Contains(option.substr(2)));
+  }
+  const CommandResult warm = run_tokamax(base + "--cache-mode warm");
+  CHECK_THAT(warm.output, Catch::Contains("--cache-mode") && Catch::Contains("warm"));
+  const CommandResult negative = run_tokamax(base + "--max-noise -1");
+  CHECK_THAT(negative.output, Catch::Contains("--max-noise"));
+}
