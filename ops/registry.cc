@@ -4,13 +4,14 @@
 
 #include <string>
 
+#include "ops/dot_product_attention/api.h"
 #include "ops/errors.h"
 #include "ops/ragged_dot/api.h"
 
 namespace tokamax {
 
 const std::vector<const Op*>& all_ops() {
-  static const std::vector<const Op*> ops = {&ragged_dot_op()};
+  static const std::vector<const Op*> ops = {&ragged_dot_op(), &dot_product_attention_op()};
   return ops;
 }
 

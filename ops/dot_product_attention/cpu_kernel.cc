@@ -1,0 +1,295 @@
+// dot_product_attention on CPU: the flash-attention kernel body.
+//
+// Dimensions.
+//   B      flattened batch;  T, t  query and key/value positions
+//   H, h   query and key/value heads, g = H / h; kv head i serves q heads [g*i, g*i+g)
+//   D, d   q/k and v head dimensions
+//   bq, bkv  query rows per task and head (block_q), keys per inner block (block_kv)
+//   G_t    q heads per task: g with group_heads, else 1
+//   M      rows of one task's tiles: G_t * bq, head-major (row m = head_j * rows + rr)
+//   n      keys of the current block (<= bkv)
+//
+// One task = (batch b, G_t q heads sharing kv head i, a tile of bq query rows). It streams the
+// visible keys in blocks of bkv: S = Q K^T [M, n] by cpu_gemm_f32 (K read in place as the
+// transposed operand, row stride h*D), then per row scale, bias, soft cap and mask, the block
+// maximum and exp (cpu_softmax), the online-softmax merge (rescaling that row's accumulators),
+// and O += P V [M, d] (V in place, row stride h*d). Masks by causal, local window and sequence
+// lengths are an interval of keys per row, so blocks that no row of the task can see are never
+// computed; a task's rows see the union of their intervals.
+#include "ops/dot_product_attention/cpu_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_gemm.h"
+#include "ops/common/cpu_softmax.h"
+#include "ops/common/online_softmax.h"
+#include "ops/errors.h"
+
+namespace tokamax {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Per-thread scratch: grows to the largest task seen, then is reused without allocation.
+struct Scratch {
+  std::vector<float> q32;                   // [M, D] Q tile (convert_f32 path)
+  std::vector<bf16> q16;                    // [M, D] Q tile (native path)
+  std::vector<float> s;                     // [M, bkv] logits, then P
+  std::vector<bf16> p16;                    // [M, bkv] P rounded to bf16 (native path)
+  std::vector<float> o;                     // [M, d] unnormalised output accumulators
+  std::vector<OnlineSoftmax<float>> state;  // [M]
+  std::vector<int64_t> lo, hi;              // [bq] visible key interval per query row
+};
+
+template <typename T>
+void grow(std::vector<T>& x, size_t n) {
+  if (x.size() < n) x.resize(n);
+}
+
+float load(DType dtype, const void* data, int64_t at) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(data)[at];
+    case DType::kBF16:
+      return bf16_to_float(static_cast<const bf16*>(data)[at]);
+    case DType::kF16:
+      return f16_to_float(static_cast<const f16*>(data)[at]);
+    default:
+      return static_cast<float>(static_cast<const double*>(data)[at]);
+  }
+}
+
+void store(DType dtype, void* data, int64_t at, float x) {
+  switch (dtype) {
+    case DType::kF32:
+      static_cast<float*>(data)[at] = x;
+      break;
+    case DType::kBF16:
+      static_cast<bf16*>(data)[at] = float_to_bf16(x);
+      break;
+    case DType::kF16:
+      static_cast<f16*>(data)[at] = float_to_f16(x);
+      break;
+    default:
+      static_cast<double*>(data)[at] = x;
+  }
+}
+
+struct TaskContext {
+  const AttentionProblem& p;
+  const CpuAttentionKernelOptions& o;
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* bias;
+  const bool* mask;
+  void* out;
+  AttentionBroadcast bias_at, mask_at;
+};
+
+// One task: rows [r0, r0 + rows) of q heads [hq0, hq0 + heads) of batch b.
+void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
+              int64_t rows) {
+  const AttentionProblem& p = ctx.p;
+  const int64_t D = p.D, d = p.d, H = p.H, h = p.h;
+  const int64_t i = hq0 / p.groups();
+  const int64_t bkv = std::min<int64_t>(ctx.o.block_kv, std::max<int64_t>(p.t, 1));
+  const int64_t M = heads * rows;
+  const bool native = ctx.o.native_bf16;
+  const size_t x_size = dtype_size(p.dtype);
+  thread_local Scratch scratch;
+  Scratch& sc = scratch;
+  grow(sc.s, static_cast<size_t>(M * bkv));
+  grow(sc.o, static_cast<size_t>(M * d));
+  grow(sc.state, static_cast<size_t>(M));
+  grow(sc.lo, static_cast<size_t>(rows));
+  grow(sc.hi, static_cast<size_t>(rows));
+
+  // The keys the tile's rows can see; blocks outside their union are never computed.
+  int64_t kv_lo = p.t, kv_hi = 0;
+  for (int64_t rr = 0; rr < rows; ++rr) {
+    const auto [lo, hi] = p.key_range(b, r0 + rr);
+    sc.lo[rr] = lo;
+    sc.hi[rr] = hi;
+    if (lo < hi) {
+      kv_lo = std::min(kv_lo, lo);
+      kv_hi = std::max(kv_hi, hi);
+    }
+  }
+  std::fill(sc.o.begin(), sc.o.begin() + M * d, 0.0f);
+  std::fill(sc.state.begin(), sc.state.begin() + M, OnlineSoftmax<float>{});
+
+  // Gather the Q tile [M, D] (rows of G_t heads are D apart in q; one contiguous operand lets a
+  // single GEMM serve every head of the group).
+  GemmOperand q_tile;
+  q_tile.ld = D;
+  if (native) {
+    grow(sc.q16, static_cast<size_t>(M * D));
+    for (int64_t jh = 0; jh < heads; ++jh) {
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const bf16* src =
+            static_cast<const bf16*>(ctx.q) + ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
+        std::memcpy(&sc.q16[(jh * rows + rr) * D], src, D * sizeof(bf16));
+      }
+    }
+    q_tile.dtype = DType::kBF16;
+    q_tile.data = sc.q16.data();
+  } else {
+    grow(sc.q32, static_cast<size_t>(M * D));
+    for (int64_t jh = 0; jh < heads; ++jh) {
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const int64_t at = ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
+        float* dst = &sc.q32[(jh * rows + rr) * D];
+        if (p.dtype == DType::kF32) {
+          std::memcpy(dst, static_cast<const float*>(ctx.q) + at, D * sizeof(float));
+        } else {
+          for (int64_t x = 0; x < D; ++x) dst[x] = load(p.dtype, ctx.q, at + x);
+        }
+      }
+    }
+    q_tile.dtype = DType::kF32;
+    q_tile.data = sc.q32.data();
+  }
+  if (native) grow(sc.p16, static_cast<size_t>(M * bkv));
+
+  CpuGemmOptions gemm;
+  gemm.native_bf16 = native;
+  const float scale = static_cast<float>(p.logits_scale);
+  const float cap = static_cast<float>(p.logits_soft_cap);
+  const char* k_base = static_cast<const char*>(ctx.k);
+  const char* v_base = static_cast<const char*>(ctx.v);
+
+  for (int64_t j0 = kv_lo; j0 < kv_hi; j0 += bkv) {
+    const int64_t n = std::min(bkv, kv_hi - j0);
+    // Skip blocks no row sees (a local window narrower than the tile's spread of rows).
+    bool any = false;
+    for (int64_t rr = 0; rr < rows && !any; ++rr) any = sc.lo[rr] < j0 + n && sc.hi[rr] > j0;
+    if (!any) continue;
+
+    // S[M, n] = Q K^T: K's rows j0.. of head i, stored [n, D] with row stride h*D.
+    GemmOperand k_t;
+    k_t.dtype = p.dtype;
+    k_t.data = k_base + ((b * p.t + j0) * h + i) * D * static_cast<int64_t>(x_size);
+    k_t.ld = h * D;
+    k_t.transposed = true;
+    cpu_gemm_f32(q_tile, k_t, M, n, D, sc.s.data(), bkv, /*accumulate=*/false, gemm);
+
+    for (int64_t jh = 0; jh < heads; ++jh) {
+      const int64_t hq = hq0 + jh;
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const int64_t m = jh * rows + rr, r = r0 + rr;
+        float* s = &sc.s[m * bkv];
+        // The row's visible part of this block, [c_lo, c_hi); the rest is -inf.
+        const int64_t c_lo = std::clamp<int64_t>(sc.lo[rr] - j0, 0, n);
+        const int64_t c_hi = std::clamp<int64_t>(sc.hi[rr] - j0, c_lo, n);
+        std::fill(s, s + c_lo, kNegInf);
+        std::fill(s + c_hi, s + n, kNegInf);
+        if (c_lo < c_hi) {
+          cpu_scale_row(s + c_lo, c_hi - c_lo, scale);
+          if (ctx.bias) {
+            const int64_t at = ctx.bias_at.offset(b, hq, r, j0);
+            for (int64_t c = c_lo; c < c_hi; ++c) {
+              s[c] += load(p.bias->dtype, ctx.bias, at + c * ctx.bias_at.stride_t);
+            }
+          }
+          if (cap > 0.0f) cpu_soft_cap_row(s + c_lo, c_hi - c_lo, cap);
+          if (ctx.mask) {
+            const bool* mask_row = ctx.mask + ctx.mask_at.offset(b, hq, r, j0);
+            for (int64_t c = c_lo; c < c_hi; ++c) {
+              if (!mask_row[c * ctx.mask_at.stride_t]) s[c] = kNegInf;
+            }
+          }
+        }
+        // Exponentiate against the new running maximum directly, so P needs no second rescale;
+        // the row's accumulators are rescaled by exp(old max - new max) before P V adds to them.
+        OnlineSoftmax<float>& state = sc.state[m];
+        const float target = std::max(state.max, cpu_row_max(s, n));
+        const float block_sum = cpu_exp_shift_sum(s, n, target);
+        const float rescale = state.merge(target, block_sum);
+        if (rescale != 1.0f) cpu_scale_row(&sc.o[m * d], d, rescale);
+      }
+    }
+
+    // O[M, d] += P V: V's rows j0.. of head i, stored [n, d] with row stride h*d.
+    GemmOperand p_tile, v_blk;
+    p_tile.ld = bkv;
+    if (native) {
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t c = 0; c < n; ++c) sc.p16[m * bkv + c] = float_to_bf16(sc.s[m * bkv + c]);
+      }
+      p_tile.dtype = DType::kBF16;
+      p_tile.data = sc.p16.data();
+    } else {
+      p_tile.dtype = DType::kF32;
+      p_tile.data = sc.s.data();
+    }
+    v_blk.dtype = p.dtype;
+    v_blk.data = v_base + ((b * p.t + j0) * h + i) * d * static_cast<int64_t>(x_size);
+    v_blk.ld = h * d;
+    cpu_gemm_f32(p_tile, v_blk, M, d, n, sc.o.data(), d, /*accumulate=*/true, gemm);
+  }
+
+  // Normalise and store; rows without a visible key have sum 0 and come out as zeros.
+  for (int64_t jh = 0; jh < heads; ++jh) {
+    for (int64_t rr = 0; rr < rows; ++rr) {
+      const int64_t m = jh * rows + rr;
+      const float sum = sc.state[m].sum;
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const float* o = &sc.o[m * d];
+      const int64_t at = ((b * p.T + r0 + rr) * H + hq0 + jh) * d;
+      if (p.dtype == DType::kF32) {
+        float* dst = static_cast<float*>(ctx.out) + at;
+        for (int64_t c = 0; c < d; ++c) dst[c] = o[c] * inv;
+      } else {
+        for (int64_t c = 0; c < d; ++c) store(p.dtype, ctx.out, at + c, o[c] * inv);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void dot_product_attention_cpu_kernel(const AttentionProblem& p,
+                                      const CpuAttentionKernelOptions& options, const HostTensor& q,
+                                      const HostTensor& k, const HostTensor& v,
+                                      const HostTensor* bias, const HostTensor* mask,
+                                      HostTensor& out) {
+  if (p.dtype != DType::kF32 && p.dtype != DType::kBF16 && p.dtype != DType::kF16) {
+    throw NotImplemented("cpu dot_product_attention: " + std::string(dtype_name(p.dtype)) +
+                         " inputs; the kernel runs f32, bf16 and f16");
+  }
+  if (p.B == 0 || p.T == 0 || p.H == 0 || p.d == 0) return;
+  TaskContext ctx{p,
+                  options,
+                  q.raw(),
+                  k.raw(),
+                  v.raw(),
+                  bias ? bias->raw() : nullptr,
+                  mask ? mask->data<bool>() : nullptr,
+                  out.raw(),
+                  {},
+                  {}};
+  if (bias) ctx.bias_at = p.bias_layout();
+  if (mask) ctx.mask_at = p.mask_layout();
+  const int64_t heads = options.group_heads ? p.groups() : 1;
+  const int64_t bq = std::clamp<int64_t>(options.block_q, 1, p.T);
+  const int64_t nT = (p.T + bq - 1) / bq;
+  const int64_t head_tasks = p.H / heads;
+  const int64_t per_tile = p.B * head_tasks;
+  // Late query tiles first: under causal masks they see the most keys, and handing out the
+  // costly tasks first lets the cheap ones fill in at the end.
+  cpu::parallel_for(nT * per_tile, options.num_threads, [&](int64_t task, int) {
+    const int64_t tile = nT - 1 - task / per_tile;
+    const int64_t b = (task % per_tile) / head_tasks, hq0 = (task % head_tasks) * heads;
+    const int64_t r0 = tile * bq;
+    run_task(ctx, b, hq0, heads, r0, std::min(bq, p.T - r0));
+  });
+}
+
+}  // namespace tokamax
