@@ -38,6 +38,10 @@ void CpuAttentionConfig::validate() const {
     require(false, "bf16_path",
             "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'");
   }
+  if (kv_packing != "shared" && kv_packing != "per_block") {
+    require(false, "kv_packing",
+            "kv_packing is '" + kv_packing + "'; expected 'shared' or 'per_block'");
+  }
   if (num_threads < 0) {
     require(false, "num_threads",
             "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)");

@@ -28,6 +28,10 @@ struct CpuAttentionConfig {
   // "native_dot": bf16 inputs only, Q K^T and P V with vdpbf16ps (P rounded to bf16; the op's
   // error model allows for it).
   std::string bf16_path = "convert_f32";
+  // "shared": K^T and V packed once per kv head into micro-kernel panels that all of its tasks
+  // read (block_kv rounded up to whole strips of the micro-tile). "per_block": every block goes
+  // through cpu_gemm_f32, which repacks K, V and the Q tile on each call (no extra memory).
+  std::string kv_packing = "shared";
   int num_threads = 0;  // 0 = all cores
 
   void validate() const;
@@ -37,6 +41,7 @@ struct CpuAttentionConfig {
     v("block_kv", block_kv);
     v("group_heads", group_heads);
     v("bf16_path", bf16_path);
+    v("kv_packing", kv_packing);
     v("num_threads", num_threads);
   }
   auto key() const {

@@ -20,8 +20,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,10 @@
 #include "ops/common/cpu_softmax.h"
 #include "ops/common/online_softmax.h"
 #include "ops/errors.h"
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_micro_kernel.h"
+#include "ops/ragged_dot/cpu_pack.h"
+#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
@@ -45,6 +52,8 @@ struct Scratch {
   std::vector<float> o;                     // [M, d] unnormalised output accumulators
   std::vector<OnlineSoftmax<float>> state;  // [M]
   std::vector<int64_t> lo, hi;              // [bq] visible key interval per query row
+  std::vector<float> q_packed;              // packed lhs block of the Q tile [ceil(M / mr)][D][mr]
+  std::vector<float> p_packed;              // packed lhs block of P [ceil(M / mr)][n][mr]
 };
 
 template <typename T>
@@ -91,7 +100,95 @@ struct TaskContext {
   const bool* mask;
   void* out;
   AttentionBroadcast bias_at, mask_at;
+  // kv_packing=shared: K^T and V of the current chunk's kv heads, packed once for all tasks.
+  const float* packed = nullptr;  // [chunk kv heads][kv_head_floats] (bf16 pairs: uint32)
+  int64_t kv_head_floats = 0, v_offset = 0;
+  int64_t chunk_first = 0;  // flattened (b * h + i) of the chunk's first kv head
+  int mr = 0, nr_vectors = 0;
+  int64_t nr = 0, bkv = 0;  // bkv a multiple of nr on the shared path
 };
+
+// Packs K^T of kv head (b, i) as the rhs of S = Q K^T over all of t: [ceil(t / nr)][D][nr]
+// (bf16 pairs: [ceil(t / nr)][ceil(D / 2)][nr]), so kv block j0 (a multiple of nr) is the panel
+// starting at strip j0 / nr. Scalar, but once per kv head instead of once per task.
+void pack_k(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr, bool native,
+            float* out) {
+  const int64_t D = p.D, strips = (p.t + nr - 1) / nr;
+  const int64_t depth = native ? (D + 1) / 2 : D;
+  for (int64_t st = 0; st < strips; ++st) {
+    const int64_t width = std::min(nr, p.t - st * nr);
+    if (native) {
+      uint32_t* strip = reinterpret_cast<uint32_t*>(out) + st * depth * nr;
+      for (int64_t jj = 0; jj < nr; ++jj) {
+        if (jj >= width) {
+          for (int64_t x = 0; x < depth; ++x) strip[x * nr + jj] = 0;
+          continue;
+        }
+        const bf16* row = static_cast<const bf16*>(k) + ((b * p.t + st * nr + jj) * p.h + i) * D;
+        for (int64_t x = 0; x < depth; ++x) {
+          const uint32_t lo = row[2 * x].bits;
+          const uint32_t hi = 2 * x + 1 < D ? row[2 * x + 1].bits : 0u;
+          strip[x * nr + jj] = lo | (hi << 16);
+        }
+      }
+      continue;
+    }
+    float* strip = out + st * depth * nr;
+    for (int64_t jj = 0; jj < nr; ++jj) {
+      if (jj >= width) {
+        for (int64_t x = 0; x < D; ++x) strip[x * nr + jj] = 0.0f;
+        continue;
+      }
+      const int64_t at = ((b * p.t + st * nr + jj) * p.h + i) * D;
+      for (int64_t x = 0; x < D; ++x) strip[x * nr + jj] = load(p.dtype, k, at + x);
+    }
+  }
+}
+
+// Packs V of kv head (b, i) as the rhs of O += P V, one panel per kv block of bkv keys:
+// [ceil(t / bkv)][ceil(d / nr)][bkv][nr] (bf16 pairs: bkv / 2), the last block shorter.
+void pack_v(const AttentionProblem& p, const void* v, int64_t b, int64_t i, int64_t nr, int64_t bkv,
+            bool native, float* out) {
+  const int64_t d = p.d, d_strips = (d + nr - 1) / nr;
+  const int64_t x_size = static_cast<int64_t>(dtype_size(p.dtype));
+  const int64_t block_floats = d_strips * (native ? bkv / 2 : bkv) * nr;
+  for (int64_t j0 = 0, kb = 0; j0 < p.t; j0 += bkv, ++kb) {
+    const int64_t n = std::min(bkv, p.t - j0);
+    const char* src = static_cast<const char*>(v) + ((b * p.t + j0) * p.h + i) * d * x_size;
+    if (native) {
+      pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(src), p.h * d, n, d, nr,
+                           reinterpret_cast<uint32_t*>(out + kb * block_floats));
+    } else {
+      pack_rhs_panel(p.dtype, src, p.h * d, n, d, nr, out + kb * block_floats);
+    }
+  }
+}
+
+// P [M, n] f32 (row stride ld) -> the bf16-pair lhs layout [ceil(M / mr)][ceil(n / 2)][mr],
+// rounding to nearest even on the way (one pass instead of convert-then-pack).
+void pack_p_pairs(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr, uint32_t* out) {
+  const int64_t pairs = (n + 1) / 2;
+  for (int64_t pn = 0; pn * mr < M; ++pn) {
+    uint32_t* panel = out + pn * pairs * mr;
+    for (int64_t rr = 0; rr < mr; ++rr) {
+      const int64_t m = pn * mr + rr;
+      if (m >= M) {
+        for (int64_t x = 0; x < pairs; ++x) panel[x * mr + rr] = 0;
+        continue;
+      }
+      const float* row = s + m * ld;
+      for (int64_t x = 0; x < pairs; ++x) {
+        const uint32_t lo = float_to_bf16(row[2 * x]).bits;
+        const uint32_t hi = 2 * x + 1 < n ? float_to_bf16(row[2 * x + 1]).bits : 0u;
+        panel[x * mr + rr] = lo | (hi << 16);
+      }
+    }
+  }
+}
+
+bool block_product(const BlockArgs& args, bool native) {
+  return native ? block_product_bf16(args) : block_product_f32(args);
+}
 
 // One task: rows [r0, r0 + rows) of q heads [hq0, hq0 + heads) of batch b.
 void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
@@ -99,7 +196,9 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
   const AttentionProblem& p = ctx.p;
   const int64_t D = p.D, d = p.d, H = p.H, h = p.h;
   const int64_t i = hq0 / p.groups();
-  const int64_t bkv = std::min<int64_t>(ctx.o.block_kv, std::max<int64_t>(p.t, 1));
+  const bool shared = ctx.packed != nullptr;
+  const int64_t bkv =
+      shared ? ctx.bkv : std::min<int64_t>(ctx.o.block_kv, std::max<int64_t>(p.t, 1));
   const int64_t M = heads * rows;
   const bool native = ctx.o.native_bf16;
   const size_t x_size = dtype_size(p.dtype);
@@ -156,7 +255,26 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
     q_tile.dtype = DType::kF32;
     q_tile.data = sc.q32.data();
   }
-  if (native) grow(sc.p16, static_cast<size_t>(M * bkv));
+  if (native && !shared) grow(sc.p16, static_cast<size_t>(M * bkv));
+  // Shared path: the Q tile is packed once for every kv block (cpu_gemm_f32 would repack it,
+  // and K and V, on every call).
+  const int64_t mr = ctx.mr, panels_rows = (M + mr - 1) / mr * mr;
+  const float* k_panels = nullptr;
+  const float* v_panels = nullptr;
+  if (shared) {
+    const int64_t q_depth = native ? (D + 1) / 2 : D;
+    grow(sc.q_packed, static_cast<size_t>(panels_rows * q_depth));
+    grow(sc.p_packed, static_cast<size_t>(panels_rows * (native ? bkv / 2 : bkv)));
+    if (native) {
+      pack_lhs_block_pairs(sc.q16.data(), D, M, D, mr,
+                           reinterpret_cast<uint32_t*>(sc.q_packed.data()));
+    } else {
+      pack_lhs_block(DType::kF32, sc.q32.data(), D, M, D, mr, sc.q_packed.data());
+    }
+    const float* head = ctx.packed + ((b * h + i) - ctx.chunk_first) * ctx.kv_head_floats;
+    k_panels = head;
+    v_panels = head + ctx.v_offset;
+  }
 
   CpuGemmOptions gemm;
   gemm.native_bf16 = native;
@@ -165,20 +283,44 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
   const char* k_base = static_cast<const char*>(ctx.k);
   const char* v_base = static_cast<const char*>(ctx.v);
 
-  for (int64_t j0 = kv_lo; j0 < kv_hi; j0 += bkv) {
-    const int64_t n = std::min(bkv, kv_hi - j0);
+  // Shared panels are cut on a fixed grid of bkv keys; keys of a block before kv_lo are masked
+  // like any other invisible key.
+  const int64_t j_start = shared ? kv_lo / bkv * bkv : kv_lo;
+  for (int64_t j0 = j_start; j0 < kv_hi; j0 += bkv) {
+    const int64_t n = std::min(bkv, (shared ? p.t : kv_hi) - j0);
     // Skip blocks no row sees (a local window narrower than the tile's spread of rows).
     bool any = false;
     for (int64_t rr = 0; rr < rows && !any; ++rr) any = sc.lo[rr] < j0 + n && sc.hi[rr] > j0;
     if (!any) continue;
 
     // S[M, n] = Q K^T: K's rows j0.. of head i, stored [n, D] with row stride h*D.
-    GemmOperand k_t;
-    k_t.dtype = p.dtype;
-    k_t.data = k_base + ((b * p.t + j0) * h + i) * D * static_cast<int64_t>(x_size);
-    k_t.ld = h * D;
-    k_t.transposed = true;
-    cpu_gemm_f32(q_tile, k_t, M, n, D, sc.s.data(), bkv, /*accumulate=*/false, gemm);
+    if (shared) {
+      BlockArgs args{};
+      args.lhs_block = sc.q_packed.data();
+      args.rows = M;
+      args.rhs = k_panels + (j0 / ctx.nr) * (native ? (D + 1) / 2 : D) * ctx.nr;
+      args.rhs_dtype = DType::kF32;
+      args.rhs_packed = true;
+      args.rhs_strip_stride = D * ctx.nr;
+      args.ldb = ctx.nr;
+      args.cols = n;
+      args.depth = D;
+      args.out = sc.s.data();
+      args.ldc = bkv;
+      args.accumulate = false;
+      args.mr = ctx.mr;
+      args.nr_vectors = ctx.nr_vectors;
+      if (!block_product(args, native)) {
+        throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
+      }
+    } else {
+      GemmOperand k_t;
+      k_t.dtype = p.dtype;
+      k_t.data = k_base + ((b * p.t + j0) * h + i) * D * static_cast<int64_t>(x_size);
+      k_t.ld = h * D;
+      k_t.transposed = true;
+      cpu_gemm_f32(q_tile, k_t, M, n, D, sc.s.data(), bkv, /*accumulate=*/false, gemm);
+    }
 
     for (int64_t jh = 0; jh < heads; ++jh) {
       const int64_t hq = hq0 + jh;
@@ -217,6 +359,33 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
     }
 
     // O[M, d] += P V: V's rows j0.. of head i, stored [n, d] with row stride h*d.
+    if (shared) {
+      if (native) {
+        pack_p_pairs(sc.s.data(), bkv, M, n, mr, reinterpret_cast<uint32_t*>(sc.p_packed.data()));
+      } else {
+        pack_lhs_block(DType::kF32, sc.s.data(), bkv, M, n, mr, sc.p_packed.data());
+      }
+      const int64_t d_strips = (d + ctx.nr - 1) / ctx.nr;
+      BlockArgs args{};
+      args.lhs_block = sc.p_packed.data();
+      args.rows = M;
+      args.rhs = v_panels + (j0 / bkv) * d_strips * (native ? bkv / 2 : bkv) * ctx.nr;
+      args.rhs_dtype = DType::kF32;
+      args.rhs_packed = true;
+      args.rhs_strip_stride = n * ctx.nr;
+      args.ldb = ctx.nr;
+      args.cols = d;
+      args.depth = n;
+      args.out = sc.o.data();
+      args.ldc = d;
+      args.accumulate = true;
+      args.mr = ctx.mr;
+      args.nr_vectors = ctx.nr_vectors;
+      if (!block_product(args, native)) {
+        throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
+      }
+      continue;
+    }
     GemmOperand p_tile, v_blk;
     p_tile.ld = bkv;
     if (native) {
@@ -274,22 +443,83 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
                   mask ? mask->data<bool>() : nullptr,
                   out.raw(),
                   {},
-                  {}};
+                  {},
+                  nullptr,
+                  0,
+                  0,
+                  0,
+                  0,
+                  0,
+                  0,
+                  0};
   if (bias) ctx.bias_at = p.bias_layout();
   if (mask) ctx.mask_at = p.mask_layout();
   const int64_t heads = options.group_heads ? p.groups() : 1;
   const int64_t bq = std::clamp<int64_t>(options.block_q, 1, p.T);
   const int64_t nT = (p.T + bq - 1) / bq;
   const int64_t head_tasks = p.H / heads;
-  const int64_t per_tile = p.B * head_tasks;
-  // Late query tiles first: under causal masks they see the most keys, and handing out the
-  // costly tasks first lets the cheap ones fill in at the end.
-  cpu::parallel_for(nT * per_tile, options.num_threads, [&](int64_t task, int) {
-    const int64_t tile = nT - 1 - task / per_tile;
-    const int64_t b = (task % per_tile) / head_tasks, hq0 = (task % head_tasks) * heads;
-    const int64_t r0 = tile * bq;
-    run_task(ctx, b, hq0, heads, r0, std::min(bq, p.T - r0));
-  });
+  if (!options.shared_kv_packing) {
+    const int64_t per_tile = p.B * head_tasks;
+    // Late query tiles first: under causal masks they see the most keys, and handing out the
+    // costly tasks first lets the cheap ones fill in at the end.
+    cpu::parallel_for(nT * per_tile, options.num_threads, [&](int64_t task, int) {
+      const int64_t tile = nT - 1 - task / per_tile;
+      const int64_t b = (task % per_tile) / head_tasks, hq0 = (task % head_tasks) * heads;
+      const int64_t r0 = tile * bq;
+      run_task(ctx, b, hq0, heads, r0, std::min(bq, p.T - r0));
+    });
+    return;
+  }
+
+  // Shared packing: K^T and V of a chunk of kv heads are packed once (in parallel), then every
+  // task of those heads reads the panels. A chunk holds just enough kv heads to give each
+  // thread several tasks, so the packed copy stays O(t * (D + d)) per kv head in flight.
+  const int lanes = cpu_kernel_f32_lanes();
+  const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
+  ctx.mr = shape.mr;
+  ctx.nr_vectors = shape.nr_vectors;
+  ctx.nr = int64_t{shape.nr_vectors} * lanes;
+  const int64_t t_pad = std::max<int64_t>(round_up(std::max<int64_t>(p.t, 1), ctx.nr), ctx.nr);
+  ctx.bkv = std::min(round_up(std::max<int64_t>(options.block_kv, 1), ctx.nr), t_pad);
+  const bool native = options.native_bf16;
+  const int64_t k_floats = (t_pad / ctx.nr) * (native ? (p.D + 1) / 2 : p.D) * ctx.nr;
+  const int64_t v_floats = ceil_div(std::max<int64_t>(p.t, 1), ctx.bkv) * ceil_div(p.d, ctx.nr) *
+                           (native ? ctx.bkv / 2 : ctx.bkv) * ctx.nr;
+  ctx.v_offset = round_up(k_floats, 16);
+  ctx.kv_head_floats = ctx.v_offset + round_up(v_floats, 16);
+  const int64_t kv_heads = p.B * p.h, groups_per_kv = p.groups() / heads;
+  const int64_t tasks_per_kv = groups_per_kv * nT;
+  const int threads = cpu::thread_pool().threads_for(kv_heads * tasks_per_kv, options.num_threads);
+  int64_t chunk = std::clamp<int64_t>(ceil_div(4 * int64_t{threads}, tasks_per_kv), 1, kv_heads);
+  chunk = std::max<int64_t>(1, std::min(chunk, (int64_t{1} << 26) / ctx.kv_head_floats));
+  std::unique_ptr<float, decltype(&std::free)> buffer(
+      static_cast<float*>(
+          std::aligned_alloc(64, static_cast<size_t>(chunk * ctx.kv_head_floats) * sizeof(float))),
+      &std::free);
+  if (!buffer) throw std::bad_alloc();
+  ctx.packed = buffer.get();
+  for (int64_t first = 0; first < kv_heads; first += chunk) {
+    const int64_t count = std::min(chunk, kv_heads - first);
+    ctx.chunk_first = first;
+    cpu::parallel_for(2 * count, options.num_threads, [&](int64_t task, int) {
+      const int64_t kvh = first + task / 2;
+      float* head = buffer.get() + (kvh - first) * ctx.kv_head_floats;
+      if (task % 2 == 0) {
+        pack_k(p, ctx.k, kvh / p.h, kvh % p.h, ctx.nr, native, head);
+      } else {
+        pack_v(p, ctx.v, kvh / p.h, kvh % p.h, ctx.nr, ctx.bkv, native, head + ctx.v_offset);
+      }
+    });
+    const int64_t per_tile = count * groups_per_kv;
+    cpu::parallel_for(nT * per_tile, options.num_threads, [&](int64_t task, int) {
+      const int64_t tile = nT - 1 - task / per_tile;
+      const int64_t kvh = first + (task % per_tile) / groups_per_kv;
+      const int64_t b = kvh / p.h, i = kvh % p.h;
+      const int64_t hq0 = i * p.groups() + (task % groups_per_kv) * heads;
+      const int64_t r0 = tile * bq;
+      run_task(ctx, b, hq0, heads, r0, std::min(bq, p.T - r0));
+    });
+  }
 }
 
 }  // namespace tokamax

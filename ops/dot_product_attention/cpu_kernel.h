@@ -18,7 +18,10 @@ struct CpuAttentionKernelOptions {
   int block_kv = 256;
   bool group_heads = true;
   bool native_bf16 = false;  // bf16 inputs: vdpbf16ps GEMMs with P rounded to bf16
-  int num_threads = 0;       // 0 = all cores
+  // K^T and V packed once per kv head and shared by its tasks (block_kv rounded up to whole
+  // micro-kernel strips); otherwise every block goes through cpu_gemm_f32, which repacks them.
+  bool shared_kv_packing = true;
+  int num_threads = 0;  // 0 = all cores
 };
 
 // Computes out for every (batch, head, query tile) task on the thread pool; per-thread scratch is
