@@ -164,24 +164,36 @@ void pack_v(const AttentionProblem& p, const void* v, int64_t b, int64_t i, int6
   }
 }
 
+// Round-to-nearest-even f32 -> bf16 bits for the finite, non-negative values of P (no NaN or
+// overflow handling needed): inline, unlike float_to_bf16, which a profile showed costing as
+// much as a third of the bf16 GEMMs when called per element.
+inline uint32_t p_to_bf16_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+}
+
 // P [M, n] f32 (row stride ld) -> the bf16-pair lhs layout [ceil(M / mr)][ceil(n / 2)][mr],
-// rounding to nearest even on the way (one pass instead of convert-then-pack).
+// rounding to nearest even on the way (one pass instead of convert-then-pack). Writes are
+// sequential; the mr source rows are read in step.
 void pack_p_pairs(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr, uint32_t* out) {
-  const int64_t pairs = (n + 1) / 2;
+  const int64_t pairs = (n + 1) / 2, even = n / 2;
   for (int64_t pn = 0; pn * mr < M; ++pn) {
     uint32_t* panel = out + pn * pairs * mr;
-    for (int64_t rr = 0; rr < mr; ++rr) {
-      const int64_t m = pn * mr + rr;
-      if (m >= M) {
-        for (int64_t x = 0; x < pairs; ++x) panel[x * mr + rr] = 0;
-        continue;
+    const int64_t rows = std::min(mr, M - pn * mr);
+    const float* base = s + pn * mr * ld;
+    for (int64_t x = 0; x < even; ++x) {
+      uint32_t* dst = panel + x * mr;
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const float* row = base + rr * ld + 2 * x;
+        dst[rr] = p_to_bf16_bits(row[0]) | (p_to_bf16_bits(row[1]) << 16);
       }
-      const float* row = s + m * ld;
-      for (int64_t x = 0; x < pairs; ++x) {
-        const uint32_t lo = float_to_bf16(row[2 * x]).bits;
-        const uint32_t hi = 2 * x + 1 < n ? float_to_bf16(row[2 * x + 1]).bits : 0u;
-        panel[x * mr + rr] = lo | (hi << 16);
-      }
+      for (int64_t rr = rows; rr < mr; ++rr) dst[rr] = 0;
+    }
+    if (pairs > even) {  // odd n: the last pair's high half is +0
+      uint32_t* dst = panel + even * mr;
+      for (int64_t rr = 0; rr < rows; ++rr) dst[rr] = p_to_bf16_bits(base[rr * ld + n - 1]);
+      for (int64_t rr = rows; rr < mr; ++rr) dst[rr] = 0;
     }
   }
 }
@@ -241,14 +253,18 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
     q_tile.data = sc.q16.data();
   } else {
     grow(sc.q32, static_cast<size_t>(M * D));
+    const float q_scale = static_cast<float>(p.logits_scale);
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
         const int64_t at = ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
         float* dst = &sc.q32[(jh * rows + rr) * D];
+        // The f32 tile carries logits_scale (one rounding of scale * q, within the error
+        // model's allowance for the scale), which saves a pass over every row of S.
         if (p.dtype == DType::kF32) {
-          std::memcpy(dst, static_cast<const float*>(ctx.q) + at, D * sizeof(float));
+          const float* src = static_cast<const float*>(ctx.q) + at;
+          for (int64_t x = 0; x < D; ++x) dst[x] = q_scale * src[x];
         } else {
-          for (int64_t x = 0; x < D; ++x) dst[x] = load(p.dtype, ctx.q, at + x);
+          for (int64_t x = 0; x < D; ++x) dst[x] = q_scale * load(p.dtype, ctx.q, at + x);
         }
       }
     }
@@ -333,7 +349,7 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
         std::fill(s, s + c_lo, kNegInf);
         std::fill(s + c_hi, s + n, kNegInf);
         if (c_lo < c_hi) {
-          cpu_scale_row(s + c_lo, c_hi - c_lo, scale);
+          if (native) cpu_scale_row(s + c_lo, c_hi - c_lo, scale);  // f32: Q carries it
           if (ctx.bias) {
             const int64_t at = ctx.bias_at.offset(b, hq, r, j0);
             for (int64_t c = c_lo; c < c_hi; ++c) {
