@@ -99,6 +99,11 @@ std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const Attention
       }
     }
   }
+  // The per-block path (cpu_gemm_f32 repacking K and V per task) at the heuristic tiles: no
+  // packed copy of K and V, for comparison and for memory-tight cases.
+  CpuAttentionConfig per_block = cpu_attention_heuristics_config(p, device);
+  per_block.kv_packing = "per_block";
+  if (seen.insert(per_block.key()).second) out.push_back(per_block);
   return out;
 }
 

@@ -80,18 +80,22 @@ std::vector<json> test_cases() {
   };
 }
 
-// Tiny, odd and large tiles; heads grouped or not; both bf16 paths where they apply.
+// Tiny, odd and large tiles (the shared path rounds block_kv up to whole micro-kernel strips);
+// heads grouped or not; both kv packings; both bf16 paths where they apply.
 std::vector<json> configs(const BoundArgs& args) {
   const AttentionProblem p = AttentionProblem::from(args);
   std::vector<json> out;
   for (int bq : {1, 7, 16, 64}) {
     for (int bkv : {1, 5, 16, 256}) {
       for (bool group : {true, false}) {
-        json c = {{"block_q", bq}, {"block_kv", bkv}, {"group_heads", group}};
-        out.push_back(c);
-        if (attention_native_bf16_available(p)) {
-          c["bf16_path"] = "native_dot";
+        for (const char* packing : {"shared", "per_block"}) {
+          json c = {
+              {"block_q", bq}, {"block_kv", bkv}, {"group_heads", group}, {"kv_packing", packing}};
           out.push_back(c);
+          if (attention_native_bf16_available(p)) {
+            c["bf16_path"] = "native_dot";
+            out.push_back(c);
+          }
         }
       }
     }
@@ -149,6 +153,7 @@ TEST_CASE("dot_product_attention cpu configs: validation names the field", "[att
   CHECK(field_of({{"bf16_path", "fast"}}) == "bf16_path");
   CHECK(field_of({{"bf16_path", "native_dot"}}) == "bf16_path");  // f32 inputs
   CHECK(field_of({{"num_threads", -1}}) == "num_threads");
+  CHECK(field_of({{"kv_packing", "none"}}) == "kv_packing");
   CHECK(field_of({{"tile_m", 4}}) == "tile_m");
   CHECK(field_of({{"group_heads", 1}}) == "group_heads");
 }
