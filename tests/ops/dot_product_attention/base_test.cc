@@ -133,6 +133,15 @@ TEST_CASE("dot_product_attention key ranges: causal top-left, windows, lengths",
   const AttentionProblem windowed = AttentionProblem::from(bind_args(args));
   CHECK(windowed.key_range(0, 5) == std::pair<int64_t, int64_t>{3, 7});
   CHECK(windowed.key_range(1, 2) == std::pair<int64_t, int64_t>{0, 4});
+  // Bottom-right causal alignment (documented): local_window [t, t - T] without is_causal lets
+  // row r see keys 0..r + t - T.
+  const AttentionProblem bottom_right =
+      AttentionProblem::from(bind_args({{"q", "f32[1,8,1,4]"},
+                                        {"k", "f32[1,10,1,4]"},
+                                        {"v", "f32[1,10,1,4]"},
+                                        {"local_window", {10, 2}}}));
+  CHECK(bottom_right.key_range(0, 0) == std::pair<int64_t, int64_t>{0, 3});
+  CHECK(bottom_right.key_range(0, 7) == std::pair<int64_t, int64_t>{0, 10});
 }
 
 TEST_CASE("dot_product_attention reference at f64 is the oracle", "[attention]") {
