@@ -90,6 +90,30 @@ void store(DType dtype, void* data, int64_t at, float x) {
   }
 }
 
+// s[c] += bias[at + c * stride] for c in [c_lo, c_hi). Contiguous f32 and bf16 rows (the
+// common layouts: alphafold's per-head bias) get loops the compiler vectorizes; the rest goes
+// element by element.
+void add_bias_row(DType dtype, const void* bias, int64_t at, int64_t stride, int64_t c_lo,
+                  int64_t c_hi, float* s) {
+  if (stride == 1 && dtype == DType::kF32) {
+    const float* row = static_cast<const float*>(bias) + at;
+    for (int64_t c = c_lo; c < c_hi; ++c) s[c] += row[c];
+  } else if (stride == 1 && dtype == DType::kBF16) {
+    const uint16_t* row = reinterpret_cast<const uint16_t*>(static_cast<const bf16*>(bias) + at);
+    for (int64_t c = c_lo; c < c_hi; ++c) {
+      const uint32_t bits = uint32_t{row[c]} << 16;
+      float x;
+      std::memcpy(&x, &bits, sizeof(x));
+      s[c] += x;
+    }
+  } else if (stride == 0) {
+    const float x = load(dtype, bias, at);
+    for (int64_t c = c_lo; c < c_hi; ++c) s[c] += x;
+  } else {
+    for (int64_t c = c_lo; c < c_hi; ++c) s[c] += load(dtype, bias, at + c * stride);
+  }
+}
+
 struct TaskContext {
   const AttentionProblem& p;
   const CpuAttentionKernelOptions& o;
@@ -351,10 +375,8 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
         if (c_lo < c_hi) {
           if (native) cpu_scale_row(s + c_lo, c_hi - c_lo, scale);  // f32: Q carries it
           if (ctx.bias) {
-            const int64_t at = ctx.bias_at.offset(b, hq, r, j0);
-            for (int64_t c = c_lo; c < c_hi; ++c) {
-              s[c] += load(p.bias->dtype, ctx.bias, at + c * ctx.bias_at.stride_t);
-            }
+            add_bias_row(p.bias->dtype, ctx.bias, ctx.bias_at.offset(b, hq, r, j0),
+                         ctx.bias_at.stride_t, c_lo, c_hi, s);
           }
           if (cap > 0.0f) cpu_soft_cap_row(s + c_lo, c_hi - c_lo, cap);
           if (ctx.mask) {
@@ -506,8 +528,11 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
   const int64_t kv_heads = p.B * p.h, groups_per_kv = p.groups() / heads;
   const int64_t tasks_per_kv = groups_per_kv * nT;
   const int threads = cpu::thread_pool().threads_for(kv_heads * tasks_per_kv, options.num_threads);
-  int64_t chunk = std::clamp<int64_t>(ceil_div(4 * int64_t{threads}, tasks_per_kv), 1, kv_heads);
-  chunk = std::max<int64_t>(1, std::min(chunk, (int64_t{1} << 26) / ctx.kv_head_floats));
+  // At least 16 tasks per thread in a chunk: each chunk ends in a barrier, and with few tasks
+  // per thread the last round leaves threads idle (alphafold: 3 tiles per kv head, 1536 kv
+  // heads). The packed copy is capped at 32 MiB per chunk unless one kv head needs more.
+  int64_t chunk = std::clamp<int64_t>(ceil_div(16 * int64_t{threads}, tasks_per_kv), 1, kv_heads);
+  chunk = std::max<int64_t>(1, std::min(chunk, (int64_t{1} << 23) / ctx.kv_head_floats));
   std::unique_ptr<float, decltype(&std::free)> buffer(
       static_cast<float*>(
           std::aligned_alloc(64, static_cast<size_t>(chunk * ctx.kv_head_floats) * sizeof(float))),
