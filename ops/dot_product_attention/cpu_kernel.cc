@@ -186,6 +186,12 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
   const int64_t j_start = shared ? kv_lo / bkv * bkv : kv_lo;
   for (int64_t j0 = j_start; j0 < kv_hi; j0 += bkv) {
     const int64_t n = std::min(bkv, (shared ? p.t : kv_hi) - j0);
+    // Keys past the tile's last visible one (the shared grid's last block of a causal tile)
+    // need no logits: S is computed for n_used columns, and the f32 P V stops there too
+    // (the bf16-pair kernel derives its strip stride from the depth, so it keeps n; the row
+    // loop below sets P to 0 past each row's visible keys either way).
+    const int64_t n_used = std::min(n, kv_hi - j0);
+    const int64_t pv_depth = native ? n : n_used;
     // Skip blocks no row sees (a local window narrower than the tile's spread of rows).
     bool any = false;
     for (int64_t rr = 0; rr < rows && !any; ++rr) any = sc.lo[rr] < j0 + n && sc.hi[rr] > j0;
@@ -201,7 +207,7 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
       args.rhs_packed = true;
       args.rhs_strip_stride = D * ctx.nr;
       args.ldb = ctx.nr;
-      args.cols = n;
+      args.cols = n_used;
       args.depth = D;
       args.out = sc.s.data();
       args.ldc = bkv;
@@ -259,7 +265,7 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
       if (native) {
         pack_p_pairs(sc.s.data(), bkv, M, n, mr, reinterpret_cast<uint32_t*>(sc.p_packed.data()));
       } else {
-        pack_lhs_block(DType::kF32, sc.s.data(), bkv, M, n, mr, sc.p_packed.data());
+        pack_lhs_block(DType::kF32, sc.s.data(), bkv, M, pv_depth, mr, sc.p_packed.data());
       }
       const int64_t d_strips = (d + ctx.nr - 1) / ctx.nr;
       BlockArgs args{};
@@ -271,7 +277,7 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
       args.rhs_strip_stride = n * ctx.nr;
       args.ldb = ctx.nr;
       args.cols = d;
-      args.depth = n;
+      args.depth = pv_depth;
       args.out = sc.o.data();
       args.ldc = d;
       args.accumulate = true;
