@@ -153,7 +153,7 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
     q_tile.dtype = DType::kF32;
     q_tile.data = sc.q32.data();
   }
-  if (native && !shared) grow(sc.p16, static_cast<size_t>(M * bkv));
+  if (native) grow(sc.p16, static_cast<size_t>(M * bkv));
   // Shared path: the Q tile is packed once for every kv block (cpu_gemm_f32 would repack it,
   // and K and V, on every call).
   const int64_t mr = ctx.mr, panels_rows = (M + mr - 1) / mr * mr;
@@ -263,7 +263,8 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
     // O[M, d] += P V: V's rows j0.. of head i, stored [n, d] with row stride h*d.
     if (shared) {
       if (native) {
-        pack_p_pairs(sc.s.data(), bkv, M, n, mr, reinterpret_cast<uint32_t*>(sc.p_packed.data()));
+        pack_p_pairs_rounded(sc.s.data(), bkv, M, n, mr, sc.p16.data(),
+                             reinterpret_cast<uint32_t*>(sc.p_packed.data()));
       } else {
         pack_lhs_block(DType::kF32, sc.s.data(), bkv, M, pv_depth, mr, sc.p_packed.data());
       }

@@ -6,7 +6,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_pack.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace tokamax {
 
@@ -155,6 +160,44 @@ void pack_p_pairs(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr, 
       for (int64_t rr = rows; rr < mr; ++rr) dst[rr] = 0;
     }
   }
+}
+
+namespace {
+
+#if defined(__x86_64__)
+// vcvtne2ps2bf16: 32 floats to 32 bf16, round to nearest even (inputs below the smallest normal
+// flush to +0: an absolute error under 2^-126, far inside the error model). Only called where
+// cpu_kernel_has_native_bf16() holds, i.e. on CPUs with avx512_bf16.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void round_rows_avx512_bf16(
+    const float* s, int64_t ld, int64_t M, int64_t n, bf16* out) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* row = s + m * ld;
+    uint16_t* dst = reinterpret_cast<uint16_t*>(out + m * ld);
+    int64_t c = 0;
+    for (; c + 32 <= n; c += 32) {
+      const __m512 lo = _mm512_loadu_ps(row + c);
+      const __m512 hi = _mm512_loadu_ps(row + c + 16);
+      const __m512bh pair = _mm512_cvtne2ps_pbh(hi, lo);  // lo fills the low 16 elements
+      _mm512_storeu_si512(reinterpret_cast<void*>(dst + c), reinterpret_cast<__m512i>(pair));
+    }
+    for (; c < n; ++c) dst[c] = static_cast<uint16_t>(p_to_bf16_bits(row[c]));
+  }
+}
+#endif
+
+}  // namespace
+
+void pack_p_pairs_rounded(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr,
+                          bf16* rounded, uint32_t* out) {
+#if defined(__x86_64__)
+  if (cpu_kernel_has_native_bf16()) {
+    round_rows_avx512_bf16(s, ld, M, n, rounded);
+    pack_lhs_block_pairs(rounded, ld, M, n, mr, out);
+    return;
+  }
+#endif
+  (void)rounded;
+  pack_p_pairs(s, ld, M, n, mr, out);
 }
 
 }  // namespace tokamax

@@ -36,5 +36,10 @@ void pack_v(const AttentionProblem& p, const void* v, int64_t b, int64_t i, int6
 // P [M, n] f32 (row stride ld, finite and >= 0) -> the bf16-pair lhs layout
 // [ceil(M / mr)][ceil(n / 2)][mr], rounded to nearest even.
 void pack_p_pairs(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr, uint32_t* out);
+// The same result in two vectorized passes where the CPU has avx512_bf16 (the native_dot path):
+// rows rounded into `rounded` [M, ld] bf16 (vcvtne2ps2bf16), then ragged_dot's pair packing.
+// Falls back to pack_p_pairs elsewhere.
+void pack_p_pairs_rounded(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr,
+                          bf16* rounded, uint32_t* out);
 
 }  // namespace tokamax

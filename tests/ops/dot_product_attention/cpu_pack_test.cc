@@ -24,6 +24,17 @@ TEST_CASE("pack_p_pairs: bf16 pair layout, rounding to nearest even, zero paddin
   CHECK(out[2 * 3 + 0] == (bits(s[12]) | (bits(s[13]) << 16)));  // panel 1, row 2
   CHECK(out[2 * 3 + 1] == 0u);                                   // panel 1, padding row
   CHECK(out[2 * 3 + 5] == 0u);
+
+  // The vectorized variant (avx512_bf16 CPUs) gives the same bits, here with an even n and
+  // rows long enough for whole 32-lane conversions.
+  std::vector<float> wide(3 * 64);
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = 1.0f / static_cast<float>(i + 3);
+  wide[5] = 1.0f + 0x1.0p-8f;
+  std::vector<uint32_t> scalar(2 * 32 * 2), fast(2 * 32 * 2);
+  std::vector<bf16> rounded(3 * 64);
+  pack_p_pairs(wide.data(), 64, 3, 64, 2, scalar.data());
+  pack_p_pairs_rounded(wide.data(), 64, 3, 64, 2, rounded.data(), fast.data());
+  CHECK(scalar == fast);
 }
 
 TEST_CASE("pack_k: K^T strips of nr keys, zero past t", "[attention]") {
