@@ -10,12 +10,18 @@
 //   n      keys of the current block (<= bkv)
 //
 // One task = (batch b, G_t q heads sharing kv head i, a tile of bq query rows). It streams the
-// visible keys in blocks of bkv: S = Q K^T [M, n] by cpu_gemm_f32 (K read in place as the
-// transposed operand, row stride h*D), then per row scale, bias, soft cap and mask, the block
-// maximum and exp (cpu_softmax), the online-softmax merge (rescaling that row's accumulators),
-// and O += P V [M, d] (V in place, row stride h*d). Masks by causal, local window and sequence
-// lengths are an interval of keys per row, so blocks that no row of the task can see are never
-// computed; a task's rows see the union of their intervals.
+// visible keys in blocks of bkv: S = Q K^T [M, n], then per row scale, bias, soft cap and mask,
+// the block maximum and exp (cpu_softmax), the online-softmax merge (rescaling that row's
+// accumulators), and O += P V [M, d]. Masks by causal, local window and sequence lengths are an
+// interval of keys per row, so blocks that no row of the task can see are never computed; a
+// task's rows see the union of their intervals.
+//
+// The two GEMMs run ragged_dot's register-blocked micro-kernels. kv_packing=shared (default):
+// K^T and V of a chunk of kv heads are packed once into micro-kernel panels (cpu_pack.h) and the
+// Q tile once per task, so a block costs only the packing of P; the f32 Q tile carries the
+// logits scale. kv_packing=per_block: every block goes through cpu_gemm_f32 with K read in place
+// as the transposed operand (row stride h*D) and V in place (row stride h*d), which repacks K,
+// V and Q on every call. native_dot (bf16): vdpbf16ps on bf16 pairs, P rounded to bf16.
 #include "ops/dot_product_attention/cpu_kernel.h"
 
 #include <algorithm>
