@@ -67,6 +67,18 @@ std::vector<json> test_cases() {
        {"v", "f16[2,2,12,2,8]"},
        {"kv_seq_lengths", {12, 0, 5, 1}},
        {"is_causal", true}},
+      // odd D (a padded bf16 pair), d != D
+      {{"q", "bf16[1,19,2,15]"}, {"k", "bf16[1,37,2,15]"}, {"v", "bf16[1,37,2,9]"}},
+      {{"q", "f16[1,19,2,15]"},
+       {"k", "f16[1,37,2,15]"},
+       {"v", "f16[1,37,2,9]"},
+       {"is_causal", true}},
+      // decoding: one query row per batch (causal top-left: it sees key 0 only)
+      {{"q", "bf16[2,1,8,32]"},
+       {"k", "bf16[2,50,2,32]"},
+       {"v", "bf16[2,50,2,32]"},
+       {"is_causal", true}},
+      {{"q", "f32[2,1,8,32]"}, {"k", "f32[2,50,2,32]"}, {"v", "f32[2,50,2,32]"}},
       {{"q", "f32[2,45,4,16]"},
        {"k", "f32[2,52,2,16]"},
        {"v", "f32[2,52,2,8]"},
@@ -159,6 +171,16 @@ TEST_CASE("dot_product_attention cpu configs: validation names the field", "[att
   CHECK(field_of({{"kv_packing", "none"}}) == "kv_packing");
   CHECK(field_of({{"tile_m", 4}}) == "tile_m");
   CHECK(field_of({{"group_heads", 1}}) == "group_heads");
+}
+
+TEST_CASE("dot_product_attention cpu with no keys (t = 0) writes zeros", "[attention]") {
+  const BoundArgs args =
+      bind_args({{"q", "f32[1,3,2,4]"}, {"k", "f32[1,0,2,4]"}, {"v", "f32[1,0,2,4]"}});
+  const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
+  for (const char* packing : {"shared", "per_block"}) {
+    const HostTensor out = run_impl("cpu", args, inputs, {{"kv_packing", packing}});
+    for (int64_t e = 0; e < out.num_elements(); ++e) CHECK(out.get(e) == 0.0);
+  }
 }
 
 TEST_CASE("dot_product_attention cpu rejects f64 with NotImplemented", "[attention]") {
