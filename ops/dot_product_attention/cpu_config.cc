@@ -12,6 +12,7 @@
 #include <string>
 
 #include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
@@ -67,6 +68,16 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
   const int64_t cores = std::max(device.cores, 1);
   auto tasks = [&](int64_t bq) { return p.B * p.h * ((p.T + bq - 1) / bq); };
   while (c.block_q > 16 && tasks(c.block_q) < 4 * cores) c.block_q /= 2;
+  // Whole micro-panels: M = g * bq a multiple of the micro-kernel's mr (14 rows on AVX-512),
+  // so no panel is padded with zero rows (128 rows would run 140).
+  const int lanes = std::max(1, device.simd_bytes / 4);
+  const int64_t mr = micro_kernel_shapes(lanes)[0].mr;
+  for (int64_t bq = c.block_q; bq >= std::max<int64_t>(8, c.block_q / 2); --bq) {
+    if ((g * bq) % mr == 0) {
+      c.block_q = static_cast<int>(bq);
+      break;
+    }
+  }
   c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, c.block_q));
   c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, c.block_kv));
   if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && cpu_kernel_has_native_bf16()) {
