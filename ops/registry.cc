@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "ops/dot_product_attention/api.h"
 #include "ops/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/ragged_dot/api.h"
@@ -23,6 +24,7 @@ void register_extra_op(const Op& op) { extra_ops().push_back(&op); }
 const std::vector<const Op*>& all_ops() {
   static const std::vector<const Op*> ops = {
       &ragged_dot_op(),
+      &dot_product_attention_op(),
       &linear_softmax_cross_entropy_loss_op(),
   };
   static const std::vector<const Op*> with_extras = [] {

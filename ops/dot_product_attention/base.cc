@@ -1,0 +1,359 @@
+// dot_product_attention: canonical binding, validation, FLOP/byte counts, masks and broadcasts.
+//
+// Dimensions.
+//   *B     batch dimensions, B = prod(*B)
+//   T, t   query and key/value positions
+//   H, h   query and key/value heads, g = H / h
+//   D, d   q/k and v head dimensions
+#include "ops/dot_product_attention/base.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ops/errors.h"
+
+namespace tokamax {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kOp = "dot_product_attention: ";
+
+bool present(const json& args, const char* name) {
+  return args.contains(name) && !args.at(name).is_null();
+}
+
+TensorSpec bind_spec(const json& args, const char* name) {
+  const json& value = args.at(name);
+  if (!value.is_string()) {
+    throw InvalidArgument(std::string(kOp) + name + " must be a tensor spec like bf16[2,128,8,64]" +
+                              ", got " + value.dump(),
+                          name);
+  }
+  try {
+    return parse_tensor_spec(value.get<std::string>());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string(kOp) + name + ": " + e.what(), name);
+  }
+}
+
+TensorSpec bind_qkv(const json& args, const char* name, const char* shape_doc) {
+  if (!args.contains(name)) {
+    throw InvalidArgument(std::string(kOp) + "missing argument '" + name + "' (" + shape_doc + ")",
+                          name);
+  }
+  const TensorSpec spec = bind_spec(args, name);
+  if (spec.rank() < 3) {
+    throw InvalidArgument(
+        std::string(kOp) + name + " must have rank >= 3 " + shape_doc + ", got " + spec.to_string(),
+        name);
+  }
+  if (!is_floating(spec.dtype)) {
+    throw InvalidArgument(
+        std::string(kOp) + name + " must be a float tensor, got " + spec.to_string(), name);
+  }
+  return spec;
+}
+
+// A tensor broadcastable to full = [*B, H, T, t] (numpy rules, right-aligned).
+void check_broadcastable(const TensorSpec& spec, const std::vector<int64_t>& full,
+                         const char* name) {
+  const std::string full_text = TensorSpec{spec.dtype, full}.to_string();
+  if (spec.rank() > static_cast<int>(full.size())) {
+    throw InvalidArgument(std::string(kOp) + name + " " + spec.to_string() +
+                              " has more dimensions than [*B, H, T, t] = " + full_text,
+                          name);
+  }
+  const size_t shift = full.size() - spec.dims.size();
+  for (size_t i = 0; i < spec.dims.size(); ++i) {
+    if (spec.dims[i] != 1 && spec.dims[i] != full[shift + i]) {
+      throw InvalidArgument(std::string(kOp) + name + " " + spec.to_string() +
+                                " does not broadcast to [*B, H, T, t] = " + full_text +
+                                " (dimension " + std::to_string(i) + ")",
+                            name);
+    }
+  }
+}
+
+std::vector<int64_t> bind_lengths(const json& args, const char* name, int64_t B, int64_t limit,
+                                  const char* limit_name) {
+  const json& value = args.at(name);
+  if (!value.is_array()) {
+    throw InvalidArgument(std::string(kOp) + name + " must be a list of B=" + std::to_string(B) +
+                              " integers (one per flattened batch), got " + value.dump(),
+                          name);
+  }
+  if (static_cast<int64_t>(value.size()) != B) {
+    throw InvalidArgument(std::string(kOp) + name + " has " + std::to_string(value.size()) +
+                              " entries but the batch has B=" + std::to_string(B),
+                          name);
+  }
+  std::vector<int64_t> lengths;
+  for (size_t b = 0; b < value.size(); ++b) {
+    if (!value[b].is_number_integer() || value[b].get<int64_t>() < 0 ||
+        value[b].get<int64_t>() > limit) {
+      throw InvalidArgument(std::string(kOp) + name + "[" + std::to_string(b) + "] is " +
+                                value[b].dump() + "; lengths must be integers in [0, " +
+                                limit_name + "=" + std::to_string(limit) + "]",
+                            name);
+    }
+    lengths.push_back(value[b].get<int64_t>());
+  }
+  return lengths;
+}
+
+double bind_positive(const json& args, const char* name) {
+  const json& value = args.at(name);
+  if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0.0) {
+    throw InvalidArgument(
+        std::string(kOp) + name + " must be a positive number, got " + value.dump(), name);
+  }
+  return value.get<double>();
+}
+
+AttentionBroadcast broadcast_layout(const TensorSpec& spec, const AttentionProblem& p) {
+  // Row-major strides of the stored tensor, then right-aligned onto [*B, H, T, t].
+  const int rank = spec.rank();
+  const int full_rank = static_cast<int>(p.batch.size()) + 3;
+  std::vector<int64_t> stride(static_cast<size_t>(full_rank), 0);
+  int64_t running = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    const int full_i = full_rank - rank + i;
+    stride[full_i] = spec.dims[i] == 1 ? 0 : running;
+    running *= spec.dims[i];
+  }
+  AttentionBroadcast layout;
+  const int nb = static_cast<int>(p.batch.size());
+  layout.stride_h = stride[nb];
+  layout.stride_T = stride[nb + 1];
+  layout.stride_t = stride[nb + 2];
+  layout.batch_offset.assign(static_cast<size_t>(p.B), 0);
+  for (int64_t b = 0; b < p.B; ++b) {
+    int64_t rest = b, offset = 0;
+    for (int i = nb - 1; i >= 0; --i) {
+      offset += (rest % p.batch[i]) * stride[i];
+      rest /= p.batch[i];
+    }
+    layout.batch_offset[b] = offset;
+  }
+  return layout;
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> AttentionProblem::key_range(int64_t b, int64_t r) const {
+  if (!q_seq_lengths.empty() && r >= q_seq_lengths[b]) return {0, 0};
+  int64_t lo = 0, hi = kv_seq_lengths.empty() ? t : kv_seq_lengths[b];
+  if (is_causal) hi = std::min(hi, r + 1);
+  if (window_left >= 0) lo = std::max(lo, r - window_left);
+  if (window_right >= 0) hi = std::min(hi, r + window_right + 1);
+  return {lo, std::max(lo, hi)};
+}
+
+AttentionBroadcast AttentionProblem::bias_layout() const { return broadcast_layout(*bias, *this); }
+AttentionBroadcast AttentionProblem::mask_layout() const { return broadcast_layout(*mask, *this); }
+
+AttentionProblem AttentionProblem::from(const BoundArgs& args) {
+  AttentionProblem p;
+  const TensorSpec q = args.tensor("q"), k = args.tensor("k"), v = args.tensor("v");
+  const int nb = q.rank() - 3;
+  p.batch.assign(q.dims.begin(), q.dims.begin() + nb);
+  p.B = 1;
+  for (int64_t extent : p.batch) p.B *= extent;
+  p.T = q.dims[nb];
+  p.H = q.dims[nb + 1];
+  p.D = q.dims[nb + 2];
+  p.t = k.dims[nb];
+  p.h = k.dims[nb + 1];
+  p.d = v.dims[nb + 2];
+  p.dtype = q.dtype;
+  p.logits_scale = args.option("logits_scale").get<double>();
+  p.is_causal = args.option("is_causal").get<bool>();
+  const json& cap = args.option("logits_soft_cap");
+  p.logits_soft_cap = cap.is_null() ? 0.0 : cap.get<double>();
+  if (!args.option("bias").is_null()) p.bias = args.tensor("bias");
+  if (!args.option("mask").is_null()) p.mask = args.tensor("mask");
+  const json& q_len = args.option("q_seq_lengths");
+  if (!q_len.is_null()) p.q_seq_lengths = q_len.get<std::vector<int64_t>>();
+  const json& kv_len = args.option("kv_seq_lengths");
+  if (!kv_len.is_null()) p.kv_seq_lengths = kv_len.get<std::vector<int64_t>>();
+  const json& window = args.option("local_window");
+  if (!window.is_null()) {
+    p.window_left = window[0].get<int64_t>();
+    p.window_right = window[1].get<int64_t>();
+  }
+  return p;
+}
+
+BoundArgs DotProductAttentionOp::bind(const json& args) const {
+  if (!args.is_object()) throw InvalidArgument(std::string(kOp) + "args must be a mapping");
+  static const char* const kKnown[] = {"q",
+                                       "k",
+                                       "v",
+                                       "bias",
+                                       "mask",
+                                       "is_causal",
+                                       "logits_scale",
+                                       "logits_soft_cap",
+                                       "q_seq_lengths",
+                                       "kv_seq_lengths",
+                                       "local_window"};
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) {
+      throw InvalidArgument(std::string(kOp) + "unknown argument '" + it.key() +
+                                "' (expected q, k, v, bias, mask, is_causal, logits_scale, "
+                                "logits_soft_cap, q_seq_lengths, kv_seq_lengths, local_window)",
+                            it.key());
+    }
+  }
+  const TensorSpec q = bind_qkv(args, "q", "[*B, T, H, D]");
+  const TensorSpec k = bind_qkv(args, "k", "[*B, t, h, D]");
+  const TensorSpec v = bind_qkv(args, "v", "[*B, t, h, d]");
+  const int nb = q.rank() - 3;
+  for (const auto& [name, spec] : {std::pair<const char*, const TensorSpec&>{"k", k}, {"v", v}}) {
+    if (spec.rank() != q.rank() ||
+        !std::equal(q.dims.begin(), q.dims.begin() + nb, spec.dims.begin())) {
+      throw InvalidArgument(std::string(kOp) + name + " " + spec.to_string() +
+                                " must have q's batch dimensions *B (q is " + q.to_string() + ")",
+                            name);
+    }
+    if (spec.dtype != q.dtype) {
+      throw InvalidArgument(std::string(kOp) + name + " is " + spec.to_string() + " but q is " +
+                                std::string(dtype_name(q.dtype)) +
+                                "; q, k and v must share one dtype",
+                            name);
+    }
+  }
+  const int64_t T = q.dims[nb], H = q.dims[nb + 1], D = q.dims[nb + 2];
+  const int64_t t = k.dims[nb], h = k.dims[nb + 1];
+  if (k.dims[nb + 2] != D) {
+    throw InvalidArgument(std::string(kOp) + "k " + k.to_string() + " has D=" +
+                              std::to_string(k.dims[nb + 2]) + " but q has D=" + std::to_string(D),
+                          "k");
+  }
+  if (v.dims[nb] != t || v.dims[nb + 1] != h) {
+    throw InvalidArgument(std::string(kOp) + "v " + v.to_string() + " must have k's [t, h] = [" +
+                              std::to_string(t) + ", " + std::to_string(h) + "]",
+                          "v");
+  }
+  if (h < 1 || H % h != 0) {
+    throw InvalidArgument(std::string(kOp) + "q has H=" + std::to_string(H) +
+                              " heads, which must be a positive multiple of k's h=" +
+                              std::to_string(h) + " (grouped-query attention)",
+                          "k");
+  }
+  int64_t B = 1;
+  for (int i = 0; i < nb; ++i) B *= q.dims[i];
+  std::vector<int64_t> full(q.dims.begin(), q.dims.begin() + nb);
+  full.insert(full.end(), {H, T, t});
+
+  BoundArgs bound;
+  bound.op = "dot_product_attention";
+  json& out = bound.args;
+  out["q"] = q.to_string();
+  out["k"] = k.to_string();
+  out["v"] = v.to_string();
+  out["bias"] = nullptr;
+  if (present(args, "bias")) {
+    const TensorSpec bias = bind_spec(args, "bias");
+    if (!is_floating(bias.dtype)) {
+      throw InvalidArgument(
+          std::string(kOp) + "bias must be a float tensor, got " + bias.to_string(), "bias");
+    }
+    check_broadcastable(bias, full, "bias");
+    out["bias"] = bias.to_string();
+  }
+  out["mask"] = nullptr;
+  if (present(args, "mask")) {
+    const TensorSpec mask = bind_spec(args, "mask");
+    if (mask.dtype != DType::kBool) {
+      throw InvalidArgument(
+          std::string(kOp) + "mask must be a bool tensor (true = keep), got " + mask.to_string(),
+          "mask");
+    }
+    check_broadcastable(mask, full, "mask");
+    out["mask"] = mask.to_string();
+  }
+  out["is_causal"] = false;
+  if (present(args, "is_causal")) {
+    if (!args.at("is_causal").is_boolean()) {
+      throw InvalidArgument(
+          std::string(kOp) + "is_causal must be true or false, got " + args.at("is_causal").dump(),
+          "is_causal");
+    }
+    out["is_causal"] = args.at("is_causal").get<bool>();
+  }
+  out["logits_scale"] = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(D, 1)));
+  if (present(args, "logits_scale")) {
+    const json& value = args.at("logits_scale");
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      throw InvalidArgument(
+          std::string(kOp) + "logits_scale must be a finite number, got " + value.dump(),
+          "logits_scale");
+    }
+    out["logits_scale"] = value.get<double>();
+  }
+  out["logits_soft_cap"] = nullptr;
+  if (present(args, "logits_soft_cap")) {
+    out["logits_soft_cap"] = bind_positive(args, "logits_soft_cap");
+  }
+  out["q_seq_lengths"] = nullptr;
+  if (present(args, "q_seq_lengths")) {
+    out["q_seq_lengths"] = bind_lengths(args, "q_seq_lengths", B, T, "T");
+  }
+  out["kv_seq_lengths"] = nullptr;
+  if (present(args, "kv_seq_lengths")) {
+    out["kv_seq_lengths"] = bind_lengths(args, "kv_seq_lengths", B, t, "t");
+  }
+  out["local_window"] = nullptr;
+  if (present(args, "local_window")) {
+    const json& value = args.at("local_window");
+    const bool ok = value.is_array() && value.size() == 2 && value[0].is_number_integer() &&
+                    value[1].is_number_integer() && value[0].get<int64_t>() >= 0 &&
+                    value[1].get<int64_t>() >= 0;
+    if (!ok) {
+      throw InvalidArgument(std::string(kOp) +
+                                "local_window must be [left, right], two integers >= 0 (key j "
+                                "visible from row i iff i - left <= j <= i + right), got " +
+                                value.dump(),
+                            "local_window");
+    }
+    out["local_window"] = value;
+  }
+  return bound;
+}
+
+std::vector<TensorDecl> DotProductAttentionOp::inputs(const BoundArgs& args) const {
+  const AttentionProblem p = AttentionProblem::from(args);
+  std::vector<TensorDecl> decls = {
+      {"q", args.tensor("q")}, {"k", args.tensor("k")}, {"v", args.tensor("v")}};
+  if (p.bias) decls.push_back({"bias", *p.bias});
+  if (p.mask) decls.push_back({"mask", *p.mask});
+  return decls;
+}
+
+std::vector<TensorDecl> DotProductAttentionOp::outputs(const BoundArgs& args) const {
+  const AttentionProblem p = AttentionProblem::from(args);
+  std::vector<int64_t> dims = p.batch;
+  dims.insert(dims.end(), {p.T, p.H, p.d});
+  return {{"out", TensorSpec{p.dtype, dims}}};
+}
+
+double DotProductAttentionOp::flops(const BoundArgs& args) const {
+  // The standard count (FlashAttention's): 2*T*t*D for Q K^T plus 2*T*t*d for P V per head,
+  // halved under is_causal. Masks, windows and sequence lengths are not discounted, so the
+  // rate compares with other kernels' reports; softmax work is not counted.
+  const AttentionProblem p = AttentionProblem::from(args);
+  const double full = 2.0 * static_cast<double>(p.B) * p.H * p.T * p.t * (p.D + p.d);
+  return p.is_causal ? 0.5 * full : full;
+}
+
+double DotProductAttentionOp::bytes(const BoundArgs& args) const {
+  double total = 0.0;
+  for (const TensorDecl& decl : inputs(args)) total += static_cast<double>(decl.spec.size_bytes());
+  for (const TensorDecl& decl : outputs(args)) total += static_cast<double>(decl.spec.size_bytes());
+  return total;
+}
+
+}  // namespace tokamax

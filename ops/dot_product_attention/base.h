@@ -1,0 +1,109 @@
+// dot_product_attention: the math spec (binding, validation, counts, inputs, reference, oracle).
+//
+// Dimensions.
+//   *B     batch dimensions (any number, flattened to B = prod(*B) by the kernels)
+//   T      query positions (rows);  t  key/value positions (columns)
+//   H      query heads;  h  key/value heads; H = g * h (grouped-query attention: q heads
+//          [g*i, g*i+g) share kv head i)
+//   D      q/k head dimension (contraction of the logits);  d  v head dimension (output)
+//
+// out[b, r, hq, :] = sum_j softmax_j(logit(b, hq, r, j)) v[b, j, hq / g, :] where
+//   logit = cap(logits_scale * q[b,r,hq,:] . k[b,j,hq/g,:] + bias[b,hq,r,j]),
+//   cap(x) = c * tanh(x / c) when logits_soft_cap = c is set,
+// over the keys j visible from row r (see AttentionProblem::key_range and the bool mask). A row
+// with no visible key is all zeros.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "ops/bound_args.h"
+#include "ops/dtype.h"
+#include "ops/op.h"
+#include "ops/tensor.h"
+
+namespace tokamax {
+
+// Where the element (b, hq, r, j) of a tensor broadcast to [*B, H, T, t] lives: numpy
+// broadcasting, right-aligned; size-1 (or missing) dimensions have stride 0.
+struct AttentionBroadcast {
+  std::vector<int64_t> batch_offset;  // [B] offset of flattened batch b
+  int64_t stride_h = 0, stride_T = 0, stride_t = 0;
+  int64_t offset(int64_t b, int64_t hq, int64_t r, int64_t j) const {
+    return batch_offset[b] + hq * stride_h + r * stride_T + j * stride_t;
+  }
+};
+
+// The parsed, validated view of dot_product_attention's BoundArgs. Shared by the forward op and
+// (later) its VJP: nothing here is forward-specific.
+struct AttentionProblem {
+  std::vector<int64_t> batch;  // *B
+  int64_t B = 1, T = 0, t = 0, H = 0, h = 0, D = 0, d = 0;
+  DType dtype = DType::kF32;  // q, k, v and the output
+  double logits_scale = 1.0;
+  bool is_causal = false;
+  double logits_soft_cap = 0.0;                 // 0: no cap
+  std::optional<TensorSpec> bias;               // broadcastable to [*B, H, T, t], any float dtype
+  std::optional<TensorSpec> mask;               // bool, broadcastable to [*B, H, T, t], true = keep
+  std::vector<int64_t> q_seq_lengths;           // [B] or empty (no limit)
+  std::vector<int64_t> kv_seq_lengths;          // [B] or empty (no limit)
+  int64_t window_left = -1, window_right = -1;  // local_window; -1: unbounded
+
+  int64_t groups() const { return H / h; }  // g
+  bool has_local_window() const { return window_left >= 0; }
+  // The keys [lo, hi) row r of batch b may see under causal, local window and sequence
+  // lengths (an interval: each part is one, and they AND together). Causal aligns top-left:
+  // key j is visible from row r iff j <= r, also when T != t (upstream Tokamax's convention).
+  // Empty (lo >= hi) for rows past q_seq_lengths[b]. The bool mask comes on top of this.
+  std::pair<int64_t, int64_t> key_range(int64_t b, int64_t r) const;
+  AttentionBroadcast bias_layout() const;
+  AttentionBroadcast mask_layout() const;
+
+  static AttentionProblem from(const BoundArgs& args);
+};
+
+// Residuals of the forward pass for a VJP: the row maximum of the (capped, masked) logits and
+// the softmax denominator sum_j exp(logit_j - max), [B, H, T] f32 each (-inf and 0 on rows
+// without visible keys).
+struct AttentionResiduals {
+  std::vector<float> row_max;
+  std::vector<float> row_sum;
+};
+
+class DotProductAttentionOp : public Op {
+ public:
+  std::string_view name() const override { return "dot_product_attention"; }
+  std::string_view summary() const override {
+    return "softmax(scale * q k^T + bias, masked) v with GQA, causal/local masks, soft cap";
+  }
+  BoundArgs bind(const nlohmann::json& args) const override;
+  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
+  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
+  double flops(const BoundArgs& args) const override;
+  double bytes(const BoundArgs& args) const override;
+  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
+  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
+                      std::span<const int64_t> index) const override;
+  double oracle_cost_per_output(const BoundArgs& args) const override;
+  ErrorModel error_model(const BoundArgs& args) const override;
+  std::vector<const Implementation*> implementations() const override;
+};
+
+// The portable reference, accumulating (logits, softmax, P V) in `Acc`; Acc = double computes
+// the float64 oracle of the whole output. `bias` and `mask` are null when absent. Fills
+// `residuals` when given.
+template <typename Acc>
+void dot_product_attention_reference(const AttentionProblem& problem,
+                                     // Inputs.
+                                     const HostTensor& q,     // [*B, T, H, D]
+                                     const HostTensor& k,     // [*B, t, h, D]
+                                     const HostTensor& v,     // [*B, t, h, d]
+                                     const HostTensor* bias,  // broadcast to [*B, H, T, t]
+                                     const HostTensor* mask,  // bool, broadcast to [*B, H, T, t]
+                                     // Outputs.
+                                     HostTensor& out,  // [*B, T, H, d] in q's dtype
+                                     AttentionResiduals* residuals = nullptr);
+
+}  // namespace tokamax

@@ -1,0 +1,121 @@
+// dot_product_attention on CPU: config validation, heuristics and the autotuning search space.
+//
+// Dimensions.
+//   B      flattened batch;  T, t  query and key/value positions
+//   H, h   query and key/value heads, g = H / h
+//   D, d   q/k and v head dimensions
+//   bq, bkv  block_q, block_kv;  M  rows of one task (g * bq with group_heads)
+#include "ops/dot_product_attention/cpu_config.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_tiling.h"
+
+namespace tokamax {
+namespace {
+
+constexpr int kMaxBlock = 1 << 14;
+
+void require(bool ok, const char* field, const std::string& message) {
+  if (!ok) throw InvalidArgument("cpu dot_product_attention config: " + message, field);
+}
+
+}  // namespace
+
+void CpuAttentionConfig::validate() const {
+  if (block_q < 1 || block_q > kMaxBlock) {
+    require(false, "block_q",
+            "block_q is " + std::to_string(block_q) + "; expected 1.." + std::to_string(kMaxBlock));
+  }
+  if (block_kv < 1 || block_kv > kMaxBlock) {
+    require(
+        false, "block_kv",
+        "block_kv is " + std::to_string(block_kv) + "; expected 1.." + std::to_string(kMaxBlock));
+  }
+  if (bf16_path != "convert_f32" && bf16_path != "native_dot") {
+    require(false, "bf16_path",
+            "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'");
+  }
+  if (kv_packing != "shared" && kv_packing != "per_block") {
+    require(false, "kv_packing",
+            "kv_packing is '" + kv_packing + "'; expected 'shared' or 'per_block'");
+  }
+  if (num_threads < 0) {
+    require(false, "num_threads",
+            "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)");
+  }
+}
+
+bool attention_native_bf16_available(const AttentionProblem& p) {
+  return p.dtype == DType::kBF16 && cpu_kernel_has_native_bf16();
+}
+
+CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
+                                                   const DeviceInfo& device) {
+  CpuAttentionConfig c;
+  const int64_t g = p.groups();
+  // Aim for M = 128..256 rows per task: enough rows to amortise packing a K/V block (D * bkv)
+  // over the GEMM's M * bkv * D multiply-adds, while S [M, bkv] and the accumulators [M, d] stay
+  // within L2 (M * (bkv + d) * 4 bytes: 192 KiB at M = 128, bkv = 256, d = 128).
+  c.group_heads = true;
+  c.block_q = static_cast<int>(std::clamp<int64_t>(256 / g, 16, 128));
+  c.block_kv = 256;
+  // Enough tasks for the cores (dynamic scheduling evens out causal's triangle): shrink bq
+  // while there are fewer than 4 tasks per core.
+  const int64_t cores = std::max(device.cores, 1);
+  auto tasks = [&](int64_t bq) { return p.B * p.h * ((p.T + bq - 1) / bq); };
+  while (c.block_q > 16 && tasks(c.block_q) < 4 * cores) c.block_q /= 2;
+  // Whole micro-panels: M = g * bq a multiple of the micro-kernel's mr (14 rows on AVX-512),
+  // so no panel is padded with zero rows (128 rows would run 140).
+  const int lanes = std::max(1, device.simd_bytes / 4);
+  const int64_t mr = micro_kernel_shapes(lanes)[0].mr;
+  for (int64_t bq = c.block_q; bq >= std::max<int64_t>(8, c.block_q / 2); --bq) {
+    if ((g * bq) % mr == 0) {
+      c.block_q = static_cast<int>(bq);
+      break;
+    }
+  }
+  c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, c.block_q));
+  c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, c.block_kv));
+  if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && cpu_kernel_has_native_bf16()) {
+    c.bf16_path = "native_dot";
+  }
+  return c;
+}
+
+std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const AttentionProblem& p,
+                                                                 const DeviceInfo& device) {
+  std::vector<CpuAttentionConfig> out;
+  std::set<decltype(CpuAttentionConfig{}.key())> seen;
+  std::vector<std::string> paths = {"convert_f32"};
+  if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && cpu_kernel_has_native_bf16()) {
+    paths.push_back("native_dot");
+  }
+  std::vector<bool> grouping = {true};
+  if (p.groups() > 1) grouping.push_back(false);
+  for (int bq : {16, 32, 64, 128}) {
+    for (int bkv : {64, 128, 256, 512}) {
+      for (bool group : grouping) {
+        for (const std::string& path : paths) {
+          CpuAttentionConfig c;
+          c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, bq));
+          c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, bkv));
+          c.group_heads = group;
+          c.bf16_path = path;
+          if (seen.insert(c.key()).second) out.push_back(c);
+        }
+      }
+    }
+  }
+  // The per-block path (cpu_gemm_f32 repacking K and V per task) at the heuristic tiles: no
+  // packed copy of K and V, for comparison and for memory-tight cases.
+  CpuAttentionConfig per_block = cpu_attention_heuristics_config(p, device);
+  per_block.kv_packing = "per_block";
+  if (seen.insert(per_block.key()).second) out.push_back(per_block);
+  return out;
+}
+
+}  // namespace tokamax

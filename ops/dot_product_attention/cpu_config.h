@@ -1,0 +1,60 @@
+// dot_product_attention on CPU: the "cpu" implementation's config, heuristics and search space.
+//
+// Dimensions.
+//   B      flattened batch;  T, t  query and key/value positions
+//   H, h   query and key/value heads, g = H / h
+//   D, d   q/k and v head dimensions
+//   bq     query rows of one task per head (block_q);  bkv  keys per inner block (block_kv)
+//   M      rows of one task's tiles: g * bq with group_heads, else bq
+#pragma once
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/device.h"
+#include "ops/dot_product_attention/base.h"
+#include "ops/errors.h"
+
+namespace tokamax {
+
+struct CpuAttentionConfig {
+  int block_q = 64;    // bq: query rows per task (and head); a task owns [M, d] f32 accumulators
+  int block_kv = 256;  // bkv: keys per inner block: S = Q K^T is [M, bkv] f32 per thread
+  // The g q heads that share a kv head in one task: every K/V block is packed once for all g
+  // of them, and the GEMMs get g times more rows.
+  bool group_heads = true;
+  // "convert_f32": bf16/f16 operands widened to f32 while packing, P V with f32 P.
+  // "native_dot": bf16 inputs only, Q K^T and P V with vdpbf16ps (P rounded to bf16; the op's
+  // error model allows for it).
+  std::string bf16_path = "convert_f32";
+  // "shared": K^T and V packed once per kv head into micro-kernel panels that all of its tasks
+  // read (block_kv rounded up to whole strips of the micro-tile). "per_block": every block goes
+  // through cpu_gemm_f32, which repacks K, V and the Q tile on each call (no extra memory).
+  std::string kv_packing = "shared";
+  int num_threads = 0;  // 0 = all cores
+
+  void validate() const;
+  template <class V>
+  void visit(V&& v) {
+    v("block_q", block_q);
+    v("block_kv", block_kv);
+    v("group_heads", group_heads);
+    v("bf16_path", bf16_path);
+    v("kv_packing", kv_packing);
+    v("num_threads", num_threads);
+  }
+  auto key() const {
+    return std::make_tuple(block_q, block_kv, group_heads, bf16_path, num_threads);
+  }
+};
+
+// Whether bf16_path=native_dot can run these args on this CPU.
+bool attention_native_bf16_available(const AttentionProblem& p);
+
+CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
+                                                   const DeviceInfo& device);
+std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const AttentionProblem& p,
+                                                                 const DeviceInfo& device);
+
+}  // namespace tokamax

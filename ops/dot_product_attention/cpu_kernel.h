@@ -1,0 +1,40 @@
+// dot_product_attention on CPU: the flash-attention kernel (tiles, online softmax, threads).
+//
+// Dimensions.
+//   B      flattened batch;  T, t  query and key/value positions
+//   H, h   query and key/value heads, g = H / h
+//   D, d   q/k and v head dimensions
+//   bq, bkv  query rows per task and head, keys per inner block
+//   M      rows of one task: (heads per task) * bq
+#pragma once
+
+#include "ops/dot_product_attention/base.h"
+#include "ops/tensor.h"
+
+namespace tokamax {
+
+struct CpuAttentionKernelOptions {
+  int block_q = 64;
+  int block_kv = 256;
+  bool group_heads = true;
+  bool native_bf16 = false;  // bf16 inputs: vdpbf16ps GEMMs with P rounded to bf16
+  // K^T and V packed once per kv head and shared by its tasks (block_kv rounded up to whole
+  // micro-kernel strips); otherwise every block goes through cpu_gemm_f32, which repacks them.
+  bool shared_kv_packing = true;
+  int num_threads = 0;  // 0 = all cores
+};
+
+// Computes out for every (batch, head, query tile) task on the thread pool; per-thread scratch is
+// O(M * (D + bkv + d)), never a whole [T, t] score matrix. Throws NotImplemented for f64.
+void dot_product_attention_cpu_kernel(const AttentionProblem& p,
+                                      const CpuAttentionKernelOptions& options,
+                                      // Inputs.
+                                      const HostTensor& q,     // [*B, T, H, D]
+                                      const HostTensor& k,     // [*B, t, h, D]
+                                      const HostTensor& v,     // [*B, t, h, d]
+                                      const HostTensor* bias,  // broadcast to [*B, H, T, t]
+                                      const HostTensor* mask,  // bool, broadcast likewise
+                                      // Outputs.
+                                      HostTensor& out);  // [*B, T, H, d]
+
+}  // namespace tokamax

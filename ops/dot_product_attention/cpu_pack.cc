@@ -1,0 +1,203 @@
+// dot_product_attention on CPU: packing K, V and P into micro-kernel layouts, element helpers.
+//
+// Dimensions: see cpu_pack.h.
+#include "ops/dot_product_attention/cpu_pack.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_pack.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tokamax {
+
+float attention_load(DType dtype, const void* data, int64_t at) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(data)[at];
+    case DType::kBF16:
+      return bf16_to_float(static_cast<const bf16*>(data)[at]);
+    case DType::kF16:
+      return f16_to_float(static_cast<const f16*>(data)[at]);
+    default:
+      return static_cast<float>(static_cast<const double*>(data)[at]);
+  }
+}
+
+void attention_store(DType dtype, void* data, int64_t at, float x) {
+  switch (dtype) {
+    case DType::kF32:
+      static_cast<float*>(data)[at] = x;
+      break;
+    case DType::kBF16:
+      static_cast<bf16*>(data)[at] = float_to_bf16(x);
+      break;
+    case DType::kF16:
+      static_cast<f16*>(data)[at] = float_to_f16(x);
+      break;
+    default:
+      static_cast<double*>(data)[at] = x;
+  }
+}
+
+// s[c] += bias[at + c * stride] for c in [c_lo, c_hi). Contiguous f32 and bf16 rows (the
+// common layouts: alphafold's per-head bias) get loops the compiler vectorizes; the rest goes
+// element by element.
+void add_bias_row(DType dtype, const void* bias, int64_t at, int64_t stride, int64_t c_lo,
+                  int64_t c_hi, float* s) {
+  if (stride == 1 && dtype == DType::kF32) {
+    const float* row = static_cast<const float*>(bias) + at;
+    for (int64_t c = c_lo; c < c_hi; ++c) s[c] += row[c];
+  } else if (stride == 1 && dtype == DType::kBF16) {
+    const uint16_t* row = reinterpret_cast<const uint16_t*>(static_cast<const bf16*>(bias) + at);
+    for (int64_t c = c_lo; c < c_hi; ++c) {
+      const uint32_t bits = uint32_t{row[c]} << 16;
+      float x;
+      std::memcpy(&x, &bits, sizeof(x));
+      s[c] += x;
+    }
+  } else if (stride == 0) {
+    const float x = attention_load(dtype, bias, at);
+    for (int64_t c = c_lo; c < c_hi; ++c) s[c] += x;
+  } else {
+    for (int64_t c = c_lo; c < c_hi; ++c) s[c] += attention_load(dtype, bias, at + c * stride);
+  }
+}
+
+// Packs K^T of kv head (b, i) as the rhs of S = Q K^T over all of t: [ceil(t / nr)][D][nr]
+// (bf16 pairs: [ceil(t / nr)][ceil(D / 2)][nr]), so kv block j0 (a multiple of nr) is the panel
+// starting at strip j0 / nr. Scalar, but once per kv head instead of once per task.
+void pack_k(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr, bool native,
+            float* out) {
+  const int64_t D = p.D, strips = (p.t + nr - 1) / nr;
+  const int64_t depth = native ? (D + 1) / 2 : D;
+  for (int64_t st = 0; st < strips; ++st) {
+    const int64_t width = std::min(nr, p.t - st * nr);
+    if (native) {
+      uint32_t* strip = reinterpret_cast<uint32_t*>(out) + st * depth * nr;
+      for (int64_t jj = 0; jj < nr; ++jj) {
+        if (jj >= width) {
+          for (int64_t x = 0; x < depth; ++x) strip[x * nr + jj] = 0;
+          continue;
+        }
+        const bf16* row = static_cast<const bf16*>(k) + ((b * p.t + st * nr + jj) * p.h + i) * D;
+        for (int64_t x = 0; x < depth; ++x) {
+          const uint32_t lo = row[2 * x].bits;
+          const uint32_t hi = 2 * x + 1 < D ? row[2 * x + 1].bits : 0u;
+          strip[x * nr + jj] = lo | (hi << 16);
+        }
+      }
+      continue;
+    }
+    float* strip = out + st * depth * nr;
+    for (int64_t jj = 0; jj < nr; ++jj) {
+      if (jj >= width) {
+        for (int64_t x = 0; x < D; ++x) strip[x * nr + jj] = 0.0f;
+        continue;
+      }
+      const int64_t at = ((b * p.t + st * nr + jj) * p.h + i) * D;
+      for (int64_t x = 0; x < D; ++x) strip[x * nr + jj] = attention_load(p.dtype, k, at + x);
+    }
+  }
+}
+
+// Packs V of kv head (b, i) as the rhs of O += P V, one panel per kv block of bkv keys:
+// [ceil(t / bkv)][ceil(d / nr)][bkv][nr] (bf16 pairs: bkv / 2), the last block shorter.
+void pack_v(const AttentionProblem& p, const void* v, int64_t b, int64_t i, int64_t nr, int64_t bkv,
+            bool native, float* out) {
+  const int64_t d = p.d, d_strips = (d + nr - 1) / nr;
+  const int64_t x_size = static_cast<int64_t>(dtype_size(p.dtype));
+  const int64_t block_floats = d_strips * (native ? bkv / 2 : bkv) * nr;
+  for (int64_t j0 = 0, kb = 0; j0 < p.t; j0 += bkv, ++kb) {
+    const int64_t n = std::min(bkv, p.t - j0);
+    const char* src = static_cast<const char*>(v) + ((b * p.t + j0) * p.h + i) * d * x_size;
+    if (native) {
+      pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(src), p.h * d, n, d, nr,
+                           reinterpret_cast<uint32_t*>(out + kb * block_floats));
+    } else {
+      pack_rhs_panel(p.dtype, src, p.h * d, n, d, nr, out + kb * block_floats);
+    }
+  }
+}
+
+namespace {
+
+// Round-to-nearest-even f32 -> bf16 bits for the finite, non-negative values of P (no NaN or
+// overflow handling needed): inline, unlike float_to_bf16, which a profile showed costing as
+// much as a third of the bf16 GEMMs when called per element.
+inline uint32_t p_to_bf16_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+}
+
+}  // namespace
+
+// P [M, n] f32 (row stride ld) -> the bf16-pair lhs layout [ceil(M / mr)][ceil(n / 2)][mr],
+// rounding to nearest even on the way (one pass instead of convert-then-pack). Writes are
+// sequential; the mr source rows are read in step.
+void pack_p_pairs(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr, uint32_t* out) {
+  const int64_t pairs = (n + 1) / 2, even = n / 2;
+  for (int64_t pn = 0; pn * mr < M; ++pn) {
+    uint32_t* panel = out + pn * pairs * mr;
+    const int64_t rows = std::min(mr, M - pn * mr);
+    const float* base = s + pn * mr * ld;
+    for (int64_t x = 0; x < even; ++x) {
+      uint32_t* dst = panel + x * mr;
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const float* row = base + rr * ld + 2 * x;
+        dst[rr] = p_to_bf16_bits(row[0]) | (p_to_bf16_bits(row[1]) << 16);
+      }
+      for (int64_t rr = rows; rr < mr; ++rr) dst[rr] = 0;
+    }
+    if (pairs > even) {  // odd n: the last pair's high half is +0
+      uint32_t* dst = panel + even * mr;
+      for (int64_t rr = 0; rr < rows; ++rr) dst[rr] = p_to_bf16_bits(base[rr * ld + n - 1]);
+      for (int64_t rr = rows; rr < mr; ++rr) dst[rr] = 0;
+    }
+  }
+}
+
+namespace {
+
+#if defined(__x86_64__)
+// vcvtne2ps2bf16: 32 floats to 32 bf16, round to nearest even (inputs below the smallest normal
+// flush to +0: an absolute error under 2^-126, far inside the error model). Only called where
+// cpu_kernel_has_native_bf16() holds, i.e. on CPUs with avx512_bf16.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void round_rows_avx512_bf16(
+    const float* s, int64_t ld, int64_t M, int64_t n, bf16* out) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* row = s + m * ld;
+    uint16_t* dst = reinterpret_cast<uint16_t*>(out + m * ld);
+    int64_t c = 0;
+    for (; c + 32 <= n; c += 32) {
+      const __m512 lo = _mm512_loadu_ps(row + c);
+      const __m512 hi = _mm512_loadu_ps(row + c + 16);
+      const __m512bh pair = _mm512_cvtne2ps_pbh(hi, lo);  // lo fills the low 16 elements
+      _mm512_storeu_si512(reinterpret_cast<void*>(dst + c), reinterpret_cast<__m512i>(pair));
+    }
+    for (; c < n; ++c) dst[c] = static_cast<uint16_t>(p_to_bf16_bits(row[c]));
+  }
+}
+#endif
+
+}  // namespace
+
+void pack_p_pairs_rounded(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr,
+                          bf16* rounded, uint32_t* out) {
+#if defined(__x86_64__)
+  if (cpu_kernel_has_native_bf16()) {
+    round_rows_avx512_bf16(s, ld, M, n, rounded);
+    pack_lhs_block_pairs(rounded, ld, M, n, mr, out);
+    return;
+  }
+#endif
+  (void)rounded;
+  pack_p_pairs(s, ld, M, n, mr, out);
+}
+
+}  // namespace tokamax

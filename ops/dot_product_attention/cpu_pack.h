@@ -1,0 +1,45 @@
+// dot_product_attention on CPU: packing K, V and P into micro-kernel layouts, and the scalar
+// element helpers of the kernel (loads, stores, bias rows).
+//
+// Dimensions.
+//   B      flattened batch;  t  key/value positions;  b, i  a batch and a kv head
+//   h      key/value heads;  D, d  q/k and v head dimensions
+//   bkv    keys per kv block (a multiple of nr);  M  rows of a task's P tile;  n  keys of a block
+//   mr, nr the micro-tile (ragged_dot's micro_kernel_shapes)
+#pragma once
+
+#include <cstdint>
+
+#include "ops/dot_product_attention/base.h"
+#include "ops/dtype.h"
+
+namespace tokamax {
+
+// Element `at` of an f32/bf16/f16/f64 array, as f32.
+float attention_load(DType dtype, const void* data, int64_t at);
+// Stores x (rounded to nearest even for bf16/f16) at element `at`.
+void attention_store(DType dtype, void* data, int64_t at, float x);
+
+// s[c] += bias[at + c * stride] for c in [c_lo, c_hi).
+void add_bias_row(DType dtype, const void* bias, int64_t at, int64_t stride, int64_t c_lo,
+                  int64_t c_hi, float* s);
+
+// K^T of kv head (b, i) as the rhs of S = Q K^T over all of t: [ceil(t / nr)][D][nr] f32 (bf16
+// pairs: [ceil(t / nr)][ceil(D / 2)][nr] uint32), so kv block j0 (a multiple of nr) is the
+// panel starting at strip j0 / nr.
+void pack_k(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr, bool native,
+            float* out);
+// V of kv head (b, i) as the rhs of O += P V, one panel per kv block of bkv keys:
+// [ceil(t / bkv)][ceil(d / nr)][bkv][nr] (bf16 pairs: bkv / 2), the last block shorter.
+void pack_v(const AttentionProblem& p, const void* v, int64_t b, int64_t i, int64_t nr, int64_t bkv,
+            bool native, float* out);
+// P [M, n] f32 (row stride ld, finite and >= 0) -> the bf16-pair lhs layout
+// [ceil(M / mr)][ceil(n / 2)][mr], rounded to nearest even.
+void pack_p_pairs(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr, uint32_t* out);
+// The same result in two vectorized passes where the CPU has avx512_bf16 (the native_dot path):
+// rows rounded into `rounded` [M, ld] bf16 (vcvtne2ps2bf16), then ragged_dot's pair packing.
+// Falls back to pack_p_pairs elsewhere.
+void pack_p_pairs_rounded(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr,
+                          bf16* rounded, uint32_t* out);
+
+}  // namespace tokamax

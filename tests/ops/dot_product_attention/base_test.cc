@@ -1,0 +1,290 @@
+// Tests for dot_product_attention's spec: binding and its errors, the masks, the reference
+// against the float64 oracle, and that the error model rejects wrong outputs.
+#include "ops/dot_product_attention/base.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attention_test_util.h"
+#include "ops/errors.h"
+
+using namespace tokamax;
+using namespace tokamax::attention_testing;
+using nlohmann::json;
+
+namespace {
+
+std::string bind_error_field(const json& args) {
+  try {
+    dot_product_attention_op().bind(args);
+  } catch (const InvalidArgument& e) {
+    return e.field();
+  }
+  return "<no error>";
+}
+
+const json kBase = {{"q", "f32[2,8,4,16]"}, {"k", "f32[2,10,2,16]"}, {"v", "f32[2,10,2,8]"}};
+
+// Small cases covering every option (reference vs oracle runs all of them at every element).
+std::vector<json> option_cases() {
+  return {
+      kBase,
+      {{"q", "bf16[1,20,4,16]"},
+       {"k", "bf16[1,20,1,16]"},
+       {"v", "bf16[1,20,1,16]"},
+       {"is_causal", true}},
+      {{"q", "f16[2,9,2,8]"},
+       {"k", "f16[2,13,2,8]"},
+       {"v", "f16[2,13,2,8]"},
+       {"q_seq_lengths", {9, 4}},
+       {"kv_seq_lengths", {0, 6}}},
+      {{"q", "f32[1,24,2,16]"},
+       {"k", "f32[1,24,2,16]"},
+       {"v", "f32[1,24,2,16]"},
+       {"logits_scale", 1.0},
+       {"logits_soft_cap", 4.0},
+       {"local_window", {5, 2}}},
+      {{"q", "bf16[3,12,2,8]"},
+       {"k", "bf16[3,15,2,8]"},
+       {"v", "bf16[3,15,2,8]"},
+       {"bias", "bf16[2,12,15]"},
+       {"mask", "bool[3,1,1,15]"}},
+      {{"q", "f64[1,10,2,8]"},
+       {"k", "f64[1,10,2,8]"},
+       {"v", "f64[1,10,2,8]"},
+       {"is_causal", true},
+       {"bias", "f32[10,10]"}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("dot_product_attention bind errors name the offending argument", "[attention]") {
+  CHECK(bind_error_field(kBase) == "<no error>");
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"k", "f32[2,10,2,12]"}}, "k"},                          // D mismatch
+      {{{"k", "f32[2,10,3,16]"}, {"v", "f32[2,10,3,8]"}}, "k"},  // H not a multiple of h
+      {{{"k", "bf16[2,10,2,16]"}}, "k"},                         // dtype mismatch
+      {{{"k", "f32[3,10,2,16]"}}, "k"},                          // batch mismatch
+      {{{"v", "f32[2,11,2,8]"}}, "v"},                           // t mismatch
+      {{{"q", "f32[8,16]"}}, "q"},                               // rank
+      {{{"q", "i32[2,8,4,16]"}}, "q"},                           // not float
+      {{{"bias", "f32[3,8,10]"}}, "bias"},                       // H broadcast
+      {{{"bias", "f32[1,2,4,8,10]"}}, "bias"},                   // too many dims
+      {{{"mask", "f32[8,10]"}}, "mask"},                         // not bool
+      {{{"mask", "bool[2,4,9,10]"}}, "mask"},                    // T mismatch
+      {{{"q_seq_lengths", {8}}}, "q_seq_lengths"},
+      {{{"q_seq_lengths", {9, 1}}}, "q_seq_lengths"},
+      {{{"kv_seq_lengths", {-1, 1}}}, "kv_seq_lengths"},
+      {{{"local_window", {3}}}, "local_window"},
+      {{{"local_window", {-1, 2}}}, "local_window"},
+      {{{"logits_soft_cap", 0.0}}, "logits_soft_cap"},
+      {{{"logits_scale", "big"}}, "logits_scale"},
+      {{{"is_causal", 1}}, "is_causal"},
+      {{{"window", {1, 1}}}, "window"},
+  };
+  for (const auto& [patch, field] : cases) {
+    json args = kBase;
+    args.update(patch);
+    CAPTURE(args.dump());
+    CHECK(bind_error_field(args) == field);
+  }
+  json missing = kBase;
+  missing.erase("v");
+  CHECK(bind_error_field(missing) == "v");
+}
+
+TEST_CASE("dot_product_attention bind fills defaults canonically", "[attention]") {
+  const BoundArgs args = bind_args(kBase);
+  CHECK(args.option("logits_scale").get<double>() == Approx(0.25));
+  CHECK(args.option("is_causal") == false);
+  CHECK(args.option("bias").is_null());
+  CHECK(args.option("local_window").is_null());
+  const AttentionProblem p = AttentionProblem::from(args);
+  CHECK(p.B == 2);
+  CHECK(p.groups() == 2);
+  CHECK(p.d == 8);
+  CHECK(dot_product_attention_op().outputs(args)[0].spec.to_string() == "f32[2,8,4,8]");
+  // Standard FLOP count: 2 * B * H * T * t * (D + d), halved under is_causal.
+  CHECK(dot_product_attention_op().flops(args) == 2.0 * 2 * 4 * 8 * 10 * (16 + 8));
+  json causal = kBase;
+  causal["is_causal"] = true;
+  CHECK(dot_product_attention_op().flops(bind_args(causal)) == 2.0 * 4 * 8 * 10 * (16 + 8));
+}
+
+TEST_CASE("dot_product_attention key ranges: causal top-left, windows, lengths", "[attention]") {
+  json args = kBase;
+  args["is_causal"] = true;
+  args["local_window"] = {2, 1};
+  args["q_seq_lengths"] = {8, 3};
+  args["kv_seq_lengths"] = {10, 4};
+  const AttentionProblem p = AttentionProblem::from(bind_args(args));
+  // Causal with T = 8 < t = 10 aligns top-left: row r sees keys <= r (the window's right
+  // reach is cut by causal), and at most `left` keys back.
+  CHECK(p.key_range(0, 0) == std::pair<int64_t, int64_t>{0, 1});
+  CHECK(p.key_range(0, 5) == std::pair<int64_t, int64_t>{3, 6});
+  // Batch 1: kv length 4 cuts row 2's keys... and rows >= 3 are past q_seq_lengths.
+  CHECK(p.key_range(1, 2) == std::pair<int64_t, int64_t>{0, 3});
+  CHECK(p.key_range(1, 3).first >= p.key_range(1, 3).second);
+  args.erase("is_causal");
+  const AttentionProblem windowed = AttentionProblem::from(bind_args(args));
+  CHECK(windowed.key_range(0, 5) == std::pair<int64_t, int64_t>{3, 7});
+  CHECK(windowed.key_range(1, 2) == std::pair<int64_t, int64_t>{0, 4});
+  // Bottom-right causal alignment (documented): local_window [t, t - T] without is_causal lets
+  // row r see keys 0..r + t - T.
+  const AttentionProblem bottom_right =
+      AttentionProblem::from(bind_args({{"q", "f32[1,8,1,4]"},
+                                        {"k", "f32[1,10,1,4]"},
+                                        {"v", "f32[1,10,1,4]"},
+                                        {"local_window", {10, 2}}}));
+  CHECK(bottom_right.key_range(0, 0) == std::pair<int64_t, int64_t>{0, 3});
+  CHECK(bottom_right.key_range(0, 7) == std::pair<int64_t, int64_t>{0, 10});
+}
+
+TEST_CASE("dot_product_attention reference at f64 is the oracle", "[attention]") {
+  for (const json& case_args : option_cases()) {
+    const BoundArgs args = bind_args(case_args);
+    CAPTURE(args.key());
+    const AttentionProblem p = AttentionProblem::from(args);
+    const TensorMap inputs = dot_product_attention_op().make_inputs(args, 3);
+    auto find = [&](const char* name) -> const HostTensor* {
+      auto it = inputs.find(name);
+      return it == inputs.end() ? nullptr : &it->second;
+    };
+    // The reference writes in the inputs' dtype; run it at Acc = double into that dtype.
+    HostTensor typed(dot_product_attention_op().outputs(args)[0].spec);
+    dot_product_attention_reference<double>(p, inputs.at("q"), inputs.at("k"), inputs.at("v"),
+                                            find("bias"), find("mask"), typed);
+    const OracleSample oracle =
+        dot_product_attention_op().oracle(args, inputs, "out", all_indices(args));
+    const double u_out = unit_roundoff(p.dtype);
+    for (size_t s = 0; s < oracle.index.size(); ++s) {
+      const double expected = oracle.value[s];
+      CAPTURE(s, expected);
+      REQUIRE(std::fabs(typed.get(oracle.index[s]) - expected) <=
+              u_out * std::fabs(expected) + 1e-12 * (1 + std::fabs(expected)));
+    }
+  }
+}
+
+TEST_CASE("dot_product_attention reference (f32 softmax) passes the oracle's bound",
+          "[attention]") {
+  for (const json& case_args : option_cases()) {
+    const BoundArgs args = bind_args(case_args);
+    CAPTURE(args.key());
+    const TensorMap inputs = dot_product_attention_op().make_inputs(args, 5);
+    const HostTensor out = run_impl("reference", args, inputs);
+    const Comparison c = compare_all(args, inputs, out);
+    CAPTURE(c.worst_ratio, c.max_abs_error, c.bound);
+    CHECK(judge(c) == Disposition::kPassed);
+  }
+}
+
+TEST_CASE("dot_product_attention fully masked rows are zeros, not NaN", "[attention]") {
+  const BoundArgs args = bind_args({{"q", "f32[2,6,2,4]"},
+                                    {"k", "f32[2,5,2,4]"},
+                                    {"v", "f32[2,5,2,4]"},
+                                    {"kv_seq_lengths", {5, 0}},
+                                    {"q_seq_lengths", {4, 6}}});
+  const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
+  const HostTensor out = run_impl("reference", args, inputs);
+  const AttentionProblem p = AttentionProblem::from(args);
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t r = 0; r < 6; ++r) {
+      const bool empty = b == 1 || r >= 4;
+      for (int64_t e = 0; e < p.H * p.d; ++e) {
+        const double x = out.get((b * 6 + r) * p.H * p.d + e);
+        CHECK(std::isfinite(x));
+        if (empty) CHECK(x == 0.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("dot_product_attention GQA equals MHA with kv heads repeated", "[attention]") {
+  const BoundArgs gqa =
+      bind_args({{"q", "f32[1,7,4,8]"}, {"k", "f32[1,9,2,8]"}, {"v", "f32[1,9,2,8]"}});
+  const BoundArgs mha =
+      bind_args({{"q", "f32[1,7,4,8]"}, {"k", "f32[1,9,4,8]"}, {"v", "f32[1,9,4,8]"}});
+  TensorMap inputs = dot_product_attention_op().make_inputs(gqa, 2);
+  TensorMap repeated;
+  repeated.emplace("q", inputs.at("q"));
+  for (const char* name : {"k", "v"}) {
+    HostTensor x(mha.tensor(name));
+    const HostTensor& src = inputs.at(name);
+    for (int64_t j = 0; j < 9; ++j) {
+      for (int64_t hq = 0; hq < 4; ++hq) {
+        for (int64_t c = 0; c < 8; ++c)
+          x.set((j * 4 + hq) * 8 + c, src.get((j * 2 + hq / 2) * 8 + c));
+      }
+    }
+    repeated.emplace(name, x);
+  }
+  const HostTensor a = run_impl("reference", gqa, inputs);
+  const HostTensor b = run_impl("reference", mha, repeated);
+  for (int64_t e = 0; e < a.num_elements(); ++e) CHECK(a.get(e) == b.get(e));
+}
+
+TEST_CASE("dot_product_attention reference residuals: row max and denominator", "[attention]") {
+  const BoundArgs args = bind_args({{"q", "f32[1,5,1,4]"},
+                                    {"k", "f32[1,6,1,4]"},
+                                    {"v", "f32[1,6,1,4]"},
+                                    {"is_causal", true},
+                                    {"q_seq_lengths", {4}}});
+  const AttentionProblem p = AttentionProblem::from(args);
+  const TensorMap inputs = dot_product_attention_op().make_inputs(args, 4);
+  HostTensor out(dot_product_attention_op().outputs(args)[0].spec);
+  AttentionResiduals residuals;
+  dot_product_attention_reference<double>(p, inputs.at("q"), inputs.at("k"), inputs.at("v"),
+                                          nullptr, nullptr, out, &residuals);
+  REQUIRE(residuals.row_max.size() == 5);
+  // Row 0 sees key 0 only: its max is that logit and the denominator exp(0) = 1.
+  double dot = 0;
+  for (int64_t x = 0; x < 4; ++x) dot += inputs.at("q").get(x) * inputs.at("k").get(x);
+  CHECK(residuals.row_max[0] == Approx(dot * 0.5));
+  CHECK(residuals.row_sum[0] == Approx(1.0));
+  CHECK(residuals.row_sum[3] >= 1.0f);
+  // Row 4 is past q_seq_lengths: no keys.
+  CHECK(residuals.row_max[4] == -std::numeric_limits<float>::infinity());
+  CHECK(residuals.row_sum[4] == 0.0f);
+}
+
+TEST_CASE("dot_product_attention error model rejects perturbed and wrong outputs", "[attention]") {
+  for (const char* dtype : {"f32", "bf16"}) {
+    const std::string d(dtype);
+    const BoundArgs args = bind_args({{"q", d + "[1,40,2,32]"},
+                                      {"k", d + "[1,50,2,32]"},
+                                      {"v", d + "[1,50,2,32]"},
+                                      {"is_causal", true}});
+    CAPTURE(d);
+    const TensorMap inputs = dot_product_attention_op().make_inputs(args, 9);
+    const HostTensor good = run_impl("reference", args, inputs);
+    REQUIRE(judge(compare_all(args, inputs, good)) == Disposition::kPassed);
+
+    // One element off by a little more than the bound there fails.
+    const DotProductAttentionOp& op = dot_product_attention_op();
+    const std::vector<int64_t> index = {777};
+    const OracleSample at = op.oracle(args, inputs, "out", index);
+    const double bound = error_bound(op.error_model(args), at.value[0], at.magnitude[0]);
+    HostTensor perturbed(good.spec());
+    for (int64_t e = 0; e < good.num_elements(); ++e) perturbed.set(e, good.get(e));
+    perturbed.set(777, at.value[0] + 2.5 * bound);
+    CHECK(judge(compare_all(args, inputs, perturbed)) == Disposition::kFailed);
+
+    // A plausible kernel bug, the logits scaled by 1.02 (a wrong scale), fails.
+    json wrong_json = args.args;
+    wrong_json["logits_scale"] = args.option("logits_scale").get<double>() * 1.02;
+    const HostTensor wrong = run_impl("reference", bind_args(wrong_json), inputs);
+    CHECK(judge(compare_all(args, inputs, wrong)) == Disposition::kFailed);
+
+    // Off-by-one causal alignment (row r sees r + 1 keys too many) fails.
+    json shifted = args.args;
+    shifted["is_causal"] = false;
+    shifted["local_window"] = {100, 1};
+    const HostTensor off_by_one = run_impl("reference", bind_args(shifted), inputs);
+    CHECK(judge(compare_all(args, inputs, off_by_one)) == Disposition::kFailed);
+  }
+}

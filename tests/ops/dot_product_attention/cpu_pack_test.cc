@@ -1,0 +1,55 @@
+// Tests for the cpu dot_product_attention packing helpers (layouts and bf16 rounding).
+#include "ops/dot_product_attention/cpu_pack.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "ops/dot_product_attention/api.h"
+
+using namespace tokamax;
+
+TEST_CASE("pack_p_pairs: bf16 pair layout, rounding to nearest even, zero padding", "[attention]") {
+  // P [3, 5] (row stride 6), mr = 2: two micro-panels, the second with one real row; odd n
+  // pads each last pair's high half with +0.
+  std::vector<float> s(18);
+  for (int i = 0; i < 18; ++i) s[i] = 0.01f * static_cast<float>(i + 1);
+  s[0] = 1.0f + 0x1.0p-8f;  // a tie between two bf16 values: rounds to the even one, 1.0
+  std::vector<uint32_t> out(2 * 3 * 2, 0xFFFFFFFFu);
+  pack_p_pairs(s.data(), 6, 3, 5, 2, out.data());
+  auto bits = [](float x) { return static_cast<uint32_t>(float_to_bf16(x).bits); };
+  CHECK((out[0] & 0xFFFFu) == bits(1.0f));
+  CHECK(out[0] >> 16 == bits(s[1]));
+  CHECK(out[1] == (bits(s[6]) | (bits(s[7]) << 16)));            // row 1, pair 0
+  CHECK(out[2 * 2 + 0] == bits(s[4]));                           // row 0, last (odd) pair
+  CHECK(out[2 * 3 + 0] == (bits(s[12]) | (bits(s[13]) << 16)));  // panel 1, row 2
+  CHECK(out[2 * 3 + 1] == 0u);                                   // panel 1, padding row
+  CHECK(out[2 * 3 + 5] == 0u);
+
+  // The vectorized variant (avx512_bf16 CPUs) gives the same bits, here with an even n and
+  // rows long enough for whole 32-lane conversions.
+  std::vector<float> wide(3 * 64);
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = 1.0f / static_cast<float>(i + 3);
+  wide[5] = 1.0f + 0x1.0p-8f;
+  std::vector<uint32_t> scalar(2 * 32 * 2), fast(2 * 32 * 2);
+  std::vector<bf16> rounded(3 * 64);
+  pack_p_pairs(wide.data(), 64, 3, 64, 2, scalar.data());
+  pack_p_pairs_rounded(wide.data(), 64, 3, 64, 2, rounded.data(), fast.data());
+  CHECK(scalar == fast);
+}
+
+TEST_CASE("pack_k: K^T strips of nr keys, zero past t", "[attention]") {
+  const BoundArgs args = dot_product_attention_op().bind(
+      {{"q", "f32[1,2,2,3]"}, {"k", "f32[1,5,2,3]"}, {"v", "f32[1,5,2,3]"}});
+  const AttentionProblem p = AttentionProblem::from(args);
+  const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
+  const HostTensor& k = inputs.at("k");
+  const int64_t nr = 4;
+  std::vector<float> out(2 * 3 * nr, -1.0f);
+  pack_k(p, k.raw(), 0, 1, nr, /*native=*/false, out.data());  // kv head 1
+  for (int64_t j = 0; j < 8; ++j) {
+    for (int64_t x = 0; x < 3; ++x) {
+      const float expected = j < 5 ? static_cast<float>(k.get((j * 2 + 1) * 3 + x)) : 0.0f;
+      CHECK(out[(j / nr) * 3 * nr + x * nr + j % nr] == expected);
+    }
+  }
+}

@@ -1,0 +1,204 @@
+// Tests for the cpu dot_product_attention implementation against the float64 oracle, over
+// every option and many tilings, and its configs.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "attention_test_util.h"
+#include "backends/cpu/cpu_info.h"
+#include "ops/dot_product_attention/cpu_config.h"
+#include "ops/errors.h"
+
+using namespace tokamax;
+using namespace tokamax::attention_testing;
+using nlohmann::json;
+
+namespace {
+
+const Implementation& cpu_impl() { return dot_product_attention_op().implementation("cpu"); }
+
+// Every option, GQA ratios 1/2/4/8, T != t both ways, lengths that are multiples of no tile,
+// fully masked rows, f32/bf16/f16, d != D, broadcast bias and mask.
+std::vector<json> test_cases() {
+  return {
+      {{"q", "f32[2,37,4,32]"}, {"k", "f32[2,45,4,32]"}, {"v", "f32[2,45,4,32]"}},
+      {{"q", "bf16[1,50,8,32]"},
+       {"k", "bf16[1,50,2,32]"},
+       {"v", "bf16[1,50,2,32]"},
+       {"is_causal", true}},
+      {{"q", "f16[1,33,8,16]"},
+       {"k", "f16[1,41,1,16]"},
+       {"v", "f16[1,41,1,16]"},
+       {"is_causal", true}},
+      {{"q", "f32[1,70,2,16]"},
+       {"k", "f32[1,23,2,16]"},
+       {"v", "f32[1,23,2,16]"},
+       {"is_causal", true}},
+      {{"q", "f32[3,29,2,16]"},
+       {"k", "f32[3,31,2,16]"},
+       {"v", "f32[3,31,2,24]"},
+       {"q_seq_lengths", {29, 11, 0}},
+       {"kv_seq_lengths", {0, 31, 17}}},
+      {{"q", "bf16[2,40,4,16]"},
+       {"k", "bf16[2,40,4,16]"},
+       {"v", "bf16[2,40,4,16]"},
+       {"logits_scale", 1.0},
+       {"logits_soft_cap", 5.0},
+       {"local_window", {7, 3}}},
+      {{"q", "bf16[1,64,4,16]"},
+       {"k", "bf16[1,64,4,16]"},
+       {"v", "bf16[1,64,4,16]"},
+       {"is_causal", true},
+       {"local_window", {9, 0}}},
+      {{"q", "f32[2,21,4,16]"},
+       {"k", "f32[2,26,2,16]"},
+       {"v", "f32[2,26,2,16]"},
+       {"bias", "f32[4,21,26]"},
+       {"mask", "bool[2,1,21,26]"}},
+      {{"q", "bf16[6,6,2,8]"},
+       {"k", "bf16[6,6,2,8]"},
+       {"v", "bf16[6,6,2,8]"},
+       {"bias", "bf16[1,2,6,6]"},
+       {"mask", "bool[6,1,1,6]"}},
+      {{"q", "f16[2,2,9,2,8]"},
+       {"k", "f16[2,2,12,2,8]"},
+       {"v", "f16[2,2,12,2,8]"},
+       {"kv_seq_lengths", {12, 0, 5, 1}},
+       {"is_causal", true}},
+      // odd D (a padded bf16 pair), d != D
+      {{"q", "bf16[1,19,2,15]"}, {"k", "bf16[1,37,2,15]"}, {"v", "bf16[1,37,2,9]"}},
+      {{"q", "f16[1,19,2,15]"},
+       {"k", "f16[1,37,2,15]"},
+       {"v", "f16[1,37,2,9]"},
+       {"is_causal", true}},
+      // decoding: one query row per batch (causal top-left: it sees key 0 only)
+      {{"q", "bf16[2,1,8,32]"},
+       {"k", "bf16[2,50,2,32]"},
+       {"v", "bf16[2,50,2,32]"},
+       {"is_causal", true}},
+      {{"q", "f32[2,1,8,32]"}, {"k", "f32[2,50,2,32]"}, {"v", "f32[2,50,2,32]"}},
+      {{"q", "f32[2,45,4,16]"},
+       {"k", "f32[2,52,2,16]"},
+       {"v", "f32[2,52,2,8]"},
+       {"is_causal", true},
+       {"logits_soft_cap", 2.0},
+       {"bias", "f32[45,1]"},
+       {"mask", "bool[52]"},
+       {"q_seq_lengths", {45, 20}},
+       {"kv_seq_lengths", {30, 52}},
+       {"local_window", {12, 4}}},
+  };
+}
+
+// Tiny, odd and large tiles (the shared path rounds block_kv up to whole micro-kernel strips);
+// heads grouped or not; both kv packings; both bf16 paths where they apply.
+std::vector<json> configs(const BoundArgs& args) {
+  const AttentionProblem p = AttentionProblem::from(args);
+  std::vector<json> out;
+  for (int bq : {1, 7, 16, 64}) {
+    for (int bkv : {1, 5, 16, 256}) {
+      for (bool group : {true, false}) {
+        for (const char* packing : {"shared", "per_block"}) {
+          json c = {
+              {"block_q", bq}, {"block_kv", bkv}, {"group_heads", group}, {"kv_packing", packing}};
+          out.push_back(c);
+          if (attention_native_bf16_available(p)) {
+            c["bf16_path"] = "native_dot";
+            out.push_back(c);
+          }
+        }
+      }
+    }
+  }
+  json single = {{"num_threads", 1}};
+  out.push_back(single);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("dot_product_attention cpu matches the oracle for every option and tiling",
+          "[attention]") {
+  if (!cpu::host_device().has("avx512_bf16")) {
+    WARN("bf16_path=native_dot not tested: this CPU lacks avx512_bf16");
+  }
+  for (const json& case_args : test_cases()) {
+    const BoundArgs args = bind_args(case_args);
+    const TensorMap inputs = dot_product_attention_op().make_inputs(args, 17);
+    // The oracle once per case; every config is compared with it.
+    const OracleSample oracle =
+        dot_product_attention_op().oracle(args, inputs, "out", all_indices(args));
+    const ErrorModel model = dot_product_attention_op().error_model(args);
+    for (const json& config : configs(args)) {
+      CAPTURE(args.key(), config.dump());
+      const HostTensor out = run_impl("cpu", args, inputs, config);
+      const Comparison c = compare_to_oracle(out, oracle, model);
+      CAPTURE(c.worst_ratio, c.max_abs_error, c.bound, c.worst_index, c.nonfinite);
+      REQUIRE(judge(c) == Disposition::kPassed);
+    }
+  }
+}
+
+TEST_CASE("dot_product_attention cpu heuristics config runs and passes", "[attention]") {
+  for (const json& case_args : test_cases()) {
+    const BoundArgs args = bind_args(case_args);
+    CAPTURE(args.key());
+    const TensorMap inputs = dot_product_attention_op().make_inputs(args, 23);
+    const HostTensor out = run_impl("cpu", args, inputs);
+    CHECK(judge(compare_all(args, inputs, out)) == Disposition::kPassed);
+  }
+}
+
+TEST_CASE("dot_product_attention cpu configs: validation names the field", "[attention]") {
+  const BoundArgs f32 =
+      bind_args({{"q", "f32[1,8,2,8]"}, {"k", "f32[1,8,2,8]"}, {"v", "f32[1,8,2,8]"}});
+  auto field_of = [&](const json& config) -> std::string {
+    try {
+      cpu_impl().check_config_json(f32, config);
+    } catch (const InvalidArgument& e) {
+      return e.field();
+    }
+    return "<no error>";
+  };
+  CHECK(field_of({{"block_q", 32}}) == "<no error>");
+  CHECK(field_of({{"block_q", 0}}) == "block_q");
+  CHECK(field_of({{"block_kv", -3}}) == "block_kv");
+  CHECK(field_of({{"bf16_path", "fast"}}) == "bf16_path");
+  CHECK(field_of({{"bf16_path", "native_dot"}}) == "bf16_path");  // f32 inputs
+  CHECK(field_of({{"num_threads", -1}}) == "num_threads");
+  CHECK(field_of({{"kv_packing", "none"}}) == "kv_packing");
+  CHECK(field_of({{"tile_m", 4}}) == "tile_m");
+  CHECK(field_of({{"group_heads", 1}}) == "group_heads");
+}
+
+TEST_CASE("dot_product_attention cpu with no keys (t = 0) writes zeros", "[attention]") {
+  const BoundArgs args =
+      bind_args({{"q", "f32[1,3,2,4]"}, {"k", "f32[1,0,2,4]"}, {"v", "f32[1,0,2,4]"}});
+  const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
+  for (const char* packing : {"shared", "per_block"}) {
+    const HostTensor out = run_impl("cpu", args, inputs, {{"kv_packing", packing}});
+    for (int64_t e = 0; e < out.num_elements(); ++e) CHECK(out.get(e) == 0.0);
+  }
+}
+
+TEST_CASE("dot_product_attention cpu rejects f64 with NotImplemented", "[attention]") {
+  const BoundArgs f64 =
+      bind_args({{"q", "f64[1,8,2,8]"}, {"k", "f64[1,8,2,8]"}, {"v", "f64[1,8,2,8]"}});
+  CHECK_THROWS_AS(cpu_impl().check_args(f64), NotImplemented);
+}
+
+TEST_CASE("dot_product_attention cpu search space is valid and distinct", "[attention]") {
+  const BoundArgs args =
+      bind_args({{"q", "bf16[1,300,8,64]"}, {"k", "bf16[1,300,2,64]"}, {"v", "bf16[1,300,2,64]"}});
+  const std::vector<json> space = cpu_impl().autotuning_configs_json(args, cpu::host_device());
+  REQUIRE(space.size() > 8);
+  std::set<std::string> seen;
+  for (const json& c : space) {
+    CHECK(seen.insert(c.dump()).second);
+    CHECK_NOTHROW(cpu_impl().check_config_json(args, c));
+  }
+  const json heuristic = cpu_impl().heuristics_config_json(args, cpu::host_device());
+  CHECK_NOTHROW(cpu_impl().check_config_json(args, heuristic));
+}
