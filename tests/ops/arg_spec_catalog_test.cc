@@ -89,7 +89,7 @@ TEST_CASE("filter_specs: no match lists what exists", "[arg_spec]") {
   CHECK(message.find("alpha*") != std::string::npos);
 
   // Long name lists are truncated.
-  message = message_of(builtin_specs(), make_filter({}, {}, {"no_such_spec"}));
+  message = message_of(builtin_specs(), make_filter({"ragged_dot"}, {}, {"no_such_spec"}));
   CHECK(message.find("more") != std::string::npos);
   CHECK(message.find("compute_bound") != std::string::npos);
 }
@@ -100,7 +100,7 @@ TEST_CASE("the embedded catalog loads with unique names and covers every dtype",
   std::set<std::string> names;
   for (const ArgSpec& spec : specs) {
     CHECK(names.insert(spec.op + "/" + spec.name).second);
-    CHECK(spec.source == "specs/ragged_dot.yaml (embedded)");
+    CHECK(spec.source == "specs/" + spec.op + ".yaml (embedded)");
     CHECK(spec.line > 0);
   }
   for (const char* name : {"compute_bound", "memory_bound", "mixtral_8x7b",
@@ -115,6 +115,7 @@ TEST_CASE("the embedded catalog loads with unique names and covers every dtype",
   double smoke_flops = 0.0;
   int primary = 0;
   for (const ArgSpec& spec : specs) {
+    if (spec.op != "ragged_dot") continue;  // other ops' catalogs are checked by their own tests
     const std::string lhs = spec.args.args["lhs"].get<std::string>();
     const std::string key = lhs.substr(0, lhs.find('['));  // the input dtype
     if (has_tag(spec, "smoke")) {

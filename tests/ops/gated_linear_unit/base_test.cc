@@ -1,12 +1,16 @@
 // Tests for gated_linear_unit's spec: binding and its errors, counts, the reference vs the oracle.
 #include "ops/gated_linear_unit/base.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "ops/arg_spec.h"
 #include "ops/errors.h"
 #include "ops/gated_linear_unit/api.h"
 #include "ops/numerics.h"
@@ -131,4 +135,47 @@ TEST_CASE("gated_linear_unit reference agrees with the float64 oracle", "[glu]")
     CAPTURE(c.max_abs_error, c.bound, c.worst_ratio);
     CHECK(judge(c) == Disposition::kPassed);
   }
+}
+
+TEST_CASE("gated_linear_unit catalog covers every activation, dtype and rank, cheaply", "[glu]") {
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  auto has_tag = [](const ArgSpec& spec, const std::string& tag) {
+    return std::find(spec.tags.begin(), spec.tags.end(), tag) != spec.tags.end();
+  };
+  std::set<std::string> activations, ranks;
+  std::map<std::string, int> smoke, ci, bench;
+  int primary = 0;
+  for (const ArgSpec& spec : builtin_specs()) {
+    if (spec.op != "gated_linear_unit") continue;
+    CAPTURE(spec.name);
+    CHECK(spec.source == "specs/gated_linear_unit.yaml (embedded)");
+    const TensorSpec x = spec.args.tensor("x");
+    const std::string dtype(dtype_name(x.dtype));
+    if (has_tag(spec, "ci_tests")) {
+      CHECK(op.flops(spec.args) < 50e6);
+      ++ci[dtype];
+      activations.insert(spec.args.option("activation").get<std::string>());
+      ranks.insert(std::to_string(x.rank()));
+    }
+    if (has_tag(spec, "smoke")) {
+      CHECK(has_tag(spec, "ci_tests"));
+      ++smoke[dtype];
+    }
+    if (has_tag(spec, "bench_cpu")) {
+      CHECK(op.flops(spec.args) >= 1e9);
+      CHECK(op.flops(spec.args) <= 10e9);
+      ++bench[dtype];
+    }
+    if (has_tag(spec, "primary")) ++primary;
+  }
+  CHECK(primary == 27);
+  CHECK(activations.size() == 6);
+  CHECK(ranks == std::set<std::string>{"2", "3", "4"});
+  for (const char* dtype : {"f32", "bf16", "f16"}) {
+    INFO(dtype);
+    CHECK(smoke[dtype] == 1);
+    CHECK(ci[dtype] >= 2);
+  }
+  CHECK(bench["f32"] >= 2);
+  CHECK(bench["bf16"] >= 2);
 }
