@@ -17,6 +17,7 @@
 // to bound the f32 intermediate (kChunkElements); each chunk is a full-size oneDNN matmul. The
 // matmul's threads are oneDNN's OpenMP runtime (see onednn_engine.h), so the config is empty.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -42,8 +43,10 @@ using tag = dnnl::memory::format_tag;
 using MatmulKey = std::tuple<int64_t, int64_t, int64_t, dt>;  // mc, K, 2N, input type
 constexpr size_t kMaxCachedPrimitives = 4096;
 // The f32 intermediate of one chunk: at most 2^25 elements (128 MiB), so the largest catalog
-// shapes (4M rows x 2N) do not need gigabytes next to their inputs.
+// shapes (4M rows x 2N) do not need gigabytes next to their inputs. Tests lower it to run the
+// multi-chunk path on small shapes.
 constexpr int64_t kChunkElements = int64_t{1} << 25;
+std::atomic<int64_t> chunk_elements{kChunkElements};
 // Rows of the epilogue's tasks on our pool.
 constexpr int64_t kEpilogueRows = 64;
 
@@ -129,7 +132,7 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
     char* x_data = static_cast<char*>(const_cast<void*>(inputs.at("x").raw()));
     char* w_data = static_cast<char*>(const_cast<void*>(inputs.at("weights").raw()));
     const dt in_type = onednn_type(p.x_dtype);
-    const int64_t mc = std::clamp<int64_t>(kChunkElements / (2 * N), 1, M);
+    const int64_t mc = std::clamp<int64_t>(chunk_elements.load() / (2 * N), 1, M);
     float* y = intermediate(static_cast<size_t>(mc * 2 * N));
     const dnnl::engine& engine = cpu::onednn_engine();
     dnnl::stream stream(engine);
@@ -210,6 +213,12 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
 const Implementation& gated_linear_unit_onednn_implementation() {
   static const OneDnnGatedLinearUnit impl;
   return impl;
+}
+
+// For tests: the intermediate's size per chunk, in elements (<= 0 restores the default); returns
+// the previous value.
+int64_t gated_linear_unit_onednn_set_chunk_elements(int64_t elements) {
+  return chunk_elements.exchange(elements > 0 ? elements : kChunkElements);
 }
 
 }  // namespace tokamax

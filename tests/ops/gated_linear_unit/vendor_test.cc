@@ -9,6 +9,11 @@
 #include "ops/gated_linear_unit/api.h"
 #include "ops/numerics.h"
 
+namespace tokamax {
+// Defined in ops/gated_linear_unit/onednn.cc.
+int64_t gated_linear_unit_onednn_set_chunk_elements(int64_t elements);
+}  // namespace tokamax
+
 using namespace tokamax;
 using nlohmann::json;
 
@@ -58,6 +63,29 @@ TEST_CASE("onednn gated_linear_unit matches the oracle", "[glu]") {
       CHECK(c.nonfinite == 0);
     }
   }
+}
+
+TEST_CASE("onednn gated_linear_unit matches the oracle over several row chunks", "[glu]") {
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  const BoundArgs args =
+      op.bind({{"x", "f32[3,37,24]"}, {"weights", "f32[24,2,20]"}, {"activation", "gelu"}});
+  if (!runs(args)) return;
+  const TensorMap inputs = op.make_inputs(args, 4);
+  TensorMap outputs = op.allocate_outputs(args);
+  HostTensor& out = outputs.at("out");
+  for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
+  // 40 rows per chunk (2 N = 40 columns): chunks of 40, 40 and a last one of 31 rows (two
+  // primitive shapes).
+  const int64_t previous = gated_linear_unit_onednn_set_chunk_elements(40 * 40);
+  onednn().run_json(args, json::object(), inputs, outputs);
+  gated_linear_unit_onednn_set_chunk_elements(previous);
+  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+  const Comparison c =
+      compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+  CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
+  CHECK(c.violations == 0);
+  CHECK(c.nonfinite == 0);
 }
 
 TEST_CASE("onednn gated_linear_unit says why it cannot run a dtype", "[glu]") {
