@@ -6,6 +6,7 @@
 
 #include "ops/dot_product_attention/api.h"
 #include "ops/errors.h"
+#include "ops/gated_linear_unit/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/ragged_dot/api.h"
 
@@ -25,6 +26,7 @@ const std::vector<const Op*>& all_ops() {
   static const std::vector<const Op*> ops = {
       &ragged_dot_op(),
       &dot_product_attention_op(),
+      &gated_linear_unit_op(),
       &linear_softmax_cross_entropy_loss_op(),
   };
   static const std::vector<const Op*> with_extras = [] {

@@ -1,0 +1,183 @@
+// Vectorized activations and the GLU combine, compiled once per SIMD target by Highway.
+//
+// Dimensions.
+//   n      elements of one row
+//   L      f32 lanes of the Highway target
+#include "ops/common/cpu_activation.h"
+
+#include <cstring>
+
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/common/cpu_activation.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// 1 / d to about 1 f32 ulp: the hardware estimate (14 bits on AVX-512, 12 on AVX2) refined by
+// one Newton step, which doubles the bits. A full-precision divide issues at a fraction of the
+// FMA rate and would cost more than the rest of the activation.
+HWY_INLINE VF ActReciprocal(DF d, VF x) {
+  const VF r = hn::ApproximateReciprocal(x);
+  return hn::MulAdd(r, hn::NegMulAdd(x, r, hn::Set(d, 1.0f)), r);
+}
+
+// erf(x) as x P(x^2) / Q(x^2) on x clamped to [-4, 4] (|erf| rounds to 1 in f32 beyond 3.92):
+// the degree 13/8 rational minimax fit that Eigen publishes for float (generic_fast_erf_float).
+// Measured against std::erf in double over [-6, 6] it stays within a few f32 ulps of
+// max(|erf(x)|, 2^-126); the quotient of two polynomials without cancellation keeps the
+// relative error small near 0 too, where erf(x) ~ 1.128 x.
+HWY_INLINE VF ActErf(DF d, VF x) {
+  const VF z = hn::Min(hn::Max(x, hn::Set(d, -4.0f)), hn::Set(d, 4.0f));
+  const VF z2 = hn::Mul(z, z);
+  VF p = hn::Set(d, -2.72614225801306e-10f);
+  p = hn::MulAdd(p, z2, hn::Set(d, 2.77068142495902e-08f));
+  p = hn::MulAdd(p, z2, hn::Set(d, -2.10102402082508e-06f));
+  p = hn::MulAdd(p, z2, hn::Set(d, -5.69250639462346e-05f));
+  p = hn::MulAdd(p, z2, hn::Set(d, -7.34990630326855e-04f));
+  p = hn::MulAdd(p, z2, hn::Set(d, -2.95459980854025e-03f));
+  p = hn::MulAdd(p, z2, hn::Set(d, -1.60960333262415e-02f));
+  VF q = hn::Set(d, -1.45660718464996e-05f);
+  q = hn::MulAdd(q, z2, hn::Set(d, -2.13374055278905e-04f));
+  q = hn::MulAdd(q, z2, hn::Set(d, -1.68282697438203e-03f));
+  q = hn::MulAdd(q, z2, hn::Set(d, -7.37332916720468e-03f));
+  q = hn::MulAdd(q, z2, hn::Set(d, -1.42647390514189e-02f));
+  const VF erf = hn::Mul(hn::Mul(z, p), ActReciprocal(d, q));
+  return hn::Min(hn::Max(erf, hn::Set(d, -1.0f)), hn::Set(d, 1.0f));
+}
+
+// e^t for t <= 0, in about 2 ulps: t = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite split of ln2,
+// so r is exact to a few ulps), e^r by its degree-7 Taylor polynomial (truncation < 2^-27
+// relative), and 2^n added to the exponent field. Cheaper than hn::Exp, which also handles
+// overflow: the sigmoid only ever needs t = -|x|. Below t = -86 (e^t < 5e-38, where the exponent
+// trick would leave the normal range) the result is flushed to exactly 0.
+HWY_INLINE VF ActExpNonPositive(DF d, VF t) {
+  const hn::RebindToSigned<DF> di;
+  const VF lower = hn::Set(d, -86.0f);
+  const VF clamped = hn::Max(t, lower);
+  const VF n = hn::Round(hn::Mul(clamped, hn::Set(d, 1.44269504088896341f)));
+  VF r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), clamped);  // ln2, high bits (exact n * hi)
+  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);        // ln2, the rest
+  VF p = hn::Set(d, 1.0f / 5040);
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 720));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 120));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 24));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 6));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  // p in [0.7, 1.5] and n in [-125, 0]: adding n to the exponent stays normal.
+  const auto scaled = hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::ConvertTo(di, n)));
+  return hn::IfThenZeroElse(hn::Lt(t, lower), hn::BitCast(d, scaled));
+}
+
+// 1 / (1 + e^-x) from e = e^-|x| in [0, 1]: no overflow for very negative x (where e^-x would be
+// inf), and e / (1 + e) keeps full relative precision in the tail where the result is tiny.
+HWY_INLINE VF ActSigmoid(DF d, VF x) {
+  const VF e = ActExpNonPositive(d, hn::Neg(hn::Abs(x)));
+  const VF positive = ActReciprocal(d, hn::Add(hn::Set(d, 1.0f), e));
+  return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, positive), positive);
+}
+
+template <Activation kAct>
+HWY_INLINE VF ActApply(DF d, VF x) {
+  if constexpr (kAct == Activation::kNone) {
+    return x;
+  } else if constexpr (kAct == Activation::kSilu) {
+    return hn::Mul(x, ActSigmoid(d, x));
+  } else if constexpr (kAct == Activation::kGelu) {
+    const VF half_x = hn::Mul(hn::Set(d, 0.5f), x);
+    const VF erf = ActErf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752f)));
+    return hn::MulAdd(half_x, erf, half_x);  // 0.5 x (1 + erf)
+  } else if constexpr (kAct == Activation::kGeluTanh) {
+    // 0.5 x (1 + tanh(y)) = x sigmoid(2 y): one exponential, no tanh (hn::Tanh costs ~1.5x).
+    const VF x3 = hn::Mul(hn::Mul(x, x), x);
+    const VF two_y =
+        hn::Mul(hn::Set(d, 2.0f * 0.7978845608028654f), hn::MulAdd(hn::Set(d, 0.044715f), x3, x));
+    return hn::Mul(x, ActSigmoid(d, two_y));
+  } else if constexpr (kAct == Activation::kSigmoid) {
+    return ActSigmoid(d, x);
+  } else {
+    return hn::Max(x, hn::Zero(d));
+  }
+}
+
+// out = act(gate) * proj, or act(gate) when proj is null. The last partial vector goes through a
+// zero-padded stack copy, so every element takes the same vector code path (no scalar tail whose
+// rounding would differ from the body's).
+template <Activation kAct>
+void GluRowT(const float* gate, const float* proj, float* out, int64_t n) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    VF a = ActApply<kAct>(d, hn::LoadU(d, gate + i));
+    if (proj != nullptr) a = hn::Mul(a, hn::LoadU(d, proj + i));
+    hn::StoreU(a, d, out + i);
+  }
+  if (i < n) {
+    const size_t rest = static_cast<size_t>(n - i);
+    HWY_ALIGN float g[HWY_MAX_BYTES / sizeof(float)] = {};
+    HWY_ALIGN float p[HWY_MAX_BYTES / sizeof(float)] = {};
+    std::memcpy(g, gate + i, rest * sizeof(float));
+    VF a = ActApply<kAct>(d, hn::Load(d, g));
+    if (proj != nullptr) {
+      std::memcpy(p, proj + i, rest * sizeof(float));
+      a = hn::Mul(a, hn::Load(d, p));
+    }
+    hn::Store(a, d, g);
+    std::memcpy(out + i, g, rest * sizeof(float));
+  }
+}
+
+void GluRow(Activation activation, const float* gate, const float* proj, float* out, int64_t n) {
+  switch (activation) {
+    case Activation::kNone:
+      return GluRowT<Activation::kNone>(gate, proj, out, n);
+    case Activation::kSilu:
+      return GluRowT<Activation::kSilu>(gate, proj, out, n);
+    case Activation::kGelu:
+      return GluRowT<Activation::kGelu>(gate, proj, out, n);
+    case Activation::kGeluTanh:
+      return GluRowT<Activation::kGeluTanh>(gate, proj, out, n);
+    case Activation::kSigmoid:
+      return GluRowT<Activation::kSigmoid>(gate, proj, out, n);
+    case Activation::kRelu:
+      return GluRowT<Activation::kRelu>(gate, proj, out, n);
+  }
+}
+
+const char* ActivationTargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+
+HWY_EXPORT(GluRow);
+HWY_EXPORT(ActivationTargetName);
+
+void cpu_activation_row(Activation activation, float* x, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, x, nullptr, x, n);
+}
+
+void cpu_glu_row(Activation activation, const float* gate, const float* proj, float* out,
+                 int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, gate, proj, out, n);
+}
+
+const char* cpu_activation_target_name() { return HWY_DYNAMIC_DISPATCH(ActivationTargetName)(); }
+
+}  // namespace tokamax
+#endif  // HWY_ONCE

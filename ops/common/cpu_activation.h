@@ -1,0 +1,33 @@
+// Vectorized activations on f32 rows (Highway, dispatched at run time), with exactly the
+// definitions of ops/common/activation.h, and the gated-linear-unit combine act(gate) * proj.
+//
+// Dimensions.
+//   n      elements of one row
+//
+// Accuracy (f32): every activation is within a few f32 ulps of apply_activation<double> measured
+// on |act| + |x| (the absolute error of forms like 0.5 x (1 + erf(x / sqrt 2)), whose 1 + erf
+// cancels for negative x, scales with |x|); tests/ops/common/cpu_activation_test.cc checks it.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/common/activation.h"
+
+namespace tokamax {
+
+// x[i] = act(x[i]) in place.
+void cpu_activation_row(Activation activation, float* x, int64_t n);
+
+// out[i] = act(gate[i]) * proj[i]. `out` may be `gate` or `proj` (same index in place).
+void cpu_glu_row(Activation activation,
+                 // Inputs.
+                 const float* gate,  // [n]
+                 const float* proj,  // [n]
+                 // Outputs.
+                 float* out,  // [n]
+                 int64_t n);
+
+// The Highway target these functions dispatch to on this CPU.
+const char* cpu_activation_target_name();
+
+}  // namespace tokamax

@@ -1,0 +1,134 @@
+// gated_linear_unit: canonical binding, validation, FLOP/byte counts.
+//
+// Dimensions.
+//   B      leading batch extents of x (*B, any number, possibly none)
+//   M      rows of x: the product of B and x's second-to-last extent, flattened
+//   K      contraction extent
+//   N      output features (weights [K, 2, N]: gate, projection)
+#include "ops/gated_linear_unit/base.h"
+
+#include <string>
+
+#include "ops/errors.h"
+
+namespace tokamax {
+namespace {
+
+using nlohmann::json;
+
+TensorSpec bind_tensor(const json& args, const char* name, const char* shape_doc) {
+  if (!args.contains(name)) {
+    throw InvalidArgument(
+        std::string("gated_linear_unit: missing argument '") + name + "' (" + shape_doc + ")",
+        name);
+  }
+  const json& value = args.at(name);
+  if (!value.is_string()) {
+    throw InvalidArgument(std::string("gated_linear_unit: ") + name +
+                              " must be a tensor spec like bf16[512,384], got " + value.dump(),
+                          name);
+  }
+  TensorSpec spec;
+  try {
+    spec = parse_tensor_spec(value.get<std::string>());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("gated_linear_unit: ") + name + ": " + e.what(), name);
+  }
+  if (!is_floating(spec.dtype)) {
+    throw InvalidArgument(std::string("gated_linear_unit: ") + name +
+                              " must be a float tensor, got " + spec.to_string(),
+                          name);
+  }
+  return spec;
+}
+
+}  // namespace
+
+std::vector<int64_t> GluProblem::out_dims() const {
+  std::vector<int64_t> dims = x_dims;
+  dims.back() = N;
+  return dims;
+}
+
+GluProblem GluProblem::from(const BoundArgs& args) {
+  GluProblem p;
+  const TensorSpec x = args.tensor("x");
+  const TensorSpec w = args.tensor("weights");
+  p.x_dims = x.dims;
+  p.K = x.dims.back();
+  p.M = 1;
+  for (size_t i = 0; i + 1 < x.dims.size(); ++i) p.M *= x.dims[i];
+  p.N = w.dims[2];
+  p.x_dtype = x.dtype;
+  p.w_dtype = w.dtype;
+  p.activation = parse_activation(args.option("activation").get<std::string>());
+  return p;
+}
+
+BoundArgs GatedLinearUnitBase::bind(const json& args) const {
+  const std::string op(name());
+  if (!args.is_object()) throw InvalidArgument(op + ": args must be a mapping");
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    const std::string& key = it.key();
+    if (key != "x" && key != "weights" && key != "activation") {
+      throw InvalidArgument(
+          op + ": unknown argument '" + key + "' (expected x, weights, activation)", key);
+    }
+  }
+  const TensorSpec x = bind_tensor(args, "x", "[*B, M, K]");
+  const TensorSpec w = bind_tensor(args, "weights", "[K, 2, N]");
+  if (x.rank() < 2) {
+    throw InvalidArgument(op + ": x must have rank >= 2 [*B, M, K], got " + x.to_string(), "x");
+  }
+  if (w.rank() != 3 || w.dims[1] != 2) {
+    throw InvalidArgument(
+        op + ": weights must be [K, 2, N] (gate, projection), got " + w.to_string(), "weights");
+  }
+  if (w.dims[0] != x.dims.back()) {
+    throw InvalidArgument(op + ": x has K=" + std::to_string(x.dims.back()) + " but weights " +
+                              w.to_string() + " has K=" + std::to_string(w.dims[0]),
+                          "weights");
+  }
+  Activation activation = Activation::kNone;
+  if (args.contains("activation") && !args.at("activation").is_null()) {
+    const json& value = args.at("activation");
+    if (!value.is_string()) {
+      throw InvalidArgument(op + ": activation must be a name, got " + value.dump(), "activation");
+    }
+    try {
+      activation = parse_activation(value.get<std::string>());
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(op + ": " + e.what(), "activation");
+    }
+  }
+  BoundArgs bound;
+  bound.op = op;
+  bound.args = {{"x", x.to_string()},
+                {"weights", w.to_string()},
+                {"activation", std::string(activation_name(activation))}};
+  return bound;
+}
+
+std::vector<TensorDecl> GatedLinearUnitBase::inputs(const BoundArgs& args) const {
+  return {{"x", args.tensor("x")}, {"weights", args.tensor("weights")}};
+}
+
+std::vector<TensorDecl> GatedLinearUnitOp::outputs(const BoundArgs& args) const {
+  const GluProblem p = GluProblem::from(args);
+  return {{"out", TensorSpec{p.out_dtype(), p.out_dims()}}};
+}
+
+double GatedLinearUnitOp::flops(const BoundArgs& args) const {
+  // Two [M, K] x [K, N] products; the activation and the product (O(M N)) are not counted.
+  const GluProblem p = GluProblem::from(args);
+  return 4.0 * static_cast<double>(p.M) * p.K * p.N;
+}
+
+double GatedLinearUnitOp::bytes(const BoundArgs& args) const {
+  const GluProblem p = GluProblem::from(args);
+  return static_cast<double>(p.M) * p.K * dtype_size(p.x_dtype) +
+         2.0 * p.K * p.N * dtype_size(p.w_dtype) +
+         static_cast<double>(p.M) * p.N * dtype_size(p.out_dtype());
+}
+
+}  // namespace tokamax

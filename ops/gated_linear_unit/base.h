@@ -1,0 +1,82 @@
+// gated_linear_unit: the math spec (binding, validation, counts, inputs, reference and oracle).
+//
+// Dimensions.
+//   B      leading batch extents of x (*B, any number, possibly none)
+//   M      rows of x: the product of B and x's second-to-last extent, flattened
+//   K      contraction extent (x's last extent, weights' first)
+//   N      output features; weights[:, 0, :] is the gate Wg, weights[:, 1, :] the projection Wp
+//
+// out[*B, M, N] = act(x @ Wg) * (x @ Wp), both products accumulated in >= f32, the output in x's
+// dtype. The spec (GluProblem, the binding, the inputs) is shared with the future backward op
+// (gated_linear_unit_vjp): GatedLinearUnitBase holds it, the forward op adds its outputs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/bound_args.h"
+#include "ops/common/activation.h"
+#include "ops/dtype.h"
+#include "ops/op.h"
+#include "ops/tensor.h"
+
+namespace tokamax {
+
+// The parsed, validated view of gated_linear_unit's BoundArgs that implementations work with.
+struct GluProblem {
+  int64_t M = 0, K = 0, N = 0;  // M flattens *B
+  std::vector<int64_t> x_dims;  // [*B, M_last, K] as given
+  DType x_dtype = DType::kF32;  // also the output dtype
+  DType w_dtype = DType::kF32;
+  Activation activation = Activation::kNone;
+
+  DType out_dtype() const { return x_dtype; }
+  // Output dims: x's with the last extent replaced by N.
+  std::vector<int64_t> out_dims() const;
+  static GluProblem from(const BoundArgs& args);
+};
+
+// The spec shared by the forward op and its future vjp: arguments x, weights, activation.
+class GatedLinearUnitBase : public Op {
+ public:
+  // x: a float tensor of rank >= 2 [*B, M, K]; weights: float [K, 2, N]; activation: a name of
+  // ops/common/activation.h (default "none").
+  BoundArgs bind(const nlohmann::json& args) const override;
+  // x ~ N(0, 1) (a post-layer-norm activation) and weights ~ N(0, 1/K) (fan-in initialised), so
+  // both products stay O(1) at any K and low-precision outputs neither overflow nor underflow.
+  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
+  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
+};
+
+class GatedLinearUnitOp : public GatedLinearUnitBase {
+ public:
+  std::string_view name() const override { return "gated_linear_unit"; }
+  std::string_view summary() const override {
+    return "act(x @ weights[:,0,:]) * (x @ weights[:,1,:]) for x[*B,M,K], weights[K,2,N]";
+  }
+  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
+  double flops(const BoundArgs& args) const override;
+  double bytes(const BoundArgs& args) const override;
+  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
+                      std::span<const int64_t> index) const override;
+  double oracle_cost_per_output(const BoundArgs& args) const override;
+  ErrorModel error_model(const BoundArgs& args) const override;
+  std::vector<const Implementation*> implementations() const override;
+};
+
+// The portable reference: every float dtype combination, both products accumulated in `Acc`
+// (k = 0..K-1 in order) and the activation evaluated in `Acc`. With Acc = double it computes the
+// float64 oracle of the whole output.
+template <typename Acc>
+void gated_linear_unit_reference(const GluProblem& problem,
+                                 // Inputs.
+                                 const HostTensor& x,        // [*B, M, K]
+                                 const HostTensor& weights,  // [K, 2, N]
+                                 // Outputs.
+                                 HostTensor& out);  // [*B, M, N] x's dtype
+
+// Slack of a vectorized f32 activation, in f32 ulps of |x| + |act(x)| (see
+// ops/common/cpu_activation.h); the error model grants every implementation this much.
+inline constexpr double kGluActivationUlps = 8.0;
+
+}  // namespace tokamax

@@ -1,0 +1,182 @@
+// gated_linear_unit: seeded inputs, the float64 oracle, its error model, the reference.
+//
+// Dimensions.
+//   M      rows of x, *B flattened
+//   K      contraction extent
+//   N      output features
+//   g, p   the exact gate x.Wg[:, n] and projection x.Wp[:, n] of one output; a = act(g)
+//   Mg, Mp sum_k |x_k Wg[k, n]| and sum_k |x_k Wp[k, n]|: the scale of their rounding errors
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/dtype_dispatch.h"
+#include "ops/errors.h"
+#include "ops/gated_linear_unit/base.h"
+#include "ops/random.h"
+
+namespace tokamax {
+namespace {
+
+// The accumulator every implementation uses: f64 only for f64 outputs, else f32.
+DType accumulator_dtype(const GluProblem& p) {
+  return p.out_dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
+}
+
+// Terms of the error model's accumulation length: K products and sums, plus one rounding of each
+// input to the accumulator type (f64 weights with an f32 x are rounded to f32 first).
+double accumulation_length(const GluProblem& p) {
+  return static_cast<double>(std::max<int64_t>(p.K, 1)) + 2.0;
+}
+
+// Half the smallest subnormal of the output dtype: the absolute rounding error of outputs that
+// land in its subnormal range (f16's starts at 2^-14, reachable by act(g) * p for small g or p).
+double subnormal_floor(DType dtype) {
+  switch (dtype) {
+    case DType::kF16:
+      return std::ldexp(1.0, -25);
+    case DType::kBF16:
+      return std::ldexp(1.0, -134);
+    case DType::kF32:
+      return std::ldexp(1.0, -150);
+    default:
+      return 0.0;
+  }
+}
+
+}  // namespace
+
+TensorMap GatedLinearUnitBase::make_inputs(const BoundArgs& args, uint64_t seed) const {
+  const GluProblem p = GluProblem::from(args);
+  TensorMap inputs;
+  HostTensor x(args.tensor("x"));
+  const uint64_t x_stream = stream_id("x");
+  for (int64_t i = 0; i < x.num_elements(); ++i) x.set(i, normalish(seed, x_stream, i));
+  HostTensor weights(args.tensor("weights"));
+  const uint64_t w_stream = stream_id("weights");
+  const double scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(p.K, 1)));
+  for (int64_t i = 0; i < weights.num_elements(); ++i) {
+    weights.set(i, scale * normalish(seed, w_stream, i));
+  }
+  inputs.emplace("x", std::move(x));
+  inputs.emplace("weights", std::move(weights));
+  return inputs;
+}
+
+// The error bound, per output. An implementation computes g^ and p^ as K-term contractions in
+// the accumulator (u = its unit roundoff; products of widened inputs, any summation order):
+//   |g^ - g| <= gamma Mg,  |p^ - p| <= gamma Mp,  gamma = n u / (1 - n u),  n = K + 2
+// (numerics.h's gamma; the +2 covers rounding x and weights to the accumulator type). Then
+//   a^ = act~(g^), with act~ the accumulator's evaluation of act: |act~(y) - act(y)| <=
+//        c u (|y| + |act(y)|) (c = kGluActivationUlps: a few ulps of erf/exp/tanh, and the
+//        cancellation in 1 + erf(y) that makes gelu's absolute error scale with |y|), and
+//        |act(g^) - act(g)| <= L |g^ - g| (L = activation_lipschitz);
+//   out^ = fl(a^ p^), one more rounding of u |a^ p^|, then the output rounding u_out |out|.
+// Expanding |a^ p^ - a p| <= |a^ - a| |p^| + |a| |p^ - p| with |p^| <= |p| + gamma Mp:
+//   |out^ - a p| <= gamma [L Mg (|p| + gamma Mp) + |a| Mp]
+//                 + u [c (|g| + |a| + (1 + L) gamma Mg) + |a| + L gamma Mg] (|p| + gamma Mp)
+//                 + u_out |a p|
+// The first line is gamma * magnitude; the second becomes magnitude's term divided by n (since
+// u <= gamma / n); the third is ErrorModel::output_roundoff. A 1% margin covers the second-order
+// terms left out (u_out times the error itself, |g^| - |g| inside act~'s bound), and f16's
+// subnormal spacing is added as an absolute floor.
+OracleSample GatedLinearUnitOp::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                       std::string_view output,
+                                       std::span<const int64_t> index) const {
+  if (output != "out") {
+    throw InvalidArgument("gated_linear_unit has no output '" + std::string(output) + "'");
+  }
+  const GluProblem p = GluProblem::from(args);
+  const HostTensor& x = inputs.find("x")->second;
+  const HostTensor& w = inputs.find("weights")->second;
+  const int64_t K = p.K, N = p.N;
+  const ErrorModel model = error_model(args);
+  const double n = model.accumulation_length;
+  const double n_u = n * model.accumulation_roundoff;
+  const double gamma = n_u / (1.0 - n_u);
+  const double L = activation_lipschitz(p.activation);
+  const double floor_term = subnormal_floor(p.out_dtype()) / n_u;
+  OracleSample sample;
+  sample.index.assign(index.begin(), index.end());
+  sample.value.resize(index.size());
+  sample.magnitude.resize(index.size());
+  for (size_t s = 0; s < index.size(); ++s) {
+    const int64_t row = index[s] / N, col = index[s] % N;
+    double g = 0.0, proj = 0.0, Mg = 0.0, Mp = 0.0;
+    for (int64_t k = 0; k < K; ++k) {
+      const double xk = x.get(row * K + k);
+      const double gate_term = xk * w.get((k * 2 + 0) * N + col);
+      const double proj_term = xk * w.get((k * 2 + 1) * N + col);
+      g += gate_term;
+      proj += proj_term;
+      Mg += std::fabs(gate_term);
+      Mp += std::fabs(proj_term);
+    }
+    const double a = apply_activation<double>(p.activation, g);
+    const double proj_bound = std::fabs(proj) + gamma * Mp;
+    const double contraction = L * Mg * proj_bound + std::fabs(a) * Mp;
+    const double evaluation =
+        (kGluActivationUlps * (std::fabs(g) + std::fabs(a) + (1.0 + L) * gamma * Mg) +
+         std::fabs(a) + L * gamma * Mg) *
+        proj_bound / n;
+    sample.value[s] = a * proj;
+    sample.magnitude[s] = 1.01 * (contraction + evaluation) + floor_term;
+  }
+  return sample;
+}
+
+double GatedLinearUnitOp::oracle_cost_per_output(const BoundArgs& args) const {
+  return 2.0 * static_cast<double>(std::max<int64_t>(GluProblem::from(args).K, 1));
+}
+
+ErrorModel GatedLinearUnitOp::error_model(const BoundArgs& args) const {
+  const GluProblem p = GluProblem::from(args);
+  ErrorModel model;
+  model.accumulation_roundoff = unit_roundoff(accumulator_dtype(p));
+  model.accumulation_length = accumulation_length(p);
+  model.output_roundoff = unit_roundoff(p.out_dtype());
+  return model;
+}
+
+template <typename Acc>
+void gated_linear_unit_reference(const GluProblem& p, const HostTensor& x,
+                                 const HostTensor& weights, HostTensor& out) {
+  const int64_t M = p.M, K = p.K, N = p.N;
+  std::vector<Acc> gate(static_cast<size_t>(N)), proj(static_cast<size_t>(N));
+  dispatch_float(p.x_dtype, [&](auto x_type) {
+    using X = decltype(x_type);
+    dispatch_float(p.w_dtype, [&](auto w_type) {
+      using W = decltype(w_type);
+      const X* x_data = x.data<X>();
+      const W* w_data = weights.data<W>();
+      X* out_data = out.data<X>();
+      for (int64_t row = 0; row < M; ++row) {
+        std::fill(gate.begin(), gate.end(), Acc(0));
+        std::fill(proj.begin(), proj.end(), Acc(0));
+        // k-outer, n-inner: weight rows are contiguous, and every output still sums its K terms
+        // in order k = 0..K-1.
+        for (int64_t k = 0; k < K; ++k) {
+          const Acc xk = static_cast<Acc>(to_double(x_data[row * K + k]));
+          const W* w_gate = w_data + (k * 2 + 0) * N;
+          const W* w_proj = w_data + (k * 2 + 1) * N;
+          for (int64_t n = 0; n < N; ++n) {
+            gate[n] += xk * static_cast<Acc>(to_double(w_gate[n]));
+            proj[n] += xk * static_cast<Acc>(to_double(w_proj[n]));
+          }
+        }
+        for (int64_t n = 0; n < N; ++n) {
+          const Acc a = apply_activation<Acc>(p.activation, gate[n]);
+          out_data[row * N + n] = from_double<X>(static_cast<double>(a * proj[n]));
+        }
+      }
+    });
+  });
+}
+
+template void gated_linear_unit_reference<float>(const GluProblem&, const HostTensor&,
+                                                 const HostTensor&, HostTensor&);
+template void gated_linear_unit_reference<double>(const GluProblem&, const HostTensor&,
+                                                  const HostTensor&, HostTensor&);
+
+}  // namespace tokamax

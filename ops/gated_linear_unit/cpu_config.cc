@@ -1,0 +1,189 @@
+// gated_linear_unit on CPU: validation of the "cpu" config, its heuristics and search space.
+//
+// Dimensions.
+//   M      rows of x, *B flattened
+//   K      contraction extent
+//   N      output features (gate and projection each have N columns)
+//   tm, tn, tk   tile extents of M, N (gate columns per task), K
+//   pn     columns of one packed weight panel inside a task
+//   mr, nr the micro-tile
+//   L      f32 lanes of the SIMD target
+#include "ops/gated_linear_unit/cpu_config.h"
+
+#include <algorithm>
+#include <set>
+#include <span>
+#include <string>
+
+#include "backends/cpu/cpu_info.h"
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_tiling.h"
+
+namespace tokamax {
+namespace {
+
+constexpr int kMaxTile = 1 << 16;
+// Below this many multiply-adds a call takes tens of microseconds on one core, comparable to
+// waking the pool, so the heuristics run it on the calling thread.
+constexpr double kSerialMultiplyAdds = double(1 << 17);
+// Used only when the OS reports no cache sizes (some containers and VMs).
+constexpr int64_t kFallbackL1Bytes = 32 << 10;
+constexpr int64_t kFallbackL2Bytes = 256 << 10;
+
+template <typename Message>
+void require(bool ok, const char* field, Message&& message) {
+  if (!ok) throw InvalidArgument("cpu gated_linear_unit config: " + std::string(message()), field);
+}
+
+// f32 lanes of the kernels that will run for `device`: the dispatched Highway target on this
+// host, the widest vector the ISA list promises elsewhere (cross-compiling a config).
+int device_lanes(const DeviceInfo& device) {
+  if (device.id == cpu::host_device().id) return cpu_kernel_f32_lanes();
+  return std::max(1, device.simd_bytes / 4);
+}
+
+}  // namespace
+
+bool is_bf16_glu_problem(const GluProblem& p) {
+  return p.x_dtype == DType::kBF16 && p.w_dtype == DType::kBF16;
+}
+
+CpuGluConfig clamp_to_problem(CpuGluConfig c, const GluProblem& p) {
+  c.tile_m = static_cast<int>(std::clamp<int64_t>(p.M, 1, c.tile_m));
+  if (c.tile_n >= p.N) c.tile_n = 0;
+  c.tile_k = static_cast<int>(std::clamp<int64_t>(p.K, 1, c.tile_k));
+  const int64_t width = c.tile_n == 0 ? 2 * std::max<int64_t>(p.N, 1) : c.tile_n;
+  c.panel_n = static_cast<int>(
+      std::max<int64_t>(c.nr, std::min<int64_t>(c.panel_n, round_up(width, c.nr))));
+  return c;
+}
+
+int64_t task_columns(const GluProblem& p, const CpuGluConfig& c) {
+  return c.tile_n == 0 ? p.N : std::min<int64_t>(c.tile_n, p.N);
+}
+
+void CpuGluConfig::validate() const {
+  require(tile_m >= 1 && tile_m <= kMaxTile, "tile_m", [&] {
+    return "tile_m is " + std::to_string(tile_m) + "; expected 1.." + std::to_string(kMaxTile);
+  });
+  require(tile_n >= 0 && tile_n <= kMaxTile, "tile_n", [&] {
+    return "tile_n is " + std::to_string(tile_n) + "; expected 0 (all of N) or 1.." +
+           std::to_string(kMaxTile);
+  });
+  require(tile_k >= 1 && tile_k <= kMaxTile, "tile_k", [&] {
+    return "tile_k is " + std::to_string(tile_k) + "; expected 1.." + std::to_string(kMaxTile);
+  });
+  require(panel_n >= 1 && panel_n <= kMaxTile, "panel_n", [&] {
+    return "panel_n is " + std::to_string(panel_n) + "; expected 1.." + std::to_string(kMaxTile);
+  });
+  require(mr >= 1 && mr <= 64, "mr",
+          [&] { return "mr is " + std::to_string(mr) + "; expected 1..64"; });
+  require(nr >= 1 && nr <= 256, "nr",
+          [&] { return "nr is " + std::to_string(nr) + "; expected 1..256"; });
+  require(int64_t{tile_m} * 2 * std::max(tile_n, 1) <= kCpuGluMaxScratchElements, "tile_m", [&] {
+    return "tile_m * 2 * tile_n is " + std::to_string(int64_t{tile_m} * 2 * tile_n) +
+           "; expected <= " + std::to_string(kCpuGluMaxScratchElements);
+  });
+  require(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
+    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
+  });
+  require(num_threads >= 0, "num_threads", [&] {
+    return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
+  });
+}
+
+CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const DeviceInfo& device) {
+  const int64_t l1 = device.l1d_bytes > 0 ? device.l1d_bytes : kFallbackL1Bytes;
+  const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kFallbackL2Bytes;
+  const int64_t cores = std::max(1, device.cores);
+  const int lanes = device_lanes(device);
+  CpuGluConfig c;
+  // The first (squarest) micro-tile: rows are plentiful here (no groups to pad).
+  const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
+  c.mr = shape.mr;
+  c.nr = shape.nr_vectors * lanes;
+  // tk: one lhs micro-panel [mr, tk] fills at most half of L1 (reread for every strip).
+  c.tile_k = static_cast<int>(std::clamp<int64_t>(l1 / (2 * int64_t{c.mr} * 4) / 32 * 32, 32, 512));
+  // pn: the packed weight panel [tk, pn] fills at most half of L2 (reread by every micro-panel).
+  c.panel_n = static_cast<int>(std::clamp<int64_t>(
+      l2 / (2 * int64_t{std::min<int64_t>(c.tile_k, p.K)} * 4) / c.nr * c.nr, c.nr, 4096));
+  // tm: every task re-packs its weight columns [K, 2 tn], so tall tasks amortise the packing
+  // (1/tm of the multiply-adds); 18 micro-panels (252 rows at mr = 14) keep it under 0.5%.
+  c.tile_m = static_cast<int>(std::clamp<int64_t>(round_up(p.M, c.mr), 1, 18 * int64_t{c.mr}));
+  // tn: the f32 gate and projection tiles [tm, 2 tn] of a task fit in half of L2, so the
+  // epilogue (act(gate) * proj, then the store) reads them from cache. All of N when it fits:
+  // one product of width 2N packs each x row block once instead of twice.
+  const int64_t max_tn =
+      std::max<int64_t>(c.nr, l2 / (2 * 2 * int64_t{c.tile_m} * 4) / c.nr * c.nr);
+  c.tile_n = p.N <= max_tn ? 0 : static_cast<int>(max_tn);
+  // Enough tasks for the cores to balance (dynamic schedule): at least 4 per core where the rows
+  // allow, halving tm down to 4 micro-panels.
+  const double multiply_adds = 2.0 * static_cast<double>(p.M) * p.K * p.N;
+  const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : static_cast<int>(cores);
+  auto tasks = [&](const CpuGluConfig& t) {
+    const int64_t cols = t.tile_n == 0 ? p.N : t.tile_n;
+    return ceil_div(p.M, t.tile_m) *
+           ceil_div(std::max<int64_t>(p.N, 1), std::max<int64_t>(cols, 1));
+  };
+  while (threads > 1 && tasks(c) < 4 * threads && c.tile_m > 4 * c.mr) {
+    c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
+  }
+  // bf16: vdpbf16ps does two multiply-adds per f32 lane where the CPU has it (see ragged_dot's
+  // heuristics for the measurements); it also halves the packed panels' bytes.
+  if (is_bf16_glu_problem(p) && device.has("avx512_bf16") && lanes >= 16 && p.M > c.mr) {
+    c.bf16_path = "native_dot";
+  }
+  c.num_threads = threads == 1 ? 1 : 0;
+  return clamp_to_problem(c, p);
+}
+
+std::vector<CpuGluConfig> cpu_glu_autotuning_configs(const GluProblem& p,
+                                                     const DeviceInfo& device) {
+  const CpuGluConfig base = cpu_glu_heuristics_config(p, device);
+  const int lanes = device_lanes(device);
+  std::vector<CpuGluConfig> configs;
+  std::set<decltype(base.key())> seen;
+  auto add = [&](const CpuGluConfig& candidate) {
+    const CpuGluConfig c = clamp_to_problem(candidate, p);
+    if (int64_t{c.tile_m} * 2 * task_columns(p, c) <= kCpuGluMaxScratchElements &&
+        seen.insert(c.key()).second) {
+      configs.push_back(c);
+    }
+  };
+  add(base);
+  std::vector<std::string> bf16_paths = {"convert_f32"};
+  if (is_bf16_glu_problem(p) && device.has("avx512_bf16") && lanes >= 16) {
+    bf16_paths.push_back("native_dot");
+  }
+  for (const std::string& path : bf16_paths) {
+    for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
+      const int nr = shape.nr_vectors * lanes;
+      for (int panels_m : {4, 9, 18, 36}) {
+        for (int tn : {0, 128, 256, 512}) {
+          CpuGluConfig c = base;
+          c.bf16_path = path;
+          c.mr = shape.mr;
+          c.nr = nr;
+          c.tile_m = panels_m * shape.mr;
+          c.tile_n = tn == 0 ? 0 : static_cast<int>(round_up(tn, nr));
+          c.panel_n = static_cast<int>(round_up(base.panel_n, nr));
+          add(c);
+        }
+      }
+    }
+    for (int tk : {64, 128, 256, 512}) {
+      CpuGluConfig c = base;
+      c.bf16_path = path;
+      c.tile_k = tk;
+      add(c);
+    }
+  }
+  for (int threads : {1, 0}) {
+    CpuGluConfig c = base;
+    c.num_threads = threads;
+    add(c);
+  }
+  return configs;
+}
+
+}  // namespace tokamax

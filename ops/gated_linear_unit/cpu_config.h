@@ -1,0 +1,68 @@
+// gated_linear_unit on CPU: the "cpu" implementation's config, its invariants and its heuristics.
+//
+// Dimensions.
+//   M      rows of x, *B flattened
+//   K      contraction extent
+//   N      output features (gate and projection each have N columns)
+//   tm     rows of x per task (tile_m)
+//   tn     gate columns per task (tile_n; the task also computes the same tn projection columns)
+//   tk     K block of the packed panels (tile_k)
+//   pn     columns of one packed weight panel inside a task (panel_n)
+//   mr, nr the micro-tile (mr rows x nr columns of f32 accumulators in registers)
+//   L      f32 lanes of the SIMD target (16 on AVX-512, 8 on AVX2)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/device.h"
+#include "ops/errors.h"
+#include "ops/gated_linear_unit/base.h"
+
+namespace tokamax {
+
+struct CpuGluConfig {
+  int tile_m = 252;   // tm: rows of x per task (best a multiple of mr)
+  int tile_n = 0;     // tn: gate columns per task; 0 = all of N (one product of width 2N)
+  int tile_k = 256;   // tk: K block; an lhs micro-panel [mr, tk] stays in L1
+  int panel_n = 512;  // pn: columns of one packed weight panel [tk, pn]; stays in L2
+  int mr = 14;        // micro-tile rows
+  int nr = 32;        // micro-tile columns: nr / L vectors of the SIMD target
+  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" (vdpbf16ps)
+  int num_threads = 0;                    // 0 = all cores
+
+  void validate() const;
+  template <class V>
+  void visit(V&& v) {
+    v("tile_m", tile_m);
+    v("tile_n", tile_n);
+    v("tile_k", tile_k);
+    v("panel_n", panel_n);
+    v("mr", mr);
+    v("nr", nr);
+    v("bf16_path", bf16_path);
+    v("num_threads", num_threads);
+  }
+  auto key() const {
+    return std::make_tuple(tile_m, tile_n, tile_k, panel_n, mr, nr, bf16_path, num_threads);
+  }
+};
+
+// Per-thread f32 scratch bound for the gate and projection tiles [tm, 2 tn].
+inline constexpr int64_t kCpuGluMaxScratchElements = int64_t{1} << 24;
+
+// bf16 x and bf16 weights: the problems bf16_path=native_dot can run.
+bool is_bf16_glu_problem(const GluProblem& p);
+// Tiles larger than the problem only cost scratch: clamps them; tile_n >= N becomes 0 (all).
+CpuGluConfig clamp_to_problem(CpuGluConfig c, const GluProblem& p);
+// Gate columns of one task after clamping: N for tile_n = 0.
+int64_t task_columns(const GluProblem& p, const CpuGluConfig& c);
+
+// The implementation's heuristics_config and autotuning_configs. Both return configs already
+// clamped to the problem; `device` may be another machine (cross-tuning).
+CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const DeviceInfo& device);
+std::vector<CpuGluConfig> cpu_glu_autotuning_configs(const GluProblem& p, const DeviceInfo& device);
+
+}  // namespace tokamax

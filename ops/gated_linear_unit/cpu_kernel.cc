@@ -1,0 +1,135 @@
+// gated_linear_unit on CPU: the fused task loop over (row tile, column tile).
+//
+// Dimensions.
+//   M      rows of x, *B flattened
+//   K      contraction extent
+//   N      output features
+//   tm     rows of one task; rows = the task's actual rows (<= tm at the end of M)
+//   tn     gate columns of one task (all of N when tile_n = 0); cols = the task's actual columns
+//   nm, nn task counts along M and N
+//
+// The weights [K, 2, N] are read as one row-major matrix W[K, 2N] (row stride 2N): gate column n
+// is W column n and projection column n is W column N + n. A task that covers all of N therefore
+// multiplies its x rows by all of W in one GEMM of width 2N (x packed once); a task over columns
+// [n0, n0 + cols) runs two GEMMs, on W columns n0.. and N + n0... Either way the f32 results land
+// in the thread's scratch [tm, 2 tn] (gate left, projection right), are combined in place by
+// cpu_glu_row while still in L2, and are stored (rounded once, to x's dtype) to the output.
+#include "ops/gated_linear_unit/cpu_kernel.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_activation.h"
+#include "ops/common/cpu_gemm.h"
+#include "ops/errors.h"
+#include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_pack.h"
+#include "ops/ragged_dot/cpu_tiling.h"
+
+namespace tokamax {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+// Per-thread scratch that only grows: a bench or a model calls the op back to back, and the pool
+// keeps its threads, so the buffer is allocated once per thread and shape class.
+float* scratch_floats(size_t count) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  const size_t bytes = (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+  if (bytes > buffer.bytes) {
+    std::free(buffer.data);
+    buffer.bytes = 0;
+    buffer.data = std::aligned_alloc(kAlignment, bytes);
+    if (buffer.data == nullptr) throw std::bad_alloc();
+    buffer.bytes = bytes;
+  }
+  return static_cast<float*>(buffer.data);
+}
+
+}  // namespace
+
+void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, const HostTensor& x,
+                                  const HostTensor& weights, HostTensor& out) {
+  if (p.x_dtype == DType::kF64 || p.w_dtype == DType::kF64) {
+    throw NotImplemented(
+        "cpu gated_linear_unit: f64 operands; the kernel accumulates in f32, which would drop "
+        "their precision");
+  }
+  const int64_t M = p.M, K = p.K, N = p.N;
+  if (M == 0 || N == 0) return;
+  const int lanes = cpu_kernel_f32_lanes();
+  if (c.nr % lanes != 0) {
+    throw NotImplemented("cpu gated_linear_unit: nr=" + std::to_string(c.nr) +
+                         " is not a multiple of the " + std::to_string(lanes) +
+                         " f32 lanes of this CPU's SIMD target");
+  }
+  CpuGemmOptions gemm;
+  gemm.mr = c.mr;
+  gemm.nr_vectors = c.nr / lanes;
+  gemm.tk = c.tile_k;
+  gemm.tn = c.panel_n;
+  gemm.native_bf16 = c.bf16_path == "native_dot";
+
+  const bool whole_n = c.tile_n == 0;
+  const int64_t tm = c.tile_m, tn = task_columns(p, c);
+  const int64_t nm = ceil_div(M, tm), nn = ceil_div(N, tn);
+  const int64_t ld_scratch = 2 * tn;  // gate [tm, tn] | projection [tm, tn]
+  const size_t x_size = dtype_size(p.x_dtype), w_size = dtype_size(p.w_dtype);
+  const char* x_data = static_cast<const char*>(x.raw());
+  const char* w_data = static_cast<const char*>(weights.raw());
+  char* out_data = static_cast<char*>(out.raw());
+  const Activation activation = p.activation;
+  const bool f32_out = p.x_dtype == DType::kF32;
+
+  // Row tiles outer, column tiles inner: consecutive tasks of one thread share the x rows, which
+  // stay in cache when N is split.
+  cpu::parallel_for(nm * nn, c.num_threads, [&](int64_t task, int) {
+    const int64_t m_i = task / nn, n_i = task % nn;
+    const int64_t m0 = m_i * tm, rows = std::min(tm, M - m0);
+    const int64_t n0 = n_i * tn, cols = std::min(tn, N - n0);
+    float* scratch = scratch_floats(static_cast<size_t>(tm * ld_scratch));
+    GemmOperand a;
+    a.dtype = p.x_dtype;
+    a.data = x_data + m0 * K * static_cast<int64_t>(x_size);
+    a.ld = K;
+    GemmOperand b;
+    b.dtype = p.w_dtype;
+    b.ld = 2 * N;
+    if (whole_n) {
+      // W [K, 2N] in one product: scratch row r = [gate (N) | projection (N)].
+      b.data = w_data;
+      cpu_gemm_f32(a, b, rows, 2 * N, K, scratch, ld_scratch, false, gemm);
+    } else {
+      b.data = w_data + n0 * static_cast<int64_t>(w_size);
+      cpu_gemm_f32(a, b, rows, cols, K, scratch, ld_scratch, false, gemm);
+      b.data = w_data + (N + n0) * static_cast<int64_t>(w_size);
+      cpu_gemm_f32(a, b, rows, cols, K, scratch + tn, ld_scratch, false, gemm);
+    }
+    // Epilogue: act(gate) * proj, straight into an f32 output; for 16-bit outputs in place over
+    // the gate tile, then one rounding per element on the store.
+    if (f32_out) {
+      float* dst = reinterpret_cast<float*>(out_data) + m0 * N + n0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* gate = scratch + r * ld_scratch;
+        cpu_glu_row(activation, gate, gate + tn, dst + r * N, cols);
+      }
+    } else {
+      for (int64_t r = 0; r < rows; ++r) {
+        float* gate = scratch + r * ld_scratch;
+        cpu_glu_row(activation, gate, gate + tn, gate, cols);
+      }
+      store_rows(scratch, ld_scratch, rows, cols, p.x_dtype,
+                 out_data + (m0 * N + n0) * static_cast<int64_t>(x_size), N);
+    }
+  });
+}
+
+}  // namespace tokamax

@@ -1,0 +1,224 @@
+// gated_linear_unit: the oneDNN baseline ("onednn"): a cached oneDNN matmul of x with the weights
+// viewed as [K, 2N], then the activation and the product in our own loop.
+//
+// Dimensions.
+//   M      rows of x, *B flattened
+//   K      contraction extent
+//   N      output features; W = weights viewed as [K, 2N] (gate columns 0..N-1, projection N..)
+//   mc     rows of one chunk (the last chunk may be shorter)
+//
+// The composite the issue names: Y[mc, 2N] = x[chunk] @ W in f32 (one matmul primitive per chunk
+// shape, cached: at most two shapes per problem), then out = act(Y[:, :N]) * Y[:, N:] rounded to
+// x's dtype. oneDNN has no primitive for "activation of one half times the other half" (an
+// eltwise post-op would hit the projection columns too, and its eltwise/binary kernels want dense
+// operands, not the strided halves of Y), so the second step is our own loop: cpu_glu_row (the
+// same vectorized activations as the cpu implementation, so the comparison isolates the fusion
+// and the GEMM) and ragged_dot's store_rows, threaded over rows on our pool. Rows are chunked only
+// to bound the f32 intermediate (kChunkElements); each chunk is a full-size oneDNN matmul. The
+// matmul's threads are oneDNN's OpenMP runtime (see onednn_engine.h), so the config is empty.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+#include <tuple>
+
+#include "backends/cpu/onednn_engine.h"
+#include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_activation.h"
+#include "ops/errors.h"
+#include "ops/gated_linear_unit/base.h"
+#include "ops/op.h"
+#include "ops/ragged_dot/cpu_pack.h"
+
+namespace tokamax {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+using MatmulKey = std::tuple<int64_t, int64_t, int64_t, dt>;  // mc, K, 2N, input type
+constexpr size_t kMaxCachedPrimitives = 4096;
+// The f32 intermediate of one chunk: at most 2^25 elements (128 MiB), so the largest catalog
+// shapes (4M rows x 2N) do not need gigabytes next to their inputs. Tests lower it to run the
+// multi-chunk path on small shapes.
+constexpr int64_t kChunkElements = int64_t{1} << 25;
+std::atomic<int64_t> chunk_elements{kChunkElements};
+// Rows of the epilogue's tasks on our pool.
+constexpr int64_t kEpilogueRows = 64;
+
+dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
+
+dnnl::memory::desc plain_desc(int64_t rows, int64_t cols, dt type) {
+  return dnnl::memory::desc({rows, cols}, type, tag::ab);  // row-major, no padding
+}
+
+// Grow-only scratch for the intermediate (reused across calls: a bench calls back to back, and
+// first-touch page faults on a fresh buffer would be charged to the baseline).
+float* intermediate(size_t count) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  const size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+  if (bytes > buffer.bytes) {
+    std::free(buffer.data);
+    buffer.bytes = 0;
+    buffer.data = std::aligned_alloc(64, bytes);
+    if (buffer.data == nullptr) throw std::bad_alloc();
+    buffer.bytes = bytes;
+  }
+  return static_cast<float*>(buffer.data);
+}
+
+class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, EmptyConfig> {
+ public:
+  std::string_view op_name() const override { return "gated_linear_unit"; }
+  std::string_view name() const override { return "onednn"; }
+  bool is_vendor() const override { return true; }
+  nlohmann::json describe() const override {
+    const dnnl::version_t* v = dnnl::version();
+    return {
+        {"library", "oneDNN"},
+        {"description", cpu::onednn_description()},
+        {"version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                        std::to_string(v->patch)},
+        {"isa", cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa())},
+        {"epilogue", std::string("tokamax cpu_glu_row (") + cpu_activation_target_name() + ")"}};
+  }
+
+  Support supported_on(const DeviceInfo& device) const override {
+    if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
+    return {};
+  }
+
+  void check(const GluProblem& p) const override {
+    const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
+    if (p.x_dtype != p.w_dtype) {
+      throw NotImplemented("onednn: x is " + x + " but weights are " + w +
+                           "; the baseline wires one input dtype");
+    }
+    if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16) {
+      throw NotImplemented("onednn: " + x + " inputs; the baseline wires f32 and bf16 only" +
+                           (p.x_dtype == DType::kF64 ? " (oneDNN has no f64 matmul)" : ""));
+    }
+    const std::string why = unavailable_reason(onednn_type(p.x_dtype));
+    if (!why.empty()) throw NotImplemented("onednn: " + x + "->f32 matmul: " + why);
+  }
+
+  EmptyConfig heuristics_config(const GluProblem&, const DeviceInfo&) const override { return {}; }
+  std::vector<EmptyConfig> autotuning_configs(const GluProblem&, const DeviceInfo&) const override {
+    return {EmptyConfig{}};
+  }
+
+  void run(const GluProblem& p, const EmptyConfig&, const TensorMap& inputs,
+           TensorMap& outputs) const override {
+    check(p);
+    const int64_t M = p.M, K = p.K, N = p.N;
+    HostTensor& out = outputs.at("out");
+    const size_t x_bytes = dtype_size(p.x_dtype);
+    char* out_data = static_cast<char*>(out.raw());
+    if (M == 0 || N == 0) return;
+    if (K == 0) {  // empty sums: act(0) * 0 = 0 for every activation (all-zero bits are +0)
+      std::memset(out_data, 0, out.size_bytes());
+      return;
+    }
+    // dnnl::memory wants non-const handles; the primitive only reads src and weights.
+    char* x_data = static_cast<char*>(const_cast<void*>(inputs.at("x").raw()));
+    char* w_data = static_cast<char*>(const_cast<void*>(inputs.at("weights").raw()));
+    const dt in_type = onednn_type(p.x_dtype);
+    const int64_t mc = std::clamp<int64_t>(chunk_elements.load() / (2 * N), 1, M);
+    float* y = intermediate(static_cast<size_t>(mc * 2 * N));
+    const dnnl::engine& engine = cpu::onednn_engine();
+    dnnl::stream stream(engine);
+    dnnl::memory weights(plain_desc(K, 2 * N, in_type), engine, w_data);
+    for (int64_t m0 = 0; m0 < M; m0 += mc) {
+      const int64_t rows = std::min(mc, M - m0);
+      const dnnl::matmul matmul = primitive({rows, K, 2 * N, in_type});
+      dnnl::memory src(plain_desc(rows, K, in_type), engine, x_data + m0 * K * x_bytes);
+      dnnl::memory dst(plain_desc(rows, 2 * N, dt::f32), engine, y);
+      matmul.execute(stream,
+                     {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+      stream.wait();
+      // act(Y[:, :N]) * Y[:, N:], in place over the gate half, then rounded to x's dtype.
+      const Activation activation = p.activation;
+      const DType out_dtype = p.x_dtype;
+      char* out_chunk = out_data + m0 * N * static_cast<int64_t>(x_bytes);
+      cpu::parallel_for((rows + kEpilogueRows - 1) / kEpilogueRows, 0, [&](int64_t task, int) {
+        const int64_t r0 = task * kEpilogueRows, r1 = std::min(rows, r0 + kEpilogueRows);
+        for (int64_t r = r0; r < r1; ++r) {
+          float* gate = y + r * 2 * N;
+          cpu_glu_row(activation, gate, gate + N, gate, N);
+        }
+        store_rows(y + r0 * 2 * N, 2 * N, r1 - r0, N, out_dtype,
+                   out_chunk + r0 * N * static_cast<int64_t>(x_bytes), N);
+      });
+    }
+  }
+
+ private:
+  dnnl::matmul primitive(const MatmulKey& key) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = primitives_.find(key);
+    if (it != primitives_.end()) return it->second;
+    const auto& [rows, K, cols, in_type] = key;
+    const dnnl::matmul::desc desc(plain_desc(rows, K, in_type), plain_desc(K, cols, in_type),
+                                  plain_desc(rows, cols, dt::f32));
+    dnnl::matmul matmul;
+    try {
+      matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
+    } catch (const dnnl::error& e) {
+      if (e.status == dnnl_unimplemented) {
+        throw NotImplemented("onednn: no matmul for M=" + std::to_string(rows) + ", K=" +
+                             std::to_string(K) + ", 2N=" + std::to_string(cols) + ": " + e.what());
+      }
+      throw;
+    }
+    if (primitives_.size() >= kMaxCachedPrimitives) primitives_.clear();
+    primitives_.emplace(key, matmul);
+    return matmul;
+  }
+
+  // "" when oneDNN has a matmul from this input type to f32 on this CPU, else its reason.
+  std::string unavailable_reason(dt in_type) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = availability_.find(in_type);
+    if (it != availability_.end()) return it->second;
+    std::string why;
+    try {
+      const dnnl::matmul::desc desc(plain_desc(1, 1, in_type), plain_desc(1, 1, in_type),
+                                    plain_desc(1, 1, dt::f32));
+      dnnl::matmul::primitive_desc(desc, cpu::onednn_engine());
+    } catch (const dnnl::error& e) {
+      why = std::string(e.what()) +
+            " (oneDNN's cpu isa here: " + cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
+            ")";
+    }
+    availability_.emplace(in_type, why);
+    return why;
+  }
+
+  mutable std::mutex mutex_;
+  mutable std::map<MatmulKey, dnnl::matmul> primitives_;
+  mutable std::map<dt, std::string> availability_;
+};
+
+}  // namespace
+
+const Implementation& gated_linear_unit_onednn_implementation() {
+  static const OneDnnGatedLinearUnit impl;
+  return impl;
+}
+
+// For tests: the intermediate's size per chunk, in elements (<= 0 restores the default); returns
+// the previous value.
+int64_t gated_linear_unit_onednn_set_chunk_elements(int64_t elements) {
+  return chunk_elements.exchange(elements > 0 ? elements : kChunkElements);
+}
+
+}  // namespace tokamax

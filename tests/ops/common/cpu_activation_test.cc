@@ -1,0 +1,102 @@
+// Tests for the vectorized activations and the GLU combine against the scalar double definitions.
+#include "ops/common/cpu_activation.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/common/activation.h"
+#include "ops/gated_linear_unit/base.h"
+#include "ops/random.h"
+
+using namespace tokamax;
+
+namespace {
+
+constexpr Activation kAll[] = {Activation::kNone,     Activation::kSilu,    Activation::kGelu,
+                               Activation::kGeluTanh, Activation::kSigmoid, Activation::kRelu};
+
+// Dense grid over [-12, 12] (past every saturation point), values near 0, and random ones.
+std::vector<float> test_points() {
+  std::vector<float> x;
+  for (int i = -24000; i <= 24000; ++i) x.push_back(static_cast<float>(i) * 5e-4f);
+  for (int e = -40; e <= 3; ++e) {
+    x.push_back(std::ldexp(1.0f, e));
+    x.push_back(-std::ldexp(1.0f, e));
+  }
+  for (uint64_t i = 0; i < 4000; ++i) x.push_back(static_cast<float>(normalish(11, 5, i) * 3.0));
+  x.push_back(0.0f);
+  x.push_back(-100.0f);
+  x.push_back(100.0f);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("cpu activations are within a few f32 ulps of the double definitions", "[glu]") {
+  const std::vector<float> x = test_points();
+  const double u = std::ldexp(1.0, -24);
+  for (Activation activation : kAll) {
+    CAPTURE(activation_name(activation));
+    std::vector<float> y = x;
+    cpu_activation_row(activation, y.data(), static_cast<int64_t>(y.size()));
+    // Error in ulps of |x| + |act(x)|: the scale gelu's 1 + erf cancellation leaves (see
+    // ops/common/cpu_activation.h); kGluActivationUlps is what the GLU error model grants.
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double expected = apply_activation<double>(activation, x[i]);
+      const double scale = u * (std::fabs(static_cast<double>(x[i])) + std::fabs(expected)) +
+                           std::numeric_limits<float>::denorm_min();
+      const double ulps = std::fabs(y[i] - expected) / scale;
+      REQUIRE(std::isfinite(y[i]));
+      if (ulps > worst) {
+        worst = ulps;
+        worst_x = x[i];
+      }
+    }
+    INFO("worst " << worst << " ulps at x = " << worst_x << " (target "
+                  << cpu_activation_target_name() << ")");
+    CHECK(worst <= kGluActivationUlps / 2);
+    // Exact where the definition is exact.
+    std::vector<float> z = {0.0f, 1.0f, -1.0f};
+    cpu_activation_row(activation, z.data(), 3);
+    CHECK(z[0] == static_cast<float>(apply_activation<double>(activation, 0.0)));
+  }
+}
+
+TEST_CASE("cpu sigmoid and silu saturate without overflow", "[glu]") {
+  std::vector<float> x = {-1000.0f, -90.0f, 90.0f, 1000.0f};
+  std::vector<float> s = x;
+  cpu_activation_row(Activation::kSigmoid, s.data(), 4);
+  CHECK(s[0] == 0.0f);
+  CHECK(s[3] == 1.0f);
+  std::vector<float> t = x;
+  cpu_activation_row(Activation::kSilu, t.data(), 4);
+  CHECK(t[0] == 0.0f);  // -1000 * 0, not -1000 * NaN
+  CHECK(t[3] == 1000.0f);
+}
+
+TEST_CASE("cpu_glu_row is act(gate) * proj for every length, in place too", "[glu]") {
+  for (Activation activation : kAll) {
+    for (int64_t n = 0; n <= 53; ++n) {
+      CAPTURE(activation_name(activation), n);
+      std::vector<float> gate(n), proj(n), out(n + 1, -7.0f);
+      for (int64_t i = 0; i < n; ++i) {
+        gate[i] = static_cast<float>(normalish(1, 2, i) * 2);
+        proj[i] = static_cast<float>(normalish(3, 4, i));
+      }
+      cpu_glu_row(activation, gate.data(), proj.data(), out.data(), n);
+      CHECK(out[n] == -7.0f);  // nothing past n is written
+      std::vector<float> act = gate;
+      cpu_activation_row(activation, act.data(), n);
+      std::vector<float> in_place = gate;
+      cpu_glu_row(activation, in_place.data(), proj.data(), in_place.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        CHECK(out[i] == act[i] * proj[i]);
+        CHECK(in_place[i] == out[i]);
+      }
+    }
+  }
+}

@@ -1,0 +1,194 @@
+// Tests for the "cpu" gated_linear_unit: configs against the float64 oracle, the error model's
+// power to fail a wrong output, config validation, heuristics and the search space.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_info.h"
+#include "ops/errors.h"
+#include "ops/gated_linear_unit/api.h"
+#include "ops/gated_linear_unit/base.h"
+#include "ops/gated_linear_unit/cpu_config.h"
+#include "ops/numerics.h"
+#include "ops/ragged_dot/cpu_kernel.h"
+
+using namespace tokamax;
+using nlohmann::json;
+
+namespace {
+
+const Implementation& cpu_impl() { return gated_linear_unit_op().implementation("cpu"); }
+
+// Runs the cpu implementation (output pre-filled with NaN so unwritten elements fail) and
+// compares every output element with the float64 oracle under the op's error model.
+Comparison run_and_compare(const json& args_json, const json& config, TensorMap* keep = nullptr) {
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  const BoundArgs args = op.bind(args_json);
+  const TensorMap inputs = op.make_inputs(args, 7);
+  TensorMap outputs = op.allocate_outputs(args);
+  HostTensor& out = outputs.at("out");
+  for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
+  cpu_impl().check_args(args);
+  cpu_impl().check_config_json(args, config);
+  cpu_impl().run_json(args, config, inputs, outputs);
+  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+  const Comparison c =
+      compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+  if (keep != nullptr) {
+    *keep = outputs;
+    for (auto& [name, tensor] : inputs) keep->emplace(name, tensor);
+  }
+  return c;
+}
+
+std::vector<json> cases() {
+  return {
+      {{"x", "f32[2,24,40]"}, {"weights", "f32[40,2,48]"}, {"activation", "silu"}},
+      {{"x", "bf16[37,64]"}, {"weights", "bf16[64,2,40]"}, {"activation", "gelu"}},
+      {{"x", "f16[3,11,17]"}, {"weights", "f16[17,2,24]"}, {"activation", "sigmoid"}},
+      {{"x", "f32[131,97]"}, {"weights", "f32[97,2,75]"}, {"activation", "gelu_tanh"}},
+      {{"x", "bf16[4,33,48]"}, {"weights", "bf16[48,2,72]"}, {"activation", "relu"}},
+      {{"x", "f32[40,1]"}, {"weights", "f32[1,2,33]"}, {"activation", "none"}},
+      {{"x", "bf16[50,64]"}, {"weights", "bf16[64,2,3]"}, {"activation", "silu"}},
+      {{"x", "bf16[20,16]"}, {"weights", "f32[16,2,24]"}, {"activation", "gelu"}},
+      {{"x", "f32[7,0]"}, {"weights", "f32[0,2,5]"}, {"activation", "sigmoid"}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("cpu gated_linear_unit matches the oracle under its heuristics", "[glu]") {
+  for (const json& args : cases()) {
+    CAPTURE(args.dump());
+    const Comparison c = run_and_compare(args, json::object());
+    CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
+    CHECK(c.violations == 0);
+    CHECK(c.nonfinite == 0);
+  }
+}
+
+TEST_CASE("cpu gated_linear_unit matches the oracle for split N, small tiles, threads", "[glu]") {
+  const int lanes = cpu_kernel_f32_lanes();
+  const json args = {{"x", "bf16[3,29,53]"}, {"weights", "bf16[53,2,67]"}, {"activation", "silu"}};
+  const json f32_args = {{"x", "f32[61,45]"}, {"weights", "f32[45,2,70]"}, {"activation", "gelu"}};
+  std::vector<json> configs;
+  for (int tile_n : {0, 16, 32, 48}) {
+    for (int tile_m : {1, 13, 28, 200}) {
+      json c = {{"tile_n", tile_n}, {"tile_m", tile_m}, {"tile_k", 16}, {"panel_n", 2 * lanes}};
+      configs.push_back(c);
+      c["num_threads"] = 1;
+      configs.push_back(c);
+    }
+  }
+  for (const json& config : configs) {
+    CAPTURE(config.dump());
+    for (const json& a : {args, f32_args}) {
+      CAPTURE(a.dump());
+      const Comparison c = run_and_compare(a, config);
+      CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
+      CHECK(c.violations == 0);
+      CHECK(c.nonfinite == 0);
+    }
+  }
+}
+
+TEST_CASE("cpu gated_linear_unit native bf16 path matches the oracle", "[glu]") {
+  if (!cpu_kernel_has_native_bf16()) {
+    WARN("skipping: this CPU has no avx512_bf16");
+    return;
+  }
+  for (const json& args :
+       {json{{"x", "bf16[2,30,64]"}, {"weights", "bf16[64,2,40]"}, {"activation", "gelu"}},
+        json{{"x", "bf16[9,7]"}, {"weights", "bf16[7,2,100]"}, {"activation", "sigmoid"}}}) {
+    for (int tile_n : {0, 32}) {
+      CAPTURE(args.dump(), tile_n);
+      const Comparison c =
+          run_and_compare(args, {{"bf16_path", "native_dot"}, {"tile_n", tile_n}, {"tile_k", 32}});
+      CAPTURE(c.max_abs_error, c.bound, c.worst_ratio);
+      CHECK(c.violations == 0);
+      CHECK(c.nonfinite == 0);
+    }
+  }
+}
+
+TEST_CASE("gated_linear_unit error model fails a perturbed output", "[glu]") {
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  for (const json& args_json :
+       {json{{"x", "f32[16,64]"}, {"weights", "f32[64,2,32]"}, {"activation", "silu"}},
+        json{{"x", "bf16[16,64]"}, {"weights", "bf16[64,2,32]"}, {"activation", "gelu"}}}) {
+    CAPTURE(args_json.dump());
+    TensorMap kept;
+    REQUIRE(run_and_compare(args_json, json::object(), &kept).violations == 0);
+    const BoundArgs args = op.bind(args_json);
+    HostTensor out = kept.at("out");
+    HostTensor perturbed(out.spec());
+    for (int64_t i = 0; i < out.num_elements(); ++i) perturbed.set(i, out.get(i));
+    // One element off by 2% (the size of dropping a few terms of the sum, or evaluating the
+    // activation in bf16): the bound must catch it.
+    const int64_t target = 37;
+    perturbed.set(target, out.get(target) * 1.02 + 0.02);
+    std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+    for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+    const Comparison c =
+        compare_to_oracle(perturbed, op.oracle(args, kept, "out", index), op.error_model(args));
+    CHECK(c.violations == 1);
+    CHECK(c.worst_index == target);
+    CHECK(judge(c) == Disposition::kFailed);
+  }
+}
+
+TEST_CASE("cpu gated_linear_unit rejects bad configs by field and f64 as NotImplemented", "[glu]") {
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  const BoundArgs args = op.bind({{"x", "f32[8,4]"}, {"weights", "f32[4,2,3]"}});
+  auto field = [&](const json& config) -> std::string {
+    try {
+      cpu_impl().check_config_json(args, config);
+    } catch (const InvalidArgument& e) {
+      return e.field();
+    }
+    return "<no error>";
+  };
+  CHECK(field(json::object()) == "<no error>");
+  CHECK(field({{"tile_m", 0}}) == "tile_m");
+  CHECK(field({{"tile_n", -1}}) == "tile_n");
+  CHECK(field({{"tile_k", 0}}) == "tile_k");
+  CHECK(field({{"mr", 5}, {"nr", 7}}) == "mr");
+  CHECK(field({{"bf16_path", "fast"}}) == "bf16_path");
+  CHECK(field({{"bf16_path", "native_dot"}}) == "bf16_path");  // f32 problem
+  CHECK(field({{"num_threads", -1}}) == "num_threads");
+  CHECK(field({{"unknown", 1}}) == "unknown");
+  const BoundArgs f64 = op.bind({{"x", "f64[8,4]"}, {"weights", "f64[4,2,3]"}});
+  CHECK_THROWS_AS(cpu_impl().check_args(f64), NotImplemented);
+}
+
+TEST_CASE("cpu gated_linear_unit heuristics and search space are valid configs", "[glu]") {
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  const DeviceInfo& device = cpu::host_device();
+  for (const json& args_json :
+       {json{{"x", "bf16[64,256,128]"}, {"weights", "bf16[128,2,256]"}, {"activation", "silu"}},
+        json{{"x", "f32[2048,384]"}, {"weights", "f32[384,2,768]"}, {"activation", "silu"}},
+        json{{"x", "f32[3,5]"}, {"weights", "f32[5,2,2]"}, {"activation", "relu"}}}) {
+    CAPTURE(args_json.dump());
+    const BoundArgs args = op.bind(args_json);
+    const json heuristic = cpu_impl().heuristics_config_json(args, device);
+    CAPTURE(heuristic.dump());
+    CHECK_NOTHROW(cpu_impl().check_config_json(args, heuristic));
+    const std::vector<json> space = cpu_impl().autotuning_configs_json(args, device);
+    CHECK(!space.empty());
+    CHECK(space.front() == heuristic);
+    for (const json& config : space) {
+      CAPTURE(config.dump());
+      CHECK_NOTHROW(cpu_impl().check_config_json(args, config));
+    }
+  }
+  // A wide N is split so that a task's f32 tiles stay cache-sized.
+  const GluProblem wide =
+      GluProblem::from(op.bind({{"x", "f32[4096,768]"}, {"weights", "f32[768,2,4096]"}}));
+  const CpuGluConfig c = cpu_glu_heuristics_config(wide, device);
+  if (device.l2_bytes > 0) {
+    CHECK(c.tile_n > 0);
+    CHECK(int64_t{c.tile_m} * 2 * c.tile_n * 4 <= device.l2_bytes);
+  }
+}

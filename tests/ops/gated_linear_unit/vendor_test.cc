@@ -1,0 +1,105 @@
+// Tests for the oneDNN baseline of gated_linear_unit ("onednn") against the float64 oracle.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_info.h"
+#include "ops/errors.h"
+#include "ops/gated_linear_unit/api.h"
+#include "ops/numerics.h"
+
+namespace tokamax {
+// Defined in ops/gated_linear_unit/onednn.cc.
+int64_t gated_linear_unit_onednn_set_chunk_elements(int64_t elements);
+}  // namespace tokamax
+
+using namespace tokamax;
+using nlohmann::json;
+
+namespace {
+
+const Implementation& onednn() { return gated_linear_unit_op().implementation("onednn"); }
+
+// True when `args` can run on oneDNN here; otherwise says why (a missing dtype skips).
+bool runs(const BoundArgs& args) {
+  try {
+    onednn().check_args(args);
+  } catch (const NotImplemented& e) {
+    WARN("skipping onednn for " << args.key() << ": " << e.what());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("onednn gated_linear_unit matches the oracle", "[glu]") {
+  REQUIRE(onednn().supported_on(cpu::host_device()).ok);
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  for (const json& args_json :
+       {json{{"x", "f32[2,24,40]"}, {"weights", "f32[40,2,48]"}, {"activation", "silu"}},
+        json{{"x", "f32[131,97]"}, {"weights", "f32[97,2,75]"}, {"activation", "gelu_tanh"}},
+        json{{"x", "f32[40,1]"}, {"weights", "f32[1,2,33]"}, {"activation", "relu"}},
+        json{{"x", "f32[7,0]"}, {"weights", "f32[0,2,5]"}, {"activation", "sigmoid"}},
+        json{{"x", "bf16[37,64]"}, {"weights", "bf16[64,2,40]"}, {"activation", "gelu"}},
+        json{{"x", "bf16[5,29,53]"}, {"weights", "bf16[53,2,67]"}, {"activation", "none"}}}) {
+    CAPTURE(args_json.dump());
+    const BoundArgs args = op.bind(args_json);
+    if (!runs(args)) continue;
+    const TensorMap inputs = op.make_inputs(args, 9);
+    TensorMap outputs = op.allocate_outputs(args);
+    HostTensor& out = outputs.at("out");
+    for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
+    // Twice: the second call reuses the cached primitive and the intermediate buffer.
+    for (int call = 0; call < 2; ++call) {
+      onednn().run_json(args, json::object(), inputs, outputs);
+      std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+      for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+      const Comparison c =
+          compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+      CAPTURE(call, c.max_abs_error, c.bound, c.worst_ratio);
+      CHECK(c.violations == 0);
+      CHECK(c.nonfinite == 0);
+    }
+  }
+}
+
+TEST_CASE("onednn gated_linear_unit matches the oracle over several row chunks", "[glu]") {
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  const BoundArgs args =
+      op.bind({{"x", "f32[3,37,24]"}, {"weights", "f32[24,2,20]"}, {"activation", "gelu"}});
+  if (!runs(args)) return;
+  const TensorMap inputs = op.make_inputs(args, 4);
+  TensorMap outputs = op.allocate_outputs(args);
+  HostTensor& out = outputs.at("out");
+  for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
+  // 40 rows per chunk (2 N = 40 columns): chunks of 40, 40 and a last one of 31 rows (two
+  // primitive shapes).
+  const int64_t previous = gated_linear_unit_onednn_set_chunk_elements(40 * 40);
+  onednn().run_json(args, json::object(), inputs, outputs);
+  gated_linear_unit_onednn_set_chunk_elements(previous);
+  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+  const Comparison c =
+      compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+  CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
+  CHECK(c.violations == 0);
+  CHECK(c.nonfinite == 0);
+}
+
+TEST_CASE("onednn gated_linear_unit says why it cannot run a dtype", "[glu]") {
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  for (const json& args_json : {json{{"x", "f64[4,3]"}, {"weights", "f64[3,2,2]"}},
+                                json{{"x", "bf16[4,3]"}, {"weights", "f32[3,2,2]"}},
+                                json{{"x", "f16[4,3]"}, {"weights", "f16[3,2,2]"}}}) {
+    CAPTURE(args_json.dump());
+    const BoundArgs args = op.bind(args_json);
+    try {
+      onednn().check_args(args);
+      FAIL("expected NotImplemented");
+    } catch (const NotImplemented& e) {
+      CHECK_THAT(e.what(), Catch::Contains("onednn"));
+    }
+  }
+}
