@@ -5,12 +5,13 @@
 #include <string>
 
 #include "ops/errors.h"
+#include "ops/layer_norm/api.h"
 #include "ops/ragged_dot/api.h"
 
 namespace tokamax {
 
 const std::vector<const Op*>& all_ops() {
-  static const std::vector<const Op*> ops = {&ragged_dot_op()};
+  static const std::vector<const Op*> ops = {&ragged_dot_op(), &layer_norm_op()};
   return ops;
 }
 

@@ -1,0 +1,420 @@
+// layer_norm on CPU: the Highway task bodies (last axis: per row; other axes: per inner block)
+// and the task loop over the thread pool.
+//
+// Dimensions.
+//   C      the normalized extent (x's extent along axis)
+//   O      product of x's extents before the axis
+//   I      product of x's extents after the axis (contiguous); I = 1 for the last axis
+//   w      inner elements of the current block (<= tI); w_pad = w rounded up to L
+//   L      f32 lanes of the Highway target (16 on AVX-512, 8 on AVX2, 1 scalar)
+//
+// The op is memory-bound (8 flops per 4 bytes of bf16 traffic), so the design goal is to touch
+// DRAM exactly twice per element: read x once, write out once. A unit first widens its x into an
+// f32 scratch that stays in L1 (a row of C) or L2 (a [C, w] block) while summing, then computes
+// the centred sum of squares and the output from that scratch. Two statistics passes (mean, then
+// sum (x - mean)^2) instead of one pass of sum x and sum x^2: the one-pass variance cancels
+// catastrophically when |mean| >> sigma, and the second pass is free from cache.
+//
+// Last axis (I = 1): a row is contiguous; L lanes of the row per vector, partial vectors at the
+// end of rows whose C is not a multiple of L go through a zero-padded copy (masked out of the
+// centred sum). Other axes: the C elements of a row are I apart, so vectorizing along the row
+// would gather. Instead a block of w contiguous inner elements is w independent rows; vectors
+// run across them and the reduction over C is a loop of vector adds into w accumulators (no
+// transposition through memory). Columns of a block past the last multiple of L are scalar.
+#include "ops/layer_norm/cpu_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <type_traits>
+
+#include "backends/cpu/thread_pool.h"
+#include "ops/errors.h"
+
+// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/layer_norm/cpu_kernel.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+// Internal linkage: other ops' Highway files define helpers of the same names in the same
+// per-target namespaces (tokamax::N_AVX3, ...), which the linker would otherwise merge.
+namespace {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+
+// L consecutive elements widened to f32 exactly (bf16 by a 16-bit shift, f16 by vcvtph2ps).
+// Highway's scalar target converts f16 without inf/NaN; there the library's conversion is used.
+template <typename T>
+HWY_INLINE VF LoadWiden(DF d, const T* HWY_RESTRICT src) {
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::LoadU(d, src);
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(),
+                                      reinterpret_cast<const hwy::bfloat16_t*>(src)));
+  } else {
+#if HWY_TARGET == HWY_SCALAR
+    return hn::Set(d, f16_to_float(*src));
+#else
+    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(),
+                                      reinterpret_cast<const hwy::float16_t*>(src)));
+#endif
+  }
+}
+
+// The first `count` < L elements widened, the other lanes zero.
+template <typename T>
+HWY_INLINE VF LoadWidenPartial(DF d, const T* HWY_RESTRICT src, size_t count) {
+  alignas(64) T padded[kMaxLanes] = {};
+  std::memcpy(padded, src, count * sizeof(T));
+  return LoadWiden(d, padded);
+}
+
+// f32 -> bf16 rounded to nearest even, exactly as float_to_bf16: add 0x7FFF plus the lowest kept
+// bit and truncate; NaNs are forced quiet instead (rounding could carry them into infinity).
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> DemoteBf16(VF v) {
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::RebindToSigned<DF> di32;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto bits = hn::BitCast(du32, v);
+  const auto high = hn::ShiftRight<16>(bits);
+  const auto bias = hn::Add(hn::Set(du32, 0x7FFFu), hn::And(high, hn::Set(du32, 1u)));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, bias));
+  const auto quiet_nan = hn::Or(high, hn::Set(du32, 0x40u));
+  const auto result = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
+  // Every lane is < 2^16, so the saturating i32 -> u16 demotion is exact.
+  return hn::DemoteTo(du16, hn::BitCast(di32, result));
+}
+
+// One f32 rounded to T (nearest even), as the scalar columns and partial vectors do.
+template <typename T>
+HWY_INLINE T Narrow(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    return float_to_bf16(v);
+  } else {
+    return float_to_f16(v);
+  }
+}
+
+// L lanes rounded to T (nearest even) and stored.
+template <typename T>
+HWY_INLINE void StoreNarrow(DF d, VF v, T* HWY_RESTRICT dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    hn::StoreU(v, d, dst);
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    hn::StoreU(DemoteBf16(v), hn::Rebind<uint16_t, DF>(), reinterpret_cast<uint16_t*>(dst));
+  } else {
+#if HWY_TARGET == HWY_SCALAR
+    *dst = float_to_f16(hn::GetLane(v));
+#else
+    // vcvtps2ph with round to nearest even; overflow goes to infinity.
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(dst));
+#endif
+  }
+}
+
+template <typename T>
+HWY_INLINE void StoreNarrowPartial(DF d, VF v, T* HWY_RESTRICT dst, size_t count) {
+  alignas(64) float lanes[kMaxLanes];
+  hn::StoreU(v, d, lanes);
+  for (size_t j = 0; j < count; ++j) dst[j] = Narrow<T>(lanes[j]);
+}
+
+template <typename T>
+HWY_INLINE float WidenScalar(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return to_float(v);
+  }
+}
+
+// Rows [row_begin, row_end) of a last-axis problem: x and out are [rows, C]. `row` is an f32
+// scratch of C rounded up to L: the widened row, in L1 for the two passes that follow.
+template <typename T, bool subtract_mean>
+void RowsLastAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t row_begin, int64_t row_end,
+                  int64_t C, const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
+                  float eps, float* HWY_RESTRICT row) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t C_main = C / L * L;
+  const size_t rest = static_cast<size_t>(C - C_main);
+  const float inv_C = 1.0f / static_cast<float>(C);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const T* HWY_RESTRICT xr = x + r * C;
+    T* HWY_RESTRICT yr = out + r * C;
+    // Pass 1 (memory): widen into the scratch while summing x (layer norm) or x^2 (RMSNorm);
+    // two accumulators hide the add latency. Zero-padded lanes add nothing to either.
+    VF acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+    int64_t c = 0;
+    for (; c + 2 * L <= C_main; c += 2 * L) {
+      const VF v0 = LoadWiden(d, xr + c), v1 = LoadWiden(d, xr + c + L);
+      hn::StoreU(v0, d, row + c);
+      hn::StoreU(v1, d, row + c + L);
+      acc0 = subtract_mean ? hn::Add(acc0, v0) : hn::MulAdd(v0, v0, acc0);
+      acc1 = subtract_mean ? hn::Add(acc1, v1) : hn::MulAdd(v1, v1, acc1);
+    }
+    for (; c < C_main; c += L) {
+      const VF v = LoadWiden(d, xr + c);
+      hn::StoreU(v, d, row + c);
+      acc0 = subtract_mean ? hn::Add(acc0, v) : hn::MulAdd(v, v, acc0);
+    }
+    if (rest != 0) {
+      const VF v = LoadWidenPartial(d, xr + c, rest);
+      hn::StoreU(v, d, row + c);
+      acc1 = subtract_mean ? hn::Add(acc1, v) : hn::MulAdd(v, v, acc1);
+    }
+    const float first = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+    float mean = 0.0f, sum_sq = first;
+    if constexpr (subtract_mean) {
+      // Pass 2 (L1): the centred sum of squares; padded lanes are masked, (0 - mean)^2 is not 0.
+      mean = first * inv_C;
+      const VF m = hn::Set(d, mean);
+      acc0 = hn::Zero(d);
+      acc1 = hn::Zero(d);
+      c = 0;
+      for (; c + 2 * L <= C_main; c += 2 * L) {
+        const VF d0 = hn::Sub(hn::LoadU(d, row + c), m);
+        const VF d1 = hn::Sub(hn::LoadU(d, row + c + L), m);
+        acc0 = hn::MulAdd(d0, d0, acc0);
+        acc1 = hn::MulAdd(d1, d1, acc1);
+      }
+      for (; c < C_main; c += L) {
+        const VF d0 = hn::Sub(hn::LoadU(d, row + c), m);
+        acc0 = hn::MulAdd(d0, d0, acc0);
+      }
+      if (rest != 0) {
+        const VF d1 = hn::IfThenElseZero(hn::FirstN(d, rest), hn::Sub(hn::LoadU(d, row + c), m));
+        acc1 = hn::MulAdd(d1, d1, acc1);
+      }
+      sum_sq = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+    }
+    const float rstd = 1.0f / std::sqrt(sum_sq * inv_C + eps);
+    // Pass 3 (L1 -> memory): out = (x - mean) * (rstd * scale) + offset, one rounding to T.
+    const VF m = hn::Set(d, mean), rv = hn::Set(d, rstd);
+    for (c = 0; c < C_main; c += L) {
+      const VF rs = hn::Mul(rv, hn::LoadU(d, scale + c));
+      StoreNarrow(d, hn::MulAdd(hn::Sub(hn::LoadU(d, row + c), m), rs, hn::LoadU(d, offset + c)),
+                  yr + c);
+    }
+    if (rest != 0) {
+      // scale and offset are padded to a multiple of L by the caller.
+      const VF rs = hn::Mul(rv, hn::LoadU(d, scale + c));
+      StoreNarrowPartial(
+          d, hn::MulAdd(hn::Sub(hn::LoadU(d, row + c), m), rs, hn::LoadU(d, offset + c)), yr + c,
+          rest);
+    }
+  }
+}
+
+// One block of w inner elements of outer index o (other axes): x and out point at
+// [o, 0, i0] of [O, C, I]; element (c, j) is at c * I + j. `block` is an f32 scratch [C, w_pad]
+// (L2) and `stats` one of 2 * w_pad (the per-column sums, then mean and rstd).
+template <typename T, bool subtract_mean>
+void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t I, int64_t w,
+                    const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset, float eps,
+                    float* HWY_RESTRICT block, float* HWY_RESTRICT stats) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t w_main = w / L * L, w_pad = (w + L - 1) / L * L;
+  const float inv_C = 1.0f / static_cast<float>(C);
+  float* HWY_RESTRICT sum = stats;             // [w_pad]: sum x, then the mean
+  float* HWY_RESTRICT sum_sq = stats + w_pad;  // [w_pad]: sum (x - mean)^2, then rstd
+  std::memset(stats, 0, sizeof(float) * 2 * w_pad);
+  // Pass 1 (memory): rows of the block are contiguous runs of w elements, I apart; widen them
+  // into the scratch while accumulating each column's sum (sum of squares for RMSNorm).
+  for (int64_t c = 0; c < C; ++c) {
+    const T* HWY_RESTRICT xc = x + c * I;
+    float* HWY_RESTRICT bc = block + c * w_pad;
+    float* HWY_RESTRICT acc = subtract_mean ? sum : sum_sq;
+    for (int64_t j = 0; j < w_main; j += L) {
+      const VF v = LoadWiden(d, xc + j);
+      hn::StoreU(v, d, bc + j);
+      const VF a = hn::LoadU(d, acc + j);
+      hn::StoreU(subtract_mean ? hn::Add(a, v) : hn::MulAdd(v, v, a), d, acc + j);
+    }
+    for (int64_t j = w_main; j < w; ++j) {
+      const float v = WidenScalar(xc[j]);
+      bc[j] = v;
+      acc[j] = subtract_mean ? acc[j] + v : std::fma(v, v, acc[j]);
+    }
+  }
+  if constexpr (subtract_mean) {
+    // Pass 2 (L2): centred sums of squares, column-wise.
+    for (int64_t j = 0; j < w; ++j) sum[j] *= inv_C;
+    for (int64_t c = 0; c < C; ++c) {
+      const float* HWY_RESTRICT bc = block + c * w_pad;
+      for (int64_t j = 0; j < w_main; j += L) {
+        const VF dv = hn::Sub(hn::LoadU(d, bc + j), hn::LoadU(d, sum + j));
+        hn::StoreU(hn::MulAdd(dv, dv, hn::LoadU(d, sum_sq + j)), d, sum_sq + j);
+      }
+      for (int64_t j = w_main; j < w; ++j) {
+        const float dv = bc[j] - sum[j];
+        sum_sq[j] = std::fma(dv, dv, sum_sq[j]);
+      }
+    }
+  }
+  float* HWY_RESTRICT mean = sum;  // zeros for RMSNorm
+  float* HWY_RESTRICT rstd = sum_sq;
+  for (int64_t j = 0; j < w; ++j) rstd[j] = 1.0f / std::sqrt(sum_sq[j] * inv_C + eps);
+  // Pass 3 (L2 -> memory).
+  for (int64_t c = 0; c < C; ++c) {
+    const float* HWY_RESTRICT bc = block + c * w_pad;
+    T* HWY_RESTRICT yc = out + c * I;
+    const VF s = hn::Set(d, scale[c]), b = hn::Set(d, offset[c]);
+    for (int64_t j = 0; j < w_main; j += L) {
+      const VF rs = hn::Mul(hn::LoadU(d, rstd + j), s);
+      const VF dv = hn::Sub(hn::LoadU(d, bc + j), hn::LoadU(d, mean + j));
+      StoreNarrow(d, hn::MulAdd(dv, rs, b), yc + j);
+    }
+    for (int64_t j = w_main; j < w; ++j) {
+      yc[j] = Narrow<T>(std::fma(bc[j] - mean[j], rstd[j] * scale[c], offset[c]));
+    }
+  }
+}
+
+// Type-erased entry points for the dispatch table: T and the RMSNorm switch become template
+// arguments, so the per-element loops carry no branches.
+template <typename Fn>
+void DispatchType(DType dtype, bool subtract_mean, Fn&& fn) {
+  auto with_mode = [&](auto type) {
+    if (subtract_mean) {
+      fn(type, std::true_type{});
+    } else {
+      fn(type, std::false_type{});
+    }
+  };
+  switch (dtype) {
+    case DType::kF32:
+      return with_mode(float{});
+    case DType::kBF16:
+      return with_mode(bf16{});
+    case DType::kF16:
+      return with_mode(f16{});
+    default:
+      throw NotImplemented("cpu layer_norm: x dtype " + std::string(dtype_name(dtype)));
+  }
+}
+
+void LastAxisTask(DType dtype, const void* x, void* out, int64_t row_begin, int64_t row_end,
+                  int64_t C, const float* scale, const float* offset, float eps, bool subtract_mean,
+                  float* row) {
+  DispatchType(dtype, subtract_mean, [&](auto type, auto mode) {
+    using T = decltype(type);
+    RowsLastAxis<T, decltype(mode)::value>(static_cast<const T*>(x), static_cast<T*>(out),
+                                           row_begin, row_end, C, scale, offset, eps, row);
+  });
+}
+
+void InnerAxisTask(DType dtype, const void* x, void* out, int64_t offset_elements, int64_t C,
+                   int64_t I, int64_t w, const float* scale, const float* offset, float eps,
+                   bool subtract_mean, float* block, float* stats) {
+  DispatchType(dtype, subtract_mean, [&](auto type, auto mode) {
+    using T = decltype(type);
+    BlockInnerAxis<T, decltype(mode)::value>(static_cast<const T*>(x) + offset_elements,
+                                             static_cast<T*>(out) + offset_elements, C, I, w, scale,
+                                             offset, eps, block, stats);
+  });
+}
+
+int F32Lanes() { return static_cast<int>(hn::Lanes(DF())); }
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+namespace {
+
+HWY_EXPORT(LastAxisTask);
+HWY_EXPORT(InnerAxisTask);
+HWY_EXPORT(F32Lanes);
+HWY_EXPORT(TargetName);
+
+constexpr size_t kAlignment = 64;
+
+// Per-thread f32 scratch that only grows: pool threads are persistent, so after the first call
+// a launch allocates nothing (a fresh allocation would page-fault on first touch every call).
+float* thread_scratch(size_t floats) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  const size_t bytes = (floats * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+  if (bytes > buffer.bytes) {
+    std::free(buffer.data);
+    buffer.bytes = 0;
+    buffer.data = std::aligned_alloc(kAlignment, bytes);
+    if (buffer.data == nullptr) throw std::bad_alloc();
+    buffer.bytes = bytes;
+  }
+  return static_cast<float*>(buffer.data);
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+int layer_norm_cpu_f32_lanes() { return HWY_DYNAMIC_DISPATCH(F32Lanes)(); }
+const char* layer_norm_cpu_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& launch,
+                           const void* x, const float* scale, const float* offset, void* out) {
+  if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16 && p.x_dtype != DType::kF16) {
+    throw NotImplemented("cpu layer_norm: x dtype " + std::string(dtype_name(p.x_dtype)) +
+                         " (the kernel handles f32, bf16 and f16 with f32 statistics)");
+  }
+  if (p.num_elements() == 0) return;
+  const int64_t C = p.C, I = p.I, L = layer_norm_cpu_f32_lanes();
+  const float eps = static_cast<float>(p.epsilon);
+  const int64_t per_task = std::max<int64_t>(launch.units_per_task, 1);
+  if (p.last_axis()) {
+    const int64_t rows = p.O;
+    const size_t row_floats = static_cast<size_t>(ceil_div(C, L) * L);
+    cpu::parallel_for(ceil_div(rows, per_task), launch.num_threads, [&](int64_t task, int) {
+      const int64_t begin = task * per_task, end = std::min(rows, begin + per_task);
+      HWY_DYNAMIC_DISPATCH(LastAxisTask)
+      (p.x_dtype, x, out, begin, end, C, scale, offset, eps, p.subtract_mean,
+       thread_scratch(row_floats));
+    });
+    return;
+  }
+  const int64_t tI = std::clamp<int64_t>(launch.inner_block, 1, I);
+  const int64_t blocks = ceil_div(I, tI);
+  const int64_t units = p.O * blocks;
+  const int64_t w_pad = ceil_div(tI, L) * L;
+  cpu::parallel_for(ceil_div(units, per_task), launch.num_threads, [&](int64_t task, int) {
+    float* block = thread_scratch(static_cast<size_t>((C + 2) * w_pad));
+    float* stats = block + C * w_pad;
+    const int64_t end = std::min(units, (task + 1) * per_task);
+    for (int64_t unit = task * per_task; unit < end; ++unit) {
+      const int64_t o = unit / blocks, i0 = (unit % blocks) * tI;
+      const int64_t w = std::min(tI, I - i0);
+      HWY_DYNAMIC_DISPATCH(InnerAxisTask)
+      (p.x_dtype, x, out, o * C * I + i0, C, I, w, scale, offset, eps, p.subtract_mean, block,
+       stats);
+    }
+  });
+}
+
+}  // namespace tokamax
+#endif  // HWY_ONCE
