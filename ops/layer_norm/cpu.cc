@@ -88,6 +88,7 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
     launch.units_per_task = config.rows_per_task;
     launch.inner_block = config.inner_block;
     launch.num_threads = config.num_threads;
+    launch.stream_stores = config.stream_stores;
     layer_norm_cpu_kernel(p, launch, inputs.at("x").raw(), scale.data(), offset.data(),
                           outputs.at("out").raw());
   }

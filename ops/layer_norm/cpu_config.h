@@ -26,6 +26,9 @@ struct CpuLayerNormConfig {
   // Best a multiple of L (the last block of a row may be partial). Ignored for the last axis.
   int inner_block = 256;
   int num_threads = 0;  // 0 = all cores
+  // Non-temporal stores of out (no read-for-ownership of the output lines: a third less DRAM
+  // traffic) when out is far larger than the caches; only where vectors stay aligned.
+  bool stream_stores = false;
 
   void validate() const;
   template <class V>
@@ -33,8 +36,11 @@ struct CpuLayerNormConfig {
     v("rows_per_task", rows_per_task);
     v("inner_block", inner_block);
     v("num_threads", num_threads);
+    v("stream_stores", stream_stores);
   }
-  auto key() const { return std::make_tuple(rows_per_task, inner_block, num_threads); }
+  auto key() const {
+    return std::make_tuple(rows_per_task, inner_block, num_threads, stream_stores);
+  }
 };
 
 // Per-thread scratch bound for the f32 block [C, tI] of a non-last axis (floats).

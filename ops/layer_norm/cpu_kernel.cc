@@ -42,6 +42,7 @@
 #define HWY_TARGET_INCLUDE "ops/layer_norm/cpu_kernel.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 HWY_BEFORE_NAMESPACE();
@@ -110,20 +111,30 @@ HWY_INLINE T Narrow(float v) {
   }
 }
 
-// L lanes rounded to T (nearest even) and stored.
-template <typename T>
+// L lanes rounded to T (nearest even) and stored; with kStream by a non-temporal store, which
+// needs `dst` aligned to the narrow vector's size (the launch checks that).
+template <bool kStream, class D, class V>
+HWY_INLINE void StoreVec(D d, V v, hn::TFromD<D>* HWY_RESTRICT dst) {
+  if constexpr (kStream) {
+    hn::Stream(v, d, dst);
+  } else {
+    hn::StoreU(v, d, dst);
+  }
+}
+
+template <typename T, bool kStream>
 HWY_INLINE void StoreNarrow(DF d, VF v, T* HWY_RESTRICT dst) {
   if constexpr (std::is_same_v<T, float>) {
-    hn::StoreU(v, d, dst);
+    StoreVec<kStream>(d, v, dst);
   } else if constexpr (std::is_same_v<T, bf16>) {
-    hn::StoreU(DemoteBf16(v), hn::Rebind<uint16_t, DF>(), reinterpret_cast<uint16_t*>(dst));
+    StoreVec<kStream>(hn::Rebind<uint16_t, DF>(), DemoteBf16(v), reinterpret_cast<uint16_t*>(dst));
   } else {
 #if HWY_TARGET == HWY_SCALAR
     *dst = float_to_f16(hn::GetLane(v));
 #else
     // vcvtps2ph with round to nearest even; overflow goes to infinity.
     const hn::Rebind<hwy::float16_t, DF> dh;
-    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(dst));
+    StoreVec<kStream>(dh, hn::DemoteTo(dh, v), reinterpret_cast<hwy::float16_t*>(dst));
 #endif
   }
 }
@@ -144,88 +155,141 @@ HWY_INLINE float WidenScalar(T v) {
   }
 }
 
-// Rows [row_begin, row_end) of a last-axis problem: x and out are [rows, C]. `row` is an f32
-// scratch of C rounded up to L: the widened row, in L1 for the two passes that follow.
-template <typename T, bool subtract_mean>
-void RowsLastAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t row_begin, int64_t row_end,
-                  int64_t C, const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
-                  float eps, float* HWY_RESTRICT row) {
+// Rows processed together by the last-axis kernel. A row of C = 64..128 is only 4-8 vectors, and
+// its dependency chain (sum, horizontal reduction, mean, centred sum, reduction, sqrt, division,
+// output) is far longer than its arithmetic: one row at a time runs at about a cycle per
+// element, latency-bound. kRowGroup independent rows interleaved fill the pipeline.
+constexpr int kRowGroup = 8;
+
+// kRows consecutive rows of a last-axis problem from `x` / `out` ([kRows, C], row-major).
+// `row` is an f32 scratch [kRows, C_pad] (C_pad = C rounded up to L): the widened rows, in L1
+// for the two passes that follow. Loops over k have a constant trip count and unroll.
+template <typename T, bool subtract_mean, bool kStream, int kRows>
+HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t C_pad,
+                         const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
+                         float eps, float* HWY_RESTRICT row) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const int64_t C_main = C / L * L;
   const size_t rest = static_cast<size_t>(C - C_main);
   const float inv_C = 1.0f / static_cast<float>(C);
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const T* HWY_RESTRICT xr = x + r * C;
-    T* HWY_RESTRICT yr = out + r * C;
-    // Pass 1 (memory): widen into the scratch while summing x (layer norm) or x^2 (RMSNorm);
-    // two accumulators hide the add latency. Zero-padded lanes add nothing to either.
-    VF acc0 = hn::Zero(d), acc1 = hn::Zero(d);
-    int64_t c = 0;
-    for (; c + 2 * L <= C_main; c += 2 * L) {
-      const VF v0 = LoadWiden(d, xr + c), v1 = LoadWiden(d, xr + c + L);
-      hn::StoreU(v0, d, row + c);
-      hn::StoreU(v1, d, row + c + L);
-      acc0 = subtract_mean ? hn::Add(acc0, v0) : hn::MulAdd(v0, v0, acc0);
-      acc1 = subtract_mean ? hn::Add(acc1, v1) : hn::MulAdd(v1, v1, acc1);
-    }
-    for (; c < C_main; c += L) {
-      const VF v = LoadWiden(d, xr + c);
-      hn::StoreU(v, d, row + c);
-      acc0 = subtract_mean ? hn::Add(acc0, v) : hn::MulAdd(v, v, acc0);
-    }
-    if (rest != 0) {
-      const VF v = LoadWidenPartial(d, xr + c, rest);
-      hn::StoreU(v, d, row + c);
-      acc1 = subtract_mean ? hn::Add(acc1, v) : hn::MulAdd(v, v, acc1);
-    }
-    const float first = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
-    float mean = 0.0f, sum_sq = first;
-    if constexpr (subtract_mean) {
-      // Pass 2 (L1): the centred sum of squares; padded lanes are masked, (0 - mean)^2 is not 0.
-      mean = first * inv_C;
-      const VF m = hn::Set(d, mean);
-      acc0 = hn::Zero(d);
-      acc1 = hn::Zero(d);
-      c = 0;
-      for (; c + 2 * L <= C_main; c += 2 * L) {
-        const VF d0 = hn::Sub(hn::LoadU(d, row + c), m);
-        const VF d1 = hn::Sub(hn::LoadU(d, row + c + L), m);
-        acc0 = hn::MulAdd(d0, d0, acc0);
-        acc1 = hn::MulAdd(d1, d1, acc1);
-      }
-      for (; c < C_main; c += L) {
-        const VF d0 = hn::Sub(hn::LoadU(d, row + c), m);
-        acc0 = hn::MulAdd(d0, d0, acc0);
-      }
-      if (rest != 0) {
-        const VF d1 = hn::IfThenElseZero(hn::FirstN(d, rest), hn::Sub(hn::LoadU(d, row + c), m));
-        acc1 = hn::MulAdd(d1, d1, acc1);
-      }
-      sum_sq = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
-    }
-    const float rstd = 1.0f / std::sqrt(sum_sq * inv_C + eps);
-    // Pass 3 (L1 -> memory): out = (x - mean) * (rstd * scale) + offset, one rounding to T.
-    const VF m = hn::Set(d, mean), rv = hn::Set(d, rstd);
-    for (c = 0; c < C_main; c += L) {
-      const VF rs = hn::Mul(rv, hn::LoadU(d, scale + c));
-      StoreNarrow(d, hn::MulAdd(hn::Sub(hn::LoadU(d, row + c), m), rs, hn::LoadU(d, offset + c)),
-                  yr + c);
-    }
-    if (rest != 0) {
-      // scale and offset are padded to a multiple of L by the caller.
-      const VF rs = hn::Mul(rv, hn::LoadU(d, scale + c));
-      StoreNarrowPartial(
-          d, hn::MulAdd(hn::Sub(hn::LoadU(d, row + c), m), rs, hn::LoadU(d, offset + c)), yr + c,
-          rest);
+  // Pass 1 (memory): widen into the scratch while summing x (layer norm) or x^2 (RMSNorm).
+  // Zero-padded lanes add nothing to either.
+  VF acc[kRows];
+  for (int k = 0; k < kRows; ++k) acc[k] = hn::Zero(d);
+  int64_t c = 0;
+  for (; c < C_main; c += L) {
+    for (int k = 0; k < kRows; ++k) {
+      const VF v = LoadWiden(d, x + k * C + c);
+      hn::StoreU(v, d, row + k * C_pad + c);
+      acc[k] = subtract_mean ? hn::Add(acc[k], v) : hn::MulAdd(v, v, acc[k]);
     }
   }
+  if (rest != 0) {
+    for (int k = 0; k < kRows; ++k) {
+      const VF v = LoadWidenPartial(d, x + k * C + c, rest);
+      hn::StoreU(v, d, row + k * C_pad + c);
+      acc[k] = subtract_mean ? hn::Add(acc[k], v) : hn::MulAdd(v, v, acc[k]);
+    }
+  }
+  float mean[kRows], rstd[kRows];
+  for (int k = 0; k < kRows; ++k) {
+    const float first = hn::GetLane(hn::SumOfLanes(d, acc[k]));
+    mean[k] = subtract_mean ? first * inv_C : 0.0f;
+    rstd[k] = first;  // the sum of squares for RMSNorm
+  }
+  if constexpr (subtract_mean) {
+    // Pass 2 (L1): the centred sum of squares; padded lanes are masked, (0 - mean)^2 is not 0.
+    VF m[kRows];
+    for (int k = 0; k < kRows; ++k) {
+      m[k] = hn::Set(d, mean[k]);
+      acc[k] = hn::Zero(d);
+    }
+    for (c = 0; c < C_main; c += L) {
+      for (int k = 0; k < kRows; ++k) {
+        const VF dv = hn::Sub(hn::LoadU(d, row + k * C_pad + c), m[k]);
+        acc[k] = hn::MulAdd(dv, dv, acc[k]);
+      }
+    }
+    if (rest != 0) {
+      const auto mask = hn::FirstN(d, rest);
+      for (int k = 0; k < kRows; ++k) {
+        const VF dv = hn::IfThenElseZero(mask, hn::Sub(hn::LoadU(d, row + k * C_pad + c), m[k]));
+        acc[k] = hn::MulAdd(dv, dv, acc[k]);
+      }
+    }
+    for (int k = 0; k < kRows; ++k) rstd[k] = hn::GetLane(hn::SumOfLanes(d, acc[k]));
+  }
+  for (int k = 0; k < kRows; ++k) rstd[k] = 1.0f / std::sqrt(rstd[k] * inv_C + eps);
+  // Pass 3 (L1 -> memory): out = (x - mean) * (rstd * scale) + offset, one rounding to T.
+  // scale and offset are padded to C_pad by the caller, so the partial vector loads them whole.
+  VF m[kRows], r[kRows];
+  for (int k = 0; k < kRows; ++k) {
+    m[k] = hn::Set(d, mean[k]);
+    r[k] = hn::Set(d, rstd[k]);
+  }
+  for (c = 0; c < C_main; c += L) {
+    const VF s = hn::LoadU(d, scale + c), b = hn::LoadU(d, offset + c);
+    for (int k = 0; k < kRows; ++k) {
+      const VF dv = hn::Sub(hn::LoadU(d, row + k * C_pad + c), m[k]);
+      StoreNarrow<T, kStream>(d, hn::MulAdd(dv, hn::Mul(r[k], s), b), out + k * C + c);
+    }
+  }
+  if (rest != 0) {
+    const VF s = hn::LoadU(d, scale + c), b = hn::LoadU(d, offset + c);
+    for (int k = 0; k < kRows; ++k) {
+      const VF dv = hn::Sub(hn::LoadU(d, row + k * C_pad + c), m[k]);
+      StoreNarrowPartial(d, hn::MulAdd(dv, hn::Mul(r[k], s), b), out + k * C + c, rest);
+    }
+  }
+}
+
+// Rows [row_begin, row_end) of a last-axis problem: x and out are [rows, C]; groups of
+// kRowGroup rows, then single rows. `row` is an f32 scratch [kRowGroup, C_pad].
+template <typename T, bool subtract_mean, bool kStream>
+void RowsLastAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t row_begin, int64_t row_end,
+                  int64_t C, const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
+                  float eps, float* HWY_RESTRICT row) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  const int64_t C_pad = (C + L - 1) / L * L;
+  int64_t r = row_begin;
+  for (; r + kRowGroup <= row_end; r += kRowGroup) {
+    RowGroup<T, subtract_mean, kStream, kRowGroup>(x + r * C, out + r * C, C, C_pad, scale, offset,
+                                                   eps, row);
+  }
+  for (; r < row_end; ++r) {
+    RowGroup<T, subtract_mean, kStream, 1>(x + r * C, out + r * C, C, C_pad, scale, offset, eps,
+                                           row);
+  }
+}
+
+// Column vectors of a block whose pass-2 accumulators stay in registers together.
+constexpr int kInnerVectors = 4;
+
+// sum_sq[j, j + kV * L) += sum_c (block[c, j..] - mean[j..])^2 (the columns of one chunk).
+template <int kV>
+HWY_INLINE void CentredSums(DF d, const float* HWY_RESTRICT block, int64_t w_pad, int64_t C,
+                            int64_t j, const float* HWY_RESTRICT mean, float* HWY_RESTRICT sum_sq) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  VF m[kV], acc[kV];
+  for (int v = 0; v < kV; ++v) {
+    m[v] = hn::LoadU(d, mean + j + v * L);
+    acc[v] = hn::LoadU(d, sum_sq + j + v * L);
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    const float* HWY_RESTRICT bc = block + c * w_pad + j;
+    for (int v = 0; v < kV; ++v) {
+      const VF dv = hn::Sub(hn::LoadU(d, bc + v * L), m[v]);
+      acc[v] = hn::MulAdd(dv, dv, acc[v]);
+    }
+  }
+  for (int v = 0; v < kV; ++v) hn::StoreU(acc[v], d, sum_sq + j + v * L);
 }
 
 // One block of w inner elements of outer index o (other axes): x and out point at
 // [o, 0, i0] of [O, C, I]; element (c, j) is at c * I + j. `block` is an f32 scratch [C, w_pad]
 // (L2) and `stats` one of 2 * w_pad (the per-column sums, then mean and rstd).
-template <typename T, bool subtract_mean>
+template <typename T, bool subtract_mean, bool kStream>
 void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t I, int64_t w,
                     const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset, float eps,
                     float* HWY_RESTRICT block, float* HWY_RESTRICT stats) {
@@ -237,11 +301,38 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
   float* HWY_RESTRICT sum_sq = stats + w_pad;  // [w_pad]: sum (x - mean)^2, then rstd
   std::memset(stats, 0, sizeof(float) * 2 * w_pad);
   // Pass 1 (memory): rows of the block are contiguous runs of w elements, I apart; widen them
-  // into the scratch while accumulating each column's sum (sum of squares for RMSNorm).
-  for (int64_t c = 0; c < C; ++c) {
+  // into the scratch while accumulating each column's sum (sum of squares for RMSNorm). Four
+  // rows at a time (four sequential streams) add into the memory accumulators once.
+  float* HWY_RESTRICT acc = subtract_mean ? sum : sum_sq;
+  int64_t c = 0;
+  for (; c + 4 <= C; c += 4) {
     const T* HWY_RESTRICT xc = x + c * I;
     float* HWY_RESTRICT bc = block + c * w_pad;
-    float* HWY_RESTRICT acc = subtract_mean ? sum : sum_sq;
+    for (int64_t j = 0; j < w_main; j += L) {
+      const VF v0 = LoadWiden(d, xc + j), v1 = LoadWiden(d, xc + I + j);
+      const VF v2 = LoadWiden(d, xc + 2 * I + j), v3 = LoadWiden(d, xc + 3 * I + j);
+      hn::StoreU(v0, d, bc + j);
+      hn::StoreU(v1, d, bc + w_pad + j);
+      hn::StoreU(v2, d, bc + 2 * w_pad + j);
+      hn::StoreU(v3, d, bc + 3 * w_pad + j);
+      const VF a = hn::LoadU(d, acc + j);
+      const VF t =
+          subtract_mean
+              ? hn::Add(hn::Add(v0, v1), hn::Add(v2, v3))
+              : hn::MulAdd(v3, v3, hn::MulAdd(v2, v2, hn::MulAdd(v1, v1, hn::Mul(v0, v0))));
+      hn::StoreU(hn::Add(a, t), d, acc + j);
+    }
+    for (int64_t j = w_main; j < w; ++j) {
+      for (int64_t k = 0; k < 4; ++k) {
+        const float v = WidenScalar(xc[k * I + j]);
+        bc[k * w_pad + j] = v;
+        acc[j] = subtract_mean ? acc[j] + v : std::fma(v, v, acc[j]);
+      }
+    }
+  }
+  for (; c < C; ++c) {
+    const T* HWY_RESTRICT xc = x + c * I;
+    float* HWY_RESTRICT bc = block + c * w_pad;
     for (int64_t j = 0; j < w_main; j += L) {
       const VF v = LoadWiden(d, xc + j);
       hn::StoreU(v, d, bc + j);
@@ -255,15 +346,17 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
     }
   }
   if constexpr (subtract_mean) {
-    // Pass 2 (L2): centred sums of squares, column-wise.
+    // Pass 2 (L2): centred sums of squares, kInnerVectors columns vectors at a time with the
+    // accumulators in registers (the scratch is read once, nothing is stored per row).
     for (int64_t j = 0; j < w; ++j) sum[j] *= inv_C;
-    for (int64_t c = 0; c < C; ++c) {
+    int64_t j = 0;
+    for (; j + kInnerVectors * L <= w_main; j += kInnerVectors * L) {
+      CentredSums<kInnerVectors>(d, block, w_pad, C, j, sum, sum_sq);
+    }
+    for (; j < w_main; j += L) CentredSums<1>(d, block, w_pad, C, j, sum, sum_sq);
+    for (c = 0; c < C; ++c) {
       const float* HWY_RESTRICT bc = block + c * w_pad;
-      for (int64_t j = 0; j < w_main; j += L) {
-        const VF dv = hn::Sub(hn::LoadU(d, bc + j), hn::LoadU(d, sum + j));
-        hn::StoreU(hn::MulAdd(dv, dv, hn::LoadU(d, sum_sq + j)), d, sum_sq + j);
-      }
-      for (int64_t j = w_main; j < w; ++j) {
+      for (j = w_main; j < w; ++j) {
         const float dv = bc[j] - sum[j];
         sum_sq[j] = std::fma(dv, dv, sum_sq[j]);
       }
@@ -272,15 +365,15 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
   float* HWY_RESTRICT mean = sum;  // zeros for RMSNorm
   float* HWY_RESTRICT rstd = sum_sq;
   for (int64_t j = 0; j < w; ++j) rstd[j] = 1.0f / std::sqrt(sum_sq[j] * inv_C + eps);
-  // Pass 3 (L2 -> memory).
-  for (int64_t c = 0; c < C; ++c) {
+  // Pass 3 (L2 -> memory), row by row: sequential write streams.
+  for (c = 0; c < C; ++c) {
     const float* HWY_RESTRICT bc = block + c * w_pad;
     T* HWY_RESTRICT yc = out + c * I;
     const VF s = hn::Set(d, scale[c]), b = hn::Set(d, offset[c]);
     for (int64_t j = 0; j < w_main; j += L) {
       const VF rs = hn::Mul(hn::LoadU(d, rstd + j), s);
       const VF dv = hn::Sub(hn::LoadU(d, bc + j), hn::LoadU(d, mean + j));
-      StoreNarrow(d, hn::MulAdd(dv, rs, b), yc + j);
+      StoreNarrow<T, kStream>(d, hn::MulAdd(dv, rs, b), yc + j);
     }
     for (int64_t j = w_main; j < w; ++j) {
       yc[j] = Narrow<T>(std::fma(bc[j] - mean[j], rstd[j] * scale[c], offset[c]));
@@ -291,12 +384,19 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
 // Type-erased entry points for the dispatch table: T and the RMSNorm switch become template
 // arguments, so the per-element loops carry no branches.
 template <typename Fn>
-void DispatchType(DType dtype, bool subtract_mean, Fn&& fn) {
+void DispatchType(DType dtype, bool subtract_mean, bool stream, Fn&& fn) {
   auto with_mode = [&](auto type) {
+    auto with_stream = [&](auto mode) {
+      if (stream) {
+        fn(type, mode, std::true_type{});
+      } else {
+        fn(type, mode, std::false_type{});
+      }
+    };
     if (subtract_mean) {
-      fn(type, std::true_type{});
+      with_stream(std::true_type{});
     } else {
-      fn(type, std::false_type{});
+      with_stream(std::false_type{});
     }
   };
   switch (dtype) {
@@ -313,26 +413,36 @@ void DispatchType(DType dtype, bool subtract_mean, Fn&& fn) {
 
 void LastAxisTask(DType dtype, const void* x, void* out, int64_t row_begin, int64_t row_end,
                   int64_t C, const float* scale, const float* offset, float eps, bool subtract_mean,
-                  float* row) {
-  DispatchType(dtype, subtract_mean, [&](auto type, auto mode) {
+                  bool stream, float* row) {
+  DispatchType(dtype, subtract_mean, stream, [&](auto type, auto mode, auto streaming) {
     using T = decltype(type);
-    RowsLastAxis<T, decltype(mode)::value>(static_cast<const T*>(x), static_cast<T*>(out),
-                                           row_begin, row_end, C, scale, offset, eps, row);
+    RowsLastAxis<T, decltype(mode)::value, decltype(streaming)::value>(
+        static_cast<const T*>(x), static_cast<T*>(out), row_begin, row_end, C, scale, offset, eps,
+        row);
   });
 }
 
 void InnerAxisTask(DType dtype, const void* x, void* out, int64_t offset_elements, int64_t C,
                    int64_t I, int64_t w, const float* scale, const float* offset, float eps,
-                   bool subtract_mean, float* block, float* stats) {
-  DispatchType(dtype, subtract_mean, [&](auto type, auto mode) {
+                   bool subtract_mean, bool stream, float* block, float* stats) {
+  DispatchType(dtype, subtract_mean, stream, [&](auto type, auto mode, auto streaming) {
     using T = decltype(type);
-    BlockInnerAxis<T, decltype(mode)::value>(static_cast<const T*>(x) + offset_elements,
-                                             static_cast<T*>(out) + offset_elements, C, I, w, scale,
-                                             offset, eps, block, stats);
+    BlockInnerAxis<T, decltype(mode)::value, decltype(streaming)::value>(
+        static_cast<const T*>(x) + offset_elements, static_cast<T*>(out) + offset_elements, C, I, w,
+        scale, offset, eps, block, stats);
   });
 }
 
+// Drains the write-combining buffers of non-temporal stores (sfence), so that the caller of the
+// launch sees them once parallel_for returns.
+void FlushStores() { hwy::FlushStream(); }
+
 int F32Lanes() { return static_cast<int>(hn::Lanes(DF())); }
+// Floats of the last-axis kernel's per-thread scratch for rows of C.
+int64_t RowScratchFloats(int64_t C) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  return kRowGroup * ((C + L - 1) / L * L);
+}
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace
@@ -347,6 +457,8 @@ HWY_EXPORT(LastAxisTask);
 HWY_EXPORT(InnerAxisTask);
 HWY_EXPORT(F32Lanes);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(FlushStores);
+HWY_EXPORT(RowScratchFloats);
 
 constexpr size_t kAlignment = 64;
 
@@ -388,13 +500,17 @@ void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& 
   const float eps = static_cast<float>(p.epsilon);
   const int64_t per_task = std::max<int64_t>(launch.units_per_task, 1);
   if (p.last_axis()) {
+    // Whole vectors of every row start at multiples of L elements from a 64-byte aligned base,
+    // so non-temporal stores (aligned only) need C to be a multiple of L.
+    const bool stream = launch.stream_stores && C % L == 0;
     const int64_t rows = p.O;
-    const size_t row_floats = static_cast<size_t>(ceil_div(C, L) * L);
+    const size_t row_floats = static_cast<size_t>(HWY_DYNAMIC_DISPATCH(RowScratchFloats)(C));
     cpu::parallel_for(ceil_div(rows, per_task), launch.num_threads, [&](int64_t task, int) {
       const int64_t begin = task * per_task, end = std::min(rows, begin + per_task);
       HWY_DYNAMIC_DISPATCH(LastAxisTask)
-      (p.x_dtype, x, out, begin, end, C, scale, offset, eps, p.subtract_mean,
+      (p.x_dtype, x, out, begin, end, C, scale, offset, eps, p.subtract_mean, stream,
        thread_scratch(row_floats));
+      if (stream) HWY_DYNAMIC_DISPATCH(FlushStores)();
     });
     return;
   }
@@ -402,6 +518,8 @@ void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& 
   const int64_t blocks = ceil_div(I, tI);
   const int64_t units = p.O * blocks;
   const int64_t w_pad = ceil_div(tI, L) * L;
+  // Vectors start at c * I + i0 + j with i0 a multiple of tI and j of L.
+  const bool stream = launch.stream_stores && I % L == 0 && tI % L == 0;
   cpu::parallel_for(ceil_div(units, per_task), launch.num_threads, [&](int64_t task, int) {
     float* block = thread_scratch(static_cast<size_t>((C + 2) * w_pad));
     float* stats = block + C * w_pad;
@@ -410,9 +528,10 @@ void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& 
       const int64_t o = unit / blocks, i0 = (unit % blocks) * tI;
       const int64_t w = std::min(tI, I - i0);
       HWY_DYNAMIC_DISPATCH(InnerAxisTask)
-      (p.x_dtype, x, out, o * C * I + i0, C, I, w, scale, offset, eps, p.subtract_mean, block,
-       stats);
+      (p.x_dtype, x, out, o * C * I + i0, C, I, w, scale, offset, eps, p.subtract_mean, stream,
+       block, stats);
     }
+    if (stream) HWY_DYNAMIC_DISPATCH(FlushStores)();
   });
 }
 

@@ -20,6 +20,9 @@ struct CpuLayerNormLaunch {
   int64_t units_per_task = 1;
   int64_t inner_block = 256;  // tI; ignored for the last axis
   int num_threads = 0;        // 0 = every core of the pool
+  // Non-temporal stores of out where the layout keeps whole vectors aligned (C, or I and tI,
+  // multiples of L); elsewhere ordinary stores.
+  bool stream_stores = false;
 };
 
 // Normalizes x (f32, bf16 or f16; statistics in f32) into out, on up to num_threads threads of
