@@ -2,12 +2,15 @@
 // that the error model rejects a perturbed output.
 #include "ops/layer_norm/base.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "layer_norm_test_util.h"
+#include "ops/arg_spec.h"
 #include "ops/errors.h"
 #include "ops/layer_norm/api.h"
 
@@ -25,6 +28,10 @@ std::string bind_error_field(const json& args) {
     return e.field();
   }
   return "<no error>";
+}
+
+bool has_tag(const ArgSpec& spec, const std::string& tag) {
+  return std::find(spec.tags.begin(), spec.tags.end(), tag) != spec.tags.end();
 }
 
 }  // namespace
@@ -187,5 +194,49 @@ TEST_CASE("layer_norm error model rejects a deliberately perturbed output", "[la
     const Comparison cmp = compare_all(args, inputs, out);
     CHECK(judge(cmp) == Disposition::kFailed);
     CHECK(cmp.worst_index == at);
+  }
+}
+
+TEST_CASE("layer_norm catalog: upstream shapes are primary, ci_tests cover every edge small",
+          "[layer_norm]") {
+  std::vector<ArgSpec> specs = builtin_specs();
+  std::erase_if(specs, [](const ArgSpec& spec) { return spec.op != "layer_norm"; });
+  std::set<std::string> names, dtypes;
+  int primary = 0, smoke = 0, rms = 0, non_last = 0, middle = 0, rank1 = 0, rank4 = 0;
+  for (const ArgSpec& spec : specs) {
+    INFO(spec.name);
+    CHECK(names.insert(spec.name).second);
+    const LayerNormProblem p = LayerNormProblem::from(spec.args);
+    if (has_tag(spec, "primary")) {
+      ++primary;
+      CHECK(p.x_dtype == DType::kBF16);
+      CHECK(p.scale_dtype == DType::kF32);
+    }
+    if (has_tag(spec, "smoke")) {
+      ++smoke;
+      CHECK(has_tag(spec, "ci_tests"));
+    }
+    if (!has_tag(spec, "ci_tests")) continue;
+    // Small enough to verify in well under a second each on a 2-core CPU.
+    CHECK(layer_norm_op().bytes(spec.args) < 1e6);
+    dtypes.insert(std::string(dtype_name(p.x_dtype)));
+    if (!p.subtract_mean) ++rms;
+    if (!p.last_axis()) ++non_last;
+    if (p.O > 1 && p.I > 1) ++middle;
+    if (p.dims.size() == 1) ++rank1;
+    if (p.dims.size() == 4) ++rank4;
+  }
+  CHECK(primary == 10);
+  CHECK(smoke >= 3);
+  CHECK(rms >= 5);
+  CHECK(non_last >= 5);
+  CHECK(middle >= 3);
+  CHECK(rank1 >= 2);
+  CHECK(rank4 >= 2);
+  CHECK(dtypes == std::set<std::string>{"bf16", "f16", "f32", "f64"});
+  for (const char* name : {"384res_64chan", "384res_128chan", "768res_128chan",
+                           "384res_128chan_axis0", "768res_128chan_axis0"}) {
+    CHECK(names.count(name) == 1);
+    CHECK(names.count(std::string("rms_") + name) == 1);
   }
 }
