@@ -60,9 +60,10 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
              std::to_string(cores) + " cores (at most 4x oversubscription)";
     });
     if (!p.last_axis()) {
-      const int64_t floats = p.C * std::min<int64_t>(c.inner_block, p.I);
-      require_layer_norm_config(floats <= kCpuLayerNormMaxBlockFloats, "inner_block", [&] {
-        return "inner_block * C is " + std::to_string(floats) + " f32 of per-thread scratch (max " +
+      const int64_t elements = p.C * std::min<int64_t>(c.inner_block, p.I);
+      require_layer_norm_config(elements <= kCpuLayerNormMaxBlockFloats, "inner_block", [&] {
+        return "inner_block * C is " + std::to_string(elements) +
+               " elements per block, far past any L2 (max " +
                std::to_string(kCpuLayerNormMaxBlockFloats) + ")";
       });
     }

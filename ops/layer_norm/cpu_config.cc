@@ -26,13 +26,15 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // f32 lanes of the widest vector the device offers (the cache-line-sized unit of a block).
 int64_t lanes(const DeviceInfo& device) { return std::max<int64_t>(device.simd_bytes / 4, 1); }
 
-// tI: the f32 block [C, tI] plus its widening fill in half of L2, a multiple of L, at most I
-// rounded up to L and at most 1024 (past that the block only costs L2 without longer runs).
+// tI: the block of x [C, tI] (read from memory once, re-read from L2 twice) in half of L2, a
+// multiple of L, at most I rounded up to L and at most 2048 (a 4 KiB page of bf16 per row: past
+// that, runs are no longer and the block only costs L2).
 int64_t inner_block_for(const LayerNormProblem& p, const DeviceInfo& device) {
   const int64_t L = lanes(device);
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : (1 << 20);
-  const int64_t fit = l2 / 2 / (4 * std::max<int64_t>(p.C, 1));
-  int64_t tI = std::clamp<int64_t>(fit / L * L, L, 1024);
+  const int64_t fit =
+      l2 / 2 / (static_cast<int64_t>(dtype_size(p.x_dtype)) * std::max<int64_t>(p.C, 1));
+  int64_t tI = std::clamp<int64_t>(fit / L * L, L, 2048);
   return std::min(tI, ceil_div(p.I, L) * L);
 }
 
@@ -102,7 +104,7 @@ std::vector<CpuLayerNormConfig> cpu_layer_norm_autotuning_configs(const LayerNor
     return configs;
   }
   const int64_t L = lanes(device);
-  for (int64_t tI : {L * 4, L * 8, L * 16, L * 32, L * 64}) {
+  for (int64_t tI : {L * 8, L * 16, L * 32, L * 64, L * 128}) {
     if (tI * std::max<int64_t>(p.C, 1) > kCpuLayerNormMaxBlockFloats) continue;
     if (tI > ceil_div(p.I, L) * L) continue;
     for (int per_task : {1, 4}) add(per_task, static_cast<int>(tI));

@@ -22,7 +22,7 @@ struct CpuLayerNormConfig {
   // Units per task: rows (last axis) or (o, inner block) pairs (other axes). Tasks are handed
   // out dynamically; larger tasks amortize the hand-out, smaller ones balance better.
   int rows_per_task = 64;
-  // tI: inner elements per block for a non-last axis; the f32 block [C, tI] should stay in L2.
+  // tI: inner elements per block for a non-last axis; the block of x [C, tI] should stay in L2.
   // Best a multiple of L (the last block of a row may be partial). Ignored for the last axis.
   int inner_block = 256;
   int num_threads = 0;  // 0 = all cores
@@ -43,7 +43,7 @@ struct CpuLayerNormConfig {
   }
 };
 
-// Per-thread scratch bound for the f32 block [C, tI] of a non-last axis (floats).
+// Bound on the block of x [C, tI] of a non-last axis (elements): far past any L2.
 inline constexpr int64_t kCpuLayerNormMaxBlockFloats = int64_t{1} << 24;
 
 // Throws InvalidArgument naming `field` unless `ok`; `message` is only built on failure.

@@ -9,11 +9,13 @@
 //   L      f32 lanes of the Highway target (16 on AVX-512, 8 on AVX2, 1 scalar)
 //
 // The op is memory-bound (8 flops per 4 bytes of bf16 traffic), so the design goal is to touch
-// DRAM exactly twice per element: read x once, write out once. A unit first widens its x into an
-// f32 scratch that stays in L1 (a row of C) or L2 (a [C, w] block) while summing, then computes
-// the centred sum of squares and the output from that scratch. Two statistics passes (mean, then
-// sum (x - mean)^2) instead of one pass of sum x and sum x^2: the one-pass variance cancels
-// catastrophically when |mean| >> sigma, and the second pass is free from cache.
+// DRAM exactly twice per element: read x once, write out once. A unit reads its x from memory
+// once while summing (last axis: widened into an f32 row scratch in L1; other axes: the block of
+// x stays in L2), then computes the centred sum of squares and the output from cache. Two
+// statistics passes (mean, then sum (x - mean)^2) instead of one pass of sum x and sum x^2: the
+// one-pass variance cancels catastrophically when |mean| >> sigma, and the second pass is free
+// from cache. Software prefetch keeps reads in flight while a unit computes; non-temporal stores
+// (optional) skip the read-for-ownership of out.
 //
 // Last axis (I = 1): a row is contiguous; L lanes of the row per vector, partial vectors at the
 // end of rows whose C is not a multiple of L go through a zero-padded copy (masked out of the
@@ -21,6 +23,7 @@
 // would gather. Instead a block of w contiguous inner elements is w independent rows; vectors
 // run across them and the reduction over C is a loop of vector adds into w accumulators (no
 // transposition through memory). Columns of a block past the last multiple of L are scalar.
+// Row groups of kRowGroup rows (last axis) interleave independent dependency chains.
 #include "ops/layer_norm/cpu_kernel.h"
 
 #include <algorithm>
@@ -44,6 +47,9 @@
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
+#if HWY_ARCH_X86
+#include <xmmintrin.h>
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
@@ -146,6 +152,22 @@ HWY_INLINE void StoreNarrowPartial(DF d, VF v, T* HWY_RESTRICT dst, size_t count
   for (size_t j = 0; j < count; ++j) dst[j] = Narrow<T>(lanes[j]);
 }
 
+// Software prefetch of [begin, begin + bytes) into the cache, a line at a time. The kernels read
+// x in short bursts between stretches of arithmetic on cached data, which leaves the hardware
+// prefetchers too little lead: alone they reach about a third of the copy bandwidth of a core.
+// Into L2 on x86 (T1): a burst of L1 prefetches would fill the line-fill buffers that the demand
+// loads of the current rows need.
+HWY_INLINE void PrefetchRange(const void* begin, int64_t bytes) {
+  const char* p = static_cast<const char*>(begin);
+  for (int64_t offset = 0; offset < bytes; offset += 64) {
+#if HWY_ARCH_X86
+    _mm_prefetch(p + offset, _MM_HINT_T1);
+#else
+    hwy::Prefetch(p + offset);
+#endif
+  }
+}
+
 template <typename T>
 HWY_INLINE float WidenScalar(T v) {
   if constexpr (std::is_same_v<T, float>) {
@@ -160,6 +182,8 @@ HWY_INLINE float WidenScalar(T v) {
 // output) is far longer than its arithmetic: one row at a time runs at about a cycle per
 // element, latency-bound. kRowGroup independent rows interleaved fill the pipeline.
 constexpr int kRowGroup = 8;
+// How many row groups ahead the last-axis kernel prefetches x.
+constexpr int kPrefetchGroups = 4;
 
 // kRows consecutive rows of a last-axis problem from `x` / `out` ([kRows, C], row-major).
 // `row` is an f32 scratch [kRows, C_pad] (C_pad = C rounded up to L): the widened rows, in L1
@@ -167,12 +191,14 @@ constexpr int kRowGroup = 8;
 template <typename T, bool subtract_mean, bool kStream, int kRows>
 HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t C_pad,
                          const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
-                         float eps, float* HWY_RESTRICT row) {
+                         float eps, float* HWY_RESTRICT row, int64_t prefetch_bytes) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const int64_t C_main = C / L * L;
   const size_t rest = static_cast<size_t>(C - C_main);
   const float inv_C = 1.0f / static_cast<float>(C);
+  // The rows kPrefetchGroups groups ahead (the caller clamps to its range).
+  PrefetchRange(x + kPrefetchGroups * kRows * C, prefetch_bytes);
   // Pass 1 (memory): widen into the scratch while summing x (layer norm) or x^2 (RMSNorm).
   // Zero-padded lanes add nothing to either.
   VF acc[kRows];
@@ -252,24 +278,34 @@ void RowsLastAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t row_begi
                   float eps, float* HWY_RESTRICT row) {
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   const int64_t C_pad = (C + L - 1) / L * L;
+  // Bytes of x to prefetch for the group at row r: the group kPrefetchGroups ahead, within the
+  // task's rows.
+  auto prefetch_bytes = [&](int64_t r, int64_t rows) {
+    const int64_t ahead = r + kPrefetchGroups * rows;
+    return std::clamp<int64_t>(row_end - ahead, 0, rows) * C * static_cast<int64_t>(sizeof(T));
+  };
   int64_t r = row_begin;
   for (; r + kRowGroup <= row_end; r += kRowGroup) {
     RowGroup<T, subtract_mean, kStream, kRowGroup>(x + r * C, out + r * C, C, C_pad, scale, offset,
-                                                   eps, row);
+                                                   eps, row, prefetch_bytes(r, kRowGroup));
   }
   for (; r < row_end; ++r) {
     RowGroup<T, subtract_mean, kStream, 1>(x + r * C, out + r * C, C, C_pad, scale, offset, eps,
-                                           row);
+                                           row, prefetch_bytes(r, 1));
   }
 }
+
+// How many rows of a block ahead the strided-axis kernel prefetches x.
+constexpr int64_t kPrefetchRows = 8;
 
 // Column vectors of a block whose pass-2 accumulators stay in registers together.
 constexpr int kInnerVectors = 4;
 
-// sum_sq[j, j + kV * L) += sum_c (block[c, j..] - mean[j..])^2 (the columns of one chunk).
-template <int kV>
-HWY_INLINE void CentredSums(DF d, const float* HWY_RESTRICT block, int64_t w_pad, int64_t C,
-                            int64_t j, const float* HWY_RESTRICT mean, float* HWY_RESTRICT sum_sq) {
+// sum_sq[j, j + kV * L) += sum_c (x[c, j..] - mean[j..])^2 over the columns of one chunk, x
+// re-read from L2 (rows I apart).
+template <int kV, typename T>
+HWY_INLINE void CentredSums(DF d, const T* HWY_RESTRICT x, int64_t I, int64_t C, int64_t j,
+                            const float* HWY_RESTRICT mean, float* HWY_RESTRICT sum_sq) {
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   VF m[kV], acc[kV];
   for (int v = 0; v < kV; ++v) {
@@ -277,9 +313,9 @@ HWY_INLINE void CentredSums(DF d, const float* HWY_RESTRICT block, int64_t w_pad
     acc[v] = hn::LoadU(d, sum_sq + j + v * L);
   }
   for (int64_t c = 0; c < C; ++c) {
-    const float* HWY_RESTRICT bc = block + c * w_pad + j;
+    const T* HWY_RESTRICT xc = x + c * I + j;
     for (int v = 0; v < kV; ++v) {
-      const VF dv = hn::Sub(hn::LoadU(d, bc + v * L), m[v]);
+      const VF dv = hn::Sub(LoadWiden(d, xc + v * L), m[v]);
       acc[v] = hn::MulAdd(dv, dv, acc[v]);
     }
   }
@@ -287,12 +323,15 @@ HWY_INLINE void CentredSums(DF d, const float* HWY_RESTRICT block, int64_t w_pad
 }
 
 // One block of w inner elements of outer index o (other axes): x and out point at
-// [o, 0, i0] of [O, C, I]; element (c, j) is at c * I + j. `block` is an f32 scratch [C, w_pad]
-// (L2) and `stats` one of 2 * w_pad (the per-column sums, then mean and rstd).
+// [o, 0, i0] of [O, C, I]; element (c, j) is at c * I + j. The block of x, [C, w] with rows I
+// apart, is read from memory once (pass 1) and stays in L2 for passes 2 and 3, which re-read
+// and re-widen it (cheaper than keeping an f32 copy: half the L2 footprint, so blocks twice as
+// wide, i.e. twice longer sequential runs per row for DRAM). `stats` is an f32 scratch of
+// 2 * w_pad: the per-column sums, then mean and rstd.
 template <typename T, bool subtract_mean, bool kStream>
 void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t I, int64_t w,
                     const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset, float eps,
-                    float* HWY_RESTRICT block, float* HWY_RESTRICT stats) {
+                    float* HWY_RESTRICT stats) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const int64_t w_main = w / L * L, w_pad = (w + L - 1) / L * L;
@@ -300,21 +339,21 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
   float* HWY_RESTRICT sum = stats;             // [w_pad]: sum x, then the mean
   float* HWY_RESTRICT sum_sq = stats + w_pad;  // [w_pad]: sum (x - mean)^2, then rstd
   std::memset(stats, 0, sizeof(float) * 2 * w_pad);
-  // Pass 1 (memory): rows of the block are contiguous runs of w elements, I apart; widen them
-  // into the scratch while accumulating each column's sum (sum of squares for RMSNorm). Four
-  // rows at a time (four sequential streams) add into the memory accumulators once.
+  // Pass 1 (memory): rows of the block are contiguous runs of w elements, I apart; accumulate
+  // each column's sum (sum of squares for RMSNorm). Four rows at a time (four sequential
+  // streams) add into the memory accumulators once.
   float* HWY_RESTRICT acc = subtract_mean ? sum : sum_sq;
   int64_t c = 0;
+  const int64_t row_bytes = w * static_cast<int64_t>(sizeof(T));
   for (; c + 4 <= C; c += 4) {
     const T* HWY_RESTRICT xc = x + c * I;
-    float* HWY_RESTRICT bc = block + c * w_pad;
+    // The block's rows kPrefetchRows ahead (rows are I apart: separate pages, separate streams).
+    for (int64_t k = c + kPrefetchRows; k < std::min(C, c + kPrefetchRows + 4); ++k) {
+      PrefetchRange(x + k * I, row_bytes);
+    }
     for (int64_t j = 0; j < w_main; j += L) {
       const VF v0 = LoadWiden(d, xc + j), v1 = LoadWiden(d, xc + I + j);
       const VF v2 = LoadWiden(d, xc + 2 * I + j), v3 = LoadWiden(d, xc + 3 * I + j);
-      hn::StoreU(v0, d, bc + j);
-      hn::StoreU(v1, d, bc + w_pad + j);
-      hn::StoreU(v2, d, bc + 2 * w_pad + j);
-      hn::StoreU(v3, d, bc + 3 * w_pad + j);
       const VF a = hn::LoadU(d, acc + j);
       const VF t =
           subtract_mean
@@ -325,39 +364,34 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
     for (int64_t j = w_main; j < w; ++j) {
       for (int64_t k = 0; k < 4; ++k) {
         const float v = WidenScalar(xc[k * I + j]);
-        bc[k * w_pad + j] = v;
         acc[j] = subtract_mean ? acc[j] + v : std::fma(v, v, acc[j]);
       }
     }
   }
   for (; c < C; ++c) {
     const T* HWY_RESTRICT xc = x + c * I;
-    float* HWY_RESTRICT bc = block + c * w_pad;
     for (int64_t j = 0; j < w_main; j += L) {
       const VF v = LoadWiden(d, xc + j);
-      hn::StoreU(v, d, bc + j);
       const VF a = hn::LoadU(d, acc + j);
       hn::StoreU(subtract_mean ? hn::Add(a, v) : hn::MulAdd(v, v, a), d, acc + j);
     }
     for (int64_t j = w_main; j < w; ++j) {
       const float v = WidenScalar(xc[j]);
-      bc[j] = v;
       acc[j] = subtract_mean ? acc[j] + v : std::fma(v, v, acc[j]);
     }
   }
   if constexpr (subtract_mean) {
-    // Pass 2 (L2): centred sums of squares, kInnerVectors columns vectors at a time with the
-    // accumulators in registers (the scratch is read once, nothing is stored per row).
+    // Pass 2 (L2): centred sums of squares, kInnerVectors column vectors at a time with the
+    // accumulators in registers.
     for (int64_t j = 0; j < w; ++j) sum[j] *= inv_C;
     int64_t j = 0;
     for (; j + kInnerVectors * L <= w_main; j += kInnerVectors * L) {
-      CentredSums<kInnerVectors>(d, block, w_pad, C, j, sum, sum_sq);
+      CentredSums<kInnerVectors>(d, x, I, C, j, sum, sum_sq);
     }
-    for (; j < w_main; j += L) CentredSums<1>(d, block, w_pad, C, j, sum, sum_sq);
+    for (; j < w_main; j += L) CentredSums<1>(d, x, I, C, j, sum, sum_sq);
     for (c = 0; c < C; ++c) {
-      const float* HWY_RESTRICT bc = block + c * w_pad;
       for (j = w_main; j < w; ++j) {
-        const float dv = bc[j] - sum[j];
+        const float dv = WidenScalar(x[c * I + j]) - sum[j];
         sum_sq[j] = std::fma(dv, dv, sum_sq[j]);
       }
     }
@@ -367,16 +401,16 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
   for (int64_t j = 0; j < w; ++j) rstd[j] = 1.0f / std::sqrt(sum_sq[j] * inv_C + eps);
   // Pass 3 (L2 -> memory), row by row: sequential write streams.
   for (c = 0; c < C; ++c) {
-    const float* HWY_RESTRICT bc = block + c * w_pad;
+    const T* HWY_RESTRICT xc = x + c * I;
     T* HWY_RESTRICT yc = out + c * I;
     const VF s = hn::Set(d, scale[c]), b = hn::Set(d, offset[c]);
     for (int64_t j = 0; j < w_main; j += L) {
       const VF rs = hn::Mul(hn::LoadU(d, rstd + j), s);
-      const VF dv = hn::Sub(hn::LoadU(d, bc + j), hn::LoadU(d, mean + j));
+      const VF dv = hn::Sub(LoadWiden(d, xc + j), hn::LoadU(d, mean + j));
       StoreNarrow<T, kStream>(d, hn::MulAdd(dv, rs, b), yc + j);
     }
     for (int64_t j = w_main; j < w; ++j) {
-      yc[j] = Narrow<T>(std::fma(bc[j] - mean[j], rstd[j] * scale[c], offset[c]));
+      yc[j] = Narrow<T>(std::fma(WidenScalar(xc[j]) - mean[j], rstd[j] * scale[c], offset[c]));
     }
   }
 }
@@ -424,12 +458,12 @@ void LastAxisTask(DType dtype, const void* x, void* out, int64_t row_begin, int6
 
 void InnerAxisTask(DType dtype, const void* x, void* out, int64_t offset_elements, int64_t C,
                    int64_t I, int64_t w, const float* scale, const float* offset, float eps,
-                   bool subtract_mean, bool stream, float* block, float* stats) {
+                   bool subtract_mean, bool stream, float* stats) {
   DispatchType(dtype, subtract_mean, stream, [&](auto type, auto mode, auto streaming) {
     using T = decltype(type);
     BlockInnerAxis<T, decltype(mode)::value, decltype(streaming)::value>(
         static_cast<const T*>(x) + offset_elements, static_cast<T*>(out) + offset_elements, C, I, w,
-        scale, offset, eps, block, stats);
+        scale, offset, eps, stats);
   });
 }
 
@@ -521,15 +555,14 @@ void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& 
   // Vectors start at c * I + i0 + j with i0 a multiple of tI and j of L.
   const bool stream = launch.stream_stores && I % L == 0 && tI % L == 0;
   cpu::parallel_for(ceil_div(units, per_task), launch.num_threads, [&](int64_t task, int) {
-    float* block = thread_scratch(static_cast<size_t>((C + 2) * w_pad));
-    float* stats = block + C * w_pad;
+    float* stats = thread_scratch(static_cast<size_t>(2 * w_pad));
     const int64_t end = std::min(units, (task + 1) * per_task);
     for (int64_t unit = task * per_task; unit < end; ++unit) {
       const int64_t o = unit / blocks, i0 = (unit % blocks) * tI;
       const int64_t w = std::min(tI, I - i0);
       HWY_DYNAMIC_DISPATCH(InnerAxisTask)
       (p.x_dtype, x, out, o * C * I + i0, C, I, w, scale, offset, eps, p.subtract_mean, stream,
-       block, stats);
+       stats);
     }
     if (stream) HWY_DYNAMIC_DISPATCH(FlushStores)();
   });

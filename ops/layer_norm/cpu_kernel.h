@@ -26,8 +26,8 @@ struct CpuLayerNormLaunch {
 };
 
 // Normalizes x (f32, bf16 or f16; statistics in f32) into out, on up to num_threads threads of
-// the CPU pool. Each unit reads its x once from memory into an f32 scratch in L1/L2 and does
-// both statistics passes and the output pass from there. Throws NotImplemented for other dtypes.
+// the CPU pool. Each unit reads its x once from memory and does the second statistics pass and
+// the output pass from L1/L2. Throws NotImplemented for other dtypes.
 void layer_norm_cpu_kernel(const LayerNormProblem& problem, const CpuLayerNormLaunch& launch,
                            // Inputs.
                            const void* x,        // [O, C, I] x_dtype, full array
