@@ -77,8 +77,11 @@ CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
   }
   const int64_t tI = inner_block_for(p, device);
   c.inner_block = static_cast<int>(tI);
-  c.rows_per_task =
-      static_cast<int>(units_per_task_for(p, p.C * tI, p.O * ceil_div(p.I, tI), device));
+  // Consecutive blocks of a task continue the same C row streams (sequential DRAM reads that the
+  // prefetchers already follow), so tasks take as many as balance allows: 4 tasks per thread.
+  const int64_t units = p.O * ceil_div(p.I, tI);
+  c.rows_per_task = static_cast<int>(
+      std::clamp<int64_t>(ceil_div(units, 4 * std::max(device.cores, 1)), 1, kMaxUnits));
   return c;
 }
 
@@ -107,7 +110,7 @@ std::vector<CpuLayerNormConfig> cpu_layer_norm_autotuning_configs(const LayerNor
   for (int64_t tI : {L * 8, L * 16, L * 32, L * 64, L * 128}) {
     if (tI * std::max<int64_t>(p.C, 1) > kCpuLayerNormMaxBlockFloats) continue;
     if (tI > ceil_div(p.I, L) * L) continue;
-    for (int per_task : {1, 4}) add(per_task, static_cast<int>(tI));
+    for (int per_task : {1, 4, h.rows_per_task}) add(per_task, static_cast<int>(tI));
   }
   return configs;
 }
