@@ -37,7 +37,8 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
   std::string_view op_name() const override { return "layer_norm"; }
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
-    return {{"simd_target", layer_norm_cpu_target_name()}};
+    return {{"simd_target", layer_norm_cpu_target_name()},
+            {"native_bf16", layer_norm_cpu_has_native_bf16()}};
   }
 
   Support supported_on(const DeviceInfo& device) const override {
@@ -90,6 +91,7 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
     launch.inner_block = config.inner_block;
     launch.num_threads = config.num_threads;
     launch.stream_stores = config.stream_stores;
+    launch.native_bf16 = config.native_bf16;
     layer_norm_cpu_kernel(p, launch, inputs.at("x").raw(), scale.data(), offset.data(),
                           outputs.at("out").raw());
   }

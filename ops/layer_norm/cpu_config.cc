@@ -89,7 +89,7 @@ std::vector<CpuLayerNormConfig> cpu_layer_norm_autotuning_configs(const LayerNor
                                                                   const DeviceInfo& device) {
   const CpuLayerNormConfig h = cpu_layer_norm_heuristics_config(p, device);
   std::vector<CpuLayerNormConfig> configs = {h};
-  std::set<std::tuple<int, int, int, bool>> seen = {h.key()};
+  std::set<std::tuple<int, int, int, bool, bool>> seen = {h.key()};
   auto add = [&](int rows_per_task, int inner_block) {
     CpuLayerNormConfig c = h;
     c.rows_per_task = std::clamp(rows_per_task, 1, kMaxUnits);

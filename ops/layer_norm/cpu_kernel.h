@@ -23,6 +23,9 @@ struct CpuLayerNormLaunch {
   // Non-temporal stores of out where the layout keeps whole vectors aligned (C, or I and tI,
   // multiples of L); elsewhere ordinary stores.
   bool stream_stores = false;
+  // bf16 outputs rounded by vcvtneps2bf16 where the CPU has avx512_bf16 (and the kernel runs its
+  // AVX-512 target); elsewhere by the exact integer rounding of float_to_bf16.
+  bool native_bf16 = true;
 };
 
 // Normalizes x (f32, bf16 or f16; statistics in f32) into out, on up to num_threads threads of
@@ -38,6 +41,8 @@ void layer_norm_cpu_kernel(const LayerNormProblem& problem, const CpuLayerNormLa
 
 // f32 lanes of the SIMD target the kernel dispatches to on this CPU, and the target's name.
 int layer_norm_cpu_f32_lanes();
+// Whether native_bf16 takes effect here: an AVX-512 target on a CPU with avx512_bf16.
+bool layer_norm_cpu_has_native_bf16();
 const char* layer_norm_cpu_target_name();
 
 }  // namespace tokamax
