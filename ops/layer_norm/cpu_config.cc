@@ -20,6 +20,7 @@ constexpr int kMaxInnerBlock = 1 << 16;
 // Bytes of x one task should read: large enough that handing out a task (an atomic increment)
 // is noise, small enough that the last tasks do not leave threads idle.
 constexpr int64_t kTaskBytes = 64 * 1024;
+constexpr int64_t kMinTaskBytes = 16 * 1024;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -44,7 +45,10 @@ int64_t units_per_task_for(const LayerNormProblem& p, int64_t unit_elements, int
   const int64_t unit_bytes = std::max<int64_t>(unit_elements * dtype_size(p.x_dtype), 1);
   const int64_t by_bytes = std::max<int64_t>(kTaskBytes / unit_bytes, 1);
   const int64_t by_balance = std::max<int64_t>(ceil_div(units, 4 * std::max(device.cores, 1)), 1);
-  return std::clamp<int64_t>(std::min(by_bytes, by_balance), 1, kMaxUnits);
+  // But not below kMinTaskBytes: waking a thread for a few rows costs more than it saves (a
+  // problem of one task runs on the caller alone).
+  const int64_t at_least = std::max<int64_t>(kMinTaskBytes / unit_bytes, 1);
+  return std::clamp<int64_t>(std::max(std::min(by_bytes, by_balance), at_least), 1, kMaxUnits);
 }
 
 }  // namespace
