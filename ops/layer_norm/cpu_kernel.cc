@@ -221,8 +221,9 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
   const int64_t C_main = C / L * L;
   const size_t rest = static_cast<size_t>(C - C_main);
   const float inv_C = 1.0f / static_cast<float>(C);
-  // The rows kPrefetchGroups groups ahead (the caller clamps to its range).
-  PrefetchRange(x + kPrefetchGroups * kRows * C, prefetch_bytes);
+  // The rows kPrefetchGroups groups ahead (the caller clamps to its range), a line per output
+  // vector of pass 3 (never a burst that floods the prefetch queue); the rest after it.
+  const char* prefetch = reinterpret_cast<const char*>(x + kPrefetchGroups * kRows * C);
   // Pass 1 (memory): widen into the scratch while summing x (layer norm) or x^2 (RMSNorm).
   // Zero-padded lanes add nothing to either.
   VF acc[kRows];
@@ -278,9 +279,14 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
     m[k] = hn::Set(d, mean[k]);
     r[k] = hn::Set(d, rstd[k]);
   }
+  int64_t prefetched = 0;  // bytes
   for (c = 0; c < C_main; c += L) {
     const VF s = hn::LoadU(d, scale + c), b = hn::LoadU(d, offset + c);
     for (int k = 0; k < kRows; ++k) {
+      if (prefetched < prefetch_bytes) {
+        hwy::Prefetch(prefetch + prefetched);
+        prefetched += 64;
+      }
       const VF dv = hn::Sub(hn::LoadU(d, row + k * C_pad + c), m[k]);
       StoreNarrow<T, kStream>(d, hn::MulAdd(dv, hn::Mul(r[k], s), b), out + k * C + c, native_bf16);
     }
@@ -292,6 +298,8 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
       StoreNarrowPartial(d, hn::MulAdd(dv, hn::Mul(r[k], s), b), out + k * C + c, rest);
     }
   }
+  if (prefetched < prefetch_bytes)
+    PrefetchRange(prefetch + prefetched, prefetch_bytes - prefetched);
 }
 
 // Rows [row_begin, row_end) of a last-axis problem: x and out are [rows, C]; groups of
@@ -374,14 +382,17 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
   // streams) add into the memory accumulators once.
   float* HWY_RESTRICT acc = subtract_mean ? sum : sum_sq;
   int64_t c = 0;
-  const int64_t row_bytes = w * static_cast<int64_t>(sizeof(T));
   for (; c + 4 <= C; c += 4) {
     const T* HWY_RESTRICT xc = x + c * I;
-    // The block's rows kPrefetchRows ahead (rows are I apart: separate pages, separate streams).
-    for (int64_t k = c + kPrefetchRows; k < std::min(C, c + kPrefetchRows + 4); ++k) {
-      PrefetchRange(x + k * I, row_bytes);
-    }
+    // The block's rows kPrefetchRows ahead (rows are I apart: separate pages, separate streams),
+    // a line of each per line of the current rows: spread out, so that the prefetch queue is
+    // never flooded (a burst of whole rows gets dropped).
+    const int64_t ahead = std::clamp<int64_t>(C - (c + kPrefetchRows), 0, 4);
+    const T* HWY_RESTRICT xp = x + (c + kPrefetchRows) * I;
     for (int64_t j = 0; j < w_main; j += L) {
+      if ((j * static_cast<int64_t>(sizeof(T))) % 64 == 0) {
+        for (int64_t k = 0; k < ahead; ++k) PrefetchRange(xp + k * I + j, 1);
+      }
       const VF v0 = LoadWiden(d, xc + j), v1 = LoadWiden(d, xc + I + j);
       const VF v2 = LoadWiden(d, xc + 2 * I + j), v3 = LoadWiden(d, xc + 3 * I + j);
       const VF a = hn::LoadU(d, acc + j);
@@ -390,6 +401,9 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
               ? hn::Add(hn::Add(v0, v1), hn::Add(v2, v3))
               : hn::MulAdd(v3, v3, hn::MulAdd(v2, v2, hn::MulAdd(v1, v1, hn::Mul(v0, v0))));
       hn::StoreU(hn::Add(a, t), d, acc + j);
+    }
+    for (int64_t k = 0; k < ahead; ++k) {
+      PrefetchRange(xp + k * I + w_main, (w - w_main) * static_cast<int64_t>(sizeof(T)));
     }
     for (int64_t j = w_main; j < w; ++j) {
       for (int64_t k = 0; k < 4; ++k) {
