@@ -7,6 +7,7 @@
 #include "ops/dot_product_attention/api.h"
 #include "ops/errors.h"
 #include "ops/gated_linear_unit/api.h"
+#include "ops/layer_norm/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/ragged_dot/api.h"
 
@@ -27,6 +28,7 @@ const std::vector<const Op*>& all_ops() {
       &ragged_dot_op(),
       &dot_product_attention_op(),
       &gated_linear_unit_op(),
+      &layer_norm_op(),
       &linear_softmax_cross_entropy_loss_op(),
   };
   static const std::vector<const Op*> with_extras = [] {

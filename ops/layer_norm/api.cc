@@ -1,0 +1,46 @@
+// layer_norm: high-level API and the dispatch order of its implementations.
+#include "ops/layer_norm/api.h"
+
+#include "ops/dispatch.h"
+#include "ops/errors.h"
+
+namespace tokamax {
+
+// Defined in the implementation files of this folder.
+const Implementation& layer_norm_cpu_implementation();
+const Implementation& layer_norm_reference_implementation();
+const Implementation& layer_norm_onednn_implementation();
+
+// Fastest first; "auto" takes the first implementation that is supported and accepts the args.
+// The vendor baseline comes after the reference (which accepts every valid args), so "auto"
+// never picks it; it is listed for bench, verify and tune to run side by side.
+std::vector<const Implementation*> LayerNormOp::implementations() const {
+  return {&layer_norm_cpu_implementation(), &layer_norm_reference_implementation(),
+          &layer_norm_onednn_implementation()};
+}
+
+const LayerNormOp& layer_norm_op() {
+  static const LayerNormOp op;
+  return op;
+}
+
+HostTensor layer_norm(const HostTensor& x, const HostTensor* scale, const HostTensor* offset,
+                      const LayerNormOptions& options) {
+  nlohmann::json args = {{"x", x.spec().to_string()},
+                         {"axis", options.axis},
+                         {"epsilon", options.epsilon},
+                         {"subtract_mean", options.subtract_mean}};
+  if (scale != nullptr) args["scale"] = scale->spec().to_string();
+  if (offset != nullptr) args["offset"] = offset->spec().to_string();
+  const LayerNormOp& op = layer_norm_op();
+  const BoundArgs bound = op.bind(args);
+  TensorMap inputs;
+  inputs.emplace("x", x);
+  if (scale != nullptr) inputs.emplace("scale", *scale);
+  if (offset != nullptr) inputs.emplace("offset", *offset);
+  TensorMap outputs = op.allocate_outputs(bound);
+  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
+  return outputs.at("out");
+}
+
+}  // namespace tokamax

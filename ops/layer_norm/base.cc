@@ -1,0 +1,169 @@
+// layer_norm: canonical binding, validation, FLOP/byte counts.
+//
+// Dimensions.
+//   C      x's extent along `axis`: the normalized extent (the length of scale and offset)
+//   O      product of x's extents before `axis`
+//   I      product of x's extents after `axis`; I = 1 for the last axis
+#include "ops/layer_norm/base.h"
+
+#include <cmath>
+#include <string>
+
+#include "ops/errors.h"
+
+namespace tokamax {
+namespace {
+
+using nlohmann::json;
+
+TensorSpec bind_tensor(const json& value, const char* name) {
+  if (!value.is_string()) {
+    throw InvalidArgument(std::string("layer_norm: ") + name +
+                              " must be a tensor spec like bf16[384,384,128], got " + value.dump(),
+                          name);
+  }
+  TensorSpec spec;
+  try {
+    spec = parse_tensor_spec(value.get<std::string>());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("layer_norm: ") + name + ": " + e.what(), name);
+  }
+  if (!is_floating(spec.dtype)) {
+    throw InvalidArgument(
+        std::string("layer_norm: ") + name + " must be a float tensor, got " + spec.to_string(),
+        name);
+  }
+  return spec;
+}
+
+// scale / offset: absent or null = not used; otherwise a float tensor of shape [C].
+bool bind_param(const json& args, const char* name, int64_t C, int axis, TensorSpec& spec) {
+  if (!args.contains(name) || args.at(name).is_null()) return false;
+  spec = bind_tensor(args.at(name), name);
+  if (spec.rank() != 1 || spec.dims[0] != C) {
+    throw InvalidArgument(std::string("layer_norm: ") + name + " must have shape [C] = [" +
+                              std::to_string(C) + "] (x's extent along axis " +
+                              std::to_string(axis) + "), got " + spec.to_string(),
+                          name);
+  }
+  return true;
+}
+
+}  // namespace
+
+LayerNormProblem LayerNormProblem::from(const BoundArgs& args) {
+  LayerNormProblem p;
+  const TensorSpec x = args.tensor("x");
+  p.dims = x.dims;
+  p.x_dtype = x.dtype;
+  p.axis = args.option("axis").get<int>();
+  p.O = p.C = p.I = 1;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d < p.axis) p.O *= x.dims[d];
+    if (d == p.axis) p.C = x.dims[d];
+    if (d > p.axis) p.I *= x.dims[d];
+  }
+  p.has_scale = args.has("scale");
+  if (p.has_scale) p.scale_dtype = args.tensor("scale").dtype;
+  p.has_offset = args.has("offset");
+  if (p.has_offset) p.offset_dtype = args.tensor("offset").dtype;
+  p.epsilon = args.option("epsilon").get<double>();
+  p.subtract_mean = args.option("subtract_mean").get<bool>();
+  return p;
+}
+
+BoundArgs LayerNormOp::bind(const json& args) const {
+  if (!args.is_object()) throw InvalidArgument("layer_norm: args must be a mapping");
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    const std::string& key = it.key();
+    if (key != "x" && key != "scale" && key != "offset" && key != "axis" && key != "epsilon" &&
+        key != "subtract_mean") {
+      throw InvalidArgument("layer_norm: unknown argument '" + key +
+                                "' (expected x, scale, offset, axis, epsilon, subtract_mean)",
+                            key);
+    }
+  }
+  if (!args.contains("x")) {
+    throw InvalidArgument("layer_norm: missing argument 'x' (the tensor to normalize)", "x");
+  }
+  const TensorSpec x = bind_tensor(args.at("x"), "x");
+  if (x.rank() < 1) {
+    throw InvalidArgument("layer_norm: x must have rank >= 1, got " + x.to_string(), "x");
+  }
+  int axis = -1;
+  if (args.contains("axis") && !args.at("axis").is_null()) {
+    const json& value = args.at("axis");
+    if (!value.is_number_integer()) {
+      throw InvalidArgument("layer_norm: axis must be an integer, got " + value.dump(), "axis");
+    }
+    const int64_t a = value.get<int64_t>();
+    if (a < -x.rank() || a >= x.rank()) {
+      throw InvalidArgument("layer_norm: axis " + std::to_string(a) + " is out of range for x " +
+                                x.to_string() + " (rank " + std::to_string(x.rank()) + ")",
+                            "axis");
+    }
+    axis = static_cast<int>(a);
+  }
+  if (axis < 0) axis += x.rank();
+  const int64_t C = x.dims[axis];
+
+  double epsilon = 1e-6;
+  if (args.contains("epsilon") && !args.at("epsilon").is_null()) {
+    const json& value = args.at("epsilon");
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0.0) {
+      throw InvalidArgument("layer_norm: epsilon must be a finite number >= 0, got " + value.dump(),
+                            "epsilon");
+    }
+    epsilon = value.get<double>();
+  }
+  bool subtract_mean = true;
+  if (args.contains("subtract_mean") && !args.at("subtract_mean").is_null()) {
+    const json& value = args.at("subtract_mean");
+    if (!value.is_boolean()) {
+      throw InvalidArgument("layer_norm: subtract_mean must be true or false, got " + value.dump(),
+                            "subtract_mean");
+    }
+    subtract_mean = value.get<bool>();
+  }
+  TensorSpec scale, offset;
+  const bool has_scale = bind_param(args, "scale", C, axis, scale);
+  const bool has_offset = bind_param(args, "offset", C, axis, offset);
+
+  BoundArgs bound;
+  bound.op = "layer_norm";
+  bound.args = {
+      {"x", x.to_string()}, {"axis", axis}, {"epsilon", epsilon}, {"subtract_mean", subtract_mean}};
+  if (has_scale) bound.args["scale"] = scale.to_string();
+  if (has_offset) bound.args["offset"] = offset.to_string();
+  return bound;
+}
+
+std::vector<TensorDecl> LayerNormOp::inputs(const BoundArgs& args) const {
+  std::vector<TensorDecl> decls = {{"x", args.tensor("x")}};
+  if (args.has("scale")) decls.push_back({"scale", args.tensor("scale")});
+  if (args.has("offset")) decls.push_back({"offset", args.tensor("offset")});
+  return decls;
+}
+
+std::vector<TensorDecl> LayerNormOp::outputs(const BoundArgs& args) const {
+  return {{"out", args.tensor("x")}};
+}
+
+double LayerNormOp::flops(const BoundArgs& args) const {
+  // Per element: layer norm adds for the mean, subtract + multiply-add for the variance,
+  // subtract, multiply by rstd and multiply-add of scale/offset (8); RMSNorm a multiply-add for
+  // the mean square and three multiplies/adds to normalize (5).
+  const LayerNormProblem p = LayerNormProblem::from(args);
+  return static_cast<double>(p.num_elements()) * (p.subtract_mean ? 8.0 : 5.0);
+}
+
+double LayerNormOp::bytes(const BoundArgs& args) const {
+  // x read once, out written once, the parameters read once.
+  const LayerNormProblem p = LayerNormProblem::from(args);
+  double bytes = 2.0 * static_cast<double>(p.num_elements()) * dtype_size(p.x_dtype);
+  if (p.has_scale) bytes += static_cast<double>(p.C) * dtype_size(p.scale_dtype);
+  if (p.has_offset) bytes += static_cast<double>(p.C) * dtype_size(p.offset_dtype);
+  return bytes;
+}
+
+}  // namespace tokamax

@@ -1,0 +1,82 @@
+// layer_norm: the math spec (binding, validation, counts, inputs, reference and oracle).
+//
+// Dimensions.
+//   x      the input, any rank >= 1, normalized along one axis
+//   C      x's extent along `axis`: the normalized extent (the length of scale and offset)
+//   O      product of x's extents before `axis` (outer rows)
+//   I      product of x's extents after `axis` (inner, contiguous); I = 1 for the last axis
+//   rows   O * I independent normalizations, each over C elements with stride I
+//
+// out[o, c, i] = (x[o, c, i] - mean[o, i]) * rstd[o, i] * scale[c] + offset[c], with
+// mean = sum_c x / C and rstd = 1 / sqrt(sum_c (x - mean)^2 / C + epsilon). RMSNorm
+// (subtract_mean = false) drops the mean: rstd = 1 / sqrt(sum_c x^2 / C + epsilon).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/bound_args.h"
+#include "ops/dtype.h"
+#include "ops/op.h"
+#include "ops/tensor.h"
+
+namespace tokamax {
+
+// The parsed, validated view of layer_norm's BoundArgs that implementations work with.
+struct LayerNormProblem {
+  std::vector<int64_t> dims;  // x's extents
+  int axis = 0;               // canonical, in [0, rank)
+  int64_t O = 1, C = 1, I = 1;
+  DType x_dtype = DType::kF32;  // also the output dtype
+  bool has_scale = false, has_offset = false;
+  DType scale_dtype = DType::kF32, offset_dtype = DType::kF32;
+  double epsilon = 1e-6;
+  bool subtract_mean = true;
+
+  int64_t rows() const { return O * I; }
+  int64_t num_elements() const { return O * C * I; }
+  bool last_axis() const { return I == 1; }
+  static LayerNormProblem from(const BoundArgs& args);
+};
+
+// Per-row statistics of a forward pass, [O, I] row-major: what a layer_norm_vjp needs again
+// (mean is 0 for RMSNorm).
+struct LayerNormResiduals {
+  std::vector<double> mean;
+  std::vector<double> rstd;
+};
+
+class LayerNormOp : public Op {
+ public:
+  std::string_view name() const override { return "layer_norm"; }
+  std::string_view summary() const override {
+    return "layer norm / RMSNorm of x along one axis: (x-mean)*rsqrt(var+eps)*scale+offset";
+  }
+  BoundArgs bind(const nlohmann::json& args) const override;
+  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
+  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
+  double flops(const BoundArgs& args) const override;
+  double bytes(const BoundArgs& args) const override;
+  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
+  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
+                      std::span<const int64_t> index) const override;
+  double oracle_cost_per_output(const BoundArgs& args) const override;
+  ErrorModel error_model(const BoundArgs& args) const override;
+  std::vector<const Implementation*> implementations() const override;
+};
+
+// The portable reference: every dtype, statistics accumulated in `Acc` (two passes: the mean,
+// then the centred sum of squares). With Acc = double it is the float64 oracle of the whole
+// output. `scale` / `offset` may be null (absent); `residuals`, when given, receives the per-row
+// mean and rstd.
+template <typename Acc>
+void layer_norm_reference(const LayerNormProblem& problem,
+                          // Inputs.
+                          const HostTensor& x,       // [O, C, I] x_dtype (x's own shape)
+                          const HostTensor* scale,   // [C] or null
+                          const HostTensor* offset,  // [C] or null
+                          // Outputs.
+                          HostTensor& out,  // x's shape, x_dtype
+                          LayerNormResiduals* residuals = nullptr);
+
+}  // namespace tokamax

@@ -1,0 +1,238 @@
+// layer_norm: seeded inputs, the float64 oracle, its error model, the reference.
+//
+// Dimensions.
+//   C      x's extent along `axis`: the normalized extent (the length of scale and offset)
+//   O      product of x's extents before `axis`
+//   I      product of x's extents after `axis`; I = 1 for the last axis
+//   rows   O * I normalizations; row (o, i) reads x[o, c, i] for c in [0, C), stride I
+//
+// Error model. An implementation computes in f32 (f64 for f64 x) with unit roundoff u, in two
+// passes (any summation order): mean m^ = fl(sum x / C), d^ = fl(x - m^), var^ = fl(sum d^2 / C),
+// r^ = fl(1 / sqrt(var^ + eps)), y^ = (d^ * r^) * s + b with one rounding per operation, then
+// rounds y^ once to x's dtype (unit roundoff u_out); a division by C may be a multiplication by
+// a rounded 1 / C (one more rounding). With A = mean_c |x| and r, d, y exact:
+//   |m^ - m| <= (C + 1) u A                               (a sum of C terms, one division)
+//   var^ / var - 1 <= (C + 4) u  (+ (m^ - m)^2 / var: the mean's error only adds)
+//   r^ / r - 1 <= (C / 2 + 4.5) u  + (C + 1)^2 u^2 A^2 r^2 / 2   (eps add, sqrt, division)
+//   |y^ - y| <= |s| r [ (C + 1) u A + |d| (C / 2 + 8.5) u + |d| (C + 1)^2 u^2 A^2 r^2 / 2 ]
+//               + u |b|
+// So with n = C + 8 and magnitude = |s| r (A + |d| (1 + (C + 1) u A^2 r^2 / 2)) + |b| the
+// pre-rounding error is <= n u magnitude <= gamma_n magnitude; the output rounding adds
+// u_out (|y| + that error), which the factor (1 + u_out) on n absorbs. The error of the
+// normalized value thus scales with |x - mean| / sigma = |d| r, and with A r (the mean's error,
+// which dominates when |mean| >> sigma). RMSNorm (m = 0 exactly, no A term in the math) keeps
+// the A r term as a floor, as it keeps one extra term for f16's subnormal spacing (an absolute
+// error of 2^-25 that no relative bound covers). Parameters stored in f64 with f32 statistics
+// add one rounding of s, inside the slack of n.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/errors.h"
+#include "ops/layer_norm/base.h"
+#include "ops/random.h"
+
+namespace tokamax {
+namespace {
+
+// The dtype an implementation accumulates statistics in: f32, or f64 for f64 x.
+DType stats_dtype(const LayerNormProblem& p) {
+  return p.x_dtype == DType::kF64 ? DType::kF64 : DType::kF32;
+}
+
+// The `n` of the header comment: roundings of the statistics dtype that the bound allows.
+double accumulation_length(const LayerNormProblem& p) {
+  return (static_cast<double>(p.C) + 8.0) * (1.0 + unit_roundoff(p.x_dtype)) + 1.0;
+}
+
+// Half the smallest subnormal spacing of the output dtype: the absolute error of rounding a
+// value below the normal range, which a relative bound does not cover.
+double output_underflow(DType dtype) {
+  switch (dtype) {
+    case DType::kF16:
+      return std::ldexp(1.0, -25);
+    case DType::kBF16:
+      // Not half of bf16's subnormal spacing (2^-134) but its smallest normal: the cpu kernel's
+      // vcvtneps2bf16 flushes subnormal results to zero.
+      return std::ldexp(1.0, -126);
+    case DType::kF32:
+      return std::ldexp(1.0, -150);
+    default:
+      return 0.0;
+  }
+}
+
+// Reads element `i` of an optional [C] parameter, `fallback` when absent.
+double param(const HostTensor* t, int64_t c, double fallback) {
+  return t == nullptr ? fallback : t->get(c);
+}
+
+const HostTensor* find_input(const TensorMap& inputs, const char* name) {
+  auto it = inputs.find(name);
+  return it == inputs.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+TensorMap LayerNormOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+  TensorMap inputs;
+  // Activations ~ 0.25 + 1.5 N(0, 1): a non-zero mean, so that the mean subtraction matters and
+  // RMSNorm differs from layer norm. Scale ~ 1 + N(0, 1/16), offset ~ N(0, 1/100): trained
+  // parameters stay near their (1, 0) initialisation.
+  HostTensor x(args.tensor("x"));
+  const uint64_t x_stream = stream_id("x");
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    x.set(i, 0.25 + 1.5 * normalish(seed, x_stream, i));
+  }
+  inputs.emplace("x", std::move(x));
+  if (args.has("scale")) {
+    HostTensor scale(args.tensor("scale"));
+    const uint64_t stream = stream_id("scale");
+    for (int64_t i = 0; i < scale.num_elements(); ++i) {
+      scale.set(i, 1.0 + 0.25 * normalish(seed, stream, i));
+    }
+    inputs.emplace("scale", std::move(scale));
+  }
+  if (args.has("offset")) {
+    HostTensor offset(args.tensor("offset"));
+    const uint64_t stream = stream_id("offset");
+    for (int64_t i = 0; i < offset.num_elements(); ++i) {
+      offset.set(i, 0.1 * normalish(seed, stream, i));
+    }
+    inputs.emplace("offset", std::move(offset));
+  }
+  return inputs;
+}
+
+OracleSample LayerNormOp::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                 std::string_view output, std::span<const int64_t> index) const {
+  if (output != "out") {
+    throw InvalidArgument("layer_norm has no output '" + std::string(output) + "'");
+  }
+  const LayerNormProblem p = LayerNormProblem::from(args);
+  const HostTensor& x = inputs.find("x")->second;
+  const HostTensor* scale = find_input(inputs, "scale");
+  const HostTensor* offset = find_input(inputs, "offset");
+  const ErrorModel model = error_model(args);
+  const double u = model.accumulation_roundoff;
+  const double n_u = model.accumulation_length * u;
+  const double C = static_cast<double>(p.C);
+
+  // Row statistics in f64, computed once per row that a sampled index touches.
+  struct Stats {
+    double mean, rstd, mean_abs;
+  };
+  std::unordered_map<int64_t, Stats> stats;
+  auto row_stats = [&](int64_t o, int64_t i) -> const Stats& {
+    const int64_t row = o * p.I + i;
+    auto it = stats.find(row);
+    if (it != stats.end()) return it->second;
+    const int64_t base = o * p.C * p.I + i;
+    double sum = 0.0, sum_abs = 0.0;
+    for (int64_t c = 0; c < p.C; ++c) {
+      const double v = x.get(base + c * p.I);
+      sum += v;
+      sum_abs += std::fabs(v);
+    }
+    const double mean = p.subtract_mean ? sum / C : 0.0;
+    double sq = 0.0;
+    for (int64_t c = 0; c < p.C; ++c) {
+      const double d = x.get(base + c * p.I) - mean;
+      sq += d * d;
+    }
+    const Stats s{mean, 1.0 / std::sqrt(sq / C + p.epsilon), sum_abs / C};
+    return stats.emplace(row, s).first->second;
+  };
+
+  OracleSample sample;
+  sample.index.assign(index.begin(), index.end());
+  sample.value.resize(index.size());
+  sample.magnitude.resize(index.size());
+  for (size_t k = 0; k < index.size(); ++k) {
+    const int64_t flat = index[k];
+    const int64_t o = flat / (p.C * p.I), c = (flat / p.I) % p.C, i = flat % p.I;
+    const Stats& s = row_stats(o, i);
+    const double d = x.get(flat) - s.mean;
+    const double sc = param(scale, c, 1.0), b = param(offset, c, 0.0);
+    sample.value[k] = d * s.rstd * sc + b;
+    const double A = s.mean_abs, r = s.rstd;
+    sample.magnitude[k] =
+        std::fabs(sc) * r * (A + std::fabs(d) * (1.0 + (C + 1.0) * u * A * A * r * r / 2.0)) +
+        std::fabs(b) + (n_u > 0.0 ? output_underflow(p.x_dtype) / n_u : 0.0);
+  }
+  return sample;
+}
+
+double LayerNormOp::oracle_cost_per_output(const BoundArgs& args) const {
+  // A sampled output costs its row's statistics (3 passes over C) unless a neighbour shared them.
+  return 3.0 * static_cast<double>(std::max<int64_t>(LayerNormProblem::from(args).C, 1));
+}
+
+ErrorModel LayerNormOp::error_model(const BoundArgs& args) const {
+  const LayerNormProblem p = LayerNormProblem::from(args);
+  ErrorModel model;
+  model.accumulation_roundoff = unit_roundoff(stats_dtype(p));
+  model.accumulation_length = accumulation_length(p);
+  model.output_roundoff = unit_roundoff(p.x_dtype);
+  return model;
+}
+
+template <typename Acc>
+void layer_norm_reference(const LayerNormProblem& p, const HostTensor& x, const HostTensor* scale,
+                          const HostTensor* offset, HostTensor& out,
+                          LayerNormResiduals* residuals) {
+  const int64_t O = p.O, C = p.C, I = p.I;
+  if (residuals != nullptr) {
+    residuals->mean.assign(static_cast<size_t>(p.rows()), 0.0);
+    residuals->rstd.assign(static_cast<size_t>(p.rows()), 0.0);
+  }
+  if (C == 0) return;
+  // Parameters in the accumulation type once (exact for f32/bf16/f16 parameters).
+  std::vector<Acc> s(static_cast<size_t>(C)), b(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    s[c] = static_cast<Acc>(param(scale, c, 1.0));
+    b[c] = static_cast<Acc>(param(offset, c, 0.0));
+  }
+  const Acc eps = static_cast<Acc>(p.epsilon), inv_C = Acc(1) / static_cast<Acc>(C);
+  dispatch_float(p.x_dtype, [&](auto x_type) {
+    using X = decltype(x_type);
+    const X* x_data = x.data<X>();
+    X* out_data = out.data<X>();
+    for (int64_t o = 0; o < O; ++o) {
+      for (int64_t i = 0; i < I; ++i) {
+        const X* xr = x_data + o * C * I + i;
+        X* yr = out_data + o * C * I + i;
+        Acc mean = Acc(0);
+        if (p.subtract_mean) {
+          for (int64_t c = 0; c < C; ++c) mean += static_cast<Acc>(to_double(xr[c * I]));
+          mean *= inv_C;
+        }
+        Acc sq = Acc(0);
+        for (int64_t c = 0; c < C; ++c) {
+          const Acc d = static_cast<Acc>(to_double(xr[c * I])) - mean;
+          sq += d * d;
+        }
+        const Acc rstd = Acc(1) / std::sqrt(sq * inv_C + eps);
+        for (int64_t c = 0; c < C; ++c) {
+          const Acc d = static_cast<Acc>(to_double(xr[c * I])) - mean;
+          yr[c * I] = from_double<X>(static_cast<double>(d * rstd * s[c] + b[c]));
+        }
+        if (residuals != nullptr) {
+          residuals->mean[o * I + i] = static_cast<double>(mean);
+          residuals->rstd[o * I + i] = static_cast<double>(rstd);
+        }
+      }
+    }
+  });
+}
+
+template void layer_norm_reference<float>(const LayerNormProblem&, const HostTensor&,
+                                          const HostTensor*, const HostTensor*, HostTensor&,
+                                          LayerNormResiduals*);
+template void layer_norm_reference<double>(const LayerNormProblem&, const HostTensor&,
+                                           const HostTensor*, const HostTensor*, HostTensor&,
+                                           LayerNormResiduals*);
+
+}  // namespace tokamax

@@ -1,0 +1,212 @@
+// layer_norm on CPU: the last-axis kernel, rows of C contiguous elements in interleaved groups.
+//
+// Dimensions.
+//   C      the normalized extent (x's extent along axis)
+//   O      product of x's extents before the axis
+//   I      product of x's extents after the axis (contiguous); I = 1 for the last axis
+//   w      inner elements of the current block (<= tI); w_pad = w rounded up to L
+//   L      f32 lanes of the Highway target (16 on AVX-512, 8 on AVX2, 1 scalar)
+//
+// A row is contiguous; L lanes of the row per vector, partial vectors at the end of rows whose C
+// is not a multiple of L go through a zero-padded copy (masked out of the centred sum). Pass 1
+// widens a group of rows from memory into an f32 scratch in L1 while summing; passes 2 (centred
+// sum of squares) and 3 (output) run from L1.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/layer_norm/cpu_tasks.h"
+
+// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/layer_norm/cpu_kernel_last.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/highway.h>
+
+#include "ops/layer_norm/cpu_simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+// Internal linkage: other ops' Highway files define functions of the same names in the same
+// per-target namespaces (tokamax::N_AVX3, ...), which the linker would otherwise merge.
+namespace {
+
+// Rows processed together by the last-axis kernel. A row of C = 64..128 is only 4-8 vectors, and
+// its dependency chain (sum, horizontal reduction, mean, centred sum, reduction, sqrt, division,
+// output) is far longer than its arithmetic: one row at a time runs at about a cycle per
+// element, latency-bound. kRowGroup independent rows interleaved fill the pipeline.
+constexpr int kRowGroup = 8;
+// How many row groups ahead the last-axis kernel prefetches x.
+constexpr int kPrefetchGroups = 4;
+
+// kRows consecutive rows of a last-axis problem from `x` / `out` ([kRows, C], row-major).
+// `row` is an f32 scratch [kRows, C_pad] (C_pad = C rounded up to L): the widened rows, in L1
+// for the two passes that follow. Loops over k have a constant trip count and unroll.
+template <typename T, bool subtract_mean, bool kStream, int kRows>
+HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t C_pad,
+                         const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
+                         float eps, float* HWY_RESTRICT row, int64_t prefetch_bytes,
+                         bool native_bf16) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t C_main = C / L * L;
+  const size_t rest = static_cast<size_t>(C - C_main);
+  const float inv_C = 1.0f / static_cast<float>(C);
+  // The rows kPrefetchGroups groups ahead (the caller clamps to its range), a line per output
+  // vector of pass 3 (never a burst that floods the prefetch queue); the rest after it.
+  const char* prefetch = reinterpret_cast<const char*>(x + kPrefetchGroups * kRows * C);
+  // Pass 1 (memory): widen into the scratch while summing x (layer norm) or x^2 (RMSNorm).
+  // Zero-padded lanes add nothing to either.
+  VF acc[kRows];
+  for (int k = 0; k < kRows; ++k) acc[k] = hn::Zero(d);
+  int64_t c = 0;
+  for (; c < C_main; c += L) {
+    for (int k = 0; k < kRows; ++k) {
+      const VF v = LoadWiden(d, x + k * C + c);
+      hn::StoreU(v, d, row + k * C_pad + c);
+      acc[k] = subtract_mean ? hn::Add(acc[k], v) : hn::MulAdd(v, v, acc[k]);
+    }
+  }
+  if (rest != 0) {
+    for (int k = 0; k < kRows; ++k) {
+      const VF v = LoadWidenPartial(d, x + k * C + c, rest);
+      hn::StoreU(v, d, row + k * C_pad + c);
+      acc[k] = subtract_mean ? hn::Add(acc[k], v) : hn::MulAdd(v, v, acc[k]);
+    }
+  }
+  float mean[kRows], rstd[kRows];
+  for (int k = 0; k < kRows; ++k) {
+    const float first = hn::GetLane(hn::SumOfLanes(d, acc[k]));
+    mean[k] = subtract_mean ? first * inv_C : 0.0f;
+    rstd[k] = first;  // the sum of squares for RMSNorm
+  }
+  if constexpr (subtract_mean) {
+    // Pass 2 (L1): the centred sum of squares; padded lanes are masked, (0 - mean)^2 is not 0.
+    VF m[kRows];
+    for (int k = 0; k < kRows; ++k) {
+      m[k] = hn::Set(d, mean[k]);
+      acc[k] = hn::Zero(d);
+    }
+    for (c = 0; c < C_main; c += L) {
+      for (int k = 0; k < kRows; ++k) {
+        const VF dv = hn::Sub(hn::LoadU(d, row + k * C_pad + c), m[k]);
+        acc[k] = hn::MulAdd(dv, dv, acc[k]);
+      }
+    }
+    if (rest != 0) {
+      const auto mask = hn::FirstN(d, rest);
+      for (int k = 0; k < kRows; ++k) {
+        const VF dv = hn::IfThenElseZero(mask, hn::Sub(hn::LoadU(d, row + k * C_pad + c), m[k]));
+        acc[k] = hn::MulAdd(dv, dv, acc[k]);
+      }
+    }
+    for (int k = 0; k < kRows; ++k) rstd[k] = hn::GetLane(hn::SumOfLanes(d, acc[k]));
+  }
+  for (int k = 0; k < kRows; ++k) rstd[k] = 1.0f / std::sqrt(rstd[k] * inv_C + eps);
+  // Pass 3 (L1 -> memory): out = (x - mean) * (rstd * scale) + offset, one rounding to T.
+  // scale and offset are padded to C_pad by the caller, so the partial vector loads them whole.
+  VF m[kRows], r[kRows];
+  for (int k = 0; k < kRows; ++k) {
+    m[k] = hn::Set(d, mean[k]);
+    r[k] = hn::Set(d, rstd[k]);
+  }
+  int64_t prefetched = 0;  // bytes
+  for (c = 0; c < C_main; c += L) {
+    const VF s = hn::LoadU(d, scale + c), b = hn::LoadU(d, offset + c);
+    for (int k = 0; k < kRows; ++k) {
+      if (prefetched < prefetch_bytes) {
+        hwy::Prefetch(prefetch + prefetched);
+        prefetched += 64;
+      }
+      const VF dv = hn::Sub(hn::LoadU(d, row + k * C_pad + c), m[k]);
+      StoreNarrow<T, kStream>(d, hn::MulAdd(dv, hn::Mul(r[k], s), b), out + k * C + c, native_bf16);
+    }
+  }
+  if (rest != 0) {
+    const VF s = hn::LoadU(d, scale + c), b = hn::LoadU(d, offset + c);
+    for (int k = 0; k < kRows; ++k) {
+      const VF dv = hn::Sub(hn::LoadU(d, row + k * C_pad + c), m[k]);
+      StoreNarrowPartial(d, hn::MulAdd(dv, hn::Mul(r[k], s), b), out + k * C + c, rest);
+    }
+  }
+  if (prefetched < prefetch_bytes)
+    PrefetchRange(prefetch + prefetched, prefetch_bytes - prefetched);
+}
+
+// Rows [row_begin, row_end) of a last-axis problem: x and out are [rows, C]; groups of
+// kRowGroup rows, then single rows. `row` is an f32 scratch [kRowGroup, C_pad].
+template <typename T, bool subtract_mean, bool kStream>
+void RowsLastAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t row_begin, int64_t row_end,
+                  int64_t C, const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
+                  float eps, float* HWY_RESTRICT row, bool native_bf16) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  const int64_t C_pad = (C + L - 1) / L * L;
+  // Bytes of x to prefetch for the group at row r: the group kPrefetchGroups ahead, within the
+  // task's rows.
+  auto prefetch_bytes = [&](int64_t r, int64_t rows) {
+    const int64_t ahead = r + kPrefetchGroups * rows;
+    return std::clamp<int64_t>(row_end - ahead, 0, rows) * C * static_cast<int64_t>(sizeof(T));
+  };
+  // The task's first groups all at once: their misses then overlap instead of queueing behind
+  // each other until the stream of prefetches ahead has started.
+  PrefetchRange(x + row_begin * C,
+                std::min<int64_t>(row_end - row_begin, kPrefetchGroups * kRowGroup) * C *
+                    static_cast<int64_t>(sizeof(T)));
+  int64_t r = row_begin;
+  for (; r + kRowGroup <= row_end; r += kRowGroup) {
+    RowGroup<T, subtract_mean, kStream, kRowGroup>(x + r * C, out + r * C, C, C_pad, scale, offset,
+                                                   eps, row, prefetch_bytes(r, kRowGroup),
+                                                   native_bf16);
+  }
+  for (; r < row_end; ++r) {
+    RowGroup<T, subtract_mean, kStream, 1>(x + r * C, out + r * C, C, C_pad, scale, offset, eps,
+                                           row, prefetch_bytes(r, 1), native_bf16);
+  }
+}
+
+void LastAxisTask(DType dtype, const void* x, void* out, int64_t row_begin, int64_t row_end,
+                  int64_t C, const float* scale, const float* offset, float eps, bool subtract_mean,
+                  bool stream, bool native_bf16, float* row) {
+  DispatchType(dtype, subtract_mean, stream, [&](auto type, auto mode, auto streaming) {
+    using T = decltype(type);
+    RowsLastAxis<T, decltype(mode)::value, decltype(streaming)::value>(
+        static_cast<const T*>(x), static_cast<T*>(out), row_begin, row_end, C, scale, offset, eps,
+        row, native_bf16);
+  });
+}
+
+// Floats of the last-axis kernel's per-thread scratch for rows of C.
+int64_t RowScratchFloats(int64_t C) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  return kRowGroup * ((C + L - 1) / L * L);
+}
+
+}  // namespace
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+namespace {
+HWY_EXPORT(LastAxisTask);
+HWY_EXPORT(RowScratchFloats);
+}  // namespace
+
+void layer_norm_last_axis_task(DType dtype, const void* x, void* out, int64_t row_begin,
+                               int64_t row_end, int64_t C, const float* scale, const float* offset,
+                               float eps, bool subtract_mean, bool stream, bool native_bf16,
+                               float* row) {
+  HWY_DYNAMIC_DISPATCH(LastAxisTask)
+  (dtype, x, out, row_begin, row_end, C, scale, offset, eps, subtract_mean, stream, native_bf16,
+   row);
+}
+
+int64_t layer_norm_row_scratch_floats(int64_t C) {
+  return HWY_DYNAMIC_DISPATCH(RowScratchFloats)(C);
+}
+
+}  // namespace tokamax
+#endif  // HWY_ONCE

@@ -1,0 +1,135 @@
+// Tests for the cpu layer_norm implementation against the oracle and the reference, and its
+// configs.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_info.h"
+#include "layer_norm_test_util.h"
+#include "ops/errors.h"
+#include "ops/layer_norm/api.h"
+#include "ops/layer_norm/cpu_kernel.h"
+#include "ops/numerics.h"
+
+using namespace tokamax;
+using namespace tokamax::testing;
+using nlohmann::json;
+
+namespace {
+
+const Implementation& cpu_impl() { return layer_norm_op().implementation("cpu"); }
+
+// Runs cpu with `config` (output pre-filled with NaN: every element must be written) and checks
+// it against the float64 oracle under the error model, and against the reference: both within
+// the bound of the oracle, so within twice the bound of each other.
+void check_cpu(const BoundArgs& args, const json& config) {
+  CAPTURE(args.key(), config.dump());
+  const LayerNormOp& op = layer_norm_op();
+  const TensorMap inputs = op.make_inputs(args, 11);
+  TensorMap outputs = op.allocate_outputs(args);
+  HostTensor& out = outputs.at("out");
+  for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
+  cpu_impl().check_config_json(args, config);
+  cpu_impl().run_json(args, config, inputs, outputs);
+  const Comparison cmp = compare_all(args, inputs, out);
+  CAPTURE(cmp.max_abs_error, cmp.bound, cmp.worst_index, cmp.nonfinite);
+  REQUIRE(judge(cmp) == Disposition::kPassed);
+
+  TensorMap reference = op.allocate_outputs(args);
+  op.implementation("reference").run_json(args, json::object(), inputs, reference);
+  const ErrorModel model = op.error_model(args);
+  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+  const OracleSample oracle = op.oracle(args, inputs, "out", index);
+  for (size_t i = 0; i < index.size(); ++i) {
+    const double bound = error_bound(model, oracle.value[i], oracle.magnitude[i]);
+    CAPTURE(i, out.get(i), reference.at("out").get(i));
+    REQUIRE(std::fabs(out.get(i) - reference.at("out").get(i)) <= 2.0 * bound);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cpu layer_norm matches the oracle and the reference with its heuristics",
+          "[layer_norm]") {
+  INFO("SIMD target: " << layer_norm_cpu_target_name());
+  for (const json& args_json : layer_norm_cases()) {
+    const BoundArgs args = layer_norm_op().bind(args_json);
+    check_cpu(args, cpu_impl().heuristics_config_json(args, cpu::host_device()));
+  }
+}
+
+TEST_CASE("cpu layer_norm is right for every task split and inner block", "[layer_norm]") {
+  // inner_block 1 (all scalar columns), 5 (partial vectors), 16, 48, larger than I; one row or
+  // three units per task; one thread and all threads; ordinary and non-temporal stores (taken
+  // where C, or I and inner_block, are multiples of the vector width); the exact integer bf16
+  // rounding and (where the CPU has it) vcvtneps2bf16.
+  for (const json& args_json : layer_norm_cases()) {
+    const BoundArgs args = layer_norm_op().bind(args_json);
+    for (const json& config :
+         {json{{"rows_per_task", 1}, {"inner_block", 1}},
+          json{
+              {"rows_per_task", 3}, {"inner_block", 5}, {"num_threads", 1}, {"native_bf16", false}},
+          json{{"rows_per_task", 2}, {"inner_block", 16}, {"stream_stores", true}},
+          json{{"rows_per_task", 1000}, {"inner_block", 48}},
+          json{{"inner_block", 4096}, {"num_threads", 2}, {"stream_stores", true}}}) {
+      check_cpu(args, config);
+    }
+  }
+}
+
+TEST_CASE("cpu layer_norm autotuning configs are valid and right", "[layer_norm]") {
+  for (const json& args_json :
+       {json{{"x", "bf16[64,64]"}, {"scale", "f32[64]"}, {"offset", "f32[64]"}},
+        json{{"x", "bf16[32,24,24]"}, {"axis", 0}, {"scale", "f32[32]"}},
+        json{{"x", "f32[3,20,100]"}, {"axis", 1}, {"subtract_mean", false}}}) {
+    const BoundArgs args = layer_norm_op().bind(args_json);
+    const std::vector<json> configs = cpu_impl().autotuning_configs_json(args, cpu::host_device());
+    REQUIRE(configs.size() >= 2);
+    CHECK(configs[0] == cpu_impl().heuristics_config_json(args, cpu::host_device()));
+    for (const json& config : configs) check_cpu(args, config);
+  }
+}
+
+TEST_CASE("cpu layer_norm config errors name the field", "[layer_norm]") {
+  auto field = [](const json& config) -> std::string {
+    try {
+      cpu_impl().canonical_config(config);
+    } catch (const InvalidArgument& e) {
+      return e.field();
+    }
+    return "<no error>";
+  };
+  CHECK(field({{"rows_per_task", 8}, {"inner_block", 64}, {"num_threads", 1}}) == "<no error>");
+  CHECK(field({{"rows_per_task", 0}}) == "rows_per_task");
+  CHECK(field({{"inner_block", -3}}) == "inner_block");
+  CHECK(field({{"num_threads", -1}}) == "num_threads");
+  CHECK(field({{"tile", 4}}) == "tile");
+  CHECK(field({{"inner_block", "wide"}}) == "inner_block");
+
+  const BoundArgs args = layer_norm_op().bind({{"x", "f32[4096,8,4096]"}, {"axis", 1}});
+  try {
+    cpu_impl().check_config_json(args, {{"num_threads", 100000}});
+    FAIL("expected InvalidArgument");
+  } catch (const InvalidArgument& e) {
+    CHECK(e.field() == "num_threads");
+  }
+  const BoundArgs wide = layer_norm_op().bind({{"x", "f32[1,65536,512]"}, {"axis", 1}});
+  try {
+    cpu_impl().check_config_json(wide, {{"inner_block", 512}});
+    FAIL("expected InvalidArgument");
+  } catch (const InvalidArgument& e) {
+    CHECK(e.field() == "inner_block");
+  }
+}
+
+TEST_CASE("cpu layer_norm leaves f64 to the reference with a reason", "[layer_norm]") {
+  const BoundArgs args = layer_norm_op().bind({{"x", "f64[4,8]"}});
+  try {
+    cpu_impl().check_args(args);
+    FAIL("expected NotImplemented");
+  } catch (const NotImplemented& e) {
+    CHECK_THAT(e.what(), Catch::Contains("f64"));
+  }
+}
