@@ -157,6 +157,26 @@ void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t
       const int64_t cols = std::min(tn, N - n0);
       args.cols = cols;
       args.out = c + n0;
+      // Prefetch the panel after this one (the next columns of this K block, or the first of
+      // the next) into L2 while this one is multiplied: with few rows of A, reading B from
+      // memory is otherwise a stall at every panel.
+      const int64_t next_n0 = n0 + tn < N ? n0 + tn : 0;
+      const int64_t next_k0 = n0 + tn < N ? k0 : k0 + tk;
+      args.next_rhs = {};
+      if (next_k0 < K) {
+        const int64_t next_depth = std::min(tk, K - next_k0);
+        const int64_t next_cols = std::min(tn, N - next_n0);
+        if (b.transposed) {
+          args.next_rhs.base = b_data + (next_n0 * b.ld + next_k0) * static_cast<int64_t>(b_size);
+          args.next_rhs.rows = next_cols;
+          args.next_rhs.bytes = next_depth * static_cast<int64_t>(b_size);
+        } else {
+          args.next_rhs.base = b_data + (next_k0 * b.ld + next_n0) * static_cast<int64_t>(b_size);
+          args.next_rhs.rows = next_depth;
+          args.next_rhs.bytes = next_cols * static_cast<int64_t>(b_size);
+        }
+        args.next_rhs.stride = b.ld * static_cast<int64_t>(b_size);
+      }
       if (native) {
         const bf16* bt = reinterpret_cast<const bf16*>(b_data);
         if (b.transposed) {
