@@ -9,6 +9,7 @@
 #include <new>
 #include <string>
 
+#include "backends/cpu/scratch.h"
 #include "ops/errors.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_micro_kernel.h"
@@ -18,25 +19,10 @@
 namespace tokamax {
 namespace {
 
-constexpr size_t kAlignment = 64;
-
 // Per-thread scratch that only grows (see ragged_dot's cpu_kernel.cc for why).
 float* scratch_floats(size_t count) {
-  struct Buffer {
-    void* data = nullptr;
-    size_t bytes = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  const size_t bytes = (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
-  if (bytes > buffer.bytes) {
-    std::free(buffer.data);
-    buffer.bytes = 0;
-    buffer.data = std::aligned_alloc(kAlignment, bytes);
-    if (buffer.data == nullptr) throw std::bad_alloc();
-    buffer.bytes = bytes;
-  }
-  return static_cast<float*>(buffer.data);
+  thread_local cpu::ScratchBuffer buffer;
+  return buffer.floats(count);
 }
 
 float element(DType dtype, const void* data, int64_t i) {

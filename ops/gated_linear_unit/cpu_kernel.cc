@@ -21,6 +21,7 @@
 #include <new>
 #include <string>
 
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_activation.h"
 #include "ops/common/cpu_gemm.h"
@@ -32,26 +33,11 @@
 namespace tokamax {
 namespace {
 
-constexpr size_t kAlignment = 64;
-
 // Per-thread scratch that only grows: a bench or a model calls the op back to back, and the pool
 // keeps its threads, so the buffer is allocated once per thread and shape class.
 float* scratch_floats(size_t count) {
-  struct Buffer {
-    void* data = nullptr;
-    size_t bytes = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  const size_t bytes = (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
-  if (bytes > buffer.bytes) {
-    std::free(buffer.data);
-    buffer.bytes = 0;
-    buffer.data = std::aligned_alloc(kAlignment, bytes);
-    if (buffer.data == nullptr) throw std::bad_alloc();
-    buffer.bytes = bytes;
-  }
-  return static_cast<float*>(buffer.data);
+  thread_local cpu::ScratchBuffer buffer;
+  return buffer.floats(count);
 }
 
 }  // namespace

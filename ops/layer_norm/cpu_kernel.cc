@@ -32,6 +32,7 @@
 #include <string>
 
 #include "backends/cpu/cpu_info.h"
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/errors.h"
 #include "ops/layer_norm/cpu_tasks.h"
@@ -75,26 +76,11 @@ HWY_EXPORT(TargetName);
 HWY_EXPORT(FlushStores);
 HWY_EXPORT(NativeBf16Path);
 
-constexpr size_t kAlignment = 64;
-
 // Per-thread f32 scratch that only grows: pool threads are persistent, so after the first call
 // a launch allocates nothing (a fresh allocation would page-fault on first touch every call).
 float* thread_scratch(size_t floats) {
-  struct Buffer {
-    void* data = nullptr;
-    size_t bytes = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  const size_t bytes = (floats * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
-  if (bytes > buffer.bytes) {
-    std::free(buffer.data);
-    buffer.bytes = 0;
-    buffer.data = std::aligned_alloc(kAlignment, bytes);
-    if (buffer.data == nullptr) throw std::bad_alloc();
-    buffer.bytes = bytes;
-  }
-  return static_cast<float*>(buffer.data);
+  thread_local cpu::ScratchBuffer buffer;
+  return buffer.floats(floats);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -26,6 +26,7 @@
 #include <new>
 #include <vector>
 
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm.h"
 #include "ops/common/cpu_softmax.h"
@@ -34,26 +35,11 @@
 namespace tokamax {
 namespace {
 
-constexpr size_t kAlignment = 64;
-
 // The logits tile of this thread, grown once and reused across calls (a kernel called in a
 // training loop must not fault in fresh pages every step).
 float* logits_scratch(size_t count) {
-  struct Buffer {
-    void* data = nullptr;
-    size_t bytes = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  const size_t bytes = (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
-  if (bytes > buffer.bytes) {
-    std::free(buffer.data);
-    buffer.bytes = 0;
-    buffer.data = std::aligned_alloc(kAlignment, bytes);
-    if (buffer.data == nullptr) throw std::bad_alloc();
-    buffer.bytes = bytes;
-  }
-  return static_cast<float*>(buffer.data);
+  thread_local cpu::ScratchBuffer buffer;
+  return buffer.floats(count);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -37,6 +37,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/errors.h"
 #include "ops/ragged_dot/cpu_micro_kernel.h"
@@ -53,20 +54,8 @@ size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * k
 // kernel launch allocates nothing: fresh multi-megabyte allocations would come from mmap and
 // page-fault on first touch, a cost that shows up on every small call.
 char* thread_scratch(size_t bytes) {
-  struct Buffer {
-    void* data = nullptr;
-    size_t bytes = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  if (bytes > buffer.bytes) {
-    std::free(buffer.data);
-    buffer.bytes = 0;
-    buffer.data = std::aligned_alloc(kAlignment, align_up(bytes));
-    if (buffer.data == nullptr) throw std::bad_alloc();
-    buffer.bytes = align_up(bytes);
-  }
-  return static_cast<char*>(buffer.data);
+  thread_local cpu::ScratchBuffer buffer;
+  return static_cast<char*>(buffer.get(bytes));
 }
 
 // Everything a task needs besides its coordinates; shared read-only by all threads.
