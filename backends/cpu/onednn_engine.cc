@@ -71,4 +71,13 @@ std::string onednn_description() {
   return text;
 }
 
+nlohmann::json onednn_describe() {
+  const dnnl::version_t* v = dnnl::version();
+  return {{"library", "oneDNN"},
+          {"description", onednn_description()},
+          {"version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                          std::to_string(v->patch)},
+          {"isa", onednn_cpu_isa_name(dnnl::get_effective_cpu_isa())}};
+}
+
 }  // namespace tokamax::cpu

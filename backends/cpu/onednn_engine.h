@@ -5,6 +5,7 @@
 // without linking OpenMP ourselves, so the baselines leave threads to the runtime.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
@@ -19,5 +20,9 @@ std::string onednn_description();
 
 // "avx512_core_bf16", ...: the ISA oneDNN's JIT kernels target on this CPU.
 std::string onednn_cpu_isa_name(dnnl::cpu_isa isa);
+
+// What every oneDNN baseline's describe() starts from: library, description, version and the
+// ISA its kernels run; implementations add what they compose ("composite", "epilogue").
+nlohmann::json onednn_describe();
 
 }  // namespace tokamax::cpu

@@ -82,14 +82,10 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
   std::string_view name() const override { return "onednn"; }
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
-    const dnnl::version_t* v = dnnl::version();
-    return {
-        {"library", "oneDNN"},
-        {"description", cpu::onednn_description()},
-        {"version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                        std::to_string(v->patch)},
-        {"isa", cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa())},
-        {"epilogue", std::string("tokamax cpu_glu_row (") + cpu_activation_target_name() + ")"}};
+    nlohmann::json description = cpu::onednn_describe();
+    description["epilogue"] =
+        std::string("tokamax cpu_glu_row (") + cpu_activation_target_name() + ")";
+    return description;
   }
 
   Support supported_on(const DeviceInfo& device) const override {

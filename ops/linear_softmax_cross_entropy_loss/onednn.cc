@@ -44,13 +44,9 @@ class OneDnnLinearSoftmaxCrossEntropy final
   std::string_view name() const override { return "onednn"; }
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
-    const dnnl::version_t* v = dnnl::version();
-    return {{"library", "oneDNN"},
-            {"description", cpu::onednn_description()},
-            {"composite", "matmul -> f32 logits [B,V] -> logsoftmax -> gather, reduce"},
-            {"version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                            std::to_string(v->patch)},
-            {"isa", cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa())}};
+    nlohmann::json description = cpu::onednn_describe();
+    description["composite"] = "matmul -> f32 logits [B,V] -> logsoftmax -> gather, reduce";
+    return description;
   }
 
   Support supported_on(const DeviceInfo& device) const override {

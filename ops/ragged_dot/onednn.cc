@@ -44,14 +44,7 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
   std::string_view op_name() const override { return "ragged_dot"; }
   std::string_view name() const override { return "onednn"; }
   bool is_vendor() const override { return true; }
-  nlohmann::json describe() const override {
-    const dnnl::version_t* v = dnnl::version();
-    return {{"library", "oneDNN"},
-            {"description", cpu::onednn_description()},
-            {"version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                            std::to_string(v->patch)},
-            {"isa", cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa())}};
-  }
+  nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
   Support supported_on(const DeviceInfo& device) const override {
     if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
