@@ -1,7 +1,10 @@
 // The process-wide oneDNN CPU engine, and a one-line description of the library for metadata.
 #include "backends/cpu/onednn_engine.h"
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 namespace tokamax::cpu {
 namespace {
@@ -78,6 +81,29 @@ nlohmann::json onednn_describe() {
           {"version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                           std::to_string(v->patch)},
           {"isa", onednn_cpu_isa_name(dnnl::get_effective_cpu_isa())}};
+}
+
+dnnl::memory::desc onednn_plain_desc(int64_t rows, int64_t cols, dnnl::memory::data_type type) {
+  return dnnl::memory::desc({rows, cols}, type, dnnl::memory::format_tag::ab);
+}
+
+std::string onednn_matmul_unavailable(dnnl::memory::data_type in, dnnl::memory::data_type out) {
+  static std::mutex mutex;
+  static std::map<std::pair<dnnl::memory::data_type, dnnl::memory::data_type>, std::string> reasons;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = reasons.find({in, out});
+  if (it != reasons.end()) return it->second;
+  std::string why;
+  try {
+    const dnnl::matmul::desc desc(onednn_plain_desc(1, 1, in), onednn_plain_desc(1, 1, in),
+                                  onednn_plain_desc(1, 1, out));
+    dnnl::matmul::primitive_desc(desc, onednn_engine());
+  } catch (const dnnl::error& e) {
+    why = std::string(e.what()) +
+          " (oneDNN's cpu isa here: " + onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) + ")";
+  }
+  reasons.emplace(std::make_pair(in, out), why);
+  return why;
 }
 
 }  // namespace tokamax::cpu

@@ -5,6 +5,7 @@
 // without linking OpenMP ourselves, so the baselines leave threads to the runtime.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -24,5 +25,14 @@ std::string onednn_cpu_isa_name(dnnl::cpu_isa isa);
 // What every oneDNN baseline's describe() starts from: library, description, version and the
 // ISA its kernels run; implementations add what they compose ("composite", "epilogue").
 nlohmann::json onednn_describe();
+
+// A dense row-major [rows, cols] memory descriptor (no padding).
+dnnl::memory::desc onednn_plain_desc(int64_t rows, int64_t cols, dnnl::memory::data_type type);
+
+// "" when oneDNN has an in x in -> out matmul on this CPU, else oneDNN's reason and its ISA;
+// probed once per type pair with a 1x1x1 primitive descriptor (cheap: no code is generated),
+// thread-safe.
+std::string onednn_matmul_unavailable(dnnl::memory::data_type in,
+                                      dnnl::memory::data_type out = dnnl::memory::data_type::f32);
 
 }  // namespace tokamax::cpu

@@ -52,10 +52,6 @@ constexpr int64_t kEpilogueRows = 64;
 
 dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
-dnnl::memory::desc plain_desc(int64_t rows, int64_t cols, dt type) {
-  return dnnl::memory::desc({rows, cols}, type, tag::ab);  // row-major, no padding
-}
-
 // Grow-only scratch for the intermediate (reused across calls: a bench calls back to back, and
 // first-touch page faults on a fresh buffer would be charged to the baseline).
 float* intermediate(size_t count) {
@@ -103,7 +99,7 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
       throw NotImplemented("onednn: " + x + " inputs; the baseline wires f32 and bf16 only" +
                            (p.x_dtype == DType::kF64 ? " (oneDNN has no f64 matmul)" : ""));
     }
-    const std::string why = unavailable_reason(onednn_type(p.x_dtype));
+    const std::string why = cpu::onednn_matmul_unavailable(onednn_type(p.x_dtype));
     if (!why.empty()) throw NotImplemented("onednn: " + x + "->f32 matmul: " + why);
   }
 
@@ -132,12 +128,12 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
     float* y = intermediate(static_cast<size_t>(mc * 2 * N));
     const dnnl::engine& engine = cpu::onednn_engine();
     dnnl::stream stream(engine);
-    dnnl::memory weights(plain_desc(K, 2 * N, in_type), engine, w_data);
+    dnnl::memory weights(cpu::onednn_plain_desc(K, 2 * N, in_type), engine, w_data);
     for (int64_t m0 = 0; m0 < M; m0 += mc) {
       const int64_t rows = std::min(mc, M - m0);
       const dnnl::matmul matmul = primitive({rows, K, 2 * N, in_type});
-      dnnl::memory src(plain_desc(rows, K, in_type), engine, x_data + m0 * K * x_bytes);
-      dnnl::memory dst(plain_desc(rows, 2 * N, dt::f32), engine, y);
+      dnnl::memory src(cpu::onednn_plain_desc(rows, K, in_type), engine, x_data + m0 * K * x_bytes);
+      dnnl::memory dst(cpu::onednn_plain_desc(rows, 2 * N, dt::f32), engine, y);
       matmul.execute(stream,
                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
       stream.wait();
@@ -163,8 +159,9 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
     auto it = primitives_.find(key);
     if (it != primitives_.end()) return it->second;
     const auto& [rows, K, cols, in_type] = key;
-    const dnnl::matmul::desc desc(plain_desc(rows, K, in_type), plain_desc(K, cols, in_type),
-                                  plain_desc(rows, cols, dt::f32));
+    const dnnl::matmul::desc desc(cpu::onednn_plain_desc(rows, K, in_type),
+                                  cpu::onednn_plain_desc(K, cols, in_type),
+                                  cpu::onednn_plain_desc(rows, cols, dt::f32));
     dnnl::matmul matmul;
     try {
       matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
@@ -180,28 +177,8 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
     return matmul;
   }
 
-  // "" when oneDNN has a matmul from this input type to f32 on this CPU, else its reason.
-  std::string unavailable_reason(dt in_type) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = availability_.find(in_type);
-    if (it != availability_.end()) return it->second;
-    std::string why;
-    try {
-      const dnnl::matmul::desc desc(plain_desc(1, 1, in_type), plain_desc(1, 1, in_type),
-                                    plain_desc(1, 1, dt::f32));
-      dnnl::matmul::primitive_desc(desc, cpu::onednn_engine());
-    } catch (const dnnl::error& e) {
-      why = std::string(e.what()) +
-            " (oneDNN's cpu isa here: " + cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
-            ")";
-    }
-    availability_.emplace(in_type, why);
-    return why;
-  }
-
   mutable std::mutex mutex_;
   mutable std::map<MatmulKey, dnnl::matmul> primitives_;
-  mutable std::map<dt, std::string> availability_;
 };
 
 }  // namespace

@@ -28,10 +28,6 @@ using tag = dnnl::memory::format_tag;
 using Key = std::tuple<int64_t, int64_t, int64_t, dt>;  // B, H, V, input type
 constexpr size_t kMaxCachedShapes = 256;
 
-dnnl::memory::desc plain_desc(int64_t rows, int64_t cols, dt type) {
-  return dnnl::memory::desc({rows, cols}, type, tag::ab);
-}
-
 struct Primitives {
   dnnl::matmul matmul;
   dnnl::logsoftmax_forward logsoftmax;
@@ -69,7 +65,7 @@ class OneDnnLinearSoftmaxCrossEntropy final
       throw NotImplemented("onednn: B=" + std::to_string(p.B) + ", H=" + std::to_string(p.H) +
                            "; oneDNN rejects zero-sized matmuls");
     }
-    const std::string why = unavailable_reason(type_of(p.x_dtype));
+    const std::string why = cpu::onednn_matmul_unavailable(type_of(p.x_dtype));
     if (!why.empty()) throw NotImplemented("onednn: " + x + "->f32 matmul: " + why);
   }
 
@@ -102,10 +98,11 @@ class OneDnnLinearSoftmaxCrossEntropy final
     float* logits = static_cast<float*>(logits_.raw());
     const dnnl::engine& engine = cpu::onednn_engine();
     dnnl::stream stream(engine);
-    dnnl::memory src(plain_desc(B, H, in_type), engine, const_cast<void*>(inputs.at("x").raw()));
-    dnnl::memory weights(plain_desc(H, V, in_type), engine,
+    dnnl::memory src(cpu::onednn_plain_desc(B, H, in_type), engine,
+                     const_cast<void*>(inputs.at("x").raw()));
+    dnnl::memory weights(cpu::onednn_plain_desc(H, V, in_type), engine,
                          const_cast<void*>(inputs.at("w").raw()));
-    dnnl::memory dst(plain_desc(B, V, dt::f32), engine, logits);
+    dnnl::memory dst(cpu::onednn_plain_desc(B, V, dt::f32), engine, logits);
     prims.matmul.execute(stream,
                          {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
     // In place: src = dst = the logits.
@@ -135,11 +132,12 @@ class OneDnnLinearSoftmaxCrossEntropy final
     const dnnl::engine& engine = cpu::onednn_engine();
     Primitives prims;
     try {
-      const dnnl::matmul::desc matmul(plain_desc(B, H, in_type), plain_desc(H, V, in_type),
-                                      plain_desc(B, V, dt::f32));
+      const dnnl::matmul::desc matmul(cpu::onednn_plain_desc(B, H, in_type),
+                                      cpu::onednn_plain_desc(H, V, in_type),
+                                      cpu::onednn_plain_desc(B, V, dt::f32));
       prims.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(matmul, engine));
       const dnnl::logsoftmax_forward::desc logsoftmax(dnnl::prop_kind::forward_inference,
-                                                      plain_desc(B, V, dt::f32), 1);
+                                                      cpu::onednn_plain_desc(B, V, dt::f32), 1);
       prims.logsoftmax =
           dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(logsoftmax, engine));
     } catch (const dnnl::error& e) {
@@ -153,28 +151,8 @@ class OneDnnLinearSoftmaxCrossEntropy final
     return cache_.emplace(key, prims).first->second;
   }
 
-  // "" when oneDNN has an in_type x in_type -> f32 matmul on this CPU, else its reason.
-  std::string unavailable_reason(dt in_type) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = availability_.find(in_type);
-    if (it != availability_.end()) return it->second;
-    std::string why;
-    try {
-      const dnnl::matmul::desc desc(plain_desc(1, 1, in_type), plain_desc(1, 1, in_type),
-                                    plain_desc(1, 1, dt::f32));
-      dnnl::matmul::primitive_desc(desc, cpu::onednn_engine());
-    } catch (const dnnl::error& e) {
-      why = std::string(e.what()) +
-            " (oneDNN's cpu isa here: " + cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
-            ")";
-    }
-    availability_.emplace(in_type, why);
-    return why;
-  }
-
   mutable std::mutex mutex_;
   mutable std::map<Key, Primitives> cache_;
-  mutable std::map<dt, std::string> availability_;
   mutable HostTensor logits_;  // [B, V] f32, the materialised logits (grown, never shrunk)
   mutable size_t logits_capacity_ = 0;
 };

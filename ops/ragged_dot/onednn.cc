@@ -35,10 +35,6 @@ constexpr size_t kMaxCachedPrimitives = 4096;
 
 dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
-dnnl::memory::desc plain_desc(int64_t rows, int64_t cols, dt type) {
-  return dnnl::memory::desc({rows, cols}, type, tag::ab);  // row-major, no padding
-}
-
 class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, EmptyConfig> {
  public:
   std::string_view op_name() const override { return "ragged_dot"; }
@@ -67,7 +63,8 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
                            (p.lhs_dtype == DType::kF64 ? " (oneDNN has no f64 matmul)" : ""));
     }
     // Ask the library rather than guess from the ISA: bf16 needs avx512_core in oneDNN 2.x.
-    const std::string why = unavailable_reason(onednn_type(p.lhs_dtype), onednn_type(p.out_dtype));
+    const std::string why =
+        cpu::onednn_matmul_unavailable(onednn_type(p.lhs_dtype), onednn_type(p.out_dtype));
     if (!why.empty()) throw NotImplemented("onednn: " + lhs + "->" + out + " matmul: " + why);
   }
 
@@ -106,9 +103,12 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
       if (m_g == 0) continue;
       const dnnl::matmul matmul = primitive({m_g, K, N, in_type, out_type});
       // Wrap the caller's buffers in place: no copies, plain row-major layouts.
-      dnnl::memory src(plain_desc(m_g, K, in_type), engine, lhs_data + row0 * K * in_bytes);
-      dnnl::memory weights(plain_desc(K, N, in_type), engine, rhs_data + g * K * N * in_bytes);
-      dnnl::memory dst(plain_desc(m_g, N, out_type), engine, out_data + row0 * N * out_bytes);
+      dnnl::memory src(cpu::onednn_plain_desc(m_g, K, in_type), engine,
+                       lhs_data + row0 * K * in_bytes);
+      dnnl::memory weights(cpu::onednn_plain_desc(K, N, in_type), engine,
+                           rhs_data + g * K * N * in_bytes);
+      dnnl::memory dst(cpu::onednn_plain_desc(m_g, N, out_type), engine,
+                       out_data + row0 * N * out_bytes);
       matmul.execute(stream,
                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
     }
@@ -128,8 +128,9 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
     auto it = primitives_.find(key);
     if (it != primitives_.end()) return it->second;
     const auto& [m_g, K, N, in_type, out_type] = key;
-    const dnnl::matmul::desc desc(plain_desc(m_g, K, in_type), plain_desc(K, N, in_type),
-                                  plain_desc(m_g, N, out_type));
+    const dnnl::matmul::desc desc(cpu::onednn_plain_desc(m_g, K, in_type),
+                                  cpu::onednn_plain_desc(K, N, in_type),
+                                  cpu::onednn_plain_desc(m_g, N, out_type));
     dnnl::matmul matmul;
     try {
       matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
@@ -146,29 +147,8 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
     return matmul;
   }
 
-  // "" when oneDNN has a matmul for these types on this CPU, else its reason; probed once per
-  // pair with a 1x1x1 primitive descriptor (cheap: no code is generated).
-  std::string unavailable_reason(dt in_type, dt out_type) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = availability_.find({in_type, out_type});
-    if (it != availability_.end()) return it->second;
-    std::string why;
-    try {
-      const dnnl::matmul::desc desc(plain_desc(1, 1, in_type), plain_desc(1, 1, in_type),
-                                    plain_desc(1, 1, out_type));
-      dnnl::matmul::primitive_desc(desc, cpu::onednn_engine());
-    } catch (const dnnl::error& e) {
-      why = std::string(e.what()) +
-            " (oneDNN's cpu isa here: " + cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
-            ")";
-    }
-    availability_.emplace(std::make_pair(in_type, out_type), why);
-    return why;
-  }
-
   mutable std::mutex mutex_;
   mutable std::map<MatmulKey, dnnl::matmul> primitives_;
-  mutable std::map<std::pair<dt, dt>, std::string> availability_;
   mutable int64_t created_ = 0;
 };
 
