@@ -219,6 +219,7 @@ struct TuneCommand {
               {"spec", spec.name},
               {"winner", false},
               {"reason", result.reason},
+              {"phases", result.phases.to_json()},
               {"candidates", nlohmann::json::array()}};
           for (const CandidateResult& c : result.candidates) {
             record["candidates"].push_back(c.to_json());
@@ -238,6 +239,7 @@ struct TuneCommand {
         nlohmann::json record = entry.to_json();
         record["key"] = {{"device", key.device}, {"op", key.op}, {"impl", key.impl}};
         record["spec"] = spec.name;
+        record["phases"] = result.phases.to_json();
         records.push_back(record);
       }
     } catch (const Interrupted&) {

@@ -57,17 +57,22 @@ class Search {
   bool measure(size_t i, const TimingOptions& request) {
     SearchOutcome& o = outcomes_[i];
     if (options_.progress) options_.progress(++requests_, total_, best_);
+    const double begin = clock_();
+    ++o.requests;
     try {
       const std::vector<double> samples = time_(i, request);
+      o.wall_s += clock_() - begin;
       o.samples.insert(o.samples.end(), samples.begin(), samples.end());
     } catch (const Interrupted&) {
       throw;
     } catch (const CandidateFailure& e) {
+      o.wall_s += clock_() - begin;
       o.status = e.status();
       o.reason = e.what();
       o.samples.clear();
       return false;
     } catch (const std::exception& e) {
+      o.wall_s += clock_() - begin;
       o.status = "error";
       o.reason = e.what();
       o.samples.clear();
@@ -94,6 +99,7 @@ class Search {
   }
 
   void halving(const std::vector<size_t>& order);
+  void race(std::vector<size_t>& alive, int round);
 
   std::vector<SearchOutcome> take() { return std::move(outcomes_); }
 
@@ -116,6 +122,34 @@ class Search {
   double best_ = 0.0;
   int requests_ = 0, total_ = 0;
 };
+
+// Racing: among the candidates with at least two samples, one whose fastest sample is slower
+// than the best median by more than race_margin is out: even at its best it loses by more than
+// the margin, while the noise of a sample mostly adds time. `alive` is sorted by median.
+void Search::race(std::vector<size_t>& alive, int round) {
+  double best = 0.0;
+  for (size_t i : alive) {
+    const SearchOutcome& o = outcomes_[i];
+    if (o.samples.size() >= 2 && (best == 0.0 || o.time_s < best)) best = o.time_s;
+  }
+  if (best == 0.0) return;
+  const double bar = (1.0 + options_.race_margin) * best;
+  std::vector<size_t> kept;
+  for (size_t i : alive) {
+    SearchOutcome& o = outcomes_[i];
+    const double fastest = *std::min_element(o.samples.begin(), o.samples.end());
+    if (o.samples.size() >= 2 && fastest > bar) {
+      char margin[16];
+      std::snprintf(margin, sizeof(margin), "%.3g", 1.0 + options_.race_margin);
+      o.status = "pruned";
+      o.reason = "raced out after round " + std::to_string(round) + ": fastest sample " +
+                 seconds(fastest) + " > " + margin + "x the best median " + seconds(best);
+      continue;
+    }
+    kept.push_back(i);
+  }
+  alive = std::move(kept);
+}
 
 // Round 0 takes one lean sample of every candidate (a second only to confirm an early abort);
 // each later round keeps the faster half and gives it one more sample batch of twice the time.
@@ -147,6 +181,8 @@ void Search::halving(const std::vector<size_t>& order) {
   for (int round = 1; alive.size() > keep; ++round, round_time *= 2) {
     std::stable_sort(alive.begin(), alive.end(),
                      [&](size_t a, size_t b) { return outcomes_[a].time_s < outcomes_[b].time_s; });
+    race(alive, round - 1);
+    if (alive.size() <= keep) break;
     const size_t survivors = std::max(keep, (alive.size() + 1) / 2);
     for (size_t k = survivors; k < alive.size(); ++k) {
       SearchOutcome& o = outcomes_[alive[k]];
