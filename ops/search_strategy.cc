@@ -151,9 +151,11 @@ void Search::race(std::vector<size_t>& alive, int round) {
   alive = std::move(kept);
 }
 
-// Round 0 takes one lean sample of every candidate (a second only to confirm an early abort);
-// each later round keeps the faster half and gives it one more sample batch of twice the time.
-// Finalists are topped up to a full timing so the winner's time is as good as exhaustive's.
+// Round 0 takes one lean sample of every candidate (one call for a kernel that lasts a sample)
+// and aborts those over abort_ratio x the best so far at once. Each later round races out the
+// candidates clearly slower than the best (race()), keeps the faster half and gives it one more
+// sample batch of twice the time. Finalists are topped up to a full timing so the winner's time
+// is as good as exhaustive's.
 void Search::halving(const std::vector<size_t>& order) {
   const double ratio = options_.abort_ratio;
   std::vector<size_t> alive;
@@ -164,15 +166,16 @@ void Search::halving(const std::vector<size_t>& order) {
     if (!measure(i, lean(1, 0.0))) continue;
     SearchOutcome& o = outcomes_[i];
     o.round = 0;
+    // No confirming sample: it would cost a call to save none, since a candidate this slow is
+    // in round 0's slower half anyway (on square_2048_bf16, 68 of 155 candidates were confirmed
+    // this way: 68 extra calls).
     if (best > 0 && o.samples[0] > ratio * best) {
-      if (!measure(i, lean(1, 0.0))) continue;
-      if (o.samples[1] > ratio * best) {
-        o.status = "pruned";
-        o.reason = "early abort: first samples " + seconds(o.samples[0]) + ", " +
-                   seconds(o.samples[1]) + " > " + std::to_string(ratio).substr(0, 4) +
-                   "x the best " + seconds(best);
-        continue;
-      }
+      char times[16];
+      std::snprintf(times, sizeof(times), "%.3g", ratio);
+      o.status = "pruned";
+      o.reason = "early abort: first sample " + seconds(o.samples[0]) + " > " + times +
+                 "x the best " + seconds(best);
+      continue;
     }
     alive.push_back(i);
   }

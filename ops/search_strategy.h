@@ -24,7 +24,7 @@ struct SearchOptions {
   double time_budget_s = 0.0;  // wall time for timing; 0 = unlimited
   uint64_t seed = 0;           // order and subset of `random` (and of a capped `halving`)
   TimingOptions timing;        // a full timing (exhaustive, random, halving's finalists)
-  double abort_ratio = 1.5;    // halving: first two samples above this x best -> pruned
+  double abort_ratio = 1.5;    // halving: a first sample above this x best -> pruned
   // halving, from round 1 on (candidates with >= 2 samples): a candidate whose fastest sample is
   // over (1 + race_margin) x the best median is raced out before it gets more samples.
   double race_margin = 0.03;
