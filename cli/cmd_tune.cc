@@ -280,7 +280,7 @@ Runner add_tune_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--strategy", command->strategy,
                   "exhaustive (time every config), random (seeded subset, with --max-evals) or "
-                  "halving (successive halving with early abort)")
+                  "halving (successive halving with early abort and racing)")
       ->capture_default_str()
       ->check(CLI::IsMember({"exhaustive", "random", "halving"}));
   sub->add_option("--max-evals", command->max_evals,

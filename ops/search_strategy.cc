@@ -100,6 +100,10 @@ class Search {
 
   void halving(const std::vector<size_t>& order);
   void race(std::vector<size_t>& alive, int round);
+  double fastest(size_t i) const {
+    const std::vector<double>& samples = outcomes_[i].samples;
+    return *std::min_element(samples.begin(), samples.end());
+  }
 
   std::vector<SearchOutcome> take() { return std::move(outcomes_); }
 
@@ -137,13 +141,12 @@ void Search::race(std::vector<size_t>& alive, int round) {
   std::vector<size_t> kept;
   for (size_t i : alive) {
     SearchOutcome& o = outcomes_[i];
-    const double fastest = *std::min_element(o.samples.begin(), o.samples.end());
-    if (o.samples.size() >= 2 && fastest > bar) {
+    if (o.samples.size() >= 2 && fastest(i) > bar) {
       char margin[16];
       std::snprintf(margin, sizeof(margin), "%.3g", 1.0 + options_.race_margin);
       o.status = "pruned";
       o.reason = "raced out after round " + std::to_string(round) + ": fastest sample " +
-                 seconds(fastest) + " > " + margin + "x the best median " + seconds(best);
+                 seconds(fastest(i)) + " > " + margin + "x the best median " + seconds(best);
       continue;
     }
     kept.push_back(i);
@@ -151,11 +154,13 @@ void Search::race(std::vector<size_t>& alive, int round) {
   alive = std::move(kept);
 }
 
-// Round 0 takes one lean sample of every candidate (one call for a kernel that lasts a sample)
-// and aborts those over abort_ratio x the best so far at once. Each later round races out the
-// candidates clearly slower than the best (race()), keeps the faster half and gives it one more
-// sample batch of twice the time. Finalists are topped up to a full timing so the winner's time
-// is as good as exhaustive's.
+// Round 0 takes a lean timing of every candidate: one call for a kernel that lasts two samples
+// time, else two batched samples (a single short batch of a multi-threaded microsecond kernel is
+// now and then ~50x slow on a shared machine, and one such sample would decide) and aborts those
+// whose fastest sample is over abort_ratio x the best so far at once. Each later round races out
+// the candidates clearly slower than the best (race()), keeps the half with the fastest samples
+// and gives it one more sample batch of twice the time. Finalists are topped up to a full timing so
+// the winner's time is as good as exhaustive's.
 void Search::halving(const std::vector<size_t>& order) {
   const double ratio = options_.abort_ratio;
   std::vector<size_t> alive;
@@ -163,17 +168,17 @@ void Search::halving(const std::vector<size_t>& order) {
     if (out_of_time()) return skip_rest(order, k);
     const size_t i = order[k];
     const double best = best_;
-    if (!measure(i, lean(1, 0.0))) continue;
+    if (!measure(i, lean(1, 2 * options_.timing.sample_time_s))) continue;
     SearchOutcome& o = outcomes_[i];
     o.round = 0;
     // No confirming sample: it would cost a call to save none, since a candidate this slow is
     // in round 0's slower half anyway (on square_2048_bf16, 68 of 155 candidates were confirmed
     // this way: 68 extra calls).
-    if (best > 0 && o.samples[0] > ratio * best) {
+    if (best > 0 && fastest(i) > ratio * best) {
       char times[16];
       std::snprintf(times, sizeof(times), "%.3g", ratio);
       o.status = "pruned";
-      o.reason = "early abort: first sample " + seconds(o.samples[0]) + " > " + times +
+      o.reason = "early abort: first samples at best " + seconds(fastest(i)) + " > " + times +
                  "x the best " + seconds(best);
       continue;
     }
@@ -183,7 +188,7 @@ void Search::halving(const std::vector<size_t>& order) {
   double round_time = options_.timing.sample_time_s;
   for (int round = 1; alive.size() > keep; ++round, round_time *= 2) {
     std::stable_sort(alive.begin(), alive.end(),
-                     [&](size_t a, size_t b) { return outcomes_[a].time_s < outcomes_[b].time_s; });
+                     [&](size_t a, size_t b) { return fastest(a) < fastest(b); });
     race(alive, round - 1);
     if (alive.size() <= keep) break;
     const size_t survivors = std::max(keep, (alive.size() + 1) / 2);
