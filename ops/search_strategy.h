@@ -24,9 +24,9 @@ struct SearchOptions {
   double time_budget_s = 0.0;  // wall time for timing; 0 = unlimited
   uint64_t seed = 0;           // order and subset of `random` (and of a capped `halving`)
   TimingOptions timing;        // a full timing (exhaustive, random, halving's finalists)
-  double abort_ratio = 1.5;    // halving: a first sample above this x best -> pruned
-  // halving, from round 1 on (candidates with >= 2 samples): a candidate whose fastest sample is
-  // over (1 + race_margin) x the best median is raced out before it gets more samples.
+  double abort_ratio = 1.5;    // halving round 0: fastest sample above this x best -> pruned
+  // halving, before each round: a candidate with >= 2 samples whose fastest sample is over
+  // (1 + race_margin) x the best median (of those with >= 2 samples) is raced out.
   double race_margin = 0.03;
   int keep = 2;                   // halving: stop halving at this many survivors
   std::function<double()> clock;  // seconds; default steady_clock (tests inject a fake)
