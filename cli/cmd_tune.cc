@@ -219,6 +219,7 @@ struct TuneCommand {
               {"spec", spec.name},
               {"winner", false},
               {"reason", result.reason},
+              {"phases", result.phases.to_json()},
               {"candidates", nlohmann::json::array()}};
           for (const CandidateResult& c : result.candidates) {
             record["candidates"].push_back(c.to_json());
@@ -238,6 +239,7 @@ struct TuneCommand {
         nlohmann::json record = entry.to_json();
         record["key"] = {{"device", key.device}, {"op", key.op}, {"impl", key.impl}};
         record["spec"] = spec.name;
+        record["phases"] = result.phases.to_json();
         records.push_back(record);
       }
     } catch (const Interrupted&) {
@@ -278,7 +280,7 @@ Runner add_tune_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--strategy", command->strategy,
                   "exhaustive (time every config), random (seeded subset, with --max-evals) or "
-                  "halving (successive halving with early abort)")
+                  "halving (successive halving with early abort and racing)")
       ->capture_default_str()
       ->check(CLI::IsMember({"exhaustive", "random", "halving"}));
   sub->add_option("--max-evals", command->max_evals,

@@ -20,11 +20,14 @@ Strategy parse_strategy(const std::string& name);
 
 struct SearchOptions {
   Strategy strategy = Strategy::kExhaustive;
-  int max_evals = 0;              // candidates timed at most; 0 = unlimited
-  double time_budget_s = 0.0;     // wall time for timing; 0 = unlimited
-  uint64_t seed = 0;              // order and subset of `random` (and of a capped `halving`)
-  TimingOptions timing;           // a full timing (exhaustive, random, halving's finalists)
-  double abort_ratio = 1.5;       // halving: first two samples above this x best -> pruned
+  int max_evals = 0;           // candidates timed at most; 0 = unlimited
+  double time_budget_s = 0.0;  // wall time for timing; 0 = unlimited
+  uint64_t seed = 0;           // order and subset of `random` (and of a capped `halving`)
+  TimingOptions timing;        // a full timing (exhaustive, random, halving's finalists)
+  double abort_ratio = 1.5;    // halving round 0: fastest sample above this x best -> pruned
+  // halving, before each round: a candidate with >= 2 samples whose fastest sample is over
+  // (1 + race_margin) x the best median (of those with >= 2 samples) is raced out.
+  double race_margin = 0.03;
   int keep = 2;                   // halving: stop halving at this many survivors
   std::function<double()> clock;  // seconds; default steady_clock (tests inject a fake)
   // Called before each timing request: (1-based request, candidates in the search, best).
@@ -54,6 +57,8 @@ struct SearchOutcome {
   int round = -1;  // halving: the last round the candidate was timed in
   std::vector<double> samples;
   double time_s = 0.0;  // median of `samples`
+  int requests = 0;     // timing requests made for it
+  double wall_s = 0.0;  // their wall time by `clock` (samples plus warm-up, calibration, transport)
 };
 
 // Times candidates 0..n-1 by `options.strategy`; `heuristics` (or n for none) is always timed

@@ -2,6 +2,7 @@
 #include "ops/tuner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "ops/errors.h"
@@ -9,6 +10,19 @@
 #include "ops/numerics.h"
 
 namespace tokamax {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+nlohmann::json TunePhases::to_json() const {
+  return {{"setup_s", setup_s}, {"search_s", search_s}, {"verify_s", verify_s},
+          {"total_s", total_s}, {"requests", requests}, {"checks", checks}};
+}
+
 nlohmann::json CandidateResult::to_json() const {
   nlohmann::json out = {{"config", config}, {"status", status}};
   if (!samples.empty()) {
@@ -16,6 +30,10 @@ nlohmann::json CandidateResult::to_json() const {
     out["num_samples"] = samples.size();
   }
   if (round >= 0) out["round"] = round;
+  if (requests > 0) {
+    out["requests"] = requests;
+    out["wall_s"] = wall_s;
+  }
   if (!reason.empty()) out["reason"] = reason;
   if (is_heuristics) out["heuristics"] = true;
   return out;
@@ -24,6 +42,7 @@ nlohmann::json CandidateResult::to_json() const {
 TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& impl,
                      const DeviceInfo& device, const TuneOptions& options) {
   TuneResult result;
+  const double begin = now_s();
   // The heuristics config competes too, so a tuned entry is never slower than the default.
   std::vector<nlohmann::json> configs = impl.autotuning_configs_json(args, device);
   const nlohmann::json heuristics = impl.heuristics_config_json(args, device);
@@ -39,6 +58,7 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   setup.seed = options.seed;
   setup.oracle_budget = options.oracle_budget;
   runner.setup(setup);
+  result.phases.setup_s = now_s() - begin;
   result.candidates.resize(configs.size());
   std::vector<size_t> valid;  // indices into configs of the candidates that may be timed
   size_t heuristics_index = configs.size();
@@ -76,8 +96,10 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
     }
     return timed.samples;
   };
+  const double search_begin = now_s();
   const std::vector<SearchOutcome> outcomes =
       run_search(valid.size(), heuristics_index, time, search);
+  result.phases.search_s = now_s() - search_begin;
   for (size_t k = 0; k < valid.size(); ++k) {
     CandidateResult& candidate = result.candidates[valid[k]];
     candidate.status = outcomes[k].status;
@@ -85,6 +107,9 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
     candidate.round = outcomes[k].round;
     candidate.samples = outcomes[k].samples;
     candidate.time_s = outcomes[k].time_s;
+    candidate.requests = outcomes[k].requests;
+    candidate.wall_s = outcomes[k].wall_s;
+    result.phases.requests += outcomes[k].requests;
     if (candidate.is_heuristics && !candidate.samples.empty()) {
       result.heuristics_time_s = candidate.time_s;
     }
@@ -102,10 +127,13 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   });
   if (ranked.empty()) {
     result.reason = "no valid candidate ran";
+    result.phases.total_s = now_s() - begin;
     return result;
   }
+  const double verify_begin = now_s();
   for (CandidateResult* candidate : ranked) {
     if (options.interrupt != nullptr && options.interrupt->load()) throw Interrupted();
+    ++result.phases.checks;
     const CheckResult check = runner.check(impl, candidate->config);
     if (check.status != "ok") {
       // A crash or hang only now (e.g. on other outputs) still disqualifies the candidate.
@@ -132,6 +160,8 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
     result.entry.verified = true;
     break;
   }
+  result.phases.verify_s = now_s() - verify_begin;
+  result.phases.total_s = now_s() - begin;
   if (!result.has_winner) {
     result.reason = "every timed candidate failed verification";
     return result;

@@ -23,6 +23,8 @@ struct CandidateResult {
   std::string reason;
   int round = -1;       // halving: the last round the candidate was timed in
   double time_s = 0.0;  // median, for "ok"
+  int requests = 0;     // timing requests made for it
+  double wall_s = 0.0;  // wall time of those requests (samples, warm-up, calibration, transport)
   std::vector<double> samples;
   bool is_heuristics = false;
 
@@ -49,12 +51,25 @@ struct TuneOptions {
   CaseRunner* runner = nullptr;
 };
 
+// Where one case's tuning wall time went.
+struct TunePhases {
+  double setup_s = 0.0;   // worker start and input generation (runner.setup)
+  double search_s = 0.0;  // the strategy's timing requests
+  double verify_s = 0.0;  // oracle and checks, fastest-first until one passes
+  double total_s = 0.0;   // tune_case end to end
+  int requests = 0;       // timing requests
+  int checks = 0;         // verification runs
+
+  nlohmann::json to_json() const;
+};
+
 struct TuneResult {
   bool has_winner = false;
   std::string reason;  // why there is no winner
   CacheEntry entry;    // the winner, ready for the cache
   std::vector<CandidateResult> candidates;
   double heuristics_time_s = 0.0;  // the heuristics config's median, for the gain
+  TunePhases phases;
 };
 
 // Enumerates autotuning_configs (plus the heuristics config), skips invalid ones with the

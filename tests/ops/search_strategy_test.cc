@@ -76,7 +76,8 @@ double winner_time(const std::vector<SearchOutcome>& outcomes, const FakeTimer& 
 
 }  // namespace
 
-TEST_CASE("halving finds the best with far fewer samples than exhaustive", "[search_strategy]") {
+TEST_CASE("halving finds the best with far fewer samples than exhaustive",
+          "[search_strategy][search]") {
   FakeTimer exhaustive_timer(150), halving_timer(150);
   const auto exhaustive =
       search(exhaustive_timer, options_for(Strategy::kExhaustive, exhaustive_timer));
@@ -97,15 +98,75 @@ TEST_CASE("halving finds the best with far fewer samples than exhaustive", "[sea
   CHECK(pruned == 148);
 }
 
-TEST_CASE("halving aborts clearly slower candidates early", "[search_strategy]") {
+TEST_CASE("halving aborts clearly slower candidates early", "[search_strategy][search]") {
   FakeTimer timer(20);
   timer.true_times[0] = 1e-3;  // heuristics, timed first: the best so far
-  timer.true_times[5] = 5e-3;  // 5x slower: aborted after two samples
+  timer.true_times[5] = 5e-3;  // 5x slower: aborted on its first sample, no second call
   const auto outcomes = search(timer, options_for(Strategy::kHalving, timer));
   CHECK(outcomes[5].status == "pruned");
   CHECK(outcomes[5].round == 0);
-  CHECK(outcomes[5].samples.size() == 2);
+  CHECK(outcomes[5].samples.size() == 1);
+  CHECK(outcomes[5].requests == 1);
   CHECK(outcomes[5].reason.find("early abort") == 0);
+}
+
+TEST_CASE("halving races out candidates clearly slower than the best",
+          "[search_strategy][search]") {
+  // 16 candidates of ~10 ms (one call is a sample, +-3% noise): 0..3 within 1% of the best, 4..15
+  // 10% slower. Round 0's faster half (8) then holds at least 4 of the slow ones; racing drops
+  // those after their round-1 sample instead of halving them out a round later.
+  FakeTimer timer(16);
+  for (size_t i = 0; i < 16; ++i) timer.true_times[i] = i < 4 ? 10e-3 : 11e-3;
+  timer.true_times[0] = 9.9e-3;
+  const auto outcomes = search(timer, options_for(Strategy::kHalving, timer));
+  int raced = 0;
+  for (size_t i = 0; i < 16; ++i) {
+    const SearchOutcome& o = outcomes[i];
+    if (o.reason.find("raced out") == 0) {
+      ++raced;
+      CHECK(i >= 4);  // only the 10%-slower ones, never one within the margin
+      CHECK(o.samples.size() == 2);
+      CHECK(o.round == 1);
+    }
+  }
+  CHECK(raced >= 1);
+  CHECK(winner_time(outcomes, timer) <= 9.9e-3 * 1.03);
+  // Deterministic under the fake clock: the same search again gives the same outcomes.
+  FakeTimer again(16);
+  again.true_times = timer.true_times;
+  const auto repeat = search(again, options_for(Strategy::kHalving, again));
+  for (size_t i = 0; i < 16; ++i) {
+    CHECK(repeat[i].status == outcomes[i].status);
+    CHECK(repeat[i].samples == outcomes[i].samples);
+  }
+  CHECK(again.clock == timer.clock);
+}
+
+TEST_CASE("halving's round 0 is one lean request per candidate", "[search_strategy][search]") {
+  // A lean request: no warm-up, one sample or two samples' time (a 10 ms kernel: one call).
+  std::vector<TimingOptions> first_requests(30);
+  std::vector<int> requests(30, 0);
+  const TimeFn time = [&](size_t i, const TimingOptions& request) -> std::vector<double> {
+    if (requests[i]++ == 0) first_requests[i] = request;
+    return {10e-3 * (1.0 + 0.001 * static_cast<double>(i))};
+  };
+  SearchOptions options;
+  options.strategy = Strategy::kHalving;
+  double clock = 0.0;
+  options.clock = [&clock] { return clock += 1e-3; };
+  const auto outcomes = run_search(30, 0, time, options);
+  for (size_t i = 0; i < 30; ++i) {
+    CHECK(first_requests[i].warmup_runs == 0);
+    CHECK(first_requests[i].min_samples == 1);
+    CHECK(first_requests[i].min_time_s == 2 * options.timing.sample_time_s);
+    CHECK(outcomes[i].requests == requests[i]);
+  }
+  // 30 -> 15 -> 8 -> 4 -> 2 survivors: 30 + 15 + 8 + 4 + 2 requests at most (racing may drop
+  // more: candidate 29 is 2.9% slower than 0, within the margin, so here it does not).
+  int total = 0;
+  for (int r : requests) total += r;
+  CHECK(total <= 30 + 15 + 8 + 4 + 2);
+  CHECK(outcomes[0].status == "ok");
 }
 
 TEST_CASE("random respects --max-evals and always includes the heuristics", "[search_strategy]") {

@@ -65,6 +65,32 @@ TEST_CASE("tune with halving records how far each candidate got", "[tuner]") {
   }
 }
 
+TEST_CASE("tune records where each case's wall time went", "[tuner][search]") {
+  const FakeRaggedDot fake("fake");
+  const FakeRaggedDotOp op({&fake});
+  TuneOptions options;
+  options.strategy = Strategy::kHalving;
+  options.timing.min_time_s = 0.002;
+  options.timing.min_samples = 3;
+  const TuneResult result =
+      tune_case(op, small_ragged_dot_args(), fake, cpu::host_device(), options);
+  REQUIRE(result.has_winner);
+  int requests = 0;
+  for (const CandidateResult& c : result.candidates) {
+    requests += c.requests;
+    if (c.status == "invalid") CHECK(c.requests == 0);
+    if (c.requests > 0) CHECK(c.to_json().contains("wall_s"));
+  }
+  CHECK(result.phases.requests == requests);
+  CHECK(requests >= 4);              // every valid candidate was timed at least once
+  CHECK(result.phases.checks == 2);  // the fast wrong mode 1 first, then the winner
+  CHECK(result.phases.total_s >= result.phases.search_s + result.phases.verify_s);
+  const nlohmann::json phases = result.phases.to_json();
+  for (const char* key : {"setup_s", "search_s", "verify_s", "total_s", "requests", "checks"}) {
+    CHECK(phases.contains(key));
+  }
+}
+
 TEST_CASE("tune with --max-evals times only that many candidates", "[tuner]") {
   const FakeRaggedDot fake("fake");
   const FakeRaggedDotOp op({&fake});
