@@ -1,6 +1,6 @@
 // Activation functions shared by the ops (gated_linear_unit today, MLPs later): the names the
 // catalogs use, and a scalar definition that the references (at double) and the kernels' scalar
-// tails (at float) share. Vectorized forms are in ops/common/cpu_vector_math.h.
+// tails (at float) share. Vectorized forms are in ops/common/cpu_activation.h.
 #pragma once
 
 #include <cmath>
