@@ -9,7 +9,8 @@ memory slope (bandwidth * intensity) and compute ceilings (f32 FMA; bf16 = max o
 and f32) from `tokamax.ceilings`, one point per successful case, marked by implementation.
 
 tune: one subplot per tuned case with the sorted times of its `ok` candidates; the heuristics
-config and the winner are highlighted as points and the invalid/numerics/error counts are in the title.
+config and the winner are highlighted as points and the failure counts (invalid, error, crash,
+timeout, numerics) are in the title.
 
 Exit status: 0 on success, 2 on bad usage or malformed input.
 """
@@ -202,7 +203,7 @@ def plot_tune(path, out, dpi):
         key = entry.get("key") if isinstance(entry.get("key"), dict) else {}
         name = entry.get("spec") or (entry.get("metadata") or {}).get("spec") or "?"
         impl = key.get("impl", "")
-        bad = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("invalid", "numerics", "error"))
+        bad = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("invalid", "error", "crash", "timeout", "numerics"))
         ax.set_title(f"{name} [{impl}]: {len(ok)} ok, {bad}", fontsize=9)
         if not ok:
             ax.text(0.5, 0.5, "no ok candidate", ha="center", va="center", transform=ax.transAxes)
