@@ -61,4 +61,11 @@ inline CommandResult run_command(const std::string& command) {
   return result;
 }
 
+#ifdef TOKAMAX_BIN
+// Runs the built `tokamax` binary with `args` (a shell-quoted argument string).
+inline CommandResult run_tokamax(const std::string& args) {
+  return run_command(std::string(TOKAMAX_BIN) + " " + args);
+}
+#endif
+
 }  // namespace tokamax::testing

@@ -10,10 +10,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kBin = TOKAMAX_BIN;
-
-CommandResult run_tokamax(const std::string& args) { return run_command(kBin + " " + args); }
-
 // A `bench --json` file as Google Benchmark writes it: per case its repetitions (in us) and the
 // median aggregate, which the comparison must ignore.
 std::string bench_json(const std::map<std::string, std::vector<double>>& cases) {

@@ -17,8 +17,6 @@ namespace {
 
 const std::string kBin = TOKAMAX_BIN;
 
-CommandResult run_tokamax(const std::string& args) { return run_command(kBin + " " + args); }
-
 }  // namespace
 
 TEST_CASE("list shows ops, implementations with support, and catalog tags", "[cli]") {

@@ -7,8 +7,7 @@
 using namespace tokamax::testing;
 
 TEST_CASE("verify --op dot_product_attention --tag ci_tests passes", "[attention][cli]") {
-  const CommandResult r =
-      run_command(std::string(TOKAMAX_BIN) + " verify --op dot_product_attention --tag ci_tests");
+  const CommandResult r = run_tokamax("verify --op dot_product_attention --tag ci_tests");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("all_options_f32") && Catch::Contains("onednn"));

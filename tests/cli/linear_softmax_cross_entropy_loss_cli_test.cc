@@ -9,9 +9,8 @@ using nlohmann::json;
 
 TEST_CASE("verify lsce ci_tests passes for every implementation", "[lsce][cli]") {
   ScratchDir dir;
-  const CommandResult r = run_command(
-      std::string(TOKAMAX_BIN) +
-      " verify --op linear_softmax_cross_entropy_loss --tag ci_tests --json " + dir.file("v.json"));
+  const CommandResult r = run_tokamax(
+      "verify --op linear_softmax_cross_entropy_loss --tag ci_tests --json " + dir.file("v.json"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("0 failed"));

@@ -10,14 +10,6 @@
 using namespace tokamax::testing;
 using nlohmann::json;
 
-namespace {
-
-const std::string kBin = TOKAMAX_BIN;
-
-CommandResult run_tokamax(const std::string& args) { return run_command(kBin + " " + args); }
-
-}  // namespace
-
 TEST_CASE("bench --cache-mode cold writes every sample, the estimator, cache mode, noisy and drift",
           "[measure][cli]") {
   ScratchDir dir;

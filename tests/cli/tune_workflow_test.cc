@@ -14,12 +14,9 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kBin = TOKAMAX_BIN;
 const std::string kExample =
     (std::filesystem::path(TOKAMAX_BIN).parent_path() / "ragged_dot_example").string();
 const std::string kFast = " --impl cpu --min-time 0.005 --quiet ";
-
-CommandResult run_tokamax(const std::string& args) { return run_command(kBin + " " + args); }
 
 // "device|op|args key|impl" of every entry of a cache file.
 std::set<std::string> cache_keys(const std::string& path) {

@@ -63,8 +63,7 @@ TEST_CASE("gated_linear_unit validates arguments by name", "[glu][api]") {
 }
 
 TEST_CASE("tokamax verify passes gated_linear_unit's ci_tests", "[glu][cli]") {
-  const CommandResult r =
-      run_command(std::string(TOKAMAX_BIN) + " verify --op gated_linear_unit --tag ci_tests");
+  const CommandResult r = run_tokamax("verify --op gated_linear_unit --tag ci_tests");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("0 failed"));

@@ -11,8 +11,7 @@ using nlohmann::json;
 TEST_CASE("tokamax verify --op layer_norm --tag ci_tests passes", "[layer_norm][cli]") {
   ScratchDir dir;
   const CommandResult r =
-      run_command(std::string(TOKAMAX_BIN) + " verify --op layer_norm --tag ci_tests --json " +
-                  dir.file("v.json"));
+      run_tokamax("verify --op layer_norm --tag ci_tests --json " + dir.file("v.json"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("0 failed"));
