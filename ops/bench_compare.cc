@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ops/errors.h"
+#include "ops/measurement.h"
 
 namespace tokamax {
 
@@ -89,29 +90,7 @@ MannWhitney mann_whitney_u(const std::vector<double>& x, const std::vector<doubl
   return result;
 }
 
-double parse_threshold(const std::string& text) {
-  const bool percent = !text.empty() && text.back() == '%';
-  const std::string number = percent ? text.substr(0, text.size() - 1) : text;
-  double value = 0;
-  size_t used = 0;
-  try {
-    value = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (number.empty() || used != number.size() || !std::isfinite(value) || value < 0) {
-    throw InvalidArgument("--threshold '" + text + "' is not a fraction (0.05) or percentage (5%)",
-                          "threshold");
-  }
-  if (!percent && value >= 1) {
-    throw InvalidArgument("--threshold '" + text +
-                              "' is ambiguous: write a fraction (0.05) or a "
-                              "percentage (" +
-                              number + "%)",
-                          "threshold");
-  }
-  return percent ? value / 100 : value;
-}
+double parse_threshold(const std::string& text) { return parse_fraction(text, "--threshold"); }
 
 // --- Verdicts. ---------------------------------------------------------------------------------
 
