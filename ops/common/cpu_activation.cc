@@ -17,6 +17,8 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include "ops/common/cpu_exp-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -56,35 +58,10 @@ HWY_INLINE VF ActErf(DF d, VF x) {
   return hn::Min(hn::Max(erf, hn::Set(d, -1.0f)), hn::Set(d, 1.0f));
 }
 
-// e^t for t <= 0, in about 2 ulps: t = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite split of ln2,
-// so r is exact to a few ulps), e^r by its degree-7 Taylor polynomial (truncation < 2^-27
-// relative), and 2^n added to the exponent field. Cheaper than hn::Exp, which also handles
-// overflow: the sigmoid only ever needs t = -|x|. Below t = -86 (e^t < 5e-38, where the exponent
-// trick would leave the normal range) the result is flushed to exactly 0.
-HWY_INLINE VF ActExpNonPositive(DF d, VF t) {
-  const hn::RebindToSigned<DF> di;
-  const VF lower = hn::Set(d, -86.0f);
-  const VF clamped = hn::Max(t, lower);
-  const VF n = hn::Round(hn::Mul(clamped, hn::Set(d, 1.44269504088896341f)));
-  VF r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), clamped);  // ln2, high bits (exact n * hi)
-  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);        // ln2, the rest
-  VF p = hn::Set(d, 1.0f / 5040);
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 720));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 120));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 24));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 6));
-  p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-  // p in [0.7, 1.5] and n in [-125, 0]: adding n to the exponent stays normal.
-  const auto scaled = hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::ConvertTo(di, n)));
-  return hn::IfThenZeroElse(hn::Lt(t, lower), hn::BitCast(d, scaled));
-}
-
 // 1 / (1 + e^-x) from e = e^-|x| in [0, 1]: no overflow for very negative x (where e^-x would be
 // inf), and e / (1 + e) keeps full relative precision in the tail where the result is tiny.
 HWY_INLINE VF ActSigmoid(DF d, VF x) {
-  const VF e = ActExpNonPositive(d, hn::Neg(hn::Abs(x)));
+  const VF e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
   const VF positive = ActReciprocal(d, hn::Add(hn::Set(d, 1.0f), e));
   return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, positive), positive);
 }

@@ -1,6 +1,7 @@
 // Vectorized softmax pieces, compiled once per SIMD target by Highway.
 #include "ops/common/cpu_softmax.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,6 +14,8 @@
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
+
+#include "ops/common/cpu_exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
@@ -29,31 +32,34 @@ float RowMax(const float* x, int64_t n) {
   return result;
 }
 
-float ExpShiftSum(float* x, int64_t n, float shift) {
+float ExpShiftSum(float* x, int64_t n, float shift, float scale) {
   const hn::ScalableTag<float> d;
   if (shift == -std::numeric_limits<float>::infinity()) {
     for (int64_t i = 0; i < n; ++i) x[i] = 0.0f;
     return 0.0f;
   }
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-  const auto s = hn::Set(d, shift);
-  auto sum = hn::Zero(d);
+  const auto s = hn::Set(d, shift), a = hn::Set(d, scale);
+  // Two partial sums: one add chain would bound the loop by the add latency.
+  auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
   int64_t i = 0;
-  // hn::Exp returns 0 below -104, so masked -inf entries give exactly 0.
-  for (; i + L <= n; i += L) {
-    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), s));
-    hn::StoreU(e, d, x + i);
-    sum = hn::Add(sum, e);
+  for (; i + 2 * L <= n; i += 2 * L) {
+    const auto e0 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), a, s));
+    const auto e1 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i + L), a, s));
+    hn::StoreU(e0, d, x + i);
+    hn::StoreU(e1, d, x + i + L);
+    sum0 = hn::Add(sum0, e0);
+    sum1 = hn::Add(sum1, e1);
   }
-  if (i < n) {
-    const size_t rest = static_cast<size_t>(n - i);
+  for (; i < n; i += L) {
+    const size_t rest = static_cast<size_t>(std::min<int64_t>(L, n - i));
     const auto mask = hn::FirstN(d, rest);
     const auto v = hn::MaskedLoad(mask, d, x + i);
-    const auto e = hn::IfThenElseZero(mask, hn::Exp(d, hn::Sub(v, s)));
+    const auto e = hn::IfThenElseZero(mask, ExpNonPositive(d, hn::MulSub(v, a, s)));
     hn::BlendedStore(e, mask, d, x + i);
-    sum = hn::Add(sum, e);
+    sum0 = hn::Add(sum0, e);
   }
-  return hn::GetLane(hn::SumOfLanes(d, sum));
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
 }
 
 void ScaleRow(float* x, int64_t n, float a) {
@@ -91,8 +97,8 @@ HWY_EXPORT(SoftCapRow);
 HWY_EXPORT(SoftmaxTargetName);
 
 float cpu_row_max(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(RowMax)(x, n); }
-float cpu_exp_shift_sum(float* x, int64_t n, float shift) {
-  return HWY_DYNAMIC_DISPATCH(ExpShiftSum)(x, n, shift);
+float cpu_exp_shift_sum(float* x, int64_t n, float shift, float scale) {
+  return HWY_DYNAMIC_DISPATCH(ExpShiftSum)(x, n, shift, scale);
 }
 void cpu_scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
 void cpu_soft_cap_row(float* x, int64_t n, float c) { HWY_DYNAMIC_DISPATCH(SoftCapRow)(x, n, c); }

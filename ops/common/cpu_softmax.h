@@ -9,9 +9,11 @@ namespace tokamax {
 
 // max(x[0..n)); -inf for n = 0 (and for a row of -inf).
 float cpu_row_max(const float* x, int64_t n);
-// x[i] = exp(x[i] - shift) in place; returns the sum of the new values. Entries of -inf (masked)
-// become exactly 0; with shift = -inf every entry becomes 0 and the sum is 0.
-float cpu_exp_shift_sum(float* x, int64_t n, float shift);
+// x[i] = exp(scale * x[i] - shift) in place; returns the sum of the new values. Requires
+// scale * x[i] <= shift (shift is the scaled row maximum or more) and scale > 0. Entries of -inf
+// (masked) become exactly 0, as do those below shift - 86 (e^-86 < 5e-38); with shift = -inf
+// every entry becomes 0 and the sum is 0.
+float cpu_exp_shift_sum(float* x, int64_t n, float shift, float scale = 1.0f);
 // x[i] *= a.
 void cpu_scale_row(float* x, int64_t n, float a);
 // x[i] = c * tanh(x[i] / c): the logit soft cap.

@@ -184,6 +184,11 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
   gemm.native_bf16 = native;
   const float scale = static_cast<float>(p.logits_scale);
   const float cap = static_cast<float>(p.logits_soft_cap);
+  // The f32 Q tile carries the logits scale. The bf16 one cannot (it is the inputs' bits): a
+  // positive scale goes into the exponent (exp(scale * s - scale * max)) unless a bias or soft
+  // cap must see the scaled logits first, which then takes a pass over S.
+  const bool scale_rows = native && (ctx.bias || cap > 0.0f || !(scale > 0.0f));
+  const float exp_scale = native && !scale_rows ? scale : 1.0f;
   const char* k_base = static_cast<const char*>(ctx.k);
   const char* v_base = static_cast<const char*>(ctx.v);
 
@@ -243,7 +248,7 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
         std::fill(s, s + c_lo, kNegInf);
         std::fill(s + c_hi, s + n, kNegInf);
         if (c_lo < c_hi) {
-          if (native) cpu_scale_row(s + c_lo, c_hi - c_lo, scale);  // f32: Q carries it
+          if (scale_rows) cpu_scale_row(s + c_lo, c_hi - c_lo, scale);
           if (ctx.bias) {
             add_bias_row(p.bias->dtype, ctx.bias, ctx.bias_at.offset(b, hq, r, j0),
                          ctx.bias_at.stride_t, c_lo, c_hi, s);
@@ -259,8 +264,8 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
         // Exponentiate against the new running maximum directly, so P needs no second rescale;
         // the row's accumulators are rescaled by exp(old max - new max) before P V adds to them.
         OnlineSoftmax<float>& state = sc.state[m];
-        const float target = std::max(state.max, cpu_row_max(s, n));
-        const float block_sum = cpu_exp_shift_sum(s, n, target);
+        const float target = std::max(state.max, exp_scale * cpu_row_max(s, n));
+        const float block_sum = cpu_exp_shift_sum(s, n, target, exp_scale);
         const float rescale = state.merge(target, block_sum);
         if (rescale != 1.0f) cpu_scale_row(&sc.o[m * d], d, rescale);
       }
@@ -313,21 +318,16 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
     cpu_gemm_f32(p_tile, v_blk, M, d, n, sc.o.data(), d, /*accumulate=*/true, gemm);
   }
 
-  // Normalise and store; rows without a visible key have sum 0 and come out as zeros.
+  // Normalise and store; rows without a visible key have sum 0 and come out as zeros. The rows
+  // of one head are H * d apart in out.
+  for (int64_t m = 0; m < M; ++m) {
+    const float sum = sc.state[m].sum;
+    cpu_scale_row(&sc.o[m * d], d, sum > 0.0f ? 1.0f / sum : 0.0f);
+  }
   for (int64_t jh = 0; jh < heads; ++jh) {
-    for (int64_t rr = 0; rr < rows; ++rr) {
-      const int64_t m = jh * rows + rr;
-      const float sum = sc.state[m].sum;
-      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-      const float* o = &sc.o[m * d];
-      const int64_t at = ((b * p.T + r0 + rr) * H + hq0 + jh) * d;
-      if (p.dtype == DType::kF32) {
-        float* dst = static_cast<float*>(ctx.out) + at;
-        for (int64_t c = 0; c < d; ++c) dst[c] = o[c] * inv;
-      } else {
-        for (int64_t c = 0; c < d; ++c) attention_store(p.dtype, ctx.out, at + c, o[c] * inv);
-      }
-    }
+    const int64_t at = ((b * p.T + r0) * H + hq0 + jh) * d;
+    store_rows(&sc.o[jh * rows * d], d, rows, d, p.dtype,
+               static_cast<char*>(ctx.out) + at * static_cast<int64_t>(x_size), H * d);
   }
 }
 

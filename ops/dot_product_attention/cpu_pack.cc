@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_pack.h"
@@ -70,37 +71,35 @@ void add_bias_row(DType dtype, const void* bias, int64_t at, int64_t stride, int
 
 // Packs K^T of kv head (b, i) as the rhs of S = Q K^T over all of t: [ceil(t / nr)][D][nr]
 // (bf16 pairs: [ceil(t / nr)][ceil(D / 2)][nr]), so kv block j0 (a multiple of nr) is the panel
-// starting at strip j0 / nr. Scalar, but once per kv head instead of once per task.
+// starting at strip j0 / nr. A strip is K's rows transposed, which is ragged_dot's lhs packing
+// with mr = nr; that packing transposes in registers up to 16 rows, so a strip is packed 16 keys
+// at a time into `scratch` ([depth][16]) and copied into its columns.
 void pack_k(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr, bool native,
             float* out) {
-  const int64_t D = p.D, strips = (p.t + nr - 1) / nr;
+  constexpr int64_t kGroup = 16;
+  const int64_t D = p.D, strips = (p.t + nr - 1) / nr, ld = p.h * D;
   const int64_t depth = native ? (D + 1) / 2 : D;
+  const int64_t group = nr % kGroup == 0 ? kGroup : nr;
+  const int64_t x_size = static_cast<int64_t>(dtype_size(p.dtype));
+  std::vector<float> scratch(static_cast<size_t>(depth * group));
   for (int64_t st = 0; st < strips; ++st) {
-    const int64_t width = std::min(nr, p.t - st * nr);
-    if (native) {
-      uint32_t* strip = reinterpret_cast<uint32_t*>(out) + st * depth * nr;
-      for (int64_t jj = 0; jj < nr; ++jj) {
-        if (jj >= width) {
-          for (int64_t x = 0; x < depth; ++x) strip[x * nr + jj] = 0;
-          continue;
-        }
-        const bf16* row = static_cast<const bf16*>(k) + ((b * p.t + st * nr + jj) * p.h + i) * D;
-        for (int64_t x = 0; x < depth; ++x) {
-          const uint32_t lo = row[2 * x].bits;
-          const uint32_t hi = 2 * x + 1 < D ? row[2 * x + 1].bits : 0u;
-          strip[x * nr + jj] = lo | (hi << 16);
-        }
-      }
-      continue;
-    }
     float* strip = out + st * depth * nr;
-    for (int64_t jj = 0; jj < nr; ++jj) {
-      if (jj >= width) {
-        for (int64_t x = 0; x < D; ++x) strip[x * nr + jj] = 0.0f;
+    for (int64_t g0 = 0; g0 < nr; g0 += group) {
+      const int64_t j0 = st * nr + g0, height = std::min(group, p.t - j0);
+      if (height <= 0) {
+        for (int64_t x = 0; x < depth; ++x) std::fill_n(strip + x * nr + g0, group, 0.0f);
         continue;
       }
-      const int64_t at = ((b * p.t + st * nr + jj) * p.h + i) * D;
-      for (int64_t x = 0; x < D; ++x) strip[x * nr + jj] = attention_load(p.dtype, k, at + x);
+      const char* rows = static_cast<const char*>(k) + ((b * p.t + j0) * p.h + i) * D * x_size;
+      if (native) {
+        pack_lhs_block_pairs(reinterpret_cast<const bf16*>(rows), ld, height, D, group,
+                             reinterpret_cast<uint32_t*>(scratch.data()));
+      } else {
+        pack_lhs_block(p.dtype, rows, ld, height, D, group, scratch.data());
+      }
+      for (int64_t x = 0; x < depth; ++x) {
+        std::memcpy(strip + x * nr + g0, &scratch[x * group], group * sizeof(float));
+      }
     }
   }
 }

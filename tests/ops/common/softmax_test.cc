@@ -98,3 +98,28 @@ TEST_CASE("cpu softmax rows: max, exp with shift and sum, masked entries, scale,
     }
   }
 }
+
+TEST_CASE("cpu_exp_shift_sum with a scale is exp(scale x - shift), flushing below shift - 86",
+          "[softmax]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {1, 15, 32, 33, 70}) {
+    // Scaled values from 0 (the maximum) down to about -100, so the tail crosses the flush.
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = -2.9f * static_cast<float>(i) * (i % 2 ? 1.0f : 0.5f);
+    if (n > 5) x[5] = -inf;
+    const float scale = 0.75f, shift = scale * x[0];
+    std::vector<float> e = x;
+    const float sum = cpu_exp_shift_sum(e.data(), n, shift, scale);
+    double want_sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      // The argument as the kernel forms it (one fused multiply-add in f32): its rounding is
+      // the caller's, so the check isolates the exponential's own error.
+      const float t = std::fma(x[i], scale, -shift);
+      const double want = t < -86.0f ? 0.0 : std::exp(double{t});
+      INFO("i " << i << " x " << x[i] << " t " << t << " e " << e[i] << " want " << want);
+      REQUIRE(e[i] == Approx(want).epsilon(2e-6));
+      want_sum += want;
+    }
+    CHECK(sum == Approx(want_sum).epsilon(1e-6));
+  }
+}
