@@ -82,6 +82,114 @@ void SoftCapRow(float* x, int64_t n, float c) {
   for (; i < n; ++i) x[i] = c * std::tanh(x[i] / c);
 }
 
+// Columns in groups of up to kGroup vectors: the max pass keeps one running maximum per vector
+// of the group, so kGroup independent chains hide the latency of Max; the exp pass has kGroup
+// independent exponentials per row.
+constexpr int kGroup = 4;
+
+template <int kVectors>
+void SoftmaxColumnsGroup(float* HWY_RESTRICT s, int64_t n, int64_t ld, float scale,
+                         float* HWY_RESTRICT run_max, float* HWY_RESTRICT run_sum,
+                         float* HWY_RESTRICT rescale) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto a = hn::Set(d, scale);
+  hn::Vec<decltype(d)> mx[kVectors], shift[kVectors], sum[kVectors];
+  for (int v = 0; v < kVectors; ++v) mx[v] = neg_inf;
+  for (int64_t c = 0; c < n; ++c) {
+    for (int v = 0; v < kVectors; ++v) mx[v] = hn::Max(mx[v], hn::LoadU(d, s + c * ld + v * L));
+  }
+  for (int v = 0; v < kVectors; ++v) {
+    const auto old_max = hn::LoadU(d, run_max + v * L);
+    const auto target = hn::Max(old_max, hn::Mul(a, mx[v]));
+    const auto seen = hn::Ne(target, neg_inf);
+    // Columns that have seen nothing keep shift 0 (their entries are -inf: exp gives 0) and
+    // rescale 1, instead of the NaN of -inf - -inf.
+    shift[v] = hn::IfThenElseZero(seen, target);
+    const auto r =
+        hn::IfThenElse(seen, ExpNonPositive(d, hn::Sub(old_max, shift[v])), hn::Set(d, 1.0f));
+    hn::StoreU(r, d, rescale + v * L);
+    hn::StoreU(target, d, run_max + v * L);
+    sum[v] = hn::Mul(hn::LoadU(d, run_sum + v * L), r);
+  }
+  for (int64_t c = 0; c < n; ++c) {
+    for (int v = 0; v < kVectors; ++v) {
+      float* at = s + c * ld + v * L;
+      const auto e = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, at), a, shift[v]));
+      hn::StoreU(e, d, at);
+      sum[v] = hn::Add(sum[v], e);
+    }
+  }
+  for (int v = 0; v < kVectors; ++v) hn::StoreU(sum[v], d, run_sum + v * L);
+}
+
+void SoftmaxColumnsStep(float* s, int64_t n, int64_t cols, int64_t ld, float scale, float* run_max,
+                        float* run_sum, float* rescale) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t m = 0;
+  for (; m + kGroup * L <= cols; m += kGroup * L) {
+    SoftmaxColumnsGroup<kGroup>(s + m, n, ld, scale, run_max + m, run_sum + m, rescale + m);
+  }
+  for (; m + L <= cols; m += L) {
+    SoftmaxColumnsGroup<1>(s + m, n, ld, scale, run_max + m, run_sum + m, rescale + m);
+  }
+  for (; m < cols; ++m) {  // columns past the last whole vector
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < n; ++c) mx = std::max(mx, s[c * ld + m]);
+    const float target = std::max(run_max[m], scale * mx);
+    const bool seen = target != -std::numeric_limits<float>::infinity();
+    const float shift = seen ? target : 0.0f;
+    rescale[m] = seen ? std::exp(run_max[m] - shift) : 1.0f;
+    float sum = run_sum[m] * rescale[m];
+    for (int64_t c = 0; c < n; ++c) {
+      float& x = s[c * ld + m];
+      x = x == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(scale * x - shift);
+      sum += x;
+    }
+    run_max[m] = target;
+    run_sum[m] = sum;
+  }
+}
+
+void ScaleColumns(float* x, int64_t rows, int64_t cols, int64_t ld, const float* factor) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * ld;
+    int64_t m = 0;
+    for (; m + L <= cols; m += L) {
+      hn::StoreU(hn::Mul(hn::LoadU(d, row + m), hn::LoadU(d, factor + m)), d, row + m);
+    }
+    for (; m < cols; ++m) row[m] *= factor[m];
+  }
+}
+
+void MaskColumns(float* s, int64_t n, int64_t cols, int64_t ld, int64_t first, const int32_t* lo,
+                 const int32_t* hi) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  for (int64_t c = 0; c < n; ++c) {
+    float* row = s + c * ld;
+    const int32_t key = static_cast<int32_t>(first + c);
+    const auto vkey = hn::Set(di, key);
+    int64_t m = 0;
+    for (; m + L <= cols; m += L) {
+      // Visible iff lo <= key < hi, i.e. key > lo - 1 and hi > key.
+      const auto visible = hn::And(hn::Gt(vkey, hn::Sub(hn::LoadU(di, lo + m), hn::Set(di, 1))),
+                                   hn::Gt(hn::LoadU(di, hi + m), vkey));
+      hn::StoreU(hn::IfThenElse(hn::RebindMask(d, visible), hn::LoadU(d, row + m), neg_inf), d,
+                 row + m);
+    }
+    for (; m < cols; ++m) {
+      if (key < lo[m] || key >= hi[m]) row[m] = -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
 const char* SoftmaxTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace tokamax::HWY_NAMESPACE
@@ -94,6 +202,9 @@ HWY_EXPORT(RowMax);
 HWY_EXPORT(ExpShiftSum);
 HWY_EXPORT(ScaleRow);
 HWY_EXPORT(SoftCapRow);
+HWY_EXPORT(SoftmaxColumnsStep);
+HWY_EXPORT(ScaleColumns);
+HWY_EXPORT(MaskColumns);
 HWY_EXPORT(SoftmaxTargetName);
 
 float cpu_row_max(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(RowMax)(x, n); }
@@ -102,6 +213,17 @@ float cpu_exp_shift_sum(float* x, int64_t n, float shift, float scale) {
 }
 void cpu_scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
 void cpu_soft_cap_row(float* x, int64_t n, float c) { HWY_DYNAMIC_DISPATCH(SoftCapRow)(x, n, c); }
+void cpu_softmax_columns_step(float* s, int64_t n, int64_t cols, int64_t ld, float scale,
+                              float* run_max, float* run_sum, float* rescale) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxColumnsStep)(s, n, cols, ld, scale, run_max, run_sum, rescale);
+}
+void cpu_scale_columns(float* x, int64_t rows, int64_t cols, int64_t ld, const float* factor) {
+  HWY_DYNAMIC_DISPATCH(ScaleColumns)(x, rows, cols, ld, factor);
+}
+void cpu_mask_columns(float* s, int64_t n, int64_t cols, int64_t ld, int64_t first,
+                      const int32_t* lo, const int32_t* hi) {
+  HWY_DYNAMIC_DISPATCH(MaskColumns)(s, n, cols, ld, first, lo, hi);
+}
 const char* cpu_softmax_target_name() { return HWY_DYNAMIC_DISPATCH(SoftmaxTargetName)(); }
 
 }  // namespace tokamax

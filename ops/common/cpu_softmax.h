@@ -19,6 +19,25 @@ void cpu_scale_row(float* x, int64_t n, float a);
 // x[i] = c * tanh(x[i] / c): the logit soft cap.
 void cpu_soft_cap_row(float* x, int64_t n, float c);
 
+// Column-wise pieces for scores stored transposed, s [n, cols] with row stride ld: each column is
+// one softmax row (a query), streamed over its entries (keys) in blocks of n rows.
+//
+// One online-softmax step over a block, per column m (run_max/run_sum/rescale have cols entries;
+// run_max starts at -inf and run_sum at 0):
+//   target    = max(run_max[m], scale * max_c s[c][m])
+//   s[c][m]   = exp(scale * s[c][m] - target)   (0 for -inf entries and columns)
+//   rescale[m] = exp(run_max[m] - target)        (1 while the column has seen nothing)
+//   run_sum[m] = run_sum[m] * rescale[m] + sum_c s[c][m];  run_max[m] = target.
+// The caller multiplies its accumulators of column m by rescale[m]. scale > 0.
+void cpu_softmax_columns_step(float* s, int64_t n, int64_t cols, int64_t ld, float scale,
+                              float* run_max, float* run_sum, float* rescale);
+// x[r][m] *= factor[m] for r in [0, rows), m in [0, cols).
+void cpu_scale_columns(float* x, int64_t rows, int64_t cols, int64_t ld, const float* factor);
+// s[c][m] = -inf unless lo[m] <= first + c < hi[m]: entry c of the block is key first + c and
+// column m sees keys [lo[m], hi[m]).
+void cpu_mask_columns(float* s, int64_t n, int64_t cols, int64_t ld, int64_t first,
+                      const int32_t* lo, const int32_t* hi);
+
 // The Highway target these functions dispatch to on this CPU.
 const char* cpu_softmax_target_name();
 

@@ -88,7 +88,8 @@ class CpuDotProductAttention final
           "cpu dot_product_attention: native_dot needs bf16 inputs and "
           "avx512_bf16");
     }
-    options.shared_kv_packing = c.kv_packing == "shared";
+    options.shared_kv_packing = c.kv_packing != "per_block";
+    options.transposed = c.kv_packing == "transposed";
     options.num_threads = c.num_threads;
     dot_product_attention_cpu_kernel(p, options, inputs.at("q"), inputs.at("k"), inputs.at("v"),
                                      optional_input(inputs, "bias"), optional_input(inputs, "mask"),

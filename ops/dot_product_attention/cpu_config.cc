@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "ops/dot_product_attention/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
@@ -39,9 +40,9 @@ void CpuAttentionConfig::validate() const {
     require(false, "bf16_path",
             "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'");
   }
-  if (kv_packing != "shared" && kv_packing != "per_block") {
+  if (kv_packing != "shared" && kv_packing != "transposed" && kv_packing != "per_block") {
     require(false, "kv_packing",
-            "kv_packing is '" + kv_packing + "'; expected 'shared' or 'per_block'");
+            "kv_packing is '" + kv_packing + "'; expected 'shared', 'transposed' or 'per_block'");
   }
   if (num_threads < 0) {
     require(false, "num_threads",
@@ -57,16 +58,40 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
                                                    const DeviceInfo& device) {
   CpuAttentionConfig c;
   const int64_t g = p.groups();
+  const int64_t cores = std::max(device.cores, 1);
+  auto tasks = [&](int64_t bq) { return p.B * p.h * ((p.T + bq - 1) / bq); };
+  if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && cpu_kernel_has_native_bf16()) {
+    c.bf16_path = "native_dot";
+  }
+  c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, 256));
+  if (!p.bias && !p.mask) {
+    // The transposed layout: M = g * bq query columns, about 96..160 (S^T [bkv, M] and O^T
+    // [d, M] stay within L2), chosen so that d and M pad least to the micro-tile the kernel
+    // will pick (d = 128: M = 144 on 8 x 48 tiles, no padding), the largest on ties; then
+    // halved while there are fewer than 4 tasks per core.
+    c.kv_packing = "transposed";
+    const int lanes = std::max(1, device.simd_bytes / 4);
+    double best = 0;
+    for (int64_t bq = std::max<int64_t>(1, 96 / g); g * bq <= std::max<int64_t>(160, g); ++bq) {
+      const MicroKernelShape shape = attention_transposed_shape(lanes, g * bq, p.d);
+      const double waste = static_cast<double>(round_up(p.d, shape.mr)) *
+                           round_up(g * bq, int64_t{shape.nr_vectors} * lanes) / (g * bq);
+      if (best == 0 || waste <= best) {
+        best = waste;
+        c.block_q = static_cast<int>(bq);
+      }
+    }
+    while (c.block_q > 8 && tasks(c.block_q) < 4 * cores) c.block_q /= 2;
+    c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, c.block_q));
+    return c;
+  }
   // Aim for M = 128..256 rows per task: enough rows to amortise packing a K/V block (D * bkv)
   // over the GEMM's M * bkv * D multiply-adds, while S [M, bkv] and the accumulators [M, d] stay
   // within L2 (M * (bkv + d) * 4 bytes: 192 KiB at M = 128, bkv = 256, d = 128).
   c.group_heads = true;
   c.block_q = static_cast<int>(std::clamp<int64_t>(256 / g, 16, 128));
-  c.block_kv = 256;
   // Enough tasks for the cores (dynamic scheduling evens out causal's triangle): shrink bq
   // while there are fewer than 4 tasks per core.
-  const int64_t cores = std::max(device.cores, 1);
-  auto tasks = [&](int64_t bq) { return p.B * p.h * ((p.T + bq - 1) / bq); };
   while (c.block_q > 16 && tasks(c.block_q) < 4 * cores) c.block_q /= 2;
   // Whole micro-panels: M = g * bq a multiple of the micro-kernel's mr (14 rows on AVX-512),
   // so no panel is padded with zero rows (128 rows would run 140).
@@ -79,10 +104,6 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
     }
   }
   c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, c.block_q));
-  c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, c.block_kv));
-  if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && cpu_kernel_has_native_bf16()) {
-    c.bf16_path = "native_dot";
-  }
   return c;
 }
 
@@ -96,16 +117,19 @@ std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const Attention
   }
   std::vector<bool> grouping = {true};
   if (p.groups() > 1) grouping.push_back(false);
-  for (int bq : {16, 32, 64, 128}) {
-    for (int bkv : {64, 128, 256, 512}) {
-      for (bool group : grouping) {
-        for (const std::string& path : paths) {
-          CpuAttentionConfig c;
-          c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, bq));
-          c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, bkv));
-          c.group_heads = group;
-          c.bf16_path = path;
-          if (seen.insert(c.key()).second) out.push_back(c);
+  for (const char* packing : {"shared", "transposed"}) {
+    for (int bq : {16, 32, 64, 128}) {
+      for (int bkv : {64, 128, 256, 512}) {
+        for (bool group : grouping) {
+          for (const std::string& path : paths) {
+            CpuAttentionConfig c;
+            c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, bq));
+            c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, bkv));
+            c.group_heads = group;
+            c.bf16_path = path;
+            c.kv_packing = packing;
+            if (seen.insert(c.key()).second) out.push_back(c);
+          }
         }
       }
     }

@@ -29,8 +29,12 @@ struct CpuAttentionConfig {
   // error model allows for it).
   std::string bf16_path = "convert_f32";
   // "shared": K^T and V packed once per kv head into micro-kernel panels that all of its tasks
-  // read (block_kv rounded up to whole strips of the micro-tile). "per_block": every block goes
-  // through cpu_gemm_f32, which repacks K, V and the Q tile on each call (no extra memory).
+  // read (block_kv rounded up to whole strips of the micro-tile). "transposed": the same
+  // sharing with every tile transposed (S^T = K Q^T, softmax down columns, O^T += V^T P^T: no
+  // packing of P per block; block_kv rounded up to whole micro-panels); bias and mask tensors
+  // are applied by a strided walk, so the heuristics keep "shared" for them. "per_block": every
+  // block goes through cpu_gemm_f32, which repacks K, V and the Q tile on each call (no extra
+  // memory).
   std::string kv_packing = "shared";
   int num_threads = 0;  // 0 = all cores
 
@@ -45,7 +49,7 @@ struct CpuAttentionConfig {
     v("num_threads", num_threads);
   }
   auto key() const {
-    return std::make_tuple(block_q, block_kv, group_heads, bf16_path, num_threads);
+    return std::make_tuple(block_q, block_kv, group_heads, bf16_path, kv_packing, num_threads);
   }
 };
 

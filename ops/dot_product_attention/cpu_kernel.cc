@@ -39,6 +39,7 @@
 #include "ops/common/cpu_softmax.h"
 #include "ops/common/online_softmax.h"
 #include "ops/dot_product_attention/cpu_pack.h"
+#include "ops/dot_product_attention/cpu_task.h"
 #include "ops/errors.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_micro_kernel.h"
@@ -68,31 +69,33 @@ void grow(std::vector<T>& x, size_t n) {
   if (x.size() < n) x.resize(n);
 }
 
-struct TaskContext {
-  const AttentionProblem& p;
-  const CpuAttentionKernelOptions& o;
-  const void* q;
-  const void* k;
-  const void* v;
-  const void* bias;
-  const bool* mask;
-  void* out;
-  AttentionBroadcast bias_at, mask_at;
-  // kv_packing=shared: K^T and V of the current chunk's kv heads, packed once for all tasks.
-  const float* packed = nullptr;  // [chunk kv heads][kv_head_floats] (bf16 pairs: uint32)
-  int64_t kv_head_floats = 0, v_offset = 0;
-  int64_t chunk_first = 0;  // flattened (b * h + i) of the chunk's first kv head
-  int mr = 0, nr_vectors = 0;
-  int64_t nr = 0, bkv = 0;  // bkv a multiple of nr on the shared path
-};
-
 bool block_product(const BlockArgs& args, bool native) {
   return native ? block_product_bf16(args) : block_product_f32(args);
 }
 
+}  // namespace
+
+// The transposed layout's micro-tile: its lhs rows are keys (any block length) and d (fixed),
+// its columns the task's M query rows, so the shape that pads d up to whole panels and M up to
+// whole strips least wins. Shapes of fewer than 24 accumulators are left out: too few
+// independent FMA chains to hide the latency.
+MicroKernelShape attention_transposed_shape(int lanes, int64_t M, int64_t d) {
+  MicroKernelShape best = micro_kernel_shapes(lanes)[0];
+  int64_t best_cost = -1;
+  for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
+    if (shape.mr * shape.nr_vectors < 24 && best_cost >= 0) continue;
+    const int64_t cost = round_up(d, shape.mr) * round_up(M, int64_t{shape.nr_vectors} * lanes);
+    if (best_cost < 0 || cost < best_cost) {
+      best = shape;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
 // One task: rows [r0, r0 + rows) of q heads [hq0, hq0 + heads) of batch b.
-void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
-              int64_t rows) {
+void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
+                   int64_t rows) {
   const AttentionProblem& p = ctx.p;
   const int64_t D = p.D, d = p.d, H = p.H, h = p.h;
   const int64_t i = hq0 / p.groups();
@@ -331,8 +334,6 @@ void run_task(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int
   }
 }
 
-}  // namespace
-
 void dot_product_attention_cpu_kernel(const AttentionProblem& p,
                                       const CpuAttentionKernelOptions& options, const HostTensor& q,
                                       const HostTensor& k, const HostTensor& v,
@@ -375,25 +376,37 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
       const int64_t tile = nT - 1 - task / per_tile;
       const int64_t b = (task % per_tile) / head_tasks, hq0 = (task % head_tasks) * heads;
       const int64_t r0 = tile * bq;
-      run_task(ctx, b, hq0, heads, r0, std::min(bq, p.T - r0));
+      run_task_rows(ctx, b, hq0, heads, r0, std::min(bq, p.T - r0));
     });
     return;
   }
 
-  // Shared packing: K^T and V of a chunk of kv heads are packed once (in parallel), then every
+  // Shared packing: K and V of a chunk of kv heads are packed once (in parallel), then every
   // task of those heads reads the panels. A chunk holds just enough kv heads to give each
   // thread several tasks, so the packed copy stays O(t * (D + d)) per kv head in flight.
+  // Rows layout: K^T as rhs strips and V as rhs panels per block, of the first (widest)
+  // micro-tile. Transposed layout: K as lhs panels and V^T as lhs panels per block, of the
+  // micro-tile that wastes least on d rows and M columns (attention_transposed_shape).
+  const bool transposed = options.transposed;
+  const bool native = options.native_bf16;
   const int lanes = cpu_kernel_f32_lanes();
-  const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
+  const MicroKernelShape shape =
+      transposed
+          ? attention_transposed_shape(lanes, std::min<int64_t>(heads * bq, heads * p.T), p.d)
+          : micro_kernel_shapes(lanes)[0];
   ctx.mr = shape.mr;
   ctx.nr_vectors = shape.nr_vectors;
   ctx.nr = int64_t{shape.nr_vectors} * lanes;
-  const int64_t t_pad = std::max<int64_t>(round_up(std::max<int64_t>(p.t, 1), ctx.nr), ctx.nr);
-  ctx.bkv = std::min(round_up(std::max<int64_t>(options.block_kv, 1), ctx.nr), t_pad);
-  const bool native = options.native_bf16;
-  const int64_t k_floats = (t_pad / ctx.nr) * (native ? (p.D + 1) / 2 : p.D) * ctx.nr;
-  const int64_t v_floats = ceil_div(std::max<int64_t>(p.t, 1), ctx.bkv) * ceil_div(p.d, ctx.nr) *
-                           (native ? ctx.bkv / 2 : ctx.bkv) * ctx.nr;
+  // Blocks start on whole strips of K^T (rows layout) or whole panels of K (transposed).
+  const int64_t grain = transposed ? ctx.mr : ctx.nr;
+  const int64_t t_pad = std::max<int64_t>(round_up(std::max<int64_t>(p.t, 1), grain), grain);
+  ctx.bkv = std::min(round_up(std::max<int64_t>(options.block_kv, 1), grain), t_pad);
+  if (native && ctx.bkv % 2) ctx.bkv += grain;  // whole bf16 pairs per block
+  const int64_t k_words = native ? (p.D + 1) / 2 : p.D;
+  const int64_t k_floats = t_pad * k_words;
+  const int64_t v_width = transposed ? ctx.mr : ctx.nr;  // V panels: rhs strips or V^T panels
+  const int64_t v_floats = ceil_div(std::max<int64_t>(p.t, 1), ctx.bkv) * ceil_div(p.d, v_width) *
+                           (native ? ctx.bkv / 2 : ctx.bkv) * v_width;
   ctx.v_offset = round_up(k_floats, 16);
   ctx.kv_head_floats = ctx.v_offset + round_up(v_floats, 16);
   const int64_t kv_heads = p.B * p.h, groups_per_kv = p.groups() / heads;
@@ -416,10 +429,12 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
     cpu::parallel_for(2 * count, options.num_threads, [&](int64_t task, int) {
       const int64_t kvh = first + task / 2;
       float* head = buffer.get() + (kvh - first) * ctx.kv_head_floats;
-      if (task % 2 == 0) {
-        pack_k(p, ctx.k, kvh / p.h, kvh % p.h, ctx.nr, native, head);
+      if (task % 2 == 1) {
+        pack_v(p, ctx.v, kvh / p.h, kvh % p.h, v_width, ctx.bkv, native, head + ctx.v_offset);
+      } else if (transposed) {
+        pack_k_panels(p, ctx.k, kvh / p.h, kvh % p.h, ctx.mr, native, head);
       } else {
-        pack_v(p, ctx.v, kvh / p.h, kvh % p.h, ctx.nr, ctx.bkv, native, head + ctx.v_offset);
+        pack_k(p, ctx.k, kvh / p.h, kvh % p.h, ctx.nr, native, head);
       }
     });
     const int64_t per_tile = count * groups_per_kv;
@@ -429,7 +444,11 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
       const int64_t b = kvh / p.h, i = kvh % p.h;
       const int64_t hq0 = i * p.groups() + (task % groups_per_kv) * heads;
       const int64_t r0 = tile * bq;
-      run_task(ctx, b, hq0, heads, r0, std::min(bq, p.T - r0));
+      if (transposed) {
+        run_task_transposed(ctx, b, hq0, heads, r0, std::min(bq, p.T - r0));
+      } else {
+        run_task_rows(ctx, b, hq0, heads, r0, std::min(bq, p.T - r0));
+      }
     });
   }
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "ops/dot_product_attention/base.h"
+#include "ops/ragged_dot/cpu_tiling.h"
 #include "ops/tensor.h"
 
 namespace tokamax {
@@ -21,8 +22,16 @@ struct CpuAttentionKernelOptions {
   // K^T and V packed once per kv head and shared by its tasks (block_kv rounded up to whole
   // micro-kernel strips); otherwise every block goes through cpu_gemm_f32, which repacks them.
   bool shared_kv_packing = true;
+  // With shared packing: the transposed layout, S^T = K Q^T and O^T += V^T P^T, softmax down
+  // columns (no packing of P, no per-row reductions); bias and mask tensors take a slow path.
+  bool transposed = false;
   int num_threads = 0;  // 0 = all cores
 };
+
+// The micro-tile of the transposed layout for tasks of M query columns and head dimension d:
+// the one that pads d to whole panels (mr) and M to whole strips (nr) least, among the shapes of
+// 24 or more accumulators.
+MicroKernelShape attention_transposed_shape(int lanes, int64_t M, int64_t d);
 
 // Computes out for every (batch, head, query tile) task on the thread pool; per-thread scratch is
 // O(M * (D + bkv + d)), never a whole [T, t] score matrix. Throws NotImplemented for f64.

@@ -69,38 +69,54 @@ void add_bias_row(DType dtype, const void* bias, int64_t at, int64_t stride, int
   }
 }
 
-// Packs K^T of kv head (b, i) as the rhs of S = Q K^T over all of t: [ceil(t / nr)][D][nr]
-// (bf16 pairs: [ceil(t / nr)][ceil(D / 2)][nr]), so kv block j0 (a multiple of nr) is the panel
-// starting at strip j0 / nr. A strip is K's rows transposed, which is ragged_dot's lhs packing
-// with mr = nr; that packing transposes in registers up to 16 rows, so a strip is packed 16 keys
-// at a time into `scratch` ([depth][16]) and copied into its columns.
-void pack_k(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr, bool native,
-            float* out) {
+// rows [rows, depth] -> [ceil(rows / nr)][depth][nr]: ragged_dot's lhs packing with mr = nr.
+// That packing transposes in registers up to 16 rows, so a strip is packed 16 rows at a time
+// into `scratch` ([depth][16]) and copied into its columns.
+void pack_strips(DType dtype, const void* rows, int64_t ld, int64_t count, int64_t depth,
+                 int64_t nr, bool native, float* out) {
   constexpr int64_t kGroup = 16;
-  const int64_t D = p.D, strips = (p.t + nr - 1) / nr, ld = p.h * D;
-  const int64_t depth = native ? (D + 1) / 2 : D;
+  const int64_t strips = (count + nr - 1) / nr;
+  const int64_t words = native ? (depth + 1) / 2 : depth;
   const int64_t group = nr % kGroup == 0 ? kGroup : nr;
-  const int64_t x_size = static_cast<int64_t>(dtype_size(p.dtype));
-  std::vector<float> scratch(static_cast<size_t>(depth * group));
+  const int64_t x_size = static_cast<int64_t>(dtype_size(dtype));
+  std::vector<float> scratch(static_cast<size_t>(words * group));
   for (int64_t st = 0; st < strips; ++st) {
-    float* strip = out + st * depth * nr;
+    float* strip = out + st * words * nr;
     for (int64_t g0 = 0; g0 < nr; g0 += group) {
-      const int64_t j0 = st * nr + g0, height = std::min(group, p.t - j0);
+      const int64_t r0 = st * nr + g0, height = std::min(group, count - r0);
       if (height <= 0) {
-        for (int64_t x = 0; x < depth; ++x) std::fill_n(strip + x * nr + g0, group, 0.0f);
+        for (int64_t x = 0; x < words; ++x) std::fill_n(strip + x * nr + g0, group, 0.0f);
         continue;
       }
-      const char* rows = static_cast<const char*>(k) + ((b * p.t + j0) * p.h + i) * D * x_size;
+      const char* src = static_cast<const char*>(rows) + r0 * ld * x_size;
       if (native) {
-        pack_lhs_block_pairs(reinterpret_cast<const bf16*>(rows), ld, height, D, group,
+        pack_lhs_block_pairs(reinterpret_cast<const bf16*>(src), ld, height, depth, group,
                              reinterpret_cast<uint32_t*>(scratch.data()));
       } else {
-        pack_lhs_block(p.dtype, rows, ld, height, D, group, scratch.data());
+        pack_lhs_block(dtype, src, ld, height, depth, group, scratch.data());
       }
-      for (int64_t x = 0; x < depth; ++x) {
+      for (int64_t x = 0; x < words; ++x) {
         std::memcpy(strip + x * nr + g0, &scratch[x * group], group * sizeof(float));
       }
     }
+  }
+}
+
+void pack_k(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr, bool native,
+            float* out) {
+  const int64_t at = (b * p.t * p.h + i) * p.D * static_cast<int64_t>(dtype_size(p.dtype));
+  pack_strips(p.dtype, static_cast<const char*>(k) + at, p.h * p.D, p.t, p.D, nr, native, out);
+}
+
+void pack_k_panels(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t mr,
+                   bool native, float* out) {
+  const void* rows = static_cast<const char*>(k) +
+                     (b * p.t * p.h + i) * p.D * static_cast<int64_t>(dtype_size(p.dtype));
+  if (native) {
+    pack_lhs_block_pairs(static_cast<const bf16*>(rows), p.h * p.D, p.t, p.D, mr,
+                         reinterpret_cast<uint32_t*>(out));
+  } else {
+    pack_lhs_block(p.dtype, rows, p.h * p.D, p.t, p.D, mr, out);
   }
 }
 
@@ -185,6 +201,51 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void round_rows_avx512_bf
 #endif
 
 }  // namespace
+
+#if defined(__x86_64__)
+namespace {
+
+// Rows 2i and 2i+1 of P^T, 16 columns at a time: vcvtne2ps2bf16 rounds both into one vector
+// [row 2i | row 2i+1] and one permute interleaves them into the 16 pairs of a strip row. An odd
+// n pairs the last row with +0. Needs cols a multiple of 16 and nr of 16.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_pt_pairs_avx512_bf16(
+    const float* s, int64_t ld, int64_t n, int64_t cols, int64_t nr, uint32_t* out) {
+  alignas(64) static constexpr uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  const int64_t pairs = (n + 1) / 2;
+  for (int64_t i = 0; i < pairs; ++i) {
+    const float* even = s + 2 * i * ld;
+    const float* odd = 2 * i + 1 < n ? even + ld : nullptr;
+    for (int64_t m = 0; m < cols; m += 16) {
+      const __m512 lo = _mm512_loadu_ps(even + m);
+      const __m512 hi = odd ? _mm512_loadu_ps(odd + m) : _mm512_setzero_ps();
+      const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+      uint32_t* dst = out + (m / nr) * pairs * nr + i * nr + m % nr;
+      _mm512_storeu_si512(dst, _mm512_permutexvar_epi16(interleave, both));
+    }
+  }
+}
+
+}  // namespace
+#endif
+
+void pack_pt_pairs_rounded(const float* s, int64_t ld, int64_t n, int64_t cols, int64_t nr,
+                           bf16* rounded, uint32_t* out) {
+#if defined(__x86_64__)
+  if (cpu_kernel_has_native_bf16() && cols % 16 == 0 && nr % 16 == 0) {
+    pack_pt_pairs_avx512_bf16(s, ld, n, cols, nr, out);
+    return;
+  }
+#endif
+  for (int64_t c = 0; c < n; ++c) {
+    uint16_t* dst = reinterpret_cast<uint16_t*>(rounded + c * ld);
+    for (int64_t m = 0; m < cols; ++m)
+      dst[m] = static_cast<uint16_t>(p_to_bf16_bits(s[c * ld + m]));
+  }
+  pack_rhs_panel_pairs(rounded, ld, n, cols, nr, out);
+}
 
 void pack_p_pairs_rounded(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr,
                           bf16* rounded, uint32_t* out) {

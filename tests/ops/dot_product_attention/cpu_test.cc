@@ -92,15 +92,16 @@ std::vector<json> test_cases() {
   };
 }
 
-// Tiny, odd and large tiles (the shared path rounds block_kv up to whole micro-kernel strips);
-// heads grouped or not; both kv packings; both bf16 paths where they apply.
+// Tiny, odd and large tiles (the shared paths round block_kv up to whole micro-kernel strips
+// or panels);
+// heads grouped or not; every kv packing; both bf16 paths where they apply.
 std::vector<json> configs(const BoundArgs& args) {
   const AttentionProblem p = AttentionProblem::from(args);
   std::vector<json> out;
   for (int bq : {1, 7, 16, 64}) {
     for (int bkv : {1, 5, 16, 256}) {
       for (bool group : {true, false}) {
-        for (const char* packing : {"shared", "per_block"}) {
+        for (const char* packing : {"shared", "transposed", "per_block"}) {
           json c = {
               {"block_q", bq}, {"block_kv", bkv}, {"group_heads", group}, {"kv_packing", packing}};
           out.push_back(c);
@@ -177,7 +178,7 @@ TEST_CASE("dot_product_attention cpu with no keys (t = 0) writes zeros", "[atten
   const BoundArgs args =
       bind_args({{"q", "f32[1,3,2,4]"}, {"k", "f32[1,0,2,4]"}, {"v", "f32[1,0,2,4]"}});
   const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
-  for (const char* packing : {"shared", "per_block"}) {
+  for (const char* packing : {"shared", "transposed", "per_block"}) {
     const HostTensor out = run_impl("cpu", args, inputs, {{"kv_packing", packing}});
     for (int64_t e = 0; e < out.num_elements(); ++e) CHECK(out.get(e) == 0.0);
   }

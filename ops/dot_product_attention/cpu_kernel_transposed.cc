@@ -1,0 +1,247 @@
+// dot_product_attention on CPU: the transposed task body (kv_packing=transposed).
+//
+// Dimensions.
+//   T, t   query and key/value positions;  H, h  query and key/value heads
+//   D, d   q/k and v head dimensions
+//   M      columns of one task: heads * rows, head-major (column m = head_j * rows + rr)
+//   Mp     M rounded up to whole strips of nr columns (pad columns are computed and dropped)
+//   n      keys of the current block (<= bkv);  mr, nr  the micro-tile
+//
+// The task of the rows layout (cpu_kernel.cc) with every tile transposed: S^T [n, Mp] = K Q^T
+// has one column per query row, so the online softmax runs down the columns with whole vectors
+// of queries (vertical max and sum: no horizontal reductions, no call per row), and P^T is
+// already the rhs of O^T [d, Mp] += V^T P^T, read in place (f32) or rounded into bf16 pairs,
+// where the rows layout packs P into lhs micro-panels every block. K (as lhs panels over all
+// of t) and V^T (as lhs panels per block) are packed once per kv head by the driver; the Q tile
+// is packed once per task as rhs strips. O^T is transposed back once, when the task stores it.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "ops/common/cpu_softmax.h"
+#include "ops/dot_product_attention/cpu_pack.h"
+#include "ops/dot_product_attention/cpu_task.h"
+#include "ops/errors.h"
+#include "ops/ragged_dot/cpu_micro_kernel.h"
+#include "ops/ragged_dot/cpu_pack.h"
+#include "ops/ragged_dot/cpu_tiling.h"
+
+namespace tokamax {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int64_t kStoreGroup = 16;  // rows of O^T transposed together on the way out
+
+// Per-thread scratch: grows to the largest task seen, then is reused without allocation.
+struct Scratch {
+  std::vector<float> q32;          // [M, D] Q tile, scaled (convert_f32 path)
+  std::vector<bf16> q16;           // [M, D] Q tile (native path)
+  std::vector<float> q_packed;     // Q^T as rhs strips [Mp / nr][D (pairs: D / 2)][nr]
+  std::vector<float> st;           // [bkv, Mp] S^T, then P^T
+  std::vector<bf16> rounded;       // [bkv, Mp] P^T rounded to bf16 (native path)
+  std::vector<uint32_t> pt_pairs;  // P^T as bf16-pair rhs strips [Mp / nr][bkv / 2][nr]
+  std::vector<float> ot;           // [d, Mp] unnormalised O^T
+  std::vector<float> o_rows;       // [ceil(d / 16)][Mp][16] O^T transposed back
+  std::vector<float> run_max, run_sum, factor;  // [Mp] per column
+  std::vector<int32_t> lo, hi;                  // [Mp] visible keys [lo, hi) per column
+};
+
+template <typename T>
+void grow(std::vector<T>& x, size_t n) {
+  if (x.size() < n) x.resize(n);
+}
+
+bool block_product(const BlockArgs& args, bool native) {
+  return native ? block_product_bf16(args) : block_product_f32(args);
+}
+
+}  // namespace
+
+void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
+                         int64_t rows) {
+  const AttentionProblem& p = ctx.p;
+  const int64_t D = p.D, d = p.d, H = p.H, h = p.h;
+  const int64_t i = hq0 / p.groups();
+  const int64_t M = heads * rows, mr = ctx.mr, nr = ctx.nr, bkv = ctx.bkv;
+  const int64_t Mp = round_up(M, nr);
+  const bool native = ctx.o.native_bf16;
+  const int64_t q_words = native ? (D + 1) / 2 : D;
+  const size_t x_size = dtype_size(p.dtype);
+  thread_local Scratch scratch;
+  Scratch& sc = scratch;
+  grow(sc.q_packed, static_cast<size_t>(Mp * q_words));
+  grow(sc.st, static_cast<size_t>(bkv * Mp));
+  grow(sc.ot, static_cast<size_t>(d * Mp));
+  grow(sc.o_rows, static_cast<size_t>(round_up(d, kStoreGroup) * Mp));
+  for (auto* x : {&sc.run_max, &sc.run_sum, &sc.factor}) grow(*x, static_cast<size_t>(Mp));
+  grow(sc.lo, static_cast<size_t>(Mp));
+  grow(sc.hi, static_cast<size_t>(Mp));
+  if (native) {
+    grow(sc.rounded, static_cast<size_t>(bkv * Mp));
+    grow(sc.pt_pairs, static_cast<size_t>(Mp * (bkv / 2 + 1)));
+  }
+
+  // The keys each column sees; pad columns see all of them (finite logits of a zero query) and
+  // are dropped at the end. Blocks outside the union are never computed.
+  int64_t kv_lo = p.t, kv_hi = 0;
+  for (int64_t rr = 0; rr < rows; ++rr) {
+    const auto [lo, hi] = p.key_range(b, r0 + rr);
+    for (int64_t jh = 0; jh < heads; ++jh) {
+      sc.lo[jh * rows + rr] = static_cast<int32_t>(lo);
+      sc.hi[jh * rows + rr] = static_cast<int32_t>(hi);
+    }
+    if (lo < hi) {
+      kv_lo = std::min(kv_lo, lo);
+      kv_hi = std::max(kv_hi, hi);
+    }
+  }
+  std::fill(sc.lo.begin() + M, sc.lo.begin() + Mp, 0);
+  std::fill(sc.hi.begin() + M, sc.hi.begin() + Mp, static_cast<int32_t>(p.t));
+  std::fill(sc.run_max.begin(), sc.run_max.begin() + Mp, kNegInf);
+  std::fill(sc.run_sum.begin(), sc.run_sum.begin() + Mp, 0.0f);
+  std::fill(sc.ot.begin(), sc.ot.begin() + d * Mp, 0.0f);
+
+  // The Q tile [M, D], then Q^T as rhs strips. The f32 tile carries logits_scale (one rounding
+  // of scale * q, within the error model's allowance for the scale).
+  if (native) {
+    grow(sc.q16, static_cast<size_t>(M * D));
+    for (int64_t jh = 0; jh < heads; ++jh) {
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const bf16* src =
+            static_cast<const bf16*>(ctx.q) + ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
+        std::copy(src, src + D, &sc.q16[(jh * rows + rr) * D]);
+      }
+    }
+    pack_strips(DType::kBF16, sc.q16.data(), D, M, D, nr, true, sc.q_packed.data());
+  } else {
+    grow(sc.q32, static_cast<size_t>(M * D));
+    const float q_scale = static_cast<float>(p.logits_scale);
+    for (int64_t jh = 0; jh < heads; ++jh) {
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const int64_t at = ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
+        float* dst = &sc.q32[(jh * rows + rr) * D];
+        if (p.dtype == DType::kF32) {
+          const float* src = static_cast<const float*>(ctx.q) + at;
+          for (int64_t x = 0; x < D; ++x) dst[x] = q_scale * src[x];
+        } else {
+          for (int64_t x = 0; x < D; ++x) dst[x] = q_scale * attention_load(p.dtype, ctx.q, at + x);
+        }
+      }
+    }
+    pack_strips(DType::kF32, sc.q32.data(), D, M, D, nr, false, sc.q_packed.data());
+  }
+
+  const float scale = static_cast<float>(p.logits_scale);
+  const float cap = static_cast<float>(p.logits_soft_cap);
+  // As in the rows layout: a positive bf16 logits scale goes into the exponent unless a bias or
+  // soft cap must see the scaled logits first.
+  const bool scale_block = native && (ctx.bias || cap > 0.0f || !(scale > 0.0f));
+  const float exp_scale = native && !scale_block ? scale : 1.0f;
+  const float* head = ctx.packed + ((b * h + i) - ctx.chunk_first) * ctx.kv_head_floats;
+  const float* k_panels = head;
+  const float* v_panels = head + ctx.v_offset;
+  const int64_t v_block_floats = ceil_div(d, mr) * (native ? bkv / 2 : bkv) * mr;
+
+  for (int64_t j0 = kv_lo / bkv * bkv; j0 < kv_hi; j0 += bkv) {
+    const int64_t n = std::min(bkv, p.t - j0);
+    bool any = false, all = true;  // some column sees a key of the block; every column all
+    for (int64_t m = 0; m < M; ++m) {
+      any = any || (sc.lo[m] < j0 + n && sc.hi[m] > j0);
+      all = all && sc.lo[m] <= j0 && sc.hi[m] >= j0 + n;
+    }
+    if (!any) continue;
+
+    // S^T [n, Mp] = K[j0 .. j0 + n) Q^T.
+    BlockArgs s_args{};
+    s_args.lhs_block = k_panels + (j0 / mr) * q_words * mr;
+    s_args.rows = n;
+    s_args.rhs = sc.q_packed.data();
+    s_args.rhs_dtype = DType::kF32;
+    s_args.rhs_packed = true;
+    s_args.rhs_strip_stride = q_words * nr;
+    s_args.ldb = nr;
+    s_args.cols = Mp;
+    s_args.depth = D;
+    s_args.out = sc.st.data();
+    s_args.ldc = Mp;
+    s_args.accumulate = false;
+    s_args.mr = static_cast<int>(mr);
+    s_args.nr_vectors = ctx.nr_vectors;
+    if (!block_product(s_args, native)) {
+      throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
+    }
+
+    float* st = sc.st.data();
+    if (scale_block) cpu_scale_row(st, n * Mp, scale);
+    if (ctx.bias) {  // a strided walk per column: bias favours the rows layout
+      for (int64_t m = 0; m < M; ++m) {
+        const int64_t hq = hq0 + m / rows, r = r0 + m % rows;
+        const int64_t at = ctx.bias_at.offset(b, hq, r, j0), stride = ctx.bias_at.stride_t;
+        for (int64_t c = 0; c < n; ++c) {
+          st[c * Mp + m] += attention_load(p.bias->dtype, ctx.bias, at + c * stride);
+        }
+      }
+    }
+    if (cap > 0.0f) cpu_soft_cap_row(st, n * Mp, cap);
+    if (ctx.mask) {
+      for (int64_t m = 0; m < M; ++m) {
+        const int64_t hq = hq0 + m / rows, r = r0 + m % rows;
+        const bool* row = ctx.mask + ctx.mask_at.offset(b, hq, r, j0);
+        for (int64_t c = 0; c < n; ++c) {
+          if (!row[c * ctx.mask_at.stride_t]) st[c * Mp + m] = kNegInf;
+        }
+      }
+    }
+    if (!all) cpu_mask_columns(st, n, Mp, Mp, j0, sc.lo.data(), sc.hi.data());
+    cpu_softmax_columns_step(st, n, Mp, Mp, exp_scale, sc.run_max.data(), sc.run_sum.data(),
+                             sc.factor.data());
+    if (std::any_of(sc.factor.begin(), sc.factor.begin() + M, [](float f) { return f != 1.0f; })) {
+      cpu_scale_columns(sc.ot.data(), d, Mp, Mp, sc.factor.data());
+    }
+
+    // O^T [d, Mp] += V^T[:, j0 .. j0 + n) P^T.
+    BlockArgs o_args{};
+    o_args.lhs_block = v_panels + (j0 / bkv) * v_block_floats;
+    o_args.rows = d;
+    if (native) {
+      pack_pt_pairs_rounded(st, Mp, n, Mp, nr, sc.rounded.data(), sc.pt_pairs.data());
+      o_args.rhs = sc.pt_pairs.data();
+      o_args.rhs_packed = true;
+      o_args.rhs_strip_stride = (n + 1) / 2 * nr;
+      o_args.ldb = nr;
+    } else {
+      o_args.rhs = st;
+      o_args.rhs_packed = false;
+      o_args.rhs_strip_stride = nr;
+      o_args.ldb = Mp;
+    }
+    o_args.rhs_dtype = DType::kF32;
+    o_args.cols = Mp;
+    o_args.depth = n;
+    o_args.out = sc.ot.data();
+    o_args.ldc = Mp;
+    o_args.accumulate = true;
+    o_args.mr = static_cast<int>(mr);
+    o_args.nr_vectors = ctx.nr_vectors;
+    if (!block_product(o_args, native)) {
+      throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
+    }
+  }
+
+  // Normalise (columns without a visible key have sum 0 and come out as zeros), transpose back
+  // 16 rows of O^T at a time ([ceil(d / 16)][Mp][16]) and store each head's rows, H * d apart.
+  for (int64_t m = 0; m < Mp; ++m) sc.factor[m] = sc.run_sum[m] > 0.0f ? 1.0f / sc.run_sum[m] : 0;
+  cpu_scale_columns(sc.ot.data(), d, Mp, Mp, sc.factor.data());
+  pack_lhs_block(DType::kF32, sc.ot.data(), Mp, d, Mp, kStoreGroup, sc.o_rows.data());
+  for (int64_t jh = 0; jh < heads; ++jh) {
+    for (int64_t x0 = 0; x0 < d; x0 += kStoreGroup) {
+      const int64_t at = ((b * p.T + r0) * H + hq0 + jh) * d + x0;
+      store_rows(&sc.o_rows[(x0 * Mp) + jh * rows * kStoreGroup], kStoreGroup, rows,
+                 std::min(kStoreGroup, d - x0), p.dtype,
+                 static_cast<char*>(ctx.out) + at * static_cast<int64_t>(x_size), H * d);
+    }
+  }
+}
+
+}  // namespace tokamax

@@ -1,0 +1,46 @@
+// dot_product_attention on CPU: what the kernel's driver (cpu_kernel.cc) hands each task, and the
+// task bodies of its two layouts.
+//
+// Dimensions.
+//   B      flattened batch;  T, t  query and key/value positions
+//   H, h   query and key/value heads, g = H / h
+//   D, d   q/k and v head dimensions
+//   bkv    keys per inner block;  M  columns or rows of one task's tiles (heads * rows)
+//   mr, nr the micro-tile: mr rows x nr columns of accumulators
+#pragma once
+
+#include <cstdint>
+
+#include "ops/dot_product_attention/base.h"
+#include "ops/dot_product_attention/cpu_kernel.h"
+
+namespace tokamax {
+
+struct TaskContext {
+  const AttentionProblem& p;
+  const CpuAttentionKernelOptions& o;
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* bias;
+  const bool* mask;
+  void* out;
+  AttentionBroadcast bias_at, mask_at;
+  // Shared packing: K and V of the current chunk's kv heads, packed once for all tasks.
+  const float* packed = nullptr;  // [chunk kv heads][kv_head_floats] (bf16 pairs: uint32)
+  int64_t kv_head_floats = 0, v_offset = 0;
+  int64_t chunk_first = 0;  // flattened (b * h + i) of the chunk's first kv head
+  int mr = 0, nr_vectors = 0;
+  int64_t nr = 0, bkv = 0;  // bkv a multiple of nr (rows layout) or of mr (transposed layout)
+};
+
+// Rows layout (kv_packing shared or per_block): S = Q K^T [M, bkv], softmax along rows,
+// O += P V. Rows [r0, r0 + rows) of q heads [hq0, hq0 + heads) of batch b.
+void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
+                   int64_t rows);
+// Transposed layout (kv_packing transposed): S^T = K Q^T [bkv, M], softmax down columns,
+// O^T += V^T P^T; the same task.
+void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
+                         int64_t rows);
+
+}  // namespace tokamax
