@@ -132,9 +132,21 @@ void SoftmaxColumnsStep(float* s, int64_t n, int64_t cols, int64_t ld, float sca
   for (; m + kGroup * L <= cols; m += kGroup * L) {
     SoftmaxColumnsGroup<kGroup>(s + m, n, ld, scale, run_max + m, run_sum + m, rescale + m);
   }
-  for (; m + L <= cols; m += L) {
-    SoftmaxColumnsGroup<1>(s + m, n, ld, scale, run_max + m, run_sum + m, rescale + m);
+  // The last 1..3 whole vectors in one group.
+  switch ((cols - m) / L) {
+    case 3:
+      SoftmaxColumnsGroup<3>(s + m, n, ld, scale, run_max + m, run_sum + m, rescale + m);
+      break;
+    case 2:
+      SoftmaxColumnsGroup<2>(s + m, n, ld, scale, run_max + m, run_sum + m, rescale + m);
+      break;
+    case 1:
+      SoftmaxColumnsGroup<1>(s + m, n, ld, scale, run_max + m, run_sum + m, rescale + m);
+      break;
+    default:
+      break;
   }
+  m += (cols - m) / L * L;
   for (; m < cols; ++m) {  // columns past the last whole vector
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t c = 0; c < n; ++c) mx = std::max(mx, s[c * ld + m]);

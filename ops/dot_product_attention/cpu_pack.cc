@@ -95,8 +95,14 @@ void pack_strips(DType dtype, const void* rows, int64_t ld, int64_t count, int64
       } else {
         pack_lhs_block(dtype, src, ld, height, depth, group, scratch.data());
       }
-      for (int64_t x = 0; x < words; ++x) {
-        std::memcpy(strip + x * nr + g0, &scratch[x * group], group * sizeof(float));
+      if (group == kGroup) {  // a constant size: one vector move instead of a memcpy call
+        for (int64_t x = 0; x < words; ++x) {
+          std::memcpy(strip + x * nr + g0, &scratch[x * kGroup], kGroup * sizeof(float));
+        }
+      } else {
+        for (int64_t x = 0; x < words; ++x) {
+          std::memcpy(strip + x * nr + g0, &scratch[x * group], group * sizeof(float));
+        }
       }
     }
   }

@@ -123,3 +123,65 @@ TEST_CASE("cpu_exp_shift_sum with a scale is exp(scale x - shift), flushing belo
     CHECK(sum == Approx(want_sum).epsilon(1e-6));
   }
 }
+
+// The column pieces against a double-precision softmax of each column, streamed in blocks: the
+// widths cover groups of 4 vectors, 1..3 leftover vectors and columns past the last vector.
+TEST_CASE("cpu softmax columns: online steps down columns match each column's softmax",
+          "[softmax]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t cols : {1, 16, 37, 70, 144}) {
+    const int64_t ld = cols + 3, blocks = 3, n = 11;
+    // Key c of column m: a smooth pattern; column 2 sees nothing, column 5 only keys 9..24.
+    std::vector<int32_t> lo(static_cast<size_t>(cols), 0), hi(static_cast<size_t>(cols), 33);
+    if (cols > 2) hi[2] = 0;
+    if (cols > 5) lo[5] = 9, hi[5] = 25;
+    auto logit = [](int64_t c, int64_t m) { return 3.0f * std::sin(0.37f * c + 1.3f * m); };
+    const float scale = 0.6f;
+    std::vector<float> run_max(static_cast<size_t>(cols), -inf), run_sum(static_cast<size_t>(cols));
+    std::vector<float> factor(static_cast<size_t>(cols));
+    std::vector<double> acc(static_cast<size_t>(cols));  // sum of p * c, rescaled like O^T
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      std::vector<float> s(static_cast<size_t>(n * ld), 123.0f);  // padding past cols untouched
+      for (int64_t c = 0; c < n; ++c) {
+        for (int64_t m = 0; m < cols; ++m) s[c * ld + m] = logit(blk * n + c, m);
+      }
+      cpu_mask_columns(s.data(), n, cols, ld, blk * n, lo.data(), hi.data());
+      for (int64_t c = 0; c < n; ++c) {
+        for (int64_t m = 0; m < cols; ++m) {
+          const int64_t key = blk * n + c;
+          const bool visible = lo[m] <= key && key < hi[m];
+          REQUIRE(s[c * ld + m] == (visible ? logit(key, m) : -inf));
+        }
+        REQUIRE(s[c * ld + cols] == 123.0f);
+      }
+      cpu_softmax_columns_step(s.data(), n, cols, ld, scale, run_max.data(), run_sum.data(),
+                               factor.data());
+      for (int64_t m = 0; m < cols; ++m) {
+        acc[m] *= factor[m];
+        for (int64_t c = 0; c < n; ++c) acc[m] += double{s[c * ld + m]} * (blk * n + c);
+      }
+    }
+    cpu_scale_columns(run_sum.data(), 1, cols, cols, std::vector<float>(cols, 2.0f).data());
+    for (int64_t m = 0; m < cols; ++m) {
+      double mx = -kInf, sum = 0, weighted = 0;
+      for (int64_t key = lo[m]; key < std::min<int64_t>(hi[m], blocks * n); ++key) {
+        mx = std::max(mx, double{scale} * logit(key, m));
+      }
+      for (int64_t key = lo[m]; key < std::min<int64_t>(hi[m], blocks * n); ++key) {
+        const double p = std::exp(double{scale} * logit(key, m) - mx);
+        sum += p;
+        weighted += p * key;
+      }
+      CAPTURE(cols, m);
+      if (sum == 0) {
+        CHECK(run_max[m] == -inf);
+        CHECK(run_sum[m] == 0.0f);
+        CHECK(acc[m] == 0.0);
+        continue;
+      }
+      CHECK(run_max[m] == Approx(mx).epsilon(1e-6));
+      CHECK(run_sum[m] == Approx(2.0 * sum).epsilon(1e-5));  // doubled by cpu_scale_columns
+      CHECK(acc[m] / sum == Approx(weighted / sum).epsilon(1e-5));
+    }
+  }
+}

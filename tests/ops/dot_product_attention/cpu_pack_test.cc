@@ -53,3 +53,42 @@ TEST_CASE("pack_k: K^T strips of nr keys, zero past t", "[attention]") {
     }
   }
 }
+
+TEST_CASE("pack_pt_pairs_rounded: P^T rows paired into rhs strips, odd n padded with +0",
+          "[attention]") {
+  // P^T [5, 64] (row stride 64), nr = 32: two strips of three pairs, the last pair (row 4, +0).
+  const int64_t n = 5, cols = 64, nr = 32, pairs = 3;
+  std::vector<float> s(static_cast<size_t>(n * cols));
+  for (size_t i = 0; i < s.size(); ++i) s[i] = 1.0f / static_cast<float>(i + 3);
+  s[7] = 1.0f + 0x1.0p-8f;  // a tie: rounds to the even bf16, 1.0
+  std::vector<bf16> rounded(s.size());
+  std::vector<uint32_t> out(static_cast<size_t>(2 * pairs * nr), 0xFFFFFFFFu);
+  pack_pt_pairs_rounded(s.data(), cols, n, cols, nr, rounded.data(), out.data());
+  auto bits = [](float x) { return static_cast<uint32_t>(float_to_bf16(x).bits); };
+  CHECK((out[7] & 0xFFFFu) == bits(1.0f));
+  for (int64_t i = 0; i < pairs; ++i) {
+    for (int64_t m = 0; m < cols; ++m) {
+      const uint32_t lo = bits(s[2 * i * cols + m]);
+      const uint32_t hi = 2 * i + 1 < n ? bits(s[(2 * i + 1) * cols + m]) : 0u;
+      CAPTURE(i, m);
+      REQUIRE(out[(m / nr) * pairs * nr + i * nr + m % nr] == (lo | (hi << 16)));
+    }
+  }
+}
+
+TEST_CASE("pack_k_panels: K as lhs micro-panels of mr keys, zero past t", "[attention]") {
+  const BoundArgs args = dot_product_attention_op().bind(
+      {{"q", "f32[1,2,2,3]"}, {"k", "f32[1,5,2,3]"}, {"v", "f32[1,5,2,3]"}});
+  const AttentionProblem p = AttentionProblem::from(args);
+  const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
+  const HostTensor& k = inputs.at("k");
+  const int64_t mr = 4;
+  std::vector<float> out(2 * 3 * mr, -1.0f);
+  pack_k_panels(p, k.raw(), 0, 1, mr, /*native=*/false, out.data());  // kv head 1
+  for (int64_t j = 0; j < 8; ++j) {
+    for (int64_t x = 0; x < 3; ++x) {
+      const float expected = j < 5 ? static_cast<float>(k.get((j * 2 + 1) * 3 + x)) : 0.0f;
+      CHECK(out[(j / mr) * 3 * mr + x * mr + j % mr] == expected);
+    }
+  }
+}
