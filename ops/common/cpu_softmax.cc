@@ -86,6 +86,10 @@ void SoftCapRow(float* x, int64_t n, float c) {
 // of the group, so kGroup independent chains hide the latency of Max; the exp pass has kGroup
 // independent exponentials per row.
 constexpr int kGroup = 4;
+// How far a column's maximum may outgrow its shift before the shift (and the accumulators)
+// follow: e^8 ~ 3e3, far from f32 overflow, while rescaling becomes rare once the first blocks
+// have found the typical maximum.
+constexpr float kLazyRescale = 8.0f;
 
 template <int kVectors>
 void SoftmaxColumnsGroup(float* HWY_RESTRICT s, int64_t n, int64_t ld, float scale,
@@ -95,6 +99,7 @@ void SoftmaxColumnsGroup(float* HWY_RESTRICT s, int64_t n, int64_t ld, float sca
   const size_t L = hn::Lanes(d);
   const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
   const auto a = hn::Set(d, scale);
+  const auto lazy = hn::Set(d, kLazyRescale);
   hn::Vec<decltype(d)> mx[kVectors], shift[kVectors], sum[kVectors];
   for (int v = 0; v < kVectors; ++v) mx[v] = neg_inf;
   for (int64_t c = 0; c < n; ++c) {
@@ -102,7 +107,11 @@ void SoftmaxColumnsGroup(float* HWY_RESTRICT s, int64_t n, int64_t ld, float sca
   }
   for (int v = 0; v < kVectors; ++v) {
     const auto old_max = hn::LoadU(d, run_max + v * L);
-    const auto target = hn::Max(old_max, hn::Mul(a, mx[v]));
+    // The shift moves only when the maximum outgrows it by more than kLazyRescale (and on the
+    // first finite entry: -inf + kLazyRescale is -inf).
+    const auto block_max = hn::Mul(a, mx[v]);
+    const auto target =
+        hn::IfThenElse(hn::Gt(block_max, hn::Add(old_max, lazy)), block_max, old_max);
     const auto seen = hn::Ne(target, neg_inf);
     // Columns that have seen nothing keep shift 0 (their entries are -inf: exp gives 0) and
     // rescale 1, instead of the NaN of -inf - -inf.
@@ -150,7 +159,7 @@ void SoftmaxColumnsStep(float* s, int64_t n, int64_t cols, int64_t ld, float sca
   for (; m < cols; ++m) {  // columns past the last whole vector
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t c = 0; c < n; ++c) mx = std::max(mx, s[c * ld + m]);
-    const float target = std::max(run_max[m], scale * mx);
+    const float target = scale * mx > run_max[m] + kLazyRescale ? scale * mx : run_max[m];
     const bool seen = target != -std::numeric_limits<float>::infinity();
     const float shift = seen ? target : 0.0f;
     rescale[m] = seen ? std::exp(run_max[m] - shift) : 1.0f;

@@ -23,12 +23,16 @@ void cpu_soft_cap_row(float* x, int64_t n, float c);
 // one softmax row (a query), streamed over its entries (keys) in blocks of n rows.
 //
 // One online-softmax step over a block, per column m (run_max/run_sum/rescale have cols entries;
-// run_max starts at -inf and run_sum at 0):
-//   target    = max(run_max[m], scale * max_c s[c][m])
+// run_max starts at -inf and run_sum at 0). run_max is the column's shift, which follows the
+// maximum lazily: only when the block's maximum exceeds it by more than 8, so that most blocks
+// need no rescaling (entries then reach e^8 at most):
+//   mx        = scale * max_c s[c][m];  target = mx > run_max[m] + 8 ? mx : run_max[m]
 //   s[c][m]   = exp(scale * s[c][m] - target)   (0 for -inf entries and columns)
-//   rescale[m] = exp(run_max[m] - target)        (1 while the column has seen nothing)
+//   rescale[m] = exp(run_max[m] - target)        (exactly 1 when the shift stays, and while the
+//                                                 column has seen nothing)
 //   run_sum[m] = run_sum[m] * rescale[m] + sum_c s[c][m];  run_max[m] = target.
-// The caller multiplies its accumulators of column m by rescale[m]. scale > 0.
+// The caller multiplies its accumulators of column m by rescale[m]; sum / run_sum normalises.
+// scale > 0.
 void cpu_softmax_columns_step(float* s, int64_t n, int64_t cols, int64_t ld, float scale,
                               float* run_max, float* run_sum, float* rescale);
 // x[r][m] *= factor[m] for r in [0, rows), m in [0, cols).

@@ -102,8 +102,8 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   std::fill(sc.run_sum.begin(), sc.run_sum.begin() + Mp, 0.0f);
   std::fill(sc.ot.begin(), sc.ot.begin() + d * Mp, 0.0f);
 
-  // The Q tile [M, D], then Q^T as rhs strips. The f32 tile carries logits_scale (one rounding
-  // of scale * q, within the error model's allowance for the scale).
+  // The Q tile [M, D] as stored (the logits scale goes into the exponent, below), then Q^T as
+  // rhs strips.
   if (native) {
     grow(sc.q16, static_cast<size_t>(M * D));
     for (int64_t jh = 0; jh < heads; ++jh) {
@@ -116,16 +116,14 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
     pack_strips(DType::kBF16, sc.q16.data(), D, M, D, nr, true, sc.q_packed.data());
   } else {
     grow(sc.q32, static_cast<size_t>(M * D));
-    const float q_scale = static_cast<float>(p.logits_scale);
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
         const int64_t at = ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
         float* dst = &sc.q32[(jh * rows + rr) * D];
         if (p.dtype == DType::kF32) {
-          const float* src = static_cast<const float*>(ctx.q) + at;
-          for (int64_t x = 0; x < D; ++x) dst[x] = q_scale * src[x];
+          std::copy_n(static_cast<const float*>(ctx.q) + at, D, dst);
         } else {
-          for (int64_t x = 0; x < D; ++x) dst[x] = q_scale * attention_load(p.dtype, ctx.q, at + x);
+          for (int64_t x = 0; x < D; ++x) dst[x] = attention_load(p.dtype, ctx.q, at + x);
         }
       }
     }
@@ -134,10 +132,10 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
 
   const float scale = static_cast<float>(p.logits_scale);
   const float cap = static_cast<float>(p.logits_soft_cap);
-  // As in the rows layout: a positive bf16 logits scale goes into the exponent unless a bias or
-  // soft cap must see the scaled logits first.
-  const bool scale_block = native && (ctx.bias || cap > 0.0f || !(scale > 0.0f));
-  const float exp_scale = native && !scale_block ? scale : 1.0f;
+  // A positive logits scale goes into the exponent (exp(scale * s - shift), one fused
+  // multiply-add, so no pass over S^T) unless a bias or soft cap must see the scaled logits.
+  const bool scale_block = ctx.bias || cap > 0.0f || !(scale > 0.0f);
+  const float exp_scale = scale_block ? 1.0f : scale;
   const float* head = ctx.packed + ((b * h + i) - ctx.chunk_first) * ctx.kv_head_floats;
   const float* k_panels = head;
   const float* v_panels = head + ctx.v_offset;
