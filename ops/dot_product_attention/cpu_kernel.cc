@@ -16,7 +16,11 @@
 // interval of keys per row, so blocks that no row of the task can see are never computed; a
 // task's rows see the union of their intervals.
 //
-// The two GEMMs run ragged_dot's register-blocked micro-kernels. kv_packing=shared (default):
+// This file holds the driver (tasks, kv-head chunks and their packing) and the rows layout; the
+// transposed layout (kv_packing=transposed: S^T = K Q^T, softmax down columns) is the task body
+// in cpu_kernel_transposed.cc.
+//
+// The two GEMMs run ragged_dot's register-blocked micro-kernels. kv_packing=shared:
 // K^T and V of a chunk of kv heads are packed once into micro-kernel panels (cpu_pack.h) and the
 // Q tile once per task, so a block costs only the packing of P; the f32 Q tile carries the
 // logits scale. kv_packing=per_block: every block goes through cpu_gemm_f32 with K read in place
