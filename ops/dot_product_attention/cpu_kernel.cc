@@ -416,11 +416,14 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
   const int64_t kv_heads = p.B * p.h, groups_per_kv = p.groups() / heads;
   const int64_t tasks_per_kv = groups_per_kv * nT;
   const int threads = cpu::thread_pool().threads_for(kv_heads * tasks_per_kv, options.num_threads);
-  // At least 16 tasks per thread in a chunk: each chunk ends in a barrier, and with few tasks
+  // At least 32 tasks per thread in a chunk: each chunk ends in a barrier, and with few tasks
   // per thread the last round leaves threads idle (alphafold: 3 tiles per kv head, 1536 kv
-  // heads). The packed copy is capped at 32 MiB per chunk unless one kv head needs more.
-  int64_t chunk = std::clamp<int64_t>(ceil_div(16 * int64_t{threads}, tasks_per_kv), 1, kv_heads);
+  // heads). The packed copy is capped at 32 MiB per chunk unless one kv head needs more. The
+  // kv heads are then spread evenly over the chunks (4 heads in chunks of 3 would leave a last
+  // chunk of 1, with a third of the tasks per thread).
+  int64_t chunk = std::clamp<int64_t>(ceil_div(32 * int64_t{threads}, tasks_per_kv), 1, kv_heads);
   chunk = std::max<int64_t>(1, std::min(chunk, (int64_t{1} << 23) / ctx.kv_head_floats));
+  chunk = ceil_div(kv_heads, ceil_div(kv_heads, chunk));
   std::unique_ptr<float, decltype(&std::free)> buffer(
       static_cast<float*>(
           std::aligned_alloc(64, static_cast<size_t>(chunk * ctx.kv_head_floats) * sizeof(float))),

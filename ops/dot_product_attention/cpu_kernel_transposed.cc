@@ -104,7 +104,12 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
 
   // The Q tile [M, D] as stored (the logits scale goes into the exponent, below), then Q^T as
   // rhs strips.
-  if (native) {
+  const int64_t q_at = ((b * p.T + r0) * H + hq0) * D;  // row r0 of head hq0
+  if (heads == 1 && (native || p.dtype == DType::kF32)) {
+    // One head: its rows are H * D apart in q, packed straight from there.
+    pack_strips(p.dtype, static_cast<const char*>(ctx.q) + q_at * static_cast<int64_t>(x_size),
+                H * D, rows, D, nr, native, sc.q_packed.data());
+  } else if (native) {
     grow(sc.q16, static_cast<size_t>(M * D));
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
