@@ -171,6 +171,12 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
     s_args.accumulate = false;
     s_args.mr = static_cast<int>(mr);
     s_args.nr_vectors = ctx.nr_vectors;
+    // While S^T is computed, this block's V^T panels come into L2 (a long head's packed K and V
+    // outgrow the caches, and the micro-kernels would otherwise wait on their first touch).
+    const float* v_block = v_panels + (j0 / bkv) * v_block_floats;
+    s_args.next_rhs.base = reinterpret_cast<const char*>(v_block);
+    s_args.next_rhs.rows = 1;
+    s_args.next_rhs.bytes = ceil_div(d, mr) * (native ? (n + 1) / 2 : n) * mr * 4;
     if (!block_product(s_args, native)) {
       throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
     }
@@ -205,7 +211,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
 
     // O^T [d, Mp] += V^T[:, j0 .. j0 + n) P^T.
     BlockArgs o_args{};
-    o_args.lhs_block = v_panels + (j0 / bkv) * v_block_floats;
+    o_args.lhs_block = v_block;
     o_args.rows = d;
     if (native) {
       pack_pt_pairs_rounded(st, Mp, n, Mp, nr, sc.rounded.data(), sc.pt_pairs.data());
@@ -227,6 +233,13 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
     o_args.accumulate = true;
     o_args.mr = static_cast<int>(mr);
     o_args.nr_vectors = ctx.nr_vectors;
+    // And while O^T accumulates, the next block's K panels.
+    if (j0 + bkv < kv_hi) {
+      o_args.next_rhs.base =
+          reinterpret_cast<const char*>(k_panels + (j0 + bkv) / mr * q_words * mr);
+      o_args.next_rhs.rows = 1;
+      o_args.next_rhs.bytes = std::min(bkv, p.t - j0 - bkv) * q_words * 4;
+    }
     if (!block_product(o_args, native)) {
       throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
     }
