@@ -68,15 +68,6 @@ struct Scratch {
   std::vector<float> p_packed;              // packed lhs block of P [ceil(M / mr)][n][mr]
 };
 
-template <typename T>
-void grow(std::vector<T>& x, size_t n) {
-  if (x.size() < n) x.resize(n);
-}
-
-bool block_product(const BlockArgs& args, bool native) {
-  return native ? block_product_bf16(args) : block_product_f32(args);
-}
-
 }  // namespace
 
 // The transposed layout's micro-tile: its lhs rows are keys (any block length) and d (fixed),
@@ -97,6 +88,12 @@ MicroKernelShape attention_transposed_shape(int lanes, int64_t M, int64_t d) {
   return best;
 }
 
+void attention_block_product(const BlockArgs& args, bool native) {
+  if (!(native ? block_product_bf16(args) : block_product_f32(args))) {
+    throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
+  }
+}
+
 // One task: rows [r0, r0 + rows) of q heads [hq0, hq0 + heads) of batch b.
 void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
                    int64_t rows) {
@@ -111,11 +108,11 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   const size_t x_size = dtype_size(p.dtype);
   thread_local Scratch scratch;
   Scratch& sc = scratch;
-  grow(sc.s, static_cast<size_t>(M * bkv));
-  grow(sc.o, static_cast<size_t>(M * d));
-  grow(sc.state, static_cast<size_t>(M));
-  grow(sc.lo, static_cast<size_t>(rows));
-  grow(sc.hi, static_cast<size_t>(rows));
+  grow_scratch(sc.s, static_cast<size_t>(M * bkv));
+  grow_scratch(sc.o, static_cast<size_t>(M * d));
+  grow_scratch(sc.state, static_cast<size_t>(M));
+  grow_scratch(sc.lo, static_cast<size_t>(rows));
+  grow_scratch(sc.hi, static_cast<size_t>(rows));
 
   // The keys the tile's rows can see; blocks outside their union are never computed.
   int64_t kv_lo = p.t, kv_hi = 0;
@@ -136,7 +133,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   GemmOperand q_tile;
   q_tile.ld = D;
   if (native) {
-    grow(sc.q16, static_cast<size_t>(M * D));
+    grow_scratch(sc.q16, static_cast<size_t>(M * D));
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
         const bf16* src =
@@ -147,7 +144,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     q_tile.dtype = DType::kBF16;
     q_tile.data = sc.q16.data();
   } else {
-    grow(sc.q32, static_cast<size_t>(M * D));
+    grow_scratch(sc.q32, static_cast<size_t>(M * D));
     const float q_scale = static_cast<float>(p.logits_scale);
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
@@ -166,7 +163,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     q_tile.dtype = DType::kF32;
     q_tile.data = sc.q32.data();
   }
-  if (native) grow(sc.p16, static_cast<size_t>(M * bkv));
+  if (native) grow_scratch(sc.p16, static_cast<size_t>(M * bkv));
   // Shared path: the Q tile is packed once for every kv block (cpu_gemm_f32 would repack it,
   // and K and V, on every call).
   const int64_t mr = ctx.mr, panels_rows = (M + mr - 1) / mr * mr;
@@ -174,8 +171,8 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   const float* v_panels = nullptr;
   if (shared) {
     const int64_t q_depth = native ? (D + 1) / 2 : D;
-    grow(sc.q_packed, static_cast<size_t>(panels_rows * q_depth));
-    grow(sc.p_packed, static_cast<size_t>(panels_rows * (native ? bkv / 2 : bkv)));
+    grow_scratch(sc.q_packed, static_cast<size_t>(panels_rows * q_depth));
+    grow_scratch(sc.p_packed, static_cast<size_t>(panels_rows * (native ? bkv / 2 : bkv)));
     if (native) {
       pack_lhs_block_pairs(sc.q16.data(), D, M, D, mr,
                            reinterpret_cast<uint32_t*>(sc.q_packed.data()));
@@ -232,9 +229,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
       args.accumulate = false;
       args.mr = ctx.mr;
       args.nr_vectors = ctx.nr_vectors;
-      if (!block_product(args, native)) {
-        throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
-      }
+      attention_block_product(args, native);
     } else {
       GemmOperand k_t;
       k_t.dtype = p.dtype;
@@ -302,9 +297,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
       args.accumulate = true;
       args.mr = ctx.mr;
       args.nr_vectors = ctx.nr_vectors;
-      if (!block_product(args, native)) {
-        throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
-      }
+      attention_block_product(args, native);
       continue;
     }
     GemmOperand p_tile, v_blk;

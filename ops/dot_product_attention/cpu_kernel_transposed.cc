@@ -47,15 +47,6 @@ struct Scratch {
   std::vector<int32_t> lo, hi;                  // [Mp] visible keys [lo, hi) per column
 };
 
-template <typename T>
-void grow(std::vector<T>& x, size_t n) {
-  if (x.size() < n) x.resize(n);
-}
-
-bool block_product(const BlockArgs& args, bool native) {
-  return native ? block_product_bf16(args) : block_product_f32(args);
-}
-
 }  // namespace
 
 void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
@@ -70,16 +61,16 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   const size_t x_size = dtype_size(p.dtype);
   thread_local Scratch scratch;
   Scratch& sc = scratch;
-  grow(sc.q_packed, static_cast<size_t>(Mp * q_words));
-  grow(sc.st, static_cast<size_t>(bkv * Mp));
-  grow(sc.ot, static_cast<size_t>(d * Mp));
-  grow(sc.o_rows, static_cast<size_t>(round_up(d, kStoreGroup) * Mp));
-  for (auto* x : {&sc.run_max, &sc.run_sum, &sc.factor}) grow(*x, static_cast<size_t>(Mp));
-  grow(sc.lo, static_cast<size_t>(Mp));
-  grow(sc.hi, static_cast<size_t>(Mp));
+  grow_scratch(sc.q_packed, static_cast<size_t>(Mp * q_words));
+  grow_scratch(sc.st, static_cast<size_t>(bkv * Mp));
+  grow_scratch(sc.ot, static_cast<size_t>(d * Mp));
+  grow_scratch(sc.o_rows, static_cast<size_t>(round_up(d, kStoreGroup) * Mp));
+  for (auto* x : {&sc.run_max, &sc.run_sum, &sc.factor}) grow_scratch(*x, static_cast<size_t>(Mp));
+  grow_scratch(sc.lo, static_cast<size_t>(Mp));
+  grow_scratch(sc.hi, static_cast<size_t>(Mp));
   if (native) {
-    grow(sc.rounded, static_cast<size_t>(bkv * Mp));
-    grow(sc.pt_pairs, static_cast<size_t>(Mp * (bkv / 2 + 1)));
+    grow_scratch(sc.rounded, static_cast<size_t>(bkv * Mp));
+    grow_scratch(sc.pt_pairs, static_cast<size_t>(Mp * (bkv / 2 + 1)));
   }
 
   // The keys each column sees; pad columns see all of them (finite logits of a zero query) and
@@ -110,7 +101,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
     pack_strips(p.dtype, static_cast<const char*>(ctx.q) + q_at * static_cast<int64_t>(x_size),
                 H * D, rows, D, nr, native, sc.q_packed.data());
   } else if (native) {
-    grow(sc.q16, static_cast<size_t>(M * D));
+    grow_scratch(sc.q16, static_cast<size_t>(M * D));
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
         const bf16* src =
@@ -120,7 +111,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
     }
     pack_strips(DType::kBF16, sc.q16.data(), D, M, D, nr, true, sc.q_packed.data());
   } else {
-    grow(sc.q32, static_cast<size_t>(M * D));
+    grow_scratch(sc.q32, static_cast<size_t>(M * D));
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
         const int64_t at = ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
@@ -177,9 +168,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
     s_args.next_rhs.base = reinterpret_cast<const char*>(v_block);
     s_args.next_rhs.rows = 1;
     s_args.next_rhs.bytes = ceil_div(d, mr) * (native ? (n + 1) / 2 : n) * mr * 4;
-    if (!block_product(s_args, native)) {
-      throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
-    }
+    attention_block_product(s_args, native);
 
     float* st = sc.st.data();
     if (scale_block) cpu_scale_row(st, n * Mp, scale);
@@ -240,9 +229,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
       o_args.next_rhs.rows = 1;
       o_args.next_rhs.bytes = std::min(bkv, p.t - j0 - bkv) * q_words * 4;
     }
-    if (!block_product(o_args, native)) {
-      throw NotImplemented("cpu dot_product_attention: no micro-kernel for this shape");
-    }
+    attention_block_product(o_args, native);
   }
 
   // Normalise (columns without a visible key have sum 0 and come out as zeros), transpose back

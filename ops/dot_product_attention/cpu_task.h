@@ -9,10 +9,13 @@
 //   mr, nr the micro-tile: mr rows x nr columns of accumulators
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ops/dot_product_attention/base.h"
 #include "ops/dot_product_attention/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_micro_kernel.h"
 
 namespace tokamax {
 
@@ -33,6 +36,17 @@ struct TaskContext {
   int mr = 0, nr_vectors = 0;
   int64_t nr = 0, bkv = 0;  // bkv a multiple of nr (rows layout) or of mr (transposed layout)
 };
+
+// Grows a per-thread scratch vector to at least n elements; it never shrinks, so a thread's
+// scratch settles at its largest task.
+template <typename T>
+void grow_scratch(std::vector<T>& x, size_t n) {
+  if (x.size() < n) x.resize(n);
+}
+
+// One block product on the micro-kernels: bf16 pairs (native) or f32. Throws NotImplemented when
+// no micro-kernel has the shape.
+void attention_block_product(const BlockArgs& args, bool native);
 
 // Rows layout (kv_packing shared or per_block): S = Q K^T [M, bkv], softmax along rows,
 // O += P V. Rows [r0, r0 + rows) of q heads [hq0, hq0 + heads) of batch b.
