@@ -63,7 +63,11 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
   if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && cpu_kernel_has_native_bf16()) {
     c.bf16_path = "native_dot";
   }
-  c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, 256));
+  // Under causal and local-window masks a tile's last visible block is cut by the diagonal,
+  // and its invisible keys are computed and masked: half a block per tile on average, so those
+  // masks get shorter blocks (a tune on the bench_cpu causal shapes picked 64-128 keys).
+  const bool diagonal = p.is_causal || p.has_local_window();
+  c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, diagonal ? 128 : 256));
   if (!p.bias && !p.mask) {
     // The transposed layout: M = g * bq query columns, about 96..160 (S^T [bkv, M] and O^T
     // [d, M] stay within L2), chosen so that d and M pad least to the micro-tile the kernel
