@@ -10,7 +10,8 @@
 // The task of the rows layout (cpu_kernel.cc) with every tile transposed: S^T [n, Mp] = K Q^T
 // has one column per query row, so the online softmax runs down the columns with whole vectors
 // of queries (vertical max and sum: no horizontal reductions, no call per row), and P^T is
-// already the rhs of O^T [d, Mp] += V^T P^T, read in place (f32) or rounded into bf16 pairs,
+// already the rhs of O^T [d, Mp] += V^T P^T: S^T is computed strip-major ([n, nr] slabs, the
+// micro-kernels' packed rhs layout), so P^T is read in place (f32) or rounded into bf16 pairs,
 // where the rows layout packs P into lhs micro-panels every block. K (as lhs panels over all
 // of t) and V^T (as lhs panels per block) are packed once per kv head by the driver; the Q tile
 // is packed once per task as rhs strips. O^T is transposed back once, when the task stores it.
@@ -38,8 +39,8 @@ struct Scratch {
   std::vector<float> q32;          // [M, D] Q tile, scaled (convert_f32 path)
   std::vector<bf16> q16;           // [M, D] Q tile (native path)
   std::vector<float> q_packed;     // Q^T as rhs strips [Mp / nr][D (pairs: D / 2)][nr]
-  std::vector<float> st;           // [bkv, Mp] S^T, then P^T
-  std::vector<bf16> rounded;       // [bkv, Mp] P^T rounded to bf16 (native path)
+  std::vector<float> st;           // [Mp / nr][bkv][nr] S^T, then P^T, strip-major
+  std::vector<bf16> rounded;       // [bkv, nr] a slab of P^T rounded to bf16 (fallback)
   std::vector<uint32_t> pt_pairs;  // P^T as bf16-pair rhs strips [Mp / nr][bkv / 2][nr]
   std::vector<float> ot;           // [d, Mp] unnormalised O^T
   std::vector<float> o_rows;       // [ceil(d / 16)][Mp][16] O^T transposed back
@@ -146,38 +147,46 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
     }
     if (!any) continue;
 
-    // S^T [n, Mp] = K[j0 .. j0 + n) Q^T.
-    BlockArgs s_args{};
-    s_args.lhs_block = k_panels + (j0 / mr) * q_words * mr;
-    s_args.rows = n;
-    s_args.rhs = sc.q_packed.data();
-    s_args.rhs_dtype = DType::kF32;
-    s_args.rhs_packed = true;
-    s_args.rhs_strip_stride = q_words * nr;
-    s_args.ldb = nr;
-    s_args.cols = Mp;
-    s_args.depth = D;
-    s_args.out = sc.st.data();
-    s_args.ldc = Mp;
-    s_args.accumulate = false;
-    s_args.mr = static_cast<int>(mr);
-    s_args.nr_vectors = ctx.nr_vectors;
+    // S^T [n, Mp] = K[j0 .. j0 + n) Q^T, strip-major: one [n, nr] slab per strip of nr query
+    // columns (element (c, m) at st[(m / nr) * n * nr + c * nr + m % nr]), which is the packed
+    // rhs layout of O^T += V^T P^T, so P^T streams contiguously there.
+    const int64_t strips = Mp / nr;
+    float* st = sc.st.data();
+    auto at = [&](int64_t c, int64_t m) { return (m / nr) * n * nr + c * nr + m % nr; };
     // While S^T is computed, this block's V^T panels come into L2 (a long head's packed K and V
     // outgrow the caches, and the micro-kernels would otherwise wait on their first touch).
     const float* v_block = v_panels + (j0 / bkv) * v_block_floats;
-    s_args.next_rhs.base = reinterpret_cast<const char*>(v_block);
-    s_args.next_rhs.rows = 1;
-    s_args.next_rhs.bytes = ceil_div(d, mr) * (native ? (n + 1) / 2 : n) * mr * 4;
-    attention_block_product(s_args, native);
+    const int64_t v_bytes = ceil_div(d, mr) * (native ? (n + 1) / 2 : n) * mr * 4;
+    for (int64_t sp = 0; sp < strips; ++sp) {
+      BlockArgs s_args{};
+      s_args.lhs_block = k_panels + (j0 / mr) * q_words * mr;
+      s_args.rows = n;
+      s_args.rhs = sc.q_packed.data() + sp * q_words * nr;
+      s_args.rhs_dtype = DType::kF32;
+      s_args.rhs_packed = true;
+      s_args.rhs_strip_stride = q_words * nr;
+      s_args.ldb = nr;
+      s_args.cols = nr;
+      s_args.depth = D;
+      s_args.out = st + sp * n * nr;
+      s_args.ldc = nr;
+      s_args.accumulate = false;
+      s_args.mr = static_cast<int>(mr);
+      s_args.nr_vectors = ctx.nr_vectors;
+      const int64_t share = ceil_div(v_bytes, strips);
+      s_args.next_rhs.base = reinterpret_cast<const char*>(v_block) + sp * share;
+      s_args.next_rhs.rows = 1;
+      s_args.next_rhs.bytes = std::max<int64_t>(0, std::min(share, v_bytes - sp * share));
+      attention_block_product(s_args, native);
+    }
 
-    float* st = sc.st.data();
     if (scale_block) cpu_scale_row(st, n * Mp, scale);
     if (ctx.bias) {  // a strided walk per column: bias favours the rows layout
       for (int64_t m = 0; m < M; ++m) {
         const int64_t hq = hq0 + m / rows, r = r0 + m % rows;
-        const int64_t at = ctx.bias_at.offset(b, hq, r, j0), stride = ctx.bias_at.stride_t;
+        const int64_t from = ctx.bias_at.offset(b, hq, r, j0), stride = ctx.bias_at.stride_t;
         for (int64_t c = 0; c < n; ++c) {
-          st[c * Mp + m] += attention_load(p.bias->dtype, ctx.bias, at + c * stride);
+          st[at(c, m)] += attention_load(p.bias->dtype, ctx.bias, from + c * stride);
         }
       }
     }
@@ -187,33 +196,33 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
         const int64_t hq = hq0 + m / rows, r = r0 + m % rows;
         const bool* row = ctx.mask + ctx.mask_at.offset(b, hq, r, j0);
         for (int64_t c = 0; c < n; ++c) {
-          if (!row[c * ctx.mask_at.stride_t]) st[c * Mp + m] = kNegInf;
+          if (!row[c * ctx.mask_at.stride_t]) st[at(c, m)] = kNegInf;
         }
       }
     }
-    if (!all) cpu_mask_columns(st, n, Mp, Mp, j0, sc.lo.data(), sc.hi.data());
-    cpu_softmax_columns_step(st, n, Mp, Mp, exp_scale, sc.run_max.data(), sc.run_sum.data(),
-                             sc.factor.data());
+    for (int64_t sp = 0; sp < strips; ++sp) {
+      float* slab = st + sp * n * nr;
+      if (!all) cpu_mask_columns(slab, n, nr, nr, j0, &sc.lo[sp * nr], &sc.hi[sp * nr]);
+      cpu_softmax_columns_step(slab, n, nr, nr, exp_scale, &sc.run_max[sp * nr],
+                               &sc.run_sum[sp * nr], &sc.factor[sp * nr]);
+      if (native) {
+        pack_pt_pairs_rounded(slab, nr, n, nr, nr, sc.rounded.data(),
+                              sc.pt_pairs.data() + sp * ((n + 1) / 2) * nr);
+      }
+    }
     if (std::any_of(sc.factor.begin(), sc.factor.begin() + M, [](float f) { return f != 1.0f; })) {
       cpu_scale_columns(sc.ot.data(), d, Mp, Mp, sc.factor.data());
     }
 
-    // O^T [d, Mp] += V^T[:, j0 .. j0 + n) P^T.
+    // O^T [d, Mp] += V^T[:, j0 .. j0 + n) P^T, P^T as packed rhs strips: the slabs of S^T (f32)
+    // or their bf16 pairs.
     BlockArgs o_args{};
     o_args.lhs_block = v_block;
     o_args.rows = d;
-    if (native) {
-      pack_pt_pairs_rounded(st, Mp, n, Mp, nr, sc.rounded.data(), sc.pt_pairs.data());
-      o_args.rhs = sc.pt_pairs.data();
-      o_args.rhs_packed = true;
-      o_args.rhs_strip_stride = (n + 1) / 2 * nr;
-      o_args.ldb = nr;
-    } else {
-      o_args.rhs = st;
-      o_args.rhs_packed = false;
-      o_args.rhs_strip_stride = nr;
-      o_args.ldb = Mp;
-    }
+    o_args.rhs = native ? static_cast<const void*>(sc.pt_pairs.data()) : st;
+    o_args.rhs_packed = true;
+    o_args.rhs_strip_stride = (native ? (n + 1) / 2 : n) * nr;
+    o_args.ldb = nr;
     o_args.rhs_dtype = DType::kF32;
     o_args.cols = Mp;
     o_args.depth = n;
