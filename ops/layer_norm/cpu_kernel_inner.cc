@@ -221,6 +221,32 @@ class LinePrefetcher {
   int64_t run_bytes_, stride_bytes_;
 };
 
+// sum_sq[j, j + kPairs * P) = sum_c (x[c, j..] - mean[j..])^2 in pair order, x re-read from L2;
+// a line of the next block prefetched per row.
+template <int kPairs>
+HWY_INLINE void CentredPairs(DF d, const bf16* HWY_RESTRICT x, int64_t I, int64_t C, int64_t j,
+                             const float* HWY_RESTRICT mean, float* HWY_RESTRICT sum_sq,
+                             LinePrefetcher& next_lines) {
+  constexpr int kV = 2 * kPairs;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  VF m[kV], a[kV];
+  for (int v = 0; v < kV; ++v) {
+    m[v] = hn::LoadU(d, mean + j + v * L);
+    a[v] = hn::Zero(d);
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    next_lines.Step();
+    const bf16* HWY_RESTRICT xc = x + c * I + j;
+    VF v[kV];
+    for (int q = 0; q < kPairs; ++q) LoadWidenPair(xc + 2 * q * L, v[2 * q], v[2 * q + 1]);
+    for (int k = 0; k < kV; ++k) {
+      const VF dv = hn::Sub(v[k], m[k]);
+      a[k] = hn::MulAdd(dv, dv, a[k]);
+    }
+  }
+  for (int v = 0; v < kV; ++v) hn::StoreU(a[v], d, sum_sq + j + v * L);
+}
+
 // BlockInnerAxis for bf16 on AVX-512 with avx512_bf16, columns [0, w2) with w2 a multiple of 2L:
 // the same three passes over pairs of vectors (LoadWidenPair, StorePairBf16), per-column
 // statistics in pair order. `stats` as BlockInnerAxis's.
@@ -276,42 +302,14 @@ void BlockInnerAxisPairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int
     }
   }
   if constexpr (subtract_mean) {
-    // Pass 2 (L2): centred sums of squares, two pairs (kInnerVectors vectors) at a time with the
-    // accumulators in registers.
+    // Pass 2 (L2): centred sums of squares, four pairs at a time with the accumulators in
+    // registers (a row's 4 lines per visit: the rows are on different pages, so wider chunks
+    // mean fewer TLB misses).
     ScaleAll(d, sum, w2, inv_C);
     int64_t j = 0;
-    for (; j + 2 * P <= w2; j += 2 * P) {
-      VF m[4], a[4];
-      for (int v = 0; v < 4; ++v) {
-        m[v] = hn::LoadU(d, sum + j + v * L);
-        a[v] = hn::Zero(d);
-      }
-      for (c = 0; c < C; ++c) {
-        next_lines.Step();
-        const bf16* HWY_RESTRICT xc = x + c * I + j;
-        VF v[4];
-        LoadWidenPair(xc, v[0], v[1]);
-        LoadWidenPair(xc + P, v[2], v[3]);
-        for (int k = 0; k < 4; ++k) {
-          const VF dv = hn::Sub(v[k], m[k]);
-          a[k] = hn::MulAdd(dv, dv, a[k]);
-        }
-      }
-      for (int v = 0; v < 4; ++v) hn::StoreU(a[v], d, sum_sq + j + v * L);
-    }
-    for (; j < w2; j += P) {
-      const VF me = hn::LoadU(d, sum + j), mo = hn::LoadU(d, sum + j + L);
-      VF ae = hn::Zero(d), ao = hn::Zero(d);
-      for (c = 0; c < C; ++c) {
-        VF e, o;
-        LoadWidenPair(x + c * I + j, e, o);
-        const VF de = hn::Sub(e, me), dO = hn::Sub(o, mo);
-        ae = hn::MulAdd(de, de, ae);
-        ao = hn::MulAdd(dO, dO, ao);
-      }
-      hn::StoreU(ae, d, sum_sq + j);
-      hn::StoreU(ao, d, sum_sq + j + L);
-    }
+    for (; j + 4 * P <= w2; j += 4 * P) CentredPairs<4>(d, x, I, C, j, sum, sum_sq, next_lines);
+    for (; j + 2 * P <= w2; j += 2 * P) CentredPairs<2>(d, x, I, C, j, sum, sum_sq, next_lines);
+    for (; j < w2; j += P) CentredPairs<1>(d, x, I, C, j, sum, sum_sq, next_lines);
   }
   float* HWY_RESTRICT mean = sum;  // zeros for RMSNorm
   float* HWY_RESTRICT rstd = sum_sq;
