@@ -132,7 +132,11 @@ void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& 
     for (int64_t unit = task * per_task; unit < end; ++unit) {
       const int64_t o = unit / blocks, i0 = (unit % blocks) * tI;
       const int64_t w = std::min(tI, I - i0);
-      layer_norm_inner_axis_task(p.x_dtype, x, out, o * C * I + i0, C, I, w, scale, offset, eps,
+      // The task's next block, prefetched during this one's passes from cache.
+      const int64_t next_o = (unit + 1) / blocks, next_i0 = ((unit + 1) % blocks) * tI;
+      const int64_t next_w = unit + 1 < end ? std::min(tI, I - next_i0) : 0;
+      layer_norm_inner_axis_task(p.x_dtype, x, out, o * C * I + i0, C, I, w,
+                                 next_o * C * I + next_i0, next_w, scale, offset, eps,
                                  p.subtract_mean, stream, native_bf16, stats);
     }
     if (stream) HWY_DYNAMIC_DISPATCH(FlushStores)();

@@ -29,7 +29,7 @@
 #include "ops/dtype.h"
 #include "ops/errors.h"
 #if HWY_ARCH_X86
-#include <xmmintrin.h>
+#include <immintrin.h>
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -99,6 +99,45 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> DemoteBf16Native(VF v) {
 #else
 constexpr bool kHasNativeBf16Path = false;
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> DemoteBf16Native(VF v) { return DemoteBf16(v); }
+#endif
+
+// bf16 pairs (AVX-512 with avx512_bf16 only): 2L bf16 read as L 32-bit words widen to f32 in one
+// instruction per L lanes, without reordering across lanes: `even` gets elements 0, 2, 4, ...
+// (the low halves of the words, shifted up), `odd` elements 1, 3, 5, ... (the high halves,
+// masked). Kernels whose lanes are independent columns keep their per-column data in this
+// order ("pair order": for the 2L columns of a pair at j, lane k of [j, j + L) is column j + 2k,
+// lane k of [j + L, j + 2L) column j + 2k + 1) and never reorder, and StorePairBf16 rounds both
+// back into 2L bf16 in memory order: half the widening and output work of LoadWiden/StoreNarrow.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr bool kHasBf16PairPath = true;
+HWY_INLINE void LoadWidenPair(const bf16* HWY_RESTRICT src, VF& even, VF& odd) {
+  const __m512i words = _mm512_loadu_si512(src);
+  even = VF{_mm512_castsi512_ps(_mm512_slli_epi32(words, 16))};
+  odd = VF{_mm512_castsi512_ps(
+      _mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))))};
+}
+// Rounds `even` and `odd` (nearest even by vcvtne2ps2bf16; subnormals flush to zero, as
+// DemoteBf16Native) and stores the 2L bf16 in memory order; with kStream non-temporally (dst
+// 64-byte aligned).
+template <bool kStream>
+HWY_INLINE void StorePairBf16(VF even, VF odd, bf16* HWY_RESTRICT dst) {
+  __m512i halves;  // words 0..15: even rounded, 16..31: odd rounded
+  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
+  const __m512i interleave =
+      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i words = _mm512_permutexvar_epi16(interleave, halves);
+  if constexpr (kStream) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), words);
+  } else {
+    _mm512_storeu_si512(dst, words);
+  }
+}
+#else
+constexpr bool kHasBf16PairPath = false;
+HWY_INLINE void LoadWidenPair(const bf16* HWY_RESTRICT, VF&, VF&) {}
+template <bool kStream>
+HWY_INLINE void StorePairBf16(VF, VF, bf16* HWY_RESTRICT) {}
 #endif
 
 // One f32 rounded to T (nearest even), as the scalar columns and partial vectors do.

@@ -79,6 +79,30 @@ TEST_CASE("cpu layer_norm is right for every task split and inner block", "[laye
   }
 }
 
+TEST_CASE("cpu layer_norm bf16 pair kernels are right at their edges", "[layer_norm]") {
+  // On AVX-512 with avx512_bf16 (elsewhere these take the generic kernels): last axis with C a
+  // multiple of 32 (pair kernel, 8-row groups with vectorized statistics, then single rows);
+  // strided axes with whole 32-column lines and a generic remainder, one and two lines per
+  // pass-2 chunk, several blocks per task (the next block prefetched, across outer indices).
+  INFO("SIMD target: " << layer_norm_cpu_target_name()
+                       << ", native bf16: " << layer_norm_cpu_has_native_bf16());
+  for (const json& args_json :
+       {json{{"x", "bf16[19,96]"}, {"scale", "f32[96]"}, {"offset", "f32[96]"}},
+        json{{"x", "bf16[13,32]"}, {"scale", "f32[32]"}, {"subtract_mean", false}},
+        json{{"x", "bf16[24,64,3]"}, {"axis", 0}, {"scale", "f32[24]"}, {"offset", "f32[24]"}},
+        json{{"x", "bf16[2,10,96]"}, {"axis", 1}, {"scale", "f32[10]"}, {"offset", "f32[10]"}},
+        json{{"x", "bf16[3,9,70]"}, {"axis", 1}, {"subtract_mean", false}}}) {
+    const BoundArgs args = layer_norm_op().bind(args_json);
+    for (const json& config :
+         {json{{"rows_per_task", 100}, {"inner_block", 64}, {"stream_stores", true}},
+          json{{"rows_per_task", 2}, {"inner_block", 96}, {"num_threads", 1}},
+          json{{"rows_per_task", 3}, {"inner_block", 40}, {"stream_stores", true}},
+          json{{"rows_per_task", 5}, {"inner_block", 128}, {"native_bf16", false}}}) {
+      check_cpu(args, config);
+    }
+  }
+}
+
 TEST_CASE("cpu layer_norm autotuning configs are valid and right", "[layer_norm]") {
   for (const json& args_json :
        {json{{"x", "bf16[64,64]"}, {"scale", "f32[64]"}, {"offset", "f32[64]"}},
