@@ -1,5 +1,7 @@
 // Tests for the cpu dot_product_attention implementation against the float64 oracle, over
 // every option and many tilings, and its configs.
+#include <hwy/targets.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
@@ -8,8 +10,10 @@
 
 #include "attention_test_util.h"
 #include "backends/cpu/cpu_info.h"
+#include "ops/common/cpu_softmax.h"
 #include "ops/dot_product_attention/cpu_config.h"
 #include "ops/errors.h"
+#include "ops/ragged_dot/cpu_kernel.h"
 
 using namespace tokamax;
 using namespace tokamax::attention_testing;
@@ -138,6 +142,40 @@ TEST_CASE("dot_product_attention cpu matches the oracle for every option and til
       const Comparison c = compare_to_oracle(out, oracle, model);
       CAPTURE(c.worst_ratio, c.max_abs_error, c.bound, c.worst_index, c.nonfinite);
       REQUIRE(judge(c) == Disposition::kPassed);
+    }
+  }
+}
+
+TEST_CASE("dot_product_attention cpu matches the oracle on every SIMD target of this CPU",
+          "[attention]") {
+  // Highway dispatches to the best target; forcing the narrower ones runs the AVX2 and scalar
+  // micro-tiles (the transposed layout then has no tile of 24 accumulators and takes the
+  // table's first), softmax columns and packing on this machine too.
+  struct RestoreTargets {
+    ~RestoreTargets() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  const int64_t supported = hwy::SupportedTargets();
+  for (const int64_t target : {int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
+    if ((supported & target) == 0) {
+      WARN("skipped: the CPU does not support the " << hwy::TargetName(target) << " target");
+      continue;
+    }
+    hwy::SetSupportedTargetsForTest(target);
+    CAPTURE(hwy::TargetName(target));
+    REQUIRE_FALSE(cpu_kernel_has_native_bf16());
+    REQUIRE(std::string(cpu_kernel_target_name()) == hwy::TargetName(target));
+    REQUIRE(std::string(cpu_softmax_target_name()) == hwy::TargetName(target));
+    for (const json& case_args : test_cases()) {
+      const BoundArgs args = bind_args(case_args);
+      const TensorMap inputs = dot_product_attention_op().make_inputs(args, 29);
+      for (const char* packing : {"shared", "transposed", "per_block"}) {
+        for (int bkv : {5, 64}) {
+          CAPTURE(args.key(), packing, bkv);
+          const HostTensor out = run_impl(
+              "cpu", args, inputs, {{"block_q", 16}, {"block_kv", bkv}, {"kv_packing", packing}});
+          REQUIRE(judge(compare_all(args, inputs, out)) == Disposition::kPassed);
+        }
+      }
     }
   }
 }
