@@ -94,6 +94,7 @@ struct BenchCommand {
   std::string estimator = "iqr";
   std::string cache_mode = "hot";
   std::string max_drift = "5%";
+  bool bandwidth_probe = false;
   std::string json_path;
   std::vector<std::string> compare_paths;  // --compare OLD NEW: compare saved runs, run nothing
   std::string threshold = "5%";
@@ -142,6 +143,7 @@ struct BenchCommand {
     options.cache_mode = parse_cache_mode(cache_mode, "--cache-mode");
     options.llc_bytes = cpu::last_level_cache().bytes;
     options.max_drift = parse_fraction(max_drift, "--max-drift");
+    options.bandwidth_probe = bandwidth_probe;
     return options;
   }
 
@@ -162,7 +164,9 @@ struct BenchCommand {
             {"cold_cache_factor", kColdCacheFactor},
             {"max_cold_bytes", kMaxColdBytes},
             {"drift_probe", o.drift_probe},
-            {"max_drift", o.max_drift}};
+            {"max_drift", o.max_drift},
+            {"bandwidth_probe", o.bandwidth_probe},
+            {"bandwidth_probe_bytes", o.bandwidth_probe ? bandwidth_probe_bytes(llc.bytes) : 0}};
   }
 
   // "noisy", "drift +6.1%", both, or "-".
@@ -294,8 +298,14 @@ struct BenchCommand {
         if (!s.ok) ++failures;
         if (s.noisy) ++noisy;
         if (s.drift.drifted) ++drifted;
-        const double fraction =
-            s.ok && info.roofline_gflops > 0 ? s.gflops / info.roofline_gflops : NAN;
+        // With --bandwidth-probe the memory ceiling is the bandwidth measured around this case.
+        cpu::Ceilings case_ceilings = ceilings;
+        if (s.bandwidth.probed()) case_ceilings.bandwidth_gbps = s.bandwidth.mean_gbps();
+        const double roofline = s.bandwidth.probed()
+                                    ? cpu::roofline_gflops(case_ceilings, info.flops, info.bytes,
+                                                           op.compute_dtype(spec.args))
+                                    : info.roofline_gflops;
+        const double fraction = s.ok && roofline > 0 ? s.gflops / roofline : NAN;
         const double vs_vendor = s.ok && vendor_gflops > 0 ? s.gflops / vendor_gflops : NAN;
         rows[case_row[i]] = std::vector<std::string>(
             {info.op, info.spec, info.impl, info.dtype, s.ok ? format_duration(s.median_s) : "-",
@@ -345,7 +355,12 @@ struct BenchCommand {
              {"drifted", s.drift.drifted},
              {"gflops", s.gflops},
              {"gbps", s.gbps},
-             {"roofline_gflops", info.roofline_gflops},
+             {"roofline_gflops", roofline},
+             {"roofline_bandwidth_gbps", case_ceilings.bandwidth_gbps},
+             {"bandwidth_probe", s.bandwidth.probed()
+                                     ? nlohmann::json{{"before_gbps", s.bandwidth.before_gbps},
+                                                      {"after_gbps", s.bandwidth.after_gbps}}
+                                     : nlohmann::json()},
              {"roofline_fraction",
               std::isnan(fraction) ? nlohmann::json() : nlohmann::json(fraction)},
              {"vendor", info.vendor},
@@ -361,7 +376,11 @@ struct BenchCommand {
               << format_number(ceilings.f32_fma_gflops, 1) << " GFLOP/s, bf16 "
               << format_number(ceilings.peak_gflops(DType::kBF16), 1) << " GFLOP/s, memory "
               << format_number(ceilings.bandwidth_gbps, 1) << " GB/s (measured "
-              << ceilings.measured_at << "; `tokamax info --remeasure`)\n\n";
+              << ceilings.measured_at << "; `tokamax info --remeasure`)"
+              << (options.bandwidth_probe
+                      ? "; memory ceiling of each case: the bandwidth probed around it"
+                      : "")
+              << "\n\n";
     table.print(std::cout);
     std::cout << "\n"
               << case_records.size() << " benchmarks, " << failures << " failed, " << noisy
@@ -441,6 +460,9 @@ Runner add_bench_command(CLI::App& app) {
                   "Flag a case when the drift probe before and after it differs by more: 5% "
                   "or 0.05")
       ->capture_default_str();
+  sub->add_flag("--bandwidth-probe", command->bandwidth_probe,
+                "Measure the memory bandwidth (a triad) right before and after each case and use "
+                "their mean as its memory ceiling (for a machine whose bandwidth moves)");
   sub->add_option("--warmup", command->warmup, "Untimed calls before timing")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));

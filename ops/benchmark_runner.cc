@@ -129,6 +129,8 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options) {
   BenchStats& stats = result.stats;
   stats.name = bench_case.name;
   if (options.drift_probe) stats.drift.before_s = time_drift_probe();
+  if (options.bandwidth_probe)
+    stats.bandwidth.before_gbps = probe_bandwidth_gbps(options.llc_bytes);
 
   // The call on copy i; hot mode (or a case without copies) always uses the one set.
   std::function<void(int)> call = [&bench_case](int) { bench_case.run(); };
@@ -184,6 +186,7 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options) {
   if (options.drift_probe) {
     stats.drift = check_drift(stats.drift.before_s, time_drift_probe(), options.max_drift);
   }
+  if (options.bandwidth_probe) stats.bandwidth.after_gbps = probe_bandwidth_gbps(options.llc_bytes);
   summarize(bench_case, stats);
   return result;
 }

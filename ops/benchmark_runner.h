@@ -40,6 +40,8 @@ struct BenchOptions {
   CacheMode cache_mode = CacheMode::kHot;
   int64_t llc_bytes = 0;    // cold mode: last-level cache size (0: 1 copy)
   bool drift_probe = true;  // time the drift probe before and after each case
+  // Measure the memory bandwidth (a triad) before and after each case (ops/measurement.h).
+  bool bandwidth_probe = false;
   double max_drift = 0.05;  // flag a case whose probe times differ by more than this
   // When set, this file gets Google Benchmark's JSON (readable by its tools/compare.py): every
   // sample as a repetition plus the aggregates, named "<name>" and "<name>_<aggregate>".
@@ -70,9 +72,10 @@ struct BenchStats {
   double noise = 0;    // options.stop.estimator over samples_s (infinity below 2 samples)
   bool noisy = false;  // stopped by timeout or max_samples before the noise settled
   StopReason stop_reason = StopReason::kContinue;
-  double elapsed_s = 0;  // wall time of the sampling phase
-  int cache_copies = 1;  // sets of inputs + outputs cycled through (cold mode)
-  DriftCheck drift;      // all zero when the probe is off
+  double elapsed_s = 0;      // wall time of the sampling phase
+  int cache_copies = 1;      // sets of inputs + outputs cycled through (cold mode)
+  DriftCheck drift;          // all zero when the probe is off
+  BandwidthProbe bandwidth;  // all zero unless options.bandwidth_probe
 };
 
 // Times every case, in order, and returns one BenchStats per case in the same order. A case

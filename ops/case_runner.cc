@@ -256,7 +256,7 @@ std::vector<BenchOutcome> LocalRunner::bench(const std::vector<BenchJob>& jobs,
 // to the round-trip test in tests/ops/case_runner_test.cc), then update the size here.
 static_assert(sizeof(TimingOptions) == 56, "new TimingOptions field: update timing_to_json");
 static_assert(sizeof(BenchOptions) == 144, "new BenchOptions field: update bench_options_to_json");
-static_assert(sizeof(BenchStats) == 232, "new BenchStats field: update bench_stats_to_json");
+static_assert(sizeof(BenchStats) == 248, "new BenchStats field: update bench_stats_to_json");
 static_assert(sizeof(Comparison) == 80, "new Comparison field: update comparison_to_json");
 
 json stop_rule_to_json(const StopRule& r) {
@@ -309,6 +309,7 @@ json bench_options_to_json(const BenchOptions& o) {
           {"cache_mode", std::string(cache_mode_name(o.cache_mode))},
           {"llc_bytes", o.llc_bytes},
           {"drift_probe", o.drift_probe},
+          {"bandwidth_probe", o.bandwidth_probe},
           {"max_drift", number(o.max_drift)},
           {"json_path", o.json_path},
           {"context", context}};
@@ -322,6 +323,7 @@ BenchOptions bench_options_from_json(const json& value) {
   o.cache_mode = parse_cache_mode(value.at("cache_mode").get<std::string>());
   o.llc_bytes = value.at("llc_bytes").get<int64_t>();
   o.drift_probe = value.at("drift_probe").get<bool>();
+  o.bandwidth_probe = value.at("bandwidth_probe").get<bool>();
   o.max_drift = number_from(value.at("max_drift"));
   o.json_path = value.at("json_path").get<std::string>();
   for (const json& pair : value.at("context")) {
@@ -383,7 +385,10 @@ json bench_stats_to_json(const BenchStats& s) {
            {{"before_s", number(s.drift.before_s)},
             {"after_s", number(s.drift.after_s)},
             {"change", number(s.drift.change)},
-            {"drifted", s.drift.drifted}}}};
+            {"drifted", s.drift.drifted}}},
+          {"bandwidth",
+           {{"before_gbps", number(s.bandwidth.before_gbps)},
+            {"after_gbps", number(s.bandwidth.after_gbps)}}}};
 }
 
 BenchStats bench_stats_from_json(const json& value) {
@@ -411,6 +416,9 @@ BenchStats bench_stats_from_json(const json& value) {
   s.drift.after_s = number_from(drift.at("after_s"));
   s.drift.change = number_from(drift.at("change"));
   s.drift.drifted = drift.at("drifted").get<bool>();
+  const json& bandwidth = value.at("bandwidth");
+  s.bandwidth.before_gbps = number_from(bandwidth.at("before_gbps"));
+  s.bandwidth.after_gbps = number_from(bandwidth.at("after_gbps"));
   return s;
 }
 

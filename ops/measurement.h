@@ -102,4 +102,22 @@ DriftCheck check_drift(double before_s, double after_s, double threshold);
 // no memory traffic, ~1-3 ms on a current core); the fastest of `runs` runs, in seconds.
 double time_drift_probe(int runs = 3);
 
+// --- Bandwidth probe. ----------------------------------------------------------------------------
+
+// The memory bandwidth around one case: a STREAM triad on every core right before and right
+// after it. Where the memory is shared with other machines (this one's triad moves between 50
+// and 90 GB/s within minutes), a stored ceiling measured at another moment says little about
+// the bandwidth a memory-bound case actually had; the mean of the two probes does.
+struct BandwidthProbe {
+  double before_gbps = 0, after_gbps = 0;  // 0: not probed
+  bool probed() const { return before_gbps > 0 && after_gbps > 0; }
+  double mean_gbps() const { return probed() ? 0.5 * (before_gbps + after_gbps) : 0.0; }
+};
+
+// Triad arrays of 4 x llc_bytes in all (so the probe streams from memory, not the cache),
+// clamped to [64 MiB, 512 MiB]; the best of 3 repetitions, in GB/s (24 bytes per element, as
+// `tokamax info`'s ceiling). About 0.1-0.3 s.
+int64_t bandwidth_probe_bytes(int64_t llc_bytes);
+double probe_bandwidth_gbps(int64_t llc_bytes);
+
 }  // namespace tokamax

@@ -97,6 +97,48 @@ TEST_CASE("bench --repetitions still gives exactly that many samples, hot by def
   CHECK(c["cache_copies"] == 1);
 }
 
+TEST_CASE(
+    "bench --bandwidth-probe measures the bandwidth around each case and uses it as the "
+    "memory ceiling",
+    "[measure][cli]") {
+  ScratchDir dir;
+  const std::string with = dir.file("with.json"), without = dir.file("without.json");
+  const std::string base =
+      "bench --op layer_norm --name smoke_ln_bf16 --impl cpu --repetitions 3 --min-time 0.001 ";
+  const CommandResult r = run_tokamax(base + "--bandwidth-probe --json " + with);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("the bandwidth probed around it"));
+  const json doc = json::parse(read_file(with));
+  const json& m = doc["tokamax"]["measurement"];
+  CHECK(m["bandwidth_probe"] == true);
+  CHECK(m["bandwidth_probe_bytes"].get<int64_t>() >= (int64_t{64} << 20));
+  REQUIRE(doc["tokamax"]["cases"].size() == 1);
+  const json& c = doc["tokamax"]["cases"][0];
+  REQUIRE(c["ok"] == true);
+  const double before = c["bandwidth_probe"]["before_gbps"].get<double>();
+  const double after = c["bandwidth_probe"]["after_gbps"].get<double>();
+  CHECK(before > 0.1);
+  CHECK(after > 0.1);
+  // The case's memory ceiling is the probes' mean; a layer norm is memory-bound, so its roofline
+  // is that bandwidth times its arithmetic intensity.
+  CHECK(c["roofline_bandwidth_gbps"].get<double>() == Approx(0.5 * (before + after)));
+  const double intensity = c["flops"].get<double>() / c["bytes"].get<double>();
+  CHECK(c["roofline_gflops"].get<double>() == Approx(0.5 * (before + after) * intensity));
+  CHECK(c["roofline_fraction"].get<double>() ==
+        Approx(c["gflops"].get<double>() / c["roofline_gflops"].get<double>()));
+
+  // Without the flag: no probe, and the ceiling is the stored one.
+  const CommandResult plain = run_tokamax(base + "--json " + without);
+  REQUIRE(plain.exit_code == 0);
+  const json doc2 = json::parse(read_file(without));
+  CHECK(doc2["tokamax"]["measurement"]["bandwidth_probe"] == false);
+  const json& c2 = doc2["tokamax"]["cases"][0];
+  CHECK(c2["bandwidth_probe"].is_null());
+  CHECK(c2["roofline_bandwidth_gbps"].get<double>() ==
+        Approx(doc2["tokamax"]["ceilings"]["bandwidth_gbps"].get<double>()));
+}
+
 TEST_CASE("bench rejects bad measurement options with exit 2, naming the option",
           "[measure][cli]") {
   const std::string base = "bench --op ragged_dot --name smoke_f32 --impl reference ";

@@ -124,7 +124,11 @@ TEST_CASE("worker protocol round-trips results exactly, inf and nan included", "
   stats.cache_copies = 7;
   stats.drift.change = 0.06;
   stats.drift.drifted = true;
+  stats.bandwidth.before_gbps = 51.5;
+  stats.bandwidth.after_gbps = 49.25;
   const BenchStats s = bench_stats_from_json(json::parse(bench_stats_to_json(stats).dump()));
+  CHECK(s.bandwidth.before_gbps == 51.5);
+  CHECK(s.bandwidth.after_gbps == 49.25);
   CHECK(s.samples_s == stats.samples_s);
   CHECK(s.median_s == stats.median_s);
   CHECK(s.iterations == 1000);
@@ -149,8 +153,10 @@ TEST_CASE("worker protocol round-trips results exactly, inf and nan included", "
   options.cache_mode = CacheMode::kCold;
   options.llc_bytes = 32 << 20;
   options.drift_probe = false;
+  options.bandwidth_probe = true;
   options.max_drift = 0.1;
   const BenchOptions o = bench_options_from_json(bench_options_to_json(options));
+  CHECK(o.bandwidth_probe);
   CHECK(o.context == options.context);
   CHECK(o.json_path == "x.json");
   CHECK(o.stop.max_noise == 0.02);
