@@ -32,7 +32,7 @@ struct CaseInfo {
   std::string op, spec, impl, dtype, config_source;
   nlohmann::json config, args;
   double flops = 0, bytes = 0;
-  double roofline_gflops = 0;  // min(peak at the compute dtype, bandwidth x intensity)
+  DType compute = DType::kF32;  // the dtype the roofline's compute ceiling is taken at
   nlohmann::json backend = nlohmann::json::object();  // Implementation::describe()
   bool vendor = false;
   int64_t footprint_bytes = 0;  // one set of inputs + outputs (what cold mode copies)
@@ -238,8 +238,7 @@ struct BenchCommand {
                       spec.args.args,
                       op.flops(spec.args),
                       op.bytes(spec.args)};
-        info.roofline_gflops =
-            cpu::roofline_gflops(ceilings, info.flops, info.bytes, op.compute_dtype(spec.args));
+        info.compute = op.compute_dtype(spec.args);
         info.vendor = impl->is_vendor();
         for (const auto& decls : {op.inputs(spec.args), op.outputs(spec.args)}) {
           for (const TensorDecl& decl : decls)
@@ -298,13 +297,12 @@ struct BenchCommand {
         if (!s.ok) ++failures;
         if (s.noisy) ++noisy;
         if (s.drift.drifted) ++drifted;
-        // With --bandwidth-probe the memory ceiling is the bandwidth measured around this case.
+        // min(peak at the compute dtype, bandwidth x intensity); with --bandwidth-probe the
+        // bandwidth is the one measured around this case.
         cpu::Ceilings case_ceilings = ceilings;
         if (s.bandwidth.probed()) case_ceilings.bandwidth_gbps = s.bandwidth.mean_gbps();
-        const double roofline = s.bandwidth.probed()
-                                    ? cpu::roofline_gflops(case_ceilings, info.flops, info.bytes,
-                                                           op.compute_dtype(spec.args))
-                                    : info.roofline_gflops;
+        const double roofline =
+            cpu::roofline_gflops(case_ceilings, info.flops, info.bytes, info.compute);
         const double fraction = s.ok && roofline > 0 ? s.gflops / roofline : NAN;
         const double vs_vendor = s.ok && vendor_gflops > 0 ? s.gflops / vendor_gflops : NAN;
         rows[case_row[i]] = std::vector<std::string>(

@@ -70,7 +70,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   grow_scratch(sc.lo, static_cast<size_t>(Mp));
   grow_scratch(sc.hi, static_cast<size_t>(Mp));
   if (native) {
-    grow_scratch(sc.rounded, static_cast<size_t>(bkv * Mp));
+    grow_scratch(sc.rounded, static_cast<size_t>(bkv * nr));
     grow_scratch(sc.pt_pairs, static_cast<size_t>(Mp * (bkv / 2 + 1)));
   }
 
