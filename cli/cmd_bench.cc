@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "backends/cpu/cpu_info.h"
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/roofline.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -166,7 +167,8 @@ struct BenchCommand {
             {"drift_probe", o.drift_probe},
             {"max_drift", o.max_drift},
             {"bandwidth_probe", o.bandwidth_probe},
-            {"bandwidth_probe_bytes", o.bandwidth_probe ? bandwidth_probe_bytes(llc.bytes) : 0}};
+            {"bandwidth_probe_bytes", o.bandwidth_probe ? bandwidth_probe_bytes(llc.bytes) : 0},
+            {"huge_pages", cpu::huge_pages_mode()}};
   }
 
   // "noisy", "drift +6.1%", both, or "-".

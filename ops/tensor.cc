@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "backends/cpu/host_memory.h"
 #include "ops/errors.h"
 
 namespace tokamax {
@@ -69,13 +70,13 @@ TensorSpec parse_tensor_spec(std::string_view text) {
   return spec;
 }
 
-void HostTensor::FreeDeleter::operator()(void* p) const { std::free(p); }
+void HostTensor::FreeDeleter::operator()(void* p) const { cpu::free_host(p); }
 
 HostTensor::HostTensor(TensorSpec spec) : spec_(std::move(spec)) {
-  // Round the allocation up to the alignment (aligned_alloc requires it) and never allocate 0.
-  const size_t bytes = ((spec_.size_bytes() + 63) / 64 + 1) * 64;
-  void* memory = std::aligned_alloc(64, bytes);
-  if (memory == nullptr) throw std::bad_alloc();
+  // A cache line of slack past the end (kernels may load a whole vector there); large tensors on
+  // huge pages (backends/cpu/host_memory.h).
+  const size_t bytes = spec_.size_bytes() + cpu::kHostAlignment;
+  void* memory = cpu::allocate_host(bytes);
   std::memset(memory, 0, bytes);
   data_ = std::shared_ptr<void>(memory, FreeDeleter{});
 }

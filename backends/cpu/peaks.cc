@@ -12,17 +12,18 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_info.h"
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/thread_pool.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/peaks.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
-#include <hwy/aligned_allocator.h>
 #include <hwy/highway.h>
 
 HWY_BEFORE_NAMESPACE();
@@ -271,10 +272,15 @@ double measure_triad_gbps(const PeakOptions& options) {
   constexpr int64_t kBlock = 64;
   const int64_t blocks = std::max<int64_t>(threads, bytes / (kBlock * 3 * 8));
   const int64_t n = blocks * kBlock;
-  auto a = hwy::AllocateAligned<double>(static_cast<size_t>(n));
-  auto b = hwy::AllocateAligned<double>(static_cast<size_t>(n));
-  auto c = hwy::AllocateAligned<double>(static_cast<size_t>(n));
-  if (!a || !b || !c) return 0;
+  // The tensors' allocator: large arrays on huge pages, like the tensors whose ceiling this is.
+  struct Free {
+    void operator()(double* p) const { free_host(p); }
+  };
+  auto array = [n] {
+    return std::unique_ptr<double[], Free>(
+        static_cast<double*>(allocate_host(static_cast<size_t>(n) * sizeof(double))));
+  };
+  auto a = array(), b = array(), c = array();
   auto chunk = [&](int t) {  // -> (first element, element count) of thread t
     const int64_t begin = blocks * t / threads * kBlock;
     return std::pair<int64_t, int64_t>(begin, blocks * (t + 1) / threads * kBlock - begin);

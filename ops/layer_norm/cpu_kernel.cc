@@ -127,7 +127,7 @@ void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& 
   // Vectors start at c * I + i0 + j with i0 a multiple of tI and j of L.
   const bool stream = launch.stream_stores && I % L == 0 && tI % L == 0;
   cpu::parallel_for(ceil_div(units, per_task), launch.num_threads, [&](int64_t task, int) {
-    float* stats = thread_scratch(static_cast<size_t>(2 * w_pad));
+    float* stats = thread_scratch(static_cast<size_t>(3 * w_pad));
     const int64_t end = std::min(units, (task + 1) * per_task);
     for (int64_t unit = task * per_task; unit < end; ++unit) {
       const int64_t o = unit / blocks, i0 = (unit % blocks) * tI;

@@ -42,25 +42,29 @@ constexpr int64_t kPrefetchRows = 8;
 // Column vectors of a block whose pass-2 accumulators stay in registers together.
 constexpr int kInnerVectors = 4;
 
-// sum_sq[j, j + kV * L) += sum_c (x[c, j..] - mean[j..])^2 over the columns of one chunk, x
-// re-read from L2 (rows I apart).
-template <int kV, typename T>
-HWY_INLINE void CentredSums(DF d, const T* HWY_RESTRICT x, int64_t I, int64_t C, int64_t j,
-                            const float* HWY_RESTRICT mean, float* HWY_RESTRICT sum_sq) {
+// Column sums over the C rows of one chunk of kV vectors, x re-read from L2 (rows I apart):
+// out[j, j + kV * L) = sum_c x[c, j..] (kCentred false) or sum_c (x[c, j..] - mean[j..])^2.
+template <int kV, bool kCentred, typename T>
+HWY_INLINE void ColumnSums(DF d, const T* HWY_RESTRICT x, int64_t I, int64_t C, int64_t j,
+                           const float* HWY_RESTRICT mean, float* HWY_RESTRICT out) {
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   VF m[kV], acc[kV];
   for (int v = 0; v < kV; ++v) {
-    m[v] = hn::LoadU(d, mean + j + v * L);
-    acc[v] = hn::LoadU(d, sum_sq + j + v * L);
+    m[v] = kCentred ? hn::LoadU(d, mean + j + v * L) : hn::Zero(d);
+    acc[v] = hn::Zero(d);
   }
   for (int64_t c = 0; c < C; ++c) {
     const T* HWY_RESTRICT xc = x + c * I + j;
     for (int v = 0; v < kV; ++v) {
-      const VF dv = hn::Sub(LoadWiden(d, xc + v * L), m[v]);
-      acc[v] = hn::MulAdd(dv, dv, acc[v]);
+      if constexpr (kCentred) {
+        const VF dv = hn::Sub(LoadWiden(d, xc + v * L), m[v]);
+        acc[v] = hn::MulAdd(dv, dv, acc[v]);
+      } else {
+        acc[v] = hn::Add(acc[v], LoadWiden(d, xc + v * L));
+      }
     }
   }
-  for (int v = 0; v < kV; ++v) hn::StoreU(acc[v], d, sum_sq + j + v * L);
+  for (int v = 0; v < kV; ++v) hn::StoreU(acc[v], d, out + j + v * L);
 }
 
 // v[0, n) *= inv_C, n a multiple of L (vectorized: the scalar loop keeps errno semantics).
@@ -68,6 +72,39 @@ HWY_INLINE void ScaleAll(DF d, float* HWY_RESTRICT v, int64_t n, float inv_C) {
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const VF k = hn::Set(d, inv_C);
   for (int64_t j = 0; j < n; j += L) hn::StoreU(hn::Mul(hn::LoadU(d, v + j), k), d, v + j);
+}
+
+// The two-pass statistics of a block [C, w] from L2, for blocks whose shifted sums would cancel:
+// mean = sum x / C into `mean`, then sum (x - mean)^2 into `sum_sq` ([w_pad] each; the padding
+// columns zero). kInnerVectors column vectors at a time with the accumulators in registers.
+template <typename T>
+void TwoPassStats(DF d, const T* HWY_RESTRICT x, int64_t I, int64_t C, int64_t w,
+                  float* HWY_RESTRICT mean, float* HWY_RESTRICT sum_sq) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t w_main = w / L * L, w_pad = (w + L - 1) / L * L;
+  std::memset(mean, 0, sizeof(float) * w_pad);
+  std::memset(sum_sq, 0, sizeof(float) * w_pad);
+  auto chunks = [&](auto centred) {
+    constexpr bool kCentred = decltype(centred)::value;
+    int64_t j = 0;
+    for (; j + kInnerVectors * L <= w_main; j += kInnerVectors * L) {
+      ColumnSums<kInnerVectors, kCentred>(d, x, I, C, j, mean, kCentred ? sum_sq : mean);
+    }
+    for (; j < w_main; j += L)
+      ColumnSums<1, kCentred>(d, x, I, C, j, mean, kCentred ? sum_sq : mean);
+  };
+  chunks(std::false_type());
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t j = w_main; j < w; ++j) mean[j] += WidenScalar(x[c * I + j]);
+  }
+  ScaleAll(d, mean, w_pad, 1.0f / static_cast<float>(C));
+  chunks(std::true_type());
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t j = w_main; j < w; ++j) {
+      const float dv = WidenScalar(x[c * I + j]) - mean[j];
+      sum_sq[j] = std::fma(dv, dv, sum_sq[j]);
+    }
+  }
 }
 
 // v[0, n) = 1 / sqrt(v * inv_C + eps): sums of squares to rstd, n a multiple of L. Vectorized
@@ -80,12 +117,42 @@ HWY_INLINE void RstdAll(DF d, float* HWY_RESTRICT v, int64_t n, float inv_C, flo
   }
 }
 
+// The largest (mean - shift)^2 / variance for which a column keeps its shifted one-pass variance.
+// With d = x - shift, the f32 variance sum(d^2)/C - mean(d)^2 has a relative error of about
+// (1 + ratio) ulps times the summation's: at most 17 ulps here, the same order as the two-pass
+// sums. The shift is the column's first element, so the ratio is at most C and for typical data
+// a few units (a column whose first element lies 4 sigma out falls back: 0.006% of normal data).
+constexpr float kMaxShiftRatio = 16.0f;
+
+// Shifted one-pass sums to statistics, in place, n a multiple of L: sum = sum (x - shift) becomes
+// the mean, sum_sq = sum (x - shift)^2 the variance. Returns false when some column's shift lies
+// too far from its mean (kMaxShiftRatio), or its variance came out negative: the caller then
+// recomputes that block's variance from centred sums.
+HWY_INLINE bool ShiftedMoments(DF d, float* HWY_RESTRICT sum, float* HWY_RESTRICT sum_sq,
+                               const float* HWY_RESTRICT shift, int64_t n, float inv_C) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const VF k = hn::Set(d, inv_C), limit = hn::Set(d, kMaxShiftRatio);
+  auto bad = hn::Lt(k, hn::Zero(d));  // all false
+  for (int64_t j = 0; j < n; j += L) {
+    const VF m = hn::Mul(hn::LoadU(d, sum + j), k);
+    const VF m2 = hn::Mul(m, m);
+    const VF var = hn::Sub(hn::Mul(hn::LoadU(d, sum_sq + j), k), m2);
+    bad = hn::Or(bad, hn::Gt(m2, hn::Mul(limit, var)));
+    hn::StoreU(hn::Add(hn::LoadU(d, shift + j), m), d, sum + j);
+    hn::StoreU(var, d, sum_sq + j);
+  }
+  return hn::AllFalse(d, bad);
+}
+
 // One block of w inner elements of outer index o (other axes): x and out point at
 // [o, 0, i0] of [O, C, I]; element (c, j) is at c * I + j. The block of x, [C, w] with rows I
-// apart, is read from memory once (pass 1) and stays in L2 for passes 2 and 3, which re-read
-// and re-widen it (cheaper than keeping an f32 copy: half the L2 footprint, so blocks twice as
-// wide, i.e. twice longer sequential runs per row for DRAM). `stats` is an f32 scratch of
-// 2 * w_pad: the per-column sums, then mean and rstd.
+// apart, is read from memory once (pass 1) and stays in L2 for pass 3 (and the rare pass 2),
+// which re-read and re-widen it (cheaper than keeping an f32 copy: half the L2 footprint, so
+// blocks twice as wide, i.e. twice longer sequential runs per row for DRAM). Layer norm's pass 1
+// sums d = x - shift and d^2 with the shift the block's first row, so the statistics come out of
+// one pass (ShiftedMoments); a block with a column whose shift is too far from its mean takes
+// pass 2, centred sums from cache. `stats` is an f32 scratch of 3 * w_pad: the per-column sums
+// (then mean), sums of squares (then rstd) and shifts.
 template <typename T, bool subtract_mean, bool kStream>
 void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t I, int64_t w,
                     const T* HWY_RESTRICT next, int64_t next_w, const float* HWY_RESTRICT scale,
@@ -95,13 +162,17 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const int64_t w_main = w / L * L, w_pad = (w + L - 1) / L * L;
   const float inv_C = 1.0f / static_cast<float>(C);
-  float* HWY_RESTRICT sum = stats;             // [w_pad]: sum x, then the mean
-  float* HWY_RESTRICT sum_sq = stats + w_pad;  // [w_pad]: sum (x - mean)^2, then rstd
-  std::memset(stats, 0, sizeof(float) * 2 * w_pad);
+  float* HWY_RESTRICT sum = stats;                // [w_pad]: sum (x - shift), then the mean
+  float* HWY_RESTRICT sum_sq = stats + w_pad;     // [w_pad]: sum (x - shift)^2, then rstd
+  float* HWY_RESTRICT shift = stats + 2 * w_pad;  // [w_pad]: row 0 (layer norm), zeros (RMS)
+  std::memset(stats, 0, sizeof(float) * 3 * w_pad);
+  if constexpr (subtract_mean) {
+    for (int64_t j = 0; j < w_main; j += L) hn::StoreU(LoadWiden(d, x + j), d, shift + j);
+    for (int64_t j = w_main; j < w; ++j) shift[j] = WidenScalar(x[j]);
+  }
   // Pass 1 (memory): rows of the block are contiguous runs of w elements, I apart; accumulate
-  // each column's sum (sum of squares for RMSNorm). Four rows at a time (four sequential
-  // streams) add into the memory accumulators once.
-  float* HWY_RESTRICT acc = subtract_mean ? sum : sum_sq;
+  // each column's sums (only the sum of squares for RMSNorm). Four rows at a time (four
+  // sequential streams) add into the memory accumulators once.
   int64_t c = 0;
   for (; c + 4 <= C; c += 4) {
     const T* HWY_RESTRICT xc = x + c * I;
@@ -114,56 +185,54 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
       if ((j * static_cast<int64_t>(sizeof(T))) % 64 == 0) {
         for (int64_t k = 0; k < ahead; ++k) PrefetchRange(xp + k * I + j, 1);
       }
-      const VF v0 = LoadWiden(d, xc + j), v1 = LoadWiden(d, xc + I + j);
-      const VF v2 = LoadWiden(d, xc + 2 * I + j), v3 = LoadWiden(d, xc + 3 * I + j);
-      const VF a = hn::LoadU(d, acc + j);
-      const VF t =
-          subtract_mean
-              ? hn::Add(hn::Add(v0, v1), hn::Add(v2, v3))
-              : hn::MulAdd(v3, v3, hn::MulAdd(v2, v2, hn::MulAdd(v1, v1, hn::Mul(v0, v0))));
-      hn::StoreU(hn::Add(a, t), d, acc + j);
+      const VF s = hn::LoadU(d, shift + j);
+      const VF v0 = hn::Sub(LoadWiden(d, xc + j), s), v1 = hn::Sub(LoadWiden(d, xc + I + j), s);
+      const VF v2 = hn::Sub(LoadWiden(d, xc + 2 * I + j), s);
+      const VF v3 = hn::Sub(LoadWiden(d, xc + 3 * I + j), s);
+      const VF q = hn::MulAdd(v3, v3, hn::MulAdd(v2, v2, hn::MulAdd(v1, v1, hn::Mul(v0, v0))));
+      hn::StoreU(hn::Add(hn::LoadU(d, sum_sq + j), q), d, sum_sq + j);
+      if constexpr (subtract_mean) {
+        const VF t = hn::Add(hn::Add(v0, v1), hn::Add(v2, v3));
+        hn::StoreU(hn::Add(hn::LoadU(d, sum + j), t), d, sum + j);
+      }
     }
     for (int64_t k = 0; k < ahead; ++k) {
       PrefetchRange(xp + k * I + w_main, (w - w_main) * static_cast<int64_t>(sizeof(T)));
     }
     for (int64_t j = w_main; j < w; ++j) {
       for (int64_t k = 0; k < 4; ++k) {
-        const float v = WidenScalar(xc[k * I + j]);
-        acc[j] = subtract_mean ? acc[j] + v : std::fma(v, v, acc[j]);
+        const float v = WidenScalar(xc[k * I + j]) - shift[j];
+        if constexpr (subtract_mean) sum[j] += v;
+        sum_sq[j] = std::fma(v, v, sum_sq[j]);
       }
     }
   }
   for (; c < C; ++c) {
     const T* HWY_RESTRICT xc = x + c * I;
     for (int64_t j = 0; j < w_main; j += L) {
-      const VF v = LoadWiden(d, xc + j);
-      const VF a = hn::LoadU(d, acc + j);
-      hn::StoreU(subtract_mean ? hn::Add(a, v) : hn::MulAdd(v, v, a), d, acc + j);
+      const VF v = hn::Sub(LoadWiden(d, xc + j), hn::LoadU(d, shift + j));
+      hn::StoreU(hn::MulAdd(v, v, hn::LoadU(d, sum_sq + j)), d, sum_sq + j);
+      if constexpr (subtract_mean) hn::StoreU(hn::Add(hn::LoadU(d, sum + j), v), d, sum + j);
     }
     for (int64_t j = w_main; j < w; ++j) {
-      const float v = WidenScalar(xc[j]);
-      acc[j] = subtract_mean ? acc[j] + v : std::fma(v, v, acc[j]);
+      const float v = WidenScalar(xc[j]) - shift[j];
+      if constexpr (subtract_mean) sum[j] += v;
+      sum_sq[j] = std::fma(v, v, sum_sq[j]);
     }
   }
   if constexpr (subtract_mean) {
-    // Pass 2 (L2): centred sums of squares, kInnerVectors column vectors at a time with the
-    // accumulators in registers.
-    ScaleAll(d, sum, w_pad, inv_C);
-    int64_t j = 0;
-    for (; j + kInnerVectors * L <= w_main; j += kInnerVectors * L) {
-      CentredSums<kInnerVectors>(d, x, I, C, j, sum, sum_sq);
+    if (ShiftedMoments(d, sum, sum_sq, shift, w_pad, inv_C)) {
+      RstdAll(d, sum_sq, w_pad, 1.0f, eps);
+    } else {
+      // Pass 2 (L2): the block's statistics again, in two passes (mean, centred sums).
+      TwoPassStats(d, x, I, C, w, sum, sum_sq);
+      RstdAll(d, sum_sq, w_pad, inv_C, eps);
     }
-    for (; j < w_main; j += L) CentredSums<1>(d, x, I, C, j, sum, sum_sq);
-    for (c = 0; c < C; ++c) {
-      for (j = w_main; j < w; ++j) {
-        const float dv = WidenScalar(x[c * I + j]) - sum[j];
-        sum_sq[j] = std::fma(dv, dv, sum_sq[j]);
-      }
-    }
+  } else {
+    RstdAll(d, sum_sq, w_pad, inv_C, eps);
   }
   float* HWY_RESTRICT mean = sum;  // zeros for RMSNorm
   float* HWY_RESTRICT rstd = sum_sq;
-  RstdAll(d, sum_sq, w_pad, inv_C, eps);
   // Pass 3 (L2 -> memory), row by row: sequential write streams.
   for (c = 0; c < C; ++c) {
     const T* HWY_RESTRICT xc = x + c * I;
@@ -221,17 +290,18 @@ class LinePrefetcher {
   int64_t run_bytes_, stride_bytes_;
 };
 
-// sum_sq[j, j + kPairs * P) = sum_c (x[c, j..] - mean[j..])^2 in pair order, x re-read from L2;
-// a line of the next block prefetched per row.
-template <int kPairs>
-HWY_INLINE void CentredPairs(DF d, const bf16* HWY_RESTRICT x, int64_t I, int64_t C, int64_t j,
-                             const float* HWY_RESTRICT mean, float* HWY_RESTRICT sum_sq,
-                             LinePrefetcher& next_lines) {
+// Column sums in pair order over one chunk of kPairs pairs, x re-read from L2: out[j, j + kPairs *
+// P) = sum_c x[c, j..] (kCentred false) or sum_c (x[c, j..] - mean[j..])^2; a line of the next
+// block prefetched per row.
+template <int kPairs, bool kCentred>
+HWY_INLINE void PairSums(DF d, const bf16* HWY_RESTRICT x, int64_t I, int64_t C, int64_t j,
+                         const float* HWY_RESTRICT mean, float* HWY_RESTRICT out,
+                         LinePrefetcher& next_lines) {
   constexpr int kV = 2 * kPairs;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   VF m[kV], a[kV];
   for (int v = 0; v < kV; ++v) {
-    m[v] = hn::LoadU(d, mean + j + v * L);
+    m[v] = kCentred ? hn::LoadU(d, mean + j + v * L) : hn::Zero(d);
     a[v] = hn::Zero(d);
   }
   for (int64_t c = 0; c < C; ++c) {
@@ -240,16 +310,40 @@ HWY_INLINE void CentredPairs(DF d, const bf16* HWY_RESTRICT x, int64_t I, int64_
     VF v[kV];
     for (int q = 0; q < kPairs; ++q) LoadWidenPair(xc + 2 * q * L, v[2 * q], v[2 * q + 1]);
     for (int k = 0; k < kV; ++k) {
-      const VF dv = hn::Sub(v[k], m[k]);
-      a[k] = hn::MulAdd(dv, dv, a[k]);
+      if constexpr (kCentred) {
+        const VF dv = hn::Sub(v[k], m[k]);
+        a[k] = hn::MulAdd(dv, dv, a[k]);
+      } else {
+        a[k] = hn::Add(a[k], v[k]);
+      }
     }
   }
-  for (int v = 0; v < kV; ++v) hn::StoreU(a[v], d, sum_sq + j + v * L);
+  for (int v = 0; v < kV; ++v) hn::StoreU(a[v], d, out + j + v * L);
+}
+
+// TwoPassStats in pair order for the pair kernel's columns [0, w2): the mean into `mean`, then
+// sum (x - mean)^2 into `sum_sq`, four pairs at a time with the accumulators in registers (a
+// row's 4 lines per visit: fewer pages touched per line than one pair at a time).
+void TwoPassPairs(DF d, const bf16* HWY_RESTRICT x, int64_t I, int64_t C, int64_t w2,
+                  float* HWY_RESTRICT mean, float* HWY_RESTRICT sum_sq,
+                  LinePrefetcher& next_lines) {
+  const int64_t P = 2 * static_cast<int64_t>(hn::Lanes(d));
+  auto chunks = [&](auto centred) {
+    constexpr bool kCentred = decltype(centred)::value;
+    float* HWY_RESTRICT out = kCentred ? sum_sq : mean;
+    int64_t j = 0;
+    for (; j + 4 * P <= w2; j += 4 * P) PairSums<4, kCentred>(d, x, I, C, j, mean, out, next_lines);
+    for (; j + 2 * P <= w2; j += 2 * P) PairSums<2, kCentred>(d, x, I, C, j, mean, out, next_lines);
+    for (; j < w2; j += P) PairSums<1, kCentred>(d, x, I, C, j, mean, out, next_lines);
+  };
+  chunks(std::false_type());
+  ScaleAll(d, mean, w2, 1.0f / static_cast<float>(C));
+  chunks(std::true_type());
 }
 
 // BlockInnerAxis for bf16 on AVX-512 with avx512_bf16, columns [0, w2) with w2 a multiple of 2L:
-// the same three passes over pairs of vectors (LoadWidenPair, StorePairBf16), per-column
-// statistics in pair order. `stats` as BlockInnerAxis's.
+// the same passes over pairs of vectors (LoadWidenPair, StorePairBf16), per-column statistics in
+// pair order. `stats` as BlockInnerAxis's.
 template <bool subtract_mean, bool kStream>
 void BlockInnerAxisPairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int64_t C, int64_t I,
                          int64_t w2, const bf16* HWY_RESTRICT next, int64_t next_w,
@@ -259,10 +353,18 @@ void BlockInnerAxisPairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const int64_t P = 2 * L;  // columns of a pair of vectors: 64 bytes of bf16, a cache line
   const float inv_C = 1.0f / static_cast<float>(C);
-  float* HWY_RESTRICT sum = stats;          // [w2]: sum x, then the mean (pair order)
-  float* HWY_RESTRICT sum_sq = stats + w2;  // [w2]: sum (x - mean)^2, then rstd (pair order)
-  std::memset(stats, 0, sizeof(float) * 2 * w2);
-  float* HWY_RESTRICT acc = subtract_mean ? sum : sum_sq;
+  float* HWY_RESTRICT sum = stats;             // [w2]: sum (x - shift), then the mean
+  float* HWY_RESTRICT sum_sq = stats + w2;     // [w2]: sum (x - shift)^2, then rstd
+  float* HWY_RESTRICT shift = stats + 2 * w2;  // [w2]: row 0 (layer norm), zeros (RMS)
+  std::memset(stats, 0, sizeof(float) * 3 * w2);
+  if constexpr (subtract_mean) {
+    for (int64_t j = 0; j < w2; j += P) {
+      VF e, o;
+      LoadWidenPair(x + j, e, o);
+      hn::StoreU(e, d, shift + j);
+      hn::StoreU(o, d, shift + j + L);
+    }
+  }
   const int64_t T_size = static_cast<int64_t>(sizeof(bf16));
   LinePrefetcher next_lines(next, C, next_w * T_size, I * T_size);
   // Pass 1 (memory, or L2 when the previous block prefetched it): four rows at a time, a line of
@@ -277,18 +379,23 @@ void BlockInnerAxisPairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int
       next_lines.Step();
       VF e[4], o[4];
       for (int k = 0; k < 4; ++k) LoadWidenPair(xc + k * I + j, e[k], o[k]);
-      VF te, to;
       if constexpr (subtract_mean) {
-        te = hn::Add(hn::Add(e[0], e[1]), hn::Add(e[2], e[3]));
-        to = hn::Add(hn::Add(o[0], o[1]), hn::Add(o[2], o[3]));
-      } else {
-        te = hn::MulAdd(e[3], e[3],
-                        hn::MulAdd(e[2], e[2], hn::MulAdd(e[1], e[1], hn::Mul(e[0], e[0]))));
-        to = hn::MulAdd(o[3], o[3],
-                        hn::MulAdd(o[2], o[2], hn::MulAdd(o[1], o[1], hn::Mul(o[0], o[0]))));
+        const VF se = hn::LoadU(d, shift + j), so = hn::LoadU(d, shift + j + L);
+        for (int k = 0; k < 4; ++k) {
+          e[k] = hn::Sub(e[k], se);
+          o[k] = hn::Sub(o[k], so);
+        }
+        const VF te = hn::Add(hn::Add(e[0], e[1]), hn::Add(e[2], e[3]));
+        const VF to = hn::Add(hn::Add(o[0], o[1]), hn::Add(o[2], o[3]));
+        hn::StoreU(hn::Add(hn::LoadU(d, sum + j), te), d, sum + j);
+        hn::StoreU(hn::Add(hn::LoadU(d, sum + j + L), to), d, sum + j + L);
       }
-      hn::StoreU(hn::Add(hn::LoadU(d, acc + j), te), d, acc + j);
-      hn::StoreU(hn::Add(hn::LoadU(d, acc + j + L), to), d, acc + j + L);
+      const VF qe = hn::MulAdd(e[3], e[3],
+                               hn::MulAdd(e[2], e[2], hn::MulAdd(e[1], e[1], hn::Mul(e[0], e[0]))));
+      const VF qo = hn::MulAdd(o[3], o[3],
+                               hn::MulAdd(o[2], o[2], hn::MulAdd(o[1], o[1], hn::Mul(o[0], o[0]))));
+      hn::StoreU(hn::Add(hn::LoadU(d, sum_sq + j), qe), d, sum_sq + j);
+      hn::StoreU(hn::Add(hn::LoadU(d, sum_sq + j + L), qo), d, sum_sq + j + L);
     }
   }
   for (; c < C; ++c) {
@@ -296,24 +403,29 @@ void BlockInnerAxisPairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int
     for (int64_t j = 0; j < w2; j += P) {
       VF e, o;
       LoadWidenPair(xc + j, e, o);
-      const VF ae = hn::LoadU(d, acc + j), ao = hn::LoadU(d, acc + j + L);
-      hn::StoreU(subtract_mean ? hn::Add(ae, e) : hn::MulAdd(e, e, ae), d, acc + j);
-      hn::StoreU(subtract_mean ? hn::Add(ao, o) : hn::MulAdd(o, o, ao), d, acc + j + L);
+      e = hn::Sub(e, hn::LoadU(d, shift + j));
+      o = hn::Sub(o, hn::LoadU(d, shift + j + L));
+      if constexpr (subtract_mean) {
+        hn::StoreU(hn::Add(hn::LoadU(d, sum + j), e), d, sum + j);
+        hn::StoreU(hn::Add(hn::LoadU(d, sum + j + L), o), d, sum + j + L);
+      }
+      hn::StoreU(hn::MulAdd(e, e, hn::LoadU(d, sum_sq + j)), d, sum_sq + j);
+      hn::StoreU(hn::MulAdd(o, o, hn::LoadU(d, sum_sq + j + L)), d, sum_sq + j + L);
     }
   }
   if constexpr (subtract_mean) {
-    // Pass 2 (L2): centred sums of squares, four pairs at a time with the accumulators in
-    // registers (a row's 4 lines per visit: the rows are on different pages, so wider chunks
-    // mean fewer TLB misses).
-    ScaleAll(d, sum, w2, inv_C);
-    int64_t j = 0;
-    for (; j + 4 * P <= w2; j += 4 * P) CentredPairs<4>(d, x, I, C, j, sum, sum_sq, next_lines);
-    for (; j + 2 * P <= w2; j += 2 * P) CentredPairs<2>(d, x, I, C, j, sum, sum_sq, next_lines);
-    for (; j < w2; j += P) CentredPairs<1>(d, x, I, C, j, sum, sum_sq, next_lines);
+    if (ShiftedMoments(d, sum, sum_sq, shift, w2, inv_C)) {
+      RstdAll(d, sum_sq, w2, 1.0f, eps);
+    } else {
+      // Pass 2 (L2): the block's statistics again, in two passes (mean, centred sums).
+      TwoPassPairs(d, x, I, C, w2, sum, sum_sq, next_lines);
+      RstdAll(d, sum_sq, w2, inv_C, eps);
+    }
+  } else {
+    RstdAll(d, sum_sq, w2, inv_C, eps);
   }
   float* HWY_RESTRICT mean = sum;  // zeros for RMSNorm
   float* HWY_RESTRICT rstd = sum_sq;
-  RstdAll(d, sum_sq, w2, inv_C, eps);
   // Pass 3 (L2 -> memory), row by row: sequential write streams. The rest of the task's next
   // block is prefetched on the way, so that its pass 1 finds it in L2.
   for (c = 0; c < C; ++c) {

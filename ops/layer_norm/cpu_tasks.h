@@ -23,7 +23,7 @@ void layer_norm_last_axis_task(DType dtype, const void* x, void* out, int64_t ro
 int64_t layer_norm_row_scratch_floats(int64_t C);
 
 // One block of w inner elements at flat offset `offset_elements` ([o, 0, i0]) of an [O, C, I]
-// problem. `stats` is a per-thread f32 scratch of 2 * w rounded up to L. The block the same
+// problem. `stats` is a per-thread f32 scratch of 3 * w rounded up to L. The block the same
 // thread does next, at `next_offset_elements` with `next_w` elements (next_w = 0: none), is
 // prefetched while this one computes from cache.
 void layer_norm_inner_axis_task(DType dtype, const void* x, void* out, int64_t offset_elements,

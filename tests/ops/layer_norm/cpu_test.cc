@@ -23,10 +23,9 @@ const Implementation& cpu_impl() { return layer_norm_op().implementation("cpu");
 // Runs cpu with `config` (output pre-filled with NaN: every element must be written) and checks
 // it against the float64 oracle under the error model, and against the reference: both within
 // the bound of the oracle, so within twice the bound of each other.
-void check_cpu(const BoundArgs& args, const json& config) {
+void check_cpu(const BoundArgs& args, const TensorMap& inputs, const json& config) {
   CAPTURE(args.key(), config.dump());
   const LayerNormOp& op = layer_norm_op();
-  const TensorMap inputs = op.make_inputs(args, 11);
   TensorMap outputs = op.allocate_outputs(args);
   HostTensor& out = outputs.at("out");
   for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
@@ -47,6 +46,10 @@ void check_cpu(const BoundArgs& args, const json& config) {
     CAPTURE(i, out.get(i), reference.at("out").get(i));
     REQUIRE(std::fabs(out.get(i) - reference.at("out").get(i)) <= 2.0 * bound);
   }
+}
+
+void check_cpu(const BoundArgs& args, const json& config) {
+  check_cpu(args, layer_norm_op().make_inputs(args, 11), config);
 }
 
 }  // namespace
@@ -99,6 +102,45 @@ TEST_CASE("cpu layer_norm bf16 pair kernels are right at their edges", "[layer_n
           json{{"rows_per_task", 3}, {"inner_block", 40}, {"stream_stores", true}},
           json{{"rows_per_task", 5}, {"inner_block", 128}, {"native_bf16", false}}}) {
       check_cpu(args, config);
+    }
+  }
+}
+
+TEST_CASE("cpu layer_norm strided statistics survive a far mean and an outlying first row",
+          "[layer_norm]") {
+  // The strided-axis kernels take one pass of sums of d = x - x[0] and d^2 (ShiftedMoments):
+  // exact enough for data far from zero (x = 1e4 + N(0, 1): an unshifted sum of squares would
+  // lose every digit of the variance), and a block whose first row lies far out falls back to
+  // centred sums (with row 0 at 3000 and C = 2048 the shifted variance would be off by 1e-3
+  // relative, ten times the bound). Outlying columns are mixed with ordinary ones in each block.
+  for (const json& args_json :
+       {json{{"x", "f32[2048,2,40]"}, {"axis", 0}, {"scale", "f32[2048]"}},
+        json{{"x", "bf16[4096,96]"}, {"axis", 0}, {"scale", "f32[4096]"}, {"offset", "f32[4096]"}},
+        json{{"x", "f32[3,64,50]"}, {"axis", 1}, {"offset", "f32[64]"}}}) {
+    const BoundArgs args = layer_norm_op().bind(args_json);
+    const LayerNormProblem p = LayerNormProblem::from(args);
+    for (const bool far_mean : {true, false}) {
+      TensorMap inputs = layer_norm_op().make_inputs(args, 5);
+      HostTensor& x = inputs.at("x");
+      for (int64_t o = 0; o < p.O; ++o) {
+        for (int64_t c = 0; c < p.C; ++c) {
+          for (int64_t i = 0; i < p.I; ++i) {
+            const int64_t at = (o * p.C + c) * p.I + i;
+            if (far_mean && x.dtype() == DType::kF32) {
+              x.set(at, x.get(at) + 1e4);
+            } else if (!far_mean && c == 0 && i % 3 == 1) {
+              x.set(at, 3000.0);
+            }
+          }
+        }
+      }
+      CAPTURE(far_mean);
+      for (const json& config :
+           {json{{"inner_block", 16}, {"rows_per_task", 2}},
+            json{{"inner_block", 32}, {"rows_per_task", 1}, {"stream_stores", true}},
+            json{{"inner_block", 64}, {"native_bf16", false}, {"num_threads", 1}}}) {
+        check_cpu(args, inputs, config);
+      }
     }
   }
 }

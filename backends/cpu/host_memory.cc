@@ -1,0 +1,61 @@
+// Host buffers for tensors and bandwidth probes (see host_memory.h).
+#include "backends/cpu/host_memory.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <new>
+#include <sstream>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace tokamax::cpu {
+namespace {
+
+size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+
+std::string read_thp_setting() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::stringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : std::string();
+}
+
+}  // namespace
+
+std::string huge_pages_mode_for(const char* env_value, const std::string& thp_enabled) {
+  if (env_value != nullptr && std::string(env_value) == "0") return "off";
+  // The active setting is the bracketed one: "always [madvise] never".
+  const bool thp = thp_enabled.find("[always]") != std::string::npos ||
+                   thp_enabled.find("[madvise]") != std::string::npos;
+  return thp ? "madvise" : "unavailable";
+}
+
+const std::string& huge_pages_mode() {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  static const std::string mode =
+      huge_pages_mode_for(std::getenv("TOKAMAX_HUGE_PAGES"), read_thp_setting());
+#else
+  static const std::string mode = "unavailable";
+#endif
+  return mode;
+}
+
+void* allocate_host(size_t bytes) {
+  const bool huge = bytes >= kHugePageMinBytes && huge_pages_mode() == "madvise";
+  const size_t alignment = huge ? kHugePageBytes : kHostAlignment;
+  // aligned_alloc wants a multiple of the alignment; never 0 bytes.
+  const size_t rounded = round_up(bytes > 0 ? bytes : 1, alignment);
+  void* p = std::aligned_alloc(alignment, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Advice only: a kernel without free huge pages backs the range with 4 KiB pages.
+  if (huge) madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
+void free_host(void* p) { std::free(p); }
+
+}  // namespace tokamax::cpu
