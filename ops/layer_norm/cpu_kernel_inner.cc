@@ -117,13 +117,6 @@ HWY_INLINE void RstdAll(DF d, float* HWY_RESTRICT v, int64_t n, float inv_C, flo
   }
 }
 
-// The largest (mean - shift)^2 / variance for which a column keeps its shifted one-pass variance.
-// With d = x - shift, the f32 variance sum(d^2)/C - mean(d)^2 has a relative error of about
-// (1 + ratio) ulps times the summation's: at most 17 ulps here, the same order as the two-pass
-// sums. The shift is the column's first element, so the ratio is at most C and for typical data
-// a few units (a column whose first element lies 4 sigma out falls back: 0.006% of normal data).
-constexpr float kMaxShiftRatio = 16.0f;
-
 // Shifted one-pass sums to statistics, in place, n a multiple of L: sum = sum (x - shift) becomes
 // the mean, sum_sq = sum (x - shift)^2 the variance. Returns false when some column's shift lies
 // too far from its mean (kMaxShiftRatio), or its variance came out negative: the caller then

@@ -41,6 +41,15 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
+// Layer norm statistics in one pass of shifted sums: d = x - shift, with the shift the first
+// element of the row (last axis) or column (strided axes). The f32 variance sum(d^2)/C -
+// mean(d)^2 then has a relative error of about (1 + ratio) times the summation's, ratio =
+// (mean - shift)^2 / variance. The shift is one of the C elements, so the ratio is at most C,
+// and for typical data a few units. kMaxShiftRatio is the largest ratio kept (at most 17 times
+// the summation error, the order of the two-pass sums'); a row or column past it (its first
+// element 4 sigma out: 0.006% of normal data) takes the two-pass statistics from cache.
+constexpr float kMaxShiftRatio = 16.0f;
+
 // L consecutive elements widened to f32 exactly (bf16 by a 16-bit shift, f16 by vcvtph2ps).
 // Highway's scalar target converts f16 without inf/NaN; there the library's conversion is used.
 template <typename T>
@@ -212,6 +221,11 @@ template <typename T>
 HWY_INLINE float WidenScalar(T v) {
   if constexpr (std::is_same_v<T, float>) {
     return v;
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    const uint32_t bits = static_cast<uint32_t>(v.bits) << 16;  // exact; inline, unlike to_float
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
   } else {
     return to_float(v);
   }

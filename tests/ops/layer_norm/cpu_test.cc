@@ -106,17 +106,20 @@ TEST_CASE("cpu layer_norm bf16 pair kernels are right at their edges", "[layer_n
   }
 }
 
-TEST_CASE("cpu layer_norm strided statistics survive a far mean and an outlying first row",
+TEST_CASE("cpu layer_norm one-pass statistics survive a far mean and an outlying first element",
           "[layer_norm]") {
-  // The strided-axis kernels take one pass of sums of d = x - x[0] and d^2 (ShiftedMoments):
-  // exact enough for data far from zero (x = 1e4 + N(0, 1): an unshifted sum of squares would
-  // lose every digit of the variance), and a block whose first row lies far out falls back to
-  // centred sums (with row 0 at 3000 and C = 2048 the shifted variance would be off by 1e-3
-  // relative, ten times the bound). Outlying columns are mixed with ordinary ones in each block.
+  // The strided-axis kernels and the last-axis bf16 pair kernel take one pass of sums of
+  // d = x - (the first element) and d^2: exact enough for data far from zero (x = 1e4 + N(0, 1):
+  // an unshifted sum of squares would lose every digit of the variance), and a block or row
+  // group whose first element lies far out falls back to two-pass sums from cache (with it at
+  // 3000 and C = 2048 the shifted statistics would be off by ten times the bound). Outlying
+  // columns or rows are mixed with ordinary ones in each block or group.
   for (const json& args_json :
        {json{{"x", "f32[2048,2,40]"}, {"axis", 0}, {"scale", "f32[2048]"}},
         json{{"x", "bf16[4096,96]"}, {"axis", 0}, {"scale", "f32[4096]"}, {"offset", "f32[4096]"}},
-        json{{"x", "f32[3,64,50]"}, {"axis", 1}, {"offset", "f32[64]"}}}) {
+        json{{"x", "f32[3,64,50]"}, {"axis", 1}, {"offset", "f32[64]"}},
+        json{{"x", "bf16[16,16384]"}, {"scale", "f32[16384]"}, {"offset", "f32[16384]"}},
+        json{{"x", "bf16[40,64]"}, {"scale", "f32[64]"}}}) {
     const BoundArgs args = layer_norm_op().bind(args_json);
     const LayerNormProblem p = LayerNormProblem::from(args);
     for (const bool far_mean : {true, false}) {
@@ -126,9 +129,9 @@ TEST_CASE("cpu layer_norm strided statistics survive a far mean and an outlying 
         for (int64_t c = 0; c < p.C; ++c) {
           for (int64_t i = 0; i < p.I; ++i) {
             const int64_t at = (o * p.C + c) * p.I + i;
-            if (far_mean && x.dtype() == DType::kF32) {
-              x.set(at, x.get(at) + 1e4);
-            } else if (!far_mean && c == 0 && i % 3 == 1) {
+            if (far_mean) {
+              x.set(at, x.get(at) + (x.dtype() == DType::kF32 ? 1e4 : 200.0));
+            } else if (c == 0 && (o + i) % 3 == 1) {
               x.set(at, 3000.0);
             }
           }
@@ -138,7 +141,8 @@ TEST_CASE("cpu layer_norm strided statistics survive a far mean and an outlying 
       for (const json& config :
            {json{{"inner_block", 16}, {"rows_per_task", 2}},
             json{{"inner_block", 32}, {"rows_per_task", 1}, {"stream_stores", true}},
-            json{{"inner_block", 64}, {"native_bf16", false}, {"num_threads", 1}}}) {
+            json{{"inner_block", 64}, {"native_bf16", false}, {"num_threads", 1}},
+            json{{"rows_per_task", 16}, {"inner_block", 96}}}) {
         check_cpu(args, inputs, config);
       }
     }
