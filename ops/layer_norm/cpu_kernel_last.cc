@@ -161,6 +161,32 @@ HWY_INLINE VF SumsOf8(const VF* a) {
 // The lane of SumsOf8's result that holds row k's sum.
 constexpr int kSumLane[8] = {0, 4, 8, 12, 2, 6, 10, 14};
 
+// Sums over the 8 bf16 rows of a group (rows C apart, C a multiple of 2L), in pair order:
+// acc_sq[k] = sum d^2 and, with kCentred, acc[k] = sum d, where d = x - centre[k] (kCentred) or x.
+// The centres stay in memory (a broadcast operand): 8 more live vectors would spill.
+template <bool kCentred>
+HWY_INLINE void GroupSums8(DF d, const bf16* HWY_RESTRICT x, int64_t C,
+                           const float* HWY_RESTRICT centre, VF* HWY_RESTRICT acc,
+                           VF* HWY_RESTRICT acc_sq) {
+  const int64_t P = 2 * static_cast<int64_t>(hn::Lanes(d));
+  for (int k = 0; k < 8; ++k) {
+    acc[k] = hn::Zero(d);
+    acc_sq[k] = hn::Zero(d);
+  }
+  for (int64_t c = 0; c < C; c += P) {
+    for (int k = 0; k < 8; ++k) {
+      VF e, o;
+      LoadWidenPair(x + k * C + c, e, o);
+      if constexpr (kCentred) {
+        e = hn::Sub(e, hn::Set(d, centre[k]));
+        o = hn::Sub(o, hn::Set(d, centre[k]));
+        acc[k] = hn::Add(acc[k], hn::Add(e, o));
+      }
+      acc_sq[k] = hn::MulAdd(o, o, hn::MulAdd(e, e, acc_sq[k]));
+    }
+  }
+}
+
 // RowGroup for 8 bf16 rows with C a multiple of 2L on AVX-512 with avx512_bf16: the rows are
 // widened and rounded back in pairs of vectors (LoadWidenPair, StorePairBf16; pair order, which
 // the lane sums ignore), and the statistics of the 8 rows are computed together (SumsOf8, one
@@ -183,26 +209,12 @@ HWY_INLINE void RowGroup8Pairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT ou
   const char* prefetch = reinterpret_cast<const char*>(x + prefetch_groups * kRows * C);
   // Pass 1 (memory): RMSNorm sums x^2; layer norm shifts each row by its first element and sums
   // d = x - shift and d^2, so that mean and variance come out of this one pass (kMaxShiftRatio).
-  // The shifts stay in memory (a broadcast operand): 8 more live vectors would spill.
-  float shift[kRows];
+  float shift[kRows] = {};
+  if constexpr (subtract_mean) {
+    for (int k = 0; k < kRows; ++k) shift[k] = WidenScalar(x[k * C]);
+  }
   VF acc[kRows], acc_sq[kRows];
-  for (int k = 0; k < kRows; ++k) {
-    shift[k] = subtract_mean ? WidenScalar(x[k * C]) : 0.0f;
-    acc[k] = hn::Zero(d);
-    acc_sq[k] = hn::Zero(d);
-  }
-  for (int64_t c = 0; c < C; c += P) {
-    for (int k = 0; k < kRows; ++k) {
-      VF e, o;
-      LoadWidenPair(x + k * C + c, e, o);
-      if constexpr (subtract_mean) {
-        e = hn::Sub(e, hn::Set(d, shift[k]));
-        o = hn::Sub(o, hn::Set(d, shift[k]));
-        acc[k] = hn::Add(acc[k], hn::Add(e, o));
-      }
-      acc_sq[k] = hn::MulAdd(o, o, hn::MulAdd(e, e, acc_sq[k]));
-    }
-  }
+  GroupSums8<subtract_mean>(d, x, C, shift, acc, acc_sq);
   // mean[kSumLane[k]]: row k's mean minus its shift (zero for RMSNorm).
   alignas(64) float mean[16] = {}, rstd[16];
   VF var = hn::Mul(SumsOf8(acc_sq), inv_C);
@@ -212,25 +224,12 @@ HWY_INLINE void RowGroup8Pairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT ou
     if (!hn::AllFalse(d, hn::Gt(hn::Mul(m, m), hn::Mul(hn::Set(d, kMaxShiftRatio), var)))) {
       // Pass 2 (L1), for a group with a row whose first element lies far from its mean (the
       // one-pass variance would cancel, and the mean carries the error of summing large terms):
-      // the corrected two-pass sums about that mean, s1 = sum (d - m), s2 = sum (d - m)^2; then
-      // m += s1 / C, var = s2 / C - (s1 / C)^2.
+      // the corrected two-pass sums about that mean, s1 = sum (x - mean), s2 = sum (x - mean)^2;
+      // then mean += s1 / C, var = s2 / C - (s1 / C)^2.
       hn::Store(m, d, mean);
-      VF mk[kRows];
-      for (int k = 0; k < kRows; ++k) {
-        mk[k] = hn::Set(d, shift[k] + mean[kSumLane[k]]);
-        acc[k] = hn::Zero(d);
-        acc_sq[k] = hn::Zero(d);
-      }
-      for (int64_t c = 0; c < C; c += P) {
-        for (int k = 0; k < kRows; ++k) {
-          VF e, o;
-          LoadWidenPair(x + k * C + c, e, o);
-          e = hn::Sub(e, mk[k]);
-          o = hn::Sub(o, mk[k]);
-          acc[k] = hn::Add(acc[k], hn::Add(e, o));
-          acc_sq[k] = hn::MulAdd(o, o, hn::MulAdd(e, e, acc_sq[k]));
-        }
-      }
+      float centre[kRows];
+      for (int k = 0; k < kRows; ++k) centre[k] = shift[k] + mean[kSumLane[k]];
+      GroupSums8<true>(d, x, C, centre, acc, acc_sq);
       const VF s1 = hn::Mul(SumsOf8(acc), inv_C);
       m = hn::Add(m, s1);
       var = hn::NegMulAdd(s1, s1, hn::Mul(SumsOf8(acc_sq), inv_C));
