@@ -1,6 +1,7 @@
 // Host buffers for tensors and bandwidth probes (see host_memory.h).
 #include "backends/cpu/host_memory.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <new>
@@ -24,8 +25,17 @@ std::string read_thp_setting() {
 
 }  // namespace
 
+bool huge_pages_env_off(std::string_view value) {
+  return value == "0" || value == "off" || value == "false" || value == "no";
+}
+
+bool huge_pages_env_valid(std::string_view value) {
+  return huge_pages_env_off(value) || value == "1" || value == "on" || value == "true" ||
+         value == "yes";
+}
+
 std::string huge_pages_mode_for(const char* env_value, const std::string& thp_enabled) {
-  if (env_value != nullptr && std::string(env_value) == "0") return "off";
+  if (env_value != nullptr && huge_pages_env_off(env_value)) return "off";
   // The active setting is the bracketed one: "always [madvise] never".
   const bool thp = thp_enabled.find("[always]") != std::string::npos ||
                    thp_enabled.find("[madvise]") != std::string::npos;
@@ -34,8 +44,16 @@ std::string huge_pages_mode_for(const char* env_value, const std::string& thp_en
 
 const std::string& huge_pages_mode() {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  static const std::string mode =
-      huge_pages_mode_for(std::getenv("TOKAMAX_HUGE_PAGES"), read_thp_setting());
+  static const std::string mode = [] {
+    const char* env = std::getenv("TOKAMAX_HUGE_PAGES");
+    if (env != nullptr && !huge_pages_env_valid(env)) {
+      std::fprintf(stderr,
+                   "tokamax: warning: TOKAMAX_HUGE_PAGES='%s' is not 0/off/false/no or "
+                   "1/on/true/yes; using huge pages\n",
+                   env);
+    }
+    return huge_pages_mode_for(env, read_thp_setting());
+  }();
 #else
   static const std::string mode = "unavailable";
 #endif

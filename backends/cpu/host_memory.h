@@ -8,12 +8,14 @@
 // allocator, glibc with THP "always"). Every implementation's tensors and the triad probe's
 // arrays get the same pages, so ratios and rooflines stay like for like.
 //
-// TOKAMAX_HUGE_PAGES=0 turns the advice off (to measure on 4 KiB pages); the kernel's
-// transparent_hugepage setting decides what the advice can do (never: nothing).
+// TOKAMAX_HUGE_PAGES=0 (or off / false / no) turns the advice off, to measure on 4 KiB pages;
+// another value than those or 1 / on / true / yes gets a warning on stderr and the default. The
+// kernel's transparent_hugepage setting decides what the advice can do (never: nothing).
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace tokamax::cpu {
 
@@ -25,6 +27,10 @@ inline constexpr size_t kHugePageMinBytes = 4u << 20;  // smaller buffers keep 4
 // (TOKAMAX_HUGE_PAGES=0), "unavailable" (no THP: transparent_hugepage is "never" or absent).
 // Decided once per process.
 const std::string& huge_pages_mode();
+
+// Whether a TOKAMAX_HUGE_PAGES value turns huge pages off, and whether it is a value at all.
+bool huge_pages_env_off(std::string_view value);
+bool huge_pages_env_valid(std::string_view value);
 
 // Pure: the mode for a TOKAMAX_HUGE_PAGES value (nullptr when unset) and the content of
 // /sys/kernel/mm/transparent_hugepage/enabled ("" when absent), e.g. "always [madvise] never".

@@ -32,6 +32,8 @@ TEST_CASE("bench --cache-mode cold writes every sample, the estimator, cache mod
   CHECK(m["min_samples"] == 3);
   CHECK(m["timeout_s"].get<double>() == Approx(2));
   CHECK(m["llc_bytes"].get<int64_t>() > 0);
+  const std::set<std::string> huge_pages_modes = {"madvise", "off", "unavailable"};
+  CHECK(huge_pages_modes.count(m["huge_pages"].get<std::string>()) == 1);
   CHECK(doc["context"]["tokamax_noise_estimator"] == "iqr/median");
   CHECK(doc["context"]["tokamax_cache_mode"] == "cold");
 
@@ -159,4 +161,24 @@ TEST_CASE("bench rejects bad measurement options with exit 2, naming the option"
   CHECK_THAT(warm.output, Catch::Contains("--cache-mode") && Catch::Contains("warm"));
   const CommandResult negative = run_tokamax(base + "--max-noise -1");
   CHECK_THAT(negative.output, Catch::Contains("--max-noise"));
+}
+
+TEST_CASE("bench records the huge-page mode, off with TOKAMAX_HUGE_PAGES=0, a bad value warned",
+          "[measure][cli]") {
+  ScratchDir dir;
+  const std::string out = dir.file("out.json");
+  const std::string bench = std::string(TOKAMAX_BIN) +
+                            " bench --op layer_norm --name smoke_ln_bf16 --impl cpu "
+                            "--repetitions 2 --json " +
+                            out;
+  const CommandResult off = run_command("TOKAMAX_HUGE_PAGES=0 " + bench);
+  INFO(off.output);
+  REQUIRE(off.exit_code == 0);
+  CHECK(json::parse(read_file(out))["tokamax"]["measurement"]["huge_pages"] == "off");
+
+  const CommandResult bad = run_command("TOKAMAX_HUGE_PAGES=maybe " + bench);
+  INFO(bad.output);
+  REQUIRE(bad.exit_code == 0);
+  CHECK_THAT(bad.output, Catch::Contains("TOKAMAX_HUGE_PAGES='maybe'"));
+  CHECK(json::parse(read_file(out))["tokamax"]["measurement"]["huge_pages"] != "off");
 }

@@ -46,6 +46,13 @@ TEST_CASE("huge_pages_mode_for reads the bracketed THP setting and the environme
   CHECK(huge_pages_mode_for(nullptr, "always madvise [never]\n") == "unavailable");
   CHECK(huge_pages_mode_for(nullptr, "") == "unavailable");
   CHECK(huge_pages_mode_for("0", "always [madvise] never\n") == "off");
+  CHECK(huge_pages_mode_for("off", "always [madvise] never\n") == "off");
+  CHECK(huge_pages_mode_for("no", "[always] madvise never\n") == "off");
+  CHECK(huge_pages_mode_for("false", "always [madvise] never\n") == "off");
+  CHECK(huge_pages_mode_for("yes", "always [madvise] never\n") == "madvise");
+  CHECK(tokamax::cpu::huge_pages_env_valid("on"));
+  CHECK_FALSE(tokamax::cpu::huge_pages_env_valid("maybe"));
+  CHECK_FALSE(tokamax::cpu::huge_pages_env_valid(""));
   CHECK(huge_pages_mode_for("1", "always [madvise] never\n") == "madvise");
   CHECK(huge_pages_mode_for("1", "always madvise [never]\n") == "unavailable");
 }
