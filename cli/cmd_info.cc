@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "backends/cpu/cpu_info.h"
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/peaks.h"
 #include "backends/cpu/roofline.h"
 #include "cli/commands.h"
@@ -54,6 +55,7 @@ int run_info(bool json, bool remeasure) {
     ceilings_json["simd_target"] = cpu::simd_target_name();
     std::cout << nlohmann::json{{"device", device.to_json()},
                                 {"ceilings", ceilings_json},
+                                {"huge_pages", cpu::huge_pages_mode()},
                                 {"build", run_metadata()}}
                      .dump(2)
               << "\n";
@@ -89,6 +91,11 @@ int run_info(bool json, bool remeasure) {
         {"ridge point (f32)",
          format_number(ceilings.f32_fma_gflops / ceilings.bandwidth_gbps, 1) + " flop/byte"});
   }
+  const std::string& huge = cpu::huge_pages_mode();
+  table.add_row({"large buffers", huge == "madvise" ? "2 MiB pages advised from 4 MiB (madvise; "
+                                                      "TOKAMAX_HUGE_PAGES=0 turns off)"
+                                  : huge == "off"   ? "4 KiB pages (TOKAMAX_HUGE_PAGES=0)"
+                                                    : "4 KiB pages (no transparent huge pages)"});
   table.add_row({"ceilings measured", ceilings.measured_at});
   table.add_row({"ceilings stored in", stored_at.empty() ? "not stored" : stored_at});
   const BuildInfo& build = build_info();

@@ -196,7 +196,7 @@ TEST_CASE("info prints the device and its measured ceilings", "[cli]") {
   INFO(table.output);
   REQUIRE(table.exit_code == 0);
   CHECK_THAT(table.output, Catch::Contains("f32 FMA peak") && Catch::Contains("memory bandwidth") &&
-                               Catch::Contains("device id"));
+                               Catch::Contains("device id") && Catch::Contains("large buffers"));
   // A first run may say "measuring ..." on stderr; only stdout is JSON.
   const CommandResult as_json = run_command("(" + kBin + " info --json 2>/dev/null)");
   REQUIRE(as_json.exit_code == 0);
@@ -204,4 +204,7 @@ TEST_CASE("info prints the device and its measured ceilings", "[cli]") {
   CHECK(info["ceilings"]["f32_fma_gflops"].get<double>() > 0);
   CHECK(info["ceilings"]["bandwidth_gbps"].get<double>() > 0);
   CHECK(info["device"]["id"] == info["ceilings"]["device_id"]);
+  CHECK((info["huge_pages"] == "madvise" || info["huge_pages"] == "unavailable"));
+  const CommandResult off = run_command("(TOKAMAX_HUGE_PAGES=0 " + kBin + " info 2>/dev/null)");
+  CHECK_THAT(off.output, Catch::Contains("4 KiB pages (TOKAMAX_HUGE_PAGES=0)"));
 }
