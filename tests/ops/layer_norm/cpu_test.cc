@@ -1,5 +1,7 @@
 // Tests for the cpu layer_norm implementation against the oracle and the reference, and its
 // configs.
+#include <hwy/targets.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -119,7 +121,9 @@ TEST_CASE("cpu layer_norm one-pass statistics survive a far mean and an outlying
         json{{"x", "bf16[4096,96]"}, {"axis", 0}, {"scale", "f32[4096]"}, {"offset", "f32[4096]"}},
         json{{"x", "f32[3,64,50]"}, {"axis", 1}, {"offset", "f32[64]"}},
         json{{"x", "bf16[16,16384]"}, {"scale", "f32[16384]"}, {"offset", "f32[16384]"}},
-        json{{"x", "bf16[40,64]"}, {"scale", "f32[64]"}}}) {
+        json{{"x", "bf16[40,64]"}, {"scale", "f32[64]"}},
+        json{{"x", "f32[16,16390]"}, {"offset", "f32[16390]"}},
+        json{{"x", "f16[24,2050]"}, {"scale", "f32[2050]"}}}) {
     const BoundArgs args = layer_norm_op().bind(args_json);
     const LayerNormProblem p = LayerNormProblem::from(args);
     for (const bool far_mean : {true, false}) {
@@ -145,6 +149,43 @@ TEST_CASE("cpu layer_norm one-pass statistics survive a far mean and an outlying
             json{{"rows_per_task", 16}, {"inner_block", 96}}}) {
         check_cpu(args, inputs, config);
       }
+    }
+  }
+}
+
+TEST_CASE("cpu layer_norm matches the oracle on every SIMD target of this CPU", "[layer_norm]") {
+  // Highway dispatches to the best target; forcing the narrower ones runs the generic kernels
+  // as an AVX2 or a scalar machine would, with the one-pass statistics and their fallback.
+  struct RestoreTargets {
+    ~RestoreTargets() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  const int64_t supported = hwy::SupportedTargets();
+  for (const int64_t target : {int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
+    if ((supported & target) == 0) {
+      WARN("skipped: the CPU does not support the " << hwy::TargetName(target) << " target");
+      continue;
+    }
+    hwy::SetSupportedTargetsForTest(target);
+    CAPTURE(hwy::TargetName(target));
+    REQUIRE(std::string(layer_norm_cpu_target_name()) == hwy::TargetName(target));
+    for (const json& args_json : layer_norm_cases()) {
+      const BoundArgs args = layer_norm_op().bind(args_json);
+      check_cpu(args, cpu_impl().heuristics_config_json(args, cpu::host_device()));
+      check_cpu(args, json{{"rows_per_task", 16}, {"inner_block", 24}});
+    }
+    // First elements far out: the fallback of both kernels.
+    for (const json& args_json : {json{{"x", "f32[1024,40]"}, {"axis", 0}},
+                                  json{{"x", "bf16[16,4100]"}, {"scale", "f32[4100]"}}}) {
+      const BoundArgs args = layer_norm_op().bind(args_json);
+      TensorMap inputs = layer_norm_op().make_inputs(args, 5);
+      HostTensor& x = inputs.at("x");
+      const LayerNormProblem p = LayerNormProblem::from(args);
+      for (int64_t o = 0; o < p.O; ++o) {
+        for (int64_t i = 0; i < p.I; ++i) {
+          if ((o + i) % 3 == 1) x.set(o * p.C * p.I + i, 3000.0);
+        }
+      }
+      check_cpu(args, inputs, json{{"rows_per_task", 16}, {"inner_block", 16}});
     }
   }
 }
