@@ -51,7 +51,7 @@ constexpr int kPrefetchGroups = 4;
 // partial last vector sits at its end. Loops over k have a constant trip count and unroll.
 // Against the earlier kernel that widened whole rows into the scratch and took a centred second
 // pass: f32 [384*384, 128] one thread 3.2-3.4 -> 2.8-3.0 ms, C = 64 1.63-1.67 -> 1.31-1.34 ms;
-// f16 unchanged (2.06-2.08 ms; its time goes to the per-row reductions).
+// f16 unchanged (2.06-2.08 ms, also with the 8-row transposing reduction for its sums).
 template <typename T, bool subtract_mean, bool kStream, int kRows>
 HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t C_pad,
                          const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
