@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../../simd_targets.h"
 #include "attention_test_util.h"
 #include "backends/cpu/cpu_info.h"
 #include "ops/common/cpu_softmax.h"
@@ -18,6 +19,7 @@
 using namespace tokamax;
 using namespace tokamax::attention_testing;
 using nlohmann::json;
+using tokamax::testing::for_each_forced_target;
 
 namespace {
 
@@ -151,17 +153,7 @@ TEST_CASE("dot_product_attention cpu matches the oracle on every SIMD target of 
   // Highway dispatches to the best target; forcing the narrower ones runs the AVX2 and scalar
   // micro-tiles (the transposed layout then has no tile of 24 accumulators and takes the
   // table's first), softmax columns and packing on this machine too.
-  struct RestoreTargets {
-    ~RestoreTargets() { hwy::SetSupportedTargetsForTest(0); }
-  } restore;
-  const int64_t supported = hwy::SupportedTargets();
-  for (const int64_t target : {int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((supported & target) == 0) {
-      WARN("skipped: the CPU does not support the " << hwy::TargetName(target) << " target");
-      continue;
-    }
-    hwy::SetSupportedTargetsForTest(target);
-    CAPTURE(hwy::TargetName(target));
+  for_each_forced_target({HWY_AVX2, HWY_SCALAR}, [](int64_t target) {
     REQUIRE_FALSE(cpu_kernel_has_native_bf16());
     REQUIRE(std::string(cpu_kernel_target_name()) == hwy::TargetName(target));
     REQUIRE(std::string(cpu_softmax_target_name()) == hwy::TargetName(target));
@@ -177,7 +169,7 @@ TEST_CASE("dot_product_attention cpu matches the oracle on every SIMD target of 
         }
       }
     }
-  }
+  });
 }
 
 TEST_CASE("dot_product_attention cpu heuristics config runs and passes", "[attention]") {

@@ -1,12 +1,11 @@
 // Tests for the cpu layer_norm implementation against the oracle and the reference, and its
 // configs.
-#include <hwy/targets.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "../../simd_targets.h"
 #include "backends/cpu/cpu_info.h"
 #include "layer_norm_test_util.h"
 #include "ops/errors.h"
@@ -156,17 +155,7 @@ TEST_CASE("cpu layer_norm one-pass statistics survive a far mean and an outlying
 TEST_CASE("cpu layer_norm matches the oracle on every SIMD target of this CPU", "[layer_norm]") {
   // Highway dispatches to the best target; forcing the narrower ones runs the generic kernels
   // as an AVX2 or a scalar machine would, with the one-pass statistics and their fallback.
-  struct RestoreTargets {
-    ~RestoreTargets() { hwy::SetSupportedTargetsForTest(0); }
-  } restore;
-  const int64_t supported = hwy::SupportedTargets();
-  for (const int64_t target : {int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((supported & target) == 0) {
-      WARN("skipped: the CPU does not support the " << hwy::TargetName(target) << " target");
-      continue;
-    }
-    hwy::SetSupportedTargetsForTest(target);
-    CAPTURE(hwy::TargetName(target));
+  for_each_forced_target({HWY_AVX2, HWY_SCALAR}, [](int64_t target) {
     REQUIRE(std::string(layer_norm_cpu_target_name()) == hwy::TargetName(target));
     for (const json& args_json : layer_norm_cases()) {
       const BoundArgs args = layer_norm_op().bind(args_json);
@@ -187,7 +176,7 @@ TEST_CASE("cpu layer_norm matches the oracle on every SIMD target of this CPU", 
       }
       check_cpu(args, inputs, json{{"rows_per_task", 16}, {"inner_block", 16}});
     }
-  }
+  });
 }
 
 TEST_CASE("cpu layer_norm autotuning configs are valid and right", "[layer_norm]") {

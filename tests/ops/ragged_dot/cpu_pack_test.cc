@@ -9,9 +9,11 @@
 #include <limits>
 #include <vector>
 
+#include "../../simd_targets.h"
 #include "ops/dtype.h"
 
 using namespace tokamax;
+using tokamax::testing::for_each_forced_target;
 
 namespace {
 
@@ -82,20 +84,11 @@ void check_rhs_panel(DType dtype) {
 // (AVX-512, AVX2, scalar), so every transposition and conversion path is checked bit for bit.
 template <typename Body>
 void for_each_target(Body&& body) {
-  struct RestoreTargets {
-    ~RestoreTargets() { hwy::SetSupportedTargetsForTest(0); }
-  } restore;
-  const int64_t supported = hwy::SupportedTargets();
-  for (const int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((supported & target) == 0) {
-      WARN("skipped: the CPU does not support the " << hwy::TargetName(target) << " target");
-      continue;
-    }
-    hwy::SetSupportedTargetsForTest(target);
-    INFO("target " << hwy::TargetName(target) << ", packing dispatched to " << pack_target_name());
+  for_each_forced_target({HWY_AVX3, HWY_AVX2, HWY_SCALAR}, [&](int64_t target) {
+    INFO("packing dispatched to " << pack_target_name());
     REQUIRE(std::string(pack_target_name()) == hwy::TargetName(target));
     body();
-  }
+  });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../../simd_targets.h"
 #include "backends/cpu/cpu_info.h"
 #include "ops/errors.h"
 #include "ops/ragged_dot/api.h"
@@ -19,6 +20,7 @@
 
 using namespace tokamax;
 using nlohmann::json;
+using tokamax::testing::for_each_forced_target;
 
 namespace {
 
@@ -186,17 +188,8 @@ TEST_CASE("cpu ragged_dot matches the reference across shapes, dtypes and config
 TEST_CASE("cpu ragged_dot matches the reference on every SIMD target of this CPU", "[ragged_dot]") {
   // Highway dispatches to the best target; forcing the narrower ones runs the AVX2 kernels
   // (6x16 micro-tiles, 8x8 transposes) and the scalar fallback on this machine too.
-  struct RestoreTargets {
-    ~RestoreTargets() { hwy::SetSupportedTargetsForTest(0); }
-  } restore;
-  const int64_t supported = hwy::SupportedTargets();
-  for (const int64_t target : {int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((supported & target) == 0) {
-      WARN("skipped: the CPU does not support the " << hwy::TargetName(target) << " target");
-      continue;
-    }
-    hwy::SetSupportedTargetsForTest(target);
-    CAPTURE(hwy::TargetName(target), cpu_kernel_target_name());
+  for_each_forced_target({HWY_AVX2, HWY_SCALAR}, [](int64_t target) {
+    CAPTURE(cpu_kernel_target_name());
     REQUIRE(std::string(cpu_kernel_target_name()) == hwy::TargetName(target));
     CHECK_FALSE(cpu_kernel_has_native_bf16());
     for (const json& args_json : test_cases()) {
@@ -205,7 +198,7 @@ TEST_CASE("cpu ragged_dot matches the reference on every SIMD target of this CPU
       const std::vector<json> configs = path_configs(args, false);
       for (size_t i = 0; i < configs.size(); i += 2) check_against_reference(args, configs[i]);
     }
-  }
+  });
 }
 
 TEST_CASE("cpu ragged_dot native bf16 path matches the reference", "[ragged_dot]") {
