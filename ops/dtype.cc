@@ -84,10 +84,6 @@ bf16 float_to_bf16(float value) {
   return bf16{static_cast<uint16_t>((bits + rounding_bias) >> 16)};
 }
 
-float bf16_to_float(bf16 value) {
-  return std::bit_cast<float>(static_cast<uint32_t>(value.bits) << 16);
-}
-
 f16 float_to_f16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);

@@ -1,6 +1,7 @@
 // Element types (f64, f32, bf16, f16, i32, bool) and the bf16/f16 <-> f32 conversions.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -31,7 +32,10 @@ double unit_roundoff(DType dtype);
 
 // Round to nearest even; NaN stays NaN (quiet), overflow goes to infinity.
 bf16 float_to_bf16(float value);
-float bf16_to_float(bf16 value);
+// Exact (bf16 is the high half of an f32); inline, so that kernels' scalar paths stay calls-free.
+inline float bf16_to_float(bf16 value) {
+  return std::bit_cast<float>(static_cast<uint32_t>(value.bits) << 16);
+}
 f16 float_to_f16(float value);
 float f16_to_float(f16 value);
 // From double with a single rounding (no double rounding through float): the double is first

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -280,7 +281,12 @@ double measure_triad_gbps(const PeakOptions& options) {
     return std::unique_ptr<double[], Free>(
         static_cast<double*>(allocate_host(static_cast<size_t>(n) * sizeof(double))));
   };
-  auto a = array(), b = array(), c = array();
+  std::unique_ptr<double[], Free> a, b, c;
+  try {
+    a = array(), b = array(), c = array();
+  } catch (const std::bad_alloc&) {
+    return 0;  // as before: no memory for the arrays, no bandwidth figure
+  }
   auto chunk = [&](int t) {  // -> (first element, element count) of thread t
     const int64_t begin = blocks * t / threads * kBlock;
     return std::pair<int64_t, int64_t>(begin, blocks * (t + 1) / threads * kBlock - begin);

@@ -137,6 +137,23 @@ HWY_INLINE bool ShiftedMoments(DF d, float* HWY_RESTRICT sum, float* HWY_RESTRIC
   return hn::AllFalse(d, bad);
 }
 
+// Pass 1's sums to statistics, n a multiple of L: `sum` becomes the mean (zeros for RMSNorm) and
+// `sum_sq` rstd. Layer norm takes the shifted one-pass moments, or, when ShiftedMoments refuses,
+// calls `two_pass()` to put the mean in `sum` and the centred sums of squares in `sum_sq`.
+template <bool subtract_mean, typename TwoPass>
+HWY_INLINE void FinishStats(DF d, float* HWY_RESTRICT sum, float* HWY_RESTRICT sum_sq,
+                            const float* HWY_RESTRICT shift, int64_t n, float inv_C, float eps,
+                            TwoPass&& two_pass) {
+  if constexpr (subtract_mean) {
+    if (ShiftedMoments(d, sum, sum_sq, shift, n, inv_C)) {
+      RstdAll(d, sum_sq, n, 1.0f, eps);
+      return;
+    }
+    two_pass();  // Pass 2 (L2): the block's statistics again, in two passes
+  }
+  RstdAll(d, sum_sq, n, inv_C, eps);
+}
+
 // One block of w inner elements of outer index o (other axes): x and out point at
 // [o, 0, i0] of [O, C, I]; element (c, j) is at c * I + j. The block of x, [C, w] with rows I
 // apart, is read from memory once (pass 1) and stays in L2 for pass 3 (and the rare pass 2),
@@ -213,17 +230,8 @@ void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int
       sum_sq[j] = std::fma(v, v, sum_sq[j]);
     }
   }
-  if constexpr (subtract_mean) {
-    if (ShiftedMoments(d, sum, sum_sq, shift, w_pad, inv_C)) {
-      RstdAll(d, sum_sq, w_pad, 1.0f, eps);
-    } else {
-      // Pass 2 (L2): the block's statistics again, in two passes (mean, centred sums).
-      TwoPassStats(d, x, I, C, w, sum, sum_sq);
-      RstdAll(d, sum_sq, w_pad, inv_C, eps);
-    }
-  } else {
-    RstdAll(d, sum_sq, w_pad, inv_C, eps);
-  }
+  FinishStats<subtract_mean>(d, sum, sum_sq, shift, w_pad, inv_C, eps,
+                             [&] { TwoPassStats(d, x, I, C, w, sum, sum_sq); });
   float* HWY_RESTRICT mean = sum;  // zeros for RMSNorm
   float* HWY_RESTRICT rstd = sum_sq;
   // Pass 3 (L2 -> memory), row by row: sequential write streams.
@@ -406,17 +414,8 @@ void BlockInnerAxisPairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int
       hn::StoreU(hn::MulAdd(o, o, hn::LoadU(d, sum_sq + j + L)), d, sum_sq + j + L);
     }
   }
-  if constexpr (subtract_mean) {
-    if (ShiftedMoments(d, sum, sum_sq, shift, w2, inv_C)) {
-      RstdAll(d, sum_sq, w2, 1.0f, eps);
-    } else {
-      // Pass 2 (L2): the block's statistics again, in two passes (mean, centred sums).
-      TwoPassPairs(d, x, I, C, w2, sum, sum_sq, next_lines);
-      RstdAll(d, sum_sq, w2, inv_C, eps);
-    }
-  } else {
-    RstdAll(d, sum_sq, w2, inv_C, eps);
-  }
+  FinishStats<subtract_mean>(d, sum, sum_sq, shift, w2, inv_C, eps,
+                             [&] { TwoPassPairs(d, x, I, C, w2, sum, sum_sq, next_lines); });
   float* HWY_RESTRICT mean = sum;  // zeros for RMSNorm
   float* HWY_RESTRICT rstd = sum_sq;
   // Pass 3 (L2 -> memory), row by row: sequential write streams. The rest of the task's next

@@ -221,11 +221,6 @@ template <typename T>
 HWY_INLINE float WidenScalar(T v) {
   if constexpr (std::is_same_v<T, float>) {
     return v;
-  } else if constexpr (std::is_same_v<T, bf16>) {
-    const uint32_t bits = static_cast<uint32_t>(v.bits) << 16;  // exact; inline, unlike to_float
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
   } else {
     return to_float(v);
   }
