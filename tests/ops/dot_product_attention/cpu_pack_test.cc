@@ -37,21 +37,30 @@ TEST_CASE("pack_p_pairs: bf16 pair layout, rounding to nearest even, zero paddin
   CHECK(scalar == fast);
 }
 
-TEST_CASE("pack_k: K^T strips of nr keys, zero past t", "[attention]") {
+// pack_k and pack_k_panels lay K out alike ([t / width][D][width], zero past t): packs kv head 1
+// of k [1, 5, 2, 3] in strips of 4 keys with `pack` and checks every element.
+namespace {
+template <typename Pack>
+void check_k_strips(Pack&& pack) {
   const BoundArgs args = dot_product_attention_op().bind(
       {{"q", "f32[1,2,2,3]"}, {"k", "f32[1,5,2,3]"}, {"v", "f32[1,5,2,3]"}});
   const AttentionProblem p = AttentionProblem::from(args);
   const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
   const HostTensor& k = inputs.at("k");
-  const int64_t nr = 4;
-  std::vector<float> out(2 * 3 * nr, -1.0f);
-  pack_k(p, k.raw(), 0, 1, nr, /*native=*/false, out.data());  // kv head 1
+  const int64_t width = 4;
+  std::vector<float> out(2 * 3 * width, -1.0f);
+  pack(p, k.raw(), 0, 1, width, /*native=*/false, out.data());  // kv head 1
   for (int64_t j = 0; j < 8; ++j) {
     for (int64_t x = 0; x < 3; ++x) {
       const float expected = j < 5 ? static_cast<float>(k.get((j * 2 + 1) * 3 + x)) : 0.0f;
-      CHECK(out[(j / nr) * 3 * nr + x * nr + j % nr] == expected);
+      CHECK(out[(j / width) * 3 * width + x * width + j % width] == expected);
     }
   }
+}
+}  // namespace
+
+TEST_CASE("pack_k: K^T strips of nr keys, zero past t", "[attention]") {
+  check_k_strips([](auto&&... a) { pack_k(a...); });
 }
 
 TEST_CASE("pack_pt_pairs_rounded: P^T rows paired into rhs strips, odd n padded with +0",
@@ -77,18 +86,5 @@ TEST_CASE("pack_pt_pairs_rounded: P^T rows paired into rhs strips, odd n padded 
 }
 
 TEST_CASE("pack_k_panels: K as lhs micro-panels of mr keys, zero past t", "[attention]") {
-  const BoundArgs args = dot_product_attention_op().bind(
-      {{"q", "f32[1,2,2,3]"}, {"k", "f32[1,5,2,3]"}, {"v", "f32[1,5,2,3]"}});
-  const AttentionProblem p = AttentionProblem::from(args);
-  const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
-  const HostTensor& k = inputs.at("k");
-  const int64_t mr = 4;
-  std::vector<float> out(2 * 3 * mr, -1.0f);
-  pack_k_panels(p, k.raw(), 0, 1, mr, /*native=*/false, out.data());  // kv head 1
-  for (int64_t j = 0; j < 8; ++j) {
-    for (int64_t x = 0; x < 3; ++x) {
-      const float expected = j < 5 ? static_cast<float>(k.get((j * 2 + 1) * 3 + x)) : 0.0f;
-      CHECK(out[(j / mr) * 3 * mr + x * mr + j % mr] == expected);
-    }
-  }
+  check_k_strips([](auto&&... a) { pack_k_panels(a...); });
 }
