@@ -162,7 +162,9 @@ HWY_INLINE void FinishStats(DF d, float* HWY_RESTRICT sum, float* HWY_RESTRICT s
 // sums d = x - shift and d^2 with the shift the block's first row, so the statistics come out of
 // one pass (ShiftedMoments); a block with a column whose shift is too far from its mean takes
 // pass 2, centred sums from cache. `stats` is an f32 scratch of 3 * w_pad: the per-column sums
-// (then mean), sums of squares (then rstd) and shifts.
+// (then mean), sums of squares (then rstd) and shifts. Where I * sizeof(T) is a multiple of
+// 64 KiB on 2 MiB pages (the 768res axis-0 shapes), a column's rows share one L2 set, so only
+// ~16 rows of the block stay in L2 and pass 3 reads the rest from L3 (docs/ops/layer_norm.md).
 template <typename T, bool subtract_mean, bool kStream>
 void BlockInnerAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t I, int64_t w,
                     const T* HWY_RESTRICT next, int64_t next_w, const float* HWY_RESTRICT scale,
