@@ -15,13 +15,13 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/table.h"
-#include "ops/bench_compare.h"
-#include "ops/benchmark_runner.h"
-#include "ops/errors.h"
-#include "ops/measurement.h"
-#include "ops/metadata.h"
-#include "ops/registry.h"
-#include "ops/verifier.h"
+#include "cli/report/bench_compare.h"
+#include "ops/framework/measurement/bench_sampler.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/measurement/measurement.h"
+#include "ops/framework/metadata.h"
+#include "ops/framework/registry.h"
+#include "ops/framework/harness/verifier.h"
 
 namespace tokamax::cli {
 namespace {

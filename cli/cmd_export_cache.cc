@@ -9,8 +9,8 @@
 
 #include "cli/commands.h"
 #include "cli/table.h"
-#include "ops/autotune_cache.h"
-#include "ops/errors.h"
+#include "ops/framework/autotuning/autotune_cache.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include "backends/cpu/roofline.h"
 #include "cli/commands.h"
 #include "cli/table.h"
-#include "ops/metadata.h"
+#include "ops/framework/metadata.h"
 
 namespace tokamax::cli {
 namespace {

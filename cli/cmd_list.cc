@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/table.h"
-#include "ops/registry.h"
+#include "ops/framework/registry.h"
 
 namespace tokamax::cli {
 namespace {

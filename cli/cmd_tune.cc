@@ -9,11 +9,11 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/table.h"
-#include "ops/errors.h"
-#include "ops/metadata.h"
-#include "ops/registry.h"
-#include "ops/tune_sources.h"
-#include "ops/tuner.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/metadata.h"
+#include "ops/framework/registry.h"
+#include "cli/tune_sources.h"
+#include "ops/framework/autotuning/tuner.h"
 
 namespace tokamax::cli {
 namespace {

@@ -5,10 +5,10 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/table.h"
-#include "ops/errors.h"
-#include "ops/metadata.h"
-#include "ops/registry.h"
-#include "ops/verifier.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/metadata.h"
+#include "ops/framework/registry.h"
+#include "ops/framework/harness/verifier.h"
 
 namespace tokamax::cli {
 namespace {

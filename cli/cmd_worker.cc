@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "ops/case_runner.h"
+#include "ops/framework/harness/case_runner.h"
 
 namespace tokamax::cli {
 

@@ -8,9 +8,9 @@
 #include <set>
 #include <sstream>
 
-#include "ops/errors.h"
-#include "ops/registry.h"
-#include "ops/worker_runner.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/registry.h"
+#include "ops/framework/harness/worker_runner.h"
 
 namespace tokamax::cli {
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "ops/arg_spec.h"
-#include "ops/autotune_cache.h"
-#include "ops/case_runner.h"
-#include "ops/config_resolution.h"
-#include "ops/op.h"
+#include "ops/framework/catalog/arg_spec.h"
+#include "ops/framework/autotuning/autotune_cache.h"
+#include "ops/framework/harness/case_runner.h"
+#include "ops/framework/config_resolution.h"
+#include "ops/framework/op.h"
 
 namespace tokamax::cli {
 

@@ -5,8 +5,8 @@
 #include <map>
 
 #include "cli/commands.h"
-#include "ops/errors.h"
-#include "ops/metadata.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/metadata.h"
 
 namespace tokamax::cli {
 

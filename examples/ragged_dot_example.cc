@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ops/ragged_dot/api.h"
-#include "ops/random.h"
+#include "ops/framework/random.h"
 
 namespace {
 

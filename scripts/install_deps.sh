@@ -6,6 +6,8 @@ PACKAGES=(
   build-essential cmake git pkg-config
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libbenchmark-dev catch2
   libhwy-dev libopenblas-dev libdnnl-dev
+  # Debian's oneDNN CMake config asks for OpenCL (its GPU runtime) even for a CPU-only build.
+  ocl-icd-opencl-dev
   python3 python3-numpy python3-matplotlib
 )
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/device.h"
+#include "backends/device.h"
 
 namespace tokamax::cpu {
 

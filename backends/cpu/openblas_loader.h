@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/device.h"
+#include "backends/device.h"
 
 namespace tokamax::cpu {
 

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_info.h"
-#include "ops/autotune_cache.h"
-#include "ops/errors.h"
+#include "ops/framework/autotuning/autotune_cache.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax::cpu {
 namespace {

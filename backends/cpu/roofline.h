@@ -7,7 +7,7 @@
 #include <string>
 
 #include "backends/cpu/peaks.h"
-#include "ops/dtype.h"
+#include "ops/framework/dtype.h"
 
 namespace tokamax::cpu {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 

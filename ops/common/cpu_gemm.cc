@@ -10,7 +10,7 @@
 #include <string>
 
 #include "backends/cpu/scratch.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_micro_kernel.h"
 #include "ops/ragged_dot/cpu_pack.h"

@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "ops/dtype.h"
+#include "ops/framework/dtype.h"
 
 namespace tokamax {
 

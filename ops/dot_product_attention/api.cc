@@ -1,8 +1,8 @@
 // dot_product_attention: high-level API and the dispatch order of its implementations.
 #include "ops/dot_product_attention/api.h"
 
-#include "ops/dispatch.h"
-#include "ops/errors.h"
+#include "ops/framework/dispatch.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 

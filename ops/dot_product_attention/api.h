@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ops/dot_product_attention/base.h"
-#include "ops/tensor.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 

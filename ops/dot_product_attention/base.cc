@@ -11,7 +11,7 @@
 #include <cmath>
 #include <string>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 namespace {

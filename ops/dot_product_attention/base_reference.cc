@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ops/dot_product_attention/base.h"
-#include "ops/errors.h"
-#include "ops/random.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/random.h"
 
 namespace tokamax {
 namespace {

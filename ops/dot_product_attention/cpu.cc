@@ -13,8 +13,8 @@
 #include "ops/dot_product_attention/base.h"
 #include "ops/dot_product_attention/cpu_config.h"
 #include "ops/dot_product_attention/cpu_kernel.h"
-#include "ops/errors.h"
-#include "ops/op.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/op.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 
 namespace tokamax {

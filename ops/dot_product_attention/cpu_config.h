@@ -12,9 +12,9 @@
 #include <tuple>
 #include <vector>
 
-#include "ops/device.h"
+#include "backends/device.h"
 #include "ops/dot_product_attention/base.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 

@@ -44,7 +44,7 @@
 #include "ops/common/online_softmax.h"
 #include "ops/dot_product_attention/cpu_pack.h"
 #include "ops/dot_product_attention/cpu_task.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_micro_kernel.h"
 #include "ops/ragged_dot/cpu_pack.h"

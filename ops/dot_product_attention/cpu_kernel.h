@@ -10,7 +10,7 @@
 
 #include "ops/dot_product_attention/base.h"
 #include "ops/ragged_dot/cpu_tiling.h"
-#include "ops/tensor.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 

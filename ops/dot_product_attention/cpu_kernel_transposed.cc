@@ -23,7 +23,7 @@
 #include "ops/common/cpu_softmax.h"
 #include "ops/dot_product_attention/cpu_pack.h"
 #include "ops/dot_product_attention/cpu_task.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_micro_kernel.h"
 #include "ops/ragged_dot/cpu_pack.h"
 #include "ops/ragged_dot/cpu_tiling.h"

@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "ops/dot_product_attention/base.h"
-#include "ops/dtype.h"
+#include "ops/framework/dtype.h"
 
 namespace tokamax {
 

@@ -20,8 +20,8 @@
 
 #include "backends/cpu/onednn_engine.h"
 #include "ops/dot_product_attention/base.h"
-#include "ops/errors.h"
-#include "ops/op.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/op.h"
 
 namespace tokamax {
 namespace {

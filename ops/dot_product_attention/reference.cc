@@ -1,6 +1,6 @@
 // dot_product_attention: the portable reference as an implementation ("reference"), any dtype.
 #include "ops/dot_product_attention/base.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 namespace {

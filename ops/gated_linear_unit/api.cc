@@ -1,8 +1,8 @@
 // gated_linear_unit: high-level API and the dispatch order of its implementations.
 #include "ops/gated_linear_unit/api.h"
 
-#include "ops/dispatch.h"
-#include "ops/errors.h"
+#include "ops/framework/dispatch.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 

@@ -13,7 +13,7 @@
 
 #include "ops/common/activation.h"
 #include "ops/gated_linear_unit/base.h"
-#include "ops/tensor.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 namespace {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "ops/dtype_dispatch.h"
-#include "ops/errors.h"
+#include "ops/framework/dtype_dispatch.h"
+#include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/base.h"
-#include "ops/random.h"
+#include "ops/framework/random.h"
 
 namespace tokamax {
 namespace {

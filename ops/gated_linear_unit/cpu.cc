@@ -11,11 +11,11 @@
 
 #include "backends/cpu/cpu_info.h"
 #include "ops/common/cpu_activation.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
 #include "ops/gated_linear_unit/cpu_kernel.h"
-#include "ops/op.h"
+#include "ops/framework/op.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 

@@ -17,8 +17,8 @@
 #include <tuple>
 #include <vector>
 
-#include "ops/device.h"
-#include "ops/errors.h"
+#include "backends/device.h"
+#include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/base.h"
 
 namespace tokamax {

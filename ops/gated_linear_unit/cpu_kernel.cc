@@ -25,7 +25,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_activation.h"
 #include "ops/common/cpu_gemm.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_pack.h"
 #include "ops/ragged_dot/cpu_tiling.h"

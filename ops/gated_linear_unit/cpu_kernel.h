@@ -10,7 +10,7 @@
 
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
-#include "ops/tensor.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 

@@ -29,9 +29,9 @@
 #include "backends/cpu/onednn_engine.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_activation.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/base.h"
-#include "ops/op.h"
+#include "ops/framework/op.h"
 #include "ops/ragged_dot/cpu_pack.h"
 
 namespace tokamax {

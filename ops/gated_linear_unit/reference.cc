@@ -1,5 +1,5 @@
 // gated_linear_unit: the portable reference as an implementation ("reference"), any dtype.
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/base.h"
 
 namespace tokamax {

@@ -1,8 +1,8 @@
 // layer_norm: high-level API and the dispatch order of its implementations.
 #include "ops/layer_norm/api.h"
 
-#include "ops/dispatch.h"
-#include "ops/errors.h"
+#include "ops/framework/dispatch.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "ops/layer_norm/base.h"
-#include "ops/tensor.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 

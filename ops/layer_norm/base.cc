@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 namespace {

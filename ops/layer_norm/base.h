@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/bound_args.h"
-#include "ops/dtype.h"
-#include "ops/op.h"
-#include "ops/tensor.h"
+#include "ops/framework/bound_args.h"
+#include "ops/framework/dtype.h"
+#include "ops/framework/op.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 

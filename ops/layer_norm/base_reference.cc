@@ -30,9 +30,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/layer_norm/base.h"
-#include "ops/random.h"
+#include "ops/framework/random.h"
 
 namespace tokamax {
 namespace {

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "backends/cpu/cpu_info.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/layer_norm/base.h"
 #include "ops/layer_norm/cpu_config.h"
 #include "ops/layer_norm/cpu_kernel.h"
-#include "ops/op.h"
+#include "ops/framework/op.h"
 
 namespace tokamax {
 namespace {

@@ -12,8 +12,8 @@
 #include <tuple>
 #include <vector>
 
-#include "ops/device.h"
-#include "ops/errors.h"
+#include "backends/device.h"
+#include "ops/framework/errors.h"
 #include "ops/layer_norm/base.h"
 
 namespace tokamax {

@@ -34,7 +34,7 @@
 #include "backends/cpu/cpu_info.h"
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/layer_norm/cpu_tasks.h"
 
 // SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.

@@ -26,8 +26,8 @@
 #include <string>
 #include <type_traits>
 
-#include "ops/dtype.h"
-#include "ops/errors.h"
+#include "ops/framework/dtype.h"
+#include "ops/framework/errors.h"
 #if HWY_ARCH_X86
 #include <immintrin.h>
 #endif

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "backends/cpu/onednn_engine.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/layer_norm/base.h"
-#include "ops/op.h"
+#include "ops/framework/op.h"
 
 namespace tokamax {
 namespace {

@@ -1,5 +1,5 @@
 // layer_norm: the portable reference as an implementation ("reference"), any dtype.
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/layer_norm/base.h"
 
 namespace tokamax {

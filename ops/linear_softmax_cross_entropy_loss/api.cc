@@ -1,8 +1,8 @@
 // linear_softmax_cross_entropy_loss: high-level API and the dispatch order of its implementations.
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 
-#include "ops/dispatch.h"
-#include "ops/errors.h"
+#include "ops/framework/dispatch.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
-#include "ops/tensor.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 

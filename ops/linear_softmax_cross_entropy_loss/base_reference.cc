@@ -25,16 +25,16 @@
 // ErrorModel's generic bound is gamma(length * u) * magnitude + u_out |value|. We set length = 1
 // and u = 2^-24, and the oracle reports magnitude = (budget of 1-4) / u: the generic bound then
 // reads gamma_1 / u * budget >= budget, i.e. the budget above, with the f32 output rounding on
-// top. No change to ops/numerics.h was needed.
+// top. No change to ops/framework/numerics.h was needed.
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "ops/dtype_dispatch.h"
-#include "ops/errors.h"
+#include "ops/framework/dtype_dispatch.h"
+#include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
-#include "ops/random.h"
+#include "ops/framework/random.h"
 
 namespace tokamax {
 namespace {

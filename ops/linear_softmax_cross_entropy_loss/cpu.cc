@@ -14,10 +14,10 @@
 
 #include "backends/cpu/cpu_info.h"
 #include "backends/cpu/thread_pool.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/cpu_config.h"
 #include "ops/linear_softmax_cross_entropy_loss/cpu_kernel.h"
-#include "ops/op.h"
+#include "ops/framework/op.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 

@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "ops/device.h"
+#include "backends/device.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
 
 namespace tokamax {

@@ -15,9 +15,9 @@
 #include <tuple>
 
 #include "backends/cpu/onednn_engine.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
-#include "ops/op.h"
+#include "ops/framework/op.h"
 
 namespace tokamax {
 namespace {

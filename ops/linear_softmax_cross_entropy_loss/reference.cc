@@ -1,5 +1,5 @@
 // linear_softmax_cross_entropy_loss: the portable reference as an implementation ("reference").
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
 
 namespace tokamax {

@@ -1,8 +1,8 @@
 // ragged_dot: high-level API and the dispatch order of its implementations.
 #include "ops/ragged_dot/api.h"
 
-#include "ops/dispatch.h"
-#include "ops/errors.h"
+#include "ops/framework/dispatch.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 

@@ -11,9 +11,9 @@
 #include <optional>
 #include <string>
 
-#include "ops/dtype.h"
+#include "ops/framework/dtype.h"
 #include "ops/ragged_dot/base.h"
-#include "ops/tensor.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 

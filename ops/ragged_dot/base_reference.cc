@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/base.h"
-#include "ops/random.h"
+#include "ops/framework/random.h"
 
 namespace tokamax {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_info.h"
-#include "ops/errors.h"
-#include "ops/op.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_config.h"
 #include "ops/ragged_dot/cpu_kernel.h"

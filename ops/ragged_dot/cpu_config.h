@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
-#include "ops/device.h"
-#include "ops/errors.h"
+#include "backends/device.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/base.h"
 
 namespace tokamax {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_pack.h"
 
 // SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.

@@ -39,7 +39,7 @@
 
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_micro_kernel.h"
 #include "ops/ragged_dot/cpu_pack.h"
 

@@ -12,7 +12,7 @@
 
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_tiling.h"
-#include "ops/tensor.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 

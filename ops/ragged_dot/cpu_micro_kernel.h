@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "ops/dtype.h"
+#include "ops/framework/dtype.h"
 
 namespace tokamax {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <type_traits>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
 // SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.

@@ -14,7 +14,7 @@
 #include <functional>
 #include <string>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 bool has_micro_kernel_shape(int lanes, int mr, int nr_vectors) {

@@ -21,7 +21,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "ops/dtype.h"
+#include "ops/framework/dtype.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {

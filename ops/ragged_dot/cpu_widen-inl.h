@@ -19,7 +19,7 @@
 
 #include <type_traits>
 
-#include "ops/dtype.h"
+#include "ops/framework/dtype.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {

@@ -17,8 +17,8 @@
 #include <tuple>
 
 #include "backends/cpu/onednn_engine.h"
-#include "ops/errors.h"
-#include "ops/op.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
 
 namespace tokamax {

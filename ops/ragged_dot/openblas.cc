@@ -14,8 +14,8 @@
 
 #include "backends/cpu/cpu_info.h"
 #include "backends/cpu/openblas_loader.h"
-#include "ops/errors.h"
-#include "ops/op.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
 
 namespace tokamax {

@@ -1,5 +1,5 @@
 // ragged_dot: the portable reference as an implementation ("reference"), any dtype.
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/base.h"
 
 namespace tokamax {

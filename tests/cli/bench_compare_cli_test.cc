@@ -3,7 +3,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "../test_util.h"
+#include "tests/test_util.h"
 
 using namespace tokamax::testing;
 using nlohmann::json;
@@ -68,7 +68,7 @@ TEST_CASE("bench --compare reports verdicts, one-sided cases and exits 1 on a sl
   CHECK(a["name"] == "ragged_dot/a/cpu");
   CHECK(a["verdict"] == "SLOWER");
   // kBase ties (100 twice): normal approximation; reference value from the script in
-  // tests/ops/bench_compare_test.cc (scipy.stats.mannwhitneyu's asymptotic formula).
+  // tests/cli/report/bench_compare_test.cc (scipy.stats.mannwhitneyu's asymptotic formula).
   CHECK(a["test"] == "normal");
   CHECK(a["p_value"].get<double>() == Approx(0.011667312343319398).epsilon(1e-9));
   CHECK(a["old_median_s"].get<double>() == Approx(100e-6));

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "../test_util.h"
+#include "tests/test_util.h"
 
 using namespace tokamax::testing;
 using nlohmann::json;

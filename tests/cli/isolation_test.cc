@@ -4,7 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "../test_util.h"
+#include "tests/test_util.h"
 
 using namespace tokamax::testing;
 using nlohmann::json;

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "../test_util.h"
+#include "tests/test_util.h"
 
 using namespace tokamax::testing;
 using nlohmann::json;

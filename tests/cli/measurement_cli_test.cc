@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "../test_util.h"
+#include "tests/test_util.h"
 
 using namespace tokamax::testing;
 using nlohmann::json;

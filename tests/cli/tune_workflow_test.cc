@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "../test_util.h"
+#include "tests/test_util.h"
 
 using namespace tokamax::testing;
 using nlohmann::json;

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax::testing {
 namespace {

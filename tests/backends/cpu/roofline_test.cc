@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "tests/test_util.h"
 
 using namespace tokamax;

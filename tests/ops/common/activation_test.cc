@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 using namespace tokamax;
 

@@ -8,7 +8,7 @@
 
 #include "ops/common/activation.h"
 #include "ops/gated_linear_unit/base.h"
-#include "ops/random.h"
+#include "ops/framework/random.h"
 
 using namespace tokamax;
 

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/dtype.h"
-#include "ops/errors.h"
+#include "ops/framework/dtype.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/random.h"
+#include "ops/framework/random.h"
 
 using namespace tokamax;
 

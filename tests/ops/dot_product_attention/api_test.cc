@@ -6,7 +6,7 @@
 #include <string>
 
 #include "attention_test_util.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 using namespace tokamax;
 using namespace tokamax::attention_testing;

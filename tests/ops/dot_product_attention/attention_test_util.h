@@ -11,7 +11,7 @@
 
 #include "backends/cpu/cpu_info.h"
 #include "ops/dot_product_attention/api.h"
-#include "ops/numerics.h"
+#include "ops/framework/numerics.h"
 
 namespace tokamax::attention_testing {
 

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "../../simd_targets.h"
+#include "tests/simd_targets.h"
 #include "attention_test_util.h"
 #include "backends/cpu/cpu_info.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/dot_product_attention/cpu_config.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 
 using namespace tokamax;

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <string>
 
-#include "../../test_util.h"
-#include "ops/errors.h"
+#include "tests/test_util.h"
+#include "ops/framework/errors.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "ops/arg_spec.h"
-#include "ops/errors.h"
+#include "ops/framework/catalog/arg_spec.h"
+#include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/api.h"
-#include "ops/numerics.h"
+#include "ops/framework/numerics.h"
 
 using namespace tokamax;
 using nlohmann::json;

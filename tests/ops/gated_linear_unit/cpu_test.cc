@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "backends/cpu/cpu_info.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
-#include "ops/numerics.h"
+#include "ops/framework/numerics.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 
 using namespace tokamax;

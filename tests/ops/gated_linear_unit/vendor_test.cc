@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "backends/cpu/cpu_info.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/api.h"
-#include "ops/numerics.h"
+#include "ops/framework/numerics.h"
 
 namespace tokamax {
 // Defined in ops/gated_linear_unit/onednn.cc.

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "layer_norm_test_util.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;

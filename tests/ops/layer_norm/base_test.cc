@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "layer_norm_test_util.h"
-#include "ops/arg_spec.h"
-#include "ops/errors.h"
+#include "ops/framework/catalog/arg_spec.h"
+#include "ops/framework/errors.h"
 #include "ops/layer_norm/api.h"
 
 using namespace tokamax;

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "../../test_util.h"
+#include "tests/test_util.h"
 
 using namespace tokamax::testing;
 using nlohmann::json;

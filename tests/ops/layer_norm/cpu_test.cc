@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "../../simd_targets.h"
+#include "tests/simd_targets.h"
 #include "backends/cpu/cpu_info.h"
 #include "layer_norm_test_util.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/layer_norm/api.h"
 #include "ops/layer_norm/cpu_kernel.h"
-#include "ops/numerics.h"
+#include "ops/framework/numerics.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;

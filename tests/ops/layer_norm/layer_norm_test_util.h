@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/layer_norm/api.h"
-#include "ops/numerics.h"
+#include "ops/framework/numerics.h"
 
 namespace tokamax::testing {
 

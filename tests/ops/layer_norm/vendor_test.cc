@@ -5,8 +5,8 @@
 
 #include "backends/cpu/cpu_info.h"
 #include "layer_norm_test_util.h"
-#include "ops/dispatch.h"
-#include "ops/errors.h"
+#include "ops/framework/dispatch.h"
+#include "ops/framework/errors.h"
 #include "ops/layer_norm/api.h"
 
 using namespace tokamax;

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <utility>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 using namespace tokamax;
 

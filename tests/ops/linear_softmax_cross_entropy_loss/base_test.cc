@@ -8,8 +8,8 @@
 #include <set>
 #include <string>
 
-#include "ops/arg_spec.h"
-#include "ops/errors.h"
+#include "ops/framework/catalog/arg_spec.h"
+#include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "test_helpers.h"
 

@@ -5,10 +5,10 @@
 #include <string>
 
 #include "backends/cpu/cpu_info.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/cpu_config.h"
-#include "ops/numerics.h"
+#include "ops/framework/numerics.h"
 #include "test_helpers.h"
 
 using namespace tokamax;

@@ -9,7 +9,7 @@
 
 #include "backends/cpu/cpu_info.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
-#include "ops/numerics.h"
+#include "ops/framework/numerics.h"
 
 namespace tokamax::testing {
 

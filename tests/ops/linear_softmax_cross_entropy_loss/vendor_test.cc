@@ -2,9 +2,9 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
-#include "ops/numerics.h"
+#include "ops/framework/numerics.h"
 #include "test_helpers.h"
 
 using namespace tokamax;

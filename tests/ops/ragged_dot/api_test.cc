@@ -3,9 +3,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "../fake_impls.h"
-#include "ops/dispatch.h"
-#include "ops/errors.h"
+#include "tests/ops/framework/fake_impls.h"
+#include "ops/framework/dispatch.h"
+#include "ops/framework/errors.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/api.h"
 
 using namespace tokamax;

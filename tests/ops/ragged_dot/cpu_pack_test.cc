@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "../../simd_targets.h"
-#include "ops/dtype.h"
+#include "tests/simd_targets.h"
+#include "ops/framework/dtype.h"
 
 using namespace tokamax;
 using tokamax::testing::for_each_forced_target;

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "../../simd_targets.h"
+#include "tests/simd_targets.h"
 #include "backends/cpu/cpu_info.h"
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_kernel.h"

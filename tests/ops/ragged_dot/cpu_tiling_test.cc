@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/errors.h"
+#include "ops/framework/errors.h"
 
 using namespace tokamax;
 

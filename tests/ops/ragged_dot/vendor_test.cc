@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_info.h"
-#include "ops/dispatch.h"
-#include "ops/errors.h"
+#include "ops/framework/dispatch.h"
+#include "ops/framework/errors.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
 

@@ -1,0 +1,180 @@
+// tune: candidates -> validate -> time -> verify fastest-first -> cache entry.
+#include "ops/framework/autotuning/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "ops/framework/errors.h"
+#include "ops/framework/metadata.h"
+#include "ops/framework/numerics.h"
+
+namespace tokamax {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+nlohmann::json TunePhases::to_json() const {
+  return {{"setup_s", setup_s}, {"search_s", search_s}, {"verify_s", verify_s},
+          {"total_s", total_s}, {"requests", requests}, {"checks", checks}};
+}
+
+nlohmann::json CandidateResult::to_json() const {
+  nlohmann::json out = {{"config", config}, {"status", status}};
+  if (!samples.empty()) {
+    out["time_s"] = time_s;
+    out["num_samples"] = samples.size();
+  }
+  if (round >= 0) out["round"] = round;
+  if (requests > 0) {
+    out["requests"] = requests;
+    out["wall_s"] = wall_s;
+  }
+  if (!reason.empty()) out["reason"] = reason;
+  if (is_heuristics) out["heuristics"] = true;
+  return out;
+}
+
+TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& impl,
+                     const DeviceInfo& device, const TuneOptions& options) {
+  TuneResult result;
+  const double begin = now_s();
+  // The heuristics config competes too, so a tuned entry is never slower than the default.
+  std::vector<nlohmann::json> configs = impl.autotuning_configs_json(args, device);
+  const nlohmann::json heuristics = impl.heuristics_config_json(args, device);
+  if (std::find(configs.begin(), configs.end(), heuristics) == configs.end()) {
+    configs.insert(configs.begin(), heuristics);
+  }
+
+  LocalRunner local(options.interrupt);
+  CaseRunner& runner = options.runner != nullptr ? *options.runner : local;
+  CaseSetup setup;
+  setup.op = std::string(op.name());
+  setup.args = args;
+  setup.seed = options.seed;
+  setup.oracle_budget = options.oracle_budget;
+  runner.setup(setup);
+  result.phases.setup_s = now_s() - begin;
+  result.candidates.resize(configs.size());
+  std::vector<size_t> valid;  // indices into configs of the candidates that may be timed
+  size_t heuristics_index = configs.size();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    CandidateResult& candidate = result.candidates[i];
+    candidate.config = configs[i];
+    candidate.is_heuristics = configs[i] == heuristics;
+    try {
+      impl.check_config_json(args, impl.canonical_config(configs[i]));
+    } catch (const InvalidArgument& e) {
+      candidate.status = "invalid";
+      candidate.reason = e.what();
+      continue;
+    }
+    if (candidate.is_heuristics) heuristics_index = valid.size();
+    valid.push_back(i);
+  }
+
+  SearchOptions search;
+  search.strategy = options.strategy;
+  search.max_evals = options.max_evals;
+  search.time_budget_s = options.time_budget_s;
+  search.seed = options.seed;
+  search.timing = options.timing;
+  if (options.progress) {
+    search.progress = [&](int candidate, int total, double best) {
+      options.progress(TuneProgress{candidate, total, best});
+    };
+  }
+  const TimeFn time = [&](size_t index, const TimingOptions& request) {
+    const nlohmann::json& config = configs[valid[index]];
+    TimeResult timed = runner.time(impl, config, request);
+    if (timed.status != "ok") {
+      throw CandidateFailure(timed.status, timed.reason);
+    }
+    return timed.samples;
+  };
+  const double search_begin = now_s();
+  const std::vector<SearchOutcome> outcomes =
+      run_search(valid.size(), heuristics_index, time, search);
+  result.phases.search_s = now_s() - search_begin;
+  for (size_t k = 0; k < valid.size(); ++k) {
+    CandidateResult& candidate = result.candidates[valid[k]];
+    candidate.status = outcomes[k].status;
+    candidate.reason = outcomes[k].reason;
+    candidate.round = outcomes[k].round;
+    candidate.samples = outcomes[k].samples;
+    candidate.time_s = outcomes[k].time_s;
+    candidate.requests = outcomes[k].requests;
+    candidate.wall_s = outcomes[k].wall_s;
+    result.phases.requests += outcomes[k].requests;
+    if (candidate.is_heuristics && !candidate.samples.empty()) {
+      result.heuristics_time_s = candidate.time_s;
+    }
+  }
+
+  // Verify fastest-first: the oracle is computed once, only as far as needed.
+  // Pruned candidates compete on their partial times too: a fast config that fails
+  // verification may have been the bar that aborted the correct ones.
+  std::vector<CandidateResult*> ranked;
+  for (CandidateResult& c : result.candidates) {
+    if (c.status == "ok" || (c.status == "pruned" && !c.samples.empty())) ranked.push_back(&c);
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const CandidateResult* a, const CandidateResult* b) {
+    return a->time_s < b->time_s;
+  });
+  if (ranked.empty()) {
+    result.reason = "no valid candidate ran";
+    result.phases.total_s = now_s() - begin;
+    return result;
+  }
+  const double verify_begin = now_s();
+  for (CandidateResult* candidate : ranked) {
+    if (options.interrupt != nullptr && options.interrupt->load()) throw Interrupted();
+    ++result.phases.checks;
+    const CheckResult check = runner.check(impl, candidate->config);
+    if (check.status != "ok") {
+      // A crash or hang only now (e.g. on other outputs) still disqualifies the candidate.
+      candidate->status = check.status == "unsupported" ? "error" : check.status;
+      candidate->reason = check.reason;
+      continue;
+    }
+    std::string failure;
+    for (const auto& [name, comparison] : check.comparisons) {
+      if (judge(comparison) == Disposition::kFailed) {
+        failure = name + ": max abs error " + std::to_string(comparison.max_abs_error) +
+                  " over the bound " + std::to_string(comparison.bound);
+      }
+    }
+    if (!failure.empty()) {
+      candidate->status = "numerics";
+      candidate->reason = failure;
+      continue;
+    }
+    result.has_winner = true;
+    result.entry.config = impl.canonical_config(candidate->config);
+    result.entry.time_s = candidate->time_s;
+    result.entry.samples = candidate->samples;
+    result.entry.verified = true;
+    break;
+  }
+  result.phases.verify_s = now_s() - verify_begin;
+  result.phases.total_s = now_s() - begin;
+  if (!result.has_winner) {
+    result.reason = "every timed candidate failed verification";
+    return result;
+  }
+  for (const CandidateResult& c : result.candidates) result.entry.candidates.push_back(c.to_json());
+  result.entry.metadata = run_metadata();
+  result.entry.metadata["op"] = std::string(op.name());
+  result.entry.metadata["impl"] = std::string(impl.name());
+  result.entry.metadata["args"] = args.args;
+  result.entry.metadata["config_source"] = "autotuned";
+  result.entry.metadata["backend"] = impl.describe();
+  result.entry.metadata["heuristics_time_s"] = result.heuristics_time_s;
+  return result;
+}
+
+}  // namespace tokamax

@@ -1,0 +1,30 @@
+// BoundArgs: the canonical, validated arguments of one op call; its canonical JSON is the cache
+// key.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/framework/tensor.h"
+
+namespace tokamax {
+
+// Tensors are stored as their spec strings ("bf16[8,4096]"), options as JSON values with every
+// default filled in. nlohmann::json objects keep keys sorted, so dump() is canonical.
+struct BoundArgs {
+  std::string op;
+  nlohmann::json args = nlohmann::json::object();
+
+  // {"op": ..., "args": {...}} as compact JSON with sorted keys: the autotuning-cache key.
+  std::string key() const;
+  nlohmann::json to_json() const { return {{"op", op}, {"args", args}}; }
+  static BoundArgs from_json(const nlohmann::json& value);
+
+  TensorSpec tensor(std::string_view name) const;
+  const nlohmann::json& option(std::string_view name) const;
+  bool has(std::string_view name) const { return args.contains(name); }
+};
+
+}  // namespace tokamax

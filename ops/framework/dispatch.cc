@@ -1,0 +1,76 @@
+// High-level dispatch over an op's implementations.
+#include "ops/framework/dispatch.h"
+
+#include <mutex>
+
+#include "backends/cpu/cpu_info.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/record.h"
+
+namespace tokamax {
+namespace {
+
+// The user cache as of the first call; a process that tunes reloads through the CLI instead.
+const AutotuneCache* user_cache() {
+  static std::once_flag once;
+  static AutotuneCache cache;
+  static bool loaded = false;
+  std::call_once(once, [] {
+    try {
+      cache = AutotuneCache::load(default_user_cache_path());
+      loaded = true;
+    } catch (const std::exception&) {
+      // A corrupt or unreachable user cache (no home directory) must not break the application
+      // calling the API: configs fall back to the shipped cache and heuristics. The CLI reports it.
+    }
+  });
+  return loaded ? &cache : nullptr;
+}
+
+DispatchResult run_one(const Implementation& impl, const BoundArgs& args,
+                       const std::optional<nlohmann::json>& config, const TensorMap& inputs,
+                       TensorMap& outputs) {
+  const DeviceInfo& device = cpu::host_device();
+  const Support support = impl.supported_on(device);
+  if (!support.ok) throw NotImplemented(support.reason);
+  impl.check_args(args);
+  ConfigContext context{config, user_cache(), &shipped_cache()};
+  ResolvedConfig resolved = resolve_config(impl, args, device, context);
+  impl.run_json(args, resolved.config, inputs, outputs);
+  record_call(args, impl.name(), resolved, device.id);  // only when TOKAMAX_RECORD is set
+  return {&impl, std::move(resolved)};
+}
+
+}  // namespace
+
+DispatchResult dispatch(const Op& op, const BoundArgs& args, std::string_view implementation,
+                        const std::optional<nlohmann::json>& config, const TensorMap& inputs,
+                        TensorMap& outputs) {
+  if (implementation != "auto") {
+    const Implementation& impl = op.implementation(implementation);
+    try {
+      return run_one(impl, args, config, inputs, outputs);
+    } catch (const NotImplemented& e) {
+      throw NotImplemented(std::string(op.name()) + ": implementation '" +
+                           std::string(implementation) + "' cannot run these args: " + e.what());
+    }
+  }
+  if (config) {
+    throw InvalidArgument(
+        std::string(op.name()) + ": an explicit config needs a named implementation, not 'auto'",
+        "config");
+  }
+  std::string reasons;
+  for (const Implementation* impl : op.implementations()) {
+    try {
+      return run_one(*impl, args, std::nullopt, inputs, outputs);
+    } catch (const NotImplemented& e) {
+      reasons +=
+          std::string(reasons.empty() ? "" : "; ") + std::string(impl->name()) + ": " + e.what();
+    }
+  }
+  throw NotImplemented(std::string(op.name()) + ": no implementation can run these args (" +
+                       reasons + ")");
+}
+
+}  // namespace tokamax

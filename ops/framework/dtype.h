@@ -1,0 +1,120 @@
+// Element types (f64, f32, bf16, f16, i32, bool) and the bf16/f16 <-> f32 conversions.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace tokamax {
+
+enum class DType { kF64, kF32, kBF16, kF16, kI32, kBool };
+
+// Storage types for the 16-bit floats: plain bit containers so that host tensors are trivially
+// copyable; arithmetic happens after conversion to float.
+struct bf16 {
+  uint16_t bits = 0;
+};
+struct f16 {
+  uint16_t bits = 0;
+};
+
+std::string_view dtype_name(DType dtype);
+// Parses "f32", "bf16", "bool", ...; aliases "float32", "bfloat16", "float16", "float64",
+// "int32". bool is stored one byte per element (0 or 1), like numpy's.
+// Throws InvalidArgument naming the accepted spellings.
+DType parse_dtype(std::string_view name);
+size_t dtype_size(DType dtype);
+bool is_floating(DType dtype);
+// Unit roundoff u = 2^-(mantissa bits + 1): the relative error of one rounding.
+double unit_roundoff(DType dtype);
+
+// Round to nearest even; NaN stays NaN (quiet), overflow goes to infinity.
+bf16 float_to_bf16(float value);
+// Exact (bf16 is the high half of an f32); inline, so that kernels' scalar paths stay calls-free.
+inline float bf16_to_float(bf16 value) {
+  return std::bit_cast<float>(static_cast<uint32_t>(value.bits) << 16);
+}
+f16 float_to_f16(float value);
+float f16_to_float(f16 value);
+// From double with a single rounding (no double rounding through float): the double is first
+// rounded to float with round-to-odd, which float's extra precision makes exact for the final
+// round-to-nearest-even step.
+bf16 double_to_bf16(double value);
+f16 double_to_f16(double value);
+
+// Maps a C++ element type to its DType.
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kF64;
+};
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kF32;
+};
+template <>
+struct DTypeOf<bf16> {
+  static constexpr DType value = DType::kBF16;
+};
+template <>
+struct DTypeOf<f16> {
+  static constexpr DType value = DType::kF16;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kI32;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
+
+// Element conversions used by references and kernels.
+inline float to_float(float x) { return x; }
+inline float to_float(bf16 x) { return bf16_to_float(x); }
+inline float to_float(f16 x) { return f16_to_float(x); }
+inline double to_double(double x) { return x; }
+inline double to_double(float x) { return x; }
+inline double to_double(bf16 x) { return bf16_to_float(x); }
+inline double to_double(f16 x) { return f16_to_float(x); }
+inline double to_double(int32_t x) { return x; }
+inline double to_double(bool x) { return x ? 1.0 : 0.0; }
+
+template <typename T>
+T from_double(double x);
+template <>
+inline double from_double<double>(double x) {
+  return x;
+}
+template <>
+inline float from_double<float>(double x) {
+  return static_cast<float>(x);
+}
+template <>
+inline bf16 from_double<bf16>(double x) {
+  return float_to_bf16(static_cast<float>(x));
+}
+template <>
+inline f16 from_double<f16>(double x) {
+  return float_to_f16(static_cast<float>(x));
+}
+template <>
+inline int32_t from_double<int32_t>(double x) {
+  return static_cast<int32_t>(x);
+}
+
+// Calls fn(T{}) with the C++ type of a floating dtype; throws NotImplemented for others.
+template <>
+inline bool from_double<bool>(double x) {
+  return x != 0.0;
+}
+
+template <typename Fn>
+decltype(auto) dispatch_float(DType dtype, Fn&& fn);
+
+}  // namespace tokamax
+
+#include "ops/framework/dtype_dispatch.h"

@@ -1,0 +1,529 @@
+// LocalRunner (in-process time / check / bench on one case) and the worker protocol around it.
+#include "ops/framework/harness/case_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "ops/framework/errors.h"
+#include "ops/framework/harness/npy.h"
+#include "ops/framework/registry.h"
+
+namespace tokamax {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// time_calls, or with warmup_runs == 0 a lean variant for halving: the first call calibrates
+// the batch and counts as a sample when it alone lasts a sample (slow kernels waste nothing).
+std::vector<double> sample_calls(const std::function<void()>& call, const TimingOptions& options,
+                                 const std::atomic<bool>* interrupt) {
+  if (options.warmup_runs > 0) return time_calls(call, options, interrupt);
+  auto check = [&] {
+    if (interrupt != nullptr && interrupt->load()) throw Interrupted();
+  };
+  check();
+  double start = now_s();
+  call();
+  const double one_call = now_s() - start;
+  std::vector<double> samples;
+  double timed = 0.0;
+  if (one_call >= options.sample_time_s) {
+    samples.push_back(one_call);
+    timed = one_call;
+  }
+  const int batch =
+      static_cast<int>(std::clamp(options.sample_time_s / std::max(one_call, 1e-9), 1.0, 1e6));
+  while (static_cast<int>(samples.size()) < options.max_samples &&
+         (static_cast<int>(samples.size()) < options.min_samples || timed < options.min_time_s)) {
+    check();
+    start = now_s();
+    for (int i = 0; i < batch; ++i) call();
+    const double elapsed = now_s() - start;
+    timed += elapsed;
+    samples.push_back(elapsed / batch);
+  }
+  return samples;
+}
+
+void dump_tensors(const fs::path& dir, const TensorMap& tensors) {
+  fs::create_directories(dir);
+  for (const auto& [name, tensor] : tensors) write_npy((dir / (name + ".npy")).string(), tensor);
+}
+
+void dump_oracle(const fs::path& dir, const Op& op, const BoundArgs& args,
+                 const OracleSet& oracle) {
+  fs::create_directories(dir);
+  for (const TensorDecl& decl : op.outputs(args)) {
+    const OracleSample& sample = oracle.at(decl.name);
+    const auto count = static_cast<int64_t>(sample.index.size());
+    if (count == decl.spec.num_elements()) {
+      write_npy((dir / (decl.name + ".npy")).string(), "<f8", decl.spec.dims, sample.value.data(),
+                sample.value.size() * sizeof(double));
+    } else {
+      // Sampled: flat indices and values side by side (out.flat[index] ~ values).
+      write_npy((dir / (decl.name + "_index.npy")).string(), "<i8", {count}, sample.index.data(),
+                sample.index.size() * sizeof(int64_t));
+      write_npy((dir / (decl.name + "_values.npy")).string(), "<f8", {count}, sample.value.data(),
+                sample.value.size() * sizeof(double));
+    }
+  }
+}
+
+std::string exception_message(const std::exception& e) {
+  const std::string what = e.what();
+  return what.empty() ? "exception with an empty message" : what;
+}
+
+// JSON has no inf or nan: they travel as strings.
+json number(double value) {
+  if (std::isfinite(value)) return value;
+  if (std::isnan(value)) return "nan";
+  return value > 0 ? "inf" : "-inf";
+}
+
+double number_from(const json& value) {
+  if (value.is_number()) return value.get<double>();
+  if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    if (text == "inf") return INFINITY;
+    if (text == "-inf") return -INFINITY;
+    if (text == "nan") return NAN;
+  }
+  throw InvalidArgument("worker protocol: expected a number, got " + value.dump());
+}
+
+}  // namespace
+
+bool CaseSetup::same_case(const CaseSetup& other) const {
+  return op == other.op && args.key() == other.args.key() && seed == other.seed &&
+         oracle_budget == other.oracle_budget;
+}
+
+// --- LocalRunner.
+
+struct LocalRunner::State {
+  CaseSetup setup;
+  const Op* op = nullptr;
+  TensorMap inputs;
+  TensorMap outputs;
+  std::optional<OracleSet> oracle;
+
+  const OracleSet& ensure_oracle() {
+    if (!oracle) {
+      oracle = sample_oracle(*op, setup.args, inputs, setup.oracle_budget, setup.seed);
+    }
+    return *oracle;
+  }
+};
+
+LocalRunner::LocalRunner(const std::atomic<bool>* interrupt) : interrupt_(interrupt) {}
+LocalRunner::~LocalRunner() = default;
+
+const LocalRunner::State& LocalRunner::state() const {
+  if (!state_) throw InvalidArgument("no case has been set up");
+  return *state_;
+}
+
+void LocalRunner::setup(const CaseSetup& setup) {
+  if (!state_ || !state_->setup.same_case(setup)) {
+    state_.reset();  // one case's tensors alive at a time
+    auto state = std::make_unique<State>();
+    state->setup = setup;
+    state->op = &find_op(setup.op);
+    state->inputs = state->op->make_inputs(setup.args, setup.seed);
+    state->outputs = state->op->allocate_outputs(setup.args);
+    state_ = std::move(state);
+  }
+  if (!setup.dump_dir.empty()) {
+    dump_tensors(fs::path(setup.dump_dir) / "inputs", state_->inputs);
+    dump_oracle(fs::path(setup.dump_dir) / "oracle", *state_->op, setup.args,
+                state_->ensure_oracle());
+  }
+}
+
+void LocalRunner::prepare_oracle() { const_cast<State&>(state()).ensure_oracle(); }
+
+const Implementation& LocalRunner::implementation(const std::string& name) const {
+  return state().op->implementation(name);
+}
+
+TimeResult LocalRunner::time(const Implementation& impl, const nlohmann::json& config,
+                             const TimingOptions& timing) {
+  State& s = const_cast<State&>(state());
+  TimeResult result;
+  try {
+    result.samples = sample_calls([&] { impl.run_json(s.setup.args, config, s.inputs, s.outputs); },
+                                  timing, interrupt_);
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    result.status = "error";
+    result.reason = exception_message(e);
+    result.samples.clear();
+  }
+  return result;
+}
+
+CheckResult LocalRunner::check(const Implementation& impl, const nlohmann::json& config,
+                               const std::string& dump_dir) {
+  State& s = const_cast<State&>(state());
+  const OracleSet& oracle = s.ensure_oracle();
+  if (interrupt_ != nullptr && interrupt_->load()) throw Interrupted();
+  CheckResult result;
+  for (auto& [name, tensor] : s.outputs) tensor.fill_zero();
+  try {
+    impl.run_json(s.setup.args, config, s.inputs, s.outputs);
+  } catch (const NotImplemented& e) {
+    result.status = "unsupported";
+    result.reason = exception_message(e);
+    return result;
+  } catch (const std::exception& e) {
+    result.status = "error";
+    result.reason = exception_message(e);
+    return result;
+  }
+  const ErrorModel model = s.op->error_model(s.setup.args);
+  for (const auto& [name, sample] : oracle) {
+    result.comparisons[name] = compare_to_oracle(s.outputs.at(name), sample, model);
+  }
+  if (!dump_dir.empty()) dump_tensors(dump_dir, s.outputs);
+  return result;
+}
+
+std::vector<BenchOutcome> LocalRunner::bench(const std::vector<BenchJob>& jobs,
+                                             const BenchOptions& options) {
+  const State& s = state();
+  int64_t input_bytes = 0;
+  for (const auto& [name, tensor] : s.inputs)
+    input_bytes += static_cast<int64_t>(tensor.size_bytes());
+  std::vector<BenchCase> cases;
+  for (const BenchJob& job : jobs) {
+    // Each implementation writes its own outputs, as it would in an application.
+    auto outputs = std::make_shared<TensorMap>(s.op->allocate_outputs(s.setup.args));
+    BenchCase bench_case;
+    bench_case.name = job.name;
+    bench_case.run = [impl = job.impl, args = s.setup.args, config = job.config, inputs = &s.inputs,
+                      outputs] { impl->run_json(args, config, *inputs, *outputs); };
+    bench_case.flops = job.flops;
+    bench_case.bytes = job.bytes;
+    bench_case.label = job.label;
+    int64_t output_bytes = 0;
+    for (const auto& [name, tensor] : *outputs)
+      output_bytes += static_cast<int64_t>(tensor.size_bytes());
+    bench_case.footprint_bytes = input_bytes + output_bytes;
+    // Cold cache mode: separate memory per copy (HostTensor copies share their buffer).
+    bench_case.make_copies = [op = s.op, impl = job.impl, args = s.setup.args, config = job.config,
+                              inputs = &s.inputs](int copies) -> std::function<void(int)> {
+      auto sets = std::make_shared<std::vector<std::pair<TensorMap, TensorMap>>>();
+      for (int i = 0; i < copies; ++i) {
+        TensorMap copy;
+        for (const auto& [name, tensor] : *inputs) {
+          HostTensor fresh(tensor.spec());
+          if (tensor.size_bytes() > 0) std::memcpy(fresh.raw(), tensor.raw(), tensor.size_bytes());
+          copy.emplace(name, std::move(fresh));
+        }
+        sets->emplace_back(std::move(copy), op->allocate_outputs(args));
+      }
+      return [impl, args, config, sets](int i) {
+        auto& [in, out] = (*sets)[static_cast<size_t>(i)];
+        impl->run_json(args, config, in, out);
+      };
+    };
+    cases.push_back(std::move(bench_case));
+  }
+  std::vector<BenchOutcome> outcomes;
+  for (BenchStats& stats : run_benchmarks(cases, options)) {
+    BenchOutcome outcome;
+    outcome.status = stats.ok ? "ok" : "error";
+    outcome.stats = std::move(stats);
+    outcomes.push_back(std::move(outcome));
+  }
+  return outcomes;
+}
+
+// --- Serialization.
+// Tripwires: a field added to one of these structs must also travel to the worker, or
+// `--isolation worker` (the default) would silently drop it. Add it to the functions below (and
+// to the round-trip test in tests/ops/framework/harness/case_runner_test.cc), then update the size here.
+static_assert(sizeof(TimingOptions) == 56, "new TimingOptions field: update timing_to_json");
+static_assert(sizeof(BenchOptions) == 144, "new BenchOptions field: update bench_options_to_json");
+static_assert(sizeof(BenchStats) == 248, "new BenchStats field: update bench_stats_to_json");
+static_assert(sizeof(Comparison) == 80, "new Comparison field: update comparison_to_json");
+
+json stop_rule_to_json(const StopRule& r) {
+  return {{"min_samples", r.min_samples},
+          {"max_samples", r.max_samples},
+          {"min_time_s", number(r.min_time_s)},
+          {"max_noise", number(r.max_noise)},
+          {"timeout_s", number(r.timeout_s)},
+          {"estimator", std::string(estimator_name(r.estimator))}};
+}
+
+StopRule stop_rule_from_json(const json& value) {
+  StopRule r;
+  r.min_samples = value.at("min_samples").get<int>();
+  r.max_samples = value.at("max_samples").get<int>();
+  r.min_time_s = number_from(value.at("min_time_s"));
+  r.max_noise = number_from(value.at("max_noise"));
+  r.timeout_s = number_from(value.at("timeout_s"));
+  r.estimator = parse_estimator(value.at("estimator").get<std::string>());
+  return r;
+}
+
+json timing_to_json(const TimingOptions& t) {
+  return {
+      {"warmup_runs", t.warmup_runs},     {"min_samples", t.min_samples},
+      {"max_samples", t.max_samples},     {"min_time_s", t.min_time_s},
+      {"sample_time_s", t.sample_time_s}, {"max_noise", number(t.max_noise)},
+      {"timeout_s", number(t.timeout_s)}, {"estimator", std::string(estimator_name(t.estimator))}};
+}
+
+TimingOptions timing_from_json(const json& value) {
+  TimingOptions t;
+  t.warmup_runs = value.at("warmup_runs").get<int>();
+  t.min_samples = value.at("min_samples").get<int>();
+  t.max_samples = value.at("max_samples").get<int>();
+  t.min_time_s = value.at("min_time_s").get<double>();
+  t.sample_time_s = value.at("sample_time_s").get<double>();
+  t.max_noise = number_from(value.at("max_noise"));
+  t.timeout_s = number_from(value.at("timeout_s"));
+  t.estimator = parse_estimator(value.at("estimator").get<std::string>());
+  return t;
+}
+
+json bench_options_to_json(const BenchOptions& o) {
+  json context = json::array();
+  for (const auto& [key, value] : o.context) context.push_back({key, value});
+  return {{"warmup_runs", o.warmup_runs},
+          {"stop", stop_rule_to_json(o.stop)},
+          {"sample_time_s", number(o.sample_time_s)},
+          {"cache_mode", std::string(cache_mode_name(o.cache_mode))},
+          {"llc_bytes", o.llc_bytes},
+          {"drift_probe", o.drift_probe},
+          {"bandwidth_probe", o.bandwidth_probe},
+          {"max_drift", number(o.max_drift)},
+          {"json_path", o.json_path},
+          {"context", context}};
+}
+
+BenchOptions bench_options_from_json(const json& value) {
+  BenchOptions o;
+  o.warmup_runs = value.at("warmup_runs").get<int>();
+  o.stop = stop_rule_from_json(value.at("stop"));
+  o.sample_time_s = number_from(value.at("sample_time_s"));
+  o.cache_mode = parse_cache_mode(value.at("cache_mode").get<std::string>());
+  o.llc_bytes = value.at("llc_bytes").get<int64_t>();
+  o.drift_probe = value.at("drift_probe").get<bool>();
+  o.bandwidth_probe = value.at("bandwidth_probe").get<bool>();
+  o.max_drift = number_from(value.at("max_drift"));
+  o.json_path = value.at("json_path").get<std::string>();
+  for (const json& pair : value.at("context")) {
+    o.context.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
+  }
+  return o;
+}
+
+json comparison_to_json(const Comparison& c) {
+  return {{"max_abs_error", number(c.max_abs_error)},
+          {"max_rel_error", number(c.max_rel_error)},
+          {"bound", number(c.bound)},
+          {"worst_ratio", number(c.worst_ratio)},
+          {"worst_index", c.worst_index},
+          {"violations", c.violations},
+          {"nonfinite", c.nonfinite},
+          {"sampled", c.sampled},
+          {"total", c.total},
+          {"degenerate_oracle", c.degenerate_oracle}};
+}
+
+Comparison comparison_from_json(const json& value) {
+  Comparison c;
+  c.max_abs_error = number_from(value.at("max_abs_error"));
+  c.max_rel_error = number_from(value.at("max_rel_error"));
+  c.bound = number_from(value.at("bound"));
+  c.worst_ratio = number_from(value.at("worst_ratio"));
+  c.worst_index = value.at("worst_index").get<int64_t>();
+  c.violations = value.at("violations").get<int64_t>();
+  c.nonfinite = value.at("nonfinite").get<int64_t>();
+  c.sampled = value.at("sampled").get<int64_t>();
+  c.total = value.at("total").get<int64_t>();
+  c.degenerate_oracle = value.at("degenerate_oracle").get<bool>();
+  return c;
+}
+
+json bench_stats_to_json(const BenchStats& s) {
+  json samples = json::array();
+  for (double v : s.samples_s) samples.push_back(number(v));
+  return {{"name", s.name},
+          {"ok", s.ok},
+          {"error", s.error},
+          {"median_s", number(s.median_s)},
+          {"min_s", number(s.min_s)},
+          {"max_s", number(s.max_s)},
+          {"mean_s", number(s.mean_s)},
+          {"cv", number(s.cv)},
+          {"iqr_s", number(s.iqr_s)},
+          {"samples_s", samples},
+          {"iterations", s.iterations},
+          {"gflops", number(s.gflops)},
+          {"gbps", number(s.gbps)},
+          {"noise", number(s.noise)},
+          {"noisy", s.noisy},
+          {"stop_reason", static_cast<int>(s.stop_reason)},
+          {"elapsed_s", number(s.elapsed_s)},
+          {"cache_copies", s.cache_copies},
+          {"drift",
+           {{"before_s", number(s.drift.before_s)},
+            {"after_s", number(s.drift.after_s)},
+            {"change", number(s.drift.change)},
+            {"drifted", s.drift.drifted}}},
+          {"bandwidth",
+           {{"before_gbps", number(s.bandwidth.before_gbps)},
+            {"after_gbps", number(s.bandwidth.after_gbps)}}}};
+}
+
+BenchStats bench_stats_from_json(const json& value) {
+  BenchStats s;
+  s.name = value.at("name").get<std::string>();
+  s.ok = value.at("ok").get<bool>();
+  s.error = value.at("error").get<std::string>();
+  s.median_s = number_from(value.at("median_s"));
+  s.min_s = number_from(value.at("min_s"));
+  s.max_s = number_from(value.at("max_s"));
+  s.mean_s = number_from(value.at("mean_s"));
+  s.cv = number_from(value.at("cv"));
+  s.iqr_s = number_from(value.at("iqr_s"));
+  for (const json& v : value.at("samples_s")) s.samples_s.push_back(number_from(v));
+  s.iterations = value.at("iterations").get<int64_t>();
+  s.gflops = number_from(value.at("gflops"));
+  s.gbps = number_from(value.at("gbps"));
+  s.noise = number_from(value.at("noise"));
+  s.noisy = value.at("noisy").get<bool>();
+  s.stop_reason = static_cast<StopReason>(value.at("stop_reason").get<int>());
+  s.elapsed_s = number_from(value.at("elapsed_s"));
+  s.cache_copies = value.at("cache_copies").get<int>();
+  const json& drift = value.at("drift");
+  s.drift.before_s = number_from(drift.at("before_s"));
+  s.drift.after_s = number_from(drift.at("after_s"));
+  s.drift.change = number_from(drift.at("change"));
+  s.drift.drifted = drift.at("drifted").get<bool>();
+  const json& bandwidth = value.at("bandwidth");
+  s.bandwidth.before_gbps = number_from(bandwidth.at("before_gbps"));
+  s.bandwidth.after_gbps = number_from(bandwidth.at("after_gbps"));
+  return s;
+}
+
+json time_result_to_json(const TimeResult& r) {
+  json samples = json::array();
+  for (double v : r.samples) samples.push_back(number(v));
+  return {{"status", r.status}, {"reason", r.reason}, {"samples", samples}};
+}
+
+TimeResult time_result_from_json(const json& value) {
+  TimeResult r;
+  r.status = value.at("status").get<std::string>();
+  r.reason = value.at("reason").get<std::string>();
+  for (const json& v : value.at("samples")) r.samples.push_back(number_from(v));
+  return r;
+}
+
+json check_result_to_json(const CheckResult& r) {
+  json comparisons = json::object();
+  for (const auto& [name, c] : r.comparisons) comparisons[name] = comparison_to_json(c);
+  return {{"status", r.status}, {"reason", r.reason}, {"comparisons", comparisons}};
+}
+
+CheckResult check_result_from_json(const json& value) {
+  CheckResult r;
+  r.status = value.at("status").get<std::string>();
+  r.reason = value.at("reason").get<std::string>();
+  for (const auto& [name, c] : value.at("comparisons").items()) {
+    r.comparisons[name] = comparison_from_json(c);
+  }
+  return r;
+}
+
+// --- The worker side.
+
+json handle_worker_request(LocalRunner& runner, const json& request) {
+  auto impl_of = [&](const json& r) -> const Implementation& {
+    return runner.implementation(r.at("impl").get<std::string>());
+  };
+  try {
+    const std::string cmd = request.at("cmd").get<std::string>();
+    json response;
+    if (cmd == "setup") {
+      CaseSetup setup;
+      setup.op = request.at("op").get<std::string>();
+      setup.args = BoundArgs::from_json(request.at("args"));
+      setup.seed = request.at("seed").get<uint64_t>();
+      setup.oracle_budget = request.at("oracle_budget").get<double>();
+      setup.dump_dir = request.value("dump_dir", "");
+      runner.setup(setup);
+      response = json::object();
+    } else if (cmd == "oracle") {
+      runner.prepare_oracle();
+      response = json::object();
+    } else if (cmd == "time") {
+      response = time_result_to_json(runner.time(impl_of(request), request.at("config"),
+                                                 timing_from_json(request.at("timing"))));
+    } else if (cmd == "check") {
+      response = check_result_to_json(
+          runner.check(impl_of(request), request.at("config"), request.value("dump_dir", "")));
+    } else if (cmd == "bench") {
+      std::vector<BenchJob> jobs;
+      for (const json& j : request.at("jobs")) {
+        BenchJob job;
+        job.impl = &impl_of(j);
+        job.config = j.at("config");
+        job.name = j.at("name").get<std::string>();
+        job.flops = j.at("flops").get<double>();
+        job.bytes = j.at("bytes").get<double>();
+        job.label = j.at("label").get<std::string>();
+        jobs.push_back(std::move(job));
+      }
+      json outcomes = json::array();
+      for (const BenchOutcome& outcome :
+           runner.bench(jobs, bench_options_from_json(request.at("options")))) {
+        outcomes.push_back(
+            {{"status", outcome.status}, {"stats", bench_stats_to_json(outcome.stats)}});
+      }
+      response = {{"outcomes", outcomes}};
+    } else {
+      throw InvalidArgument("unknown command '" + cmd + "'");
+    }
+    response["ok"] = true;
+    return response;
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    return {{"ok", false}, {"reason", exception_message(e)}};
+  }
+}
+
+int serve_worker(std::istream& in, const std::function<void(const std::string&)>& write_line) {
+  LocalRunner runner;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json response;
+    try {
+      response = handle_worker_request(runner, json::parse(line));
+    } catch (const json::parse_error& e) {
+      response = {{"ok", false}, {"reason", std::string("request is not JSON: ") + e.what()}};
+    }
+    write_line(response.dump());
+  }
+  return 0;
+}
+
+}  // namespace tokamax

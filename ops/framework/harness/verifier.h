@@ -1,0 +1,54 @@
+// verify: every selected implementation of a case against the float64 oracle.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ops/framework/catalog/arg_spec.h"
+#include "ops/framework/harness/case_runner.h"
+#include "ops/framework/config_resolution.h"
+#include "ops/framework/numerics.h"
+#include "ops/framework/op.h"
+
+namespace tokamax {
+
+struct VerifyOptions {
+  uint64_t seed = 0;
+  // Oracle work per case, in float64 multiply-adds; past it, outputs are sampled.
+  double oracle_budget = 5e8;
+  // Cases whose inputs + outputs need more bytes than this are skipped.
+  double max_case_bytes = 8e9;
+  std::string dump_dir;  // when set: DIR/<op>/<spec>/{inputs,oracle,<impl>}/<name>.npy + case.json
+  ConfigContext configs;
+  // Where implementations run: null = in this process. With a WorkerRunner an implementation
+  // that crashes or hangs fails with failure "crash" / "timeout" and the others still run.
+  CaseRunner* runner = nullptr;
+};
+
+struct VerifyRecord {
+  std::string op, spec, impl, dtype;
+  Disposition disposition = Disposition::kPassed;
+  std::string reason;
+  // Why a failed record failed: "numerics" (out of the bound), "error" (threw), "crash",
+  // "timeout"; empty otherwise.
+  std::string failure;
+  Comparison comparison;
+  nlohmann::json config;
+  std::string config_source;
+  nlohmann::json backend = nlohmann::json::object();  // Implementation::describe()
+  BoundArgs args;
+
+  nlohmann::json to_json() const;  // one element of "cases" in `verify --json`
+};
+
+// The dtypes a case runs at, e.g. "bf16" or "bf16->f32" when the output differs.
+std::string case_dtype(const Op& op, const BoundArgs& args);
+
+// Verifies one case: inputs from the seed, the oracle once, then each implementation.
+std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
+                                      const std::vector<const Implementation*>& impls,
+                                      const VerifyOptions& options);
+
+}  // namespace tokamax

@@ -1,0 +1,108 @@
+// Oracle comparison, error bounds and output sampling.
+#include "ops/framework/numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "ops/framework/random.h"
+
+namespace tokamax {
+
+std::string_view disposition_name(Disposition disposition) {
+  switch (disposition) {
+    case Disposition::kPassed:
+      return "passed";
+    case Disposition::kFailed:
+      return "failed";
+    case Disposition::kMistrusted:
+      return "mistrusted";
+    case Disposition::kUnsupported:
+      return "unsupported";
+    case Disposition::kSkipped:
+      return "skipped";
+  }
+  return "?";
+}
+
+double error_bound(const ErrorModel& model, double oracle_value, double magnitude) {
+  // The classical forward bound of a length-n recursive sum is gamma_n * sum |terms| with
+  // gamma_n = n*u / (1 - n*u); blocked or pairwise orders only do better. The output rounding is
+  // one more relative error. The absolute floor keeps exact zeros (rows past the group sum)
+  // strict without dividing by zero.
+  const double n_u = model.accumulation_length * model.accumulation_roundoff;
+  const double gamma = n_u < 0.5 ? n_u / (1.0 - n_u) : 1.0;
+  return gamma * magnitude + model.output_roundoff * std::fabs(oracle_value) + 1e-300;
+}
+
+Comparison compare_to_oracle(const HostTensor& output, const OracleSample& oracle,
+                             const ErrorModel& model) {
+  Comparison result;
+  result.sampled = static_cast<int64_t>(oracle.index.size());
+  result.total = output.num_elements();
+  bool all_zero = true;
+  for (size_t s = 0; s < oracle.index.size(); ++s) {
+    const double expected = oracle.value[s];
+    const double actual = output.get(oracle.index[s]);
+    if (expected != 0.0) all_zero = false;
+    if (!std::isfinite(actual) && std::isfinite(expected)) {
+      ++result.nonfinite;
+      result.worst_ratio = INFINITY;
+      result.worst_index = oracle.index[s];
+      continue;
+    }
+    const double error = std::fabs(actual - expected);
+    const double bound = error_bound(model, expected, oracle.magnitude[s]);
+    result.max_abs_error = std::max(result.max_abs_error, error);
+    if (expected != 0.0) {
+      result.max_rel_error = std::max(result.max_rel_error, error / std::fabs(expected));
+    }
+    const double ratio = error / bound;
+    if (ratio > 1.0) ++result.violations;
+    if (result.worst_index < 0 || ratio > result.worst_ratio) {
+      result.worst_ratio = ratio;
+      result.worst_index = oracle.index[s];
+      result.bound = bound;
+    }
+  }
+  result.degenerate_oracle = all_zero;
+  return result;
+}
+
+Disposition judge(const Comparison& comparison) {
+  if (comparison.nonfinite > 0 || comparison.violations > 0) return Disposition::kFailed;
+  // An all-zero oracle cannot tell a correct kernel from one that writes nothing.
+  if (comparison.degenerate_oracle) return Disposition::kMistrusted;
+  return Disposition::kPassed;
+}
+
+std::vector<int64_t> sample_indices(int64_t total, int64_t max_samples, uint64_t seed) {
+  std::vector<int64_t> index;
+  if (total <= 0) return index;
+  if (total <= max_samples) {
+    index.resize(static_cast<size_t>(total));
+    for (int64_t i = 0; i < total; ++i) index[i] = i;
+    return index;
+  }
+  std::set<int64_t> chosen = {0, total - 1};
+  const uint64_t stream = stream_id("oracle_sample");
+  for (uint64_t draw = 0; static_cast<int64_t>(chosen.size()) < std::max<int64_t>(max_samples, 2);
+       ++draw) {
+    chosen.insert(static_cast<int64_t>(uniform01(seed, stream, draw) * static_cast<double>(total)));
+  }
+  return {chosen.begin(), chosen.end()};
+}
+
+OracleSet sample_oracle(const Op& op, const BoundArgs& args, const TensorMap& inputs, double budget,
+                        uint64_t seed) {
+  OracleSet oracle;
+  const double cost = std::max(op.oracle_cost_per_output(args), 1.0);
+  const auto max_samples = static_cast<int64_t>(std::max(budget / cost, 64.0));
+  for (const TensorDecl& decl : op.outputs(args)) {
+    oracle[decl.name] = op.oracle(args, inputs, decl.name,
+                                  sample_indices(decl.spec.num_elements(), max_samples, seed));
+  }
+  return oracle;
+}
+
+}  // namespace tokamax

@@ -1,0 +1,51 @@
+// Numerics: comparing an implementation's output with the float64 oracle under a sound bound.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/framework/op.h"
+#include "ops/framework/tensor.h"
+
+namespace tokamax {
+
+enum class Disposition { kPassed, kFailed, kMistrusted, kUnsupported, kSkipped };
+std::string_view disposition_name(Disposition disposition);
+
+struct Comparison {
+  double max_abs_error = 0.0;
+  double max_rel_error = 0.0;  // over oracle values != 0
+  double bound = 0.0;          // the error bound at the worst point (largest error / bound)
+  double worst_ratio = 0.0;    // max over samples of |error| / bound; > 1 fails
+  int64_t worst_index = -1;    // flat output index of the worst point
+  int64_t violations = 0;      // samples whose error exceeds the bound
+  int64_t nonfinite = 0;       // NaN / Inf outputs where the oracle is finite
+  int64_t sampled = 0;
+  int64_t total = 0;
+  bool degenerate_oracle = false;  // every sampled oracle value is zero: nothing to check
+};
+
+// Per-point bound: length * u_acc * magnitude + u_out * |oracle|, plus the smallest normal of the
+// output dtype's scale so that exact zeros compare cleanly.
+double error_bound(const ErrorModel& model, double oracle_value, double magnitude);
+
+Comparison compare_to_oracle(const HostTensor& output, const OracleSample& oracle,
+                             const ErrorModel& model);
+
+// passed / failed / mistrusted from a comparison (unsupported and skipped are decided earlier).
+Disposition judge(const Comparison& comparison);
+
+// Flat indices to check: all of them when total <= max_samples, otherwise a deterministic sample
+// (seeded, sorted, always including the first and last element).
+std::vector<int64_t> sample_indices(int64_t total, int64_t max_samples, uint64_t seed);
+
+// The oracle of every output of a case, sampled once the full oracle would cost more than
+// `budget` float64 multiply-adds (same sample for every implementation).
+using OracleSet = std::map<std::string, OracleSample, std::less<>>;
+OracleSet sample_oracle(const Op& op, const BoundArgs& args, const TensorMap& inputs, double budget,
+                        uint64_t seed);
+
+}  // namespace tokamax

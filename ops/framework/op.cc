@@ -1,0 +1,36 @@
+// Op base helpers shared by every op.
+#include "ops/framework/op.h"
+
+#include "ops/framework/errors.h"
+
+namespace tokamax {
+
+const Implementation& Op::implementation(std::string_view impl_name) const {
+  std::string known;
+  for (const Implementation* impl : implementations()) {
+    if (impl->name() == impl_name) return *impl;
+    known += (known.empty() ? "" : ", ") + std::string(impl->name());
+  }
+  throw InvalidArgument(std::string(name()) + ": unknown implementation '" +
+                            std::string(impl_name) + "' (known: " + known + ")",
+                        "implementation");
+}
+
+TensorMap Op::allocate_outputs(const BoundArgs& args) const {
+  TensorMap outputs;
+  for (const TensorDecl& decl : this->outputs(args))
+    outputs.emplace(decl.name, HostTensor(decl.spec));
+  return outputs;
+}
+
+DType Op::compute_dtype(const BoundArgs& args) const {
+  DType narrowest = DType::kF64;
+  for (const TensorDecl& decl : inputs(args)) {
+    if (is_floating(decl.spec.dtype) && dtype_size(decl.spec.dtype) < dtype_size(narrowest)) {
+      narrowest = decl.spec.dtype;
+    }
+  }
+  return narrowest;
+}
+
+}  // namespace tokamax
