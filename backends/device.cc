@@ -1,37 +1,18 @@
-// Device description helpers: feature lookup, one-line description, JSON, id sanitizing.
+// DeviceInfo's JSON form and id sanitizing.
 #include "backends/device.h"
 
-#include <algorithm>
 #include <cctype>
 
 namespace tokamax {
 
-bool DeviceInfo::has(const std::string& feature) const {
-  return std::find(isa.begin(), isa.end(), feature) != isa.end();
-}
-
-std::string DeviceInfo::description() const {
-  std::string text = model.empty() ? vendor : model;
-  text += " (" + arch + ", " + std::to_string(cores) + " cores";
-  if (!isa.empty()) {
-    text += ", ";
-    for (size_t i = 0; i < isa.size(); ++i) text += (i ? " " : "") + isa[i];
-  }
-  return text + ")";
-}
-
 nlohmann::json DeviceInfo::to_json() const {
-  return {{"id", id},
-          {"kind", kind},
-          {"vendor", vendor},
-          {"model", model},
-          {"arch", arch},
-          {"isa", isa},
-          {"cores", cores},
-          {"l1d_bytes", l1d_bytes},
-          {"l2_bytes", l2_bytes},
-          {"l3_bytes", l3_bytes},
-          {"simd_bytes", simd_bytes}};
+  nlohmann::json out = properties;
+  out["id"] = id;
+  out["kind"] = kind;
+  out["vendor"] = vendor;
+  out["model"] = model;
+  out["arch"] = arch;
+  return out;
 }
 
 std::string sanitize_id(const std::string& text) {

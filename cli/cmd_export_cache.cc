@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/table.h"
+#include "cli/report/table.h"
 #include "ops/framework/autotuning/autotune_cache.h"
 #include "ops/framework/errors.h"
 

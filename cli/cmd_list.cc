@@ -4,10 +4,9 @@
 #include <map>
 #include <set>
 
-#include "backends/cpu/cpu_info.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/table.h"
+#include "cli/report/table.h"
 #include "ops/framework/registry.h"
 
 namespace tokamax::cli {
@@ -15,10 +14,11 @@ namespace {
 
 struct ListCommand {
   Selection selection;
+  std::string device_name;
 
   int run() const {
-    const DeviceInfo& device = cpu::host_device();
-    std::cout << "device: " << device.id << "  " << device.description() << "\n\n";
+    const Device& device = resolve_device(device_name);
+    std::cout << "device: " << device.id() << "  " << device.info().description << "\n\n";
 
     Table impls({"op", "implementation", "kind", "on this device", "summary"});
     for (const Op* op : all_ops()) {
@@ -86,6 +86,7 @@ Runner add_list_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "list", "Ops, implementations (supported here or why not), catalogs and tags");
   add_selection_options(*sub, command->selection);
+  add_device_option(*sub, command->device_name);
   return [command] { return command->run(); };
 }
 

@@ -5,15 +5,14 @@
 #include <string_view>
 #include <tuple>
 
-#include "backends/cpu/cpu_info.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/table.h"
+#include "cli/report/table.h"
+#include "cli/tune_sources.h"
+#include "ops/framework/autotuning/tuner.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/metadata.h"
 #include "ops/framework/registry.h"
-#include "cli/tune_sources.h"
-#include "ops/framework/autotuning/tuner.h"
 
 namespace tokamax::cli {
 namespace {
@@ -92,6 +91,7 @@ std::vector<TuneItem> sorted_items(const std::vector<ArgSpec>& specs, const std:
 
 struct TuneCommand {
   Selection selection;
+  std::string device_name;
   std::vector<std::string> from_files;
   std::string shard_text;
   std::string cache_path;
@@ -135,7 +135,7 @@ struct TuneCommand {
     // A corrupt cache is an error before any work (and is kept); its entries are what resume
     // skips.
     const AutotuneCache existing = AutotuneCache::load(path);
-    const DeviceInfo& device = cpu::host_device();
+    const Device& device = resolve_device(device_name);
     const bool show_progress = !quiet && stderr_is_terminal();
 
     g_interrupt.store(false);
@@ -160,7 +160,7 @@ struct TuneCommand {
         const ArgSpec& spec = *item.spec;
         const Implementation* impl = item.impl;
         const Op& op = find_op(spec.op);
-        const CacheKey key{device.id, spec.op, spec.args.key(), std::string(impl->name())};
+        const CacheKey key{device.id(), spec.op, spec.args.key(), std::string(impl->name())};
         const CacheEntry* done = force ? nullptr : existing.find(key);
         if (done != nullptr) {
           ++cached;
@@ -173,13 +173,13 @@ struct TuneCommand {
         if (!support.ok) skip = "unsupported: " + support.reason;
         if (skip.empty()) {
           try {
-            impl->check_args(spec.args);
+            const std::unique_ptr<Implementation::Prepared> prepared =
+                impl->prepare(spec.args, device);
+            prepared->check();
+            if (prepared->autotuning_configs().size() <= 1) skip = "nothing to tune";
           } catch (const NotImplemented& e) {
             skip = std::string("unsupported: ") + e.what();
           }
-        }
-        if (skip.empty() && impl->autotuning_configs_json(spec.args, device).size() <= 1) {
-          skip = "nothing to tune";
         }
         if (!skip.empty()) {
           if (!quiet)
@@ -256,7 +256,7 @@ struct TuneCommand {
     if (!json_path.empty()) {
       const nlohmann::json document = {{"schema_version", 1},
                                        {"kind", "tokamax-tune"},
-                                       {"context", run_metadata()},
+                                       {"context", run_metadata(device)},
                                        {"cache", path},
                                        {"results", records}};
       write_text_file(json_path, document.dump(2) + "\n");
@@ -272,6 +272,7 @@ Runner add_tune_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "tune", "Search each implementation's configs, verify the fastest, record it in the cache");
   add_selection_options(*sub, command->selection);
+  add_device_option(*sub, command->device_name);
   sub->add_option("--cache", command->cache_path,
                   "Cache file to update (default: " + default_user_cache_path() + ")");
   sub->add_option("--seed", command->seed, "Seed of the generated inputs")->capture_default_str();

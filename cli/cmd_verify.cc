@@ -4,11 +4,11 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/table.h"
+#include "cli/report/table.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/harness/verifier.h"
 #include "ops/framework/metadata.h"
 #include "ops/framework/registry.h"
-#include "ops/framework/harness/verifier.h"
 
 namespace tokamax::cli {
 namespace {
@@ -21,6 +21,7 @@ std::string result_word(const VerifyRecord& record) {
 
 struct VerifyCommand {
   Selection selection;
+  std::string device_name;
   ConfigOptions config;
   uint64_t seed = 0;
   double oracle_budget = 5e8;
@@ -32,7 +33,9 @@ struct VerifyCommand {
   int run() const {
     const std::vector<ArgSpec> specs = select_specs(selection);
     const ConfigSources sources(config, selection.impls);
+    const Device& device = resolve_device(device_name);
     VerifyOptions options;
+    options.device = &device;
     options.seed = seed;
     options.oracle_budget = oracle_budget;
     options.max_case_bytes = max_memory_gb * 1e9;
@@ -89,10 +92,13 @@ struct VerifyCommand {
       for (const VerifyRecord& r : records) cases.push_back(r.to_json());
       nlohmann::json summary = nlohmann::json::object();
       for (const auto& [name, count] : counts) summary[name] = count;
-      const nlohmann::json document = {
-          {"schema_version", 1}, {"kind", "tokamax-verify"},       {"context", run_metadata()},
-          {"seed", seed},        {"oracle_budget", oracle_budget}, {"summary", summary},
-          {"cases", cases}};
+      const nlohmann::json document = {{"schema_version", 1},
+                                       {"kind", "tokamax-verify"},
+                                       {"context", run_metadata(device)},
+                                       {"seed", seed},
+                                       {"oracle_budget", oracle_budget},
+                                       {"summary", summary},
+                                       {"cases", cases}};
       write_text_file(json_path, document.dump(2) + "\n");
     }
     return counts["failed"] > 0 ? kExitFailure : kExitOk;
@@ -106,6 +112,7 @@ Runner add_verify_command(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("verify", "Check every implementation against the float64 oracle");
   add_selection_options(*sub, command->selection);
+  add_device_option(*sub, command->device_name);
   add_config_options(*sub, command->config, /*allow_explicit=*/true);
   sub->add_option("--seed", command->seed, "Seed of the generated inputs")->capture_default_str();
   sub->add_option("--oracle-budget", command->oracle_budget,

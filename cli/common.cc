@@ -8,9 +8,11 @@
 #include <set>
 #include <sstream>
 
+#include "backends/registry.h"
 #include "ops/framework/errors.h"
-#include "ops/framework/registry.h"
+#include "ops/framework/harness/local_runner.h"
 #include "ops/framework/harness/worker_runner.h"
+#include "ops/framework/registry.h"
 
 namespace tokamax::cli {
 
@@ -58,6 +60,12 @@ std::vector<const Implementation*> select_impls(const Op& op, const std::string&
     if (wanted.count(std::string(impl->name()))) out.push_back(impl);
   }
   return out;
+}
+
+void add_device_option(CLI::App& command, std::string& device) {
+  command.add_option("--device", device,
+                     "Target device: cpu, cpu:0 or a device id (default: " + default_device().id() +
+                         "; `tokamax list` shows them)");
 }
 
 void add_config_options(CLI::App& command, ConfigOptions& options, bool allow_explicit) {

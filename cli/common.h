@@ -8,10 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "ops/framework/catalog/arg_spec.h"
 #include "ops/framework/autotuning/autotune_cache.h"
-#include "ops/framework/harness/case_runner.h"
+#include "ops/framework/catalog/arg_spec.h"
 #include "ops/framework/config_resolution.h"
+#include "ops/framework/devices.h"
+#include "ops/framework/harness/case_runner.h"
 #include "ops/framework/op.h"
 
 namespace tokamax::cli {
@@ -36,6 +37,10 @@ std::vector<ArgSpec> select_specs(const Selection& selection);
 // selected op but not this one is simply not run for this op.
 std::vector<const Implementation*> select_impls(const Op& op, const std::string& impls,
                                                 const std::vector<ArgSpec>& selected);
+
+// --device NAME: the device the command targets ("cpu", "cpu:0" or a device id; default: the
+// first available device, the host CPU).
+void add_device_option(CLI::App& command, std::string& device);
 
 // --cache FILE (user cache to read; default: the user cache) and --config JSON.
 struct ConfigOptions {

@@ -10,14 +10,14 @@
 #include <exception>
 #include <vector>
 
-#include "ops/ragged_dot/api.h"
 #include "ops/framework/random.h"
+#include "ops/ragged_dot/api.h"
 
 namespace {
 
 // A tensor with reproducible values in [-1, 1).
-tokamax::HostTensor random_tensor(tokamax::TensorSpec spec, uint64_t stream) {
-  tokamax::HostTensor tensor(std::move(spec));
+tokamax::Tensor random_tensor(tokamax::TensorSpec spec, uint64_t stream) {
+  tokamax::Tensor tensor(std::move(spec));
   for (int64_t i = 0; i < tensor.num_elements(); ++i) {
     tensor.set(i, 2.0 * tokamax::uniform01(/*seed=*/0, stream, i) - 1.0);
   }
@@ -45,11 +45,11 @@ int main() {
   try {
     for (const Layer& layer : layers) {
       const int64_t G = static_cast<int64_t>(layer.group_sizes.size());
-      const tokamax::HostTensor lhs = random_tensor({layer.dtype, {layer.M, layer.K}}, 1);
-      const tokamax::HostTensor rhs = random_tensor({layer.dtype, {G, layer.K, layer.N}}, 2);
-      tokamax::HostTensor group_sizes({DType::kI32, {G}});
+      const tokamax::Tensor lhs = random_tensor({layer.dtype, {layer.M, layer.K}}, 1);
+      const tokamax::Tensor rhs = random_tensor({layer.dtype, {G, layer.K, layer.N}}, 2);
+      tokamax::Tensor group_sizes({DType::kI32, {G}});
       for (int64_t g = 0; g < G; ++g) group_sizes.data<int32_t>()[g] = layer.group_sizes[g];
-      const tokamax::HostTensor out = tokamax::ragged_dot(lhs, rhs, group_sizes);
+      const tokamax::Tensor out = tokamax::ragged_dot(lhs, rhs, group_sizes);
       std::printf("ragged_dot %s x %s -> %s, out[0] = %.4f\n", lhs.spec().to_string().c_str(),
                   rhs.spec().to_string().c_str(), out.spec().to_string().c_str(), out.get(0));
     }

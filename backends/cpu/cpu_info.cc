@@ -4,9 +4,12 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "backends/device.h"
 
 namespace tokamax::cpu {
 namespace {
@@ -65,10 +68,23 @@ std::string field(const std::string& text, const std::string& name) {
 
 }  // namespace
 
-DeviceInfo describe_cpu(const std::string& cpuinfo_text, int cores, int64_t l1d_bytes,
-                        int64_t l2_bytes, int64_t l3_bytes) {
-  DeviceInfo device;
-  device.kind = "cpu";
+bool CpuInfo::has(const std::string& feature) const {
+  return std::find(isa.begin(), isa.end(), feature) != isa.end();
+}
+
+std::string CpuInfo::description() const {
+  std::string text = model.empty() ? vendor : model;
+  text += " (" + arch + ", " + std::to_string(cores) + " cores";
+  if (!isa.empty()) {
+    text += ", ";
+    for (size_t i = 0; i < isa.size(); ++i) text += (i ? " " : "") + isa[i];
+  }
+  return text + ")";
+}
+
+CpuInfo describe_cpu(const std::string& cpuinfo_text, int cores, int64_t l1d_bytes,
+                     int64_t l2_bytes, int64_t l3_bytes) {
+  CpuInfo device;
 #if defined(__x86_64__)
   device.arch = "x86_64";
 #elif defined(__aarch64__)
@@ -120,8 +136,8 @@ DeviceInfo describe_cpu(const std::string& cpuinfo_text, int cores, int64_t l1d_
   return device;
 }
 
-const DeviceInfo& host_device() {
-  static const DeviceInfo device = [] {
+const CpuInfo& host_cpu() {
+  static const CpuInfo device = [] {
     cpu_set_t mask;
     int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
     if (sched_getaffinity(0, sizeof(mask), &mask) == 0) cores = CPU_COUNT(&mask);
@@ -151,7 +167,7 @@ LastLevelCache pick_last_level_cache(int64_t sysfs_l3, int64_t sysfs_l2, int64_t
 
 const LastLevelCache& last_level_cache() {
   static const LastLevelCache llc = [] {
-    const DeviceInfo& device = host_device();
+    const CpuInfo& device = host_cpu();
     int64_t sysconf_l3 = 0, sysconf_l2 = 0;
 #if defined(_SC_LEVEL3_CACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
     sysconf_l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);

@@ -1,23 +1,41 @@
-// CPU detection: ISA features, cores, cache sizes -> DeviceInfo.
+// CPU detection: ISA features, cores, cache sizes -> CpuInfo.
 #pragma once
 
 #include <cstdint>
 #include <string>
-
-#include "backends/device.h"
+#include <vector>
 
 namespace tokamax::cpu {
 
-// Detects the host CPU once (cached); cheap to call repeatedly.
-const DeviceInfo& host_device();
+// What CPU kernels and their heuristics need to know about a CPU.
+struct CpuInfo {
+  std::string vendor;            // "GenuineIntel", "AuthenticAMD", ...
+  std::string model;             // marketing name as reported by the OS
+  std::string arch;              // "x86_64", "aarch64"
+  std::vector<std::string> isa;  // "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "neon", ...
+  int cores = 1;                 // usable hardware threads (affinity mask)
+  int64_t l1d_bytes = 0;         // per core
+  int64_t l2_bytes = 0;          // per core
+  int64_t l3_bytes = 0;          // total
+  int simd_bytes = 16;           // widest vector register the ISA offers
+  // Stable id: lowercase [a-z0-9_-], from vendor, family/model, widest ISA and core count; used as
+  // the folder name of the shipped cache (results/autotuning/<id>/).
+  std::string id;
 
-// Parses /proc/cpuinfo-style text and cache sizes into a DeviceInfo (exposed for tests).
-DeviceInfo describe_cpu(const std::string& cpuinfo_text, int cores, int64_t l1d_bytes,
-                        int64_t l2_bytes, int64_t l3_bytes);
+  bool has(const std::string& feature) const;
+  std::string description() const;  // one line for tables and records
+};
+
+// Detects the host CPU once (cached); cheap to call repeatedly.
+const CpuInfo& host_cpu();
+
+// Parses /proc/cpuinfo-style text and cache sizes into a CpuInfo (exposed for tests).
+CpuInfo describe_cpu(const std::string& cpuinfo_text, int cores, int64_t l1d_bytes,
+                     int64_t l2_bytes, int64_t l3_bytes);
 
 // The last-level cache (what cold-cache benchmarking must overflow): its size and where the
 // figure came from: "sysfs" (/sys/devices/system/cpu/cpu0/cache/index*, L3 else L2, as
-// host_device() reads them), "sysconf" (_SC_LEVEL3_CACHE_SIZE, else _SC_LEVEL2_CACHE_SIZE), or
+// host_cpu() reads them), "sysconf" (_SC_LEVEL3_CACHE_SIZE, else _SC_LEVEL2_CACHE_SIZE), or
 // "fallback" (kFallbackLlcBytes) when neither reports a size.
 struct LastLevelCache {
   int64_t bytes = 0;

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <sstream>
@@ -77,3 +78,33 @@ void* allocate_host(size_t bytes) {
 void free_host(void* p) { std::free(p); }
 
 }  // namespace tokamax::cpu
+
+namespace tokamax {
+namespace {
+
+// Host memory through allocate_host: the Memory of the CPU device and of generated inputs.
+class HostMemory final : public Memory {
+ public:
+  std::string_view name() const override { return "host"; }
+  bool host_accessible() const override { return true; }
+  void* allocate(size_t bytes) const override { return cpu::allocate_host(bytes); }
+  void free(void* p) const override { cpu::free_host(p); }
+  void zero(void* p, size_t bytes) const override {
+    if (bytes > 0) std::memset(p, 0, bytes);
+  }
+  void copy_from_host(void* dst, const void* src, size_t bytes) const override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) const override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+};
+
+}  // namespace
+
+const Memory& host_memory() {
+  static const HostMemory memory;
+  return memory;
+}
+
+}  // namespace tokamax

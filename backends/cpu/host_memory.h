@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include "backends/memory.h"
+
 namespace tokamax::cpu {
 
 inline constexpr size_t kHostAlignment = 64;           // a cache line; the widest SIMD register

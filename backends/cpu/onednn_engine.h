@@ -6,11 +6,51 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
 namespace tokamax::cpu {
+
+// oneDNN primitives (or groups of them) created once per key and reused: creating one (JIT code
+// generation) costs far more than running a small one, and a workload repeats a handful of
+// shapes. Creation happens under the lock, so concurrent first calls do not JIT the same kernel
+// twice; past `max_entries` (a long tune over many shapes) the cache starts over rather than grow.
+// `Value` is returned by value: dnnl primitives are reference-counted handles, and a group that is
+// not copyable is held as a shared_ptr.
+template <typename Key, typename Value>
+class OneDnnPrimitiveCache {
+ public:
+  explicit OneDnnPrimitiveCache(size_t max_entries) : max_entries_(max_entries) {}
+
+  // The value of `key`, made with create() on first use (what create throws propagates and
+  // nothing is cached).
+  template <typename Create>
+  Value get(const Key& key, Create&& create) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return it->second;
+    Value value = create();
+    if (entries_.size() >= max_entries_) entries_.clear();
+    entries_.emplace(key, value);
+    ++created_;
+    return value;
+  }
+
+  // Values created so far (a repeated key creates none).
+  int64_t created() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return created_;
+  }
+
+ private:
+  const size_t max_entries_;
+  mutable std::mutex mutex_;
+  std::map<Key, Value> entries_;
+  int64_t created_ = 0;
+};
 
 // dnnl::engine(cpu, 0), created on first use. Engines are thread-safe; streams are not, so
 // callers make their own (a CPU stream is cheap).

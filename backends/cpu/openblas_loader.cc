@@ -33,7 +33,7 @@ bool resolve(void* library, const char* name, Fn& fn, bool required, std::string
 
 }  // namespace
 
-std::string choose_openblas_coretype(const DeviceInfo& device) {
+std::string choose_openblas_coretype(const CpuInfo& device) {
   if (device.arch != "x86_64") return "";
   // OpenBLAS's SkylakeX kernels use AVX-512 BW/VL as well as F; Xeon Phi has F alone.
   if (device.has("avx512f") && device.has("avx512bw") && device.has("avx512vl")) {
@@ -44,7 +44,7 @@ std::string choose_openblas_coretype(const DeviceInfo& device) {
   return "";
 }
 
-OpenBlas load_openblas(const std::string& soname, const DeviceInfo& device) {
+OpenBlas load_openblas(const std::string& soname, const CpuInfo& device) {
   OpenBlas blas;
   blas.soname = soname;
   // A library already in the process has read the variable; setting it now would only mislead.
@@ -88,7 +88,7 @@ namespace {
 
 // Loaded once, on first use, whether it succeeds or not.
 const OpenBlas& process_openblas() {
-  static const OpenBlas blas = load_openblas("libopenblas.so.0", host_device());
+  static const OpenBlas blas = load_openblas("libopenblas.so.0", host_cpu());
   return blas;
 }
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backends/device.h"
+#include "backends/cpu/cpu_info.h"
 
 namespace tokamax::cpu {
 
@@ -45,12 +45,12 @@ struct OpenBlas {
 
 // The OPENBLAS_CORETYPE that gives `device` fitting kernels: "SkylakeX" with AVX-512 F/BW/VL,
 // "Haswell" with AVX2+FMA, otherwise "" (let OpenBLAS detect). Pure, for tests.
-std::string choose_openblas_coretype(const DeviceInfo& device);
+std::string choose_openblas_coretype(const CpuInfo& device);
 
 // Sets OPENBLAS_CORETYPE for `device` unless it is already set, then dlopen()s `soname` and
 // resolves the entry points. Never throws; failures are described in `error`. Each call loads
 // again (dlopen reference-counts): use openblas() instead, this is for tests.
-OpenBlas load_openblas(const std::string& soname, const DeviceInfo& device);
+OpenBlas load_openblas(const std::string& soname, const CpuInfo& device);
 
 // The process-wide OpenBLAS ("libopenblas.so.0" for the host CPU), loaded on first use;
 // nullptr when it cannot be loaded, with the reason in openblas_error().

@@ -233,7 +233,7 @@ int64_t default_triad_bytes() {
   constexpr int64_t kMiB = int64_t{1} << 20;
   const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   // Far beyond the last-level cache, so the arrays stream from DRAM on every pass.
-  int64_t bytes = std::max<int64_t>(8 * host_device().l3_bytes, 256 * kMiB);
+  int64_t bytes = std::max<int64_t>(8 * host_cpu().l3_bytes, 256 * kMiB);
   bytes = std::min<int64_t>(bytes, 1024 * kMiB);
   if (physical > 0) bytes = std::min(bytes, physical / 4);
   return bytes;
@@ -255,7 +255,7 @@ double measure_f64_fma_gflops(const PeakOptions& options) {
 
 double measure_bf16_dot_gflops(const PeakOptions& options) {
 #if HWY_ARCH_X86
-  if (!host_device().has("avx512_bf16")) return 0;
+  if (!host_cpu().has("avx512_bf16")) return 0;
   return best_compute_rate(options, [](int64_t iterations, double* sink) {
     return Bf16DotChains(iterations, 0.5f, sink);
   });
@@ -335,6 +335,11 @@ Peaks measure_peaks(const PeakOptions& options) {
   peaks.bf16_dot_gflops = measure_bf16_dot_gflops(options);
   peaks.bandwidth_gbps = measure_triad_gbps(options);
   return peaks;
+}
+
+int64_t bandwidth_probe_bytes(int64_t llc_bytes) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  return std::clamp<int64_t>(4 * std::max<int64_t>(llc_bytes, 0), 64 * kMiB, 512 * kMiB);
 }
 
 std::string simd_target_name() { return HWY_DYNAMIC_DISPATCH(PeaksTargetName)(); }

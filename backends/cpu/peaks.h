@@ -33,6 +33,11 @@ double measure_bf16_dot_gflops(const PeakOptions& options = {});
 double measure_triad_gbps(const PeakOptions& options = {});
 Peaks measure_peaks(const PeakOptions& options = {});
 
+// The triad arrays of a bandwidth probe (bench --bandwidth-probe): 4 x llc_bytes in all, so that
+// the probe streams from memory, not the cache, clamped to [64 MiB, 512 MiB]. About 0.1-0.3 s for
+// the best of 3 repetitions.
+int64_t bandwidth_probe_bytes(int64_t llc_bytes);
+
 // The Highway target the FMA and triad kernels dispatch to on this CPU ("AVX3", "AVX2", ...).
 std::string simd_target_name();
 

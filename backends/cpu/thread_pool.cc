@@ -163,7 +163,7 @@ void ThreadPool::parallel_for(int64_t num_tasks, int num_threads, const TaskFn& 
 }
 
 ThreadPool& thread_pool() {
-  static ThreadPool pool(host_device().cores);
+  static ThreadPool pool(host_cpu().cores);
   return pool;
 }
 

@@ -61,7 +61,7 @@ class ThreadPool {
   std::condition_variable done_;  // a caller that stopped spinning: the last worker finished
 };
 
-// The process-wide pool, sized to host_device().cores and created on first use.
+// The process-wide pool, sized to host_cpu().cores and created on first use.
 ThreadPool& thread_pool();
 
 // parallel_for on the process-wide pool.

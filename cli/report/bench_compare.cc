@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "cli/report/table.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/measurement/measurement.h"
 
@@ -273,6 +274,36 @@ nlohmann::json to_json(const CompareReport& report) {
           {"cases", cases},
           {"only_in_old", report.only_in_old},
           {"only_in_new", report.only_in_new}};
+}
+
+void print_comparison(std::ostream& out, const CompareReport& report, const std::string& old_path,
+                      const std::string& new_path) {
+  const CompareOptions& o = report.options;
+  out << "Comparing `" << old_path << "` (old) with `" << new_path << "` (new): threshold "
+      << cli::format_number(100 * o.threshold, 1)
+      << "%, noise = larger IQR/median of the two runs, "
+      << "Mann-Whitney U test at p < " << o.alpha
+      << " where both runs have >= " << o.min_test_samples << " samples.\n\n";
+  out << "| case | old median | new median | change | noise | p-value | verdict | reason |\n"
+      << "|---|---:|---:|---:|---:|---:|---|---|\n";
+  for (const CaseComparison& c : report.cases) {
+    const std::string p = !c.test             ? "-"
+                          : c.test->p < 0.001 ? "<0.001"
+                                              : cli::format_number(c.test->p, 3);
+    out << "| " << c.name << " | " << cli::format_duration(c.old_median_s) << " | "
+        << cli::format_duration(c.new_median_s) << " | " << (c.change >= 0 ? "+" : "")
+        << cli::format_number(100 * c.change, 1) << "% | " << cli::format_number(100 * c.noise, 1)
+        << "% | " << p << " | " << verdict_name(c.verdict) << " | " << c.reason << " |\n";
+  }
+  out << "\n"
+      << report.count(Verdict::kSlower) << " slower, " << report.count(Verdict::kFaster)
+      << " faster, " << report.count(Verdict::kSame) << " same";
+  for (const auto& [label, names] : {std::pair{"only in old", &report.only_in_old},
+                                     std::pair{"only in new", &report.only_in_new}}) {
+    out << "; " << names->size() << " " << label;
+    for (size_t i = 0; i < names->size(); ++i) out << (i ? ", `" : ": `") << (*names)[i] << "`";
+  }
+  out << "\n";
 }
 
 }  // namespace tokamax

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -83,5 +84,10 @@ CompareReport compare_runs(const BenchSamples& old_run, const BenchSamples& new_
 // {"schema_version": 1, "kind": "tokamax-bench-compare", "threshold", "alpha",
 //  "min_test_samples", "summary", "cases": [...], "only_in_old", "only_in_new"}.
 nlohmann::json to_json(const CompareReport& report);
+
+// `--compare`'s output: a markdown table for a CI comment, then the verdict counts and the cases
+// only one run has.
+void print_comparison(std::ostream& out, const CompareReport& report, const std::string& old_path,
+                      const std::string& new_path);
 
 }  // namespace tokamax

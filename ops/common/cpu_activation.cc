@@ -26,12 +26,25 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// 1 / d to about 1 f32 ulp: the hardware estimate (14 bits on AVX-512, 12 on AVX2) refined by
-// one Newton step, which doubles the bits. A full-precision divide issues at a fraction of the
-// FMA rate and would cost more than the rest of the activation.
+// Newton steps that take the hardware estimate past f32's 24 bits. AVX-512's 14-bit estimate
+// needs one (28 bits). AVX2's 12-bit one reaches only 24 after one (NEON's 8-bit one 16), and a
+// step always lands below 1 / x: 1 / 1 and 1 / 2 came out one ulp low, so sigmoid(0) missed 0.5
+// and sigmoid(large) stopped short of 1. Those targets take a second step.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr int kReciprocalNewtonSteps = 1;
+#else
+constexpr int kReciprocalNewtonSteps = 2;
+#endif
+
+// 1 / d to about 1 f32 ulp (exact at powers of 2): the hardware estimate refined by Newton
+// steps, each of which doubles the bits. A full-precision divide issues at a fraction of the FMA
+// rate and would cost more than the rest of the activation; a step costs two FMAs.
 HWY_INLINE VF ActReciprocal(DF d, VF x) {
-  const VF r = hn::ApproximateReciprocal(x);
-  return hn::MulAdd(r, hn::NegMulAdd(x, r, hn::Set(d, 1.0f)), r);
+  VF r = hn::ApproximateReciprocal(x);
+  for (int step = 0; step < kReciprocalNewtonSteps; ++step) {
+    r = hn::MulAdd(r, hn::NegMulAdd(x, r, hn::Set(d, 1.0f)), r);
+  }
+  return r;
 }
 
 // erf(x) as x P(x^2) / Q(x^2) on x clamped to [-4, 4] (|erf| rounds to 1 in f32 beyond 3.92):

@@ -23,8 +23,8 @@ const DotProductAttentionOp& dot_product_attention_op() {
   return op;
 }
 
-HostTensor dot_product_attention(const HostTensor& q, const HostTensor& k, const HostTensor& v,
-                                 const DotProductAttentionOptions& options) {
+Tensor dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const DotProductAttentionOptions& options) {
   nlohmann::json args = {{"q", q.spec().to_string()},
                          {"k", k.spec().to_string()},
                          {"v", v.spec().to_string()},

@@ -26,8 +26,8 @@ struct DotProductAttentionOptions {
   std::optional<double> logits_scale;     // default 1 / sqrt(D)
   bool is_causal = false;                 // key j visible from row r iff j <= r (top-left)
   std::optional<double> logits_soft_cap;  // c: logits -> c * tanh(logits / c)
-  std::optional<HostTensor> bias;         // float, broadcastable to [*B, H, T, t]
-  std::optional<HostTensor> mask;         // bool, broadcastable to [*B, H, T, t]; true = keep
+  std::optional<Tensor> bias;             // float, broadcastable to [*B, H, T, t]
+  std::optional<Tensor> mask;             // bool, broadcastable to [*B, H, T, t]; true = keep
   std::optional<std::vector<int64_t>> q_seq_lengths;        // [B]: rows past them give zeros
   std::optional<std::vector<int64_t>> kv_seq_lengths;       // [B]: keys past them are masked
   std::optional<std::pair<int64_t, int64_t>> local_window;  // (left, right), both >= 0
@@ -37,9 +37,9 @@ struct DotProductAttentionOptions {
 };
 
 // out[*B, T, H, d] in q's dtype. Throws InvalidArgument naming the argument on bad shapes.
-HostTensor dot_product_attention(const HostTensor& q,  // [*B, T, H, D]
-                                 const HostTensor& k,  // [*B, t, h, D]
-                                 const HostTensor& v,  // [*B, t, h, d]
-                                 const DotProductAttentionOptions& options = {});
+Tensor dot_product_attention(const Tensor& q,  // [*B, T, H, D]
+                             const Tensor& k,  // [*B, t, h, D]
+                             const Tensor& v,  // [*B, t, h, d]
+                             const DotProductAttentionOptions& options = {});
 
 }  // namespace tokamax

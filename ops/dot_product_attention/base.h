@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,7 @@ struct AttentionBroadcast {
 // The parsed, validated view of dot_product_attention's BoundArgs. Shared by the forward op and
 // (later) its VJP: nothing here is forward-specific.
 struct AttentionProblem {
+  static constexpr std::string_view kOp = "dot_product_attention";
   std::vector<int64_t> batch;  // *B
   int64_t B = 1, T = 0, t = 0, H = 0, h = 0, D = 0, d = 0;
   DType dtype = DType::kF32;  // q, k, v and the output
@@ -74,7 +76,7 @@ struct AttentionResiduals {
 
 class DotProductAttentionOp : public Op {
  public:
-  std::string_view name() const override { return "dot_product_attention"; }
+  std::string_view name() const override { return AttentionProblem::kOp; }
   std::string_view summary() const override {
     return "softmax(scale * q k^T + bias, masked) v with GQA, causal/local masks, soft cap";
   }
@@ -97,13 +99,13 @@ class DotProductAttentionOp : public Op {
 template <typename Acc>
 void dot_product_attention_reference(const AttentionProblem& problem,
                                      // Inputs.
-                                     const HostTensor& q,     // [*B, T, H, D]
-                                     const HostTensor& k,     // [*B, t, h, D]
-                                     const HostTensor& v,     // [*B, t, h, d]
-                                     const HostTensor* bias,  // broadcast to [*B, H, T, t]
-                                     const HostTensor* mask,  // bool, broadcast to [*B, H, T, t]
+                                     const Tensor& q,     // [*B, T, H, D]
+                                     const Tensor& k,     // [*B, t, h, D]
+                                     const Tensor& v,     // [*B, t, h, d]
+                                     const Tensor* bias,  // broadcast to [*B, H, T, t]
+                                     const Tensor* mask,  // bool, broadcast to [*B, H, T, t]
                                      // Outputs.
-                                     HostTensor& out,  // [*B, T, H, d] in q's dtype
+                                     Tensor& out,  // [*B, T, H, d] in q's dtype
                                      AttentionResiduals* residuals = nullptr);
 
 }  // namespace tokamax

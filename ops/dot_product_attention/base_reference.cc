@@ -14,6 +14,7 @@
 #include "ops/dot_product_attention/base.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/random.h"
+#include "ops/framework/reference_implementation.h"
 
 namespace tokamax {
 namespace {
@@ -21,14 +22,14 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The inputs as double (the oracle reads each element many times; converting once is cheaper
-// than HostTensor::get per read).
+// than Tensor::get per read).
 struct DoubleInputs {
   std::vector<double> q, k, v, bias;
   std::vector<uint8_t> mask;
   AttentionBroadcast bias_at, mask_at;
 };
 
-std::vector<double> to_doubles(const HostTensor& x) {
+std::vector<double> to_doubles(const Tensor& x) {
   std::vector<double> out(static_cast<size_t>(x.num_elements()));
   for (int64_t i = 0; i < x.num_elements(); ++i) out[i] = x.get(i);
   return out;
@@ -44,7 +45,7 @@ DoubleInputs load(const AttentionProblem& p, const TensorMap& inputs) {
     in.bias_at = p.bias_layout();
   }
   if (p.mask) {
-    const HostTensor& mask = inputs.find("mask")->second;
+    const Tensor& mask = inputs.find("mask")->second;
     in.mask.resize(static_cast<size_t>(mask.num_elements()));
     for (int64_t i = 0; i < mask.num_elements(); ++i) in.mask[i] = mask.get(i) != 0.0;
     in.mask_at = p.mask_layout();
@@ -123,13 +124,13 @@ TensorMap DotProductAttentionOp::make_inputs(const BoundArgs& args, uint64_t see
   // a trained model's normalisation; bias ~ N(0, 1) too; mask keeps ~80% of the entries.
   for (const char* name : {"q", "k", "v", "bias"}) {
     if (std::string(name) == "bias" && !p.bias) continue;
-    HostTensor x(std::string(name) == "bias" ? *p.bias : args.tensor(name));
+    Tensor x(std::string(name) == "bias" ? *p.bias : args.tensor(name));
     const uint64_t stream = stream_id(name);
     for (int64_t e = 0; e < x.num_elements(); ++e) x.set(e, normalish(seed, stream, e));
     inputs.emplace(name, std::move(x));
   }
   if (p.mask) {
-    HostTensor mask(*p.mask);
+    Tensor mask(*p.mask);
     const uint64_t stream = stream_id("mask");
     for (int64_t e = 0; e < mask.num_elements(); ++e) {
       mask.set(e, uniform01(seed, stream, e) < 0.8 ? 1.0 : 0.0);
@@ -211,10 +212,9 @@ ErrorModel DotProductAttentionOp::error_model(const BoundArgs& args) const {
 }
 
 template <typename Acc>
-void dot_product_attention_reference(const AttentionProblem& p, const HostTensor& q,
-                                     const HostTensor& k, const HostTensor& v,
-                                     const HostTensor* bias, const HostTensor* mask,
-                                     HostTensor& out, AttentionResiduals* residuals) {
+void dot_product_attention_reference(const AttentionProblem& p, const Tensor& q, const Tensor& k,
+                                     const Tensor& v, const Tensor* bias, const Tensor* mask,
+                                     Tensor& out, AttentionResiduals* residuals) {
   const Acc inf = std::numeric_limits<Acc>::infinity();
   const AttentionBroadcast bias_at = p.bias ? p.bias_layout() : AttentionBroadcast{};
   const AttentionBroadcast mask_at = p.mask ? p.mask_layout() : AttentionBroadcast{};
@@ -286,13 +286,34 @@ void dot_product_attention_reference(const AttentionProblem& p, const HostTensor
   });
 }
 
-template void dot_product_attention_reference<float>(const AttentionProblem&, const HostTensor&,
-                                                     const HostTensor&, const HostTensor&,
-                                                     const HostTensor*, const HostTensor*,
-                                                     HostTensor&, AttentionResiduals*);
-template void dot_product_attention_reference<double>(const AttentionProblem&, const HostTensor&,
-                                                      const HostTensor&, const HostTensor&,
-                                                      const HostTensor*, const HostTensor*,
-                                                      HostTensor&, AttentionResiduals*);
+template void dot_product_attention_reference<float>(const AttentionProblem&, const Tensor&,
+                                                     const Tensor&, const Tensor&, const Tensor*,
+                                                     const Tensor*, Tensor&, AttentionResiduals*);
+template void dot_product_attention_reference<double>(const AttentionProblem&, const Tensor&,
+                                                      const Tensor&, const Tensor&, const Tensor*,
+                                                      const Tensor*, Tensor&, AttentionResiduals*);
+
+namespace {
+
+void run_reference(const AttentionProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
+  Tensor& out = outputs.at("out");
+  const Tensor* bias = find_tensor(inputs, "bias");
+  const Tensor* mask = find_tensor(inputs, "mask");
+  // Softmax in >= f32: f32 for 16-bit and f32 inputs, f64 for f64 inputs.
+  if (problem.dtype == DType::kF64) {
+    dot_product_attention_reference<double>(problem, inputs.at("q"), inputs.at("k"), inputs.at("v"),
+                                            bias, mask, out);
+  } else {
+    dot_product_attention_reference<float>(problem, inputs.at("q"), inputs.at("k"), inputs.at("v"),
+                                           bias, mask, out);
+  }
+}
+
+}  // namespace
+
+const Implementation& dot_product_attention_reference_implementation() {
+  static const ReferenceImplementation<AttentionProblem, run_reference> impl;
+  return impl;
+}
 
 }  // namespace tokamax

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
+#include "ops/common/cpu_checks.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/dot_product_attention/base.h"
 #include "ops/dot_product_attention/cpu_config.h"
@@ -20,15 +21,9 @@
 namespace tokamax {
 namespace {
 
-const HostTensor* optional_input(const TensorMap& inputs, const char* name) {
-  auto it = inputs.find(name);
-  return it == inputs.end() ? nullptr : &it->second;
-}
-
 class CpuDotProductAttention final
     : public TypedImplementation<AttentionProblem, CpuAttentionConfig> {
  public:
-  std::string_view op_name() const override { return "dot_product_attention"; }
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
     return {{"simd_target", cpu_kernel_target_name()},
@@ -36,12 +31,7 @@ class CpuDotProductAttention final
             {"native_bf16", cpu_kernel_has_native_bf16()}};
   }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind == "cpu") return {};
-    return {false, "the cpu implementation runs on CPUs, not on a '" + device.kind + "' device"};
-  }
-
-  void check(const AttentionProblem& p) const override {
+  void check(const AttentionProblem& p, const Device&) const override {
     if (p.dtype == DType::kF64) {
       throw NotImplemented(
           "cpu: f64 inputs; the kernel's GEMMs and softmax run in f32, which would drop f64's "
@@ -49,35 +39,25 @@ class CpuDotProductAttention final
     }
   }
 
-  void check_config(const AttentionProblem& p, const CpuAttentionConfig& c) const override {
-    const int cores = cpu::host_device().cores;
-    if (c.num_threads > 4 * cores) {
-      throw InvalidArgument("cpu dot_product_attention config: num_threads is " +
-                                std::to_string(c.num_threads) + " but this machine has " +
-                                std::to_string(cores) + " cores (at most 4x oversubscription)",
-                            "num_threads");
-    }
-    if (c.bf16_path == "native_dot" && !attention_native_bf16_available(p)) {
-      throw InvalidArgument(
-          "cpu dot_product_attention config: bf16_path=native_dot needs bf16 q/k/v and a CPU "
-          "with avx512_bf16",
-          "bf16_path");
-    }
+  void check_config(const AttentionProblem& p, const CpuAttentionConfig& c,
+                    const Device& device) const override {
+    require_num_threads(c.num_threads, device);
+    if (c.bf16_path == "native_dot") require_native_bf16(p.dtype == DType::kBF16, "bf16 q/k/v");
   }
 
   CpuAttentionConfig heuristics_config(const AttentionProblem& p,
-                                       const DeviceInfo& device) const override {
+                                       const Device& device) const override {
     return cpu_attention_heuristics_config(p, device);
   }
 
   std::vector<CpuAttentionConfig> autotuning_configs(const AttentionProblem& p,
-                                                     const DeviceInfo& device) const override {
+                                                     const Device& device) const override {
     return cpu_attention_autotuning_configs(p, device);
   }
 
-  void run(const AttentionProblem& p, const CpuAttentionConfig& c, const TensorMap& inputs,
-           TensorMap& outputs) const override {
-    check(p);
+  void run(const AttentionProblem& p, const CpuAttentionConfig& c, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
     CpuAttentionKernelOptions options;
     options.block_q = c.block_q;
     options.block_kv = c.block_kv;
@@ -92,7 +72,7 @@ class CpuDotProductAttention final
     options.transposed = c.kv_packing == "transposed";
     options.num_threads = c.num_threads;
     dot_product_attention_cpu_kernel(p, options, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-                                     optional_input(inputs, "bias"), optional_input(inputs, "mask"),
+                                     find_tensor(inputs, "bias"), find_tensor(inputs, "mask"),
                                      outputs.at("out"));
   }
 };

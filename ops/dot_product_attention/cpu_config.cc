@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/dot_product_attention/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
@@ -20,34 +21,22 @@ namespace {
 
 constexpr int kMaxBlock = 1 << 14;
 
-void require(bool ok, const char* field, const std::string& message) {
-  if (!ok) throw InvalidArgument("cpu dot_product_attention config: " + message, field);
-}
-
 }  // namespace
 
 void CpuAttentionConfig::validate() const {
-  if (block_q < 1 || block_q > kMaxBlock) {
-    require(false, "block_q",
-            "block_q is " + std::to_string(block_q) + "; expected 1.." + std::to_string(kMaxBlock));
-  }
-  if (block_kv < 1 || block_kv > kMaxBlock) {
-    require(
-        false, "block_kv",
-        "block_kv is " + std::to_string(block_kv) + "; expected 1.." + std::to_string(kMaxBlock));
-  }
-  if (bf16_path != "convert_f32" && bf16_path != "native_dot") {
-    require(false, "bf16_path",
-            "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'");
-  }
-  if (kv_packing != "shared" && kv_packing != "transposed" && kv_packing != "per_block") {
-    require(false, "kv_packing",
-            "kv_packing is '" + kv_packing + "'; expected 'shared', 'transposed' or 'per_block'");
-  }
-  if (num_threads < 0) {
-    require(false, "num_threads",
-            "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)");
-  }
+  require_range("block_q", block_q, 1, kMaxBlock);
+  require_range("block_kv", block_kv, 1, kMaxBlock);
+  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
+    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
+  });
+  require_config(kv_packing == "shared" || kv_packing == "transposed" || kv_packing == "per_block",
+                 "kv_packing", [&] {
+                   return "kv_packing is '" + kv_packing +
+                          "'; expected 'shared', 'transposed' or 'per_block'";
+                 });
+  require_config(num_threads >= 0, "num_threads", [&] {
+    return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
+  });
 }
 
 bool attention_native_bf16_available(const AttentionProblem& p) {
@@ -55,7 +44,8 @@ bool attention_native_bf16_available(const AttentionProblem& p) {
 }
 
 CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
-                                                   const DeviceInfo& device) {
+                                                   const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
   CpuAttentionConfig c;
   const int64_t g = p.groups();
   const int64_t cores = std::max(device.cores, 1);
@@ -112,7 +102,8 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
 }
 
 std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const AttentionProblem& p,
-                                                                 const DeviceInfo& device) {
+                                                                 const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
   std::vector<CpuAttentionConfig> out;
   std::set<decltype(CpuAttentionConfig{}.key())> seen;
   std::vector<std::string> paths = {"convert_f32"};
@@ -140,7 +131,7 @@ std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const Attention
   }
   // The per-block path (cpu_gemm_f32 repacking K and V per task) at the heuristic tiles: no
   // packed copy of K and V, for comparison and for memory-tight cases.
-  CpuAttentionConfig per_block = cpu_attention_heuristics_config(p, device);
+  CpuAttentionConfig per_block = cpu_attention_heuristics_config(p, target);
   per_block.kv_packing = "per_block";
   if (seen.insert(per_block.key()).second) out.push_back(per_block);
   return out;

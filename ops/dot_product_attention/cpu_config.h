@@ -56,9 +56,8 @@ struct CpuAttentionConfig {
 // Whether bf16_path=native_dot can run these args on this CPU.
 bool attention_native_bf16_available(const AttentionProblem& p);
 
-CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
-                                                   const DeviceInfo& device);
+CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p, const Device& device);
 std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const AttentionProblem& p,
-                                                                 const DeviceInfo& device);
+                                                                 const Device& device);
 
 }  // namespace tokamax

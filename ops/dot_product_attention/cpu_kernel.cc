@@ -332,10 +332,9 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
 }
 
 void dot_product_attention_cpu_kernel(const AttentionProblem& p,
-                                      const CpuAttentionKernelOptions& options, const HostTensor& q,
-                                      const HostTensor& k, const HostTensor& v,
-                                      const HostTensor* bias, const HostTensor* mask,
-                                      HostTensor& out) {
+                                      const CpuAttentionKernelOptions& options, const Tensor& q,
+                                      const Tensor& k, const Tensor& v, const Tensor* bias,
+                                      const Tensor* mask, Tensor& out) {
   if (p.dtype != DType::kF32 && p.dtype != DType::kBF16 && p.dtype != DType::kF16) {
     throw NotImplemented("cpu dot_product_attention: " + std::string(dtype_name(p.dtype)) +
                          " inputs; the kernel runs f32, bf16 and f16");

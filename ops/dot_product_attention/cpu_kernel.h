@@ -9,8 +9,8 @@
 #pragma once
 
 #include "ops/dot_product_attention/base.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 #include "ops/framework/tensor.h"
+#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 
@@ -38,12 +38,12 @@ MicroKernelShape attention_transposed_shape(int lanes, int64_t M, int64_t d);
 void dot_product_attention_cpu_kernel(const AttentionProblem& p,
                                       const CpuAttentionKernelOptions& options,
                                       // Inputs.
-                                      const HostTensor& q,     // [*B, T, H, D]
-                                      const HostTensor& k,     // [*B, t, h, D]
-                                      const HostTensor& v,     // [*B, t, h, d]
-                                      const HostTensor* bias,  // broadcast to [*B, H, T, t]
-                                      const HostTensor* mask,  // bool, broadcast likewise
+                                      const Tensor& q,     // [*B, T, H, D]
+                                      const Tensor& k,     // [*B, t, h, D]
+                                      const Tensor& v,     // [*B, t, h, d]
+                                      const Tensor* bias,  // broadcast to [*B, H, T, t]
+                                      const Tensor* mask,  // bool, broadcast likewise
                                       // Outputs.
-                                      HostTensor& out);  // [*B, T, H, d]
+                                      Tensor& out);  // [*B, T, H, d]
 
 }  // namespace tokamax

@@ -10,9 +10,7 @@
 // Threads are left to oneDNN's runtime (OpenMP in Debian's build), so the config is empty.
 #include <cmath>
 #include <limits>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -46,9 +44,8 @@ dnnl::memory::desc strided(int64_t rows, int64_t cols, dt type, int64_t row_stri
   return dnnl::memory::desc({rows, cols}, type, {row_stride, col_stride});
 }
 
-class OneDnnDotProductAttention final : public TypedImplementation<AttentionProblem, EmptyConfig> {
+class OneDnnDotProductAttention final : public TypedImplementation<AttentionProblem> {
  public:
-  std::string_view op_name() const override { return "dot_product_attention"; }
   std::string_view name() const override { return "onednn"; }
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
@@ -57,12 +54,7 @@ class OneDnnDotProductAttention final : public TypedImplementation<AttentionProb
     return description;
   }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
-    return {};
-  }
-
-  void check(const AttentionProblem& p) const override {
+  void check(const AttentionProblem& p, const Device&) const override {
     if (p.dtype != DType::kF32 && p.dtype != DType::kBF16) {
       throw NotImplemented("onednn: " + std::string(dtype_name(p.dtype)) +
                            " inputs; the composite wires f32 and bf16 matmuls only");
@@ -85,20 +77,25 @@ class OneDnnDotProductAttention final : public TypedImplementation<AttentionProb
     if (p.T == 0 || p.t == 0 || p.D == 0 || p.d == 0) {
       throw NotImplemented("onednn: empty extents (T, t, D or d = 0)");
     }
+    // Ask the library rather than guess from the ISA (bf16 needs avx512_core in oneDNN 2.x), so
+    // that a CPU without the kernels is declined here rather than failing in run(): the logits
+    // matmul is in->f32, the P v matmul in->in.
+    const dt in = p.dtype == DType::kBF16 ? dt::bf16 : dt::f32;
+    const std::string in_name(dtype_name(p.dtype));
+    for (const dt out : {dt::f32, in}) {
+      const std::string why = cpu::onednn_matmul_unavailable(in, out);
+      if (!why.empty()) {
+        throw NotImplemented("onednn: " + in_name + "->" + (out == dt::f32 ? "f32" : in_name) +
+                             " matmul: " + why);
+      }
+    }
   }
 
-  EmptyConfig heuristics_config(const AttentionProblem&, const DeviceInfo&) const override {
-    return {};
-  }
-  std::vector<EmptyConfig> autotuning_configs(const AttentionProblem&,
-                                              const DeviceInfo&) const override {
-    return {EmptyConfig{}};
-  }
-
-  void run(const AttentionProblem& p, const EmptyConfig&, const TensorMap& inputs,
-           TensorMap& outputs) const override {
-    check(p);
-    const Composite& c = composite(p);
+  void run(const AttentionProblem& p, const EmptyConfig&, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
+    const std::shared_ptr<const Composite> composite_ptr = composite(p);
+    const Composite& c = *composite_ptr;
     const dt x_type = p.dtype == DType::kBF16 ? dt::bf16 : dt::f32;
     const int64_t x_size = static_cast<int64_t>(dtype_size(p.dtype));
     const int64_t T = p.T, t = p.t, D = p.D, d = p.d, H = p.H, h = p.h;
@@ -147,16 +144,18 @@ class OneDnnDotProductAttention final : public TypedImplementation<AttentionProb
   }
 
  private:
-  const Composite& composite(const AttentionProblem& p) const {
+  // The composite of one shape, created on first use.
+  std::shared_ptr<const Composite> composite(const AttentionProblem& p) const {
     const dt x_type = p.dtype == DType::kBF16 ? dt::bf16 : dt::f32;
     const CompositeKey key{
         p.T, p.t, p.D, p.d, p.H, p.h, x_type, static_cast<float>(p.logits_scale), p.is_causal};
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return *it->second;
+    return cache_.get(key, [&] { return make_composite(p, x_type); });
+  }
+
+  static std::shared_ptr<const Composite> make_composite(const AttentionProblem& p, dt x_type) {
     const int64_t T = p.T, t = p.t, D = p.D, d = p.d, H = p.H, h = p.h;
     const dnnl::engine& engine = cpu::onednn_engine();
-    auto c = std::make_unique<Composite>();
+    auto c = std::make_shared<Composite>();
     try {
       dnnl::primitive_attr attr;
       attr.set_output_scales(0, {static_cast<float>(p.logits_scale)});
@@ -195,12 +194,11 @@ class OneDnnDotProductAttention final : public TypedImplementation<AttentionProb
       }
       throw;
     }
-    if (cache_.size() >= kMaxCached) cache_.clear();
-    return *cache_.emplace(key, std::move(c)).first->second;
+    return c;
   }
 
-  mutable std::mutex mutex_;
-  mutable std::map<CompositeKey, std::unique_ptr<Composite>> cache_;
+  mutable cpu::OneDnnPrimitiveCache<CompositeKey, std::shared_ptr<const Composite>> cache_{
+      kMaxCached};
 };
 
 }  // namespace

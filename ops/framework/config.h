@@ -13,9 +13,11 @@
 // under one name and parsed under another.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <type_traits>
 
 #include "ops/framework/errors.h"
 
@@ -64,6 +66,28 @@ Config config_from_json(const nlohmann::json& value) {
   }
   config.validate();
   return config;
+}
+
+// Config checks (validate() and check_config()): throw InvalidArgument naming `field` unless `ok`.
+// `message` is a string or a callable returning one, so that checks that run on every config
+// parse build no message unless they fail. TypedImplementation prefixes every config error with
+// "<implementation> <op> config: ".
+template <typename Message>
+void require_config(bool ok, const char* field, Message&& message) {
+  if (ok) return;
+  if constexpr (std::is_invocable_v<Message>) {
+    throw InvalidArgument(std::string(message()), field);
+  } else {
+    throw InvalidArgument(std::string(message), field);
+  }
+}
+
+// `field` in [lo, hi]: "<field> is <value>; expected <lo>..<hi>" otherwise.
+inline void require_range(const char* field, int64_t value, int64_t lo, int64_t hi) {
+  require_config(value >= lo && value <= hi, field, [&] {
+    return std::string(field) + " is " + std::to_string(value) + "; expected " +
+           std::to_string(lo) + ".." + std::to_string(hi);
+  });
 }
 
 // The config of implementations that have nothing to tune (e.g. the reference).

@@ -19,15 +19,14 @@ std::string_view config_source_name(ConfigSource source) {
   return "?";
 }
 
-ResolvedConfig resolve_config(const Implementation& impl, const BoundArgs& args,
-                              const DeviceInfo& device, const ConfigContext& context) {
+ResolvedConfig resolve_config(const Implementation& impl, const Implementation::Prepared& prepared,
+                              const BoundArgs& args, const Device& device,
+                              const ConfigContext& context) {
   if (context.explicit_config) {
-    nlohmann::json config = impl.canonical_config(*context.explicit_config);
-    impl.check_config_json(args, config);
-    return {config, ConfigSource::kExplicit, ""};
+    return {prepared.kernel(*context.explicit_config), ConfigSource::kExplicit, ""};
   }
   std::string note;
-  const CacheKey key{device.id, args.op, args.key(), std::string(impl.name())};
+  const CacheKey key{device.id(), args.op, args.key(), std::string(impl.name())};
   const std::pair<const AutotuneCache*, ConfigSource> caches[] = {
       {context.user_cache, ConfigSource::kUserCache},
       {context.shipped_cache, ConfigSource::kShippedCache}};
@@ -36,14 +35,12 @@ ResolvedConfig resolve_config(const Implementation& impl, const BoundArgs& args,
     const CacheEntry* entry = cache->find(key);
     if (entry == nullptr) continue;
     try {
-      nlohmann::json config = impl.canonical_config(entry->config);
-      impl.check_config_json(args, config);
-      return {config, source, note};
+      return {prepared.kernel(entry->config), source, note};
     } catch (const InvalidArgument& e) {
       note += std::string(config_source_name(source)) + " entry ignored: " + e.what() + "; ";
     }
   }
-  return {impl.heuristics_config_json(args, device), ConfigSource::kHeuristics, note};
+  return {prepared.heuristics_kernel(), ConfigSource::kHeuristics, note};
 }
 
 }  // namespace tokamax

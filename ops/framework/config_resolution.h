@@ -8,7 +8,6 @@
 
 #include "ops/framework/autotuning/autotune_cache.h"
 #include "ops/framework/bound_args.h"
-#include "backends/device.h"
 #include "ops/framework/op.h"
 
 namespace tokamax {
@@ -17,7 +16,7 @@ enum class ConfigSource { kExplicit, kUserCache, kShippedCache, kHeuristics };
 std::string_view config_source_name(ConfigSource source);  // "explicit", "cache", "shipped", ...
 
 struct ResolvedConfig {
-  nlohmann::json config;
+  Kernel kernel;  // kernel.config: the config in canonical JSON
   ConfigSource source = ConfigSource::kHeuristics;
   std::string note;  // why a cache entry was passed over, if one was
 };
@@ -31,7 +30,9 @@ struct ConfigContext {
 // The first source that has a config valid for these args. A cached config that no longer
 // parses or fits (stale after a change of the Config struct) is passed over, with a note. An
 // invalid explicit config throws InvalidArgument.
-ResolvedConfig resolve_config(const Implementation& impl, const BoundArgs& args,
-                              const DeviceInfo& device, const ConfigContext& context);
+// `prepared` is `impl` prepared for `args` on `device`; each candidate config is parsed once.
+ResolvedConfig resolve_config(const Implementation& impl, const Implementation::Prepared& prepared,
+                              const BoundArgs& args, const Device& device,
+                              const ConfigContext& context);
 
 }  // namespace tokamax

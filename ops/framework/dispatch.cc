@@ -3,7 +3,6 @@
 
 #include <mutex>
 
-#include "backends/cpu/cpu_info.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/record.h"
 
@@ -29,15 +28,15 @@ const AutotuneCache* user_cache() {
 
 DispatchResult run_one(const Implementation& impl, const BoundArgs& args,
                        const std::optional<nlohmann::json>& config, const TensorMap& inputs,
-                       TensorMap& outputs) {
-  const DeviceInfo& device = cpu::host_device();
+                       TensorMap& outputs, const Device& device) {
   const Support support = impl.supported_on(device);
   if (!support.ok) throw NotImplemented(support.reason);
-  impl.check_args(args);
+  const std::unique_ptr<Implementation::Prepared> prepared = impl.prepare(args, device);
+  prepared->check();
   ConfigContext context{config, user_cache(), &shipped_cache()};
-  ResolvedConfig resolved = resolve_config(impl, args, device, context);
-  impl.run_json(args, resolved.config, inputs, outputs);
-  record_call(args, impl.name(), resolved, device.id);  // only when TOKAMAX_RECORD is set
+  ResolvedConfig resolved = resolve_config(impl, *prepared, args, device, context);
+  resolved.kernel.run(inputs, outputs);
+  record_call(args, impl.name(), resolved, device.id());  // only when TOKAMAX_RECORD is set
   return {&impl, std::move(resolved)};
 }
 
@@ -45,11 +44,11 @@ DispatchResult run_one(const Implementation& impl, const BoundArgs& args,
 
 DispatchResult dispatch(const Op& op, const BoundArgs& args, std::string_view implementation,
                         const std::optional<nlohmann::json>& config, const TensorMap& inputs,
-                        TensorMap& outputs) {
+                        TensorMap& outputs, const Device& device) {
   if (implementation != "auto") {
     const Implementation& impl = op.implementation(implementation);
     try {
-      return run_one(impl, args, config, inputs, outputs);
+      return run_one(impl, args, config, inputs, outputs, device);
     } catch (const NotImplemented& e) {
       throw NotImplemented(std::string(op.name()) + ": implementation '" +
                            std::string(implementation) + "' cannot run these args: " + e.what());
@@ -63,7 +62,7 @@ DispatchResult dispatch(const Op& op, const BoundArgs& args, std::string_view im
   std::string reasons;
   for (const Implementation* impl : op.implementations()) {
     try {
-      return run_one(*impl, args, std::nullopt, inputs, outputs);
+      return run_one(*impl, args, std::nullopt, inputs, outputs, device);
     } catch (const NotImplemented& e) {
       reasons +=
           std::string(reasons.empty() ? "" : "; ") + std::string(impl->name()) + ": " + e.what();

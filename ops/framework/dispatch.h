@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "backends/registry.h"
 #include "ops/framework/config_resolution.h"
 #include "ops/framework/op.h"
 
@@ -17,11 +18,12 @@ struct DispatchResult {
   ResolvedConfig config;
 };
 
-// Runs `op` on the host device. Configs resolve against the user cache (default path, read once
-// per process) and the shipped cache. Throws NotImplemented when a named implementation (or, for
-// "auto", every implementation) cannot run the args, listing the reasons.
+// Runs `op` on `device` (inputs and outputs in its memory). Configs resolve against the user
+// cache (default path, read once per process) and the shipped cache. Throws NotImplemented when
+// a named implementation (or, for "auto", every implementation) cannot run the args, listing the
+// reasons.
 DispatchResult dispatch(const Op& op, const BoundArgs& args, std::string_view implementation,
                         const std::optional<nlohmann::json>& config, const TensorMap& inputs,
-                        TensorMap& outputs);
+                        TensorMap& outputs, const Device& device = default_device());
 
 }  // namespace tokamax

@@ -1,10 +1,6 @@
 // Build and run metadata for JSON records.
 #include "ops/framework/metadata.h"
 
-#include <ctime>
-
-#include "backends/cpu/cpu_info.h"
-
 namespace tokamax {
 namespace {
 
@@ -41,22 +37,16 @@ void set_command_line(int argc, const char* const* argv) {
 
 const std::string& command_line() { return command_line_storage(); }
 
-std::string utc_timestamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
-nlohmann::json run_metadata() {
+nlohmann::json run_metadata(const Device& device) {
   const BuildInfo& build = build_info();
-  const DeviceInfo& device = cpu::host_device();
-  return {{"tokamax_version", build.version}, {"git_sha", build.git_sha},
-          {"compiler", build.compiler},       {"flags", build.flags},
-          {"build_type", build.build_type},   {"device_id", device.id},
-          {"device", device.description()},   {"timestamp", utc_timestamp()},
+  return {{"tokamax_version", build.version},
+          {"git_sha", build.git_sha},
+          {"compiler", build.compiler},
+          {"flags", build.flags},
+          {"build_type", build.build_type},
+          {"device_id", device.id()},
+          {"device", device.info().description},
+          {"timestamp", utc_now()},
           {"command", command_line()}};
 }
 

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "backends/device.h"
+
 namespace tokamax {
 
 struct BuildInfo {
@@ -19,11 +21,8 @@ const BuildInfo& build_info();  // generated at build time (cmake/build_info.cma
 void set_command_line(int argc, const char* const* argv);
 const std::string& command_line();
 
-// ISO-8601 UTC, e.g. "2026-11-29T10:15:00Z".
-std::string utc_timestamp();
-
-// {"tokamax_version", "git_sha", "compiler", "flags", "build_type", "device": {...},
+// {"tokamax_version", "git_sha", "compiler", "flags", "build_type", "device_id", "device",
 //  "timestamp", "command"}: the part of every record that does not depend on the case.
-nlohmann::json run_metadata();
+nlohmann::json run_metadata(const Device& device);
 
 }  // namespace tokamax

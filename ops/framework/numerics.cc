@@ -35,7 +35,7 @@ double error_bound(const ErrorModel& model, double oracle_value, double magnitud
   return gamma * magnitude + model.output_roundoff * std::fabs(oracle_value) + 1e-300;
 }
 
-Comparison compare_to_oracle(const HostTensor& output, const OracleSample& oracle,
+Comparison compare_to_oracle(const Tensor& output, const OracleSample& oracle,
                              const ErrorModel& model) {
   Comparison result;
   result.sampled = static_cast<int64_t>(oracle.index.size());

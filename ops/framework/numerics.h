@@ -32,7 +32,7 @@ struct Comparison {
 // output dtype's scale so that exact zeros compare cleanly.
 double error_bound(const ErrorModel& model, double oracle_value, double magnitude);
 
-Comparison compare_to_oracle(const HostTensor& output, const OracleSample& oracle,
+Comparison compare_to_oracle(const Tensor& output, const OracleSample& oracle,
                              const ErrorModel& model);
 
 // passed / failed / mistrusted from a comparison (unsupported and skipped are decided earlier).

@@ -16,11 +16,18 @@ const Implementation& Op::implementation(std::string_view impl_name) const {
                         "implementation");
 }
 
-TensorMap Op::allocate_outputs(const BoundArgs& args) const {
+TensorMap Op::allocate_outputs(const BoundArgs& args, const Memory& memory) const {
   TensorMap outputs;
-  for (const TensorDecl& decl : this->outputs(args))
-    outputs.emplace(decl.name, HostTensor(decl.spec));
+  for (const TensorDecl& decl : this->outputs(args)) {
+    outputs.emplace(decl.name, Tensor(decl.spec, memory));
+  }
   return outputs;
+}
+
+Support Implementation::supported_on(const Device& device) const {
+  if (device.kind() == backend()) return {};
+  return {false, std::string(name()) + " runs on " + std::string(backend()) + " devices, not on '" +
+                     device.kind() + "' (" + device.id() + ")"};
 }
 
 DType Op::compute_dtype(const BoundArgs& args) const {

@@ -2,15 +2,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "backends/device.h"
 #include "ops/framework/bound_args.h"
 #include "ops/framework/config.h"
-#include "backends/device.h"
+#include "ops/framework/errors.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
@@ -80,11 +83,20 @@ class Op {
   // Throws InvalidArgument listing the known names.
   const Implementation& implementation(std::string_view name) const;
 
-  // Outputs allocated (zeroed) to the shapes of `outputs(args)`.
-  TensorMap allocate_outputs(const BoundArgs& args) const;
+  // Outputs allocated (zeroed) to the shapes of `outputs(args)`, in `memory`.
+  TensorMap allocate_outputs(const BoundArgs& args, const Memory& memory = host_memory()) const;
   // The narrowest floating input dtype: the precision the arithmetic may run at, which picks
   // the compute ceiling of the roofline (bf16 inputs may use bf16 dot products).
   DType compute_dtype(const BoundArgs& args) const;
+};
+
+// A kernel ready to run: one implementation with a parsed, validated config, bound to one
+// problem on one device. run() touches no JSON; it may be called any number of times.
+struct Kernel {
+  nlohmann::json config;  // the config in canonical JSON (what records and the cache hold)
+  // Runs on inputs (from Op::make_inputs, in the device's memory) into preallocated outputs
+  // (from Op::allocate_outputs).
+  std::function<void(const TensorMap& inputs, TensorMap& outputs)> run;
 };
 
 // One backend's implementation of an op. The untyped interface below is what the CLI, tuner and
@@ -95,71 +107,126 @@ class Implementation {
   virtual ~Implementation() = default;
   virtual std::string_view op_name() const = 0;
   virtual std::string_view name() const = 0;
+  // The device kind it runs on ("cpu"): what supported_on() checks by default.
+  virtual std::string_view backend() const { return "cpu"; }
   // Vendor baselines are benchmarked beside our kernels; `auto` dispatch may skip them.
   virtual bool is_vendor() const { return false; }
   // What records should say about the backend beyond its name: library version, the kernels it
   // selected (e.g. OpenBLAS's core type), the SIMD target. Empty by default.
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
 
-  virtual Support supported_on(const DeviceInfo& device) const = 0;
-  // Throws NotImplemented when these (valid) args are beyond this backend.
-  virtual void check_args(const BoundArgs& args) const = 0;
+  // Whether it can run on `device` at all, and why not; by default, on devices of its backend.
+  virtual Support supported_on(const Device& device) const;
 
-  virtual nlohmann::json heuristics_config_json(const BoundArgs& args,
-                                                const DeviceInfo& device) const = 0;
-  virtual std::vector<nlohmann::json> autotuning_configs_json(const BoundArgs& args,
-                                                              const DeviceInfo& device) const = 0;
-  // Parses, validates and re-serializes a config (strict JSON round trip). InvalidArgument names
-  // the bad field.
+  // Parses, validates and re-serializes a config (strict JSON round trip) without a problem.
+  // InvalidArgument names the bad field.
   virtual nlohmann::json canonical_config(const nlohmann::json& config) const = 0;
-  // Throws InvalidArgument when the config is well formed but invalid for these args.
-  virtual void check_config_json(const BoundArgs& args, const nlohmann::json& config) const = 0;
 
-  // Runs on inputs (from Op::make_inputs) into preallocated outputs (from Op::allocate_outputs).
-  virtual void run_json(const BoundArgs& args, const nlohmann::json& config,
-                        const TensorMap& inputs, TensorMap& outputs) const = 0;
+  // This implementation bound to one problem on one device: the problem is parsed once here,
+  // each config once by kernel().
+  class Prepared {
+   public:
+    virtual ~Prepared() = default;
+    // Throws NotImplemented when these (valid) args are beyond this backend.
+    virtual void check() const = 0;
+    virtual nlohmann::json heuristics_config() const = 0;
+    virtual std::vector<nlohmann::json> autotuning_configs() const = 0;
+    // Parses `config` (strict JSON), validates it and checks that it fits the problem on the
+    // device: InvalidArgument naming the field otherwise.
+    virtual Kernel kernel(const nlohmann::json& config) const = 0;
+    // The heuristics config's kernel, without a JSON round trip.
+    virtual Kernel heuristics_kernel() const = 0;
+  };
+  // Throws InvalidArgument when `args` are not this op's (Problem::from).
+  virtual std::unique_ptr<Prepared> prepare(const BoundArgs& args, const Device& device) const = 0;
 };
 
-// Typed base: `Problem` is the op's parsed view of BoundArgs (with a static `from(BoundArgs)`),
-// `Config` a struct in the style of ops/framework/config.h.
-template <typename Problem, typename Config>
+// Typed base: `Problem` is the op's parsed view of BoundArgs (with a static `from(BoundArgs)` and
+// the op's name as `kOp`), `Config` a struct in the style of ops/framework/config.h. An
+// implementation with nothing to tune keeps EmptyConfig and the defaults.
+template <typename Problem, typename Config = EmptyConfig>
 class TypedImplementation : public Implementation {
  public:
   using ConfigType = Config;
 
-  virtual Config heuristics_config(const Problem& problem, const DeviceInfo& device) const = 0;
-  virtual std::vector<Config> autotuning_configs(const Problem& problem,
-                                                 const DeviceInfo& device) const = 0;
-  // NotImplemented for valid problems this backend cannot run.
-  virtual void check(const Problem& /*problem*/) const {}
-  // InvalidArgument for configs that cannot run this problem.
-  virtual void check_config(const Problem& /*problem*/, const Config& /*config*/) const {}
-  virtual void run(const Problem& problem, const Config& config, const TensorMap& inputs,
-                   TensorMap& outputs) const = 0;
+  std::string_view op_name() const final { return Problem::kOp; }
 
-  void check_args(const BoundArgs& args) const final { check(Problem::from(args)); }
-  nlohmann::json heuristics_config_json(const BoundArgs& args,
-                                        const DeviceInfo& device) const final {
-    return config_to_json(heuristics_config(Problem::from(args), device));
+  virtual Config heuristics_config(const Problem& /*problem*/, const Device& /*device*/) const {
+    return Config{};
   }
-  std::vector<nlohmann::json> autotuning_configs_json(const BoundArgs& args,
-                                                      const DeviceInfo& device) const final {
-    std::vector<nlohmann::json> out;
-    for (const Config& config : autotuning_configs(Problem::from(args), device)) {
-      out.push_back(config_to_json(config));
-    }
-    return out;
+  virtual std::vector<Config> autotuning_configs(const Problem& problem,
+                                                 const Device& device) const {
+    return {heuristics_config(problem, device)};
   }
+  // NotImplemented for valid problems this backend cannot run.
+  virtual void check(const Problem& /*problem*/, const Device& /*device*/) const {}
+  // InvalidArgument for configs that cannot run this problem on this device.
+  virtual void check_config(const Problem& /*problem*/, const Config& /*config*/,
+                            const Device& /*device*/) const {}
+  virtual void run(const Problem& problem, const Config& config, const Device& device,
+                   const TensorMap& inputs, TensorMap& outputs) const = 0;
+
   nlohmann::json canonical_config(const nlohmann::json& config) const final {
-    return config_to_json(config_from_json<Config>(config));
+    return config_to_json(with_config_context([&] { return config_from_json<Config>(config); }));
   }
-  void check_config_json(const BoundArgs& args, const nlohmann::json& config) const final {
-    check_config(Problem::from(args), config_from_json<Config>(config));
+  std::unique_ptr<Prepared> prepare(const BoundArgs& args, const Device& device) const final {
+    return std::make_unique<TypedPrepared>(*this, Problem::from(args), device);
   }
-  void run_json(const BoundArgs& args, const nlohmann::json& config, const TensorMap& inputs,
-                TensorMap& outputs) const final {
-    run(Problem::from(args), config_from_json<Config>(config), inputs, outputs);
+
+ private:
+  // Runs `fn`, prefixing an InvalidArgument it throws with "<implementation> <op> config: ".
+  template <typename Fn>
+  auto with_config_context(Fn&& fn) const {
+    try {
+      return fn();
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(
+          std::string(name()) + " " + std::string(op_name()) + " config: " + e.what(), e.field());
+    }
   }
+
+  class TypedPrepared final : public Prepared {
+   public:
+    TypedPrepared(const TypedImplementation& impl, Problem problem, const Device& device)
+        : impl_(impl),
+          problem_(std::make_shared<const Problem>(std::move(problem))),
+          device_(device) {}
+    void check() const override { impl_.check(*problem_, device_); }
+    nlohmann::json heuristics_config() const override {
+      return config_to_json(impl_.heuristics_config(*problem_, device_));
+    }
+    std::vector<nlohmann::json> autotuning_configs() const override {
+      std::vector<nlohmann::json> out;
+      for (const Config& config : impl_.autotuning_configs(*problem_, device_)) {
+        out.push_back(config_to_json(config));
+      }
+      return out;
+    }
+    Kernel kernel(const nlohmann::json& config) const override {
+      Config parsed = impl_.with_config_context([&] {
+        Config c = config_from_json<Config>(config);
+        impl_.check_config(*problem_, c, device_);
+        return c;
+      });
+      return make_kernel(std::move(parsed));
+    }
+    Kernel heuristics_kernel() const override {
+      return make_kernel(impl_.heuristics_config(*problem_, device_));
+    }
+
+   private:
+    Kernel make_kernel(Config config) const {
+      nlohmann::json canonical = config_to_json(config);
+      return {std::move(canonical),
+              [impl = &impl_, problem = problem_, config = std::move(config), device = &device_](
+                  const TensorMap& inputs, TensorMap& outputs) {
+                impl->run(*problem, config, *device, inputs, outputs);
+              }};
+    }
+    const TypedImplementation& impl_;
+    std::shared_ptr<const Problem> problem_;
+    const Device& device_;
+  };
 };
 
 }  // namespace tokamax

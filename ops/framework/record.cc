@@ -39,8 +39,8 @@ nlohmann::json call_record(const BoundArgs& args, std::string_view implementatio
           {"key", args.key()},
           {"implementation", std::string(implementation)},
           {"config_source", std::string(config_source_name(config.source))},
-          {"config", config.config},
-          {"timestamp", utc_timestamp()},
+          {"config", config.kernel.config},
+          {"timestamp", utc_now()},
           {"device_id", device_id}};
 }
 

@@ -1,4 +1,4 @@
-// Tensor spec parsing/formatting and aligned host tensors.
+// Tensor spec parsing/formatting and tensors in host or device memory.
 #include "ops/framework/tensor.h"
 
 #include <cctype>
@@ -7,7 +7,6 @@
 #include <cstring>
 #include <new>
 
-#include "backends/cpu/host_memory.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -70,25 +69,63 @@ TensorSpec parse_tensor_spec(std::string_view text) {
   return spec;
 }
 
-void HostTensor::FreeDeleter::operator()(void* p) const { cpu::free_host(p); }
+// A cache line of slack past the end: CPU kernels may load a whole vector there. Large host
+// tensors land on huge pages (backends/cpu/host_memory.h).
+constexpr size_t kSlackBytes = 64;
 
-HostTensor::HostTensor(TensorSpec spec) : spec_(std::move(spec)) {
-  // A cache line of slack past the end (kernels may load a whole vector there); large tensors on
-  // huge pages (backends/cpu/host_memory.h).
-  const size_t bytes = spec_.size_bytes() + cpu::kHostAlignment;
-  void* memory = cpu::allocate_host(bytes);
-  std::memset(memory, 0, bytes);
-  data_ = std::shared_ptr<void>(memory, FreeDeleter{});
+Tensor::Tensor(TensorSpec spec, const Memory& memory)
+    : spec_(std::move(spec)), memory_(&memory), host_(memory.host_accessible()) {
+  const size_t bytes = spec_.size_bytes() + kSlackBytes;
+  void* data = memory.allocate(bytes);
+  memory.zero(data, bytes);
+  data_ = std::shared_ptr<void>(data, [memory = &memory](void* p) { memory->free(p); });
 }
 
-void HostTensor::check_type(DType requested) const {
+void Tensor::check_type(DType requested) const {
+  check_host("typed access");
   if (requested != spec_.dtype) {
     throw InvalidArgument("tensor " + spec_.to_string() + " accessed as " +
                           std::string(dtype_name(requested)));
   }
 }
 
-double HostTensor::get(int64_t i) const {
+void Tensor::check_host(const char* what) const {
+  if (!host_) {
+    throw InvalidArgument(std::string(what) + " of tensor " + spec_.to_string() + " in " +
+                          std::string(memory_->name()) + " memory, which the host cannot read");
+  }
+}
+
+Tensor Tensor::copy(const Memory& memory) const {
+  Tensor out(spec_, memory);
+  const size_t bytes = size_bytes();
+  if (host_) {
+    memory.copy_from_host(out.raw(), raw(), bytes);
+  } else if (memory.host_accessible()) {
+    memory_->copy_to_host(out.raw(), raw(), bytes);
+  } else {
+    // Between two device memories: through the host.
+    const Tensor host = copy(host_memory());
+    memory.copy_from_host(out.raw(), host.raw(), bytes);
+  }
+  return out;
+}
+
+Tensor Tensor::to(const Memory& memory) const { return &memory == memory_ ? *this : copy(memory); }
+
+const Tensor* find_tensor(const TensorMap& tensors, std::string_view name) {
+  auto it = tensors.find(name);
+  return it == tensors.end() ? nullptr : &it->second;
+}
+
+TensorMap to_memory(const TensorMap& tensors, const Memory& memory) {
+  TensorMap out;
+  for (const auto& [name, tensor] : tensors) out.emplace(name, tensor.to(memory));
+  return out;
+}
+
+double Tensor::get(int64_t i) const {
+  check_host("get");
   switch (spec_.dtype) {
     case DType::kF64:
       return static_cast<const double*>(raw())[i];
@@ -106,7 +143,8 @@ double HostTensor::get(int64_t i) const {
   return 0.0;
 }
 
-void HostTensor::set(int64_t i, double value) {
+void Tensor::set(int64_t i, double value) {
+  check_host("set");
   switch (spec_.dtype) {
     case DType::kF64:
       static_cast<double*>(raw())[i] = value;
@@ -129,8 +167,8 @@ void HostTensor::set(int64_t i, double value) {
   }
 }
 
-void HostTensor::fill_zero() {
-  if (data_) std::memset(raw(), 0, spec_.size_bytes());
+void Tensor::fill_zero() {
+  if (data_) memory_->zero(raw(), spec_.size_bytes());
 }
 
 }  // namespace tokamax

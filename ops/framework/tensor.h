@@ -1,4 +1,4 @@
-// Tensor specs ("bf16[4096,7168]") and owning host tensors.
+// Tensor specs ("bf16[4096,7168]") and owning tensors in host or device memory.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/memory.h"
 #include "ops/framework/dtype.h"
 
 namespace tokamax {
@@ -28,21 +29,25 @@ struct TensorSpec {
 // dtype, a missing bracket, a non-integer or negative extent.
 TensorSpec parse_tensor_spec(std::string_view text);
 
-// A dense row-major tensor in host memory, 64-byte aligned so SIMD kernels can use aligned loads.
-class HostTensor {
+// A dense row-major tensor in some memory (backends/memory.h): host memory unless a device's
+// memory is given. Copies share the buffer. Element access (data, get, set) needs memory the host
+// can read; raw() is the address in the tensor's own memory space (a device pointer there).
+class Tensor {
  public:
-  HostTensor() = default;
-  explicit HostTensor(TensorSpec spec);  // zero-filled
+  Tensor() = default;
+  explicit Tensor(TensorSpec spec, const Memory& memory = host_memory());  // zero-filled
 
   const TensorSpec& spec() const { return spec_; }
   DType dtype() const { return spec_.dtype; }
   const std::vector<int64_t>& dims() const { return spec_.dims; }
   int64_t num_elements() const { return spec_.num_elements(); }
   size_t size_bytes() const { return spec_.size_bytes(); }
+  const Memory& memory() const { return *memory_; }
 
   void* raw() { return data_.get(); }
   const void* raw() const { return data_.get(); }
-  // Typed access; throws InvalidArgument if T does not match the dtype.
+  // Typed access; throws InvalidArgument if T does not match the dtype or the memory is not the
+  // host's.
   template <typename T>
   T* data() {
     check_type(DTypeOf<T>::value);
@@ -58,17 +63,27 @@ class HostTensor {
   // Element i set from double with the dtype's rounding.
   void set(int64_t i, double value);
   void fill_zero();
+  // A copy in `memory`: a new buffer, even in the same memory.
+  Tensor copy(const Memory& memory) const;
+  // This tensor in `memory`: itself when it is already there, else copy(memory).
+  Tensor to(const Memory& memory) const;
 
  private:
-  struct FreeDeleter {
-    void operator()(void* p) const;
-  };
   void check_type(DType requested) const;
+  void check_host(const char* what) const;
   TensorSpec spec_;
+  const Memory* memory_ = &host_memory();
+  bool host_ = true;  // memory_->host_accessible(), read once: get() and set() check it per element
   std::shared_ptr<void> data_;
 };
 
 // Named tensors: inputs or outputs of one op call.
-using TensorMap = std::map<std::string, HostTensor, std::less<>>;
+using TensorMap = std::map<std::string, Tensor, std::less<>>;
+
+// The tensor named `name`, or nullptr when the map has none (an optional input left out).
+const Tensor* find_tensor(const TensorMap& tensors, std::string_view name);
+
+// Every tensor of `tensors` in `memory` (Tensor::to).
+TensorMap to_memory(const TensorMap& tensors, const Memory& memory);
 
 }  // namespace tokamax

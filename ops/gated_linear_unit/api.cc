@@ -24,8 +24,8 @@ const GatedLinearUnitOp& gated_linear_unit_op() {
   return op;
 }
 
-HostTensor gated_linear_unit(const HostTensor& x, const HostTensor& weights,
-                             const GatedLinearUnitOptions& options) {
+Tensor gated_linear_unit(const Tensor& x, const Tensor& weights,
+                         const GatedLinearUnitOptions& options) {
   const nlohmann::json args = {{"x", x.spec().to_string()},
                                {"weights", weights.spec().to_string()},
                                {"activation", std::string(activation_name(options.activation))}};

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "ops/common/activation.h"
-#include "ops/gated_linear_unit/base.h"
 #include "ops/framework/tensor.h"
+#include "ops/gated_linear_unit/base.h"
 
 namespace tokamax {
 
@@ -30,8 +30,8 @@ struct GatedLinearUnitOptions {
 
 // out[*B, M, N] = act(x @ weights[:, 0, :]) * (x @ weights[:, 1, :]), in x's dtype. Throws
 // InvalidArgument naming the argument when shapes disagree.
-HostTensor gated_linear_unit(const HostTensor& x,        // [*B, M, K]
-                             const HostTensor& weights,  // [K, 2, N]
-                             const GatedLinearUnitOptions& options = {});
+Tensor gated_linear_unit(const Tensor& x,        // [*B, M, K]
+                         const Tensor& weights,  // [K, 2, N]
+                         const GatedLinearUnitOptions& options = {});
 
 }  // namespace tokamax

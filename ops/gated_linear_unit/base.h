@@ -12,10 +12,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
-#include "ops/framework/bound_args.h"
 #include "ops/common/activation.h"
+#include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
 #include "ops/framework/tensor.h"
@@ -24,6 +25,7 @@ namespace tokamax {
 
 // The parsed, validated view of gated_linear_unit's BoundArgs that implementations work with.
 struct GluProblem {
+  static constexpr std::string_view kOp = "gated_linear_unit";
   int64_t M = 0, K = 0, N = 0;  // M flattens *B
   std::vector<int64_t> x_dims;  // [*B, M_last, K] as given
   DType x_dtype = DType::kF32;  // also the output dtype
@@ -50,7 +52,7 @@ class GatedLinearUnitBase : public Op {
 
 class GatedLinearUnitOp : public GatedLinearUnitBase {
  public:
-  std::string_view name() const override { return "gated_linear_unit"; }
+  std::string_view name() const override { return GluProblem::kOp; }
   std::string_view summary() const override {
     return "act(x @ weights[:,0,:]) * (x @ weights[:,1,:]) for x[*B,M,K], weights[K,2,N]";
   }
@@ -70,10 +72,10 @@ class GatedLinearUnitOp : public GatedLinearUnitBase {
 template <typename Acc>
 void gated_linear_unit_reference(const GluProblem& problem,
                                  // Inputs.
-                                 const HostTensor& x,        // [*B, M, K]
-                                 const HostTensor& weights,  // [K, 2, N]
+                                 const Tensor& x,        // [*B, M, K]
+                                 const Tensor& weights,  // [K, 2, N]
                                  // Outputs.
-                                 HostTensor& out);  // [*B, M, N] x's dtype
+                                 Tensor& out);  // [*B, M, N] x's dtype
 
 // Slack of a vectorized f32 activation, in f32 ulps of |x| + |act(x)| (see
 // ops/common/cpu_activation.h); the error model grants every implementation this much.

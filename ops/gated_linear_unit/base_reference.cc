@@ -13,8 +13,9 @@
 
 #include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/errors.h"
-#include "ops/gated_linear_unit/base.h"
 #include "ops/framework/random.h"
+#include "ops/framework/reference_implementation.h"
+#include "ops/gated_linear_unit/base.h"
 
 namespace tokamax {
 namespace {
@@ -50,10 +51,10 @@ double subnormal_floor(DType dtype) {
 TensorMap GatedLinearUnitBase::make_inputs(const BoundArgs& args, uint64_t seed) const {
   const GluProblem p = GluProblem::from(args);
   TensorMap inputs;
-  HostTensor x(args.tensor("x"));
+  Tensor x(args.tensor("x"));
   const uint64_t x_stream = stream_id("x");
   for (int64_t i = 0; i < x.num_elements(); ++i) x.set(i, normalish(seed, x_stream, i));
-  HostTensor weights(args.tensor("weights"));
+  Tensor weights(args.tensor("weights"));
   const uint64_t w_stream = stream_id("weights");
   const double scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(p.K, 1)));
   for (int64_t i = 0; i < weights.num_elements(); ++i) {
@@ -88,8 +89,8 @@ OracleSample GatedLinearUnitOp::oracle(const BoundArgs& args, const TensorMap& i
     throw InvalidArgument("gated_linear_unit has no output '" + std::string(output) + "'");
   }
   const GluProblem p = GluProblem::from(args);
-  const HostTensor& x = inputs.find("x")->second;
-  const HostTensor& w = inputs.find("weights")->second;
+  const Tensor& x = inputs.find("x")->second;
+  const Tensor& w = inputs.find("weights")->second;
   const int64_t K = p.K, N = p.N;
   const ErrorModel model = error_model(args);
   const double n = model.accumulation_length;
@@ -140,8 +141,8 @@ ErrorModel GatedLinearUnitOp::error_model(const BoundArgs& args) const {
 }
 
 template <typename Acc>
-void gated_linear_unit_reference(const GluProblem& p, const HostTensor& x,
-                                 const HostTensor& weights, HostTensor& out) {
+void gated_linear_unit_reference(const GluProblem& p, const Tensor& x, const Tensor& weights,
+                                 Tensor& out) {
   const int64_t M = p.M, K = p.K, N = p.N;
   std::vector<Acc> gate(static_cast<size_t>(N)), proj(static_cast<size_t>(N));
   dispatch_float(p.x_dtype, [&](auto x_type) {
@@ -174,9 +175,28 @@ void gated_linear_unit_reference(const GluProblem& p, const HostTensor& x,
   });
 }
 
-template void gated_linear_unit_reference<float>(const GluProblem&, const HostTensor&,
-                                                 const HostTensor&, HostTensor&);
-template void gated_linear_unit_reference<double>(const GluProblem&, const HostTensor&,
-                                                  const HostTensor&, HostTensor&);
+template void gated_linear_unit_reference<float>(const GluProblem&, const Tensor&, const Tensor&,
+                                                 Tensor&);
+template void gated_linear_unit_reference<double>(const GluProblem&, const Tensor&, const Tensor&,
+                                                  Tensor&);
+
+namespace {
+
+void run_reference(const GluProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
+  Tensor& out = outputs.at("out");
+  // f64 outputs accumulate in f64; everything else in f32, as upstream's reference does.
+  if (problem.out_dtype() == DType::kF64) {
+    gated_linear_unit_reference<double>(problem, inputs.at("x"), inputs.at("weights"), out);
+  } else {
+    gated_linear_unit_reference<float>(problem, inputs.at("x"), inputs.at("weights"), out);
+  }
+}
+
+}  // namespace
+
+const Implementation& gated_linear_unit_reference_implementation() {
+  static const ReferenceImplementation<GluProblem, run_reference> impl;
+  return impl;
+}
 
 }  // namespace tokamax

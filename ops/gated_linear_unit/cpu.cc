@@ -9,26 +9,22 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
 #include "ops/common/cpu_activation.h"
+#include "ops/common/cpu_checks.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/op.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
 #include "ops/gated_linear_unit/cpu_kernel.h"
-#include "ops/framework/op.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
 
-void require_config(bool ok, const char* field, const std::string& message) {
-  if (!ok) throw InvalidArgument("cpu gated_linear_unit config: " + message, field);
-}
-
 class CpuGatedLinearUnit final : public TypedImplementation<GluProblem, CpuGluConfig> {
  public:
-  std::string_view op_name() const override { return "gated_linear_unit"; }
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
     return {{"simd_target", cpu_kernel_target_name()},
@@ -36,12 +32,7 @@ class CpuGatedLinearUnit final : public TypedImplementation<GluProblem, CpuGluCo
             {"native_bf16", cpu_kernel_has_native_bf16()}};
   }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind == "cpu") return {};
-    return {false, "the cpu implementation runs on CPUs, not on a '" + device.kind + "' device"};
-  }
-
-  void check(const GluProblem& p) const override {
+  void check(const GluProblem& p, const Device&) const override {
     if (p.x_dtype == DType::kF64 || p.w_dtype == DType::kF64) {
       throw NotImplemented(
           "cpu: f64 operands; the kernel accumulates in f32, which would drop their precision "
@@ -49,49 +40,33 @@ class CpuGatedLinearUnit final : public TypedImplementation<GluProblem, CpuGluCo
     }
   }
 
-  void check_config(const GluProblem& p, const CpuGluConfig& c) const override {
-    const int cores = cpu::host_device().cores;
-    if (c.num_threads > 4 * cores) {
-      require_config(false, "num_threads",
-                     "num_threads is " + std::to_string(c.num_threads) + " but this machine has " +
-                         std::to_string(cores) + " cores (at most 4x oversubscription)");
-    }
-    const int lanes = cpu_kernel_f32_lanes();
-    if (c.nr % lanes != 0 || !has_micro_kernel_shape(lanes, c.mr, c.nr / lanes)) {
-      require_config(false, "mr",
-                     "no " + std::to_string(c.mr) + "x" + std::to_string(c.nr) +
-                         " micro-kernel (mr x nr) for this CPU's " + cpu_kernel_target_name() +
-                         " target");
-    }
-    if (c.bf16_path == "native_dot") {
-      require_config(is_bf16_glu_problem(p), "bf16_path",
-                     "native_dot needs bf16 x and bf16 weights");
-      require_config(cpu_kernel_has_native_bf16(), "bf16_path",
-                     "native_dot needs a CPU with avx512_bf16 (and AVX-512 kernels)");
-    }
+  void check_config(const GluProblem& p, const CpuGluConfig& c,
+                    const Device& device) const override {
+    require_num_threads(c.num_threads, device);
+    require_micro_tile(c.mr, c.nr);
+    if (c.bf16_path == "native_dot")
+      require_native_bf16(is_bf16_glu_problem(p), "bf16 x and bf16 weights");
     const CpuGluConfig clamped = clamp_to_problem(c, p);
     const int64_t scratch = int64_t{clamped.tile_m} * 2 * task_columns(p, clamped);
-    if (scratch > kCpuGluMaxScratchElements) {
-      require_config(false, "tile_m",
-                     "tile_m * 2 * tile_n is " + std::to_string(scratch) +
-                         " (tile_n = 0 means all of N), too large for the per-thread f32 scratch "
-                         "(max " +
-                         std::to_string(kCpuGluMaxScratchElements) + ")");
-    }
+    require_config(scratch <= kCpuGluMaxScratchElements, "tile_m", [&] {
+      return "tile_m * 2 * tile_n is " + std::to_string(scratch) +
+             " (tile_n = 0 means all of N), too large for the per-thread f32 scratch (max " +
+             std::to_string(kCpuGluMaxScratchElements) + ")";
+    });
   }
 
-  CpuGluConfig heuristics_config(const GluProblem& p, const DeviceInfo& device) const override {
+  CpuGluConfig heuristics_config(const GluProblem& p, const Device& device) const override {
     return cpu_glu_heuristics_config(p, device);
   }
 
   std::vector<CpuGluConfig> autotuning_configs(const GluProblem& p,
-                                               const DeviceInfo& device) const override {
+                                               const Device& device) const override {
     return cpu_glu_autotuning_configs(p, device);
   }
 
-  void run(const GluProblem& p, const CpuGluConfig& config, const TensorMap& inputs,
-           TensorMap& outputs) const override {
-    check(p);
+  void run(const GluProblem& p, const CpuGluConfig& config, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
     gated_linear_unit_cpu_kernel(p, clamp_to_problem(config, p), inputs.at("x"),
                                  inputs.at("weights"), outputs.at("out"));
   }

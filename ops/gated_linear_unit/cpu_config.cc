@@ -15,7 +15,7 @@
 #include <span>
 #include <string>
 
-#include "backends/cpu/cpu_info.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
@@ -29,18 +29,6 @@ constexpr double kSerialMultiplyAdds = double(1 << 17);
 // Used only when the OS reports no cache sizes (some containers and VMs).
 constexpr int64_t kFallbackL1Bytes = 32 << 10;
 constexpr int64_t kFallbackL2Bytes = 256 << 10;
-
-template <typename Message>
-void require(bool ok, const char* field, Message&& message) {
-  if (!ok) throw InvalidArgument("cpu gated_linear_unit config: " + std::string(message()), field);
-}
-
-// f32 lanes of the kernels that will run for `device`: the dispatched Highway target on this
-// host, the widest vector the ISA list promises elsewhere (cross-compiling a config).
-int device_lanes(const DeviceInfo& device) {
-  if (device.id == cpu::host_device().id) return cpu_kernel_f32_lanes();
-  return std::max(1, device.simd_bytes / 4);
-}
 
 }  // namespace
 
@@ -63,40 +51,34 @@ int64_t task_columns(const GluProblem& p, const CpuGluConfig& c) {
 }
 
 void CpuGluConfig::validate() const {
-  require(tile_m >= 1 && tile_m <= kMaxTile, "tile_m", [&] {
-    return "tile_m is " + std::to_string(tile_m) + "; expected 1.." + std::to_string(kMaxTile);
-  });
-  require(tile_n >= 0 && tile_n <= kMaxTile, "tile_n", [&] {
+  require_range("tile_m", tile_m, 1, kMaxTile);
+  require_config(tile_n >= 0 && tile_n <= kMaxTile, "tile_n", [&] {
     return "tile_n is " + std::to_string(tile_n) + "; expected 0 (all of N) or 1.." +
            std::to_string(kMaxTile);
   });
-  require(tile_k >= 1 && tile_k <= kMaxTile, "tile_k", [&] {
-    return "tile_k is " + std::to_string(tile_k) + "; expected 1.." + std::to_string(kMaxTile);
-  });
-  require(panel_n >= 1 && panel_n <= kMaxTile, "panel_n", [&] {
-    return "panel_n is " + std::to_string(panel_n) + "; expected 1.." + std::to_string(kMaxTile);
-  });
-  require(mr >= 1 && mr <= 64, "mr",
-          [&] { return "mr is " + std::to_string(mr) + "; expected 1..64"; });
-  require(nr >= 1 && nr <= 256, "nr",
-          [&] { return "nr is " + std::to_string(nr) + "; expected 1..256"; });
-  require(int64_t{tile_m} * 2 * std::max(tile_n, 1) <= kCpuGluMaxScratchElements, "tile_m", [&] {
-    return "tile_m * 2 * tile_n is " + std::to_string(int64_t{tile_m} * 2 * tile_n) +
-           "; expected <= " + std::to_string(kCpuGluMaxScratchElements);
-  });
-  require(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
+  require_range("tile_k", tile_k, 1, kMaxTile);
+  require_range("panel_n", panel_n, 1, kMaxTile);
+  require_range("mr", mr, 1, 64);
+  require_range("nr", nr, 1, 256);
+  require_config(int64_t{tile_m} * 2 * std::max(tile_n, 1) <= kCpuGluMaxScratchElements, "tile_m",
+                 [&] {
+                   return "tile_m * 2 * tile_n is " + std::to_string(int64_t{tile_m} * 2 * tile_n) +
+                          "; expected <= " + std::to_string(kCpuGluMaxScratchElements);
+                 });
+  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
     return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
   });
-  require(num_threads >= 0, "num_threads", [&] {
+  require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
 }
 
-CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const DeviceInfo& device) {
+CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
   const int64_t l1 = device.l1d_bytes > 0 ? device.l1d_bytes : kFallbackL1Bytes;
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kFallbackL2Bytes;
   const int64_t cores = std::max(1, device.cores);
-  const int lanes = device_lanes(device);
+  const int lanes = kernel_f32_lanes(device);
   CpuGluConfig c;
   // The first (squarest) micro-tile: rows are plentiful here (no groups to pad).
   const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
@@ -105,8 +87,9 @@ CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const DeviceInfo& de
   // tk: one lhs micro-panel [mr, tk] fills at most half of L1 (reread for every strip).
   c.tile_k = static_cast<int>(std::clamp<int64_t>(l1 / (2 * int64_t{c.mr} * 4) / 32 * 32, 32, 512));
   // pn: the packed weight panel [tk, pn] fills at most half of L2 (reread by every micro-panel).
+  // K = 0 counts as one row of it, so that the divisor stays positive.
   c.panel_n = static_cast<int>(std::clamp<int64_t>(
-      l2 / (2 * int64_t{std::min<int64_t>(c.tile_k, p.K)} * 4) / c.nr * c.nr, c.nr, 4096));
+      l2 / (2 * std::clamp<int64_t>(p.K, 1, c.tile_k) * 4) / c.nr * c.nr, c.nr, 4096));
   // tm: every task re-packs its weight columns [K, 2 tn], so tall tasks amortise the packing
   // (1/tm of the multiply-adds); 18 micro-panels (252 rows at mr = 14) keep it under 0.5%.
   c.tile_m = static_cast<int>(std::clamp<int64_t>(round_up(p.M, c.mr), 1, 18 * int64_t{c.mr}));
@@ -137,10 +120,10 @@ CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const DeviceInfo& de
   return clamp_to_problem(c, p);
 }
 
-std::vector<CpuGluConfig> cpu_glu_autotuning_configs(const GluProblem& p,
-                                                     const DeviceInfo& device) {
-  const CpuGluConfig base = cpu_glu_heuristics_config(p, device);
-  const int lanes = device_lanes(device);
+std::vector<CpuGluConfig> cpu_glu_autotuning_configs(const GluProblem& p, const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
+  const CpuGluConfig base = cpu_glu_heuristics_config(p, target);
+  const int lanes = kernel_f32_lanes(device);
   std::vector<CpuGluConfig> configs;
   std::set<decltype(base.key())> seen;
   auto add = [&](const CpuGluConfig& candidate) {

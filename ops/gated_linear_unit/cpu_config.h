@@ -62,7 +62,7 @@ int64_t task_columns(const GluProblem& p, const CpuGluConfig& c);
 
 // The implementation's heuristics_config and autotuning_configs. Both return configs already
 // clamped to the problem; `device` may be another machine (cross-tuning).
-CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const DeviceInfo& device);
-std::vector<CpuGluConfig> cpu_glu_autotuning_configs(const GluProblem& p, const DeviceInfo& device);
+CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const Device& device);
+std::vector<CpuGluConfig> cpu_glu_autotuning_configs(const GluProblem& p, const Device& device);
 
 }  // namespace tokamax

@@ -42,8 +42,8 @@ float* scratch_floats(size_t count) {
 
 }  // namespace
 
-void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, const HostTensor& x,
-                                  const HostTensor& weights, HostTensor& out) {
+void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, const Tensor& x,
+                                  const Tensor& weights, Tensor& out) {
   if (p.x_dtype == DType::kF64 || p.w_dtype == DType::kF64) {
     throw NotImplemented(
         "cpu gated_linear_unit: f64 operands; the kernel accumulates in f32, which would drop "

@@ -8,9 +8,9 @@
 //   tm, tn, tk, pn, mr, nr   see cpu_config.h
 #pragma once
 
+#include "ops/framework/tensor.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
-#include "ops/framework/tensor.h"
 
 namespace tokamax {
 
@@ -19,9 +19,9 @@ namespace tokamax {
 // only), a micro-tile this CPU lacks, or native_dot where it cannot run.
 void gated_linear_unit_cpu_kernel(const GluProblem& problem, const CpuGluConfig& c,
                                   // Inputs.
-                                  const HostTensor& x,        // [M, K] (*B flattened)
-                                  const HostTensor& weights,  // [K, 2, N]
+                                  const Tensor& x,        // [M, K] (*B flattened)
+                                  const Tensor& weights,  // [K, 2, N]
                                   // Outputs.
-                                  HostTensor& out);  // [M, N] x's dtype
+                                  Tensor& out);  // [M, N] x's dtype
 
 }  // namespace tokamax

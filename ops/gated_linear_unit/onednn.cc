@@ -14,24 +14,20 @@
 // operands, not the strided halves of Y), so the second step is our own loop: cpu_glu_row (the
 // same vectorized activations as the cpu implementation, so the comparison isolates the fusion
 // and the GEMM) and ragged_dot's store_rows, threaded over rows on our pool. Rows are chunked only
-// to bound the f32 intermediate (kChunkElements); each chunk is a full-size oneDNN matmul. The
-// matmul's threads are oneDNN's OpenMP runtime (see onednn_engine.h), so the config is empty.
+// to bound the f32 intermediate (chunk_rows, by default kChunkElements); each chunk is a full-size
+// oneDNN matmul. The matmul's threads are oneDNN's OpenMP runtime (see onednn_engine.h).
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <new>
 #include <string>
 #include <tuple>
 
 #include "backends/cpu/onednn_engine.h"
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_activation.h"
 #include "ops/framework/errors.h"
-#include "ops/gated_linear_unit/base.h"
 #include "ops/framework/op.h"
+#include "ops/gated_linear_unit/base.h"
 #include "ops/ragged_dot/cpu_pack.h"
 
 namespace tokamax {
@@ -42,39 +38,30 @@ using tag = dnnl::memory::format_tag;
 
 using MatmulKey = std::tuple<int64_t, int64_t, int64_t, dt>;  // mc, K, 2N, input type
 constexpr size_t kMaxCachedPrimitives = 4096;
-// The f32 intermediate of one chunk: at most 2^25 elements (128 MiB), so the largest catalog
-// shapes (4M rows x 2N) do not need gigabytes next to their inputs. Tests lower it to run the
-// multi-chunk path on small shapes.
+// The f32 intermediate of one chunk: at most 2^25 elements (128 MiB) by default, so the largest
+// catalog shapes (4M rows x 2N) do not need gigabytes next to their inputs.
 constexpr int64_t kChunkElements = int64_t{1} << 25;
-std::atomic<int64_t> chunk_elements{kChunkElements};
 // Rows of the epilogue's tasks on our pool.
 constexpr int64_t kEpilogueRows = 64;
 
+struct OneDnnGluConfig {
+  int64_t chunk_rows = 0;  // mc: rows of x per matmul; 0 = as many as fit kChunkElements
+
+  void validate() const {
+    require_config(chunk_rows >= 0, "chunk_rows", [&] {
+      return "chunk_rows is " + std::to_string(chunk_rows) + "; expected >= 0 (0 = automatic)";
+    });
+  }
+  template <class V>
+  void visit(V&& v) {
+    v("chunk_rows", chunk_rows);
+  }
+};
+
 dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
-// Grow-only scratch for the intermediate (reused across calls: a bench calls back to back, and
-// first-touch page faults on a fresh buffer would be charged to the baseline).
-float* intermediate(size_t count) {
-  struct Buffer {
-    void* data = nullptr;
-    size_t bytes = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  const size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
-  if (bytes > buffer.bytes) {
-    std::free(buffer.data);
-    buffer.bytes = 0;
-    buffer.data = std::aligned_alloc(64, bytes);
-    if (buffer.data == nullptr) throw std::bad_alloc();
-    buffer.bytes = bytes;
-  }
-  return static_cast<float*>(buffer.data);
-}
-
-class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, EmptyConfig> {
+class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, OneDnnGluConfig> {
  public:
-  std::string_view op_name() const override { return "gated_linear_unit"; }
   std::string_view name() const override { return "onednn"; }
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
@@ -84,12 +71,7 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
     return description;
   }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
-    return {};
-  }
-
-  void check(const GluProblem& p) const override {
+  void check(const GluProblem& p, const Device&) const override {
     const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
     if (p.x_dtype != p.w_dtype) {
       throw NotImplemented("onednn: x is " + x + " but weights are " + w +
@@ -103,16 +85,11 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
     if (!why.empty()) throw NotImplemented("onednn: " + x + "->f32 matmul: " + why);
   }
 
-  EmptyConfig heuristics_config(const GluProblem&, const DeviceInfo&) const override { return {}; }
-  std::vector<EmptyConfig> autotuning_configs(const GluProblem&, const DeviceInfo&) const override {
-    return {EmptyConfig{}};
-  }
-
-  void run(const GluProblem& p, const EmptyConfig&, const TensorMap& inputs,
-           TensorMap& outputs) const override {
-    check(p);
+  void run(const GluProblem& p, const OneDnnGluConfig& config, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
     const int64_t M = p.M, K = p.K, N = p.N;
-    HostTensor& out = outputs.at("out");
+    Tensor& out = outputs.at("out");
     const size_t x_bytes = dtype_size(p.x_dtype);
     char* out_data = static_cast<char*>(out.raw());
     if (M == 0 || N == 0) return;
@@ -124,8 +101,12 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
     char* x_data = static_cast<char*>(const_cast<void*>(inputs.at("x").raw()));
     char* w_data = static_cast<char*>(const_cast<void*>(inputs.at("weights").raw()));
     const dt in_type = onednn_type(p.x_dtype);
-    const int64_t mc = std::clamp<int64_t>(chunk_elements.load() / (2 * N), 1, M);
-    float* y = intermediate(static_cast<size_t>(mc * 2 * N));
+    const int64_t mc = std::clamp<int64_t>(
+        config.chunk_rows > 0 ? config.chunk_rows : kChunkElements / (2 * N), 1, M);
+    // Grow-only scratch, reused across calls: a bench calls back to back, and first-touch page
+    // faults on a fresh buffer would be charged to the baseline.
+    thread_local cpu::ScratchBuffer scratch;
+    float* y = scratch.floats(static_cast<size_t>(mc * 2 * N));
     const dnnl::engine& engine = cpu::onednn_engine();
     dnnl::stream stream(engine);
     dnnl::memory weights(cpu::onednn_plain_desc(K, 2 * N, in_type), engine, w_data);
@@ -155,30 +136,25 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
 
  private:
   dnnl::matmul primitive(const MatmulKey& key) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = primitives_.find(key);
-    if (it != primitives_.end()) return it->second;
-    const auto& [rows, K, cols, in_type] = key;
-    const dnnl::matmul::desc desc(cpu::onednn_plain_desc(rows, K, in_type),
-                                  cpu::onednn_plain_desc(K, cols, in_type),
-                                  cpu::onednn_plain_desc(rows, cols, dt::f32));
-    dnnl::matmul matmul;
-    try {
-      matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
-    } catch (const dnnl::error& e) {
-      if (e.status == dnnl_unimplemented) {
-        throw NotImplemented("onednn: no matmul for M=" + std::to_string(rows) + ", K=" +
-                             std::to_string(K) + ", 2N=" + std::to_string(cols) + ": " + e.what());
+    return primitives_.get(key, [&] {
+      const auto& [rows, K, cols, in_type] = key;
+      const dnnl::matmul::desc desc(cpu::onednn_plain_desc(rows, K, in_type),
+                                    cpu::onednn_plain_desc(K, cols, in_type),
+                                    cpu::onednn_plain_desc(rows, cols, dt::f32));
+      try {
+        return dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
+      } catch (const dnnl::error& e) {
+        if (e.status == dnnl_unimplemented) {
+          throw NotImplemented("onednn: no matmul for M=" + std::to_string(rows) +
+                               ", K=" + std::to_string(K) + ", 2N=" + std::to_string(cols) + ": " +
+                               e.what());
+        }
+        throw;
       }
-      throw;
-    }
-    if (primitives_.size() >= kMaxCachedPrimitives) primitives_.clear();
-    primitives_.emplace(key, matmul);
-    return matmul;
+    });
   }
 
-  mutable std::mutex mutex_;
-  mutable std::map<MatmulKey, dnnl::matmul> primitives_;
+  mutable cpu::OneDnnPrimitiveCache<MatmulKey, dnnl::matmul> primitives_{kMaxCachedPrimitives};
 };
 
 }  // namespace
@@ -186,12 +162,6 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, Empty
 const Implementation& gated_linear_unit_onednn_implementation() {
   static const OneDnnGatedLinearUnit impl;
   return impl;
-}
-
-// For tests: the intermediate's size per chunk, in elements (<= 0 restores the default); returns
-// the previous value.
-int64_t gated_linear_unit_onednn_set_chunk_elements(int64_t elements) {
-  return chunk_elements.exchange(elements > 0 ? elements : kChunkElements);
 }
 
 }  // namespace tokamax

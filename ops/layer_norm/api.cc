@@ -24,8 +24,8 @@ const LayerNormOp& layer_norm_op() {
   return op;
 }
 
-HostTensor layer_norm(const HostTensor& x, const HostTensor* scale, const HostTensor* offset,
-                      const LayerNormOptions& options) {
+Tensor layer_norm(const Tensor& x, const Tensor* scale, const Tensor* offset,
+                  const LayerNormOptions& options) {
   nlohmann::json args = {{"x", x.spec().to_string()},
                          {"axis", options.axis},
                          {"epsilon", options.epsilon},

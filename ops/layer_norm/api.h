@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "ops/layer_norm/base.h"
 #include "ops/framework/tensor.h"
+#include "ops/layer_norm/base.h"
 
 namespace tokamax {
 
@@ -29,9 +29,9 @@ struct LayerNormOptions {
 // out (x's shape and dtype) = (x - mean) * rsqrt(var + epsilon) * scale + offset along
 // options.axis, statistics in f32 (f64 for f64 x). scale and offset are [C] or null (absent:
 // 1 and 0). Throws InvalidArgument naming the argument when shapes or options disagree.
-HostTensor layer_norm(const HostTensor& x,       // x's shape, any rank >= 1
-                      const HostTensor* scale,   // [C] or null
-                      const HostTensor* offset,  // [C] or null
-                      const LayerNormOptions& options = {});
+Tensor layer_norm(const Tensor& x,       // x's shape, any rank >= 1
+                  const Tensor* scale,   // [C] or null
+                  const Tensor* offset,  // [C] or null
+                  const LayerNormOptions& options = {});
 
 }  // namespace tokamax

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "ops/framework/bound_args.h"
@@ -24,6 +25,7 @@ namespace tokamax {
 
 // The parsed, validated view of layer_norm's BoundArgs that implementations work with.
 struct LayerNormProblem {
+  static constexpr std::string_view kOp = "layer_norm";
   std::vector<int64_t> dims;  // x's extents
   int axis = 0;               // canonical, in [0, rank)
   int64_t O = 1, C = 1, I = 1;
@@ -48,7 +50,7 @@ struct LayerNormResiduals {
 
 class LayerNormOp : public Op {
  public:
-  std::string_view name() const override { return "layer_norm"; }
+  std::string_view name() const override { return LayerNormProblem::kOp; }
   std::string_view summary() const override {
     return "layer norm / RMSNorm of x along one axis: (x-mean)*rsqrt(var+eps)*scale+offset";
   }
@@ -72,11 +74,11 @@ class LayerNormOp : public Op {
 template <typename Acc>
 void layer_norm_reference(const LayerNormProblem& problem,
                           // Inputs.
-                          const HostTensor& x,       // [O, C, I] x_dtype (x's own shape)
-                          const HostTensor* scale,   // [C] or null
-                          const HostTensor* offset,  // [C] or null
+                          const Tensor& x,       // [O, C, I] x_dtype (x's own shape)
+                          const Tensor* scale,   // [C] or null
+                          const Tensor* offset,  // [C] or null
                           // Outputs.
-                          HostTensor& out,  // x's shape, x_dtype
+                          Tensor& out,  // x's shape, x_dtype
                           LayerNormResiduals* residuals = nullptr);
 
 }  // namespace tokamax

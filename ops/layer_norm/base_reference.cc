@@ -31,8 +31,9 @@
 #include <vector>
 
 #include "ops/framework/errors.h"
-#include "ops/layer_norm/base.h"
 #include "ops/framework/random.h"
+#include "ops/framework/reference_implementation.h"
+#include "ops/layer_norm/base.h"
 
 namespace tokamax {
 namespace {
@@ -65,11 +66,11 @@ double output_underflow(DType dtype) {
 }
 
 // Reads element `i` of an optional [C] parameter, `fallback` when absent.
-double param(const HostTensor* t, int64_t c, double fallback) {
+double param(const Tensor* t, int64_t c, double fallback) {
   return t == nullptr ? fallback : t->get(c);
 }
 
-const HostTensor* find_input(const TensorMap& inputs, const char* name) {
+const Tensor* find_input(const TensorMap& inputs, const char* name) {
   auto it = inputs.find(name);
   return it == inputs.end() ? nullptr : &it->second;
 }
@@ -81,14 +82,14 @@ TensorMap LayerNormOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // Activations ~ 0.25 + 1.5 N(0, 1): a non-zero mean, so that the mean subtraction matters and
   // RMSNorm differs from layer norm. Scale ~ 1 + N(0, 1/16), offset ~ N(0, 1/100): trained
   // parameters stay near their (1, 0) initialisation.
-  HostTensor x(args.tensor("x"));
+  Tensor x(args.tensor("x"));
   const uint64_t x_stream = stream_id("x");
   for (int64_t i = 0; i < x.num_elements(); ++i) {
     x.set(i, 0.25 + 1.5 * normalish(seed, x_stream, i));
   }
   inputs.emplace("x", std::move(x));
   if (args.has("scale")) {
-    HostTensor scale(args.tensor("scale"));
+    Tensor scale(args.tensor("scale"));
     const uint64_t stream = stream_id("scale");
     for (int64_t i = 0; i < scale.num_elements(); ++i) {
       scale.set(i, 1.0 + 0.25 * normalish(seed, stream, i));
@@ -96,7 +97,7 @@ TensorMap LayerNormOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
     inputs.emplace("scale", std::move(scale));
   }
   if (args.has("offset")) {
-    HostTensor offset(args.tensor("offset"));
+    Tensor offset(args.tensor("offset"));
     const uint64_t stream = stream_id("offset");
     for (int64_t i = 0; i < offset.num_elements(); ++i) {
       offset.set(i, 0.1 * normalish(seed, stream, i));
@@ -112,9 +113,9 @@ OracleSample LayerNormOp::oracle(const BoundArgs& args, const TensorMap& inputs,
     throw InvalidArgument("layer_norm has no output '" + std::string(output) + "'");
   }
   const LayerNormProblem p = LayerNormProblem::from(args);
-  const HostTensor& x = inputs.find("x")->second;
-  const HostTensor* scale = find_input(inputs, "scale");
-  const HostTensor* offset = find_input(inputs, "offset");
+  const Tensor& x = inputs.find("x")->second;
+  const Tensor* scale = find_input(inputs, "scale");
+  const Tensor* offset = find_input(inputs, "offset");
   const ErrorModel model = error_model(args);
   const double u = model.accumulation_roundoff;
   const double n_u = model.accumulation_length * u;
@@ -180,9 +181,8 @@ ErrorModel LayerNormOp::error_model(const BoundArgs& args) const {
 }
 
 template <typename Acc>
-void layer_norm_reference(const LayerNormProblem& p, const HostTensor& x, const HostTensor* scale,
-                          const HostTensor* offset, HostTensor& out,
-                          LayerNormResiduals* residuals) {
+void layer_norm_reference(const LayerNormProblem& p, const Tensor& x, const Tensor* scale,
+                          const Tensor* offset, Tensor& out, LayerNormResiduals* residuals) {
   const int64_t O = p.O, C = p.C, I = p.I;
   if (residuals != nullptr) {
     residuals->mean.assign(static_cast<size_t>(p.rows()), 0.0);
@@ -228,11 +228,31 @@ void layer_norm_reference(const LayerNormProblem& p, const HostTensor& x, const 
   });
 }
 
-template void layer_norm_reference<float>(const LayerNormProblem&, const HostTensor&,
-                                          const HostTensor*, const HostTensor*, HostTensor&,
-                                          LayerNormResiduals*);
-template void layer_norm_reference<double>(const LayerNormProblem&, const HostTensor&,
-                                           const HostTensor*, const HostTensor*, HostTensor&,
-                                           LayerNormResiduals*);
+template void layer_norm_reference<float>(const LayerNormProblem&, const Tensor&, const Tensor*,
+                                          const Tensor*, Tensor&, LayerNormResiduals*);
+template void layer_norm_reference<double>(const LayerNormProblem&, const Tensor&, const Tensor*,
+                                           const Tensor*, Tensor&, LayerNormResiduals*);
+
+namespace {
+
+void run_reference(const LayerNormProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
+  const Tensor& x = inputs.at("x");
+  const Tensor* scale = find_tensor(inputs, "scale");
+  const Tensor* offset = find_tensor(inputs, "offset");
+  Tensor& out = outputs.at("out");
+  // Statistics in f32 (as upstream's reference), in f64 for f64 x.
+  if (problem.x_dtype == DType::kF64) {
+    layer_norm_reference<double>(problem, x, scale, offset, out);
+  } else {
+    layer_norm_reference<float>(problem, x, scale, offset, out);
+  }
+}
+
+}  // namespace
+
+const Implementation& layer_norm_reference_implementation() {
+  static const ReferenceImplementation<LayerNormProblem, run_reference> impl;
+  return impl;
+}
 
 }  // namespace tokamax

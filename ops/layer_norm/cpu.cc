@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
+#include "ops/common/cpu_checks.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/op.h"
 #include "ops/layer_norm/base.h"
 #include "ops/layer_norm/cpu_config.h"
 #include "ops/layer_norm/cpu_kernel.h"
-#include "ops/framework/op.h"
 
 namespace tokamax {
 namespace {
@@ -34,19 +34,13 @@ std::vector<float> stage_param(const TensorMap& inputs, const char* name, int64_
 
 class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayerNormConfig> {
  public:
-  std::string_view op_name() const override { return "layer_norm"; }
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
     return {{"simd_target", layer_norm_cpu_target_name()},
             {"native_bf16", layer_norm_cpu_has_native_bf16()}};
   }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind == "cpu") return {};
-    return {false, "the cpu implementation runs on CPUs, not on a '" + device.kind + "' device"};
-  }
-
-  void check(const LayerNormProblem& p) const override {
+  void check(const LayerNormProblem& p, const Device&) const override {
     if (p.x_dtype == DType::kF64) {
       throw NotImplemented(
           "cpu: f64 x; the kernel keeps f32 statistics, which would drop f64 precision (the "
@@ -54,15 +48,12 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
     }
   }
 
-  void check_config(const LayerNormProblem& p, const CpuLayerNormConfig& c) const override {
-    const int cores = cpu::host_device().cores;
-    require_layer_norm_config(c.num_threads <= 4 * cores, "num_threads", [&] {
-      return "num_threads is " + std::to_string(c.num_threads) + " but this machine has " +
-             std::to_string(cores) + " cores (at most 4x oversubscription)";
-    });
+  void check_config(const LayerNormProblem& p, const CpuLayerNormConfig& c,
+                    const Device& device) const override {
+    require_num_threads(c.num_threads, device);
     if (!p.last_axis()) {
       const int64_t elements = p.C * std::min<int64_t>(c.inner_block, p.I);
-      require_layer_norm_config(elements <= kCpuLayerNormMaxBlockFloats, "inner_block", [&] {
+      require_config(elements <= kCpuLayerNormMaxBlockFloats, "inner_block", [&] {
         return "inner_block * C is " + std::to_string(elements) +
                " elements per block, far past any L2 (max " +
                std::to_string(kCpuLayerNormMaxBlockFloats) + ")";
@@ -71,18 +62,18 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
   }
 
   CpuLayerNormConfig heuristics_config(const LayerNormProblem& p,
-                                       const DeviceInfo& device) const override {
+                                       const Device& device) const override {
     return cpu_layer_norm_heuristics_config(p, device);
   }
 
   std::vector<CpuLayerNormConfig> autotuning_configs(const LayerNormProblem& p,
-                                                     const DeviceInfo& device) const override {
+                                                     const Device& device) const override {
     return cpu_layer_norm_autotuning_configs(p, device);
   }
 
-  void run(const LayerNormProblem& p, const CpuLayerNormConfig& config, const TensorMap& inputs,
-           TensorMap& outputs) const override {
-    check(p);
+  void run(const LayerNormProblem& p, const CpuLayerNormConfig& config, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
     const int64_t L = layer_norm_cpu_f32_lanes();
     const std::vector<float> scale = stage_param(inputs, "scale", p.C, L, 1.0f);
     const std::vector<float> offset = stage_param(inputs, "offset", p.C, L, 0.0f);

@@ -12,6 +12,8 @@
 #include <set>
 #include <string>
 
+#include "backends/cpu/cpu_device.h"
+
 namespace tokamax {
 namespace {
 
@@ -29,14 +31,14 @@ constexpr int64_t kBlocksPerTask = 16;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // f32 lanes of the widest vector the device offers (the cache-line-sized unit of a block).
-int64_t lanes(const DeviceInfo& device) { return std::max<int64_t>(device.simd_bytes / 4, 1); }
+int64_t lanes(const cpu::CpuInfo& device) { return std::max<int64_t>(device.simd_bytes / 4, 1); }
 
 // tI: the block of x [C, tI] (read from memory once, re-read from L2 twice) and the next block
 // (prefetched while this one computes) in a quarter of L2, leaving room for the output lines in
 // flight and the other data; a multiple of L, at most I rounded up to L and at most 2048 (a 4 KiB
 // page of bf16 per row: past that, runs are no longer and the block only costs L2). Measured on
 // the AlphaFold axis-0 shapes (C = 128 bf16, 1 MiB L2): tI 512 beats 2048 by 1.2-1.3x.
-int64_t inner_block_for(const LayerNormProblem& p, const DeviceInfo& device) {
+int64_t inner_block_for(const LayerNormProblem& p, const cpu::CpuInfo& device) {
   const int64_t L = lanes(device);
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : (1 << 20);
   const int64_t fit =
@@ -47,7 +49,7 @@ int64_t inner_block_for(const LayerNormProblem& p, const DeviceInfo& device) {
 
 // Units per task: about kTaskBytes of x, but at least 4 tasks per thread when there is work.
 int64_t units_per_task_for(const LayerNormProblem& p, int64_t unit_elements, int64_t units,
-                           const DeviceInfo& device) {
+                           const cpu::CpuInfo& device) {
   const int64_t unit_bytes = std::max<int64_t>(unit_elements * dtype_size(p.x_dtype), 1);
   const int64_t by_bytes = std::max<int64_t>(kTaskBytes / unit_bytes, 1);
   const int64_t by_balance = std::max<int64_t>(ceil_div(units, 4 * std::max(device.cores, 1)), 1);
@@ -60,21 +62,22 @@ int64_t units_per_task_for(const LayerNormProblem& p, int64_t unit_elements, int
 }  // namespace
 
 void CpuLayerNormConfig::validate() const {
-  require_layer_norm_config(rows_per_task >= 1 && rows_per_task <= kMaxUnits, "rows_per_task", [&] {
+  require_config(rows_per_task >= 1 && rows_per_task <= kMaxUnits, "rows_per_task", [&] {
     return "rows_per_task is " + std::to_string(rows_per_task) + "; expected 1.." +
            std::to_string(kMaxUnits);
   });
-  require_layer_norm_config(inner_block >= 1 && inner_block <= kMaxInnerBlock, "inner_block", [&] {
+  require_config(inner_block >= 1 && inner_block <= kMaxInnerBlock, "inner_block", [&] {
     return "inner_block is " + std::to_string(inner_block) + "; expected 1.." +
            std::to_string(kMaxInnerBlock);
   });
-  require_layer_norm_config(num_threads >= 0, "num_threads", [&] {
+  require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
 }
 
 CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
-                                                    const DeviceInfo& device) {
+                                                    const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
   CpuLayerNormConfig c;
   // Stream the output once x and out together exceed the last-level cache: out would be evicted
   // to DRAM anyway, and skipping its read-for-ownership saves a third of the traffic. Smaller
@@ -98,8 +101,9 @@ CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
 }
 
 std::vector<CpuLayerNormConfig> cpu_layer_norm_autotuning_configs(const LayerNormProblem& p,
-                                                                  const DeviceInfo& device) {
-  const CpuLayerNormConfig h = cpu_layer_norm_heuristics_config(p, device);
+                                                                  const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
+  const CpuLayerNormConfig h = cpu_layer_norm_heuristics_config(p, target);
   std::vector<CpuLayerNormConfig> configs = {h};
   std::set<std::tuple<int, int, int, bool, bool>> seen = {h.key()};
   auto add = [&](int rows_per_task, int inner_block) {

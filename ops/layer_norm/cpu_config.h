@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/device.h"
+#include "ops/framework/config.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/base.h"
 
@@ -50,17 +51,11 @@ struct CpuLayerNormConfig {
 // Bound on the block of x [C, tI] of a non-last axis (elements): far past any L2.
 inline constexpr int64_t kCpuLayerNormMaxBlockFloats = int64_t{1} << 24;
 
-// Throws InvalidArgument naming `field` unless `ok`; `message` is only built on failure.
-template <typename Message>
-void require_layer_norm_config(bool ok, const char* field, Message&& message) {
-  if (!ok) throw InvalidArgument("cpu layer_norm config: " + std::string(message()), field);
-}
-
 // The implementation's heuristics_config and autotuning_configs. `device` may be another
 // machine (cross-tuning): only its cores and cache sizes are used.
 CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
-                                                    const DeviceInfo& device);
+                                                    const Device& device);
 std::vector<CpuLayerNormConfig> cpu_layer_norm_autotuning_configs(const LayerNormProblem& p,
-                                                                  const DeviceInfo& device);
+                                                                  const Device& device);
 
 }  // namespace tokamax

@@ -90,7 +90,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int layer_norm_cpu_f32_lanes() { return HWY_DYNAMIC_DISPATCH(F32Lanes)(); }
 bool layer_norm_cpu_has_native_bf16() {
   static const bool has =
-      HWY_DYNAMIC_DISPATCH(NativeBf16Path)() && cpu::host_device().has("avx512_bf16");
+      HWY_DYNAMIC_DISPATCH(NativeBf16Path)() && cpu::host_cpu().has("avx512_bf16");
   return has;
 }
 const char* layer_norm_cpu_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }

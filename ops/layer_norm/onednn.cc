@@ -14,8 +14,6 @@
 // kernel does; the JIT ones want C dense) and NotImplemented says why when none does. There is no
 // RMSNorm flag before oneDNN 3.x, so subtract_mean=false is NotImplemented. Threads are oneDNN's
 // (OpenMP), so the config is empty.
-#include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -23,8 +21,8 @@
 
 #include "backends/cpu/onednn_engine.h"
 #include "ops/framework/errors.h"
-#include "ops/layer_norm/base.h"
 #include "ops/framework/op.h"
+#include "ops/layer_norm/base.h"
 
 namespace tokamax {
 namespace {
@@ -50,19 +48,13 @@ std::vector<float> param_f32(const TensorMap& inputs, const char* name, int64_t 
   return values;
 }
 
-class OneDnnLayerNorm final : public TypedImplementation<LayerNormProblem, EmptyConfig> {
+class OneDnnLayerNorm final : public TypedImplementation<LayerNormProblem> {
  public:
-  std::string_view op_name() const override { return "layer_norm"; }
   std::string_view name() const override { return "onednn"; }
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
-    return {};
-  }
-
-  void check(const LayerNormProblem& p) const override {
+  void check(const LayerNormProblem& p, const Device&) const override {
     const std::string x(dtype_name(p.x_dtype));
     if (!p.subtract_mean) {
       throw NotImplemented(
@@ -80,17 +72,9 @@ class OneDnnLayerNorm final : public TypedImplementation<LayerNormProblem, Empty
     primitive(key(p));
   }
 
-  EmptyConfig heuristics_config(const LayerNormProblem&, const DeviceInfo&) const override {
-    return {};
-  }
-  std::vector<EmptyConfig> autotuning_configs(const LayerNormProblem&,
-                                              const DeviceInfo&) const override {
-    return {EmptyConfig{}};
-  }
-
-  void run(const LayerNormProblem& p, const EmptyConfig&, const TensorMap& inputs,
-           TensorMap& outputs) const override {
-    check(p);
+  void run(const LayerNormProblem& p, const EmptyConfig&, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
     if (p.num_elements() == 0) return;
     const PrimitiveKey k = key(p);
     const dnnl::layer_normalization_forward lnorm = primitive(k);
@@ -123,36 +107,31 @@ class OneDnnLayerNorm final : public TypedImplementation<LayerNormProblem, Empty
             p.has_offset};
   }
 
-  // The cached primitive, created under the lock on first use (creation JITs code).
+  // The primitive of one shape, created on first use.
   dnnl::layer_normalization_forward primitive(const PrimitiveKey& key) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = primitives_.find(key);
-    if (it != primitives_.end()) return it->second;
-    const auto& [O, I, C, type, eps, use_scale, use_shift] = key;
-    flags f = flags::none;
-    if (use_scale) f |= flags::use_scale;
-    if (use_shift) f |= flags::use_shift;
-    dnnl::layer_normalization_forward lnorm;
-    try {
-      const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                                         data_desc(O, I, C, type), eps, f);
-      lnorm = dnnl::layer_normalization_forward(
-          dnnl::layer_normalization_forward::primitive_desc(desc, cpu::onednn_engine()));
-    } catch (const dnnl::error& e) {
-      throw NotImplemented(
-          std::string("onednn: no layer_normalization for ") + (type == dt::bf16 ? "bf16" : "f32") +
-          " [O=" + std::to_string(O) + ", I=" + std::to_string(I) + ", C=" + std::to_string(C) +
-          "] with the normalized axis " + (I == 1 ? "last" : "strided") + ": " + e.what() +
-          " (oneDNN's cpu isa here: " + cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
-          ")");
-    }
-    if (primitives_.size() >= kMaxCachedPrimitives) primitives_.clear();
-    primitives_.emplace(key, lnorm);
-    return lnorm;
+    return primitives_.get(key, [&] {
+      const auto& [O, I, C, type, eps, use_scale, use_shift] = key;
+      flags f = flags::none;
+      if (use_scale) f |= flags::use_scale;
+      if (use_shift) f |= flags::use_shift;
+      try {
+        const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                                           data_desc(O, I, C, type), eps, f);
+        return dnnl::layer_normalization_forward(
+            dnnl::layer_normalization_forward::primitive_desc(desc, cpu::onednn_engine()));
+      } catch (const dnnl::error& e) {
+        throw NotImplemented(std::string("onednn: no layer_normalization for ") +
+                             (type == dt::bf16 ? "bf16" : "f32") + " [O=" + std::to_string(O) +
+                             ", I=" + std::to_string(I) + ", C=" + std::to_string(C) +
+                             "] with the normalized axis " + (I == 1 ? "last" : "strided") + ": " +
+                             e.what() + " (oneDNN's cpu isa here: " +
+                             cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) + ")");
+      }
+    });
   }
 
-  mutable std::mutex mutex_;
-  mutable std::map<PrimitiveKey, dnnl::layer_normalization_forward> primitives_;
+  mutable cpu::OneDnnPrimitiveCache<PrimitiveKey, dnnl::layer_normalization_forward> primitives_{
+      kMaxCachedPrimitives};
 };
 
 }  // namespace

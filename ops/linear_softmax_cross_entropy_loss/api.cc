@@ -24,9 +24,8 @@ const LinearSoftmaxCrossEntropyLossOp& linear_softmax_cross_entropy_loss_op() {
   return op;
 }
 
-HostTensor linear_softmax_cross_entropy_loss(const HostTensor& x, const HostTensor& labels,
-                                             const HostTensor& w,
-                                             const LinearSoftmaxCrossEntropyOptions& options) {
+Tensor linear_softmax_cross_entropy_loss(const Tensor& x, const Tensor& labels, const Tensor& w,
+                                         const LinearSoftmaxCrossEntropyOptions& options) {
   const LinearSoftmaxCrossEntropyLossOp& op = linear_softmax_cross_entropy_loss_op();
   const BoundArgs bound =
       op.bind({{"x", x.spec().to_string()},

@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
-#include "ops/linear_softmax_cross_entropy_loss/base.h"
 #include "ops/framework/tensor.h"
+#include "ops/linear_softmax_cross_entropy_loss/base.h"
 
 namespace tokamax {
 
@@ -29,9 +29,9 @@ struct LinearSoftmaxCrossEntropyOptions {
 
 // loss = f32[] (sum, mean) or f32[B] (none) of logsumexp(x_i w) - (x_i w)[labels[i]].
 // Throws InvalidArgument naming the argument when shapes disagree or a label is outside [0, V).
-HostTensor linear_softmax_cross_entropy_loss(const HostTensor& x,       // [B, H]
-                                             const HostTensor& labels,  // [B] i32
-                                             const HostTensor& w,       // [H, V]
-                                             const LinearSoftmaxCrossEntropyOptions& options = {});
+Tensor linear_softmax_cross_entropy_loss(const Tensor& x,       // [B, H]
+                                         const Tensor& labels,  // [B] i32
+                                         const Tensor& w,       // [H, V]
+                                         const LinearSoftmaxCrossEntropyOptions& options = {});
 
 }  // namespace tokamax

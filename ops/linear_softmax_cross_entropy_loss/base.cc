@@ -81,7 +81,7 @@ LinearSoftmaxCrossEntropyProblem LinearSoftmaxCrossEntropyProblem::from(const Bo
   return p;
 }
 
-void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p, const HostTensor& labels) {
+void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p, const Tensor& labels) {
   if (labels.dtype() != DType::kI32 || labels.num_elements() != p.B) {
     throw InvalidArgument(prefix() + "labels must be i32[" + std::to_string(p.B) + "], got " +
                               labels.spec().to_string(),

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ops/framework/bound_args.h"
@@ -28,6 +29,7 @@ LsceReduction parse_lsce_reduction(std::string_view name);
 
 // The parsed, validated view of the BoundArgs that implementations work with.
 struct LinearSoftmaxCrossEntropyProblem {
+  static constexpr std::string_view kOp = "linear_softmax_cross_entropy_loss";
   int64_t B = 0, H = 0, V = 0;
   DType x_dtype = DType::kF32;
   DType w_dtype = DType::kBF16;
@@ -42,14 +44,14 @@ struct LinearSoftmaxCrossEntropyProblem {
 // "labels[17] = 70000 is out of range [0, V=128256)". Every implementation calls it before it
 // computes anything (the label values are data, so binding cannot check them).
 void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p,
-                       const HostTensor& labels);  // [B] i32
+                       const Tensor& labels);  // [B] i32
 
 // The base class of the forward op. A `linear_softmax_cross_entropy_loss_vjp` op would derive
 // from the same problem view (and reuse bind's tensor checks), taking the forward's per-row
 // log-sum-exp as its residual.
 class LinearSoftmaxCrossEntropyLossOp : public Op {
  public:
-  std::string_view name() const override { return "linear_softmax_cross_entropy_loss"; }
+  std::string_view name() const override { return LinearSoftmaxCrossEntropyProblem::kOp; }
   std::string_view summary() const override {
     return "cross-entropy of softmax(x[B,H] @ w[H,V]) against labels[B], never materialising "
            "the logits";
@@ -72,10 +74,10 @@ class LinearSoftmaxCrossEntropyLossOp : public Op {
 template <typename Acc>
 void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProblem& problem,
                                             // Inputs.
-                                            const HostTensor& x,       // [B, H]
-                                            const HostTensor& labels,  // [B] i32
-                                            const HostTensor& w,       // [H, V]
+                                            const Tensor& x,       // [B, H]
+                                            const Tensor& labels,  // [B] i32
+                                            const Tensor& w,       // [H, V]
                                             // Outputs.
-                                            HostTensor& loss);  // [B] or [] f32
+                                            Tensor& loss);  // [B] or [] f32
 
 }  // namespace tokamax

@@ -33,8 +33,9 @@
 
 #include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/errors.h"
-#include "ops/linear_softmax_cross_entropy_loss/base.h"
 #include "ops/framework/random.h"
+#include "ops/framework/reference_implementation.h"
+#include "ops/linear_softmax_cross_entropy_loss/base.h"
 
 namespace tokamax {
 namespace {
@@ -89,16 +90,16 @@ RowOracle row_oracle(const LinearSoftmaxCrossEntropyProblem& p, const X* x, cons
 
 TensorMap LinearSoftmaxCrossEntropyLossOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
-  HostTensor x(args.tensor("x"));
+  Tensor x(args.tensor("x"));
   const uint64_t x_stream = stream_id("x");
   for (int64_t i = 0; i < x.num_elements(); ++i) x.set(i, normalish(seed, x_stream, i));
-  HostTensor w(args.tensor("w"));
+  Tensor w(args.tensor("w"));
   const uint64_t w_stream = stream_id("w");
   const double w_scale = kLogitStd / std::sqrt(static_cast<double>(std::max<int64_t>(p.H, 1)));
   for (int64_t i = 0; i < w.num_elements(); ++i) w.set(i, w_scale * normalish(seed, w_stream, i));
   // Uniform classes, with the first and last row pinned to the edge classes 0 and V-1 (the
   // first and last column of w, where chunk boundaries and tails live).
-  HostTensor labels(args.tensor("labels"));
+  Tensor labels(args.tensor("labels"));
   int32_t* label = labels.data<int32_t>();
   const uint64_t label_stream = stream_id("labels");
   for (int64_t i = 0; i < p.B; ++i) {
@@ -123,7 +124,7 @@ OracleSample LinearSoftmaxCrossEntropyLossOp::oracle(const BoundArgs& args, cons
                           std::string(output) + "'");
   }
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
-  const HostTensor& labels = inputs.find("labels")->second;
+  const Tensor& labels = inputs.find("labels")->second;
   check_lsce_labels(p, labels);
   const int32_t* label = labels.data<int32_t>();
   const double u = std::ldexp(1.0, -24);
@@ -187,8 +188,8 @@ ErrorModel LinearSoftmaxCrossEntropyLossOp::error_model(const BoundArgs&) const 
 
 template <typename Acc>
 void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProblem& p,
-                                            const HostTensor& x, const HostTensor& labels,
-                                            const HostTensor& w, HostTensor& loss) {
+                                            const Tensor& x, const Tensor& labels, const Tensor& w,
+                                            Tensor& loss) {
   check_lsce_labels(p, labels);
   const int64_t B = p.B, H = p.H, V = p.V;
   const int32_t* label = labels.data<int32_t>();
@@ -229,10 +230,25 @@ void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProbl
 }
 
 template void linear_softmax_cross_entropy_reference<float>(const LinearSoftmaxCrossEntropyProblem&,
-                                                            const HostTensor&, const HostTensor&,
-                                                            const HostTensor&, HostTensor&);
+                                                            const Tensor&, const Tensor&,
+                                                            const Tensor&, Tensor&);
 template void linear_softmax_cross_entropy_reference<double>(
-    const LinearSoftmaxCrossEntropyProblem&, const HostTensor&, const HostTensor&,
-    const HostTensor&, HostTensor&);
+    const LinearSoftmaxCrossEntropyProblem&, const Tensor&, const Tensor&, const Tensor&, Tensor&);
+
+namespace {
+
+void run_reference(const LinearSoftmaxCrossEntropyProblem& p, const TensorMap& inputs,
+                   TensorMap& outputs) {
+  // f32 accumulation, as upstream's XLA reference computes the logits and the softmax in f32.
+  linear_softmax_cross_entropy_reference<float>(p, inputs.at("x"), inputs.at("labels"),
+                                                inputs.at("w"), outputs.at("loss"));
+}
+
+}  // namespace
+
+const Implementation& linear_softmax_cross_entropy_loss_reference_implementation() {
+  static const ReferenceImplementation<LinearSoftmaxCrossEntropyProblem, run_reference> impl;
+  return impl;
+}
 
 }  // namespace tokamax

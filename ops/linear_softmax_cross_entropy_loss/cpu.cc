@@ -12,12 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
 #include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_checks.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/op.h"
 #include "ops/linear_softmax_cross_entropy_loss/cpu_config.h"
 #include "ops/linear_softmax_cross_entropy_loss/cpu_kernel.h"
-#include "ops/framework/op.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
@@ -32,35 +33,16 @@ constexpr int64_t kMaxLogitsTile = int64_t{1} << 24;
 constexpr int64_t kFallbackL1Bytes = 32 << 10;
 constexpr int64_t kFallbackL2Bytes = 256 << 10;
 
-void require(bool ok, const char* field, const std::string& message) {
-  if (!ok) throw InvalidArgument("cpu linear_softmax_cross_entropy_loss config: " + message, field);
-}
-
-int device_lanes(const DeviceInfo& device) {
-  if (device.id == cpu::host_device().id) return cpu_kernel_f32_lanes();
-  return std::max(1, device.simd_bytes / 4);
-}
-
-bool device_has_native_bf16(const DeviceInfo& device) {
-  return device.has("avx512_bf16") && device_lanes(device) >= 16;
-}
-
 class CpuLinearSoftmaxCrossEntropy final
     : public TypedImplementation<LinearSoftmaxCrossEntropyProblem, CpuLsceConfig> {
  public:
-  std::string_view op_name() const override { return "linear_softmax_cross_entropy_loss"; }
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
     return {{"simd_target", cpu_kernel_target_name()},
             {"native_bf16", cpu_kernel_has_native_bf16()}};
   }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind == "cpu") return {};
-    return {false, "the cpu implementation runs on CPUs, not on a '" + device.kind + "' device"};
-  }
-
-  void check(const LinearSoftmaxCrossEntropyProblem& p) const override {
+  void check(const LinearSoftmaxCrossEntropyProblem& p, const Device&) const override {
     if (p.x_dtype == DType::kF64 || p.w_dtype == DType::kF64) {
       throw NotImplemented(
           "cpu: f64 inputs; the fused kernel accumulates the logits in f32, which would drop "
@@ -68,43 +50,32 @@ class CpuLinearSoftmaxCrossEntropy final
     }
   }
 
-  void check_config(const LinearSoftmaxCrossEntropyProblem& p,
-                    const CpuLsceConfig& c) const override {
-    const int cores = cpu::host_device().cores;
-    require(c.num_threads <= 4 * cores, "num_threads",
-            "num_threads is " + std::to_string(c.num_threads) + " but this machine has " +
-                std::to_string(cores) + " cores (at most 4x oversubscription)");
-    const int lanes = cpu_kernel_f32_lanes();
-    if (c.mr != 0 || c.nr != 0) {
-      require(c.nr % lanes == 0 && has_micro_kernel_shape(lanes, c.mr, c.nr / lanes), "mr",
-              "no " + std::to_string(c.mr) + "x" + std::to_string(c.nr) +
-                  " micro-kernel (mr x nr) for this CPU's " + cpu_kernel_target_name() + " target");
-    }
-    if (c.bf16_path == "native_dot") {
-      require(is_lsce_bf16_problem(p), "bf16_path", "native_dot needs bf16 x and bf16 w");
-      require(cpu_kernel_has_native_bf16(), "bf16_path",
-              "native_dot needs a CPU with avx512_bf16 (and AVX-512 kernels)");
-    }
+  void check_config(const LinearSoftmaxCrossEntropyProblem& p, const CpuLsceConfig& c,
+                    const Device& device) const override {
+    require_num_threads(c.num_threads, device);
+    if (c.mr != 0 || c.nr != 0) require_micro_tile(c.mr, c.nr);
+    if (c.bf16_path == "native_dot")
+      require_native_bf16(is_lsce_bf16_problem(p), "bf16 x and bf16 w");
     const int64_t tile =
         std::min<int64_t>(c.tile_b, std::max<int64_t>(p.B, 1)) * std::min<int64_t>(c.chunk_v, p.V);
-    require(tile <= kMaxLogitsTile, "chunk_v",
-            "tile_b * chunk_v is " + std::to_string(tile) + ", over the " +
-                std::to_string(kMaxLogitsTile) + " f32 of the per-thread logits tile");
+    require_config(tile <= kMaxLogitsTile, "chunk_v",
+                   "tile_b * chunk_v is " + std::to_string(tile) + ", over the " +
+                       std::to_string(kMaxLogitsTile) + " f32 of the per-thread logits tile");
   }
 
   CpuLsceConfig heuristics_config(const LinearSoftmaxCrossEntropyProblem& p,
-                                  const DeviceInfo& device) const override {
+                                  const Device& device) const override {
     return cpu_lsce_heuristics_config(p, device);
   }
   std::vector<CpuLsceConfig> autotuning_configs(const LinearSoftmaxCrossEntropyProblem& p,
-                                                const DeviceInfo& device) const override {
+                                                const Device& device) const override {
     return cpu_lsce_autotuning_configs(p, device);
   }
 
-  void run(const LinearSoftmaxCrossEntropyProblem& p, const CpuLsceConfig& c,
+  void run(const LinearSoftmaxCrossEntropyProblem& p, const CpuLsceConfig& c, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
-    check(p);
-    const HostTensor& labels = inputs.at("labels");
+    check(p, device);
+    const Tensor& labels = inputs.at("labels");
     check_lsce_labels(p, labels);  // before any arithmetic: a bad label never half-runs
     LsceCpuKernelOptions options;
     options.tile_b = c.tile_b;
@@ -147,19 +118,19 @@ class CpuLinearSoftmaxCrossEntropy final
 }  // namespace
 
 void CpuLsceConfig::validate() const {
-  require(tile_b >= 1, "tile_b", "tile_b must be >= 1, got " + std::to_string(tile_b));
-  require(chunk_v >= 1, "chunk_v", "chunk_v must be >= 1, got " + std::to_string(chunk_v));
-  require(tile_n >= 1, "tile_n", "tile_n must be >= 1, got " + std::to_string(tile_n));
-  require(tile_k >= 2, "tile_k", "tile_k must be >= 2, got " + std::to_string(tile_k));
-  require(v_splits >= 0, "v_splits",
-          "v_splits must be >= 0 (0 = automatic), got " + std::to_string(v_splits));
-  require(mr >= 0 && nr >= 0 && (mr == 0) == (nr == 0), "mr",
-          "mr and nr must both be 0 (the CPU's default micro-tile) or both set, got mr=" +
-              std::to_string(mr) + " nr=" + std::to_string(nr));
-  require(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path",
-          "bf16_path must be convert_f32 or native_dot, got '" + bf16_path + "'");
-  require(num_threads >= 0, "num_threads",
-          "num_threads must be >= 0 (0 = all cores), got " + std::to_string(num_threads));
+  require_config(tile_b >= 1, "tile_b", "tile_b must be >= 1, got " + std::to_string(tile_b));
+  require_config(chunk_v >= 1, "chunk_v", "chunk_v must be >= 1, got " + std::to_string(chunk_v));
+  require_config(tile_n >= 1, "tile_n", "tile_n must be >= 1, got " + std::to_string(tile_n));
+  require_config(tile_k >= 2, "tile_k", "tile_k must be >= 2, got " + std::to_string(tile_k));
+  require_config(v_splits >= 0, "v_splits",
+                 "v_splits must be >= 0 (0 = automatic), got " + std::to_string(v_splits));
+  require_config(mr >= 0 && nr >= 0 && (mr == 0) == (nr == 0), "mr",
+                 "mr and nr must both be 0 (the CPU's default micro-tile) or both set, got mr=" +
+                     std::to_string(mr) + " nr=" + std::to_string(nr));
+  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path",
+                 "bf16_path must be convert_f32 or native_dot, got '" + bf16_path + "'");
+  require_config(num_threads >= 0, "num_threads",
+                 "num_threads must be >= 0 (0 = all cores), got " + std::to_string(num_threads));
 }
 
 bool is_lsce_bf16_problem(const LinearSoftmaxCrossEntropyProblem& p) {
@@ -167,10 +138,11 @@ bool is_lsce_bf16_problem(const LinearSoftmaxCrossEntropyProblem& p) {
 }
 
 CpuLsceConfig cpu_lsce_heuristics_config(const LinearSoftmaxCrossEntropyProblem& p,
-                                         const DeviceInfo& device) {
+                                         const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
   const int64_t l1 = device.l1d_bytes > 0 ? device.l1d_bytes : kFallbackL1Bytes;
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kFallbackL2Bytes;
-  const int lanes = device_lanes(device);
+  const int lanes = kernel_f32_lanes(device);
   CpuLsceConfig c;
   // tb: tall row tiles so that w (the big operand) is streamed as few times as possible; 256
   // rows already do 256 multiply-adds per w element, far past the machine balance.
@@ -209,16 +181,17 @@ CpuLsceConfig cpu_lsce_heuristics_config(const LinearSoftmaxCrossEntropyProblem&
   c.chunk_v = static_cast<int>(std::min<int64_t>(tv_cap, 2048) / c.tile_n * c.tile_n);
   c.chunk_v = std::max(c.chunk_v, c.tile_n);
   c.v_splits = 0;
-  if (is_lsce_bf16_problem(p) && device_has_native_bf16(device)) c.bf16_path = "native_dot";
+  if (is_lsce_bf16_problem(p) && kernel_has_native_bf16(device)) c.bf16_path = "native_dot";
   const double multiply_adds = static_cast<double>(p.B) * p.H * p.V;
   c.num_threads = multiply_adds < kSerialMultiplyAdds ? 1 : 0;
   return c;
 }
 
 std::vector<CpuLsceConfig> cpu_lsce_autotuning_configs(const LinearSoftmaxCrossEntropyProblem& p,
-                                                       const DeviceInfo& device) {
-  const CpuLsceConfig base = cpu_lsce_heuristics_config(p, device);
-  const int lanes = device_lanes(device);
+                                                       const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
+  const CpuLsceConfig base = cpu_lsce_heuristics_config(p, target);
+  const int lanes = kernel_f32_lanes(device);
   std::vector<CpuLsceConfig> configs;
   std::set<decltype(base.key())> seen;
   auto add = [&](CpuLsceConfig c) {
@@ -230,7 +203,7 @@ std::vector<CpuLsceConfig> cpu_lsce_autotuning_configs(const LinearSoftmaxCrossE
   };
   add(base);
   std::vector<std::string> paths = {"convert_f32"};
-  if (is_lsce_bf16_problem(p) && device_has_native_bf16(device)) paths.push_back("native_dot");
+  if (is_lsce_bf16_problem(p) && kernel_has_native_bf16(device)) paths.push_back("native_dot");
   for (const std::string& path : paths) {
     for (int chunk : {512, 1024, 2048, 4096}) {
       for (int tn : {128, 256, 512}) {

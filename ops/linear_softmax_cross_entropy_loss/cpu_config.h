@@ -51,8 +51,8 @@ struct CpuLsceConfig {
 bool is_lsce_bf16_problem(const LinearSoftmaxCrossEntropyProblem& p);
 
 CpuLsceConfig cpu_lsce_heuristics_config(const LinearSoftmaxCrossEntropyProblem& p,
-                                         const DeviceInfo& device);
+                                         const Device& device);
 std::vector<CpuLsceConfig> cpu_lsce_autotuning_configs(const LinearSoftmaxCrossEntropyProblem& p,
-                                                       const DeviceInfo& device);
+                                                       const Device& device);
 
 }  // namespace tokamax

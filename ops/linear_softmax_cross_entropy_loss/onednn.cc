@@ -9,15 +9,14 @@
 //   V      vocabulary size
 //
 // Threads are left to oneDNN's runtime (OpenMP in Debian's build), so the config is empty.
-#include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
 
 #include "backends/cpu/onednn_engine.h"
 #include "ops/framework/errors.h"
-#include "ops/linear_softmax_cross_entropy_loss/base.h"
 #include "ops/framework/op.h"
+#include "ops/linear_softmax_cross_entropy_loss/base.h"
 
 namespace tokamax {
 namespace {
@@ -34,9 +33,8 @@ struct Primitives {
 };
 
 class OneDnnLinearSoftmaxCrossEntropy final
-    : public TypedImplementation<LinearSoftmaxCrossEntropyProblem, EmptyConfig> {
+    : public TypedImplementation<LinearSoftmaxCrossEntropyProblem> {
  public:
-  std::string_view op_name() const override { return "linear_softmax_cross_entropy_loss"; }
   std::string_view name() const override { return "onednn"; }
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
@@ -45,12 +43,7 @@ class OneDnnLinearSoftmaxCrossEntropy final
     return description;
   }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
-    return {};
-  }
-
-  void check(const LinearSoftmaxCrossEntropyProblem& p) const override {
+  void check(const LinearSoftmaxCrossEntropyProblem& p, const Device&) const override {
     const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
     if (p.x_dtype != p.w_dtype) {
       throw NotImplemented("onednn: x is " + x + " but w is " + w +
@@ -69,30 +62,21 @@ class OneDnnLinearSoftmaxCrossEntropy final
     if (!why.empty()) throw NotImplemented("onednn: " + x + "->f32 matmul: " + why);
   }
 
-  EmptyConfig heuristics_config(const LinearSoftmaxCrossEntropyProblem&,
-                                const DeviceInfo&) const override {
-    return {};
-  }
-  std::vector<EmptyConfig> autotuning_configs(const LinearSoftmaxCrossEntropyProblem&,
-                                              const DeviceInfo&) const override {
-    return {EmptyConfig{}};
-  }
-
-  void run(const LinearSoftmaxCrossEntropyProblem& p, const EmptyConfig&, const TensorMap& inputs,
-           TensorMap& outputs) const override {
-    check(p);
-    const HostTensor& labels = inputs.at("labels");
+  void run(const LinearSoftmaxCrossEntropyProblem& p, const EmptyConfig&, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
+    const Tensor& labels = inputs.at("labels");
     check_lsce_labels(p, labels);
     const int64_t B = p.B, H = p.H, V = p.V;
     const dt in_type = type_of(p.x_dtype);
     // One call at a time: the logits buffer is shared (kept between calls, as a framework's
     // allocator would, so that the benchmark does not time page faults).
+    const Primitives prims = primitives({B, H, V, in_type});
     std::lock_guard<std::mutex> lock(mutex_);
-    const Primitives& prims = primitives({B, H, V, in_type});
     const size_t logits_elements = static_cast<size_t>(B * V);
     if (logits_capacity_ < logits_elements) {
-      logits_ = HostTensor();  // free the old buffer before the larger one is allocated
-      logits_ = HostTensor(TensorSpec{DType::kF32, {B * V}});
+      logits_ = Tensor();  // free the old buffer before the larger one is allocated
+      logits_ = Tensor(TensorSpec{DType::kF32, {B * V}});
       logits_capacity_ = logits_elements;
     }
     float* logits = static_cast<float*>(logits_.raw());
@@ -123,37 +107,35 @@ class OneDnnLinearSoftmaxCrossEntropy final
  private:
   static dt type_of(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
-  // Created on first use per shape (JIT code generation costs more than a small run). Called
-  // with mutex_ held.
-  const Primitives& primitives(const Key& key) const {
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    const auto& [B, H, V, in_type] = key;
-    const dnnl::engine& engine = cpu::onednn_engine();
-    Primitives prims;
-    try {
-      const dnnl::matmul::desc matmul(cpu::onednn_plain_desc(B, H, in_type),
-                                      cpu::onednn_plain_desc(H, V, in_type),
-                                      cpu::onednn_plain_desc(B, V, dt::f32));
-      prims.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(matmul, engine));
-      const dnnl::logsoftmax_forward::desc logsoftmax(dnnl::prop_kind::forward_inference,
-                                                      cpu::onednn_plain_desc(B, V, dt::f32), 1);
-      prims.logsoftmax =
-          dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(logsoftmax, engine));
-    } catch (const dnnl::error& e) {
-      if (e.status == dnnl_unimplemented) {
-        throw NotImplemented("onednn: no primitive for B=" + std::to_string(B) + ", H=" +
-                             std::to_string(H) + ", V=" + std::to_string(V) + ": " + e.what());
+  // The primitives of one shape, created on first use.
+  Primitives primitives(const Key& key) const {
+    return cache_.get(key, [&] {
+      const auto& [B, H, V, in_type] = key;
+      const dnnl::engine& engine = cpu::onednn_engine();
+      Primitives prims;
+      try {
+        const dnnl::matmul::desc matmul(cpu::onednn_plain_desc(B, H, in_type),
+                                        cpu::onednn_plain_desc(H, V, in_type),
+                                        cpu::onednn_plain_desc(B, V, dt::f32));
+        prims.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(matmul, engine));
+        const dnnl::logsoftmax_forward::desc logsoftmax(dnnl::prop_kind::forward_inference,
+                                                        cpu::onednn_plain_desc(B, V, dt::f32), 1);
+        prims.logsoftmax =
+            dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(logsoftmax, engine));
+      } catch (const dnnl::error& e) {
+        if (e.status == dnnl_unimplemented) {
+          throw NotImplemented("onednn: no primitive for B=" + std::to_string(B) + ", H=" +
+                               std::to_string(H) + ", V=" + std::to_string(V) + ": " + e.what());
+        }
+        throw;
       }
-      throw;
-    }
-    if (cache_.size() >= kMaxCachedShapes) cache_.clear();
-    return cache_.emplace(key, prims).first->second;
+      return prims;
+    });
   }
 
-  mutable std::mutex mutex_;
-  mutable std::map<Key, Primitives> cache_;
-  mutable HostTensor logits_;  // [B, V] f32, the materialised logits (grown, never shrunk)
+  mutable cpu::OneDnnPrimitiveCache<Key, Primitives> cache_{kMaxCachedShapes};
+  mutable std::mutex mutex_;  // one call at a time: the logits buffer is shared
+  mutable Tensor logits_;     // [B, V] f32, the materialised logits (grown, never shrunk)
   mutable size_t logits_capacity_ = 0;
 };
 

@@ -26,8 +26,8 @@ const RaggedDotOp& ragged_dot_op() {
   return op;
 }
 
-HostTensor ragged_dot(const HostTensor& lhs, const HostTensor& rhs, const HostTensor& group_sizes,
-                      const RaggedDotOptions& options) {
+Tensor ragged_dot(const Tensor& lhs, const Tensor& rhs, const Tensor& group_sizes,
+                  const RaggedDotOptions& options) {
   if (group_sizes.dtype() != DType::kI32 || group_sizes.spec().rank() != 1) {
     throw InvalidArgument(
         "ragged_dot: group_sizes must be i32[G], got " + group_sizes.spec().to_string(),

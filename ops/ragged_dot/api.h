@@ -12,8 +12,8 @@
 #include <string>
 
 #include "ops/framework/dtype.h"
-#include "ops/ragged_dot/base.h"
 #include "ops/framework/tensor.h"
+#include "ops/ragged_dot/base.h"
 
 namespace tokamax {
 
@@ -30,9 +30,9 @@ struct RaggedDotOptions {
 
 // out[M, N]: rows of group g of lhs times rhs[g]; rows past sum(group_sizes) are zero.
 // Throws InvalidArgument naming the argument when shapes or sizes disagree.
-HostTensor ragged_dot(const HostTensor& lhs,          // [M, K]
-                      const HostTensor& rhs,          // [G, K, N]
-                      const HostTensor& group_sizes,  // [G] i32
-                      const RaggedDotOptions& options = {});
+Tensor ragged_dot(const Tensor& lhs,          // [M, K]
+                  const Tensor& rhs,          // [G, K, N]
+                  const Tensor& group_sizes,  // [G] i32
+                  const RaggedDotOptions& options = {});
 
 }  // namespace tokamax

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "ops/framework/bound_args.h"
@@ -20,6 +21,7 @@ namespace tokamax {
 
 // The parsed, validated view of ragged_dot's BoundArgs that implementations work with.
 struct RaggedDotProblem {
+  static constexpr std::string_view kOp = "ragged_dot";
   int64_t G = 0, M = 0, K = 0, N = 0;
   DType lhs_dtype = DType::kF32;
   DType rhs_dtype = DType::kF32;
@@ -39,7 +41,7 @@ std::vector<int64_t> even_group_sizes(int64_t num_groups, int64_t total);
 
 class RaggedDotOp : public Op {
  public:
-  std::string_view name() const override { return "ragged_dot"; }
+  std::string_view name() const override { return RaggedDotProblem::kOp; }
   std::string_view summary() const override {
     return "grouped matmul: rows of lhs[M,K] in group g times rhs[g] of rhs[G,K,N]";
   }
@@ -61,9 +63,9 @@ class RaggedDotOp : public Op {
 template <typename Acc>
 void ragged_dot_reference(const RaggedDotProblem& problem,
                           // Inputs.
-                          const HostTensor& lhs,  // [M, K]
-                          const HostTensor& rhs,  // [G, K, N]
+                          const Tensor& lhs,  // [M, K]
+                          const Tensor& rhs,  // [G, K, N]
                           // Outputs.
-                          HostTensor& out);  // [M, N] out_dtype
+                          Tensor& out);  // [M, N] out_dtype
 
 }  // namespace tokamax

@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/base.h"
 #include "ops/framework/random.h"
+#include "ops/framework/reference_implementation.h"
+#include "ops/ragged_dot/base.h"
 
 namespace tokamax {
 
@@ -49,16 +50,16 @@ TensorMap RaggedDotOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   TensorMap inputs;
   // Activations ~ N(0, 1); weights ~ N(0, 1/K) as after a fan-in initialisation, so outputs stay
   // O(1) at any K and low-precision outputs neither overflow nor underflow.
-  HostTensor lhs(args.tensor("lhs"));
+  Tensor lhs(args.tensor("lhs"));
   const uint64_t lhs_stream = stream_id("lhs");
   for (int64_t i = 0; i < lhs.num_elements(); ++i) lhs.set(i, normalish(seed, lhs_stream, i));
-  HostTensor rhs(args.tensor("rhs"));
+  Tensor rhs(args.tensor("rhs"));
   const uint64_t rhs_stream = stream_id("rhs");
   const double rhs_scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(p.K, 1)));
   for (int64_t i = 0; i < rhs.num_elements(); ++i) {
     rhs.set(i, rhs_scale * normalish(seed, rhs_stream, i));
   }
-  HostTensor group_sizes(TensorSpec{DType::kI32, {p.G}});
+  Tensor group_sizes(TensorSpec{DType::kI32, {p.G}});
   for (int64_t g = 0; g < p.G; ++g)
     group_sizes.data<int32_t>()[g] = static_cast<int32_t>(p.group_sizes[g]);
   inputs.emplace("lhs", std::move(lhs));
@@ -72,8 +73,8 @@ OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
   if (output != "out")
     throw InvalidArgument("ragged_dot has no output '" + std::string(output) + "'");
   const RaggedDotProblem p = RaggedDotProblem::from(args);
-  const HostTensor& lhs = inputs.find("lhs")->second;
-  const HostTensor& rhs = inputs.find("rhs")->second;
+  const Tensor& lhs = inputs.find("lhs")->second;
+  const Tensor& rhs = inputs.find("rhs")->second;
   OracleSample sample;
   sample.index.assign(index.begin(), index.end());
   sample.value.resize(index.size());
@@ -112,8 +113,8 @@ ErrorModel RaggedDotOp::error_model(const BoundArgs& args) const {
 }
 
 template <typename Acc>
-void ragged_dot_reference(const RaggedDotProblem& p, const HostTensor& lhs, const HostTensor& rhs,
-                          HostTensor& out) {
+void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Tensor& rhs,
+                          Tensor& out) {
   const int64_t K = p.K, N = p.N;
   std::vector<Acc> acc(static_cast<size_t>(N));
   dispatch_float(p.lhs_dtype, [&](auto lhs_type) {
@@ -145,9 +146,28 @@ void ragged_dot_reference(const RaggedDotProblem& p, const HostTensor& lhs, cons
   });
 }
 
-template void ragged_dot_reference<float>(const RaggedDotProblem&, const HostTensor&,
-                                          const HostTensor&, HostTensor&);
-template void ragged_dot_reference<double>(const RaggedDotProblem&, const HostTensor&,
-                                           const HostTensor&, HostTensor&);
+template void ragged_dot_reference<float>(const RaggedDotProblem&, const Tensor&, const Tensor&,
+                                          Tensor&);
+template void ragged_dot_reference<double>(const RaggedDotProblem&, const Tensor&, const Tensor&,
+                                           Tensor&);
+
+namespace {
+
+void run_reference(const RaggedDotProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
+  Tensor& out = outputs.at("out");
+  // f64 outputs accumulate in f64; everything else in f32, as upstream's reference does.
+  if (problem.out_dtype == DType::kF64) {
+    ragged_dot_reference<double>(problem, inputs.at("lhs"), inputs.at("rhs"), out);
+  } else {
+    ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), out);
+  }
+}
+
+}  // namespace
+
+const Implementation& ragged_dot_reference_implementation() {
+  static const ReferenceImplementation<RaggedDotProblem, run_reference> impl;
+  return impl;
+}
 
 }  // namespace tokamax

@@ -126,7 +126,7 @@ bool block_product_bf16(const BlockArgs& args) { return RunShapeBf16(args); }
 
 bool cpu_kernel_has_native_bf16() {
 #if HWY_ARCH_X86
-  return cpu::host_device().has("avx512_bf16") && cpu_kernel_f32_lanes() >= 16;
+  return cpu::host_cpu().has("avx512_bf16") && cpu_kernel_f32_lanes() >= 16;
 #else
   return false;
 #endif

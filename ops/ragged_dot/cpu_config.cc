@@ -50,36 +50,27 @@ int64_t acc_elements(const RaggedDotProblem& p, const CpuRaggedDotConfig& c) {
 }
 
 void CpuRaggedDotConfig::validate() const {
-  require_cpu_config(tile_m >= 1 && tile_m <= kMaxTile, "tile_m", [&] {
-    return "tile_m is " + std::to_string(tile_m) + "; expected 1.." + std::to_string(kMaxTile);
-  });
-  require_cpu_config(mr >= 1 && mr <= 64, "mr",
-                     [&] { return "mr is " + std::to_string(mr) + "; expected 1..64"; });
-  require_cpu_config(nr >= 1 && nr <= 256, "nr",
-                     [&] { return "nr is " + std::to_string(nr) + "; expected 1..256"; });
+  require_range("tile_m", tile_m, 1, kMaxTile);
+  require_range("mr", mr, 1, 64);
+  require_range("nr", nr, 1, 256);
   // tile_n need not be a multiple of nr (a panel then ends in a zero-padded strip), so configs
   // cached before nr existed still load; the heuristics and the search space keep it one.
-  require_cpu_config(tile_n >= 1 && tile_n <= kMaxTile, "tile_n", [&] {
-    return "tile_n is " + std::to_string(tile_n) + "; expected 1.." + std::to_string(kMaxTile);
-  });
-  require_cpu_config(tile_k >= 1 && tile_k <= kMaxTile, "tile_k", [&] {
-    return "tile_k is " + std::to_string(tile_k) + "; expected 1.." + std::to_string(kMaxTile);
-  });
-  require_cpu_config(int64_t{tile_k} * tile_n <= kMaxPanelElements, "tile_k", [&] {
+  require_range("tile_n", tile_n, 1, kMaxTile);
+  require_range("tile_k", tile_k, 1, kMaxTile);
+  require_config(int64_t{tile_k} * tile_n <= kMaxPanelElements, "tile_k", [&] {
     return "tile_k * tile_n is " + std::to_string(int64_t{tile_k} * tile_n) +
            "; expected <= " + std::to_string(kMaxPanelElements);
   });
-  require_cpu_config(task_n == 0 || (task_n >= tile_n && task_n % tile_n == 0), "task_n", [&] {
+  require_config(task_n == 0 || (task_n >= tile_n && task_n % tile_n == 0), "task_n", [&] {
     return "task_n is " + std::to_string(task_n) + "; expected 0 (all of N) or a multiple of " +
            "tile_n=" + std::to_string(tile_n);
   });
-  require_cpu_config(packing == "packed" || packing == "no_pack", "packing", [&] {
-    return "packing is '" + packing + "'; expected 'packed' or 'no_pack'";
-  });
-  require_cpu_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
+  require_config(packing == "packed" || packing == "no_pack", "packing",
+                 [&] { return "packing is '" + packing + "'; expected 'packed' or 'no_pack'"; });
+  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
     return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
   });
-  require_cpu_config(num_threads >= 0, "num_threads", [&] {
+  require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/device.h"
+#include "ops/framework/config.h"
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/base.h"
 
@@ -54,14 +55,6 @@ struct CpuRaggedDotConfig {
 // no longer a cache block and only waste memory.
 inline constexpr int64_t kCpuMaxAccElements = int64_t{1} << 24;
 
-// Throws InvalidArgument naming `field` unless `ok`. `message` is a callable, so that the string
-// is only built on failure: validate() runs on every call of the op (configs arrive as JSON), and
-// formatting ten messages would cost more than a small kernel.
-template <typename Message>
-void require_cpu_config(bool ok, const char* field, Message&& message) {
-  if (!ok) throw InvalidArgument("cpu ragged_dot config: " + std::string(message()), field);
-}
-
 // The largest group, in rows (0 without groups).
 int64_t max_group_size(const RaggedDotProblem& p);
 // bf16 x bf16 into a non-f64 output: the problems bf16_path=native_dot can run.
@@ -74,8 +67,8 @@ int64_t acc_elements(const RaggedDotProblem& p, const CpuRaggedDotConfig& c);
 // The implementation's heuristics_config and autotuning_configs (cpu_heuristics.cc). Both return
 // configs already clamped to the problem; `device` may be another machine (cross-tuning).
 CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
-                                                    const DeviceInfo& device);
+                                                    const Device& device);
 std::vector<CpuRaggedDotConfig> cpu_ragged_dot_autotuning_configs(const RaggedDotProblem& p,
-                                                                  const DeviceInfo& device);
+                                                                  const Device& device);
 
 }  // namespace tokamax

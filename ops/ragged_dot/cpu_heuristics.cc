@@ -14,7 +14,7 @@
 #include <span>
 #include <string>
 
-#include "backends/cpu/cpu_info.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/ragged_dot/cpu_config.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
@@ -30,22 +30,16 @@ constexpr double kSerialMultiplyAdds = double(1 << 17);
 constexpr int64_t kFallbackL1Bytes = 32 << 10;
 constexpr int64_t kFallbackL2Bytes = 256 << 10;
 
-// f32 lanes of the kernels that will run for `device`: the dispatched Highway target on this
-// host, the widest vector the ISA list promises elsewhere (cross-compiling a config).
-int device_lanes(const DeviceInfo& device) {
-  if (device.id == cpu::host_device().id) return cpu_kernel_f32_lanes();
-  return std::max(1, device.simd_bytes / 4);
-}
-
 }  // namespace
 
 CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
-                                                    const DeviceInfo& device) {
+                                                    const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
   const int64_t l1 = device.l1d_bytes > 0 ? device.l1d_bytes : kFallbackL1Bytes;
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kFallbackL2Bytes;
   const int64_t acc_bytes = p.out_dtype == DType::kF64 ? 8 : 4;
   const int64_t cores = std::max(1, device.cores);
-  const int lanes = device_lanes(device);
+  const int lanes = kernel_f32_lanes(device);
   CpuRaggedDotConfig c;
   // The micro-tile that issues the fewest multiply-adds on zero padding (rows padded to mr in
   // every group, columns to nr); ties (within 2%) go to the earlier, squarer shape.
@@ -112,9 +106,10 @@ CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
 }
 
 std::vector<CpuRaggedDotConfig> cpu_ragged_dot_autotuning_configs(const RaggedDotProblem& p,
-                                                                  const DeviceInfo& device) {
-  const CpuRaggedDotConfig base = cpu_ragged_dot_heuristics_config(p, device);
-  const int lanes = device_lanes(device);
+                                                                  const Device& target) {
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
+  const CpuRaggedDotConfig base = cpu_ragged_dot_heuristics_config(p, target);
+  const int lanes = kernel_f32_lanes(device);
   const int64_t acc_bytes = p.out_dtype == DType::kF64 ? 8 : 4;
   std::vector<CpuRaggedDotConfig> configs;
   std::set<decltype(base.key())> seen;

@@ -204,7 +204,7 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
   }
 }
 
-void check_shape(const HostTensor& tensor, const std::vector<int64_t>& dims, const char* name) {
+void check_shape(const Tensor& tensor, const std::vector<int64_t>& dims, const char* name) {
   if (tensor.dims() != dims) {
     throw InvalidArgument(std::string("ragged_dot cpu kernel: ") + name + " is " +
                               tensor.spec().to_string() + ", which does not match the problem",
@@ -215,8 +215,8 @@ void check_shape(const HostTensor& tensor, const std::vector<int64_t>& dims, con
 }  // namespace
 
 void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& work,
-                           const CpuKernelOptions& options, const HostTensor& lhs,
-                           const HostTensor& rhs, HostTensor& out) {
+                           const CpuKernelOptions& options, const Tensor& lhs, const Tensor& rhs,
+                           Tensor& out) {
   check_shape(lhs, {p.M, p.K}, "lhs");
   check_shape(rhs, {p.G, p.K, p.N}, "rhs");
   check_shape(out, {p.M, p.N}, "out");

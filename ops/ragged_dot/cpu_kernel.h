@@ -10,9 +10,9 @@
 //   mr, nr               the register-blocked micro-tile; nr = nr_vectors * lanes
 #pragma once
 
+#include "ops/framework/tensor.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_tiling.h"
-#include "ops/framework/tensor.h"
 
 namespace tokamax {
 
@@ -39,10 +39,10 @@ struct CpuKernelOptions {
 void ragged_dot_cpu_kernel(const RaggedDotProblem& problem, const RaggedDotWorkList& work,
                            const CpuKernelOptions& options,
                            // Inputs.
-                           const HostTensor& lhs,  // [M, K], full array
-                           const HostTensor& rhs,  // [G, K, N], full array
+                           const Tensor& lhs,  // [M, K], full array
+                           const Tensor& rhs,  // [G, K, N], full array
                            // Outputs.
-                           HostTensor& out);  // [M, N] out_dtype, full array
+                           Tensor& out);  // [M, N] out_dtype, full array
 
 // f32 lanes of the SIMD target the kernels dispatch to on this CPU (16 on AVX-512, 8 on AVX2, 1
 // for the scalar fallback), and the target's name.

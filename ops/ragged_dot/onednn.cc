@@ -11,8 +11,6 @@
 // Threads are left to oneDNN's runtime (OpenMP in Debian's build, see onednn_engine.h), so the
 // config is empty.
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 
@@ -28,26 +26,20 @@ using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
 // One primitive per distinct group shape: MoE routing repeats a handful of m_g values across
-// calls, and creating a primitive (JIT code generation) costs far more than running a small one.
+// calls.
 using MatmulKey = std::tuple<int64_t, int64_t, int64_t, dt, dt>;  // m_g, K, N, input, output
 // Past this many shapes (a long tune over many workloads) the cache starts over rather than grow.
 constexpr size_t kMaxCachedPrimitives = 4096;
 
 dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
-class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, EmptyConfig> {
+class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
  public:
-  std::string_view op_name() const override { return "ragged_dot"; }
   std::string_view name() const override { return "onednn"; }
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind != "cpu") return {false, "oneDNN runs on CPUs here, not '" + device.kind + "'"};
-    return {};
-  }
-
-  void check(const RaggedDotProblem& p) const override {
+  void check(const RaggedDotProblem& p, const Device&) const override {
     const std::string lhs(dtype_name(p.lhs_dtype)), rhs(dtype_name(p.rhs_dtype));
     const std::string out(dtype_name(p.out_dtype));
     if (p.lhs_dtype != p.rhs_dtype) {
@@ -68,20 +60,12 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
     if (!why.empty()) throw NotImplemented("onednn: " + lhs + "->" + out + " matmul: " + why);
   }
 
-  EmptyConfig heuristics_config(const RaggedDotProblem&, const DeviceInfo&) const override {
-    return {};
-  }
-  std::vector<EmptyConfig> autotuning_configs(const RaggedDotProblem&,
-                                              const DeviceInfo&) const override {
-    return {EmptyConfig{}};
-  }
-
-  void run(const RaggedDotProblem& p, const EmptyConfig&, const TensorMap& inputs,
-           TensorMap& outputs) const override {
-    check(p);
-    const HostTensor& lhs = inputs.at("lhs");
-    const HostTensor& rhs = inputs.at("rhs");
-    HostTensor& out = outputs.at("out");
+  void run(const RaggedDotProblem& p, const EmptyConfig&, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
+    const Tensor& lhs = inputs.at("lhs");
+    const Tensor& rhs = inputs.at("rhs");
+    Tensor& out = outputs.at("out");
     const int64_t K = p.K, N = p.N;
     const size_t in_bytes = dtype_size(p.lhs_dtype), out_bytes = dtype_size(p.out_dtype);
     // dnnl::memory wants non-const handles; the primitive only reads src and weights.
@@ -115,53 +99,34 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem, Empty
     stream.wait();
   }
 
-  int64_t primitives_created() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return created_;
-  }
-
  private:
-  // The cached primitive for one group shape, created on first use. Creation happens under the
-  // lock: concurrent first calls would otherwise JIT the same kernel twice.
+  // The primitive of one group shape, created on first use.
   dnnl::matmul primitive(const MatmulKey& key) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = primitives_.find(key);
-    if (it != primitives_.end()) return it->second;
-    const auto& [m_g, K, N, in_type, out_type] = key;
-    const dnnl::matmul::desc desc(cpu::onednn_plain_desc(m_g, K, in_type),
-                                  cpu::onednn_plain_desc(K, N, in_type),
-                                  cpu::onednn_plain_desc(m_g, N, out_type));
-    dnnl::matmul matmul;
-    try {
-      matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
-    } catch (const dnnl::error& e) {
-      if (e.status == dnnl_unimplemented) {
-        throw NotImplemented("onednn: no matmul for m_g=" + std::to_string(m_g) + ", K=" +
-                             std::to_string(K) + ", N=" + std::to_string(N) + ": " + e.what());
+    return primitives_.get(key, [&] {
+      const auto& [m_g, K, N, in_type, out_type] = key;
+      const dnnl::matmul::desc desc(cpu::onednn_plain_desc(m_g, K, in_type),
+                                    cpu::onednn_plain_desc(K, N, in_type),
+                                    cpu::onednn_plain_desc(m_g, N, out_type));
+      try {
+        return dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
+      } catch (const dnnl::error& e) {
+        if (e.status == dnnl_unimplemented) {
+          throw NotImplemented("onednn: no matmul for m_g=" + std::to_string(m_g) + ", K=" +
+                               std::to_string(K) + ", N=" + std::to_string(N) + ": " + e.what());
+        }
+        throw;
       }
-      throw;
-    }
-    if (primitives_.size() >= kMaxCachedPrimitives) primitives_.clear();
-    primitives_.emplace(key, matmul);
-    ++created_;
-    return matmul;
+    });
   }
 
-  mutable std::mutex mutex_;
-  mutable std::map<MatmulKey, dnnl::matmul> primitives_;
-  mutable int64_t created_ = 0;
+  mutable cpu::OneDnnPrimitiveCache<MatmulKey, dnnl::matmul> primitives_{kMaxCachedPrimitives};
 };
-
-const OneDnnRaggedDot& onednn_impl() {
-  static const OneDnnRaggedDot impl;
-  return impl;
-}
 
 }  // namespace
 
-const Implementation& ragged_dot_onednn_implementation() { return onednn_impl(); }
-
-// Matmul primitives this process has created (for tests: a repeated call must create none).
-int64_t ragged_dot_onednn_primitives_created() { return onednn_impl().primitives_created(); }
+const Implementation& ragged_dot_onednn_implementation() {
+  static const OneDnnRaggedDot impl;
+  return impl;
+}
 
 }  // namespace tokamax

@@ -12,8 +12,9 @@
 #include <mutex>
 #include <string>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/openblas_loader.h"
+#include "ops/common/cpu_checks.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
@@ -25,11 +26,9 @@ struct OpenBlasRaggedDotConfig {
   int num_threads = 0;  // 0 = all cores; set with openblas_set_num_threads before the calls
 
   void validate() const {
-    if (num_threads < 0) {
-      throw InvalidArgument("openblas ragged_dot config: num_threads is " +
-                                std::to_string(num_threads) + "; expected >= 0 (0 = all cores)",
-                            "num_threads");
-    }
+    require_config(num_threads >= 0, "num_threads", [&] {
+      return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
+    });
   }
   template <class V>
   void visit(V&& v) {
@@ -59,7 +58,6 @@ std::string version(const cpu::OpenBlas& blas) {
 class OpenBlasRaggedDot final
     : public TypedImplementation<RaggedDotProblem, OpenBlasRaggedDotConfig> {
  public:
-  std::string_view op_name() const override { return "ragged_dot"; }
   std::string_view name() const override { return "openblas"; }
   bool is_vendor() const override { return true; }
   // The core type matters as much as the version: a misdetected one is ~6x slower.
@@ -77,13 +75,13 @@ class OpenBlasRaggedDot final
             {"sbgemm", blas->cblas_sbgemm != nullptr}};
   }
 
-  Support supported_on(const DeviceInfo& device) const override {
-    if (device.kind != "cpu") return {false, "OpenBLAS runs on CPUs, not on '" + device.kind + "'"};
-    if (cpu::openblas() == nullptr) return {false, cpu::openblas_error()};
-    return {};
+  Support supported_on(const Device& device) const override {
+    Support support = Implementation::supported_on(device);
+    if (support.ok && cpu::openblas() == nullptr) return {false, cpu::openblas_error()};
+    return support;
   }
 
-  void check(const RaggedDotProblem& p) const override {
+  void check(const RaggedDotProblem& p, const Device&) const override {
     const std::string lhs(dtype_name(p.lhs_dtype)), rhs(dtype_name(p.rhs_dtype));
     const std::string out(dtype_name(p.out_dtype));
     if (p.lhs_dtype != p.rhs_dtype) {
@@ -119,36 +117,30 @@ class OpenBlasRaggedDot final
     loaded_openblas();
   }
 
-  void check_config(const RaggedDotProblem&, const OpenBlasRaggedDotConfig& c) const override {
-    const int cores = cpu::host_device().cores;
-    if (c.num_threads > 4 * cores) {
-      throw InvalidArgument("openblas ragged_dot config: num_threads is " +
-                                std::to_string(c.num_threads) + " but this machine has " +
-                                std::to_string(cores) + " cores (at most 4x oversubscription)",
-                            "num_threads");
-    }
+  void check_config(const RaggedDotProblem&, const OpenBlasRaggedDotConfig& c,
+                    const Device& device) const override {
+    require_num_threads(c.num_threads, device);
   }
 
   // A vendor baseline runs as it ships: all cores.
-  OpenBlasRaggedDotConfig heuristics_config(const RaggedDotProblem&,
-                                            const DeviceInfo&) const override {
+  OpenBlasRaggedDotConfig heuristics_config(const RaggedDotProblem&, const Device&) const override {
     return {};
   }
 
   std::vector<OpenBlasRaggedDotConfig> autotuning_configs(const RaggedDotProblem&,
-                                                          const DeviceInfo& device) const override {
+                                                          const Device& device) const override {
     // All cores and one core; on a one-core machine they are the same config.
-    if (device.cores <= 1) return {{0}};
+    if (cpu::cpu_info(device).cores <= 1) return {{0}};
     return {{0}, {1}};
   }
 
-  void run(const RaggedDotProblem& p, const OpenBlasRaggedDotConfig& config,
+  void run(const RaggedDotProblem& p, const OpenBlasRaggedDotConfig& config, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
-    check(p);
+    check(p, device);
     const cpu::OpenBlas& blas = loaded_openblas();
-    const HostTensor& lhs = inputs.at("lhs");
-    const HostTensor& rhs = inputs.at("rhs");
-    HostTensor& out = outputs.at("out");
+    const Tensor& lhs = inputs.at("lhs");
+    const Tensor& rhs = inputs.at("rhs");
+    Tensor& out = outputs.at("out");
     const int64_t K = p.K, N = p.N;
     float* out_data = out.data<float>();
     // Rows past the group sum are zero; with K = 0 every row is (an empty sum), and a zero
@@ -158,7 +150,7 @@ class OpenBlasRaggedDot final
                 static_cast<size_t>((p.M - first_zero_row) * N) * sizeof(float));
     if (K == 0 || N == 0) return;
 
-    const int threads = config.num_threads > 0 ? config.num_threads : cpu::host_device().cores;
+    const int threads = config.num_threads > 0 ? config.num_threads : cpu::cpu_info(device).cores;
     std::lock_guard<std::mutex> lock(openblas_call_mutex());
     if (blas.get_num_threads() != threads) blas.set_num_threads(threads);
     for (int64_t g = 0; g < p.G; ++g) {

@@ -16,22 +16,26 @@ namespace {
 
 const char* const kModes[] = {"ok", "wrong", "throw", "crash", "abort", "hang", "invalid"};
 
-class FaultyRaggedDot final : public TypedImplementation<RaggedDotProblem, FaultConfig> {
+// ragged_dot's problem under the op's own name.
+struct FaultProblem : RaggedDotProblem {
+  static constexpr std::string_view kOp = "fault_injection";
+  static FaultProblem from(const BoundArgs& args) { return {RaggedDotProblem::from(args)}; }
+};
+
+class FaultyRaggedDot final : public TypedImplementation<FaultProblem, FaultConfig> {
  public:
   FaultyRaggedDot(std::string name, bool injects) : name_(std::move(name)), injects_(injects) {}
-  std::string_view op_name() const override { return "fault_injection"; }
   std::string_view name() const override { return name_; }
-  Support supported_on(const DeviceInfo&) const override { return {}; }
 
-  FaultConfig heuristics_config(const RaggedDotProblem&, const DeviceInfo&) const override {
+  FaultConfig heuristics_config(const FaultProblem&, const Device&) const override {
     FaultConfig config;
     const char* mode = std::getenv("TOKAMAX_FAULT");
     if (injects_ && mode != nullptr && *mode != '\0') config.mode = mode;
     config.delay_us = injects_ ? 200 : 0;
     return config;
   }
-  std::vector<FaultConfig> autotuning_configs(const RaggedDotProblem& problem,
-                                              const DeviceInfo& device) const override {
+  std::vector<FaultConfig> autotuning_configs(const FaultProblem& problem,
+                                              const Device& device) const override {
     if (!injects_) return {heuristics_config(problem, device)};
     std::vector<FaultConfig> configs;
     for (const char* mode : kModes) {
@@ -42,11 +46,11 @@ class FaultyRaggedDot final : public TypedImplementation<RaggedDotProblem, Fault
     }
     return configs;
   }
-  void check_config(const RaggedDotProblem&, const FaultConfig& config) const override {
+  void check_config(const FaultProblem&, const FaultConfig& config, const Device&) const override {
     if (config.mode == "invalid") throw InvalidArgument("mode 'invalid' never fits", "mode");
   }
-  void run(const RaggedDotProblem& problem, const FaultConfig& config, const TensorMap& inputs,
-           TensorMap& outputs) const override {
+  void run(const FaultProblem& problem, const FaultConfig& config, const Device&,
+           const TensorMap& inputs, TensorMap& outputs) const override {
     if (config.delay_us > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(config.delay_us));
     if (config.mode == "crash") std::raise(SIGSEGV);

@@ -2,21 +2,15 @@
 #include "ops/framework/autotuning/tuner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
+#include "backends/clock.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/harness/local_runner.h"
 #include "ops/framework/metadata.h"
 #include "ops/framework/numerics.h"
 
 namespace tokamax {
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 nlohmann::json TunePhases::to_json() const {
   return {{"setup_s", setup_s}, {"search_s", search_s}, {"verify_s", verify_s},
@@ -40,12 +34,13 @@ nlohmann::json CandidateResult::to_json() const {
 }
 
 TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& impl,
-                     const DeviceInfo& device, const TuneOptions& options) {
+                     const Device& device, const TuneOptions& options) {
   TuneResult result;
-  const double begin = now_s();
+  const double begin = wall_seconds();
+  const std::unique_ptr<Implementation::Prepared> prepared = impl.prepare(args, device);
   // The heuristics config competes too, so a tuned entry is never slower than the default.
-  std::vector<nlohmann::json> configs = impl.autotuning_configs_json(args, device);
-  const nlohmann::json heuristics = impl.heuristics_config_json(args, device);
+  std::vector<nlohmann::json> configs = prepared->autotuning_configs();
+  const nlohmann::json heuristics = prepared->heuristics_config();
   if (std::find(configs.begin(), configs.end(), heuristics) == configs.end()) {
     configs.insert(configs.begin(), heuristics);
   }
@@ -55,10 +50,11 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   CaseSetup setup;
   setup.op = std::string(op.name());
   setup.args = args;
+  setup.device = device.id();
   setup.seed = options.seed;
   setup.oracle_budget = options.oracle_budget;
   runner.setup(setup);
-  result.phases.setup_s = now_s() - begin;
+  result.phases.setup_s = wall_seconds() - begin;
   result.candidates.resize(configs.size());
   std::vector<size_t> valid;  // indices into configs of the candidates that may be timed
   size_t heuristics_index = configs.size();
@@ -67,7 +63,7 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
     candidate.config = configs[i];
     candidate.is_heuristics = configs[i] == heuristics;
     try {
-      impl.check_config_json(args, impl.canonical_config(configs[i]));
+      prepared->kernel(configs[i]);
     } catch (const InvalidArgument& e) {
       candidate.status = "invalid";
       candidate.reason = e.what();
@@ -96,10 +92,10 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
     }
     return timed.samples;
   };
-  const double search_begin = now_s();
+  const double search_begin = wall_seconds();
   const std::vector<SearchOutcome> outcomes =
       run_search(valid.size(), heuristics_index, time, search);
-  result.phases.search_s = now_s() - search_begin;
+  result.phases.search_s = wall_seconds() - search_begin;
   for (size_t k = 0; k < valid.size(); ++k) {
     CandidateResult& candidate = result.candidates[valid[k]];
     candidate.status = outcomes[k].status;
@@ -127,10 +123,10 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   });
   if (ranked.empty()) {
     result.reason = "no valid candidate ran";
-    result.phases.total_s = now_s() - begin;
+    result.phases.total_s = wall_seconds() - begin;
     return result;
   }
-  const double verify_begin = now_s();
+  const double verify_begin = wall_seconds();
   for (CandidateResult* candidate : ranked) {
     if (options.interrupt != nullptr && options.interrupt->load()) throw Interrupted();
     ++result.phases.checks;
@@ -160,14 +156,14 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
     result.entry.verified = true;
     break;
   }
-  result.phases.verify_s = now_s() - verify_begin;
-  result.phases.total_s = now_s() - begin;
+  result.phases.verify_s = wall_seconds() - verify_begin;
+  result.phases.total_s = wall_seconds() - begin;
   if (!result.has_winner) {
     result.reason = "every timed candidate failed verification";
     return result;
   }
   for (const CandidateResult& c : result.candidates) result.entry.candidates.push_back(c.to_json());
-  result.entry.metadata = run_metadata();
+  result.entry.metadata = run_metadata(device);
   result.entry.metadata["op"] = std::string(op.name());
   result.entry.metadata["impl"] = std::string(impl.name());
   result.entry.metadata["args"] = args.args;

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "ops/framework/autotuning/autotune_cache.h"
-#include "ops/framework/harness/case_runner.h"
-#include "ops/framework/op.h"
 #include "ops/framework/autotuning/search_strategy.h"
+#include "ops/framework/harness/case_runner.h"
 #include "ops/framework/measurement/timing.h"
+#include "ops/framework/op.h"
 
 namespace tokamax {
 
@@ -78,6 +78,6 @@ struct TuneResult {
 // crashes or hangs is recorded with that status and the search goes on. Throws Interrupted when
 // `interrupt` is raised.
 TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& impl,
-                     const DeviceInfo& device, const TuneOptions& options);
+                     const Device& device, const TuneOptions& options);
 
 }  // namespace tokamax

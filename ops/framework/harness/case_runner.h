@@ -1,10 +1,12 @@
-// Runs implementations on one case (op, args, seed): in this process, or in a worker process that
-// survives nothing of what a candidate does to it (ops/framework/harness/worker_runner.h).
+// The interface the commands run implementations through: a CaseRunner holds one case (op, args,
+// seed, device) and times, checks and benchmarks implementations on it.
 //
-// A CaseRunner holds one case at a time: setup() generates its inputs (and, on demand, the float64
-// oracle), then time(), check() and bench() run implementations on them. The commands (tune,
-// verify, bench) only talk to this interface, so the same code runs in-process
-// (`--isolation none`) or isolated (`--isolation worker`, the default).
+// Two runners implement it: LocalRunner runs in this process (`--isolation none`,
+// local_runner.h); WorkerRunner sends every request to a worker process that survives nothing of
+// what a candidate does to it (`--isolation worker`, the default, worker_runner.h). setup()
+// generates the case's inputs in host memory and moves them once to the device's memory (and,
+// on demand, computes the float64 oracle); time(), check() and bench() then run
+// implementations on them. Transfers are never timed.
 //
 // Failure categories of one run, the same words in every command's output:
 //   ok        ran (check: compare `comparisons` to decide; bench: stats are valid)
@@ -19,7 +21,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <istream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -27,11 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "ops/framework/measurement/bench_sampler.h"
 #include "ops/framework/bound_args.h"
+#include "ops/framework/measurement/bench_sampler.h"
+#include "ops/framework/measurement/timing.h"
 #include "ops/framework/numerics.h"
 #include "ops/framework/op.h"
-#include "ops/framework/measurement/timing.h"
 
 namespace tokamax {
 
@@ -39,12 +40,13 @@ namespace tokamax {
 struct CaseSetup {
   std::string op;  // registry name (find_op)
   BoundArgs args;
+  std::string device;  // registry name or id (find_device); empty: the default device
   uint64_t seed = 0;
   double oracle_budget = 5e8;  // float64 multiply-adds before the oracle samples outputs
   // When set: inputs and oracle are written there as .npy (verify --dump-dir).
   std::string dump_dir;
 
-  bool same_case(const CaseSetup& other) const;  // op, args, seed, budget (not dump_dir)
+  bool same_case(const CaseSetup& other) const;  // op, args, device, seed, budget (not dump_dir)
 };
 
 // time(): per-call samples in seconds, unchanged from where they were measured.
@@ -61,7 +63,8 @@ struct CheckResult {
   std::map<std::string, Comparison> comparisons;  // output name -> comparison (status ok)
 };
 
-// bench(): one implementation timed with Google Benchmark (ops/framework/measurement/bench_sampler.h).
+// bench(): one implementation timed with Google Benchmark
+// (ops/framework/measurement/bench_sampler.h).
 struct BenchJob {
   const Implementation* impl = nullptr;
   nlohmann::json config;
@@ -94,61 +97,5 @@ class CaseRunner {
   virtual std::vector<BenchOutcome> bench(const std::vector<BenchJob>& jobs,
                                           const BenchOptions& options) = 0;
 };
-
-// Runs everything in this process: a crash or hang of an implementation is the process's.
-// `interrupt` (may be null) is checked between timed calls: Interrupted is thrown when set.
-class LocalRunner final : public CaseRunner {
- public:
-  explicit LocalRunner(const std::atomic<bool>* interrupt = nullptr);
-  ~LocalRunner() override;
-  void setup(const CaseSetup& setup) override;
-  TimeResult time(const Implementation& impl, const nlohmann::json& config,
-                  const TimingOptions& timing) override;
-  CheckResult check(const Implementation& impl, const nlohmann::json& config,
-                    const std::string& dump_dir = "") override;
-  std::vector<BenchOutcome> bench(const std::vector<BenchJob>& jobs,
-                                  const BenchOptions& options) override;
-  // Computes the current case's oracle now (check() would compute it on first use).
-  void prepare_oracle();
-  // The implementation of the current case's op with this name (InvalidArgument when none).
-  const Implementation& implementation(const std::string& name) const;
-
- private:
-  struct State;
-  const State& state() const;
-  const std::atomic<bool>* interrupt_;
-  std::unique_ptr<State> state_;
-};
-
-// --- The worker protocol: one JSON object per line each way, request then response.
-// Requests: {"cmd": "setup", "op", "args", "seed", "oracle_budget", "dump_dir"}
-//           {"cmd": "oracle"}                  (computes the oracle; so that check's timeout
-//                                               covers only the implementation)
-//           {"cmd": "time", "impl", "config", "timing": {...}}
-//           {"cmd": "check", "impl", "config", "dump_dir"}
-//           {"cmd": "bench", "jobs": [{"impl", "config", "name", "flops", "bytes", "label"}],
-//            "options": {...}}
-// Responses: {"ok": true, ...the result's fields} or {"ok": false, "reason"} when the request
-// itself was bad (unknown command, op or implementation, no setup yet, a throwing setup). An
-// implementation's own failure is a result with its status, not a bad request.
-nlohmann::json timing_to_json(const TimingOptions& timing);
-TimingOptions timing_from_json(const nlohmann::json& value);
-nlohmann::json bench_options_to_json(const BenchOptions& options);
-BenchOptions bench_options_from_json(const nlohmann::json& value);
-nlohmann::json comparison_to_json(const Comparison& comparison);
-Comparison comparison_from_json(const nlohmann::json& value);
-nlohmann::json bench_stats_to_json(const BenchStats& stats);
-BenchStats bench_stats_from_json(const nlohmann::json& value);
-nlohmann::json time_result_to_json(const TimeResult& result);
-TimeResult time_result_from_json(const nlohmann::json& value);
-nlohmann::json check_result_to_json(const CheckResult& result);
-CheckResult check_result_from_json(const nlohmann::json& value);
-
-// One request through a LocalRunner: the response object. Never throws (except Interrupted).
-nlohmann::json handle_worker_request(LocalRunner& runner, const nlohmann::json& request);
-
-// The worker's loop: reads request lines from `in` until EOF, writes one response line each.
-// Returns the exit status (0 at EOF).
-int serve_worker(std::istream& in, const std::function<void(const std::string&)>& write_line);
 
 }  // namespace tokamax

@@ -31,7 +31,7 @@ void write_npy(const std::string& path, const std::string& descr, const std::vec
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-void write_npy(const std::string& path, const HostTensor& tensor) {
+void write_npy(const std::string& path, const Tensor& tensor) {
   switch (tensor.dtype()) {
     case DType::kF64:
       return write_npy(path, "<f8", tensor.dims(), tensor.raw(), tensor.size_bytes());

@@ -13,6 +13,6 @@ namespace tokamax {
 void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape,
                const void* data, size_t bytes);
 // Writes a tensor; bf16 is widened to exact float32 (NumPy has no bfloat16), f16 stays "<f2".
-void write_npy(const std::string& path, const HostTensor& tensor);
+void write_npy(const std::string& path, const Tensor& tensor);
 
 }  // namespace tokamax

@@ -7,10 +7,11 @@
 #include <fstream>
 #include <set>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/registry.h"
 #include "ops/framework/errors.h"
-#include "ops/framework/metadata.h"
+#include "ops/framework/harness/local_runner.h"
 #include "ops/framework/harness/npy.h"
+#include "ops/framework/metadata.h"
 #include "ops/framework/registry.h"
 
 namespace tokamax {
@@ -76,7 +77,7 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
                                       const VerifyOptions& options) {
   const Op& op = find_op(spec.op);
   const BoundArgs& args = spec.args;
-  const DeviceInfo& device = cpu::host_device();
+  const Device& device = options.device != nullptr ? *options.device : default_device();
   std::vector<VerifyRecord> records;
   auto record_for = [&](const Implementation& impl) {
     VerifyRecord record;
@@ -109,6 +110,7 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
   CaseSetup setup;
   setup.op = spec.op;
   setup.args = args;
+  setup.device = device.id();
   setup.seed = options.seed;
   setup.oracle_budget = options.oracle_budget;
   setup.dump_dir = case_dir.string();  // inputs and oracle
@@ -125,11 +127,13 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
     }
     CheckResult check;
     try {
-      impl->check_args(args);
-      const ResolvedConfig resolved = resolve_config(*impl, args, device, options.configs);
-      record.config = resolved.config;
+      const std::unique_ptr<Implementation::Prepared> prepared = impl->prepare(args, device);
+      prepared->check();
+      const ResolvedConfig resolved =
+          resolve_config(*impl, *prepared, args, device, options.configs);
+      record.config = resolved.kernel.config;
       record.config_source = std::string(config_source_name(resolved.source));
-      check = runner.check(*impl, resolved.config,
+      check = runner.check(*impl, record.config,
                            case_dir.empty() ? "" : (case_dir / record.impl).string());
     } catch (const NotImplemented& e) {
       check.status = "unsupported";
@@ -182,7 +186,7 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
   }
 
   if (!case_dir.empty()) {
-    nlohmann::json meta = run_metadata();
+    nlohmann::json meta = run_metadata(device);
     nlohmann::json results = nlohmann::json::array();
     for (const VerifyRecord& r : records) results.push_back(r.to_json());
     nlohmann::json case_json = {{"schema_version", 1},

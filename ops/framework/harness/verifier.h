@@ -7,14 +7,15 @@
 #include <vector>
 
 #include "ops/framework/catalog/arg_spec.h"
-#include "ops/framework/harness/case_runner.h"
 #include "ops/framework/config_resolution.h"
+#include "ops/framework/harness/case_runner.h"
 #include "ops/framework/numerics.h"
 #include "ops/framework/op.h"
 
 namespace tokamax {
 
 struct VerifyOptions {
+  const Device* device = nullptr;  // where implementations run; null: the default device
   uint64_t seed = 0;
   // Oracle work per case, in float64 multiply-adds; past it, outputs are sampled.
   double oracle_budget = 5e8;

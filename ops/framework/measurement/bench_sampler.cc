@@ -5,7 +5,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <exception>
 #include <fstream>
@@ -15,6 +14,7 @@
 #include <numeric>
 #include <set>
 
+#include "backends/clock.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -68,11 +68,8 @@ constexpr Aggregate kAggregates[] = {
     {"cv", &stat_cv, true},      {"min", &stat_min, false},       {"max", &stat_max, false},
     {"iqr", &stat_iqr, false}};
 
-// --- Clocks.
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+// --- Clocks: the device's timer for the calls, the wall clock for the sampling phase, and the
+// process CPU time that Google Benchmark's JSON reports beside the real time.
 
 double process_cpu_s() {
   timespec t{};
@@ -124,13 +121,13 @@ void summarize(const BenchCase& bench_case, BenchStats& stats) {
   }
 }
 
-CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options) {
+CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options, const Device& device) {
   CaseRun result;
   BenchStats& stats = result.stats;
   stats.name = bench_case.name;
   if (options.drift_probe) stats.drift.before_s = time_drift_probe();
-  if (options.bandwidth_probe)
-    stats.bandwidth.before_gbps = probe_bandwidth_gbps(options.llc_bytes);
+  if (options.bandwidth_probe) stats.bandwidth.before_gbps = device.probe_bandwidth_gbps();
+  const std::unique_ptr<Timer> timer = device.timer();
 
   // The call on copy i; hot mode (or a case without copies) always uses the one set.
   std::function<void(int)> call = [&bench_case](int) { bench_case.run(); };
@@ -147,10 +144,10 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options) {
   double one_call = std::numeric_limits<double>::infinity();
   int next_copy = 0;
   for (int i = 0; i < warmup && stats.ok; ++i) {
-    const double start = now_s();
+    timer->start();
     guarded(stats, [&] { call(next_copy); });
     next_copy = (next_copy + 1) % copies;
-    one_call = std::min(one_call, now_s() - start);
+    one_call = std::min(one_call, timer->stop());
   }
 
   if (stats.ok) {
@@ -158,25 +155,25 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options) {
         std::clamp(std::round(options.sample_time_s / std::max(one_call, 1e-9)), 1.0, 1e6));
     stats.iterations = batch;
     double timed = 0;
-    const double begin = now_s();
+    const double begin = wall_seconds();
     StopDecision decision;
     while (!decision.stop()) {
       const double cpu_start = process_cpu_s();
-      const double start = now_s();
+      timer->start();
       const bool ok = guarded(stats, [&] {
         for (int64_t i = 0; i < batch; ++i) {
           call(next_copy);
           if (++next_copy == copies) next_copy = 0;
         }
       });
-      const double real = now_s() - start;
+      const double real = timer->stop();
       if (!ok) break;
       result.samples.push_back({real, process_cpu_s() - cpu_start});
       stats.samples_s.push_back(real / static_cast<double>(batch));
       timed += real;
-      decision = should_stop(stats.samples_s, timed, now_s() - begin, options.stop);
+      decision = should_stop(stats.samples_s, timed, wall_seconds() - begin, options.stop);
     }
-    stats.elapsed_s = now_s() - begin;
+    stats.elapsed_s = wall_seconds() - begin;
     stats.noise = decision.noise;
     stats.noisy = stats.ok && decision.noisy();
     stats.stop_reason = decision.reason;
@@ -186,7 +183,7 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options) {
   if (options.drift_probe) {
     stats.drift = check_drift(stats.drift.before_s, time_drift_probe(), options.max_drift);
   }
-  if (options.bandwidth_probe) stats.bandwidth.after_gbps = probe_bandwidth_gbps(options.llc_bytes);
+  if (options.bandwidth_probe) stats.bandwidth.after_gbps = device.probe_bandwidth_gbps();
   summarize(bench_case, stats);
   return result;
 }
@@ -322,7 +319,7 @@ void validate(const std::vector<BenchCase>& cases, const BenchOptions& options) 
 }  // namespace
 
 std::vector<BenchStats> run_benchmarks(const std::vector<BenchCase>& cases,
-                                       const BenchOptions& options) {
+                                       const BenchOptions& options, const Device& device) {
   validate(cases, options);
   if (cases.empty()) return {};
   static std::mutex mutex;
@@ -348,7 +345,7 @@ std::vector<BenchStats> run_benchmarks(const std::vector<BenchCase>& cases,
   std::vector<BenchStats> results;
   results.reserve(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
-    const CaseRun run = time_case(cases[i], options);
+    const CaseRun run = time_case(cases[i], options, device);
     if (reporter) reporter->ReportRuns(case_runs(cases[i], i, run));
     results.push_back(run.stats);
   }

@@ -1,6 +1,7 @@
-// Times a list of cases in-process with adaptive sampling (ops/framework/measurement/measurement.h): warm-up, samples
-// until the run noise settles or a cap is hit, optional cold caches, a drift probe around each
-// case; writes Google Benchmark's JSON format (every sample plus the aggregates).
+// Times a list of cases in-process with adaptive sampling
+// (ops/framework/measurement/measurement.h): warm-up, samples until the run noise settles or a cap
+// is hit, optional cold caches, a drift probe around each case; writes Google Benchmark's JSON
+// format (every sample plus the aggregates).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/device.h"
 #include "ops/framework/measurement/measurement.h"
 
 namespace tokamax {
@@ -38,9 +40,10 @@ struct BenchOptions {
   // timer overhead is still < 0.1%.
   double sample_time_s = 5e-4;
   CacheMode cache_mode = CacheMode::kHot;
-  int64_t llc_bytes = 0;    // cold mode: last-level cache size (0: 1 copy)
+  int64_t llc_bytes = 0;    // cold mode: the device's last-level cache size (0: 1 copy)
   bool drift_probe = true;  // time the drift probe before and after each case
-  // Measure the memory bandwidth (a triad) before and after each case (ops/framework/measurement/measurement.h).
+  // Measure the memory bandwidth (a triad) before and after each case
+  // (ops/framework/measurement/measurement.h).
   bool bandwidth_probe = false;
   double max_drift = 0.05;  // flag a case whose probe times differ by more than this
   // When set, this file gets Google Benchmark's JSON (readable by its tools/compare.py): every
@@ -78,15 +81,16 @@ struct BenchStats {
   BandwidthProbe bandwidth;  // all zero unless options.bandwidth_probe
 };
 
-// Times every case, in order, and returns one BenchStats per case in the same order. A case
-// whose run() throws is reported with ok = false (and an error entry in the JSON); the other
-// cases still run. Real time is measured, not CPU time, because kernels are multithreaded.
+// Times every case, in order, on `device`'s timer (and its bandwidth probe when asked), and
+// returns one BenchStats per case in the same order. A case whose run() throws is reported with
+// ok = false (and an error entry in the JSON); the other cases still run. Real time is measured,
+// not CPU time, because kernels are multithreaded.
 // Serializes concurrent callers (Google Benchmark's custom context is a process-wide global),
 // so it may be called any number of times in one process. Prints nothing.
 //
 // Throws InvalidArgument for bad options, an empty or duplicate case name, a case without
 // run, or a json_path that cannot be opened for writing.
 std::vector<BenchStats> run_benchmarks(const std::vector<BenchCase>& cases,
-                                       const BenchOptions& options);
+                                       const BenchOptions& options, const Device& device);
 
 }  // namespace tokamax

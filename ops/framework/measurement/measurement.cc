@@ -7,7 +7,6 @@
 #include <limits>
 #include <numeric>
 
-#include "backends/cpu/peaks.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -186,18 +185,6 @@ double time_drift_probe(int runs) {
     best = std::min(best, std::chrono::duration<double>(stop - start).count());
   }
   return best;
-}
-
-int64_t bandwidth_probe_bytes(int64_t llc_bytes) {
-  constexpr int64_t kMiB = int64_t{1} << 20;
-  return std::clamp<int64_t>(4 * std::max<int64_t>(llc_bytes, 0), 64 * kMiB, 512 * kMiB);
-}
-
-double probe_bandwidth_gbps(int64_t llc_bytes) {
-  cpu::PeakOptions options;
-  options.bandwidth_bytes = bandwidth_probe_bytes(llc_bytes);
-  options.repetitions = 3;
-  return cpu::measure_triad_gbps(options);
 }
 
 }  // namespace tokamax

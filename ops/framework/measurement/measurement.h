@@ -114,10 +114,4 @@ struct BandwidthProbe {
   double mean_gbps() const { return probed() ? 0.5 * (before_gbps + after_gbps) : 0.0; }
 };
 
-// Triad arrays of 4 x llc_bytes in all (so the probe streams from memory, not the cache),
-// clamped to [64 MiB, 512 MiB]; the best of 3 repetitions, in GB/s (24 bytes per element, as
-// `tokamax info`'s ceiling). About 0.1-0.3 s.
-int64_t bandwidth_probe_bytes(int64_t llc_bytes);
-double probe_bandwidth_gbps(int64_t llc_bytes);
-
 }  // namespace tokamax

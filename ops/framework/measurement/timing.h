@@ -1,4 +1,4 @@
-// A small wall-clock timer for tuning candidates: batches fast calls, returns per-call samples.
+// Timing of tuning candidates on the device's timer: batches fast calls, returns per-call samples.
 #pragma once
 
 #include <atomic>
@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends/device.h"
 #include "ops/framework/measurement/measurement.h"
 
 namespace tokamax {
@@ -16,18 +17,22 @@ struct TimingOptions {
   int max_samples = 50;
   double min_time_s = 0.05;     // total timed time per candidate
   double sample_time_s = 2e-3;  // calls are batched so one sample lasts about this long
-  // The bench stopping rule (ops/framework/measurement/measurement.h) on top of the counts above: after min_samples
-  // and min_time_s, keep sampling until the noise is <= max_noise or timeout_s (wall seconds of
-  // sampling) passes. The defaults (infinite) stop right at min_samples / min_time_s.
+  // The bench stopping rule (ops/framework/measurement/measurement.h) on top of the counts above:
+  // after min_samples and min_time_s, keep sampling until the noise is <= max_noise or timeout_s
+  // (wall seconds of sampling) passes. The defaults (infinite) stop right at min_samples /
+  // min_time_s.
   double max_noise = std::numeric_limits<double>::infinity();
   double timeout_s = std::numeric_limits<double>::infinity();
   NoiseEstimator estimator = NoiseEstimator::kIqrMedian;
 };
 
-// Per-call seconds, one value per sample; stops by should_stop() with the options' StopRule. Checks
-// `interrupt` between calls and throws Interrupted when it is set (the candidate is abandoned).
+// Per-call seconds on `device`'s timer, one value per sample; stops by should_stop() with the
+// options' StopRule. With warmup_runs == 0, the lean variant of tune's halving: the first call
+// calibrates the batch and counts as a sample when it alone lasts a sample (slow kernels waste
+// nothing), and sampling stops at min_samples and min_time_s. Checks `interrupt` between calls
+// and throws Interrupted when it is set (the candidate is abandoned).
 std::vector<double> time_calls(const std::function<void()>& call, const TimingOptions& options,
-                               const std::atomic<bool>* interrupt = nullptr);
+                               const Device& device, const std::atomic<bool>* interrupt = nullptr);
 
 double median(std::vector<double> values);
 

@@ -34,8 +34,7 @@ const char* kSapphireRapids =
 }  // namespace
 
 TEST_CASE("describe_cpu parses ISA features and builds a filesystem-safe id", "[cpu_info]") {
-  const DeviceInfo device = cpu::describe_cpu(kSapphireRapids, 16, 48 << 10, 2 << 20, 105 << 20);
-  CHECK(device.kind == "cpu");
+  const cpu::CpuInfo device = cpu::describe_cpu(kSapphireRapids, 16, 48 << 10, 2 << 20, 105 << 20);
   CHECK(device.vendor == "GenuineIntel");
   CHECK(device.model == "Intel(R) Xeon(R) Platinum 8480+");
   // The fixed order of cpu_info.cc, independent of the order in the flags line.
@@ -49,29 +48,28 @@ TEST_CASE("describe_cpu parses ISA features and builds a filesystem-safe id", "[
   CHECK(device.id == "cpu-intel-fam6-mod143-avx512bf16-16c");
   CHECK(filesystem_safe(device.id));
 
-  const DeviceInfo arm = cpu::describe_cpu(
+  const cpu::CpuInfo arm = cpu::describe_cpu(
       "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sve\nCPU implementer\t: 0x41\n", 4, 0, 0,
       0);
   CHECK(arm.isa == std::vector<std::string>{"neon", "sve"});
   CHECK(arm.simd_bytes == 16);
   CHECK(filesystem_safe(arm.id));
 
-  const DeviceInfo odd =
+  const cpu::CpuInfo odd =
       cpu::describe_cpu("vendor_id : Weird Vendor/Inc. (TM)\nflags : avx2\n", 2, 0, 0, 0);
   CHECK(odd.isa == std::vector<std::string>{"avx2"});
   CHECK(filesystem_safe(odd.id));
 
-  const DeviceInfo empty = cpu::describe_cpu("", 1, 0, 0, 0);
+  const cpu::CpuInfo empty = cpu::describe_cpu("", 1, 0, 0, 0);
   CHECK(empty.isa.empty());
   CHECK(filesystem_safe(empty.id));
 }
 
-TEST_CASE("host_device describes this machine", "[cpu_info]") {
-  const DeviceInfo& host = cpu::host_device();
-  CHECK(host.kind == "cpu");
+TEST_CASE("host_cpu describes this machine", "[cpu_info]") {
+  const cpu::CpuInfo& host = cpu::host_cpu();
   CHECK(host.cores >= 1);
   CHECK(filesystem_safe(host.id));
-  CHECK(&host == &cpu::host_device());  // detected once
+  CHECK(&host == &cpu::host_cpu());  // detected once
 }
 
 TEST_CASE("the last-level cache size comes from sysfs, else sysconf, else a fallback",
@@ -95,7 +93,7 @@ TEST_CASE("the last-level cache size comes from sysfs, else sysconf, else a fall
 #if defined(__linux__)
   if (std::ifstream("/sys/devices/system/cpu/cpu0/cache/index0/size").good()) {
     CHECK(host.source == "sysfs");
-    const tokamax::DeviceInfo& device = tokamax::cpu::host_device();
+    const tokamax::cpu::CpuInfo& device = tokamax::cpu::host_cpu();
     CHECK(host.bytes == (device.l3_bytes > 0 ? device.l3_bytes : device.l2_bytes));
   }
 #endif

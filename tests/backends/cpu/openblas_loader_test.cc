@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 
 using namespace tokamax;
 
@@ -14,9 +14,8 @@ namespace {
 constexpr char kVariable[] = "OPENBLAS_CORETYPE";
 constexpr char kMissingLibrary[] = "libtokamax-no-such-openblas.so.0";
 
-DeviceInfo x86_with(std::vector<std::string> isa, std::string vendor = "GenuineIntel") {
-  DeviceInfo device;
-  device.kind = "cpu";
+cpu::CpuInfo x86_with(std::vector<std::string> isa, std::string vendor = "GenuineIntel") {
+  cpu::CpuInfo device;
   device.arch = "x86_64";
   device.vendor = std::move(vendor);
   device.isa = std::move(isa);
@@ -32,7 +31,7 @@ std::string env_or_empty() {
 
 TEST_CASE("OPENBLAS_CORETYPE is chosen from the CPU's ISA", "[openblas]") {
   using cpu::choose_openblas_coretype;
-  const DeviceInfo zen5 = x86_with(
+  const cpu::CpuInfo zen5 = x86_with(
       {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16"},
       "AuthenticAMD");
   CHECK(choose_openblas_coretype(zen5) == "SkylakeX");
@@ -43,7 +42,7 @@ TEST_CASE("OPENBLAS_CORETYPE is chosen from the CPU's ISA", "[openblas]") {
   CHECK(choose_openblas_coretype(x86_with({"avx", "avx2", "fma"}, "AuthenticAMD")) == "Haswell");
   CHECK(choose_openblas_coretype(x86_with({"sse4_2", "avx"})).empty());
   CHECK(choose_openblas_coretype(x86_with({"avx2"})).empty());  // no FMA: not a Haswell
-  DeviceInfo arm = x86_with({"neon"});
+  cpu::CpuInfo arm = x86_with({"neon"});
   arm.arch = "aarch64";
   CHECK(choose_openblas_coretype(arm).empty());
 }
@@ -54,7 +53,7 @@ TEST_CASE("the loader never overrides a user's OPENBLAS_CORETYPE", "[openblas]")
   const std::string before = env_or_empty();
   if (before.empty()) setenv(kVariable, "Haswell", 1);
   const std::string user_value = env_or_empty();
-  const DeviceInfo avx512 = x86_with({"avx2", "fma", "avx512f", "avx512bw", "avx512vl"});
+  const cpu::CpuInfo avx512 = x86_with({"avx2", "fma", "avx512f", "avx512bw", "avx512vl"});
   // A missing library: the variable logic runs, nothing loads.
   const cpu::OpenBlas blas = cpu::load_openblas(kMissingLibrary, avx512);
   CHECK(env_or_empty() == user_value);
@@ -98,7 +97,7 @@ TEST_CASE("the process-wide OpenBLAS loads and reports its core type", "[openbla
     CHECK(blas->coretype_env == env_or_empty());
     if (!blas->coretype_env.empty()) CHECK_THAT(description, Catch::Contains("set by the user"));
   } else {
-    CHECK(blas->coretype_env == cpu::choose_openblas_coretype(cpu::host_device()));
+    CHECK(blas->coretype_env == cpu::choose_openblas_coretype(cpu::host_cpu()));
     // A name we chose is one OpenBLAS knows: it must run those kernels.
     CHECK_THAT(blas->core_type, Catch::Equals(blas->coretype_env, Catch::CaseSensitive::No));
   }

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 
 using namespace tokamax;
 
@@ -34,7 +34,7 @@ TEST_CASE("FMA peaks are positive and finite on one core and on all", "[peaks]")
 
 TEST_CASE("bf16 dot peak is measured exactly when the CPU has avx512_bf16", "[peaks]") {
   const double gflops = cpu::measure_bf16_dot_gflops(quick());
-  if (cpu::host_device().has("avx512_bf16")) {
+  if (cpu::host_cpu().has("avx512_bf16")) {
     CHECK(positive_finite(gflops));
   } else {
     WARN("no avx512_bf16 on this CPU: only the 'not available' path is checked");
@@ -57,4 +57,12 @@ TEST_CASE("measure_peaks fills every field and names its SIMD target", "[peaks]"
   CHECK(peaks.bf16_dot_gflops >= 0);
   CHECK(positive_finite(peaks.bandwidth_gbps));
   CHECK_FALSE(cpu::simd_target_name().empty());
+}
+
+TEST_CASE("bandwidth probe arrays: 4 x the LLC within [64, 512] MiB", "[peaks]") {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  CHECK(cpu::bandwidth_probe_bytes(0) == 64 * kMiB);
+  CHECK(cpu::bandwidth_probe_bytes(8 * kMiB) == 64 * kMiB);
+  CHECK(cpu::bandwidth_probe_bytes(32 * kMiB) == 128 * kMiB);
+  CHECK(cpu::bandwidth_probe_bytes(384 * kMiB) == 512 * kMiB);
 }

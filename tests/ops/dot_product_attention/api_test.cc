@@ -34,21 +34,19 @@ TEST_CASE("dot_product_attention api matches the reference with every option", "
   options.kv_seq_lengths = std::vector<int64_t>{24, 0};
   options.local_window = std::make_pair(int64_t{6}, int64_t{2});
   options.logits_scale = 0.3;
-  const HostTensor out =
-      dot_product_attention(inputs.at("q"), inputs.at("k"), inputs.at("v"), options);
+  const Tensor out = dot_product_attention(inputs.at("q"), inputs.at("k"), inputs.at("v"), options);
   CHECK(out.spec().to_string() == "f32[2,20,4,8]");
   CHECK(judge(compare_all(args, inputs, out)) == Disposition::kPassed);
 
   options.implementation = "reference";
-  const HostTensor ref =
-      dot_product_attention(inputs.at("q"), inputs.at("k"), inputs.at("v"), options);
+  const Tensor ref = dot_product_attention(inputs.at("q"), inputs.at("k"), inputs.at("v"), options);
   CHECK(judge(compare_all(args, inputs, ref)) == Disposition::kPassed);
 }
 
 TEST_CASE("dot_product_attention api errors name the argument", "[attention]") {
-  const HostTensor q(parse_tensor_spec("f32[1,4,2,8]"));
-  const HostTensor k(parse_tensor_spec("f32[1,5,2,8]"));
-  const HostTensor bad_v(parse_tensor_spec("f32[1,6,2,8]"));
+  const Tensor q(parse_tensor_spec("f32[1,4,2,8]"));
+  const Tensor k(parse_tensor_spec("f32[1,5,2,8]"));
+  const Tensor bad_v(parse_tensor_spec("f32[1,6,2,8]"));
   try {
     dot_product_attention(q, k, bad_v);
     FAIL("expected InvalidArgument");
@@ -56,7 +54,7 @@ TEST_CASE("dot_product_attention api errors name the argument", "[attention]") {
     CHECK(e.field() == "v");
   }
   DotProductAttentionOptions options;
-  options.mask = HostTensor(parse_tensor_spec("f32[4,5]"));
+  options.mask = Tensor(parse_tensor_spec("f32[4,5]"));
   try {
     dot_product_attention(q, k, k, options);
     FAIL("expected InvalidArgument");

@@ -9,9 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "ops/dot_product_attention/api.h"
 #include "ops/framework/numerics.h"
+#include "tests/ops/impl_calls.h"
 
 namespace tokamax::attention_testing {
 
@@ -29,24 +30,23 @@ inline std::vector<int64_t> all_indices(const BoundArgs& args) {
 
 // Runs implementation `impl` with `config` on seeded inputs. The output starts as NaN so every
 // element (fully masked rows included) must be written.
-inline HostTensor run_impl(const std::string& impl, const BoundArgs& args, const TensorMap& inputs,
-                           const nlohmann::json& config = nlohmann::json::object()) {
+inline Tensor run_impl(const std::string& impl, const BoundArgs& args, const TensorMap& inputs,
+                       const nlohmann::json& config = nlohmann::json::object()) {
   const DotProductAttentionOp& op = dot_product_attention_op();
   TensorMap outputs = op.allocate_outputs(args);
-  HostTensor& out = outputs.at("out");
+  Tensor& out = outputs.at("out");
   for (int64_t e = 0; e < out.num_elements(); ++e) out.set(e, std::nan(""));
   const Implementation& implementation = op.implementation(impl);
-  implementation.check_args(args);
+  check_args(implementation, args);
   const nlohmann::json resolved =
-      config.empty() ? implementation.heuristics_config_json(args, cpu::host_device()) : config;
-  implementation.check_config_json(args, resolved);
-  implementation.run_json(args, resolved, inputs, outputs);
+      config.empty() ? heuristics_config_json(implementation, args, cpu::host_device()) : config;
+  check_config_json(implementation, args, resolved);
+  run_json(implementation, args, resolved, inputs, outputs);
   return outputs.at("out");
 }
 
 // The comparison of `out` with the oracle at every output element.
-inline Comparison compare_all(const BoundArgs& args, const TensorMap& inputs,
-                              const HostTensor& out) {
+inline Comparison compare_all(const BoundArgs& args, const TensorMap& inputs, const Tensor& out) {
   const DotProductAttentionOp& op = dot_product_attention_op();
   const OracleSample oracle = op.oracle(args, inputs, "out", all_indices(args));
   return compare_to_oracle(out, oracle, op.error_model(args));

@@ -150,12 +150,12 @@ TEST_CASE("dot_product_attention reference at f64 is the oracle", "[attention]")
     CAPTURE(args.key());
     const AttentionProblem p = AttentionProblem::from(args);
     const TensorMap inputs = dot_product_attention_op().make_inputs(args, 3);
-    auto find = [&](const char* name) -> const HostTensor* {
+    auto find = [&](const char* name) -> const Tensor* {
       auto it = inputs.find(name);
       return it == inputs.end() ? nullptr : &it->second;
     };
     // The reference writes in the inputs' dtype; run it at Acc = double into that dtype.
-    HostTensor typed(dot_product_attention_op().outputs(args)[0].spec);
+    Tensor typed(dot_product_attention_op().outputs(args)[0].spec);
     dot_product_attention_reference<double>(p, inputs.at("q"), inputs.at("k"), inputs.at("v"),
                                             find("bias"), find("mask"), typed);
     const OracleSample oracle =
@@ -176,7 +176,7 @@ TEST_CASE("dot_product_attention reference (f32 softmax) passes the oracle's bou
     const BoundArgs args = bind_args(case_args);
     CAPTURE(args.key());
     const TensorMap inputs = dot_product_attention_op().make_inputs(args, 5);
-    const HostTensor out = run_impl("reference", args, inputs);
+    const Tensor out = run_impl("reference", args, inputs);
     const Comparison c = compare_all(args, inputs, out);
     CAPTURE(c.worst_ratio, c.max_abs_error, c.bound);
     CHECK(judge(c) == Disposition::kPassed);
@@ -190,7 +190,7 @@ TEST_CASE("dot_product_attention fully masked rows are zeros, not NaN", "[attent
                                     {"kv_seq_lengths", {5, 0}},
                                     {"q_seq_lengths", {4, 6}}});
   const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
-  const HostTensor out = run_impl("reference", args, inputs);
+  const Tensor out = run_impl("reference", args, inputs);
   const AttentionProblem p = AttentionProblem::from(args);
   for (int64_t b = 0; b < 2; ++b) {
     for (int64_t r = 0; r < 6; ++r) {
@@ -213,8 +213,8 @@ TEST_CASE("dot_product_attention GQA equals MHA with kv heads repeated", "[atten
   TensorMap repeated;
   repeated.emplace("q", inputs.at("q"));
   for (const char* name : {"k", "v"}) {
-    HostTensor x(mha.tensor(name));
-    const HostTensor& src = inputs.at(name);
+    Tensor x(mha.tensor(name));
+    const Tensor& src = inputs.at(name);
     for (int64_t j = 0; j < 9; ++j) {
       for (int64_t hq = 0; hq < 4; ++hq) {
         for (int64_t c = 0; c < 8; ++c)
@@ -223,8 +223,8 @@ TEST_CASE("dot_product_attention GQA equals MHA with kv heads repeated", "[atten
     }
     repeated.emplace(name, x);
   }
-  const HostTensor a = run_impl("reference", gqa, inputs);
-  const HostTensor b = run_impl("reference", mha, repeated);
+  const Tensor a = run_impl("reference", gqa, inputs);
+  const Tensor b = run_impl("reference", mha, repeated);
   for (int64_t e = 0; e < a.num_elements(); ++e) CHECK(a.get(e) == b.get(e));
 }
 
@@ -236,7 +236,7 @@ TEST_CASE("dot_product_attention reference residuals: row max and denominator", 
                                     {"q_seq_lengths", {4}}});
   const AttentionProblem p = AttentionProblem::from(args);
   const TensorMap inputs = dot_product_attention_op().make_inputs(args, 4);
-  HostTensor out(dot_product_attention_op().outputs(args)[0].spec);
+  Tensor out(dot_product_attention_op().outputs(args)[0].spec);
   AttentionResiduals residuals;
   dot_product_attention_reference<double>(p, inputs.at("q"), inputs.at("k"), inputs.at("v"),
                                           nullptr, nullptr, out, &residuals);
@@ -261,7 +261,7 @@ TEST_CASE("dot_product_attention error model rejects perturbed and wrong outputs
                                       {"is_causal", true}});
     CAPTURE(d);
     const TensorMap inputs = dot_product_attention_op().make_inputs(args, 9);
-    const HostTensor good = run_impl("reference", args, inputs);
+    const Tensor good = run_impl("reference", args, inputs);
     REQUIRE(judge(compare_all(args, inputs, good)) == Disposition::kPassed);
 
     // One element off by a little more than the bound there fails.
@@ -269,7 +269,7 @@ TEST_CASE("dot_product_attention error model rejects perturbed and wrong outputs
     const std::vector<int64_t> index = {777};
     const OracleSample at = op.oracle(args, inputs, "out", index);
     const double bound = error_bound(op.error_model(args), at.value[0], at.magnitude[0]);
-    HostTensor perturbed(good.spec());
+    Tensor perturbed(good.spec());
     for (int64_t e = 0; e < good.num_elements(); ++e) perturbed.set(e, good.get(e));
     perturbed.set(777, at.value[0] + 2.5 * bound);
     CHECK(judge(compare_all(args, inputs, perturbed)) == Disposition::kFailed);
@@ -277,14 +277,14 @@ TEST_CASE("dot_product_attention error model rejects perturbed and wrong outputs
     // A plausible kernel bug, the logits scaled by 1.02 (a wrong scale), fails.
     json wrong_json = args.args;
     wrong_json["logits_scale"] = args.option("logits_scale").get<double>() * 1.02;
-    const HostTensor wrong = run_impl("reference", bind_args(wrong_json), inputs);
+    const Tensor wrong = run_impl("reference", bind_args(wrong_json), inputs);
     CHECK(judge(compare_all(args, inputs, wrong)) == Disposition::kFailed);
 
     // Off-by-one causal alignment (row r sees r + 1 keys too many) fails.
     json shifted = args.args;
     shifted["is_causal"] = false;
     shifted["local_window"] = {100, 1};
-    const HostTensor off_by_one = run_impl("reference", bind_args(shifted), inputs);
+    const Tensor off_by_one = run_impl("reference", bind_args(shifted), inputs);
     CHECK(judge(compare_all(args, inputs, off_by_one)) == Disposition::kFailed);
   }
 }

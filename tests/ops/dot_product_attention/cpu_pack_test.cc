@@ -46,7 +46,7 @@ void check_k_strips(Pack&& pack) {
       {{"q", "f32[1,2,2,3]"}, {"k", "f32[1,5,2,3]"}, {"v", "f32[1,5,2,3]"}});
   const AttentionProblem p = AttentionProblem::from(args);
   const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
-  const HostTensor& k = inputs.at("k");
+  const Tensor& k = inputs.at("k");
   const int64_t width = 4;
   std::vector<float> out(2 * 3 * width, -1.0f);
   pack(p, k.raw(), 0, 1, width, /*native=*/false, out.data());  // kv head 1

@@ -8,13 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "tests/simd_targets.h"
 #include "attention_test_util.h"
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/dot_product_attention/cpu_config.h"
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_kernel.h"
+#include "tests/ops/impl_calls.h"
+#include "tests/simd_targets.h"
 
 using namespace tokamax;
 using namespace tokamax::attention_testing;
@@ -128,7 +129,7 @@ std::vector<json> configs(const BoundArgs& args) {
 
 TEST_CASE("dot_product_attention cpu matches the oracle for every option and tiling",
           "[attention]") {
-  if (!cpu::host_device().has("avx512_bf16")) {
+  if (!cpu::host_cpu().has("avx512_bf16")) {
     WARN("bf16_path=native_dot not tested: this CPU lacks avx512_bf16");
   }
   for (const json& case_args : test_cases()) {
@@ -140,7 +141,7 @@ TEST_CASE("dot_product_attention cpu matches the oracle for every option and til
     const ErrorModel model = dot_product_attention_op().error_model(args);
     for (const json& config : configs(args)) {
       CAPTURE(args.key(), config.dump());
-      const HostTensor out = run_impl("cpu", args, inputs, config);
+      const Tensor out = run_impl("cpu", args, inputs, config);
       const Comparison c = compare_to_oracle(out, oracle, model);
       CAPTURE(c.worst_ratio, c.max_abs_error, c.bound, c.worst_index, c.nonfinite);
       REQUIRE(judge(c) == Disposition::kPassed);
@@ -163,7 +164,7 @@ TEST_CASE("dot_product_attention cpu matches the oracle on every SIMD target of 
       for (const char* packing : {"shared", "transposed", "per_block"}) {
         for (int bkv : {5, 64}) {
           CAPTURE(args.key(), packing, bkv);
-          const HostTensor out = run_impl(
+          const Tensor out = run_impl(
               "cpu", args, inputs, {{"block_q", 16}, {"block_kv", bkv}, {"kv_packing", packing}});
           REQUIRE(judge(compare_all(args, inputs, out)) == Disposition::kPassed);
         }
@@ -177,7 +178,7 @@ TEST_CASE("dot_product_attention cpu heuristics config runs and passes", "[atten
     const BoundArgs args = bind_args(case_args);
     CAPTURE(args.key());
     const TensorMap inputs = dot_product_attention_op().make_inputs(args, 23);
-    const HostTensor out = run_impl("cpu", args, inputs);
+    const Tensor out = run_impl("cpu", args, inputs);
     CHECK(judge(compare_all(args, inputs, out)) == Disposition::kPassed);
   }
 }
@@ -187,7 +188,7 @@ TEST_CASE("dot_product_attention cpu configs: validation names the field", "[att
       bind_args({{"q", "f32[1,8,2,8]"}, {"k", "f32[1,8,2,8]"}, {"v", "f32[1,8,2,8]"}});
   auto field_of = [&](const json& config) -> std::string {
     try {
-      cpu_impl().check_config_json(f32, config);
+      check_config_json(cpu_impl(), f32, config);
     } catch (const InvalidArgument& e) {
       return e.field();
     }
@@ -209,7 +210,7 @@ TEST_CASE("dot_product_attention cpu with no keys (t = 0) writes zeros", "[atten
       bind_args({{"q", "f32[1,3,2,4]"}, {"k", "f32[1,0,2,4]"}, {"v", "f32[1,0,2,4]"}});
   const TensorMap inputs = dot_product_attention_op().make_inputs(args, 1);
   for (const char* packing : {"shared", "transposed", "per_block"}) {
-    const HostTensor out = run_impl("cpu", args, inputs, {{"kv_packing", packing}});
+    const Tensor out = run_impl("cpu", args, inputs, {{"kv_packing", packing}});
     for (int64_t e = 0; e < out.num_elements(); ++e) CHECK(out.get(e) == 0.0);
   }
 }
@@ -217,19 +218,19 @@ TEST_CASE("dot_product_attention cpu with no keys (t = 0) writes zeros", "[atten
 TEST_CASE("dot_product_attention cpu rejects f64 with NotImplemented", "[attention]") {
   const BoundArgs f64 =
       bind_args({{"q", "f64[1,8,2,8]"}, {"k", "f64[1,8,2,8]"}, {"v", "f64[1,8,2,8]"}});
-  CHECK_THROWS_AS(cpu_impl().check_args(f64), NotImplemented);
+  CHECK_THROWS_AS(check_args(cpu_impl(), f64), NotImplemented);
 }
 
 TEST_CASE("dot_product_attention cpu search space is valid and distinct", "[attention]") {
   const BoundArgs args =
       bind_args({{"q", "bf16[1,300,8,64]"}, {"k", "bf16[1,300,2,64]"}, {"v", "bf16[1,300,2,64]"}});
-  const std::vector<json> space = cpu_impl().autotuning_configs_json(args, cpu::host_device());
+  const std::vector<json> space = autotuning_configs_json(cpu_impl(), args, cpu::host_device());
   REQUIRE(space.size() > 8);
   std::set<std::string> seen;
   for (const json& c : space) {
     CHECK(seen.insert(c.dump()).second);
-    CHECK_NOTHROW(cpu_impl().check_config_json(args, c));
+    CHECK_NOTHROW(check_config_json(cpu_impl(), args, c));
   }
-  const json heuristic = cpu_impl().heuristics_config_json(args, cpu::host_device());
-  CHECK_NOTHROW(cpu_impl().check_config_json(args, heuristic));
+  const json heuristic = heuristics_config_json(cpu_impl(), args, cpu::host_device());
+  CHECK_NOTHROW(check_config_json(cpu_impl(), args, heuristic));
 }

@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "attention_test_util.h"
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/errors.h"
+#include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
 using namespace tokamax::attention_testing;
@@ -46,12 +47,12 @@ TEST_CASE("dot_product_attention onednn composite matches the oracle", "[attenti
     CAPTURE(args.key());
     const TensorMap inputs = dot_product_attention_op().make_inputs(args, 8);
     try {
-      onednn().check_args(args);
+      check_args(onednn(), args);
     } catch (const NotImplemented& e) {
       WARN("skipping " << args.key() << ": " << e.what());  // e.g. no bf16 matmul on this ISA
       continue;
     }
-    const HostTensor out = run_impl("onednn", args, inputs);
+    const Tensor out = run_impl("onednn", args, inputs);
     const Comparison c = compare_all(args, inputs, out);
     CAPTURE(c.worst_ratio, c.max_abs_error, c.bound);
     CHECK(judge(c) == Disposition::kPassed);
@@ -73,7 +74,7 @@ TEST_CASE("dot_product_attention onednn declines what the composite cannot expre
     json args = base;
     args.update(patch);
     CAPTURE(args.dump());
-    CHECK_THROWS_AS(onednn().check_args(bind_args(args)), NotImplemented);
+    CHECK_THROWS_AS(check_args(onednn(), bind_args(args)), NotImplemented);
   }
-  CHECK_NOTHROW(onednn().check_args(bind_args(base)));
+  CHECK_NOTHROW(check_args(onednn(), bind_args(base)));
 }

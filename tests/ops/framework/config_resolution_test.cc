@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "tests/ops/framework/fake_impls.h"
 
 using namespace tokamax;
@@ -13,8 +13,8 @@ TEST_CASE("config resolution prefers explicit, then user cache, shipped cache, h
           "[config_resolution]") {
   const FakeRaggedDot fake("fake");
   const BoundArgs args = small_ragged_dot_args();
-  const DeviceInfo& device = cpu::host_device();
-  const CacheKey key{device.id, "ragged_dot", args.key(), "fake"};
+  const Device& device = cpu::host_device();
+  const CacheKey key{device.id(), "ragged_dot", args.key(), "fake"};
   AutotuneCache user, shipped;
   CacheEntry user_entry;
   user_entry.config = {{"mode", 0}, {"delay_us", 11}};
@@ -24,17 +24,23 @@ TEST_CASE("config resolution prefers explicit, then user cache, shipped cache, h
   shipped.put(key, shipped_entry);
 
   ConfigContext context;
-  CHECK(resolve_config(fake, args, device, context).source == ConfigSource::kHeuristics);
+  CHECK(resolve_config(fake, *fake.prepare(args, device), args, device, context).source ==
+        ConfigSource::kHeuristics);
   context.shipped_cache = &shipped;
-  CHECK(resolve_config(fake, args, device, context).config["delay_us"] == 22);
-  CHECK(resolve_config(fake, args, device, context).source == ConfigSource::kShippedCache);
+  CHECK(resolve_config(fake, *fake.prepare(args, device), args, device, context)
+            .kernel.config["delay_us"] == 22);
+  CHECK(resolve_config(fake, *fake.prepare(args, device), args, device, context).source ==
+        ConfigSource::kShippedCache);
   context.user_cache = &user;
-  CHECK(resolve_config(fake, args, device, context).config["delay_us"] == 11);
-  CHECK(resolve_config(fake, args, device, context).source == ConfigSource::kUserCache);
+  CHECK(resolve_config(fake, *fake.prepare(args, device), args, device, context)
+            .kernel.config["delay_us"] == 11);
+  CHECK(resolve_config(fake, *fake.prepare(args, device), args, device, context).source ==
+        ConfigSource::kUserCache);
   context.explicit_config = nlohmann::json{{"delay_us", 33}};
-  const ResolvedConfig explicit_config = resolve_config(fake, args, device, context);
+  const ResolvedConfig explicit_config =
+      resolve_config(fake, *fake.prepare(args, device), args, device, context);
   CHECK(explicit_config.source == ConfigSource::kExplicit);
-  CHECK(explicit_config.config == nlohmann::json({{"mode", 0}, {"delay_us", 33}}));
+  CHECK(explicit_config.kernel.config == nlohmann::json({{"mode", 0}, {"delay_us", 33}}));
   CHECK(config_source_name(ConfigSource::kUserCache) == "cache");
 }
 
@@ -42,20 +48,22 @@ TEST_CASE("a stale cache entry is passed over with a note and a bad explicit con
           "[config_resolution]") {
   const FakeRaggedDot fake("fake");
   const BoundArgs args = small_ragged_dot_args();
-  const DeviceInfo& device = cpu::host_device();
+  const Device& device = cpu::host_device();
   AutotuneCache user;
   CacheEntry stale;
   stale.config = {{"tile_q", 4}};  // a field this config does not have (any more)
-  user.put({device.id, "ragged_dot", args.key(), "fake"}, stale);
+  user.put({device.id(), "ragged_dot", args.key(), "fake"}, stale);
   ConfigContext context;
   context.user_cache = &user;
-  const ResolvedConfig resolved = resolve_config(fake, args, device, context);
+  const ResolvedConfig resolved =
+      resolve_config(fake, *fake.prepare(args, device), args, device, context);
   CHECK(resolved.source == ConfigSource::kHeuristics);
   CHECK(resolved.note.find("tile_q") != std::string::npos);
 
   context.explicit_config = nlohmann::json{{"mode", 2}};  // valid JSON, rejected by check_config
-  CHECK_THROWS_AS(resolve_config(fake, args, device, context), InvalidArgument);
+  CHECK_THROWS_AS(resolve_config(fake, *fake.prepare(args, device), args, device, context),
+                  InvalidArgument);
   context.explicit_config = nlohmann::json{{"mode", "fast"}};
-  CHECK_THROWS_WITH(resolve_config(fake, args, device, context),
+  CHECK_THROWS_WITH(resolve_config(fake, *fake.prepare(args, device), args, device, context),
                     Catch::Contains("mode") && Catch::Contains("wrong type"));
 }

@@ -88,7 +88,7 @@ TEST_CASE("bool tensors store one byte per element and read back as 0 or 1", "[d
   CHECK_FALSE(is_floating(DType::kBool));
   const TensorSpec spec = parse_tensor_spec("bool[2,3]");
   CHECK(spec.size_bytes() == 6);
-  HostTensor mask(spec);
+  Tensor mask(spec);
   mask.set(1, 1.0);
   mask.set(4, 0.25);  // any nonzero value is true
   CHECK(mask.get(0) == 0.0);

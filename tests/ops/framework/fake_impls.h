@@ -28,27 +28,27 @@ class FakeRaggedDot final : public TypedImplementation<RaggedDotProblem, FakeCon
  public:
   explicit FakeRaggedDot(std::string name, bool supported = true, bool accepts = true)
       : name_(std::move(name)), supported_(supported), accepts_(accepts) {}
-  std::string_view op_name() const override { return "ragged_dot"; }
   std::string_view name() const override { return name_; }
-  Support supported_on(const DeviceInfo&) const override {
+  Support supported_on(const Device&) const override {
     return supported_ ? Support{} : Support{false, "fake device requirement"};
   }
-  void check(const RaggedDotProblem&) const override {
+  void check(const RaggedDotProblem&, const Device&) const override {
     if (!accepts_) throw NotImplemented("fake backend rejects every problem");
   }
-  FakeConfig heuristics_config(const RaggedDotProblem&, const DeviceInfo&) const override {
+  FakeConfig heuristics_config(const RaggedDotProblem&, const Device&) const override {
     return {0, 3000};
   }
   // The fastest config is wrong, the next one invalid; only slower ones are right.
   std::vector<FakeConfig> autotuning_configs(const RaggedDotProblem&,
-                                             const DeviceInfo&) const override {
+                                             const Device&) const override {
     return {{1, 0}, {2, 0}, {0, 2000}, {0, 500}, {0, 4000}};
   }
-  void check_config(const RaggedDotProblem&, const FakeConfig& config) const override {
+  void check_config(const RaggedDotProblem&, const FakeConfig& config,
+                    const Device&) const override {
     if (config.mode == 2) throw InvalidArgument("mode 2 never fits", "mode");
   }
-  void run(const RaggedDotProblem& problem, const FakeConfig& config, const TensorMap& inputs,
-           TensorMap& outputs) const override {
+  void run(const RaggedDotProblem& problem, const FakeConfig& config, const Device&,
+           const TensorMap& inputs, TensorMap& outputs) const override {
     if (config.delay_us > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(config.delay_us));
     ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"));

@@ -17,8 +17,8 @@ OracleSample sample_of(std::vector<double> values, std::vector<double> magnitude
   return s;
 }
 
-HostTensor f32_tensor(std::vector<float> values) {
-  HostTensor t(TensorSpec{DType::kF32, {static_cast<int64_t>(values.size())}});
+Tensor f32_tensor(std::vector<float> values) {
+  Tensor t(TensorSpec{DType::kF32, {static_cast<int64_t>(values.size())}});
   for (size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = values[i];
   return t;
 }

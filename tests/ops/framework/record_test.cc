@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "cli/tune_sources.h"
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/api.h"
-#include "cli/tune_sources.h"
+#include "tests/test_util.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -31,15 +31,15 @@ std::vector<json> read_lines(const std::string& path) {
   return out;
 }
 
-HostTensor filled(TensorSpec spec) {
-  HostTensor tensor(std::move(spec));
+Tensor filled(TensorSpec spec) {
+  Tensor tensor(std::move(spec));
   for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.set(i, 0.25 * (i % 7));
   return tensor;
 }
 
 void call_ragged_dot(int64_t M, std::vector<int32_t> sizes) {
   const int64_t G = static_cast<int64_t>(sizes.size());
-  HostTensor group_sizes({DType::kI32, {G}});
+  Tensor group_sizes({DType::kI32, {G}});
   for (int64_t g = 0; g < G; ++g) group_sizes.data<int32_t>()[g] = sizes[g];
   ragged_dot(filled({DType::kF32, {M, 8}}), filled({DType::kF32, {G, 8, 16}}), group_sizes);
 }

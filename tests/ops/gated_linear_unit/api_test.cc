@@ -6,8 +6,8 @@
 #include <cmath>
 #include <string>
 
-#include "tests/test_util.h"
 #include "ops/framework/errors.h"
+#include "tests/test_util.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -26,36 +26,36 @@ GatedLinearUnitOptions with(Activation activation, const std::string& impl) {
 TEST_CASE("gated_linear_unit auto and named implementations agree on a hand-checked case",
           "[glu][api]") {
   // x [1, 2, 2] = [[1, 2], [-1, 3]]; gate weights = I, projection weights = [[2, 0], [1, 1]].
-  HostTensor x(TensorSpec{DType::kF32, {1, 2, 2}});
+  Tensor x(TensorSpec{DType::kF32, {1, 2, 2}});
   const float x_values[] = {1, 2, -1, 3};
   for (int i = 0; i < 4; ++i) x.data<float>()[i] = x_values[i];
-  HostTensor w(TensorSpec{DType::kF32, {2, 2, 2}});
+  Tensor w(TensorSpec{DType::kF32, {2, 2, 2}});
   const float w_values[] = {1, 0, 2, 0, 0, 1, 1, 1};
   for (int i = 0; i < 8; ++i) w.data<float>()[i] = w_values[i];
   // relu(gate) * proj: gate = x, proj = [[4, 2], [1, 3]].
   const float expected[] = {4, 4, 0, 9};
   for (const char* impl : {"auto", "cpu", "reference", "onednn"}) {
     INFO(impl);
-    const HostTensor out = gated_linear_unit(x, w, with(Activation::kRelu, impl));
+    const Tensor out = gated_linear_unit(x, w, with(Activation::kRelu, impl));
     REQUIRE(out.spec().to_string() == "f32[1,2,2]");
     for (int i = 0; i < 4; ++i) CHECK(out.data<float>()[i] == expected[i]);
   }
   // auto falls back to the reference for f64, which the cpu kernel does not run.
-  HostTensor x64(TensorSpec{DType::kF64, {2, 2}});
-  HostTensor w64(TensorSpec{DType::kF64, {2, 2, 2}});
+  Tensor x64(TensorSpec{DType::kF64, {2, 2}});
+  Tensor w64(TensorSpec{DType::kF64, {2, 2, 2}});
   for (int i = 0; i < 4; ++i) x64.set(i, x_values[i]);
   for (int i = 0; i < 8; ++i) w64.set(i, w_values[i]);
-  const HostTensor out64 = gated_linear_unit(x64, w64, with(Activation::kRelu, "auto"));
+  const Tensor out64 = gated_linear_unit(x64, w64, with(Activation::kRelu, "auto"));
   for (int i = 0; i < 4; ++i) CHECK(out64.get(i) == expected[i]);
   CHECK_THROWS_AS(gated_linear_unit(x64, w64, with(Activation::kRelu, "cpu")), NotImplemented);
 }
 
 TEST_CASE("gated_linear_unit validates arguments by name", "[glu][api]") {
-  const HostTensor x(TensorSpec{DType::kBF16, {8, 4}});
-  CHECK_THROWS_WITH(gated_linear_unit(x, HostTensor(TensorSpec{DType::kBF16, {5, 2, 3}})),
+  const Tensor x(TensorSpec{DType::kBF16, {8, 4}});
+  CHECK_THROWS_WITH(gated_linear_unit(x, Tensor(TensorSpec{DType::kBF16, {5, 2, 3}})),
                     Catch::Contains("K=4") && Catch::Contains("K=5"));
   try {
-    gated_linear_unit(x, HostTensor(TensorSpec{DType::kBF16, {4, 3, 3}}));
+    gated_linear_unit(x, Tensor(TensorSpec{DType::kBF16, {4, 3, 3}}));
     FAIL("expected InvalidArgument");
   } catch (const InvalidArgument& e) {
     CHECK(e.field() == "weights");

@@ -12,8 +12,8 @@
 
 #include "ops/framework/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
-#include "ops/gated_linear_unit/api.h"
 #include "ops/framework/numerics.h"
+#include "ops/gated_linear_unit/api.h"
 
 using namespace tokamax;
 using nlohmann::json;
@@ -93,14 +93,14 @@ TEST_CASE("gated_linear_unit reference<float> matches a hand-computed case", "[g
     const BoundArgs args =
         op.bind({{"x", "f32[2,2]"}, {"weights", "f32[2,2,2]"}, {"activation", activation}});
     const GluProblem p = GluProblem::from(args);
-    HostTensor x(args.tensor("x"));
-    HostTensor w(args.tensor("weights"));
+    Tensor x(args.tensor("x"));
+    Tensor w(args.tensor("weights"));
     const double x_values[] = {1, 2, -1, 3};
     // weights[k, j, n]: k = 0: gate row [1, 0], proj row [2, 0]; k = 1: gate [0, 1], proj [1, 1].
     const double w_values[] = {1, 0, 2, 0, 0, 1, 1, 1};
     for (int i = 0; i < 4; ++i) x.set(i, x_values[i]);
     for (int i = 0; i < 8; ++i) w.set(i, w_values[i]);
-    HostTensor out(TensorSpec{DType::kF32, {2, 2}});
+    Tensor out(TensorSpec{DType::kF32, {2, 2}});
     gated_linear_unit_reference<float>(p, x, w, out);
     // proj = x @ Wp: row 0 = [1*2 + 2*1, 2] = [4, 2]; row 1 = [-2 + 3, 3] = [1, 3].
     const bool relu = std::string(activation) == "relu";
@@ -122,7 +122,7 @@ TEST_CASE("gated_linear_unit reference agrees with the float64 oracle", "[glu]")
     const GluProblem p = GluProblem::from(args);
     const TensorMap inputs = op.make_inputs(args, 3);
     TensorMap outputs = op.allocate_outputs(args);
-    HostTensor& out = outputs.at("out");
+    Tensor& out = outputs.at("out");
     if (p.out_dtype() == DType::kF64) {
       gated_linear_unit_reference<double>(p, inputs.at("x"), inputs.at("weights"), out);
     } else {

@@ -5,13 +5,15 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
-#include "ops/framework/numerics.h"
 #include "ops/ragged_dot/cpu_kernel.h"
+#include "ops/ragged_dot/cpu_tiling.h"
+#include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
 using nlohmann::json;
@@ -20,6 +22,22 @@ namespace {
 
 const Implementation& cpu_impl() { return gated_linear_unit_op().implementation("cpu"); }
 
+// The heuristics' config for this CPU: its micro-tile is one the dispatched SIMD target has.
+json heuristics(const json& args_json) {
+  return heuristics_config_json(cpu_impl(), gated_linear_unit_op().bind(args_json),
+                                cpu::host_device());
+}
+
+// `config` with this CPU's first micro-tile where it names none: the struct's default 14x32 is
+// an AVX-512 shape, which the AVX2 target does not instantiate.
+json with_target_micro_tile(json config) {
+  const int lanes = cpu_kernel_f32_lanes();
+  const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
+  config.emplace("mr", shape.mr);
+  config.emplace("nr", shape.nr_vectors * lanes);
+  return config;
+}
+
 // Runs the cpu implementation (output pre-filled with NaN so unwritten elements fail) and
 // compares every output element with the float64 oracle under the op's error model.
 Comparison run_and_compare(const json& args_json, const json& config, TensorMap* keep = nullptr) {
@@ -27,11 +45,11 @@ Comparison run_and_compare(const json& args_json, const json& config, TensorMap*
   const BoundArgs args = op.bind(args_json);
   const TensorMap inputs = op.make_inputs(args, 7);
   TensorMap outputs = op.allocate_outputs(args);
-  HostTensor& out = outputs.at("out");
+  Tensor& out = outputs.at("out");
   for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
-  cpu_impl().check_args(args);
-  cpu_impl().check_config_json(args, config);
-  cpu_impl().run_json(args, config, inputs, outputs);
+  check_args(cpu_impl(), args);
+  check_config_json(cpu_impl(), args, config);
+  run_json(cpu_impl(), args, config, inputs, outputs);
   std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
   const Comparison c =
@@ -62,7 +80,7 @@ std::vector<json> cases() {
 TEST_CASE("cpu gated_linear_unit matches the oracle under its heuristics", "[glu]") {
   for (const json& args : cases()) {
     CAPTURE(args.dump());
-    const Comparison c = run_and_compare(args, json::object());
+    const Comparison c = run_and_compare(args, heuristics(args));
     CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
     CHECK(c.violations == 0);
     CHECK(c.nonfinite == 0);
@@ -76,7 +94,8 @@ TEST_CASE("cpu gated_linear_unit matches the oracle for split N, small tiles, th
   std::vector<json> configs;
   for (int tile_n : {0, 16, 32, 48}) {
     for (int tile_m : {1, 13, 28, 200}) {
-      json c = {{"tile_n", tile_n}, {"tile_m", tile_m}, {"tile_k", 16}, {"panel_n", 2 * lanes}};
+      json c = with_target_micro_tile(
+          {{"tile_n", tile_n}, {"tile_m", tile_m}, {"tile_k", 16}, {"panel_n", 2 * lanes}});
       configs.push_back(c);
       c["num_threads"] = 1;
       configs.push_back(c);
@@ -120,10 +139,10 @@ TEST_CASE("gated_linear_unit error model fails a perturbed output", "[glu]") {
         json{{"x", "bf16[16,64]"}, {"weights", "bf16[64,2,32]"}, {"activation", "gelu"}}}) {
     CAPTURE(args_json.dump());
     TensorMap kept;
-    REQUIRE(run_and_compare(args_json, json::object(), &kept).violations == 0);
+    REQUIRE(run_and_compare(args_json, heuristics(args_json), &kept).violations == 0);
     const BoundArgs args = op.bind(args_json);
-    HostTensor out = kept.at("out");
-    HostTensor perturbed(out.spec());
+    Tensor out = kept.at("out");
+    Tensor perturbed(out.spec());
     for (int64_t i = 0; i < out.num_elements(); ++i) perturbed.set(i, out.get(i));
     // One element off by 2% (the size of dropping a few terms of the sum, or evaluating the
     // activation in bf16): the bound must catch it.
@@ -144,7 +163,7 @@ TEST_CASE("cpu gated_linear_unit rejects bad configs by field and f64 as NotImpl
   const BoundArgs args = op.bind({{"x", "f32[8,4]"}, {"weights", "f32[4,2,3]"}});
   auto field = [&](const json& config) -> std::string {
     try {
-      cpu_impl().check_config_json(args, config);
+      check_config_json(cpu_impl(), args, with_target_micro_tile(config));
     } catch (const InvalidArgument& e) {
       return e.field();
     }
@@ -160,35 +179,35 @@ TEST_CASE("cpu gated_linear_unit rejects bad configs by field and f64 as NotImpl
   CHECK(field({{"num_threads", -1}}) == "num_threads");
   CHECK(field({{"unknown", 1}}) == "unknown");
   const BoundArgs f64 = op.bind({{"x", "f64[8,4]"}, {"weights", "f64[4,2,3]"}});
-  CHECK_THROWS_AS(cpu_impl().check_args(f64), NotImplemented);
+  CHECK_THROWS_AS(check_args(cpu_impl(), f64), NotImplemented);
 }
 
 TEST_CASE("cpu gated_linear_unit heuristics and search space are valid configs", "[glu]") {
   const GatedLinearUnitOp& op = gated_linear_unit_op();
-  const DeviceInfo& device = cpu::host_device();
+  const Device& device = cpu::host_device();
   for (const json& args_json :
        {json{{"x", "bf16[64,256,128]"}, {"weights", "bf16[128,2,256]"}, {"activation", "silu"}},
         json{{"x", "f32[2048,384]"}, {"weights", "f32[384,2,768]"}, {"activation", "silu"}},
         json{{"x", "f32[3,5]"}, {"weights", "f32[5,2,2]"}, {"activation", "relu"}}}) {
     CAPTURE(args_json.dump());
     const BoundArgs args = op.bind(args_json);
-    const json heuristic = cpu_impl().heuristics_config_json(args, device);
+    const json heuristic = heuristics_config_json(cpu_impl(), args, device);
     CAPTURE(heuristic.dump());
-    CHECK_NOTHROW(cpu_impl().check_config_json(args, heuristic));
-    const std::vector<json> space = cpu_impl().autotuning_configs_json(args, device);
+    CHECK_NOTHROW(check_config_json(cpu_impl(), args, heuristic));
+    const std::vector<json> space = autotuning_configs_json(cpu_impl(), args, device);
     CHECK(!space.empty());
     CHECK(space.front() == heuristic);
     for (const json& config : space) {
       CAPTURE(config.dump());
-      CHECK_NOTHROW(cpu_impl().check_config_json(args, config));
+      CHECK_NOTHROW(check_config_json(cpu_impl(), args, config));
     }
   }
   // A wide N is split so that a task's f32 tiles stay cache-sized.
   const GluProblem wide =
       GluProblem::from(op.bind({{"x", "f32[4096,768]"}, {"weights", "f32[768,2,4096]"}}));
   const CpuGluConfig c = cpu_glu_heuristics_config(wide, device);
-  if (device.l2_bytes > 0) {
+  if (const int64_t l2 = cpu::host_cpu().l2_bytes; l2 > 0) {
     CHECK(c.tile_n > 0);
-    CHECK(int64_t{c.tile_m} * 2 * c.tile_n * 4 <= device.l2_bytes);
+    CHECK(int64_t{c.tile_m} * 2 * c.tile_n * 4 <= l2);
   }
 }

@@ -4,15 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/errors.h"
-#include "ops/gated_linear_unit/api.h"
 #include "ops/framework/numerics.h"
-
-namespace tokamax {
-// Defined in ops/gated_linear_unit/onednn.cc.
-int64_t gated_linear_unit_onednn_set_chunk_elements(int64_t elements);
-}  // namespace tokamax
+#include "ops/gated_linear_unit/api.h"
+#include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
 using nlohmann::json;
@@ -24,7 +20,7 @@ const Implementation& onednn() { return gated_linear_unit_op().implementation("o
 // True when `args` can run on oneDNN here; otherwise says why (a missing dtype skips).
 bool runs(const BoundArgs& args) {
   try {
-    onednn().check_args(args);
+    check_args(onednn(), args);
   } catch (const NotImplemented& e) {
     WARN("skipping onednn for " << args.key() << ": " << e.what());
     return false;
@@ -49,11 +45,11 @@ TEST_CASE("onednn gated_linear_unit matches the oracle", "[glu]") {
     if (!runs(args)) continue;
     const TensorMap inputs = op.make_inputs(args, 9);
     TensorMap outputs = op.allocate_outputs(args);
-    HostTensor& out = outputs.at("out");
+    Tensor& out = outputs.at("out");
     for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
     // Twice: the second call reuses the cached primitive and the intermediate buffer.
     for (int call = 0; call < 2; ++call) {
-      onednn().run_json(args, json::object(), inputs, outputs);
+      run_json(onednn(), args, json::object(), inputs, outputs);
       std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
       for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
       const Comparison c =
@@ -72,13 +68,10 @@ TEST_CASE("onednn gated_linear_unit matches the oracle over several row chunks",
   if (!runs(args)) return;
   const TensorMap inputs = op.make_inputs(args, 4);
   TensorMap outputs = op.allocate_outputs(args);
-  HostTensor& out = outputs.at("out");
+  Tensor& out = outputs.at("out");
   for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
-  // 40 rows per chunk (2 N = 40 columns): chunks of 40, 40 and a last one of 31 rows (two
-  // primitive shapes).
-  const int64_t previous = gated_linear_unit_onednn_set_chunk_elements(40 * 40);
-  onednn().run_json(args, json::object(), inputs, outputs);
-  gated_linear_unit_onednn_set_chunk_elements(previous);
+  // 40 rows per chunk: chunks of 40, 40 and a last one of 31 rows (two primitive shapes).
+  run_json(onednn(), args, {{"chunk_rows", 40}}, inputs, outputs);
   std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
   const Comparison c =
@@ -96,7 +89,7 @@ TEST_CASE("onednn gated_linear_unit says why it cannot run a dtype", "[glu]") {
     CAPTURE(args_json.dump());
     const BoundArgs args = op.bind(args_json);
     try {
-      onednn().check_args(args);
+      check_args(onednn(), args);
       FAIL("expected NotImplemented");
     } catch (const NotImplemented& e) {
       CHECK_THAT(e.what(), Catch::Contains("onednn"));

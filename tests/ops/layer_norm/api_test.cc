@@ -21,15 +21,15 @@ TEST_CASE("tokamax::layer_norm runs auto and named implementations within the bo
     const BoundArgs args = op.bind(args_json);
     const LayerNormProblem p = LayerNormProblem::from(args);
     const TensorMap inputs = op.make_inputs(args, 2);
-    const HostTensor* scale = &inputs.at("scale");
-    const HostTensor* offset = p.has_offset ? &inputs.at("offset") : nullptr;
+    const Tensor* scale = &inputs.at("scale");
+    const Tensor* offset = p.has_offset ? &inputs.at("offset") : nullptr;
     for (const std::string impl : {"auto", "cpu", "reference"}) {
       CAPTURE(impl);
       LayerNormOptions options;
       options.implementation = impl;
       options.axis = p.axis - static_cast<int>(p.dims.size());  // negative spelling
       options.subtract_mean = p.subtract_mean;
-      const HostTensor out = layer_norm(inputs.at("x"), scale, offset, options);
+      const Tensor out = layer_norm(inputs.at("x"), scale, offset, options);
       CHECK(out.spec() == inputs.at("x").spec());
       CHECK(judge(compare_all(args, inputs, out)) == Disposition::kPassed);
     }
@@ -38,8 +38,8 @@ TEST_CASE("tokamax::layer_norm runs auto and named implementations within the bo
 
 TEST_CASE("tokamax::layer_norm reports bad arguments and unsupported implementations",
           "[layer_norm]") {
-  const HostTensor x(TensorSpec{DType::kF32, {4, 8}});
-  const HostTensor wrong(TensorSpec{DType::kF32, {4}});
+  const Tensor x(TensorSpec{DType::kF32, {4, 8}});
+  const Tensor wrong(TensorSpec{DType::kF32, {4}});
   try {
     layer_norm(x, &wrong, nullptr);
     FAIL("expected InvalidArgument");

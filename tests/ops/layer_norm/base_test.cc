@@ -13,6 +13,7 @@
 #include "ops/framework/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/api.h"
+#include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -111,13 +112,13 @@ TEST_CASE("layer_norm reference<float> matches hand-computed rows", "[layer_norm
                                                  {"offset", "f32[4]"},
                                                  {"epsilon", 0.0},
                                                  {"subtract_mean", subtract_mean}});
-    HostTensor x(args.tensor("x")), scale(args.tensor("scale")), offset(args.tensor("offset"));
+    Tensor x(args.tensor("x")), scale(args.tensor("scale")), offset(args.tensor("offset"));
     for (int c = 0; c < 4; ++c) {
       x.set(c, c + 1);
       scale.set(c, 2.0);
       offset.set(c, c == 3 ? 1.0 : 0.0);
     }
-    HostTensor out(args.tensor("x"));
+    Tensor out(args.tensor("x"));
     LayerNormResiduals residuals;
     layer_norm_reference<float>(LayerNormProblem::from(args), x, &scale, &offset, out, &residuals);
     const double mean = subtract_mean ? 2.5 : 0.0, var = subtract_mean ? 1.25 : 7.5;
@@ -138,7 +139,8 @@ TEST_CASE("layer_norm reference<float> agrees with the float64 oracle", "[layer_
     const BoundArgs args = op.bind(args_json);
     const TensorMap inputs = op.make_inputs(args, 3);
     TensorMap outputs = op.allocate_outputs(args);
-    REQUIRE_NOTHROW(op.implementation("reference").run_json(args, json::object(), inputs, outputs));
+    REQUIRE_NOTHROW(
+        run_json(op.implementation("reference"), args, json::object(), inputs, outputs));
     const Comparison cmp = compare_all(args, inputs, outputs.at("out"));
     CAPTURE(cmp.max_abs_error, cmp.bound, cmp.worst_index);
     CHECK(judge(cmp) == Disposition::kPassed);
@@ -150,8 +152,8 @@ TEST_CASE("layer_norm reference residuals are the oracle's statistics", "[layer_
   const BoundArgs args = op.bind({{"x", "f32[3,20,5]"}, {"axis", 1}});
   const LayerNormProblem p = LayerNormProblem::from(args);
   const TensorMap inputs = op.make_inputs(args, 1);
-  const HostTensor& x = inputs.at("x");
-  HostTensor out(args.tensor("x"));
+  const Tensor& x = inputs.at("x");
+  Tensor out(args.tensor("x"));
   LayerNormResiduals residuals;
   layer_norm_reference<double>(p, x, nullptr, nullptr, out, &residuals);
   REQUIRE(residuals.mean.size() == 15);
@@ -177,8 +179,8 @@ TEST_CASE("layer_norm error model rejects a deliberately perturbed output", "[la
     const BoundArgs args = op.bind(args_json);
     const TensorMap inputs = op.make_inputs(args, 7);
     TensorMap outputs = op.allocate_outputs(args);
-    op.implementation("reference").run_json(args, json::object(), inputs, outputs);
-    HostTensor& out = outputs.at("out");
+    run_json(op.implementation("reference"), args, json::object(), inputs, outputs);
+    Tensor& out = outputs.at("out");
     REQUIRE(judge(compare_all(args, inputs, out)) == Disposition::kPassed);
     // The first element of magnitude >= 0.5, moved towards zero by three units in the last place of
     // a 16-bit output (correct rounding is within half a unit, so this is 2.5 units wrong), or by

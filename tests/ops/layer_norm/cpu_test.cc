@@ -5,13 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "tests/simd_targets.h"
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "layer_norm_test_util.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
 #include "ops/layer_norm/api.h"
 #include "ops/layer_norm/cpu_kernel.h"
-#include "ops/framework/numerics.h"
+#include "tests/ops/impl_calls.h"
+#include "tests/simd_targets.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -28,16 +29,16 @@ void check_cpu(const BoundArgs& args, const TensorMap& inputs, const json& confi
   CAPTURE(args.key(), config.dump());
   const LayerNormOp& op = layer_norm_op();
   TensorMap outputs = op.allocate_outputs(args);
-  HostTensor& out = outputs.at("out");
+  Tensor& out = outputs.at("out");
   for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
-  cpu_impl().check_config_json(args, config);
-  cpu_impl().run_json(args, config, inputs, outputs);
+  check_config_json(cpu_impl(), args, config);
+  run_json(cpu_impl(), args, config, inputs, outputs);
   const Comparison cmp = compare_all(args, inputs, out);
   CAPTURE(cmp.max_abs_error, cmp.bound, cmp.worst_index, cmp.nonfinite);
   REQUIRE(judge(cmp) == Disposition::kPassed);
 
   TensorMap reference = op.allocate_outputs(args);
-  op.implementation("reference").run_json(args, json::object(), inputs, reference);
+  run_json(op.implementation("reference"), args, json::object(), inputs, reference);
   const ErrorModel model = op.error_model(args);
   std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
@@ -60,7 +61,7 @@ TEST_CASE("cpu layer_norm matches the oracle and the reference with its heuristi
   INFO("SIMD target: " << layer_norm_cpu_target_name());
   for (const json& args_json : layer_norm_cases()) {
     const BoundArgs args = layer_norm_op().bind(args_json);
-    check_cpu(args, cpu_impl().heuristics_config_json(args, cpu::host_device()));
+    check_cpu(args, heuristics_config_json(cpu_impl(), args, cpu::host_device()));
   }
 }
 
@@ -127,7 +128,7 @@ TEST_CASE("cpu layer_norm one-pass statistics survive a far mean and an outlying
     const LayerNormProblem p = LayerNormProblem::from(args);
     for (const bool far_mean : {true, false}) {
       TensorMap inputs = layer_norm_op().make_inputs(args, 5);
-      HostTensor& x = inputs.at("x");
+      Tensor& x = inputs.at("x");
       for (int64_t o = 0; o < p.O; ++o) {
         for (int64_t c = 0; c < p.C; ++c) {
           for (int64_t i = 0; i < p.I; ++i) {
@@ -159,7 +160,7 @@ TEST_CASE("cpu layer_norm matches the oracle on every SIMD target of this CPU", 
     REQUIRE(std::string(layer_norm_cpu_target_name()) == hwy::TargetName(target));
     for (const json& args_json : layer_norm_cases()) {
       const BoundArgs args = layer_norm_op().bind(args_json);
-      check_cpu(args, cpu_impl().heuristics_config_json(args, cpu::host_device()));
+      check_cpu(args, heuristics_config_json(cpu_impl(), args, cpu::host_device()));
       check_cpu(args, json{{"rows_per_task", 16}, {"inner_block", 24}});
     }
     // First elements far out: the fallback of both kernels.
@@ -167,7 +168,7 @@ TEST_CASE("cpu layer_norm matches the oracle on every SIMD target of this CPU", 
                                   json{{"x", "bf16[16,4100]"}, {"scale", "f32[4100]"}}}) {
       const BoundArgs args = layer_norm_op().bind(args_json);
       TensorMap inputs = layer_norm_op().make_inputs(args, 5);
-      HostTensor& x = inputs.at("x");
+      Tensor& x = inputs.at("x");
       const LayerNormProblem p = LayerNormProblem::from(args);
       for (int64_t o = 0; o < p.O; ++o) {
         for (int64_t i = 0; i < p.I; ++i) {
@@ -185,9 +186,9 @@ TEST_CASE("cpu layer_norm autotuning configs are valid and right", "[layer_norm]
         json{{"x", "bf16[32,24,24]"}, {"axis", 0}, {"scale", "f32[32]"}},
         json{{"x", "f32[3,20,100]"}, {"axis", 1}, {"subtract_mean", false}}}) {
     const BoundArgs args = layer_norm_op().bind(args_json);
-    const std::vector<json> configs = cpu_impl().autotuning_configs_json(args, cpu::host_device());
+    const std::vector<json> configs = autotuning_configs_json(cpu_impl(), args, cpu::host_device());
     REQUIRE(configs.size() >= 2);
-    CHECK(configs[0] == cpu_impl().heuristics_config_json(args, cpu::host_device()));
+    CHECK(configs[0] == heuristics_config_json(cpu_impl(), args, cpu::host_device()));
     for (const json& config : configs) check_cpu(args, config);
   }
 }
@@ -210,14 +211,14 @@ TEST_CASE("cpu layer_norm config errors name the field", "[layer_norm]") {
 
   const BoundArgs args = layer_norm_op().bind({{"x", "f32[4096,8,4096]"}, {"axis", 1}});
   try {
-    cpu_impl().check_config_json(args, {{"num_threads", 100000}});
+    check_config_json(cpu_impl(), args, {{"num_threads", 100000}});
     FAIL("expected InvalidArgument");
   } catch (const InvalidArgument& e) {
     CHECK(e.field() == "num_threads");
   }
   const BoundArgs wide = layer_norm_op().bind({{"x", "f32[1,65536,512]"}, {"axis", 1}});
   try {
-    cpu_impl().check_config_json(wide, {{"inner_block", 512}});
+    check_config_json(cpu_impl(), wide, {{"inner_block", 512}});
     FAIL("expected InvalidArgument");
   } catch (const InvalidArgument& e) {
     CHECK(e.field() == "inner_block");
@@ -227,7 +228,7 @@ TEST_CASE("cpu layer_norm config errors name the field", "[layer_norm]") {
 TEST_CASE("cpu layer_norm leaves f64 to the reference with a reason", "[layer_norm]") {
   const BoundArgs args = layer_norm_op().bind({{"x", "f64[4,8]"}});
   try {
-    cpu_impl().check_args(args);
+    check_args(cpu_impl(), args);
     FAIL("expected NotImplemented");
   } catch (const NotImplemented& e) {
     CHECK_THAT(e.what(), Catch::Contains("f64"));

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/layer_norm/api.h"
 #include "ops/framework/numerics.h"
+#include "ops/layer_norm/api.h"
 
 namespace tokamax::testing {
 
@@ -44,8 +44,7 @@ inline std::vector<nlohmann::json> layer_norm_cases() {
 }
 
 // Every element of `out` against the float64 oracle under the op's error model.
-inline Comparison compare_all(const BoundArgs& args, const TensorMap& inputs,
-                              const HostTensor& out) {
+inline Comparison compare_all(const BoundArgs& args, const TensorMap& inputs, const Tensor& out) {
   const LayerNormOp& op = layer_norm_op();
   std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
   std::iota(index.begin(), index.end(), int64_t{0});

@@ -3,11 +3,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "layer_norm_test_util.h"
 #include "ops/framework/dispatch.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/api.h"
+#include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -20,7 +21,7 @@ const Implementation& onednn() { return layer_norm_op().implementation("onednn")
 // The NotImplemented message of check_args, or "" when it accepts the args.
 std::string rejection(const json& args_json) {
   try {
-    onednn().check_args(layer_norm_op().bind(args_json));
+    check_args(onednn(), layer_norm_op().bind(args_json));
   } catch (const NotImplemented& e) {
     return e.what();
   }
@@ -46,7 +47,7 @@ TEST_CASE("onednn layer_norm matches the oracle where it runs", "[layer_norm][ve
     }
     const TensorMap inputs = layer_norm_op().make_inputs(args, 5);
     TensorMap outputs = layer_norm_op().allocate_outputs(args);
-    onednn().run_json(args, json::object(), inputs, outputs);
+    run_json(onednn(), args, json::object(), inputs, outputs);
     const Comparison cmp = compare_all(args, inputs, outputs.at("out"));
     CAPTURE(cmp.max_abs_error, cmp.bound, cmp.worst_index);
     CHECK(judge(cmp) == Disposition::kPassed);

@@ -19,8 +19,8 @@ LinearSoftmaxCrossEntropyOptions with(const std::string& impl, LsceReduction red
   return options;
 }
 
-HostTensor labels_of(std::vector<int32_t> values) {
-  HostTensor t(TensorSpec{DType::kI32, {static_cast<int64_t>(values.size())}});
+Tensor labels_of(std::vector<int32_t> values) {
+  Tensor t(TensorSpec{DType::kI32, {static_cast<int64_t>(values.size())}});
   for (size_t i = 0; i < values.size(); ++i) t.data<int32_t>()[i] = values[i];
   return t;
 }
@@ -29,12 +29,12 @@ HostTensor labels_of(std::vector<int32_t> values) {
 
 TEST_CASE("lsce api: every implementation gives the hand-computed loss", "[lsce][api]") {
   // logits = x @ w = [[1, 0, 0], [0, 2, 0]].
-  HostTensor x(TensorSpec{DType::kF32, {2, 2}});
-  HostTensor w(TensorSpec{DType::kF32, {2, 3}});
+  Tensor x(TensorSpec{DType::kF32, {2, 2}});
+  Tensor w(TensorSpec{DType::kF32, {2, 3}});
   const float xv[] = {1, 0, 0, 2}, wv[] = {1, 0, 0, 0, 1, 0};
   for (int i = 0; i < 4; ++i) x.data<float>()[i] = xv[i];
   for (int i = 0; i < 6; ++i) w.data<float>()[i] = wv[i];
-  const HostTensor labels = labels_of({0, 2});
+  const Tensor labels = labels_of({0, 2});
   const double row0 = std::log(std::exp(1.0) + 2.0) - 1.0;
   const double row1 = std::log(std::exp(2.0) + 2.0);
   // Relative tolerance by implementation: ours are exact to a few f32 roundings; oneDNN's
@@ -43,24 +43,24 @@ TEST_CASE("lsce api: every implementation gives the hand-computed loss", "[lsce]
       {"auto", 1e-6}, {"cpu", 1e-6}, {"reference", 1e-6}, {"onednn", 1e-5}};
   for (const auto& [impl, tol] : impls) {
     INFO(impl);
-    const HostTensor none =
+    const Tensor none =
         linear_softmax_cross_entropy_loss(x, labels, w, with(impl, LsceReduction::kNone));
     REQUIRE(none.spec().to_string() == "f32[2]");
     CHECK(none.get(0) == Approx(row0).epsilon(tol));
     CHECK(none.get(1) == Approx(row1).epsilon(tol));
-    const HostTensor sum =
+    const Tensor sum =
         linear_softmax_cross_entropy_loss(x, labels, w, with(impl, LsceReduction::kSum));
     REQUIRE(sum.spec().to_string() == "f32[]");
     CHECK(sum.get(0) == Approx(row0 + row1).epsilon(tol));
-    const HostTensor mean =
+    const Tensor mean =
         linear_softmax_cross_entropy_loss(x, labels, w, with(impl, LsceReduction::kMean));
     CHECK(mean.get(0) == Approx((row0 + row1) / 2).epsilon(tol));
   }
 }
 
 TEST_CASE("lsce api validates arguments and labels by name", "[lsce][api]") {
-  const HostTensor x(TensorSpec{DType::kBF16, {3, 4}});
-  const HostTensor w(TensorSpec{DType::kBF16, {4, 10}});
+  const Tensor x(TensorSpec{DType::kBF16, {3, 4}});
+  const Tensor w(TensorSpec{DType::kBF16, {4, 10}});
   for (const char* impl : {"auto", "cpu", "reference", "onednn"}) {
     INFO(impl);
     CHECK_THROWS_WITH(linear_softmax_cross_entropy_loss(x, labels_of({1, 10, 2}), w,
@@ -69,8 +69,8 @@ TEST_CASE("lsce api validates arguments and labels by name", "[lsce][api]") {
   }
   CHECK_THROWS_WITH(linear_softmax_cross_entropy_loss(x, labels_of({1, 2}), w),
                     Catch::Contains("labels must be i32[3]"));
-  CHECK_THROWS_WITH(linear_softmax_cross_entropy_loss(
-                        x, labels_of({1, 2, 3}), HostTensor(TensorSpec{DType::kBF16, {5, 10}})),
+  CHECK_THROWS_WITH(linear_softmax_cross_entropy_loss(x, labels_of({1, 2, 3}),
+                                                      Tensor(TensorSpec{DType::kBF16, {5, 10}})),
                     Catch::Contains("H=4"));
   CHECK_THROWS_WITH(linear_softmax_cross_entropy_loss(x, labels_of({1, 2, 3}), w,
                                                       with("gpu", LsceReduction::kSum)),

@@ -96,8 +96,8 @@ TEST_CASE("lsce generated inputs have in-range labels and spread logits", "[lsce
   CHECK(labels[63] == 499);
   for (int i = 0; i < 64; ++i) CHECK((labels[i] >= 0 && labels[i] < 500));
   // The logits of row 1: a spread of O(1..10), not all equal.
-  const HostTensor& x = inputs.at("x");
-  const HostTensor& w = inputs.at("w");
+  const Tensor& x = inputs.at("x");
+  const Tensor& w = inputs.at("w");
   double lo = 1e9, hi = -1e9;
   for (int j = 0; j < 500; ++j) {
     double z = 0;
@@ -113,13 +113,13 @@ TEST_CASE("lsce reference<float> matches a hand-computed case", "[lsce]") {
   // x = [[1, 0], [0, 2]], w = I (2 x 3 with a zero column): logits [[1,0,0],[0,2,0]].
   const BoundArgs args = lsce_args("f32[2,2]", "f32[2,3]", "none");
   const auto p = LinearSoftmaxCrossEntropyProblem::from(args);
-  HostTensor x(args.tensor("x")), w(args.tensor("w")), labels(args.tensor("labels"));
+  Tensor x(args.tensor("x")), w(args.tensor("w")), labels(args.tensor("labels"));
   const double xv[] = {1, 0, 0, 2}, wv[] = {1, 0, 0, 0, 1, 0};
   for (int i = 0; i < 4; ++i) x.set(i, xv[i]);
   for (int i = 0; i < 6; ++i) w.set(i, wv[i]);
   labels.data<int32_t>()[0] = 0;
   labels.data<int32_t>()[1] = 2;
-  HostTensor loss(TensorSpec{DType::kF32, {2}});
+  Tensor loss(TensorSpec{DType::kF32, {2}});
   linear_softmax_cross_entropy_reference<float>(p, x, labels, w, loss);
   const double row0 = std::log(std::exp(1.0) + 2.0) - 1.0;
   const double row1 = std::log(std::exp(2.0) + 2.0) - 0.0;
@@ -127,7 +127,7 @@ TEST_CASE("lsce reference<float> matches a hand-computed case", "[lsce]") {
   CHECK(loss.get(1) == Approx(row1).epsilon(1e-6));
   auto mean = p;
   mean.reduction = LsceReduction::kMean;
-  HostTensor scalar(TensorSpec{DType::kF32, {}});
+  Tensor scalar(TensorSpec{DType::kF32, {}});
   linear_softmax_cross_entropy_reference<double>(mean, x, labels, w, scalar);
   CHECK(scalar.get(0) == Approx((row0 + row1) / 2).epsilon(1e-7));  // f32 output
 }

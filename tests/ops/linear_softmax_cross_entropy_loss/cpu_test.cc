@@ -4,12 +4,13 @@
 #include <cmath>
 #include <string>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/cpu_config.h"
-#include "ops/framework/numerics.h"
 #include "test_helpers.h"
+#include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -17,12 +18,12 @@ using nlohmann::json;
 
 namespace {
 
-Comparison compare(const BoundArgs& args, const TensorMap& inputs, const HostTensor& out) {
+Comparison compare(const BoundArgs& args, const TensorMap& inputs, const Tensor& out) {
   const auto& op = linear_softmax_cross_entropy_loss_op();
   return compare_to_oracle(out, lsce_full_oracle(args, inputs), op.error_model(args));
 }
 
-bool has_native_bf16() { return cpu::host_device().has("avx512_bf16"); }
+bool has_native_bf16() { return cpu::host_cpu().has("avx512_bf16"); }
 
 }  // namespace
 
@@ -75,11 +76,11 @@ TEST_CASE("lsce bound has teeth: perturbed or wrong outputs fail", "[lsce]") {
     const TensorMap inputs = op.make_inputs(args, 4);
     const OracleSample oracle = lsce_full_oracle(args, inputs);
     const ErrorModel model = op.error_model(args);
-    HostTensor out = run_lsce(args, inputs, "cpu");
+    Tensor out = run_lsce(args, inputs, "cpu");
     REQUIRE(judge(compare_to_oracle(out, oracle, model)) == Disposition::kPassed);
     // Element 0 moved by twice its bound.
     const double bound = error_bound(model, oracle.value[0], oracle.magnitude[0]);
-    HostTensor perturbed(out.spec());
+    Tensor perturbed(out.spec());
     for (int64_t i = 0; i < out.num_elements(); ++i) perturbed.set(i, out.get(i));
     perturbed.set(0, out.get(0) + 2.0 * bound);
     CAPTURE(reduction, bound, oracle.value[0]);
@@ -88,7 +89,7 @@ TEST_CASE("lsce bound has teeth: perturbed or wrong outputs fail", "[lsce]") {
     TensorMap shifted = op.make_inputs(args, 4);
     int32_t* labels = shifted.at("labels").data<int32_t>();
     for (int i = 0; i < 24; ++i) labels[i] = (labels[i] + 1) % 900;
-    const HostTensor wrong = run_lsce(args, shifted, "cpu");
+    const Tensor wrong = run_lsce(args, shifted, "cpu");
     CHECK(judge(compare_to_oracle(wrong, oracle, model)) == Disposition::kFailed);
   }
 }
@@ -103,8 +104,8 @@ TEST_CASE("lsce cpu rejects out-of-range labels before computing", "[lsce]") {
     TensorMap outputs = op.allocate_outputs(args);
     const Implementation& implementation = op.implementation(impl);
     try {
-      implementation.run_json(args, implementation.heuristics_config_json(args, cpu::host_device()),
-                              inputs, outputs);
+      run_json(implementation, args,
+               heuristics_config_json(implementation, args, cpu::host_device()), inputs, outputs);
       FAIL("no error");
     } catch (const InvalidArgument& e) {
       CHECK(e.field() == "labels");
@@ -118,7 +119,7 @@ TEST_CASE("lsce cpu config errors name the field", "[lsce]") {
   const auto& cpu = linear_softmax_cross_entropy_loss_op().implementation("cpu");
   auto field_of = [&](const BoundArgs& args, const json& config) -> std::string {
     try {
-      cpu.check_config_json(args, cpu.canonical_config(config));
+      check_config_json(cpu, args, cpu.canonical_config(config));
     } catch (const InvalidArgument& e) {
       return e.field();
     }
@@ -142,7 +143,7 @@ TEST_CASE("lsce cpu autotuning configs are valid and pass", "[lsce]") {
   const auto& cpu = op.implementation("cpu");
   const BoundArgs args = lsce_args("bf16[16,64]", "bf16[64,333]", "none");
   const TensorMap inputs = op.make_inputs(args, 9);
-  const auto configs = cpu.autotuning_configs_json(args, cpu::host_device());
+  const auto configs = autotuning_configs_json(cpu, args, cpu::host_device());
   REQUIRE(configs.size() > 5);
   for (const json& config : configs) {
     CAPTURE(config.dump());
@@ -157,8 +158,8 @@ TEST_CASE("lsce cpu is deterministic across thread counts", "[lsce]") {
   const TensorMap inputs = op.make_inputs(args, 1);
   const json one = {{"chunk_v", 64}, {"v_splits", 5}, {"num_threads", 1}};
   const json all = {{"chunk_v", 64}, {"v_splits", 5}, {"num_threads", 0}};
-  const HostTensor a = run_lsce(args, inputs, "cpu", one);
-  const HostTensor b = run_lsce(args, inputs, "cpu", all);
+  const Tensor a = run_lsce(args, inputs, "cpu", one);
+  const Tensor b = run_lsce(args, inputs, "cpu", all);
   for (int i = 0; i < 40; ++i) CHECK(a.get(i) == b.get(i));
 }
 
@@ -171,7 +172,7 @@ TEST_CASE("lsce empty extents: no rows, no hidden size, one class", "[lsce]") {
     CHECK(run_lsce(no_rows, op.make_inputs(no_rows, 0), impl).get(0) == 0.0);
     // H = 0: every logit is 0, so each loss is log V.
     const BoundArgs no_hidden = lsce_args("f32[5,0]", "f32[0,9]", "none");
-    const HostTensor flat = run_lsce(no_hidden, op.make_inputs(no_hidden, 0), impl);
+    const Tensor flat = run_lsce(no_hidden, op.make_inputs(no_hidden, 0), impl);
     for (int i = 0; i < 5; ++i) CHECK(flat.get(i) == Approx(std::log(9.0)).epsilon(1e-6));
     // V = 1: the only class is certain, the loss is exactly 0.
     const BoundArgs one_class = lsce_args("bf16[5,8]", "bf16[8,1]", "sum");

@@ -7,9 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
-#include "ops/linear_softmax_cross_entropy_loss/api.h"
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/numerics.h"
+#include "ops/linear_softmax_cross_entropy_loss/api.h"
+#include "tests/ops/impl_calls.h"
 
 namespace tokamax::testing {
 
@@ -20,17 +21,17 @@ inline BoundArgs lsce_args(const std::string& x, const std::string& w,
 }
 
 // Runs implementation `impl` with `config` (its heuristics when null) on seeded inputs.
-inline HostTensor run_lsce(const BoundArgs& args, const TensorMap& inputs, const std::string& impl,
-                           const nlohmann::json& config = nullptr) {
+inline Tensor run_lsce(const BoundArgs& args, const TensorMap& inputs, const std::string& impl,
+                       const nlohmann::json& config = nullptr) {
   const auto& op = linear_softmax_cross_entropy_loss_op();
   const Implementation& implementation = op.implementation(impl);
   const nlohmann::json resolved =
-      config.is_null() ? implementation.heuristics_config_json(args, cpu::host_device())
+      config.is_null() ? heuristics_config_json(implementation, args, cpu::host_device())
                        : implementation.canonical_config(config);
-  implementation.check_args(args);
-  implementation.check_config_json(args, resolved);
+  check_args(implementation, args);
+  check_config_json(implementation, args, resolved);
   TensorMap outputs = op.allocate_outputs(args);
-  implementation.run_json(args, resolved, inputs, outputs);
+  run_json(implementation, args, resolved, inputs, outputs);
   return outputs.at("loss");
 }
 

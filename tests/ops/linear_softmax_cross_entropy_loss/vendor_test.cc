@@ -3,9 +3,10 @@
 #include <string>
 
 #include "ops/framework/errors.h"
-#include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/framework/numerics.h"
+#include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "test_helpers.h"
+#include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -19,12 +20,12 @@ TEST_CASE("lsce onednn composite matches the oracle or says why not", "[lsce]") 
     CAPTURE(args.key());
     const TensorMap inputs = op.make_inputs(args, 6);
     try {
-      onednn.check_args(args);
+      check_args(onednn, args);
     } catch (const NotImplemented& e) {
       WARN("onednn unsupported here: " << e.what());
       continue;
     }
-    const HostTensor out = run_lsce(args, inputs, "onednn");
+    const Tensor out = run_lsce(args, inputs, "onednn");
     const Comparison c =
         compare_to_oracle(out, lsce_full_oracle(args, inputs), op.error_model(args));
     CAPTURE(c.max_abs_error, c.bound);
@@ -34,8 +35,8 @@ TEST_CASE("lsce onednn composite matches the oracle or says why not", "[lsce]") 
 
 TEST_CASE("lsce onednn rejects mixed and f16 inputs with a reason", "[lsce]") {
   const Implementation& onednn = linear_softmax_cross_entropy_loss_op().implementation("onednn");
-  CHECK_THROWS_WITH(onednn.check_args(lsce_args("f32[4,8]", "bf16[8,16]", "sum")),
+  CHECK_THROWS_WITH(check_args(onednn, lsce_args("f32[4,8]", "bf16[8,16]", "sum")),
                     Catch::Contains("x is f32 but w is bf16"));
-  CHECK_THROWS_AS(onednn.check_args(lsce_args("f16[4,8]", "f16[8,16]", "sum")), NotImplemented);
-  CHECK_THROWS_AS(onednn.check_args(lsce_args("f64[4,8]", "f64[8,16]", "sum")), NotImplemented);
+  CHECK_THROWS_AS(check_args(onednn, lsce_args("f16[4,8]", "f16[8,16]", "sum")), NotImplemented);
+  CHECK_THROWS_AS(check_args(onednn, lsce_args("f64[4,8]", "f64[8,16]", "sum")), NotImplemented);
 }

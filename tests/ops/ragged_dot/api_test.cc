@@ -3,17 +3,17 @@
 
 #include <catch2/catch.hpp>
 
-#include "tests/ops/framework/fake_impls.h"
 #include "ops/framework/dispatch.h"
 #include "ops/framework/errors.h"
+#include "tests/ops/framework/fake_impls.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
 
 namespace {
 
-HostTensor filled(TensorSpec spec, double scale) {
-  HostTensor t(std::move(spec));
+Tensor filled(TensorSpec spec, double scale) {
+  Tensor t(std::move(spec));
   for (int64_t i = 0; i < t.num_elements(); ++i) t.set(i, scale * static_cast<double>((i % 7) - 3));
   return t;
 }
@@ -25,8 +25,8 @@ RaggedDotOptions with_impl(const std::string& impl) {
   return options;
 }
 
-HostTensor sizes(std::vector<int32_t> values) {
-  HostTensor t(TensorSpec{DType::kI32, {static_cast<int64_t>(values.size())}});
+Tensor sizes(std::vector<int32_t> values) {
+  Tensor t(TensorSpec{DType::kI32, {static_cast<int64_t>(values.size())}});
   for (size_t i = 0; i < values.size(); ++i) t.data<int32_t>()[i] = values[i];
   return t;
 }
@@ -37,23 +37,23 @@ TEST_CASE("ragged_dot auto and named implementations agree on a hand-checked cas
           "[ragged_dot][api]") {
   // lhs = [[1,2],[3,4],[5,6]], group 0 = row 0 with rhs[0] = I, group 1 = row 1 with
   // rhs[1] = [[0,1],[1,0]] (swap), row 2 past the group sum -> zeros.
-  HostTensor lhs(TensorSpec{DType::kF32, {3, 2}});
+  Tensor lhs(TensorSpec{DType::kF32, {3, 2}});
   for (int i = 0; i < 6; ++i) lhs.data<float>()[i] = static_cast<float>(i + 1);
-  HostTensor rhs(TensorSpec{DType::kF32, {2, 2, 2}});
+  Tensor rhs(TensorSpec{DType::kF32, {2, 2, 2}});
   const float rhs_values[] = {1, 0, 0, 1, 0, 1, 1, 0};
   for (int i = 0; i < 8; ++i) rhs.data<float>()[i] = rhs_values[i];
   const float expected[] = {1, 2, 4, 3, 0, 0};
   for (const char* impl : {"auto", "cpu", "reference"}) {
     INFO(impl);
-    const HostTensor out = ragged_dot(lhs, rhs, sizes({1, 1}), with_impl(impl));
+    const Tensor out = ragged_dot(lhs, rhs, sizes({1, 1}), with_impl(impl));
     REQUIRE(out.spec().to_string() == "f32[3,2]");
     for (int i = 0; i < 6; ++i) CHECK(out.data<float>()[i] == expected[i]);
   }
 }
 
 TEST_CASE("ragged_dot validates arguments by name", "[ragged_dot][api]") {
-  const HostTensor lhs = filled(TensorSpec{DType::kBF16, {8, 4}}, 0.5);
-  const HostTensor rhs = filled(TensorSpec{DType::kBF16, {2, 4, 3}}, 0.25);
+  const Tensor lhs = filled(TensorSpec{DType::kBF16, {8, 4}}, 0.5);
+  const Tensor rhs = filled(TensorSpec{DType::kBF16, {2, 4, 3}}, 0.25);
   CHECK_THROWS_WITH(ragged_dot(lhs, rhs, sizes({5, 5})),
                     Catch::Contains("group_sizes sum to 10") && Catch::Contains("M=8"));
   CHECK_THROWS_WITH(ragged_dot(lhs, filled(TensorSpec{DType::kBF16, {2, 5, 3}}, 1), sizes({1, 1})),
@@ -65,11 +65,11 @@ TEST_CASE("ragged_dot validates arguments by name", "[ragged_dot][api]") {
   RaggedDotOptions auto_with_config;
   auto_with_config.config = nlohmann::json::object();
   CHECK_THROWS_AS(ragged_dot(lhs, rhs, sizes({1, 1}), auto_with_config), InvalidArgument);
-  const HostTensor out = ragged_dot(lhs, rhs, sizes({4, 4}));
+  const Tensor out = ragged_dot(lhs, rhs, sizes({4, 4}));
   CHECK(out.dtype() == DType::kF32);  // bf16 inputs -> f32 by default
   RaggedDotOptions bf16_out;
   bf16_out.preferred_element_type = DType::kBF16;
-  const HostTensor out_bf16 = ragged_dot(lhs, rhs, sizes({4, 4}), bf16_out);
+  const Tensor out_bf16 = ragged_dot(lhs, rhs, sizes({4, 4}), bf16_out);
   CHECK(out_bf16.dtype() == DType::kBF16);
 }
 

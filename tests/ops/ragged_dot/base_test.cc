@@ -103,8 +103,8 @@ TEST_CASE("ragged_dot reference<float> matches a hand-computed 2-group case", "[
   const BoundArgs args =
       ragged_dot_op().bind({{"lhs", "f32[4,2]"}, {"rhs", "f32[2,2,2]"}, {"group_sizes", {1, 2}}});
   const RaggedDotProblem p = RaggedDotProblem::from(args);
-  HostTensor lhs(args.tensor("lhs"));
-  HostTensor rhs(args.tensor("rhs"));
+  Tensor lhs(args.tensor("lhs"));
+  Tensor rhs(args.tensor("rhs"));
   const double lhs_values[] = {1, 2, 3, 4, 5, 6, 7, 8};
   const double rhs_values[] = {1, 0, 0, 1,   // rhs[0] = [[1, 0], [0, 1]]
                                1, 2, 3, 4};  // rhs[1] = [[1, 2], [3, 4]]
@@ -112,7 +112,7 @@ TEST_CASE("ragged_dot reference<float> matches a hand-computed 2-group case", "[
     lhs.set(i, lhs_values[i]);
     rhs.set(i, rhs_values[i]);
   }
-  HostTensor out(TensorSpec{DType::kF32, {4, 2}});
+  Tensor out(TensorSpec{DType::kF32, {4, 2}});
   for (int i = 0; i < 8; ++i) out.set(i, -99.0);  // the reference must write every element
   ragged_dot_reference<float>(p, lhs, rhs, out);
   // [1,2] @ I = [1,2]; [3,4] @ [[1,2],[3,4]] = [15,22]; [5,6] @ ... = [23,34]; row 3 is zero.
@@ -134,7 +134,7 @@ TEST_CASE("ragged_dot reference<float> agrees with the float64 oracle", "[ragged
     const RaggedDotProblem p = RaggedDotProblem::from(args);
     const TensorMap inputs = op.make_inputs(args, 3);
     TensorMap outputs = op.allocate_outputs(args);
-    HostTensor& out = outputs.at("out");
+    Tensor& out = outputs.at("out");
     ragged_dot_reference<float>(p, inputs.at("lhs"), inputs.at("rhs"), out);
 
     std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));

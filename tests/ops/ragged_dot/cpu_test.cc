@@ -10,13 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "tests/simd_targets.h"
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
+#include "tests/ops/impl_calls.h"
+#include "tests/simd_targets.h"
+#include "tests/support/fake_device.h"
 
 using namespace tokamax;
 using nlohmann::json;
@@ -81,17 +83,17 @@ void check_against_reference(const BoundArgs& args, const json& config) {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   const TensorMap inputs = op.make_inputs(args, 11);
   TensorMap outputs = op.allocate_outputs(args);
-  HostTensor& out = outputs.at("out");
+  Tensor& out = outputs.at("out");
   // NaN everywhere first: every element, including rows past the group sum, must be written.
   for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
-  cpu_impl().check_args(args);
-  cpu_impl().check_config_json(args, config);
-  cpu_impl().run_json(args, config, inputs, outputs);
+  check_args(cpu_impl(), args);
+  check_config_json(cpu_impl(), args, config);
+  run_json(cpu_impl(), args, config, inputs, outputs);
 
   const bool f64_acc = p.out_dtype == DType::kF64;
   RaggedDotProblem ref_problem = p;
   ref_problem.out_dtype = f64_acc ? DType::kF64 : DType::kF32;
-  HostTensor ref(TensorSpec{ref_problem.out_dtype, {p.M, p.N}});
+  Tensor ref(TensorSpec{ref_problem.out_dtype, {p.M, p.N}});
   if (f64_acc) {
     ragged_dot_reference<double>(ref_problem, inputs.at("lhs"), inputs.at("rhs"), ref);
   } else {
@@ -171,13 +173,13 @@ std::vector<json> path_configs(const BoundArgs& args, bool native) {
 
 TEST_CASE("cpu ragged_dot matches the reference across shapes, dtypes and configs",
           "[ragged_dot]") {
-  const DeviceInfo& device = cpu::host_device();
+  const Device& device = cpu::host_device();
   for (const json& args_json : test_cases()) {
     const BoundArgs args = ragged_dot_op().bind(args_json);
-    std::vector<json> configs = {cpu_impl().heuristics_config_json(args, device)};
+    std::vector<json> configs = {heuristics_config_json(cpu_impl(), args, device)};
     for (const json& config : path_configs(args, false)) configs.push_back(config);
     // Several configs of the search space, spread over it.
-    const std::vector<json> space = cpu_impl().autotuning_configs_json(args, device);
+    const std::vector<json> space = autotuning_configs_json(cpu_impl(), args, device);
     for (size_t i = 0; i < space.size(); i += std::max<size_t>(1, space.size() / 6)) {
       configs.push_back(space[i]);
     }
@@ -194,7 +196,7 @@ TEST_CASE("cpu ragged_dot matches the reference on every SIMD target of this CPU
     CHECK_FALSE(cpu_kernel_has_native_bf16());
     for (const json& args_json : test_cases()) {
       const BoundArgs args = ragged_dot_op().bind(args_json);
-      check_against_reference(args, cpu_impl().heuristics_config_json(args, cpu::host_device()));
+      check_against_reference(args, heuristics_config_json(cpu_impl(), args, cpu::host_device()));
       const std::vector<json> configs = path_configs(args, false);
       for (size_t i = 0; i < configs.size(); i += 2) check_against_reference(args, configs[i]);
     }
@@ -213,7 +215,7 @@ TEST_CASE("cpu ragged_dot native bf16 path matches the reference", "[ragged_dot]
     const BoundArgs args = ragged_dot_op().bind(args_json);
     if (!is_bf16_inputs(args)) continue;
     for (const json& config : path_configs(args, true)) check_against_reference(args, config);
-    json heuristics = cpu_impl().heuristics_config_json(args, cpu::host_device());
+    json heuristics = heuristics_config_json(cpu_impl(), args, cpu::host_device());
     heuristics["bf16_path"] = "native_dot";
     heuristics["packing"] = "packed";
     check_against_reference(args, heuristics);
@@ -252,10 +254,10 @@ TEST_CASE("cpu ragged_dot runs through the high-level API", "[ragged_dot]") {
   const TensorMap inputs = ragged_dot_op().make_inputs(args, 1);
   RaggedDotOptions options;
   options.implementation = "cpu";
-  const HostTensor out =
+  const Tensor out =
       ragged_dot(inputs.at("lhs"), inputs.at("rhs"), inputs.at("group_sizes"), options);
   options.implementation = "reference";
-  const HostTensor ref =
+  const Tensor ref =
       ragged_dot(inputs.at("lhs"), inputs.at("rhs"), inputs.at("group_sizes"), options);
   REQUIRE(out.num_elements() == ref.num_elements());
   // f32 accumulation both: equal up to a few ulps (K blocking and FMA contraction may differ).
@@ -268,22 +270,22 @@ TEST_CASE("cpu ragged_dot rejects what it does not implement", "[ragged_dot]") {
   // Mixed input dtypes run (each operand is widened while packing); f64 inputs need f64 output.
   const BoundArgs mixed =
       ragged_dot_op().bind({{"lhs", "bf16[8,4]"}, {"rhs", "f32[2,4,8]"}, {"group_sizes", {4, 4}}});
-  CHECK_NOTHROW(cpu_impl().check_args(mixed));
+  CHECK_NOTHROW(check_args(cpu_impl(), mixed));
   const BoundArgs narrowing = ragged_dot_op().bind(
       {{"lhs", "f64[8,4]"}, {"rhs", "f64[2,4,8]"}, {"preferred_element_type", "f32"}});
-  CHECK_THROWS_AS(cpu_impl().check_args(narrowing), NotImplemented);
-  CHECK_THROWS_WITH(cpu_impl().check_args(narrowing), Catch::Contains("f64"));
+  CHECK_THROWS_AS(check_args(cpu_impl(), narrowing), NotImplemented);
+  CHECK_THROWS_WITH(check_args(cpu_impl(), narrowing), Catch::Contains("f64"));
   CHECK(cpu_impl().supported_on(cpu::host_device()).ok);
-  DeviceInfo gpu;
-  gpu.kind = "cuda";
+  const testing::FakeDevice gpu("cuda");
   CHECK_FALSE(cpu_impl().supported_on(gpu).ok);
+  CHECK_THAT(cpu_impl().supported_on(gpu).reason, Catch::Contains("cuda"));
 }
 
 TEST_CASE("cpu ragged_dot check_config rejects configs this CPU or problem cannot run",
           "[ragged_dot]") {
   auto field_of = [](const BoundArgs& args, const json& config) -> std::string {
     try {
-      cpu_impl().check_config_json(args, config);
+      check_config_json(cpu_impl(), args, config);
     } catch (const InvalidArgument& e) {
       return e.field();
     }
@@ -314,16 +316,15 @@ TEST_CASE("cpu ragged_dot check_config rejects configs this CPU or problem canno
 }
 
 TEST_CASE("cpu ragged_dot heuristics are valid for every shape and device", "[ragged_dot]") {
-  std::vector<DeviceInfo> devices = {cpu::host_device()};
-  DeviceInfo unknown_caches = cpu::host_device();  // containers may report no cache sizes
+  cpu::CpuInfo unknown_caches = cpu::host_cpu();  // containers may report no cache sizes
   unknown_caches.cores = 3;
   unknown_caches.l1d_bytes = unknown_caches.l2_bytes = unknown_caches.l3_bytes = 0;
-  devices.push_back(unknown_caches);
-  DeviceInfo big = cpu::host_device();
+  cpu::CpuInfo big = cpu::host_cpu();
   big.cores = 256;
   big.l1d_bytes = 64 << 10;
   big.l2_bytes = 4 << 20;
-  devices.push_back(big);
+  const cpu::CpuDevice described[] = {{unknown_caches, false}, {big, false}};
+  const std::vector<const Device*> devices = {&cpu::host_device(), &described[0], &described[1]};
   std::vector<json> cases = test_cases();
   cases.push_back({{"lhs", "bf16[8,4096]"},
                    {"rhs", "bf16[8,4096,4096]"},
@@ -332,24 +333,24 @@ TEST_CASE("cpu ragged_dot heuristics are valid for every shape and device", "[ra
                    {"rhs", "bf16[8,2048,2048]"},
                    {"group_sizes", {2048, 0, 0, 0, 0, 0, 0, 0}},
                    {"preferred_element_type", "bf16"}});
-  for (const DeviceInfo& device : devices) {
+  for (const Device* device : devices) {
     for (const json& args_json : cases) {
       const BoundArgs args = ragged_dot_op().bind(args_json);
-      const json config = cpu_impl().heuristics_config_json(args, device);
-      CAPTURE(args.key(), config.dump(), device.cores);
+      const json config = heuristics_config_json(cpu_impl(), args, *device);
+      CAPTURE(args.key(), config.dump(), cpu::cpu_info(*device).cores);
       CHECK(cpu_impl().canonical_config(config) == config);
-      CHECK_NOTHROW(cpu_impl().check_config_json(args, config));
+      CHECK_NOTHROW(check_config_json(cpu_impl(), args, config));
     }
   }
 }
 
 TEST_CASE("cpu ragged_dot heuristics follow the problem", "[ragged_dot]") {
-  const DeviceInfo& device = cpu::host_device();
+  const cpu::CpuInfo& device = cpu::host_cpu();
   // One big group on few cores: the rows are split into tasks so every core has work.
   const BoundArgs square = ragged_dot_op().bind({{"lhs", "f32[2048,2048]"},
                                                  {"rhs", "f32[8,2048,2048]"},
                                                  {"group_sizes", {2048, 0, 0, 0, 0, 0, 0, 0}}});
-  const json c = cpu_impl().heuristics_config_json(square, device);
+  const json c = heuristics_config_json(cpu_impl(), square);
   CAPTURE(c.dump());
   const int64_t tasks = ceil_div(2048, c["tile_m"].get<int>()) *
                         (c["task_n"].get<int>() == 0 ? 1 : ceil_div(2048, c["task_n"].get<int>()));
@@ -364,19 +365,19 @@ TEST_CASE("cpu ragged_dot heuristics follow the problem", "[ragged_dot]") {
   }
   // A tiny call runs on the caller.
   const BoundArgs tiny = ragged_dot_op().bind(test_cases()[1]);
-  CHECK(cpu_impl().heuristics_config_json(tiny, device)["num_threads"] == 1);
+  CHECK(heuristics_config_json(cpu_impl(), tiny)["num_threads"] == 1);
 }
 
 TEST_CASE("cpu ragged_dot autotuning configs are valid, distinct and round-trip", "[ragged_dot]") {
   const BoundArgs args = ragged_dot_op().bind(
       {{"lhs", "bf16[256,256]"}, {"rhs", "bf16[4,256,256]"}, {"group_sizes", {64, 64, 64, 64}}});
-  const std::vector<json> configs = cpu_impl().autotuning_configs_json(args, cpu::host_device());
+  const std::vector<json> configs = autotuning_configs_json(cpu_impl(), args, cpu::host_device());
   CHECK(configs.size() >= 8);
   std::set<std::string> distinct, paths, packings;
   for (const json& config : configs) {
     CAPTURE(config.dump());
     CHECK(cpu_impl().canonical_config(config) == config);
-    CHECK_NOTHROW(cpu_impl().check_config_json(args, config));
+    CHECK_NOTHROW(check_config_json(cpu_impl(), args, config));
     distinct.insert(config.dump());
     paths.insert(config["bf16_path"].get<std::string>());
     packings.insert(config["packing"].get<std::string>());
@@ -391,14 +392,14 @@ TEST_CASE("cpu ragged_dot autotuning configs are valid, distinct and round-trip"
     const BoundArgs small = ragged_dot_op().bind(args_json);
     if (RaggedDotProblem::from(small).rows() == 0) continue;  // nothing to tune
     CAPTURE(small.key());
-    CHECK(cpu_impl().autotuning_configs_json(small, cpu::host_device()).size() >= 8);
+    CHECK(autotuning_configs_json(cpu_impl(), small, cpu::host_device()).size() >= 8);
   }
 
   const BoundArgs large = ragged_dot_op().bind(
       {{"lhs", "bf16[8192,4096]"}, {"rhs", "bf16[8,4096,2048]"}, {"group_sizes", nullptr}});
-  DeviceInfo device = cpu::host_device();
-  device.l2_bytes = 2 << 20;
-  CHECK(cpu_impl().autotuning_configs_json(large, device).size() >= 24);
+  cpu::CpuInfo two_mib_l2 = cpu::host_cpu();
+  two_mib_l2.l2_bytes = 2 << 20;
+  CHECK(autotuning_configs_json(cpu_impl(), large, cpu::CpuDevice(two_mib_l2, false)).size() >= 24);
 }
 
 TEST_CASE("cpu ragged_dot config JSON is strict and names the bad field", "[ragged_dot]") {
@@ -427,9 +428,9 @@ TEST_CASE("cpu ragged_dot config JSON is strict and names the bad field", "[ragg
   CHECK(field_of({{"num_threads", -1}}) == "num_threads");
 
   const BoundArgs args = ragged_dot_op().bind(test_cases()[0]);
-  const int too_many = 4 * cpu::host_device().cores + 1;
+  const int too_many = 4 * cpu::host_cpu().cores + 1;
   try {
-    cpu_impl().check_config_json(args, {{"num_threads", too_many}});
+    check_config_json(cpu_impl(), args, {{"num_threads", too_many}});
     FAIL("expected InvalidArgument");
   } catch (const InvalidArgument& e) {
     CHECK(e.field() == "num_threads");

@@ -6,16 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/dispatch.h"
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
-
-namespace tokamax {
-// Defined in ops/ragged_dot/onednn.cc.
-int64_t ragged_dot_onednn_primitives_created();
-}  // namespace tokamax
+#include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
 using nlohmann::json;
@@ -64,10 +60,10 @@ void check_against_oracle(const std::string& name, const json& args_json,
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   const TensorMap inputs = op.make_inputs(args, 5);
   TensorMap outputs = op.allocate_outputs(args);
-  HostTensor& out = outputs.at("out");
+  Tensor& out = outputs.at("out");
   for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
-  impl(name).check_args(args);
-  impl(name).run_json(args, config, inputs, outputs);
+  check_args(impl(name), args);
+  run_json(impl(name), args, config, inputs, outputs);
 
   std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
@@ -94,7 +90,7 @@ void check_against_oracle(const std::string& name, const json& args_json,
 // The NotImplemented message of check_args, or "" when it accepts the args.
 std::string rejection(const std::string& name, const json& args_json) {
   try {
-    impl(name).check_args(ragged_dot_op().bind(args_json));
+    check_args(impl(name), ragged_dot_op().bind(args_json));
   } catch (const NotImplemented& e) {
     return e.what();
   }
@@ -176,37 +172,21 @@ TEST_CASE("vendor baselines reject unwired dtypes with a reason", "[vendor][open
   }
 }
 
-TEST_CASE("onednn creates each matmul primitive once and reuses it", "[vendor]") {
-  if (!available("onednn")) return;
-  const RaggedDotOp& op = ragged_dot_op();
-  // Groups 5, 0, 9 and 5 rows: two distinct shapes (the empty group needs none).
-  const BoundArgs args =
-      op.bind({{"lhs", "f32[23,17]"}, {"rhs", "f32[4,17,13]"}, {"group_sizes", {5, 0, 9, 5}}});
-  const TensorMap inputs = op.make_inputs(args, 3);
-  TensorMap outputs = op.allocate_outputs(args);
-  const int64_t before = ragged_dot_onednn_primitives_created();
-  impl("onednn").run_json(args, json::object(), inputs, outputs);
-  const int64_t after_first = ragged_dot_onednn_primitives_created();
-  CHECK(after_first - before <= 2);  // another test may already have made one of them
-  impl("onednn").run_json(args, json::object(), inputs, outputs);
-  impl("onednn").run_json(args, json::object(), inputs, outputs);
-  CHECK(ragged_dot_onednn_primitives_created() == after_first);
-}
-
 TEST_CASE("openblas configs: all cores by default, one and all cores to tune",
           "[vendor][openblas]") {
   const Implementation& blas = impl("openblas");
   const BoundArgs args = ragged_dot_op().bind(f32_cases()[0]);
-  DeviceInfo device = cpu::host_device();
-  CHECK(blas.heuristics_config_json(args, device) == json{{"num_threads", 0}});
-  device.cores = 8;
-  CHECK(blas.autotuning_configs_json(args, device) ==
+  CHECK(heuristics_config_json(blas, args) == json{{"num_threads", 0}});
+  cpu::CpuInfo cpu = cpu::host_cpu();
+  cpu.cores = 8;
+  CHECK(autotuning_configs_json(blas, args, cpu::CpuDevice(cpu, false)) ==
         std::vector<json>{{{"num_threads", 0}}, {{"num_threads", 1}}});
-  device.cores = 1;
-  CHECK(blas.autotuning_configs_json(args, device) == std::vector<json>{{{"num_threads", 0}}});
+  cpu.cores = 1;
+  CHECK(autotuning_configs_json(blas, args, cpu::CpuDevice(cpu, false)) ==
+        std::vector<json>{{{"num_threads", 0}}});
   CHECK_THROWS_AS(blas.canonical_config({{"num_threads", -1}}), InvalidArgument);
   CHECK_THROWS_AS(blas.canonical_config({{"tile_m", 4}}), InvalidArgument);
-  CHECK_THROWS_AS(blas.check_config_json(args, {{"num_threads", 100000}}), InvalidArgument);
+  CHECK_THROWS_AS(check_config_json(blas, args, {{"num_threads", 100000}}), InvalidArgument);
   CHECK(impl("onednn").canonical_config(json::object()) == json::object());
 }
 

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_device.h"
 #include "tests/ops/framework/fake_impls.h"
 
 using namespace tokamax;

@@ -10,7 +10,7 @@ using tokamax::testing::ScratchDir;
 
 TEST_CASE("npy files have a 64-byte aligned header and the raw data", "[npy]") {
   ScratchDir dir;
-  HostTensor t(TensorSpec{DType::kF32, {2, 3}});
+  Tensor t(TensorSpec{DType::kF32, {2, 3}});
   for (int i = 0; i < 6; ++i) t.data<float>()[i] = static_cast<float>(i) + 0.5f;
   write_npy(dir.file("a.npy"), t);
   const std::string bytes = tokamax::testing::read_file(dir.file("a.npy"));
@@ -26,12 +26,12 @@ TEST_CASE("npy files have a 64-byte aligned header and the raw data", "[npy]") {
 
 TEST_CASE("numpy reads bf16 (as float32), f16 and 1-d arrays back exactly", "[npy]") {
   ScratchDir dir;
-  HostTensor b(TensorSpec{DType::kBF16, {3}});
+  Tensor b(TensorSpec{DType::kBF16, {3}});
   b.set(0, 1.0);
   b.set(1, -0.375);
   b.set(2, 3.0e10);
   write_npy(dir.file("b.npy"), b);
-  HostTensor h(TensorSpec{DType::kF16, {2, 1}});
+  Tensor h(TensorSpec{DType::kF16, {2, 1}});
   h.set(0, 0.5);
   h.set(1, -65504.0);
   write_npy(dir.file("h.npy"), h);

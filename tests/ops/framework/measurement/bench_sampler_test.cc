@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -123,7 +124,7 @@ TEST_CASE("run_benchmarks times cases, isolates failures and warms up once per c
 
   const BenchOptions options = tiny_options();
   const int repetitions = options.stop.min_samples;
-  const std::vector<BenchStats> results = run_benchmarks(cases, options);
+  const std::vector<BenchStats> results = run_benchmarks(cases, options, cpu::host_device());
   REQUIRE(results.size() == cases.size());
   for (size_t i = 0; i < cases.size(); ++i) CHECK(results[i].name == cases[i].name);
 
@@ -164,7 +165,7 @@ TEST_CASE("run_benchmarks writes Google Benchmark JSON with context, repetitions
   const fs::path path = temp_json("tokamax_benchmark_runner");
   options.json_path = path.string();
   options.context = {{"tokamax_device", "test-cpu"}, {"tokamax_command", "tokamax bench"}};
-  const std::vector<BenchStats> results = run_benchmarks(cases, options);
+  const std::vector<BenchStats> results = run_benchmarks(cases, options, cpu::host_device());
   REQUIRE(results.size() == 3);
 
   const json report = read_json(path);
@@ -251,14 +252,14 @@ TEST_CASE("run_benchmarks can be called repeatedly in one process", "[benchmark_
   BenchOptions options = tiny_options();
   options.json_path = first_path.string();
   options.context = {{"tokamax_run", "first"}, {"tokamax_only_first", "yes"}};
-  REQUIRE(run_benchmarks({loop_case("first/case/cpu", &calls)}, options)[0].ok);
+  REQUIRE(run_benchmarks({loop_case("first/case/cpu", &calls)}, options, cpu::host_device())[0].ok);
   const std::string first_text = read_text(first_path);
 
   // No json_path: the earlier file must not be written again.
   options.json_path.clear();
   options.context = {{"tokamax_run", "second"}};
   const std::vector<BenchStats> second =
-      run_benchmarks({loop_case("second/case/cpu", &calls)}, options);
+      run_benchmarks({loop_case("second/case/cpu", &calls)}, options, cpu::host_device());
   REQUIRE(second.size() == 1);
   CHECK(second[0].ok);
   CHECK(read_text(first_path) == first_text);
@@ -269,7 +270,7 @@ TEST_CASE("run_benchmarks can be called repeatedly in one process", "[benchmark_
   options.context = {{"tokamax_run", "first"}, {"tokamax_run", "third"}};  // last one wins
   options.stop.min_samples = options.stop.max_samples = 1;
   const std::vector<BenchStats> third =
-      run_benchmarks({loop_case("third/case/cpu", &calls)}, options);
+      run_benchmarks({loop_case("third/case/cpu", &calls)}, options, cpu::host_device());
   REQUIRE(third.size() == 1);
   CHECK(third[0].ok);
   CHECK(third[0].samples_s.size() == 1);
@@ -286,32 +287,33 @@ TEST_CASE("run_benchmarks rejects bad options and cases before running", "[bench
   int calls = 0;
   const std::vector<BenchCase> one = {loop_case("x/y/cpu", &calls)};
   BenchOptions options = tiny_options();
-  CHECK(run_benchmarks({}, options).empty());
+  CHECK(run_benchmarks({}, options, cpu::host_device()).empty());
 
   options.stop.min_samples = 0;
-  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
+  CHECK_THROWS_AS(run_benchmarks(one, options, cpu::host_device()), InvalidArgument);
   options = tiny_options();
   options.stop.max_samples = 2;  // below min_samples
-  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
+  CHECK_THROWS_AS(run_benchmarks(one, options, cpu::host_device()), InvalidArgument);
   options = tiny_options();
   options.stop.min_time_s = -1;
-  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
+  CHECK_THROWS_AS(run_benchmarks(one, options, cpu::host_device()), InvalidArgument);
   options = tiny_options();
   options.warmup_runs = -1;
-  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
+  CHECK_THROWS_AS(run_benchmarks(one, options, cpu::host_device()), InvalidArgument);
   options = tiny_options();
   options.stop.max_noise = -0.01;
-  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
+  CHECK_THROWS_AS(run_benchmarks(one, options, cpu::host_device()), InvalidArgument);
   options = tiny_options();
   options.sample_time_s = 0;
-  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
+  CHECK_THROWS_AS(run_benchmarks(one, options, cpu::host_device()), InvalidArgument);
   options = tiny_options();
   options.json_path = "/nonexistent-tokamax-dir/out.json";
-  CHECK_THROWS_AS(run_benchmarks(one, options), InvalidArgument);
-  CHECK_THROWS_AS(run_benchmarks({one[0], one[0]}, tiny_options()), InvalidArgument);
+  CHECK_THROWS_AS(run_benchmarks(one, options, cpu::host_device()), InvalidArgument);
+  CHECK_THROWS_AS(run_benchmarks({one[0], one[0]}, tiny_options(), cpu::host_device()),
+                  InvalidArgument);
   BenchCase no_run = one[0];
   no_run.run = nullptr;
-  CHECK_THROWS_AS(run_benchmarks({no_run}, tiny_options()), InvalidArgument);
+  CHECK_THROWS_AS(run_benchmarks({no_run}, tiny_options(), cpu::host_device()), InvalidArgument);
   CHECK(calls == 0);
 }
 
@@ -331,7 +333,7 @@ TEST_CASE("run_benchmarks in cold mode cycles through copies of the inputs",
   BenchOptions options = tiny_options();
   options.cache_mode = CacheMode::kCold;
   options.llc_bytes = 4 << 20;
-  const std::vector<BenchStats> results = run_benchmarks({bench_case}, options);
+  const std::vector<BenchStats> results = run_benchmarks({bench_case}, options, cpu::host_device());
   REQUIRE(results[0].ok);
   CHECK(made == cold_copies(1 << 20, 4 << 20));
   CHECK(made == 9);
@@ -352,7 +354,7 @@ TEST_CASE("run_benchmarks in cold mode cycles through copies of the inputs",
   // Hot mode ignores the copies.
   made = 0;
   options.cache_mode = CacheMode::kHot;
-  REQUIRE(run_benchmarks({bench_case}, options)[0].ok);
+  REQUIRE(run_benchmarks({bench_case}, options, cpu::host_device())[0].ok);
   CHECK(made == 0);
   CHECK(calls > 0);
 
@@ -363,7 +365,8 @@ TEST_CASE("run_benchmarks in cold mode cycles through copies of the inputs",
     throw std::runtime_error("no memory for copies");
   };
   options.cache_mode = CacheMode::kCold;
-  const std::vector<BenchStats> both = run_benchmarks({failing, bench_case}, options);
+  const std::vector<BenchStats> both =
+      run_benchmarks({failing, bench_case}, options, cpu::host_device());
   CHECK_FALSE(both[0].ok);
   CHECK(both[0].error == "no memory for copies");
   CHECK(both[1].ok);
@@ -384,7 +387,7 @@ TEST_CASE("run_benchmarks reports the drift probe and an unsettled case as noisy
   const fs::path path = temp_json("tokamax_benchmark_runner_noisy");
   options.json_path = path.string();
   const std::vector<BenchStats> results =
-      run_benchmarks({loop_case("noisy/case/cpu", &calls)}, options);
+      run_benchmarks({loop_case("noisy/case/cpu", &calls)}, options, cpu::host_device());
   const BenchStats& s = results[0];
   REQUIRE(s.ok);
   CHECK(s.samples_s.size() == 1);

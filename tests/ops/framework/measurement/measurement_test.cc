@@ -254,13 +254,7 @@ TEST_CASE("the drift probe returns a positive, finite time", "[measure]") {
   CHECK((std::isfinite(t) && t > 0));
 }
 
-TEST_CASE("bandwidth probe: arrays of 4 x the LLC within [64, 512] MiB, the mean of two probes",
-          "[measure]") {
-  constexpr int64_t kMiB = int64_t{1} << 20;
-  CHECK(bandwidth_probe_bytes(0) == 64 * kMiB);
-  CHECK(bandwidth_probe_bytes(8 * kMiB) == 64 * kMiB);
-  CHECK(bandwidth_probe_bytes(32 * kMiB) == 128 * kMiB);
-  CHECK(bandwidth_probe_bytes(384 * kMiB) == 512 * kMiB);
+TEST_CASE("bandwidth probe: the mean of the probes before and after a case", "[measure]") {
   BandwidthProbe probe;
   CHECK_FALSE(probe.probed());
   CHECK(probe.mean_gbps() == 0.0);

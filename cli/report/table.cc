@@ -1,5 +1,5 @@
 // Plain-text table printing.
-#include "cli/table.h"
+#include "cli/report/table.h"
 
 #include <algorithm>
 #include <cmath>

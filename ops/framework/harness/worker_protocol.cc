@@ -1,82 +1,14 @@
-// LocalRunner (in-process time / check / bench on one case) and the worker protocol around it.
-#include "ops/framework/harness/case_runner.h"
+// The worker protocol: JSON codecs of the runner's requests and results, and the worker's loop.
+#include "ops/framework/harness/worker_protocol.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <memory>
 
 #include "ops/framework/errors.h"
-#include "ops/framework/harness/npy.h"
-#include "ops/framework/registry.h"
 
 namespace tokamax {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// time_calls, or with warmup_runs == 0 a lean variant for halving: the first call calibrates
-// the batch and counts as a sample when it alone lasts a sample (slow kernels waste nothing).
-std::vector<double> sample_calls(const std::function<void()>& call, const TimingOptions& options,
-                                 const std::atomic<bool>* interrupt) {
-  if (options.warmup_runs > 0) return time_calls(call, options, interrupt);
-  auto check = [&] {
-    if (interrupt != nullptr && interrupt->load()) throw Interrupted();
-  };
-  check();
-  double start = now_s();
-  call();
-  const double one_call = now_s() - start;
-  std::vector<double> samples;
-  double timed = 0.0;
-  if (one_call >= options.sample_time_s) {
-    samples.push_back(one_call);
-    timed = one_call;
-  }
-  const int batch =
-      static_cast<int>(std::clamp(options.sample_time_s / std::max(one_call, 1e-9), 1.0, 1e6));
-  while (static_cast<int>(samples.size()) < options.max_samples &&
-         (static_cast<int>(samples.size()) < options.min_samples || timed < options.min_time_s)) {
-    check();
-    start = now_s();
-    for (int i = 0; i < batch; ++i) call();
-    const double elapsed = now_s() - start;
-    timed += elapsed;
-    samples.push_back(elapsed / batch);
-  }
-  return samples;
-}
-
-void dump_tensors(const fs::path& dir, const TensorMap& tensors) {
-  fs::create_directories(dir);
-  for (const auto& [name, tensor] : tensors) write_npy((dir / (name + ".npy")).string(), tensor);
-}
-
-void dump_oracle(const fs::path& dir, const Op& op, const BoundArgs& args,
-                 const OracleSet& oracle) {
-  fs::create_directories(dir);
-  for (const TensorDecl& decl : op.outputs(args)) {
-    const OracleSample& sample = oracle.at(decl.name);
-    const auto count = static_cast<int64_t>(sample.index.size());
-    if (count == decl.spec.num_elements()) {
-      write_npy((dir / (decl.name + ".npy")).string(), "<f8", decl.spec.dims, sample.value.data(),
-                sample.value.size() * sizeof(double));
-    } else {
-      // Sampled: flat indices and values side by side (out.flat[index] ~ values).
-      write_npy((dir / (decl.name + "_index.npy")).string(), "<i8", {count}, sample.index.data(),
-                sample.index.size() * sizeof(int64_t));
-      write_npy((dir / (decl.name + "_values.npy")).string(), "<f8", {count}, sample.value.data(),
-                sample.value.size() * sizeof(double));
-    }
-  }
-}
 
 std::string exception_message(const std::exception& e) {
   const std::string what = e.what();
@@ -103,157 +35,11 @@ double number_from(const json& value) {
 
 }  // namespace
 
-bool CaseSetup::same_case(const CaseSetup& other) const {
-  return op == other.op && args.key() == other.args.key() && seed == other.seed &&
-         oracle_budget == other.oracle_budget;
-}
-
-// --- LocalRunner.
-
-struct LocalRunner::State {
-  CaseSetup setup;
-  const Op* op = nullptr;
-  TensorMap inputs;
-  TensorMap outputs;
-  std::optional<OracleSet> oracle;
-
-  const OracleSet& ensure_oracle() {
-    if (!oracle) {
-      oracle = sample_oracle(*op, setup.args, inputs, setup.oracle_budget, setup.seed);
-    }
-    return *oracle;
-  }
-};
-
-LocalRunner::LocalRunner(const std::atomic<bool>* interrupt) : interrupt_(interrupt) {}
-LocalRunner::~LocalRunner() = default;
-
-const LocalRunner::State& LocalRunner::state() const {
-  if (!state_) throw InvalidArgument("no case has been set up");
-  return *state_;
-}
-
-void LocalRunner::setup(const CaseSetup& setup) {
-  if (!state_ || !state_->setup.same_case(setup)) {
-    state_.reset();  // one case's tensors alive at a time
-    auto state = std::make_unique<State>();
-    state->setup = setup;
-    state->op = &find_op(setup.op);
-    state->inputs = state->op->make_inputs(setup.args, setup.seed);
-    state->outputs = state->op->allocate_outputs(setup.args);
-    state_ = std::move(state);
-  }
-  if (!setup.dump_dir.empty()) {
-    dump_tensors(fs::path(setup.dump_dir) / "inputs", state_->inputs);
-    dump_oracle(fs::path(setup.dump_dir) / "oracle", *state_->op, setup.args,
-                state_->ensure_oracle());
-  }
-}
-
-void LocalRunner::prepare_oracle() { const_cast<State&>(state()).ensure_oracle(); }
-
-const Implementation& LocalRunner::implementation(const std::string& name) const {
-  return state().op->implementation(name);
-}
-
-TimeResult LocalRunner::time(const Implementation& impl, const nlohmann::json& config,
-                             const TimingOptions& timing) {
-  State& s = const_cast<State&>(state());
-  TimeResult result;
-  try {
-    result.samples = sample_calls([&] { impl.run_json(s.setup.args, config, s.inputs, s.outputs); },
-                                  timing, interrupt_);
-  } catch (const Interrupted&) {
-    throw;
-  } catch (const std::exception& e) {
-    result.status = "error";
-    result.reason = exception_message(e);
-    result.samples.clear();
-  }
-  return result;
-}
-
-CheckResult LocalRunner::check(const Implementation& impl, const nlohmann::json& config,
-                               const std::string& dump_dir) {
-  State& s = const_cast<State&>(state());
-  const OracleSet& oracle = s.ensure_oracle();
-  if (interrupt_ != nullptr && interrupt_->load()) throw Interrupted();
-  CheckResult result;
-  for (auto& [name, tensor] : s.outputs) tensor.fill_zero();
-  try {
-    impl.run_json(s.setup.args, config, s.inputs, s.outputs);
-  } catch (const NotImplemented& e) {
-    result.status = "unsupported";
-    result.reason = exception_message(e);
-    return result;
-  } catch (const std::exception& e) {
-    result.status = "error";
-    result.reason = exception_message(e);
-    return result;
-  }
-  const ErrorModel model = s.op->error_model(s.setup.args);
-  for (const auto& [name, sample] : oracle) {
-    result.comparisons[name] = compare_to_oracle(s.outputs.at(name), sample, model);
-  }
-  if (!dump_dir.empty()) dump_tensors(dump_dir, s.outputs);
-  return result;
-}
-
-std::vector<BenchOutcome> LocalRunner::bench(const std::vector<BenchJob>& jobs,
-                                             const BenchOptions& options) {
-  const State& s = state();
-  int64_t input_bytes = 0;
-  for (const auto& [name, tensor] : s.inputs)
-    input_bytes += static_cast<int64_t>(tensor.size_bytes());
-  std::vector<BenchCase> cases;
-  for (const BenchJob& job : jobs) {
-    // Each implementation writes its own outputs, as it would in an application.
-    auto outputs = std::make_shared<TensorMap>(s.op->allocate_outputs(s.setup.args));
-    BenchCase bench_case;
-    bench_case.name = job.name;
-    bench_case.run = [impl = job.impl, args = s.setup.args, config = job.config, inputs = &s.inputs,
-                      outputs] { impl->run_json(args, config, *inputs, *outputs); };
-    bench_case.flops = job.flops;
-    bench_case.bytes = job.bytes;
-    bench_case.label = job.label;
-    int64_t output_bytes = 0;
-    for (const auto& [name, tensor] : *outputs)
-      output_bytes += static_cast<int64_t>(tensor.size_bytes());
-    bench_case.footprint_bytes = input_bytes + output_bytes;
-    // Cold cache mode: separate memory per copy (HostTensor copies share their buffer).
-    bench_case.make_copies = [op = s.op, impl = job.impl, args = s.setup.args, config = job.config,
-                              inputs = &s.inputs](int copies) -> std::function<void(int)> {
-      auto sets = std::make_shared<std::vector<std::pair<TensorMap, TensorMap>>>();
-      for (int i = 0; i < copies; ++i) {
-        TensorMap copy;
-        for (const auto& [name, tensor] : *inputs) {
-          HostTensor fresh(tensor.spec());
-          if (tensor.size_bytes() > 0) std::memcpy(fresh.raw(), tensor.raw(), tensor.size_bytes());
-          copy.emplace(name, std::move(fresh));
-        }
-        sets->emplace_back(std::move(copy), op->allocate_outputs(args));
-      }
-      return [impl, args, config, sets](int i) {
-        auto& [in, out] = (*sets)[static_cast<size_t>(i)];
-        impl->run_json(args, config, in, out);
-      };
-    };
-    cases.push_back(std::move(bench_case));
-  }
-  std::vector<BenchOutcome> outcomes;
-  for (BenchStats& stats : run_benchmarks(cases, options)) {
-    BenchOutcome outcome;
-    outcome.status = stats.ok ? "ok" : "error";
-    outcome.stats = std::move(stats);
-    outcomes.push_back(std::move(outcome));
-  }
-  return outcomes;
-}
-
 // --- Serialization.
 // Tripwires: a field added to one of these structs must also travel to the worker, or
 // `--isolation worker` (the default) would silently drop it. Add it to the functions below (and
-// to the round-trip test in tests/ops/framework/harness/case_runner_test.cc), then update the size here.
+// to the round-trip test in tests/ops/framework/harness/worker_protocol_test.cc), then update the
+// size here.
 static_assert(sizeof(TimingOptions) == 56, "new TimingOptions field: update timing_to_json");
 static_assert(sizeof(BenchOptions) == 144, "new BenchOptions field: update bench_options_to_json");
 static_assert(sizeof(BenchStats) == 248, "new BenchStats field: update bench_stats_to_json");
@@ -454,6 +240,27 @@ CheckResult check_result_from_json(const json& value) {
 
 // --- The worker side.
 
+json setup_to_json(const CaseSetup& setup) {
+  return {{"cmd", "setup"},
+          {"op", setup.op},
+          {"args", setup.args.to_json()},
+          {"device", setup.device},
+          {"seed", setup.seed},
+          {"oracle_budget", setup.oracle_budget},
+          {"dump_dir", setup.dump_dir}};
+}
+
+CaseSetup setup_from_json(const json& request) {
+  CaseSetup setup;
+  setup.op = request.at("op").get<std::string>();
+  setup.args = BoundArgs::from_json(request.at("args"));
+  setup.device = request.value("device", "");
+  setup.seed = request.at("seed").get<uint64_t>();
+  setup.oracle_budget = request.at("oracle_budget").get<double>();
+  setup.dump_dir = request.value("dump_dir", "");
+  return setup;
+}
+
 json handle_worker_request(LocalRunner& runner, const json& request) {
   auto impl_of = [&](const json& r) -> const Implementation& {
     return runner.implementation(r.at("impl").get<std::string>());
@@ -462,13 +269,7 @@ json handle_worker_request(LocalRunner& runner, const json& request) {
     const std::string cmd = request.at("cmd").get<std::string>();
     json response;
     if (cmd == "setup") {
-      CaseSetup setup;
-      setup.op = request.at("op").get<std::string>();
-      setup.args = BoundArgs::from_json(request.at("args"));
-      setup.seed = request.at("seed").get<uint64_t>();
-      setup.oracle_budget = request.at("oracle_budget").get<double>();
-      setup.dump_dir = request.value("dump_dir", "");
-      runner.setup(setup);
+      runner.setup(setup_from_json(request));
       response = json::object();
     } else if (cmd == "oracle") {
       runner.prepare_oracle();

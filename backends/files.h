@@ -1,0 +1,31 @@
+// Files other processes read while this one writes: atomic replacement and an exclusive lock.
+#pragma once
+
+#include <string>
+
+namespace tokamax {
+
+// Replaces `path` with `text` so that a reader sees the old file or the new one, never a part:
+// a unique temporary file beside it, fsync, rename, then a (best effort) sync of the folder.
+// Creates missing parent folders. Throws std::system_error naming the file.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+// Creates the parent folders of `path`; throws std::system_error naming the folder.
+void create_parent_directories(const std::string& path);
+
+// An exclusive flock on `<path>.lock` for the lifetime of the object. The lock file is never
+// renamed or deleted: locking `path` itself would lock an inode that an atomic replacement swaps
+// out, letting a waiting writer read a stale file. Throws std::system_error when the lock file
+// cannot be opened or locked.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path);
+  ~FileLock();  // closing the descriptor releases the lock
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace tokamax

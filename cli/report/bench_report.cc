@@ -1,0 +1,159 @@
+// The bench report's fields and its two printers.
+#include "cli/report/bench_report.h"
+
+#include <cmath>
+
+namespace tokamax::cli {
+namespace {
+
+using nlohmann::json;
+
+json finite_or_null(double value) { return std::isfinite(value) ? json(value) : json(); }
+
+// "noisy", "drift +6.1%", both, or "-".
+std::string flags(const BenchStats& s) {
+  std::string out;
+  if (s.noisy) out = "noisy";
+  if (s.drift.drifted) {
+    out += (out.empty() ? "" : ", ") + std::string("drift ") + (s.drift.change >= 0 ? "+" : "") +
+           format_number(100 * s.drift.change, 1) + "%";
+  }
+  return out.empty() ? "-" : out;
+}
+
+// A table cell that only means something when the benchmark completed.
+std::function<std::string(const BenchResult&)> if_ok(
+    std::function<std::string(const BenchResult&)> text) {
+  return [text = std::move(text)](const BenchResult& r) { return r.stats.ok ? text(r) : "-"; };
+}
+
+std::string percent(double fraction) {
+  return std::isfinite(fraction) ? format_number(100.0 * fraction, 1) + "%" : "-";
+}
+
+}  // namespace
+
+std::vector<BenchField> bench_fields(NoiseEstimator estimator) {
+  using R = const BenchResult&;
+  const std::string noise_header = "noise (" + std::string(estimator_name(estimator)) + ")";
+  return {
+      {"op", "op", false, [](R r) { return r.op; }, [](R r) { return json(r.op); }},
+      {"spec", "spec", false, [](R r) { return r.spec; }, [](R r) { return json(r.spec); }},
+      {"impl", "impl", false, [](R r) { return r.impl; }, [](R r) { return json(r.impl); }},
+      {"dtype", "dtype", false, [](R r) { return r.dtype; }, [](R r) { return json(r.dtype); }},
+      {"median", "median_s", true, if_ok([](R r) { return format_duration(r.stats.median_s); }),
+       [](R r) { return json(r.stats.median_s); }},
+      {"min", "min_s", true, if_ok([](R r) { return format_duration(r.stats.min_s); }),
+       [](R r) { return json(r.stats.min_s); }},
+      {"max", "max_s", true, if_ok([](R r) { return format_duration(r.stats.max_s); }),
+       [](R r) { return json(r.stats.max_s); }},
+      {"samples", "num_samples", true,
+       if_ok([](R r) { return std::to_string(r.stats.samples_s.size()); }),
+       [](R r) { return json(r.stats.samples_s.size()); }},
+      {noise_header, "noise", true, if_ok([](R r) { return percent(r.stats.noise); }),
+       [](R r) { return finite_or_null(r.stats.noise); }},
+      {"GFLOP/s", "gflops", true, if_ok([](R r) { return format_number(r.stats.gflops, 2); }),
+       [](R r) { return json(r.stats.gflops); }},
+      {"GB/s", "gbps", true, if_ok([](R r) { return format_number(r.stats.gbps, 2); }),
+       [](R r) { return json(r.stats.gbps); }},
+      {"roofline", "roofline_fraction", true, [](R r) { return percent(r.roofline_fraction); },
+       [](R r) { return finite_or_null(r.roofline_fraction); }},
+      {"vs vendor", "vs_best_vendor", true,
+       [](R r) {
+         return std::isfinite(r.vs_best_vendor) ? format_number(r.vs_best_vendor, 2) + "x" : "-";
+       },
+       [](R r) { return finite_or_null(r.vs_best_vendor); }},
+      {"flags", "", false, if_ok([](R r) { return flags(r.stats); }), nullptr},
+      {"source", "config_source", false, [](R r) { return r.config_source; },
+       [](R r) { return json(r.config_source); }},
+      {"config", "config", false,
+       [](R r) { return r.stats.ok ? r.config.dump() : "failed: " + r.stats.error; },
+       [](R r) { return r.config; }},
+      // JSON only.
+      {"", "name", false, nullptr, [](R r) { return json(r.stats.name); }},
+      {"", "args", false, nullptr, [](R r) { return r.args; }},
+      {"", "backend", false, nullptr, [](R r) { return r.backend; }},
+      {"", "flops", false, nullptr, [](R r) { return json(r.flops); }},
+      {"", "bytes", false, nullptr, [](R r) { return json(r.bytes); }},
+      {"", "ok", false, nullptr, [](R r) { return json(r.stats.ok); }},
+      {"", "failure", false, nullptr, [](R r) { return json(r.failure); }},
+      {"", "error", false, nullptr, [](R r) { return json(r.stats.error); }},
+      {"", "cv", false, nullptr, [](R r) { return json(r.stats.cv); }},
+      {"", "iqr_s", false, nullptr, [](R r) { return json(r.stats.iqr_s); }},
+      {"", "samples_s", false, nullptr, [](R r) { return json(r.stats.samples_s); }},
+      {"", "iterations_per_sample", false, nullptr, [](R r) { return json(r.stats.iterations); }},
+      {"", "noise_estimator", false, nullptr,
+       [](R r) { return json(estimator_name(r.estimator)); }},
+      {"", "noisy", false, nullptr, [](R r) { return json(r.stats.noisy); }},
+      {"", "stop_reason", false, nullptr,
+       [](R r) { return json(stop_reason_name(r.stats.stop_reason)); }},
+      {"", "sampling_s", false, nullptr, [](R r) { return json(r.stats.elapsed_s); }},
+      {"", "cache_mode", false, nullptr, [](R r) { return json(cache_mode_name(r.cache_mode)); }},
+      {"", "cache_copies", false, nullptr, [](R r) { return json(r.stats.cache_copies); }},
+      {"", "footprint_bytes", false, nullptr, [](R r) { return json(r.footprint_bytes); }},
+      {"", "drift", false, nullptr,
+       [](R r) {
+         return json{{"probe_before_s", r.stats.drift.before_s},
+                     {"probe_after_s", r.stats.drift.after_s},
+                     {"change", r.stats.drift.change},
+                     {"drifted", r.stats.drift.drifted}};
+       }},
+      {"", "drifted", false, nullptr, [](R r) { return json(r.stats.drift.drifted); }},
+      {"", "roofline_gflops", false, nullptr, [](R r) { return json(r.roofline_gflops); }},
+      {"", "roofline_bandwidth_gbps", false, nullptr,
+       [](R r) { return json(r.roofline_bandwidth_gbps); }},
+      {"", "bandwidth_probe", false, nullptr,
+       [](R r) {
+         const BandwidthProbe& b = r.stats.bandwidth;
+         return b.probed() ? json{{"before_gbps", b.before_gbps}, {"after_gbps", b.after_gbps}}
+                           : json();
+       }},
+      {"", "vendor", false, nullptr, [](R r) { return json(r.vendor); }},
+      {"", "best_vendor_gflops", false, nullptr, [](R r) { return json(r.best_vendor_gflops); }},
+  };
+}
+
+Table bench_table(const std::vector<BenchResult>& results, NoiseEstimator estimator) {
+  std::vector<const BenchField*> columns;
+  const std::vector<BenchField> fields = bench_fields(estimator);
+  std::vector<std::string> header;
+  std::vector<size_t> right;
+  for (const BenchField& field : fields) {
+    if (field.header.empty()) continue;
+    if (field.number) right.push_back(columns.size());
+    columns.push_back(&field);
+    header.push_back(field.header);
+  }
+  Table table(header);
+  table.set_right_aligned(right);
+  // The case's own columns name it even when it did not run.
+  constexpr size_t kIdentity = 4;  // op, spec, impl, dtype
+  for (const BenchResult& result : results) {
+    std::vector<std::string> row;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      if (result.ran() || c < kIdentity) {
+        row.push_back(columns[c]->text(result));
+      } else {
+        row.push_back(c + 1 == columns.size() ? "unsupported: " + result.unsupported : "-");
+      }
+    }
+    table.add_row(std::move(row));
+  }
+  return table;
+}
+
+nlohmann::json bench_records(const std::vector<BenchResult>& results) {
+  const std::vector<BenchField> fields = bench_fields(NoiseEstimator::kIqrMedian);
+  json records = json::array();
+  for (const BenchResult& result : results) {
+    if (!result.ran()) continue;
+    json record = json::object();
+    for (const BenchField& field : fields) {
+      if (!field.json_key.empty()) record[field.json_key] = field.json(result);
+    }
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+}  // namespace tokamax::cli

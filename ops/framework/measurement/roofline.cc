@@ -1,0 +1,33 @@
+// Roofline bound math over a device's measured ceilings.
+#include "ops/framework/measurement/roofline.h"
+
+#include <algorithm>
+#include <string>
+
+#include "ops/framework/errors.h"
+
+namespace tokamax {
+
+double peak_gflops(const Ceilings& ceilings, DType compute) {
+  switch (compute) {
+    case DType::kBF16:
+      return std::max(ceilings.bf16_dot_gflops, ceilings.f32_fma_gflops);
+    case DType::kF16:
+    case DType::kF32:
+      return ceilings.f32_fma_gflops;
+    case DType::kF64:
+      // f64 vectors hold half the lanes at the same FMA rate.
+      return ceilings.f64_fma_gflops > 0 ? ceilings.f64_fma_gflops : ceilings.f32_fma_gflops / 2;
+    default:
+      throw InvalidArgument("roofline: no compute peak for dtype " +
+                            std::string(dtype_name(compute)) + "; expected f64, f32, bf16 or f16");
+  }
+}
+
+double roofline_gflops(const Ceilings& ceilings, double flops, double bytes, DType compute) {
+  const double peak = peak_gflops(ceilings, compute);
+  if (bytes <= 0) return peak;
+  return std::min(peak, ceilings.bandwidth_gbps * flops / bytes);
+}
+
+}  // namespace tokamax

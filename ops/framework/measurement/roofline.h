@@ -1,0 +1,21 @@
+// The roofline bound of a case: the device's compute peak at the case's dtype, or its memory
+// bandwidth times the case's arithmetic intensity, whichever is lower.
+#pragma once
+
+#include "backends/ceilings.h"
+#include "ops/framework/dtype.h"
+
+namespace tokamax {
+
+// The compute ceiling for kernels whose arithmetic runs in `compute`:
+//   bf16 -> max(native bf16 dot, f32 FMA): a kernel may convert to f32 and use FMAs instead;
+//   f16, f32 -> f32 FMA (f16 is converted to f32 here; native f16 FMAs are not measured);
+//   f64 -> f64 FMA (half the f32 FMA peak when unmeasured).
+// Throws InvalidArgument for i32 and bool.
+double peak_gflops(const Ceilings& ceilings, DType compute);
+
+// Attainable GFLOP/s for `flops` over `bytes` of memory traffic: min(peak, bandwidth x flops /
+// bytes). GB/s times flop/byte is GFLOP/s; bytes <= 0 means no traffic, i.e. compute-bound.
+double roofline_gflops(const Ceilings& ceilings, double flops, double bytes, DType compute);
+
+}  // namespace tokamax

@@ -1,0 +1,52 @@
+// Tests for the roofline bound over a device's ceilings.
+#include "ops/framework/measurement/roofline.h"
+
+#include <catch2/catch.hpp>
+
+#include "ops/framework/errors.h"
+
+using namespace tokamax;
+
+namespace {
+
+Ceilings sample_ceilings() {
+  Ceilings ceilings;
+  ceilings.f32_fma_gflops = 100;
+  ceilings.f64_fma_gflops = 40;
+  ceilings.bf16_dot_gflops = 200;
+  ceilings.bandwidth_gbps = 10;
+  return ceilings;
+}
+
+}  // namespace
+
+TEST_CASE("roofline_gflops is the lower of the compute and the memory ceiling", "[roofline]") {
+  const Ceilings ceilings = sample_ceilings();
+  // 1 flop/byte x 10 GB/s = 10 GFLOP/s < 100: memory-bound.
+  CHECK(roofline_gflops(ceilings, 1e9, 1e9, DType::kF32) == Approx(10));
+  // 50 flop/byte x 10 GB/s = 500 GFLOP/s > 100: compute-bound.
+  CHECK(roofline_gflops(ceilings, 50e9, 1e9, DType::kF32) == Approx(100));
+  // Exactly at the ridge point (10 flop/byte) both ceilings agree.
+  CHECK(roofline_gflops(ceilings, 10e9, 1e9, DType::kF32) == Approx(100));
+  // No memory traffic: compute-bound.
+  CHECK(roofline_gflops(ceilings, 1e9, 0, DType::kF32) == Approx(100));
+}
+
+TEST_CASE("peak_gflops picks the ceiling of the compute dtype", "[roofline]") {
+  Ceilings ceilings = sample_ceilings();
+  CHECK(peak_gflops(ceilings, DType::kF32) == 100);
+  CHECK(peak_gflops(ceilings, DType::kF16) == 100);
+  CHECK(peak_gflops(ceilings, DType::kF64) == 40);
+  // bf16: the native dot when it is faster than converting to f32 and using FMAs ...
+  CHECK(peak_gflops(ceilings, DType::kBF16) == 200);
+  CHECK(roofline_gflops(ceilings, 100e9, 1e9, DType::kBF16) == Approx(200));
+  // ... and the f32 FMA path when there is no native dot (or it is slower).
+  ceilings.bf16_dot_gflops = 0;
+  CHECK(peak_gflops(ceilings, DType::kBF16) == 100);
+  ceilings.bf16_dot_gflops = 60;
+  CHECK(peak_gflops(ceilings, DType::kBF16) == 100);
+  // An unmeasured f64 peak falls back to half the f32 one (half the lanes per vector).
+  ceilings.f64_fma_gflops = 0;
+  CHECK(peak_gflops(ceilings, DType::kF64) == 50);
+  CHECK_THROWS_AS(peak_gflops(ceilings, DType::kI32), InvalidArgument);
+}
