@@ -10,6 +10,7 @@
 #include "backends/clock.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/peaks.h"
+#include "backends/cpu/simd_target.h"
 
 namespace tokamax::cpu {
 namespace {
@@ -144,7 +145,7 @@ std::vector<InfoRow> CpuDevice::info_rows() const {
       {"isa", isa},
       {"vector isa", isa_summary(cpu_)},
       {"simd width", std::to_string(cpu_.simd_bytes * 8) + " bit"},
-      {"simd kernels", "Highway " + simd_target_name()},
+      {"simd kernels", std::string("Highway ") + simd_target_name()},
       {"cores", std::to_string(cpu_.cores)},
       {"L1d per core", kib(cpu_.l1d_bytes)},
       {"L2 per core", kib(cpu_.l2_bytes)},

@@ -101,8 +101,6 @@ void StreamTriad(double* HWY_RESTRICT a,        // [n] chunk of the output
   for (; i < n; ++i) a[i] = b[i] + s * c[i];
 }
 
-const char* PeaksTargetName() { return hwy::TargetName(HWY_TARGET); }
-
 }  // namespace tokamax::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -116,7 +114,6 @@ namespace tokamax::cpu {
 HWY_EXPORT(FmaChainsF32);
 HWY_EXPORT(FmaChainsF64);
 HWY_EXPORT(StreamTriad);
-HWY_EXPORT(PeaksTargetName);
 
 namespace {
 
@@ -341,8 +338,6 @@ int64_t bandwidth_probe_bytes(int64_t llc_bytes) {
   constexpr int64_t kMiB = int64_t{1} << 20;
   return std::clamp<int64_t>(4 * std::max<int64_t>(llc_bytes, 0), 64 * kMiB, 512 * kMiB);
 }
-
-std::string simd_target_name() { return HWY_DYNAMIC_DISPATCH(PeaksTargetName)(); }
 
 }  // namespace tokamax::cpu
 #endif  // HWY_ONCE

@@ -38,7 +38,4 @@ Peaks measure_peaks(const PeakOptions& options = {});
 // the best of 3 repetitions.
 int64_t bandwidth_probe_bytes(int64_t llc_bytes);
 
-// The Highway target the FMA and triad kernels dispatch to on this CPU ("AVX3", "AVX2", ...).
-std::string simd_target_name();
-
 }  // namespace tokamax::cpu

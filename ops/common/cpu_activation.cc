@@ -7,9 +7,6 @@
 
 #include <cstring>
 
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/common/cpu_activation.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -147,8 +144,6 @@ void GluRow(Activation activation, const float* gate, const float* proj, float* 
   }
 }
 
-const char* ActivationTargetName() { return hwy::TargetName(HWY_TARGET); }
-
 }  // namespace tokamax::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -156,7 +151,6 @@ HWY_AFTER_NAMESPACE();
 namespace tokamax {
 
 HWY_EXPORT(GluRow);
-HWY_EXPORT(ActivationTargetName);
 
 void cpu_activation_row(Activation activation, float* x, int64_t n) {
   HWY_DYNAMIC_DISPATCH(GluRow)(activation, x, nullptr, x, n);
@@ -166,8 +160,6 @@ void cpu_glu_row(Activation activation, const float* gate, const float* proj, fl
                  int64_t n) {
   HWY_DYNAMIC_DISPATCH(GluRow)(activation, gate, proj, out, n);
 }
-
-const char* cpu_activation_target_name() { return HWY_DYNAMIC_DISPATCH(ActivationTargetName)(); }
 
 }  // namespace tokamax
 #endif  // HWY_ONCE

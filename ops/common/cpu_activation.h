@@ -27,7 +27,4 @@ void cpu_glu_row(Activation activation,
                  float* out,  // [n]
                  int64_t n);
 
-// The Highway target these functions dispatch to on this CPU.
-const char* cpu_activation_target_name();
-
 }  // namespace tokamax

@@ -5,9 +5,6 @@
 #include <cmath>
 #include <limits>
 
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/common/cpu_softmax.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -211,8 +208,6 @@ void MaskColumns(float* s, int64_t n, int64_t cols, int64_t ld, int64_t first, c
   }
 }
 
-const char* SoftmaxTargetName() { return hwy::TargetName(HWY_TARGET); }
-
 }  // namespace tokamax::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -226,7 +221,6 @@ HWY_EXPORT(SoftCapRow);
 HWY_EXPORT(SoftmaxColumnsStep);
 HWY_EXPORT(ScaleColumns);
 HWY_EXPORT(MaskColumns);
-HWY_EXPORT(SoftmaxTargetName);
 
 float cpu_row_max(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(RowMax)(x, n); }
 float cpu_exp_shift_sum(float* x, int64_t n, float shift, float scale) {
@@ -245,7 +239,6 @@ void cpu_mask_columns(float* s, int64_t n, int64_t cols, int64_t ld, int64_t fir
                       const int32_t* lo, const int32_t* hi) {
   HWY_DYNAMIC_DISPATCH(MaskColumns)(s, n, cols, ld, first, lo, hi);
 }
-const char* cpu_softmax_target_name() { return HWY_DYNAMIC_DISPATCH(SoftmaxTargetName)(); }
 
 }  // namespace tokamax
 #endif  // HWY_ONCE

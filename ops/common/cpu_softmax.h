@@ -42,7 +42,4 @@ void cpu_scale_columns(float* x, int64_t rows, int64_t cols, int64_t ld, const f
 void cpu_mask_columns(float* s, int64_t n, int64_t cols, int64_t ld, int64_t first,
                       const int32_t* lo, const int32_t* hi);
 
-// The Highway target these functions dispatch to on this CPU.
-const char* cpu_softmax_target_name();
-
 }  // namespace tokamax

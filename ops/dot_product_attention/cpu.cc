@@ -8,15 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_checks.h"
 #include "ops/common/cpu_gemm/checks.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/dot_product_attention/base.h"
 #include "ops/dot_product_attention/cpu_config.h"
 #include "ops/dot_product_attention/cpu_kernel.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
-#include "ops/ragged_dot/cpu_kernel.h"
 
 namespace tokamax {
 namespace {
@@ -26,9 +27,9 @@ class CpuDotProductAttention final
  public:
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
-    return {{"simd_target", cpu_kernel_target_name()},
-            {"softmax_target", cpu_softmax_target_name()},
-            {"native_bf16", cpu_kernel_has_native_bf16()}};
+    return {{"simd_target", cpu::simd_target_name()},
+            {"softmax_target", cpu::simd_target_name()},
+            {"native_bf16", gemm_has_native_bf16()}};
   }
 
   void check(const AttentionProblem& p, const Device&) const override {

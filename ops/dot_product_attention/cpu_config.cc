@@ -11,10 +11,11 @@
 #include <set>
 #include <string>
 
+#include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/checks.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/dot_product_attention/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
@@ -40,7 +41,7 @@ void CpuAttentionConfig::validate() const {
 }
 
 bool attention_native_bf16_available(const AttentionProblem& p) {
-  return p.dtype == DType::kBF16 && cpu_kernel_has_native_bf16();
+  return p.dtype == DType::kBF16 && gemm_has_native_bf16();
 }
 
 CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
@@ -50,7 +51,7 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
   const int64_t g = p.groups();
   const int64_t cores = std::max(device.cores, 1);
   auto tasks = [&](int64_t bq) { return p.B * p.h * ((p.T + bq - 1) / bq); };
-  if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && cpu_kernel_has_native_bf16()) {
+  if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && gemm_has_native_bf16()) {
     c.bf16_path = "native_dot";
   }
   // Under causal and local-window masks a tile's last visible block is cut by the diagonal,
@@ -107,7 +108,7 @@ std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const Attention
   std::vector<CpuAttentionConfig> out;
   std::set<decltype(CpuAttentionConfig{}.key())> seen;
   std::vector<std::string> paths = {"convert_f32"};
-  if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && cpu_kernel_has_native_bf16()) {
+  if (p.dtype == DType::kBF16 && device.has("avx512_bf16") && gemm_has_native_bf16()) {
     paths.push_back("native_dot");
   }
   std::vector<bool> grouping = {true};

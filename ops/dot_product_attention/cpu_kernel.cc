@@ -38,17 +38,17 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
-#include "ops/common/cpu_gemm.h"
+#include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/common/online_softmax.h"
 #include "ops/dot_product_attention/cpu_pack.h"
 #include "ops/dot_product_attention/cpu_task.h"
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_micro_kernel.h"
-#include "ops/ragged_dot/cpu_pack.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
@@ -385,7 +385,7 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
   // micro-tile that wastes least on d rows and M columns (attention_transposed_shape).
   const bool transposed = options.transposed;
   const bool native = options.native_bf16;
-  const int lanes = cpu_kernel_f32_lanes();
+  const int lanes = cpu::simd_f32_lanes();
   const MicroKernelShape shape =
       transposed
           ? attention_transposed_shape(lanes, std::min<int64_t>(heads * bq, heads * p.T), p.d)

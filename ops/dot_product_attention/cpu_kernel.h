@@ -8,9 +8,9 @@
 //   M      rows of one task: (heads per task) * bq
 #pragma once
 
+#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/dot_product_attention/base.h"
 #include "ops/framework/tensor.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 

@@ -20,13 +20,13 @@
 #include <limits>
 #include <vector>
 
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/dot_product_attention/cpu_pack.h"
 #include "ops/dot_product_attention/cpu_task.h"
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/cpu_micro_kernel.h"
-#include "ops/ragged_dot/cpu_pack.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {

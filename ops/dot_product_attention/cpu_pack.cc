@@ -7,8 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_pack.h"
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/pack.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -188,7 +189,7 @@ namespace {
 #if defined(__x86_64__)
 // vcvtne2ps2bf16: 32 floats to 32 bf16, round to nearest even (inputs below the smallest normal
 // flush to +0: an absolute error under 2^-126, far inside the error model). Only called where
-// cpu_kernel_has_native_bf16() holds, i.e. on CPUs with avx512_bf16.
+// gemm_has_native_bf16() holds, i.e. on CPUs with avx512_bf16.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void round_rows_avx512_bf16(
     const float* s, int64_t ld, int64_t M, int64_t n, bf16* out) {
   for (int64_t m = 0; m < M; ++m) {
@@ -240,7 +241,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_pt_pairs_avx512
 void pack_pt_pairs_rounded(const float* s, int64_t ld, int64_t n, int64_t cols, int64_t nr,
                            bf16* rounded, uint32_t* out) {
 #if defined(__x86_64__)
-  if (cpu_kernel_has_native_bf16() && cols % 16 == 0 && nr % 16 == 0) {
+  if (gemm_has_native_bf16() && cols % 16 == 0 && nr % 16 == 0) {
     pack_pt_pairs_avx512_bf16(s, ld, n, cols, nr, out);
     return;
   }
@@ -256,7 +257,7 @@ void pack_pt_pairs_rounded(const float* s, int64_t ld, int64_t n, int64_t cols, 
 void pack_p_pairs_rounded(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr,
                           bf16* rounded, uint32_t* out) {
 #if defined(__x86_64__)
-  if (cpu_kernel_has_native_bf16()) {
+  if (gemm_has_native_bf16()) {
     round_rows_avx512_bf16(s, ld, M, n, rounded);
     pack_lhs_block_pairs(rounded, ld, M, n, mr, out);
     return;

@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/dot_product_attention/base.h"
 #include "ops/dot_product_attention/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_micro_kernel.h"
 
 namespace tokamax {
 

@@ -9,16 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_activation.h"
 #include "ops/common/cpu_checks.h"
 #include "ops/common/cpu_gemm/checks.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
 #include "ops/gated_linear_unit/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
@@ -27,9 +28,9 @@ class CpuGatedLinearUnit final : public TypedImplementation<GluProblem, CpuGluCo
  public:
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
-    return {{"simd_target", cpu_kernel_target_name()},
-            {"activation_target", cpu_activation_target_name()},
-            {"native_bf16", cpu_kernel_has_native_bf16()}};
+    return {{"simd_target", cpu::simd_target_name()},
+            {"activation_target", cpu::simd_target_name()},
+            {"native_bf16", gemm_has_native_bf16()}};
   }
 
   void check(const GluProblem& p, const Device&) const override {

@@ -15,9 +15,10 @@
 #include <span>
 #include <string>
 
+#include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/checks.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_tiling.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 
 namespace tokamax {
 namespace {

@@ -22,13 +22,14 @@
 #include <string>
 
 #include "backends/cpu/scratch.h"
+#include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_activation.h"
-#include "ops/common/cpu_gemm.h"
+#include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_pack.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
@@ -51,7 +52,7 @@ void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, co
   }
   const int64_t M = p.M, K = p.K, N = p.N;
   if (M == 0 || N == 0) return;
-  const int lanes = cpu_kernel_f32_lanes();
+  const int lanes = cpu::simd_f32_lanes();
   if (c.nr % lanes != 0) {
     throw NotImplemented("cpu gated_linear_unit: nr=" + std::to_string(c.nr) +
                          " is not a multiple of the " + std::to_string(lanes) +

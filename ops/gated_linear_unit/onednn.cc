@@ -23,12 +23,13 @@
 
 #include "backends/cpu/onednn_engine.h"
 #include "backends/cpu/scratch.h"
+#include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_activation.h"
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/gated_linear_unit/base.h"
-#include "ops/ragged_dot/cpu_pack.h"
 
 namespace tokamax {
 namespace {
@@ -66,8 +67,7 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, OneDn
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
     nlohmann::json description = cpu::onednn_describe();
-    description["epilogue"] =
-        std::string("tokamax cpu_glu_row (") + cpu_activation_target_name() + ")";
+    description["epilogue"] = std::string("tokamax cpu_glu_row (") + cpu::simd_target_name() + ")";
     return description;
   }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_checks.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
@@ -36,7 +37,7 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
  public:
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
-    return {{"simd_target", layer_norm_cpu_target_name()},
+    return {{"simd_target", cpu::simd_target_name()},
             {"native_bf16", layer_norm_cpu_has_native_bf16()}};
   }
 
@@ -74,7 +75,7 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
   void run(const LayerNormProblem& p, const CpuLayerNormConfig& config, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
-    const int64_t L = layer_norm_cpu_f32_lanes();
+    const int64_t L = cpu::simd_f32_lanes();
     const std::vector<float> scale = stage_param(inputs, "scale", p.C, L, 1.0f);
     const std::vector<float> offset = stage_param(inputs, "offset", p.C, L, 0.0f);
     CpuLayerNormLaunch launch;

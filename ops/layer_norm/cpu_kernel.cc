@@ -33,14 +33,11 @@
 
 #include "backends/cpu/cpu_info.h"
 #include "backends/cpu/scratch.h"
+#include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/cpu_tasks.h"
 
-// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/layer_norm/cpu_kernel.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -59,9 +56,7 @@ namespace {
 // launch sees them once parallel_for returns.
 void FlushStores() { hwy::FlushStream(); }
 
-int F32Lanes() { return static_cast<int>(hn::Lanes(DF())); }
 bool NativeBf16Path() { return kHasNativeBf16Path; }
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace
 }  // namespace tokamax::HWY_NAMESPACE
@@ -71,8 +66,6 @@ HWY_AFTER_NAMESPACE();
 namespace tokamax {
 namespace {
 
-HWY_EXPORT(F32Lanes);
-HWY_EXPORT(TargetName);
 HWY_EXPORT(FlushStores);
 HWY_EXPORT(NativeBf16Path);
 
@@ -87,13 +80,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-int layer_norm_cpu_f32_lanes() { return HWY_DYNAMIC_DISPATCH(F32Lanes)(); }
 bool layer_norm_cpu_has_native_bf16() {
   static const bool has =
       HWY_DYNAMIC_DISPATCH(NativeBf16Path)() && cpu::host_cpu().has("avx512_bf16");
   return has;
 }
-const char* layer_norm_cpu_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 
 void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& launch,
                            const void* x, const float* scale, const float* offset, void* out) {
@@ -102,7 +93,7 @@ void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& 
                          " (the kernel handles f32, bf16 and f16 with f32 statistics)");
   }
   if (p.num_elements() == 0) return;
-  const int64_t C = p.C, I = p.I, L = layer_norm_cpu_f32_lanes();
+  const int64_t C = p.C, I = p.I, L = cpu::simd_f32_lanes();
   const float eps = static_cast<float>(p.epsilon);
   const int64_t per_task = std::max<int64_t>(launch.units_per_task, 1);
   const bool native_bf16 = launch.native_bf16 && layer_norm_cpu_has_native_bf16();

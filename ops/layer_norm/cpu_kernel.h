@@ -39,10 +39,7 @@ void layer_norm_cpu_kernel(const LayerNormProblem& problem, const CpuLayerNormLa
                            // Outputs.
                            void* out);  // [O, C, I] x_dtype, full array
 
-// f32 lanes of the SIMD target the kernel dispatches to on this CPU, and the target's name.
-int layer_norm_cpu_f32_lanes();
 // Whether native_bf16 takes effect here: an AVX-512 target on a CPU with avx512_bf16.
 bool layer_norm_cpu_has_native_bf16();
-const char* layer_norm_cpu_target_name();
 
 }  // namespace tokamax

@@ -18,10 +18,6 @@
 
 #include "ops/layer_norm/cpu_tasks.h"
 
-// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/layer_norm/cpu_kernel_inner.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

@@ -12,15 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_checks.h"
 #include "ops/common/cpu_gemm/checks.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/linear_softmax_cross_entropy_loss/cpu_config.h"
 #include "ops/linear_softmax_cross_entropy_loss/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
@@ -38,8 +39,7 @@ class CpuLinearSoftmaxCrossEntropy final
  public:
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
-    return {{"simd_target", cpu_kernel_target_name()},
-            {"native_bf16", cpu_kernel_has_native_bf16()}};
+    return {{"simd_target", cpu::simd_target_name()}, {"native_bf16", gemm_has_native_bf16()}};
   }
 
   void check(const LinearSoftmaxCrossEntropyProblem& p, const Device&) const override {
@@ -86,7 +86,7 @@ class CpuLinearSoftmaxCrossEntropy final
     const int64_t nb = std::max<int64_t>(1, (p.B + c.tile_b - 1) / c.tile_b);  // B = 0: none
     options.v_splits =
         c.v_splits > 0 ? c.v_splits : std::max<int64_t>(1, (4 * threads + nb - 1) / nb);
-    const int lanes = cpu_kernel_f32_lanes();
+    const int lanes = cpu::simd_f32_lanes();
     if (c.nr % lanes != 0) {
       throw NotImplemented("cpu linear_softmax_cross_entropy_loss: nr=" + std::to_string(c.nr) +
                            " is not a multiple of the " + std::to_string(lanes) +

@@ -28,7 +28,7 @@
 
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
-#include "ops/common/cpu_gemm.h"
+#include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/common/online_softmax.h"
 

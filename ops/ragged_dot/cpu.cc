@@ -12,14 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_checks.h"
 #include "ops/common/cpu_gemm/checks.h"
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_config.h"
 #include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_pack.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
@@ -29,9 +30,9 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
  public:
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
-    return {{"simd_target", cpu_kernel_target_name()},
-            {"pack_target", pack_target_name()},
-            {"native_bf16", cpu_kernel_has_native_bf16()}};
+    return {{"simd_target", cpu::simd_target_name()},
+            {"pack_target", cpu::simd_target_name()},
+            {"native_bf16", gemm_has_native_bf16()}};
   }
 
   void check(const RaggedDotProblem& p, const Device&) const override {
@@ -79,7 +80,7 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
         p.group_starts, p.M, p.K, p.N, c.tile_m, c.tile_n, c.tile_k, c.task_n);
     CpuKernelOptions options;
     options.mr = c.mr;
-    const int lanes = cpu_kernel_f32_lanes();
+    const int lanes = cpu::simd_f32_lanes();
     if (c.nr % lanes != 0) {
       throw NotImplemented("cpu ragged_dot: nr=" + std::to_string(c.nr) +
                            " is not a multiple of the " + std::to_string(lanes) +

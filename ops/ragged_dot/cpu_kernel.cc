@@ -38,10 +38,11 @@
 #include <vector>
 
 #include "backends/cpu/scratch.h"
+#include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/cpu_micro_kernel.h"
-#include "ops/ragged_dot/cpu_pack.h"
 
 namespace tokamax {
 namespace {
@@ -237,21 +238,21 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
   launch.out_dtype = out.dtype();
   if (f64) {
     // The f64 path runs the first shape of the table in f64 lanes.
-    const MicroKernelShape shape = micro_kernel_shapes(cpu_kernel_f32_lanes())[0];
+    const MicroKernelShape shape = micro_kernel_shapes(cpu::simd_f32_lanes())[0];
     launch.options.mr = shape.mr;
     launch.options.nr_vectors = shape.nr_vectors;
     launch.options.native_bf16 = false;
-    launch.nr = int64_t{shape.nr_vectors} * cpu_kernel_f64_lanes();
+    launch.nr = int64_t{shape.nr_vectors} * cpu::simd_f64_lanes();
   } else {
-    if (!has_micro_kernel_shape(cpu_kernel_f32_lanes(), options.mr, options.nr_vectors)) {
+    if (!has_micro_kernel_shape(cpu::simd_f32_lanes(), options.mr, options.nr_vectors)) {
       throw NotImplemented("cpu ragged_dot: no " + std::to_string(options.mr) + "x" +
                            std::to_string(options.nr_vectors) + " micro-kernel for the " +
-                           cpu_kernel_target_name() + " target");
+                           cpu::simd_target_name() + " target");
     }
-    launch.nr = int64_t{options.nr_vectors} * cpu_kernel_f32_lanes();
+    launch.nr = int64_t{options.nr_vectors} * cpu::simd_f32_lanes();
   }
   if (launch.options.native_bf16) {
-    if (!cpu_kernel_has_native_bf16()) {
+    if (!gemm_has_native_bf16()) {
       throw NotImplemented("cpu ragged_dot: native_dot needs a CPU with avx512_bf16");
     }
     if (lhs.dtype() != DType::kBF16 || rhs.dtype() != DType::kBF16) {

@@ -10,21 +10,17 @@
 //   mr, nr               the register-blocked micro-tile; nr = nr_vectors * lanes
 #pragma once
 
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/framework/tensor.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 
-// Tasks of at most this many rows whose rhs is read in place (packing=no_pack, or one
-// micro-panel) stream rhs row by row instead of running micro-tiles: each rhs element feeds so
-// few multiply-adds that reading it at full memory bandwidth is all that matters. Tile extents
-// and the micro-tile shape do not affect them.
-inline constexpr int64_t kCpuStreamRows = 4;
-
 // How the kernel runs a work list. The tile extents come from the work list itself.
 struct CpuKernelOptions {
-  int mr = 14;           // micro-tile rows: a shape of micro_kernel_shapes(cpu_kernel_f32_lanes())
+  int mr = 14;           // micro-tile rows: a shape of micro_kernel_shapes(cpu::simd_f32_lanes())
   int nr_vectors = 2;    // micro-tile columns, in vectors
   bool pack_rhs = true;  // false: read full rhs strips in place (no panel copy), for few rows
   bool native_bf16 = false;  // bf16 inputs multiplied by vdpbf16ps on pair-packed operands
@@ -43,12 +39,5 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& problem, const RaggedDotWorkL
                            const Tensor& rhs,  // [G, K, N], full array
                            // Outputs.
                            Tensor& out);  // [M, N] out_dtype, full array
-
-// f32 lanes of the SIMD target the kernels dispatch to on this CPU (16 on AVX-512, 8 on AVX2, 1
-// for the scalar fallback), and the target's name.
-int cpu_kernel_f32_lanes();
-const char* cpu_kernel_target_name();
-// Whether the native bf16 path can run here: an x86 CPU with avx512_bf16 (and AVX-512 kernels).
-bool cpu_kernel_has_native_bf16();
 
 }  // namespace tokamax

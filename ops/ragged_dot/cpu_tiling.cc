@@ -17,11 +17,6 @@
 #include "ops/framework/errors.h"
 
 namespace tokamax {
-bool has_micro_kernel_shape(int lanes, int mr, int nr_vectors) {
-  const std::span<const MicroKernelShape> shapes = micro_kernel_shapes(lanes);
-  return std::find(shapes.begin(), shapes.end(), MicroKernelShape{mr, nr_vectors}) != shapes.end();
-}
-
 int64_t padded_rows(std::span<const int64_t> group_sizes, int64_t mr) {
   int64_t total = 0;
   for (int64_t size : group_sizes) total += round_up(std::max<int64_t>(size, 0), mr);

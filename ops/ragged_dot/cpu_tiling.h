@@ -19,40 +19,9 @@
 #include <span>
 #include <vector>
 
+#include "ops/common/cpu_gemm/micro_tile.h"
+
 namespace tokamax {
-
-inline constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-inline constexpr int64_t round_up(int64_t a, int64_t multiple) {
-  return ceil_div(a, multiple) * multiple;
-}
-
-// A register-blocked micro-tile: mr rows x nr_vectors vectors of accumulators.
-struct MicroKernelShape {
-  int mr = 0;
-  int nr_vectors = 0;
-  bool operator==(const MicroKernelShape&) const = default;
-};
-
-// The shapes the kernels instantiate, best first, by register file. mr * nr_vectors accumulators
-// plus nr_vectors rhs vectors plus one broadcast lhs value must fit without spilling.
-// 32 vector registers (AVX-512): 14x2 keeps 28 accumulators, 2 rhs vectors and a broadcast in 31
-// registers and needs 16 loads per 28 FMAs, well under the two vector loads per cycle a core
-// sustains; the others trade rows for columns, for groups of few rows (less zero padding).
-inline constexpr MicroKernelShape kShapes32Registers[] = {{14, 2}, {8, 3}, {6, 4}, {4, 4}};
-// 16 vector registers (AVX2, SSE4): 12 accumulators + rhs + broadcast.
-inline constexpr MicroKernelShape kShapes16Registers[] = {{6, 2}, {4, 3}, {4, 2}};
-// Scalar fallback (16 xmm registers): 9 independent chains, no spills.
-inline constexpr MicroKernelShape kShapesScalar[] = {{3, 3}, {2, 4}};
-
-// The shapes for vectors of `lanes` f32 lanes: 16 lanes come with 32 registers (AVX-512), 4-8
-// with 16 (AVX2, SSE4), 1 is the portable scalar fallback. constexpr: the kernels instantiate
-// exactly this list for their own width at compile time.
-constexpr std::span<const MicroKernelShape> micro_kernel_shapes(int lanes) {
-  if (lanes >= 16) return kShapes32Registers;
-  if (lanes >= 2) return kShapes16Registers;
-  return kShapesScalar;
-}
-bool has_micro_kernel_shape(int lanes, int mr, int nr_vectors);
 
 // Rows padded to whole micro-panels, summed over the groups: the multiply-adds a kernel with
 // this mr really issues per column (zero rows included). Picks the shape that wastes least.

@@ -6,16 +6,17 @@
 #include <string>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/framework/config.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 
 // f32 lanes of the GEMM kernels that will run on `cpu`: the dispatched Highway target on this
 // host, the widest vector its ISA list promises for another CPU (a config resolved for it).
 inline int kernel_f32_lanes(const cpu::CpuInfo& cpu) {
-  if (cpu.id == cpu::host_cpu().id) return cpu_kernel_f32_lanes();
+  if (cpu.id == cpu::host_cpu().id) return cpu::simd_f32_lanes();
   return std::max(1, cpu.simd_bytes / 4);
 }
 
@@ -26,7 +27,7 @@ inline bool kernel_has_native_bf16(const cpu::CpuInfo& cpu) {
 
 // An mr x nr micro-tile (field "mr") that this CPU's GEMM micro-kernels have.
 inline void require_micro_tile(int mr, int nr) {
-  const int lanes = cpu_kernel_f32_lanes();
+  const int lanes = cpu::simd_f32_lanes();
   require_config(nr % lanes == 0 && has_micro_kernel_shape(lanes, mr, nr / lanes), "mr", [&] {
     std::string shapes;
     for (const MicroKernelShape& s : micro_kernel_shapes(lanes)) {
@@ -34,7 +35,7 @@ inline void require_micro_tile(int mr, int nr) {
                 std::to_string(s.nr_vectors * lanes);
     }
     return "no " + std::to_string(mr) + "x" + std::to_string(nr) +
-           " micro-kernel (mr x nr) for this CPU's " + cpu_kernel_target_name() +
+           " micro-kernel (mr x nr) for this CPU's " + cpu::simd_target_name() +
            " target; it has " + shapes;
   });
 }
@@ -43,7 +44,7 @@ inline void require_micro_tile(int mr, int nr) {
 // "native_dot needs <needs>") and this CPU has the instruction.
 inline void require_native_bf16(bool problem_ok, const char* needs) {
   require_config(problem_ok, "bf16_path", [&] { return std::string("native_dot needs ") + needs; });
-  require_config(cpu_kernel_has_native_bf16(), "bf16_path",
+  require_config(gemm_has_native_bf16(), "bf16_path",
                  "native_dot needs a CPU with avx512_bf16 (and AVX-512 kernels)");
 }
 

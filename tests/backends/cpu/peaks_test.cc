@@ -49,14 +49,13 @@ TEST_CASE("triad bandwidth is positive and finite, also for tiny and odd sizes",
   CHECK(positive_finite(cpu::measure_triad_gbps(tiny)));
 }
 
-TEST_CASE("measure_peaks fills every field and names its SIMD target", "[peaks]") {
+TEST_CASE("measure_peaks fills every field", "[peaks]") {
   const cpu::Peaks peaks = cpu::measure_peaks(quick());
   CHECK(positive_finite(peaks.f32_fma_gflops));
   CHECK(positive_finite(peaks.f64_fma_gflops));
   CHECK(std::isfinite(peaks.bf16_dot_gflops));
   CHECK(peaks.bf16_dot_gflops >= 0);
   CHECK(positive_finite(peaks.bandwidth_gbps));
-  CHECK_FALSE(cpu::simd_target_name().empty());
 }
 
 TEST_CASE("bandwidth probe arrays: 4 x the LLC within [64, 512] MiB", "[peaks]") {

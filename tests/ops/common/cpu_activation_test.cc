@@ -6,9 +6,10 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/simd_target.h"
 #include "ops/common/activation.h"
-#include "ops/gated_linear_unit/base.h"
 #include "ops/framework/random.h"
+#include "ops/gated_linear_unit/base.h"
 
 using namespace tokamax;
 
@@ -56,8 +57,8 @@ TEST_CASE("cpu activations are within a few f32 ulps of the double definitions",
         worst_x = x[i];
       }
     }
-    INFO("worst " << worst << " ulps at x = " << worst_x << " (target "
-                  << cpu_activation_target_name() << ")");
+    INFO("worst " << worst << " ulps at x = " << worst_x << " (target " << cpu::simd_target_name()
+                  << ")");
     CHECK(worst <= kGluActivationUlps / 2);
     // Exact where the definition is exact.
     std::vector<float> z = {0.0f, 1.0f, -1.0f};

@@ -10,10 +10,11 @@
 
 #include "attention_test_util.h"
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/dot_product_attention/cpu_config.h"
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/cpu_kernel.h"
 #include "tests/ops/impl_calls.h"
 #include "tests/simd_targets.h"
 
@@ -155,9 +156,9 @@ TEST_CASE("dot_product_attention cpu matches the oracle on every SIMD target of 
   // micro-tiles (the transposed layout then has no tile of 24 accumulators and takes the
   // table's first), softmax columns and packing on this machine too.
   for_each_forced_target({HWY_AVX2, HWY_SCALAR}, [](int64_t target) {
-    REQUIRE_FALSE(cpu_kernel_has_native_bf16());
-    REQUIRE(std::string(cpu_kernel_target_name()) == hwy::TargetName(target));
-    REQUIRE(std::string(cpu_softmax_target_name()) == hwy::TargetName(target));
+    REQUIRE_FALSE(gemm_has_native_bf16());
+    REQUIRE(std::string(cpu::simd_target_name()) == hwy::TargetName(target));
+    REQUIRE(std::string(cpu::simd_target_name()) == hwy::TargetName(target));
     for (const json& case_args : test_cases()) {
       const BoundArgs args = bind_args(case_args);
       const TensorMap inputs = dot_product_attention_op().make_inputs(args, 29);

@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 #include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
@@ -31,7 +32,7 @@ json heuristics(const json& args_json) {
 // `config` with this CPU's first micro-tile where it names none: the struct's default 14x32 is
 // an AVX-512 shape, which the AVX2 target does not instantiate.
 json with_target_micro_tile(json config) {
-  const int lanes = cpu_kernel_f32_lanes();
+  const int lanes = cpu::simd_f32_lanes();
   const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
   config.emplace("mr", shape.mr);
   config.emplace("nr", shape.nr_vectors * lanes);
@@ -88,7 +89,7 @@ TEST_CASE("cpu gated_linear_unit matches the oracle under its heuristics", "[glu
 }
 
 TEST_CASE("cpu gated_linear_unit matches the oracle for split N, small tiles, threads", "[glu]") {
-  const int lanes = cpu_kernel_f32_lanes();
+  const int lanes = cpu::simd_f32_lanes();
   const json args = {{"x", "bf16[3,29,53]"}, {"weights", "bf16[53,2,67]"}, {"activation", "silu"}};
   const json f32_args = {{"x", "f32[61,45]"}, {"weights", "f32[45,2,70]"}, {"activation", "gelu"}};
   std::vector<json> configs;
@@ -114,7 +115,7 @@ TEST_CASE("cpu gated_linear_unit matches the oracle for split N, small tiles, th
 }
 
 TEST_CASE("cpu gated_linear_unit native bf16 path matches the oracle", "[glu]") {
-  if (!cpu_kernel_has_native_bf16()) {
+  if (!gemm_has_native_bf16()) {
     WARN("skipping: this CPU has no avx512_bf16");
     return;
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/simd_target.h"
 #include "layer_norm_test_util.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
@@ -58,7 +59,7 @@ void check_cpu(const BoundArgs& args, const json& config) {
 
 TEST_CASE("cpu layer_norm matches the oracle and the reference with its heuristics",
           "[layer_norm]") {
-  INFO("SIMD target: " << layer_norm_cpu_target_name());
+  INFO("SIMD target: " << cpu::simd_target_name());
   for (const json& args_json : layer_norm_cases()) {
     const BoundArgs args = layer_norm_op().bind(args_json);
     check_cpu(args, heuristics_config_json(cpu_impl(), args, cpu::host_device()));
@@ -89,7 +90,7 @@ TEST_CASE("cpu layer_norm bf16 pair kernels are right at their edges", "[layer_n
   // multiple of 32 (pair kernel, 8-row groups with vectorized statistics, then single rows);
   // strided axes with whole 32-column lines and a generic remainder, one and two lines per
   // pass-2 chunk, several blocks per task (the next block prefetched, across outer indices).
-  INFO("SIMD target: " << layer_norm_cpu_target_name()
+  INFO("SIMD target: " << cpu::simd_target_name()
                        << ", native bf16: " << layer_norm_cpu_has_native_bf16());
   for (const json& args_json :
        {json{{"x", "bf16[19,96]"}, {"scale", "f32[96]"}, {"offset", "f32[96]"}},
@@ -157,7 +158,7 @@ TEST_CASE("cpu layer_norm matches the oracle on every SIMD target of this CPU", 
   // Highway dispatches to the best target; forcing the narrower ones runs the generic kernels
   // as an AVX2 or a scalar machine would, with the one-pass statistics and their fallback.
   for_each_forced_target({HWY_AVX2, HWY_SCALAR}, [](int64_t target) {
-    REQUIRE(std::string(layer_norm_cpu_target_name()) == hwy::TargetName(target));
+    REQUIRE(std::string(cpu::simd_target_name()) == hwy::TargetName(target));
     for (const json& args_json : layer_norm_cases()) {
       const BoundArgs args = layer_norm_op().bind(args_json);
       check_cpu(args, heuristics_config_json(cpu_impl(), args, cpu::host_device()));

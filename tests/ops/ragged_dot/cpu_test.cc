@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/simd_target.h"
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
@@ -134,7 +135,7 @@ bool is_bf16_inputs(const BoundArgs& args) {
 // Explicit configs for every micro-kernel shape of this CPU's SIMD target, both packings, tiny
 // and odd tiles (partial micro-tiles, many K blocks, several panels and tasks per group).
 std::vector<json> path_configs(const BoundArgs& args, bool native) {
-  const int lanes = cpu_kernel_f32_lanes();
+  const int lanes = cpu::simd_f32_lanes();
   std::vector<json> configs;
   for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
     const int nr = shape.nr_vectors * lanes;
@@ -191,9 +192,9 @@ TEST_CASE("cpu ragged_dot matches the reference on every SIMD target of this CPU
   // Highway dispatches to the best target; forcing the narrower ones runs the AVX2 kernels
   // (6x16 micro-tiles, 8x8 transposes) and the scalar fallback on this machine too.
   for_each_forced_target({HWY_AVX2, HWY_SCALAR}, [](int64_t target) {
-    CAPTURE(cpu_kernel_target_name());
-    REQUIRE(std::string(cpu_kernel_target_name()) == hwy::TargetName(target));
-    CHECK_FALSE(cpu_kernel_has_native_bf16());
+    CAPTURE(cpu::simd_target_name());
+    REQUIRE(std::string(cpu::simd_target_name()) == hwy::TargetName(target));
+    CHECK_FALSE(gemm_has_native_bf16());
     for (const json& args_json : test_cases()) {
       const BoundArgs args = ragged_dot_op().bind(args_json);
       check_against_reference(args, heuristics_config_json(cpu_impl(), args, cpu::host_device()));
@@ -204,7 +205,7 @@ TEST_CASE("cpu ragged_dot matches the reference on every SIMD target of this CPU
 }
 
 TEST_CASE("cpu ragged_dot native bf16 path matches the reference", "[ragged_dot]") {
-  if (!cpu_kernel_has_native_bf16()) {
+  if (!gemm_has_native_bf16()) {
     WARN(
         "skipped: this CPU has no avx512_bf16 (or no AVX-512 kernels), so bf16_path=native_dot "
         "cannot run here");
@@ -229,7 +230,7 @@ TEST_CASE("cpu ragged_dot stays exact on larger tiles and many K blocks", "[ragg
   // group, with partial tiles at every edge.
   const BoundArgs args = ragged_dot_op().bind(
       {{"lhs", "bf16[300,260]"}, {"rhs", "bf16[3,260,150]"}, {"group_sizes", {131, 0, 160}}});
-  const int lanes = cpu_kernel_f32_lanes();
+  const int lanes = cpu::simd_f32_lanes();
   const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
   const int nr = shape.nr_vectors * lanes;
   std::vector<json> configs = {
@@ -240,7 +241,7 @@ TEST_CASE("cpu ragged_dot stays exact on larger tiles and many K blocks", "[ragg
        {"tile_n", nr},
        {"tile_k", 100},
        {"task_n", 3 * nr}}};
-  if (cpu_kernel_has_native_bf16()) {
+  if (gemm_has_native_bf16()) {
     for (json config : std::vector<json>(configs)) {
       config["bf16_path"] = "native_dot";
       configs.push_back(config);
@@ -291,7 +292,7 @@ TEST_CASE("cpu ragged_dot check_config rejects configs this CPU or problem canno
     }
     return "<no error>";
   };
-  const int lanes = cpu_kernel_f32_lanes();
+  const int lanes = cpu::simd_f32_lanes();
   const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
   const int nr = shape.nr_vectors * lanes;
   const BoundArgs f32_args = ragged_dot_op().bind(test_cases()[0]);
@@ -304,7 +305,7 @@ TEST_CASE("cpu ragged_dot check_config rejects configs this CPU or problem canno
                  {{"mr", shape.mr}, {"nr", nr}, {"tile_n", nr}, {"bf16_path", "native_dot"}}) ==
         "bf16_path");
   const json native = {{"mr", shape.mr}, {"nr", nr}, {"tile_n", nr}, {"bf16_path", "native_dot"}};
-  if (cpu_kernel_has_native_bf16()) {
+  if (gemm_has_native_bf16()) {
     CHECK(field_of(bf16_args, native) == "<no error>");
     json no_pack = native;
     no_pack["packing"] = "no_pack";
@@ -385,7 +386,7 @@ TEST_CASE("cpu ragged_dot autotuning configs are valid, distinct and round-trip"
   CHECK(distinct.size() == configs.size());
   CHECK(packings.size() == 2);
   // Both bf16 paths are offered to the tuner where the CPU has the native one.
-  CHECK(paths.size() == (cpu_kernel_has_native_bf16() ? 2u : 1u));
+  CHECK(paths.size() == (gemm_has_native_bf16() ? 2u : 1u));
 
   // ci-sized shapes, tiny extents included, still get a real search space.
   for (const json& args_json : test_cases()) {

@@ -1,4 +1,4 @@
-// ragged_dot on CPU: the native bf16 micro-kernel (vdpbf16ps), compiled for avx512bf16 only.
+// CPU GEMM engine: the native bf16 micro-kernel (vdpbf16ps), compiled for avx512bf16 only.
 //
 // Dimensions.
 //   rows, cols   extents of the block one call covers (one task's rows, one panel's columns)
@@ -7,7 +7,7 @@
 //
 // Not a Highway target: the instruction exists only with AVX-512 BF16, so the functions carry
 // their own target attribute and the rest of the file is compiled for the baseline ISA. Callers
-// check cpu_kernel_has_native_bf16() first.
+// check gemm_has_native_bf16() first.
 #include <hwy/detect_compiler_arch.h>
 
 #include <algorithm>
@@ -15,9 +15,9 @@
 #include <span>
 
 #include "backends/cpu/cpu_info.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_micro_kernel.h"
-#include "ops/ragged_dot/cpu_tiling.h"
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -124,9 +124,9 @@ bool RunShapeBf16(const BlockArgs&) { return false; }
 
 bool block_product_bf16(const BlockArgs& args) { return RunShapeBf16(args); }
 
-bool cpu_kernel_has_native_bf16() {
+bool gemm_has_native_bf16() {
 #if HWY_ARCH_X86
-  return cpu::host_cpu().has("avx512_bf16") && cpu_kernel_f32_lanes() >= 16;
+  return cpu::host_cpu().has("avx512_bf16") && cpu::simd_f32_lanes() >= 16;
 #else
   return false;
 #endif

@@ -1,4 +1,4 @@
-// ragged_dot on CPU: per-target widening of bf16/f16/f32 elements, shared by the kernels.
+// CPU GEMM engine: per-target widening of bf16/f16/f32 elements, shared by the kernels.
 //
 // Dimensions.
 //   L      lanes of one vector of the accumulation type (f32: 16 on AVX-512, 8 on AVX2)

@@ -1,5 +1,5 @@
 // Tests for the cpu ragged_dot packing layouts and the f32 -> bf16/f16 output rounding.
-#include "ops/ragged_dot/cpu_pack.h"
+#include "ops/common/cpu_gemm/pack.h"
 
 #include <hwy/targets.h>
 
@@ -9,8 +9,9 @@
 #include <limits>
 #include <vector>
 
-#include "tests/simd_targets.h"
+#include "backends/cpu/simd_target.h"
 #include "ops/framework/dtype.h"
+#include "tests/simd_targets.h"
 
 using namespace tokamax;
 using tokamax::testing::for_each_forced_target;
@@ -85,8 +86,8 @@ void check_rhs_panel(DType dtype) {
 template <typename Body>
 void for_each_target(Body&& body) {
   for_each_forced_target({HWY_AVX3, HWY_AVX2, HWY_SCALAR}, [&](int64_t target) {
-    INFO("packing dispatched to " << pack_target_name());
-    REQUIRE(std::string(pack_target_name()) == hwy::TargetName(target));
+    INFO("packing dispatched to " << cpu::simd_target_name());
+    REQUIRE(std::string(cpu::simd_target_name()) == hwy::TargetName(target));
     body();
   });
 }

@@ -1,4 +1,4 @@
-// ragged_dot on CPU: the register-blocked f32/f64 micro-kernels, compiled once per SIMD target.
+// CPU GEMM engine: the register-blocked f32/f64 micro-kernels, compiled once per SIMD target.
 //
 // Dimensions.
 //   rows, cols   extents of the block one call covers (one task's rows, one panel's columns)
@@ -10,29 +10,24 @@
 // registers for the whole depth; each k step loads NRV rhs vectors, broadcasts mr lhs values and
 // issues mr * NRV FMAs, so loads per FMA are (mr + NRV) / (mr * NRV). Highway compiles this file
 // once per x86 target (AVX-512, AVX2, scalar); every (mr, nr_vectors) of that target's shape
-// table (cpu_tiling.h) is instantiated, and the dispatch picks the target at run time.
-#include "ops/ragged_dot/cpu_micro_kernel.h"
+// table (micro_tile.h) is instantiated, and the dispatch picks the target at run time.
+#include "ops/common/cpu_gemm/micro_kernel.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <span>
 #include <type_traits>
 
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_tiling.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 
-// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "ops/ragged_dot/cpu_micro_kernel.cc"
+#define HWY_TARGET_INCLUDE "ops/common/cpu_gemm/micro_kernel.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
-#include "ops/ragged_dot/cpu_widen-inl.h"
+#include "ops/common/cpu_gemm/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
@@ -41,7 +36,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // out[rows, cols] (+)= lhs_panel[depth][MR] @ rhs_strip[depth][NRV * L], every output summing
 // its k terms in k order. The MR x NRV accumulators are named by compile-time indices only, so
 // the compiler keeps all of them in registers across the k loop (no spills: see the shape
-// tables in cpu_tiling.h).
+// tables in micro_tile.h).
 template <int MR, int NRV, class D, typename BT>
 HWY_INLINE void MicroTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* HWY_RESTRICT rhs,
                           int64_t ldb, int64_t depth, hn::TFromD<D>* HWY_RESTRICT out, int64_t ldc,
@@ -166,10 +161,6 @@ bool BlockProductF64(const BlockArgs& args) {
   return args.rhs_packed && RunShape<double, double>(args);
 }
 
-int F32Lanes() { return kF32Lanes; }
-int F64Lanes() { return static_cast<int>(hn::MaxLanes(hn::ScalableTag<double>())); }
-const char* KernelTargetName() { return hwy::TargetName(HWY_TARGET); }
-
 }  // namespace tokamax::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -178,9 +169,6 @@ namespace tokamax {
 
 HWY_EXPORT(BlockProductF32);
 HWY_EXPORT(BlockProductF64);
-HWY_EXPORT(F32Lanes);
-HWY_EXPORT(F64Lanes);
-HWY_EXPORT(KernelTargetName);
 
 bool block_product_f32(const BlockArgs& args) {
   return HWY_DYNAMIC_DISPATCH(BlockProductF32)(args);
@@ -188,9 +176,6 @@ bool block_product_f32(const BlockArgs& args) {
 bool block_product_f64(const BlockArgs& args) {
   return HWY_DYNAMIC_DISPATCH(BlockProductF64)(args);
 }
-int cpu_kernel_f32_lanes() { return HWY_DYNAMIC_DISPATCH(F32Lanes)(); }
-int cpu_kernel_f64_lanes() { return HWY_DYNAMIC_DISPATCH(F64Lanes)(); }
-const char* cpu_kernel_target_name() { return HWY_DYNAMIC_DISPATCH(KernelTargetName)(); }
 
 }  // namespace tokamax
 #endif  // HWY_ONCE

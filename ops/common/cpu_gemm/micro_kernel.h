@@ -1,4 +1,5 @@
-// ragged_dot on CPU: the calls between the task loop (cpu_kernel.cc) and the micro-kernels.
+// CPU GEMM engine: the calls between a client's task loop (ragged_dot's cpu_kernel.cc,
+// gemm.cc) and the micro-kernels.
 //
 // Dimensions.
 //   K      contraction extent
@@ -8,9 +9,9 @@
 //   mr, nr the micro-tile: mr rows x nr = nr_vectors * L columns of accumulators
 //   L      lanes of one vector of the accumulation type (f32: 16 on AVX-512, 8 on AVX2)
 //
-// The micro-kernels live in three translation units: cpu_micro_kernel.cc (Highway, compiled once
-// per SIMD target: f32/f64 block products), cpu_stream_kernel.cc (Highway: tasks of few rows)
-// and cpu_bf16_kernel.cc (vdpbf16ps, compiled for avx512bf16 only). Each entry point returns
+// The micro-kernels live in three translation units: micro_kernel.cc (Highway, compiled once
+// per SIMD target: f32/f64 block products), stream_kernel.cc (Highway: tasks of few rows)
+// and bf16_kernel.cc (vdpbf16ps, compiled for avx512bf16 only). Each entry point returns
 // false for a shape or dtype it does not instantiate; the caller turns that into NotImplemented.
 #pragma once
 
@@ -73,6 +74,12 @@ struct BlockArgs {
   PrefetchPlan next_rhs;  // what the task reads next (empty: nothing to prefetch)
 };
 
+// Tasks of at most this many rows whose rhs is read in place (packing=no_pack, or one
+// micro-panel) stream rhs row by row instead of running micro-tiles: each rhs element feeds so
+// few multiply-adds that reading it at full memory bandwidth is all that matters. Tile extents
+// and the micro-tile shape do not affect them.
+inline constexpr int64_t kCpuStreamRows = 4;
+
 // One call of the streaming kernel for tasks of at most kCpuStreamRows rows: lhs rows times rhs
 // [K, cols] read in place, row after row, over all of K.
 struct StreamArgs {
@@ -87,17 +94,17 @@ struct StreamArgs {
   int64_t ldc;
 };
 
-// cpu_micro_kernel.cc: f32 accumulators (rhs packed, or f32/bf16/f16 in place) and f64
+// micro_kernel.cc: f32 accumulators (rhs packed, or f32/bf16/f16 in place) and f64
 // accumulators (rhs packed only, first shape of the table only), on the dispatched SIMD target.
 bool block_product_f32(const BlockArgs& args);
 bool block_product_f64(const BlockArgs& args);
-// f64 lanes of the dispatched SIMD target.
-int cpu_kernel_f64_lanes();
 
-// cpu_stream_kernel.cc: 1..kCpuStreamRows rows of f32/bf16/f16 inputs into f32.
+// stream_kernel.cc: 1..kCpuStreamRows rows of f32/bf16/f16 inputs into f32.
 bool stream_rows_f32(const StreamArgs& args);
 
-// cpu_bf16_kernel.cc: bf16 pairs (cpu_pack.h) into f32, on x86 CPUs with avx512_bf16 only.
+// bf16_kernel.cc: bf16 pairs (pack.h) into f32, on x86 CPUs with avx512_bf16 only.
 bool block_product_bf16(const BlockArgs& args);
+// Whether the native bf16 path can run here: an x86 CPU with avx512_bf16 (and AVX-512 kernels).
+bool gemm_has_native_bf16();
 
 }  // namespace tokamax

@@ -1,4 +1,4 @@
-// ragged_dot on CPU: per-target in-register transposition of lhs rows into micro-panels.
+// CPU GEMM engine: per-target in-register transposition of lhs rows into micro-panels.
 //
 // Dimensions.
 //   L      f32 lanes of the Highway target (16 on AVX-512, 8 on AVX2)

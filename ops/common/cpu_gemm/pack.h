@@ -1,9 +1,9 @@
-// ragged_dot on CPU: packing of lhs/rhs tiles into micro-kernel layouts, and output conversion.
+// CPU GEMM engine: packing of lhs/rhs tiles into micro-kernel layouts, and output conversion.
 //
 // Dimensions.
 //   rows, cols   extents of the tile being packed (rows of lhs, columns of rhs)
 //   depth        its extent along K (one K block, <= tk)
-//   mr, nr       the micro-tile the packed layout feeds (see cpu_tiling.h)
+//   mr, nr       the micro-tile the packed layout feeds (see micro_tile.h)
 //   ld           row stride of the source array, in elements
 //
 // Packed layouts, zero-padded so that the micro-kernel always runs whole mr x nr tiles and never
@@ -49,8 +49,5 @@ void pack_rhs_panel_pairs(const bf16* rhs, int64_t ld, int64_t depth, int64_t co
 // to infinity), exactly like float_to_bf16 / float_to_f16.
 void store_rows(const float* acc, int64_t ld_acc, int64_t rows, int64_t cols, DType out_dtype,
                 void* out, int64_t ld_out);
-
-// The Highway target the packing code dispatches to on this CPU ("AVX3", "AVX2", ...).
-const char* pack_target_name();
 
 }  // namespace tokamax

@@ -1,9 +1,9 @@
-// ragged_dot on CPU: packing of lhs/rhs tiles into the micro-kernels' layouts.
+// CPU GEMM engine: packing of lhs/rhs tiles into the micro-kernels' layouts.
 //
 // Dimensions.
 //   rows, cols   extents of the tile being packed (rows of lhs, columns of rhs)
 //   depth        its extent along K (one K block, <= tk)
-//   mr, nr       the micro-tile the packed layout feeds (see cpu_tiling.h)
+//   mr, nr       the micro-tile the packed layout feeds (see micro_tile.h)
 //   ld           row stride of the source array, in elements
 //   L            f32 lanes of the Highway target
 //
@@ -11,30 +11,26 @@
 // time. Each packed element feeds many multiply-adds (an rhs element every row of its task, an
 // lhs element every column), so packing is a few percent of the time, but only if it runs at
 // vector speed: rhs rows are widened a vector at a time, lhs micro-panels are transposed in
-// registers (cpu_transpose-inl.h), and the source rows a loop reads next are prefetched (rhs
+// registers (transpose-inl.h), and the source rows a loop reads next are prefetched (rhs
 // panels come from DRAM: each group's rhs is read from memory once, by its packing).
-#include "ops/ragged_dot/cpu_pack.h"
+#include "ops/common/cpu_gemm/pack.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
 
+#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
-// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "ops/ragged_dot/cpu_pack.cc"
+#define HWY_TARGET_INCLUDE "ops/common/cpu_gemm/pack.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
 #include <hwy/highway.h>
 
-#include "ops/ragged_dot/cpu_transpose-inl.h"
-#include "ops/ragged_dot/cpu_widen-inl.h"
+#include "ops/common/cpu_gemm/transpose-inl.h"
+#include "ops/common/cpu_gemm/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
@@ -248,8 +244,6 @@ void PackRhsPanelPairs(const bf16* HWY_RESTRICT rhs, int64_t ld, int64_t depth, 
   }
 }
 
-const char* PackTargetName() { return hwy::TargetName(HWY_TARGET); }
-
 }  // namespace tokamax::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -262,7 +256,6 @@ HWY_EXPORT(PackLhsBlockF32);
 HWY_EXPORT(PackLhsBlockF64);
 HWY_EXPORT(PackLhsBlockPairs);
 HWY_EXPORT(PackRhsPanelPairs);
-HWY_EXPORT(PackTargetName);
 
 void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
                     int64_t mr, float* packed) {
@@ -288,7 +281,6 @@ void pack_rhs_panel_pairs(const bf16* rhs, int64_t ld, int64_t depth, int64_t co
                           uint32_t* packed) {
   HWY_DYNAMIC_DISPATCH(PackRhsPanelPairs)(rhs, ld, depth, cols, nr, packed);
 }
-const char* pack_target_name() { return HWY_DYNAMIC_DISPATCH(PackTargetName)(); }
 
 }  // namespace tokamax
 #endif  // HWY_ONCE

@@ -1,7 +1,7 @@
-// A single-threaded GEMM tile over ragged_dot's packing and micro-kernels.
+// A single-threaded GEMM tile over the engine's packing and micro-kernels.
 //
 // Dimensions: see cpu_gemm.h. depth = the K extent of the current block (<= tk).
-#include "ops/common/cpu_gemm.h"
+#include "ops/common/cpu_gemm/gemm.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,16 +10,16 @@
 #include <string>
 
 #include "backends/cpu/scratch.h"
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_micro_kernel.h"
-#include "ops/ragged_dot/cpu_pack.h"
-#include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
 namespace {
 
-// Per-thread scratch that only grows (see ragged_dot's cpu_kernel.cc for why).
+// Per-thread scratch that only grows (backends/cpu/scratch.h says why).
 float* scratch_floats(size_t count) {
   thread_local cpu::ScratchBuffer buffer;
   return buffer.floats(count);
@@ -97,17 +97,16 @@ void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t
     }
     return;
   }
-  const int lanes = cpu_kernel_f32_lanes();
+  const int lanes = cpu::simd_f32_lanes();
   MicroKernelShape shape{options.mr, options.nr_vectors};
   if (shape.mr == 0 && shape.nr_vectors == 0) shape = micro_kernel_shapes(lanes)[0];
   if (!has_micro_kernel_shape(lanes, shape.mr, shape.nr_vectors)) {
     throw NotImplemented("cpu gemm: no " + std::to_string(shape.mr) + "x" +
                          std::to_string(shape.nr_vectors) + " micro-kernel for the " +
-                         cpu_kernel_target_name() + " target");
+                         cpu::simd_target_name() + " target");
   }
   const bool native = options.native_bf16;
-  if (native &&
-      (!cpu_kernel_has_native_bf16() || a.dtype != DType::kBF16 || b.dtype != DType::kBF16)) {
+  if (native && (!gemm_has_native_bf16() || a.dtype != DType::kBF16 || b.dtype != DType::kBF16)) {
     throw NotImplemented("cpu gemm: native bf16 needs bf16 operands and a CPU with avx512_bf16");
   }
   const int64_t mr = shape.mr, nr = int64_t{shape.nr_vectors} * lanes;

@@ -1,4 +1,4 @@
-// ragged_dot on CPU: rounding of f32 accumulators to the output dtype (bf16, f16, f32).
+// CPU GEMM engine: rounding of f32 accumulators to the output dtype (bf16, f16, f32).
 //
 // Dimensions.
 //   rows, cols   extents of the output tile being stored
@@ -10,20 +10,16 @@
 #include <cstring>
 #include <string>
 
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/cpu_pack.h"
 
-// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "ops/ragged_dot/cpu_convert.cc"
+#define HWY_TARGET_INCLUDE "ops/common/cpu_gemm/convert.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
 #include <hwy/highway.h>
 
-#include "ops/ragged_dot/cpu_widen-inl.h"
+#include "ops/common/cpu_gemm/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {

@@ -1,13 +1,14 @@
 // Tests for the shared single-threaded GEMM tile against a double-precision product.
-#include "ops/common/cpu_gemm.h"
+#include "ops/common/cpu_gemm/gemm.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/errors.h"
-#include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/framework/random.h"
 
 using namespace tokamax;
@@ -90,7 +91,7 @@ TEST_CASE("cpu_gemm_f32 matches a double product for every operand layout and dt
 }
 
 TEST_CASE("cpu_gemm_f32 native bf16 path matches, odd depth included", "[cpu_gemm]") {
-  if (!cpu_kernel_has_native_bf16()) {
+  if (!gemm_has_native_bf16()) {
     CHECK_THROWS_AS(check_case({4, 4, 4, false, DType::kBF16, true, false}), NotImplemented);
     return;
   }

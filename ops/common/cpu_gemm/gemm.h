@@ -1,7 +1,7 @@
 // A dense, single-threaded GEMM on one thread's tile, for the CPU kernels of ops whose inner
 // loops are matrix products (dot_product_attention: Q K^T and P V; gated_linear_unit: x W;
 // linear_softmax_cross_entropy_loss: x W over a chunk of V). It runs the packing and the
-// register-blocked micro-kernels of ragged_dot (ops/ragged_dot/cpu_pack.h, cpu_micro_kernel.h),
+// register-blocked micro-kernels of the engine (pack.h, micro_kernel.h), as ragged_dot does,
 // so every op gets the same ~90%-of-peak inner product; the caller owns threading and tiling
 // above it (which rows, which columns, what to do with the f32 result).
 //

@@ -1,4 +1,4 @@
-// ragged_dot on CPU: the streaming kernel for tasks of a few rows, compiled once per SIMD target.
+// CPU GEMM engine: the streaming kernel for tasks of a few rows, compiled once per SIMD target.
 //
 // Dimensions.
 //   K      contraction extent (all of it: one call covers the task's whole K)
@@ -8,21 +8,16 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "ops/ragged_dot/cpu_kernel.h"
-#include "ops/ragged_dot/cpu_micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
 
-// SSSE3/SSE4-only CPUs (pre-2013) take the scalar fallback: one target fewer to compile.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "ops/ragged_dot/cpu_stream_kernel.cc"
+#define HWY_TARGET_INCLUDE "ops/common/cpu_gemm/stream_kernel.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
-#include "ops/ragged_dot/cpu_widen-inl.h"
+#include "ops/common/cpu_gemm/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
