@@ -124,10 +124,8 @@ TensorMap DotProductAttentionOp::make_inputs(const BoundArgs& args, uint64_t see
   // a trained model's normalisation; bias ~ N(0, 1) too; mask keeps ~80% of the entries.
   for (const char* name : {"q", "k", "v", "bias"}) {
     if (std::string(name) == "bias" && !p.bias) continue;
-    Tensor x(std::string(name) == "bias" ? *p.bias : args.tensor(name));
-    const uint64_t stream = stream_id(name);
-    for (int64_t e = 0; e < x.num_elements(); ++e) x.set(e, normalish(seed, stream, e));
-    inputs.emplace(name, std::move(x));
+    inputs.emplace(
+        name, normal_tensor(std::string(name) == "bias" ? *p.bias : args.tensor(name), seed, name));
   }
   if (p.mask) {
     Tensor mask(*p.mask);

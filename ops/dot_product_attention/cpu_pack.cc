@@ -30,22 +30,6 @@ float attention_load(DType dtype, const void* data, int64_t at) {
   }
 }
 
-void attention_store(DType dtype, void* data, int64_t at, float x) {
-  switch (dtype) {
-    case DType::kF32:
-      static_cast<float*>(data)[at] = x;
-      break;
-    case DType::kBF16:
-      static_cast<bf16*>(data)[at] = float_to_bf16(x);
-      break;
-    case DType::kF16:
-      static_cast<f16*>(data)[at] = float_to_f16(x);
-      break;
-    default:
-      static_cast<double*>(data)[at] = x;
-  }
-}
-
 // s[c] += bias[at + c * stride] for c in [c_lo, c_hi). Contiguous f32 and bf16 rows (the
 // common layouts: alphafold's per-head bias) get loops the compiler vectorizes; the rest goes
 // element by element.

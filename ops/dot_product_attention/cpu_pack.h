@@ -17,8 +17,6 @@ namespace tokamax {
 
 // Element `at` of an f32/bf16/f16/f64 array, as f32.
 float attention_load(DType dtype, const void* data, int64_t at);
-// Stores x (rounded to nearest even for bf16/f16) at element `at`.
-void attention_store(DType dtype, void* data, int64_t at, float x);
 
 // s[c] += bias[at + c * stride] for c in [c_lo, c_hi).
 void add_bias_row(DType dtype, const void* bias, int64_t at, int64_t stride, int64_t c_lo,

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ops/framework/tensor.h"
+
 namespace tokamax {
 
 inline uint64_t splitmix64(uint64_t x) {
@@ -34,5 +36,10 @@ inline double normalish(uint64_t seed, uint64_t stream, uint64_t index) {
   for (uint64_t j = 0; j < 4; ++j) sum += uniform01(seed, stream, index * 4 + j);
   return (sum - 2.0) * 1.7320508075688772;  // sqrt(12 / 4)
 }
+
+// A host tensor of `spec` whose element i is mean + stddev * normalish(seed, stream_id(name), i):
+// the same values for the same (seed, name) on every machine, rounded to the spec's dtype.
+Tensor normal_tensor(const TensorSpec& spec, uint64_t seed, std::string_view name,
+                     double stddev = 1.0, double mean = 0.0);
 
 }  // namespace tokamax

@@ -51,17 +51,9 @@ double subnormal_floor(DType dtype) {
 TensorMap GatedLinearUnitBase::make_inputs(const BoundArgs& args, uint64_t seed) const {
   const GluProblem p = GluProblem::from(args);
   TensorMap inputs;
-  Tensor x(args.tensor("x"));
-  const uint64_t x_stream = stream_id("x");
-  for (int64_t i = 0; i < x.num_elements(); ++i) x.set(i, normalish(seed, x_stream, i));
-  Tensor weights(args.tensor("weights"));
-  const uint64_t w_stream = stream_id("weights");
   const double scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(p.K, 1)));
-  for (int64_t i = 0; i < weights.num_elements(); ++i) {
-    weights.set(i, scale * normalish(seed, w_stream, i));
-  }
-  inputs.emplace("x", std::move(x));
-  inputs.emplace("weights", std::move(weights));
+  inputs.emplace("x", normal_tensor(args.tensor("x"), seed, "x"));
+  inputs.emplace("weights", normal_tensor(args.tensor("weights"), seed, "weights", scale));
   return inputs;
 }
 

@@ -82,27 +82,12 @@ TensorMap LayerNormOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // Activations ~ 0.25 + 1.5 N(0, 1): a non-zero mean, so that the mean subtraction matters and
   // RMSNorm differs from layer norm. Scale ~ 1 + N(0, 1/16), offset ~ N(0, 1/100): trained
   // parameters stay near their (1, 0) initialisation.
-  Tensor x(args.tensor("x"));
-  const uint64_t x_stream = stream_id("x");
-  for (int64_t i = 0; i < x.num_elements(); ++i) {
-    x.set(i, 0.25 + 1.5 * normalish(seed, x_stream, i));
-  }
-  inputs.emplace("x", std::move(x));
+  inputs.emplace("x", normal_tensor(args.tensor("x"), seed, "x", 1.5, 0.25));
   if (args.has("scale")) {
-    Tensor scale(args.tensor("scale"));
-    const uint64_t stream = stream_id("scale");
-    for (int64_t i = 0; i < scale.num_elements(); ++i) {
-      scale.set(i, 1.0 + 0.25 * normalish(seed, stream, i));
-    }
-    inputs.emplace("scale", std::move(scale));
+    inputs.emplace("scale", normal_tensor(args.tensor("scale"), seed, "scale", 0.25, 1.0));
   }
   if (args.has("offset")) {
-    Tensor offset(args.tensor("offset"));
-    const uint64_t stream = stream_id("offset");
-    for (int64_t i = 0; i < offset.num_elements(); ++i) {
-      offset.set(i, 0.1 * normalish(seed, stream, i));
-    }
-    inputs.emplace("offset", std::move(offset));
+    inputs.emplace("offset", normal_tensor(args.tensor("offset"), seed, "offset", 0.1));
   }
   return inputs;
 }

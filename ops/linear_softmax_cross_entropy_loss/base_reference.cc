@@ -90,13 +90,9 @@ RowOracle row_oracle(const LinearSoftmaxCrossEntropyProblem& p, const X* x, cons
 
 TensorMap LinearSoftmaxCrossEntropyLossOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
-  Tensor x(args.tensor("x"));
-  const uint64_t x_stream = stream_id("x");
-  for (int64_t i = 0; i < x.num_elements(); ++i) x.set(i, normalish(seed, x_stream, i));
-  Tensor w(args.tensor("w"));
-  const uint64_t w_stream = stream_id("w");
+  Tensor x = normal_tensor(args.tensor("x"), seed, "x");
   const double w_scale = kLogitStd / std::sqrt(static_cast<double>(std::max<int64_t>(p.H, 1)));
-  for (int64_t i = 0; i < w.num_elements(); ++i) w.set(i, w_scale * normalish(seed, w_stream, i));
+  Tensor w = normal_tensor(args.tensor("w"), seed, "w", w_scale);
   // Uniform classes, with the first and last row pinned to the edge classes 0 and V-1 (the
   // first and last column of w, where chunk boundaries and tails live).
   Tensor labels(args.tensor("labels"));

@@ -50,15 +50,9 @@ TensorMap RaggedDotOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   TensorMap inputs;
   // Activations ~ N(0, 1); weights ~ N(0, 1/K) as after a fan-in initialisation, so outputs stay
   // O(1) at any K and low-precision outputs neither overflow nor underflow.
-  Tensor lhs(args.tensor("lhs"));
-  const uint64_t lhs_stream = stream_id("lhs");
-  for (int64_t i = 0; i < lhs.num_elements(); ++i) lhs.set(i, normalish(seed, lhs_stream, i));
-  Tensor rhs(args.tensor("rhs"));
-  const uint64_t rhs_stream = stream_id("rhs");
+  Tensor lhs = normal_tensor(args.tensor("lhs"), seed, "lhs");
   const double rhs_scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(p.K, 1)));
-  for (int64_t i = 0; i < rhs.num_elements(); ++i) {
-    rhs.set(i, rhs_scale * normalish(seed, rhs_stream, i));
-  }
+  Tensor rhs = normal_tensor(args.tensor("rhs"), seed, "rhs", rhs_scale);
   Tensor group_sizes(TensorSpec{DType::kI32, {p.G}});
   for (int64_t g = 0; g < p.G; ++g)
     group_sizes.data<int32_t>()[g] = static_cast<int32_t>(p.group_sizes[g]);

@@ -2,11 +2,11 @@
 #include "ops/framework/autotuning/search_strategy.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <random>
 
+#include "backends/clock.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -23,10 +23,7 @@ class Search {
  public:
   Search(size_t n, size_t heuristics, const TimeFn& time, const SearchOptions& options)
       : n_(n), heuristics_(heuristics), time_(time), options_(options), outcomes_(n) {
-    clock_ = options.clock ? options.clock : [] {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-          .count();
-    };
+    clock_ = options.clock ? options.clock : wall_seconds;
     start_ = clock_();
   }
 

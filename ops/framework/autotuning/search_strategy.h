@@ -29,7 +29,7 @@ struct SearchOptions {
   // (1 + race_margin) x the best median (of those with >= 2 samples) is raced out.
   double race_margin = 0.03;
   int keep = 2;                   // halving: stop halving at this many survivors
-  std::function<double()> clock;  // seconds; default steady_clock (tests inject a fake)
+  std::function<double()> clock;  // seconds; default wall_seconds (tests inject a fake)
   // Called before each timing request: (1-based request, candidates in the search, best).
   std::function<void(int, int, double)> progress;
 };

@@ -2,11 +2,11 @@
 #include "ops/framework/measurement/measurement.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
+#include "backends/clock.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -173,16 +173,16 @@ double time_drift_probe(int runs) {
   for (int run = 0; run < std::max(runs, 1); ++run) {
     double a = seed, b = seed * 0.5, c = seed * 0.25, d = seed * 0.125;
     const double m = 0.9999999, k = 1e-7;
-    const auto start = std::chrono::steady_clock::now();
+    const double start = wall_seconds();
     for (int i = 0; i < kIterations; ++i) {
       a = a * m + k;
       b = b * m + k;
       c = c * m + k;
       d = d * m + k;
     }
-    const auto stop = std::chrono::steady_clock::now();
+    const double stop = wall_seconds();
     sink = sink + a + b + c + d;
-    best = std::min(best, std::chrono::duration<double>(stop - start).count());
+    best = std::min(best, stop - start);
   }
   return best;
 }
