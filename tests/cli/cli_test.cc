@@ -31,10 +31,10 @@ TEST_CASE("list shows ops, implementations with support, and catalog tags", "[cl
   CHECK_THAT(specs.output, Catch::Contains("smoke"));
 }
 
-TEST_CASE("verify on ci_tests passes and writes the JSON contract", "[cli]") {
+TEST_CASE("verify writes the JSON contract", "[cli]") {
   ScratchDir dir;
-  const CommandResult r =
-      run_tokamax("verify --op ragged_dot --tag ci_tests --json " + dir.file("v.json"));
+  const CommandResult r = run_tokamax(
+      "verify --op ragged_dot --tag ci_tests --name '*_f32' --json " + dir.file("v.json"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("0 failed"));
@@ -44,20 +44,15 @@ TEST_CASE("verify on ci_tests passes and writes the JSON contract", "[cli]") {
        {"tokamax_version", "git_sha", "compiler", "flags", "device_id", "timestamp", "command"}) {
     CHECK(v["context"].contains(key));
   }
-  REQUIRE(v["cases"].size() > 10);
+  REQUIRE(v["cases"].size() > 4);
+  // Whether each case passes is the conformance test's (tests/ops/conformance_test.cc).
   for (const json& c : v["cases"]) {
     for (const char* key :
-         {"op", "spec", "impl", "dtype", "disposition", "reason", "max_abs_error", "max_rel_error",
-          "bound", "sampled_outputs", "total_outputs", "args", "config", "config_source"}) {
+         {"op", "spec", "impl", "dtype", "disposition", "reason", "failure", "max_abs_error",
+          "max_rel_error", "bound", "worst_ratio", "violations", "nonfinite", "sampled_outputs",
+          "total_outputs", "args", "config", "config_source", "backend"}) {
       INFO(key);
       CHECK(c.contains(key));
-    }
-    // Vendor baselines may lack a dtype; every other case must pass.
-    const bool vendor = c["impl"] == "openblas" || c["impl"] == "onednn";
-    if (vendor && c["disposition"] == "unsupported") {
-      CHECK(!c["reason"].get<std::string>().empty());
-    } else {
-      CHECK(c["disposition"] == "passed");
     }
   }
 }

@@ -61,10 +61,3 @@ TEST_CASE("gated_linear_unit validates arguments by name", "[glu][api]") {
     CHECK(e.field() == "weights");
   }
 }
-
-TEST_CASE("tokamax verify passes gated_linear_unit's ci_tests", "[glu][cli]") {
-  const CommandResult r = run_tokamax("verify --op gated_linear_unit --tag ci_tests");
-  INFO(r.output);
-  CHECK(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("0 failed"));
-}
