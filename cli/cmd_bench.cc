@@ -186,6 +186,70 @@ struct BenchCommand {
     }
   }
 
+  // Times the implementations of `planned` that can run (one spec's), on one worker, and
+  // appends their Google Benchmark JSON to `merged` (with --json).
+  void time_spec(const ArgSpec& spec, const Device& device, const Ceilings& ceilings,
+                 BenchOptions& options, CaseRunner& runner, std::vector<BenchResult>& planned,
+                 nlohmann::json& merged, const std::string& scratch) const {
+    const Op& op = find_op(spec.op);
+    std::vector<BenchJob> jobs;
+    std::vector<BenchResult*> timed;
+    for (BenchResult& r : planned) {
+      if (!r.ran()) continue;
+      jobs.push_back({&op.implementation(r.impl), r.config,
+                      spec.op + "/" + spec.name + "/" + r.impl, r.flops, r.bytes,
+                      nlohmann::json{{"config", r.config}, {"source", r.config_source}}.dump()});
+      timed.push_back(&r);
+    }
+    if (jobs.empty()) return;
+    options.json_path = json_path.empty() ? "" : scratch;
+    CaseSetup setup;
+    setup.op = spec.op;
+    setup.args = spec.args;
+    setup.device = device.id();
+    setup.seed = seed;
+    runner.setup(setup);
+    const std::vector<BenchOutcome> outcomes = runner.bench(jobs, options);
+    for (size_t k = 0; k < outcomes.size(); ++k) {
+      timed[k]->stats = outcomes[k].stats;
+      timed[k]->failure = outcomes[k].status == "ok" ? "" : outcomes[k].status;
+    }
+    if (!json_path.empty()) append_json(merged, scratch);
+    derive(planned, ceilings, op.compute_dtype(spec.args));
+  }
+
+  // The ceilings line, the table and the summary line.
+  static void print_report(std::ostream& out, const Device& device, const Ceilings& ceilings,
+                           const BenchOptions& options, const std::vector<BenchResult>& results) {
+    int benchmarks = 0, failures = 0, noisy = 0, drifted = 0;
+    for (const BenchResult& r : results) {
+      if (!r.ran()) continue;
+      ++benchmarks;
+      failures += !r.stats.ok;
+      noisy += r.stats.noisy;
+      drifted += r.stats.drift.drifted;
+    }
+    out << "device " << device.id() << ", roofline from measured ceilings: f32 FMA "
+        << format_number(ceilings.f32_fma_gflops, 1) << " GFLOP/s, bf16 "
+        << format_number(peak_gflops(ceilings, DType::kBF16), 1) << " GFLOP/s, memory "
+        << format_number(ceilings.bandwidth_gbps, 1) << " GB/s (measured " << ceilings.measured_at
+        << "; `tokamax info --remeasure`)"
+        << (options.bandwidth_probe
+                ? "; memory ceiling of each case: the bandwidth probed around it"
+                : "")
+        << "\n\n";
+    bench_table(results, options.stop.estimator).print(out);
+    out << "\n"
+        << benchmarks << " benchmarks, " << failures << " failed, " << noisy << " noisy, "
+        << drifted << " drifted (medians of per-call wall time; sampled until "
+        << estimator_name(options.stop.estimator)
+        << " <= " << format_number(100 * options.stop.max_noise, 2)
+        << "% after >= " << options.stop.min_samples
+        << " samples and >= " << format_number(options.stop.min_time_s, 3) << " s, at most "
+        << options.stop.max_samples << " samples or " << format_number(options.stop.timeout_s, 3)
+        << " s; cache " << cache_mode_name(options.cache_mode) << ")\n";
+  }
+
   int run() {
     if (!compare_paths.empty()) return run_compare();
     const Device& device = resolve_device(device_name);
@@ -197,6 +261,7 @@ struct BenchCommand {
     const ConfigSources sources(config, selection.impls);
     const Ceilings& ceilings = device.ceilings();
 
+    // Google Benchmark's context: the run's metadata and how it was measured.
     BenchOptions options = options_template;
     const nlohmann::json metadata = run_metadata(device);
     for (const auto& [key, value] : metadata.items()) {
@@ -207,75 +272,24 @@ struct BenchCommand {
                                  std::string(estimator_name(options.stop.estimator)));
     options.context.emplace_back("tokamax_cache_mode",
                                  std::string(cache_mode_name(options.cache_mode)));
+
     nlohmann::json merged;  // Google Benchmark's JSON, all specs' runs concatenated
     const std::string scratch =
         (fs::temp_directory_path() / ("tokamax-bench-" + std::to_string(getpid()) + ".json"))
             .string();
-
     // One worker for the whole command (restarted after a crash or timeout); one spec at a
     // time, so only one case's tensors are alive at once.
     const std::unique_ptr<CaseRunner> runner = make_runner(isolation, nullptr);
     std::vector<BenchResult> results;
     for (const ArgSpec& spec : specs) {
       std::vector<BenchResult> planned = plan(spec, specs, device, sources.context(), options);
-      std::vector<BenchJob> jobs;
-      std::vector<BenchResult*> timed;
-      for (BenchResult& r : planned) {
-        if (!r.ran()) continue;
-        const Implementation& impl = find_op(spec.op).implementation(r.impl);
-        jobs.push_back({&impl, r.config, spec.op + "/" + spec.name + "/" + r.impl, r.flops, r.bytes,
-                        nlohmann::json{{"config", r.config}, {"source", r.config_source}}.dump()});
-        timed.push_back(&r);
-      }
-      if (!jobs.empty()) {
-        options.json_path = json_path.empty() ? "" : scratch;
-        CaseSetup setup;
-        setup.op = spec.op;
-        setup.args = spec.args;
-        setup.device = device.id();
-        setup.seed = seed;
-        runner->setup(setup);
-        const std::vector<BenchOutcome> outcomes = runner->bench(jobs, options);
-        for (size_t k = 0; k < outcomes.size(); ++k) {
-          timed[k]->stats = outcomes[k].stats;
-          timed[k]->failure = outcomes[k].status == "ok" ? "" : outcomes[k].status;
-        }
-        if (!json_path.empty()) append_json(merged, scratch);
-        derive(planned, ceilings, find_op(spec.op).compute_dtype(spec.args));
-      }
+      time_spec(spec, device, ceilings, options, *runner, planned, merged, scratch);
       results.insert(results.end(), planned.begin(), planned.end());
     }
     std::error_code ignored;
     fs::remove(scratch, ignored);
 
-    int benchmarks = 0, failures = 0, noisy = 0, drifted = 0;
-    for (const BenchResult& r : results) {
-      if (!r.ran()) continue;
-      ++benchmarks;
-      failures += !r.stats.ok;
-      noisy += r.stats.noisy;
-      drifted += r.stats.drift.drifted;
-    }
-    std::cout << "device " << device.id() << ", roofline from measured ceilings: f32 FMA "
-              << format_number(ceilings.f32_fma_gflops, 1) << " GFLOP/s, bf16 "
-              << format_number(peak_gflops(ceilings, DType::kBF16), 1) << " GFLOP/s, memory "
-              << format_number(ceilings.bandwidth_gbps, 1) << " GB/s (measured "
-              << ceilings.measured_at << "; `tokamax info --remeasure`)"
-              << (options.bandwidth_probe
-                      ? "; memory ceiling of each case: the bandwidth probed around it"
-                      : "")
-              << "\n\n";
-    bench_table(results, options.stop.estimator).print(std::cout);
-    std::cout << "\n"
-              << benchmarks << " benchmarks, " << failures << " failed, " << noisy << " noisy, "
-              << drifted << " drifted (medians of per-call wall time; sampled until "
-              << estimator_name(options.stop.estimator)
-              << " <= " << format_number(100 * options.stop.max_noise, 2)
-              << "% after >= " << options.stop.min_samples
-              << " samples and >= " << format_number(options.stop.min_time_s, 3) << " s, at most "
-              << options.stop.max_samples << " samples or "
-              << format_number(options.stop.timeout_s, 3) << " s; cache "
-              << cache_mode_name(options.cache_mode) << ")\n";
+    print_report(std::cout, device, ceilings, options, results);
     if (!json_path.empty()) {
       merged["tokamax"] = {{"schema_version", 1},
                            {"kind", "tokamax-bench"},
@@ -284,7 +298,9 @@ struct BenchCommand {
                            {"cases", bench_records(results)}};
       write_text_file(json_path, merged.dump(2) + "\n");
     }
-    return failures > 0 ? kExitFailure : kExitOk;
+    const bool failed = std::any_of(results.begin(), results.end(),
+                                    [](const BenchResult& r) { return r.ran() && !r.stats.ok; });
+    return failed ? kExitFailure : kExitOk;
   }
 
   // Concatenates one Google Benchmark JSON file into `merged` (context from the first file).

@@ -74,6 +74,15 @@ TEST_CASE("bad usage and bad input exit 2 with a message that locates the proble
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("cuda_magic") && Catch::Contains("reference"));
   }
+  SECTION("an unknown device lists the available ones") {
+    for (const char* command : {"list", "info", "verify --tag smoke", "bench --name smoke_f32",
+                                "tune --name smoke_f32"}) {
+      const CommandResult r = run_tokamax(std::string(command) + " --device cuda:0");
+      INFO(command << ": " << r.output);
+      CHECK(r.exit_code == 2);
+      CHECK_THAT(r.output, Catch::Contains("unknown device 'cuda:0'") && Catch::Contains("cpu:0"));
+    }
+  }
   SECTION("unknown flag and missing subcommand") {
     CHECK(run_tokamax("verify --no-such-flag").exit_code == 2);
     CHECK(run_tokamax("").exit_code == 2);
@@ -112,6 +121,20 @@ TEST_CASE("bad usage and bad input exit 2 with a message that locates the proble
     CHECK(run_tokamax("export-cache --cache " + dir.file("cache.json")).exit_code == 2);
     CHECK(run_tokamax("bench --cache " + dir.file("cache.json")).exit_code == 2);
   }
+}
+
+TEST_CASE("the device option names the host CPU by kind, index or id", "[cli]") {
+  const CommandResult list = run_tokamax("list --device cpu:0");
+  INFO(list.output);
+  REQUIRE(list.exit_code == 0);
+  // "device: <id>  <description>": the id names the same device.
+  const std::string id = list.output.substr(8, list.output.find(' ', 8) - 8);
+  CHECK(id.rfind("cpu-", 0) == 0);
+  const CommandResult verify =
+      run_tokamax("verify --op ragged_dot --name smoke_f32 --impl cpu --device " + id);
+  INFO(verify.output);
+  CHECK(verify.exit_code == 0);
+  CHECK_THAT(verify.output, Catch::Contains("passed"));
 }
 
 TEST_CASE("bench writes Google Benchmark JSON and tune fills a cache that bench then uses",

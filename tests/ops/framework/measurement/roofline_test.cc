@@ -10,12 +10,12 @@ using namespace tokamax;
 namespace {
 
 Ceilings sample_ceilings() {
-  Ceilings ceilings;
-  ceilings.f32_fma_gflops = 100;
-  ceilings.f64_fma_gflops = 40;
-  ceilings.bf16_dot_gflops = 200;
-  ceilings.bandwidth_gbps = 10;
-  return ceilings;
+  return {.f32_fma_gflops = 100,
+          .f64_fma_gflops = 40,
+          .bf16_dot_gflops = 200,
+          .bandwidth_gbps = 10,
+          .device_id = "",
+          .measured_at = ""};
 }
 
 }  // namespace
