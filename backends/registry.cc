@@ -1,14 +1,20 @@
-// The device registry: the host CPU (backends/cpu/), listed first.
+// The device registry: the host CPU (backends/cpu/), listed first, then the CUDA devices
+// (backends/cuda/) when the build has the backend and the machine a GPU.
 #include "backends/registry.h"
 
 #include <charconv>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cuda/cuda_device.h"
 
 namespace tokamax {
 
 const std::vector<const Device*>& available_devices() {
-  static const std::vector<const Device*> devices = {&cpu::host_device()};
+  static const std::vector<const Device*> devices = [] {
+    std::vector<const Device*> all = {&cpu::host_device()};
+    for (const Device* device : cuda::devices()) all.push_back(device);
+    return all;
+  }();
   return devices;
 }
 
@@ -32,6 +38,12 @@ const Device* find_device(std::string_view name) {
     if (device->kind() == kind && seen++ == index) return device;
   }
   return nullptr;
+}
+
+std::vector<UnavailableBackend> unavailable_backends() {
+  std::vector<UnavailableBackend> out;
+  if (cuda::devices().empty()) out.push_back({"cuda", cuda::unavailable_reason()});
+  return out;
 }
 
 std::string device_names() {

@@ -19,4 +19,12 @@ const Device* find_device(std::string_view name);
 // "cpu:0 (cpu-amd-...)" for each device: what an error about an unknown name lists.
 std::string device_names();
 
+// A backend of this program that has no device here, and why ("cuda": "not built: ..." or
+// "no CUDA device: ...").
+struct UnavailableBackend {
+  std::string kind;
+  std::string reason;
+};
+std::vector<UnavailableBackend> unavailable_backends();
+
 }  // namespace tokamax

@@ -1,6 +1,7 @@
 // `tokamax info`: the device as the heuristics and the cache see it, and its measured roofline.
 #include <iostream>
 
+#include "backends/registry.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/report/table.h"
@@ -36,6 +37,14 @@ struct InfoCommand {
     table.add_row({"vendor", info.vendor});
     table.add_row({"arch", info.arch});
     for (const auto& [property, value] : device.info_rows()) table.add_row({property, value});
+    std::string others;
+    for (const Device* other : available_devices()) {
+      if (other != &device) others += (others.empty() ? "" : ", ") + other->id();
+    }
+    for (const UnavailableBackend& backend : unavailable_backends()) {
+      others += (others.empty() ? "" : "; ") + backend.kind + ": " + backend.reason;
+    }
+    table.add_row({"other devices", others.empty() ? "none" : others});
     table.add_row({"ceilings measured", ceilings.measured_at});
     table.add_row({"ceilings stored in", stored_at.empty() ? "not stored" : stored_at});
     const BuildInfo& build = build_info();

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "backends/registry.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/report/table.h"
@@ -18,7 +19,15 @@ struct ListCommand {
 
   int run() const {
     const Device& device = resolve_device(device_name);
-    std::cout << "device: " << device.id() << "  " << device.info().description << "\n\n";
+    std::cout << "device: " << device.id() << "  " << device.info().description << "\n";
+    for (const Device* other : available_devices()) {
+      if (other != &device)
+        std::cout << "also:   " << other->id() << "  " << other->info().description << "\n";
+    }
+    for (const UnavailableBackend& backend : unavailable_backends()) {
+      std::cout << backend.kind << ":   " << backend.reason << "\n";
+    }
+    std::cout << "\n";
 
     Table impls({"op", "implementation", "kind", "on this device", "summary"});
     for (const Op* op : all_ops()) {

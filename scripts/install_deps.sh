@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Tokamax builds and tests with, skipping those already present.
+# Installs the Debian packages Tokamax builds and tests with, skipping those already present, and
+# (with the CUDA toolkit) the pinned CUDA header libraries and tools of scripts/cuda_deps.txt.
 set -euo pipefail
 
 PACKAGES=(
@@ -18,15 +19,19 @@ for package in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "installing: ${missing[*]}" >&2
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO="sudo"
+# The CUDA backend's header libraries and tools (pinned wheels, unpacked into .deps/), when the
+# CUDA toolkit is installed: `nvcc` on PATH or in /usr/local/cuda.
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  python3 "$(dirname "$0")/install_cuda_deps.py"
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -89,6 +89,11 @@ TEST_CASE("Ceilings round-trip through JSON and reject bad fields", "[ceilings]"
   rejects("device_id", "");
   rejects("format_version", 99);
   rejects("surprise", 1);
+  {  // Files stored before f16_dot_gflops existed stay valid (0: no native f16 dot).
+    nlohmann::json old = json;
+    old.erase("f16_dot_gflops");
+    CHECK(Ceilings::from_json(old).f16_dot_gflops == 0);
+  }
   {  // bf16 0 means "no native dot", not a bad value.
     nlohmann::json no_native = json;
     no_native["bf16_dot_gflops"] = 0;

@@ -13,6 +13,7 @@ double peak_gflops(const Ceilings& ceilings, DType compute) {
     case DType::kBF16:
       return std::max(ceilings.bf16_dot_gflops, ceilings.f32_fma_gflops);
     case DType::kF16:
+      return std::max(ceilings.f16_dot_gflops, ceilings.f32_fma_gflops);
     case DType::kF32:
       return ceilings.f32_fma_gflops;
     case DType::kF64:

@@ -8,8 +8,9 @@
 namespace tokamax {
 
 // The compute ceiling for kernels whose arithmetic runs in `compute`:
-//   bf16 -> max(native bf16 dot, f32 FMA): a kernel may convert to f32 and use FMAs instead;
-//   f16, f32 -> f32 FMA (f16 is converted to f32 here; native f16 FMAs are not measured);
+//   bf16, f16 -> max(native bf16 / f16 dot, f32 FMA): a kernel may convert to f32 and use FMAs
+//   instead (the CPU has no native f16 dot: its f16 peak is the f32 FMA one);
+//   f32 -> f32 FMA;
 //   f64 -> f64 FMA (half the f32 FMA peak when unmeasured).
 // Throws InvalidArgument for i32 and bool.
 double peak_gflops(const Ceilings& ceilings, DType compute);

@@ -13,6 +13,7 @@ Ceilings sample_ceilings() {
   return {.f32_fma_gflops = 100,
           .f64_fma_gflops = 40,
           .bf16_dot_gflops = 200,
+          .f16_dot_gflops = 0,
           .bandwidth_gbps = 10,
           .device_id = "",
           .measured_at = ""};
@@ -35,7 +36,10 @@ TEST_CASE("roofline_gflops is the lower of the compute and the memory ceiling", 
 TEST_CASE("peak_gflops picks the ceiling of the compute dtype", "[roofline]") {
   Ceilings ceilings = sample_ceilings();
   CHECK(peak_gflops(ceilings, DType::kF32) == 100);
-  CHECK(peak_gflops(ceilings, DType::kF16) == 100);
+  CHECK(peak_gflops(ceilings, DType::kF16) == 100);  // no native f16 dot: f32 FMA
+  ceilings.f16_dot_gflops = 400;                       // a GPU's tensor cores
+  CHECK(peak_gflops(ceilings, DType::kF16) == 400);
+  ceilings.f16_dot_gflops = 0;
   CHECK(peak_gflops(ceilings, DType::kF64) == 40);
   // bf16: the native dot when it is faster than converting to f32 and using FMAs ...
   CHECK(peak_gflops(ceilings, DType::kBF16) == 200);
