@@ -1,6 +1,7 @@
 // Op base helpers shared by every op.
 #include "ops/framework/op.h"
 
+#include "backends/registry.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -26,8 +27,13 @@ TensorMap Op::allocate_outputs(const BoundArgs& args, const Memory& memory) cons
 
 Support Implementation::supported_on(const Device& device) const {
   if (device.kind() == backend()) return {};
+  // No device of its kind at all: that is the reason worth reading ("no CUDA device: ...").
+  for (const UnavailableBackend& unavailable : unavailable_backends()) {
+    if (unavailable.kind == backend()) return {false, unavailable.reason};
+  }
   return {false, std::string(name()) + " runs on " + std::string(backend()) + " devices, not on '" +
-                     device.kind() + "' (" + device.id() + ")"};
+                     device.kind() + "' (" + device.id() + "): select one with --device " +
+                     std::string(backend())};
 }
 
 DType Op::compute_dtype(const BoundArgs& args) const {

@@ -1,0 +1,212 @@
+// cuBLAS through dlopen (libcublas.so.13), a handle per device and process on the device's
+// stream, and the row-major calls of the vendor baselines.
+#include "backends/cuda/cublas.h"
+
+#include <cublas_api.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "backends/cuda/cuda_device.h"
+
+namespace tokamax::cuda {
+namespace {
+
+constexpr const char* kSoname = "libcublas.so.13";
+
+// The entry points by their C signatures (cublas_api.h; the C++ header also declares inline
+// overloads of some names, so decltype of the name would be ambiguous).
+using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                  int, const void*, const void*, cudaDataType, int, const void*,
+                                  cudaDataType, int, const void*, void*, cudaDataType, int,
+                                  cublasComputeType_t, cublasGemmAlgo_t);
+using GroupedGemmEx = cublasStatus_t (*)(cublasHandle_t, const cublasOperation_t[],
+                                         const cublasOperation_t[], const int[], const int[],
+                                         const int[], const void*, const void* const[],
+                                         cudaDataType_t, const int[], const void* const[],
+                                         cudaDataType_t, const int[], const void*, void* const[],
+                                         cudaDataType_t, const int[], int, const int[],
+                                         cublasComputeType_t);
+
+struct Cublas {
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*version)(cublasHandle_t, int*) = nullptr;
+  GemmEx gemm_ex = nullptr;
+  GroupedGemmEx grouped = nullptr;
+  const char* (*status_name)(cublasStatus_t) = nullptr;
+  std::string error;  // why loading failed; "" when it did not
+};
+
+const Cublas& library() {
+  static const Cublas cublas = [] {
+    Cublas c;
+    void* handle = dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* why = dlerror();
+      c.error = std::string(kSoname) + " not found" + (why ? std::string(": ") + why : "");
+      return c;
+    }
+    auto load = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, symbol));
+      if (fn == nullptr && c.error.empty()) c.error = std::string(kSoname) + " lacks " + symbol;
+    };
+    load(c.create, "cublasCreate_v2");
+    load(c.set_stream, "cublasSetStream_v2");
+    load(c.version, "cublasGetVersion_v2");
+    load(c.gemm_ex, "cublasGemmEx");
+    load(c.grouped, "cublasGemmGroupedBatchedEx");
+    load(c.status_name, "cublasGetStatusName");
+    return c;
+  }();
+  return cublas;
+}
+
+void check_cuda(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) {
+    throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorName(error) + ": " +
+                             cudaGetErrorString(error));
+  }
+}
+
+void check(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  const Cublas& c = library();
+  throw std::runtime_error(
+      std::string("cuBLAS ") + what + ": " +
+      (c.status_name ? c.status_name(status) : "status " + std::to_string(status)));
+}
+
+cudaDataType data_type(Element element) {
+  switch (element) {
+    case Element::kF32:
+      return CUDA_R_32F;
+    case Element::kF16:
+      return CUDA_R_16F;
+    case Element::kBF16:
+      return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
+
+// One handle per device, bound to the device's stream.
+cublasHandle_t handle_for(const Device& device) {
+  static std::mutex mutex;
+  static std::map<const Device*, cublasHandle_t> handles;
+  const Cublas& c = library();
+  if (!c.error.empty()) throw std::runtime_error(c.error);
+  std::lock_guard<std::mutex> lock(mutex);
+  cublasHandle_t& handle = handles[&device];
+  if (handle == nullptr) {
+    check_cuda(cudaSetDevice(ordinal(device)), "cudaSetDevice");
+    check(c.create(&handle), "cublasCreate");
+    check(c.set_stream(handle, static_cast<cudaStream_t>(stream(device))), "cublasSetStream");
+  }
+  return handle;
+}
+
+// Grow-only device scratch for the grouped call's pointer arrays.
+void* pointer_scratch(size_t bytes) {
+  static std::mutex mutex;
+  static void* data = nullptr;
+  static size_t size = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (bytes > size) {
+    if (data != nullptr) cudaFree(data);
+    data = nullptr;
+    check_cuda(cudaMalloc(&data, bytes), "cudaMalloc");
+    size = bytes;
+  }
+  return data;
+}
+
+}  // namespace
+
+const std::string& cublas_unavailable() { return library().error; }
+
+std::string cublas_description() {
+  const Cublas& c = library();
+  if (!c.error.empty()) return c.error;
+  int version = 0;
+  if (!devices().empty()) c.version(handle_for(*devices().front()), &version);
+  return "cuBLAS " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) +
+         "." + std::to_string(version % 100) + " (" + kSoname + ")";
+}
+
+void gemm(const Device& device, Element in, Element out, int m, int n, int k, const void* a,
+          int lda, const void* b, int ldb, void* c, int ldc) {
+  const float alpha = 1.0f, beta = 0.0f;
+  // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS's (m, n, k) are (n, m, k) with B
+  // first, and no transposes.
+  check(library().gemm_ex(handle_for(device), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b,
+                          data_type(in), ldb, a, data_type(in), lda, &beta, c, data_type(out), ldc,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+}
+
+void grouped_gemm(const Device& device, Element in, Element out, int n, int k,
+                  const std::vector<GemmGroup>& groups) {
+  std::vector<const void*> a, b;
+  std::vector<void*> c;
+  std::vector<int> m_array, n_array, k_array, lda, ldb, ldc, group_size;
+  std::vector<cublasOperation_t> trans;
+  std::vector<float> alpha, beta;
+  for (const GemmGroup& g : groups) {
+    if (g.m == 0) continue;
+    // Column-major view, as in gemm(): (n, m, k) with B first.
+    a.push_back(g.b);
+    b.push_back(g.a);
+    c.push_back(g.c);
+    m_array.push_back(n);
+    n_array.push_back(g.m);
+    k_array.push_back(k);
+    lda.push_back(n);
+    ldb.push_back(k);
+    ldc.push_back(n);
+    group_size.push_back(1);
+    trans.push_back(CUBLAS_OP_N);
+    alpha.push_back(1.0f);
+    beta.push_back(0.0f);
+  }
+  const int count = static_cast<int>(group_size.size());
+  if (count == 0) return;
+  // The device arrays of pointers: A, B, C one after the other. The copy from pageable memory
+  // returns once the host array is staged, and stream order keeps the scratch in use until the
+  // call's kernels have read it.
+  const size_t bytes = 3 * count * sizeof(void*);
+  void** pointers = static_cast<void**>(pointer_scratch(bytes));
+  std::vector<const void*> host(3 * count);
+  for (int i = 0; i < count; ++i) {
+    host[i] = a[i];
+    host[count + i] = b[i];
+    host[2 * count + i] = c[i];
+  }
+  const cudaStream_t s = static_cast<cudaStream_t>(stream(device));
+  check_cuda(cudaMemcpyAsync(pointers, host.data(), bytes, cudaMemcpyHostToDevice, s),
+             "cudaMemcpyAsync");
+  check(library().grouped(handle_for(device), trans.data(), trans.data(), m_array.data(),
+                          n_array.data(), k_array.data(), alpha.data(),
+                          reinterpret_cast<const void* const*>(pointers), data_type(in), lda.data(),
+                          reinterpret_cast<const void* const*>(pointers + count), data_type(in),
+                          ldb.data(), beta.data(), pointers + 2 * count, data_type(out), ldc.data(),
+                          count, group_size.data(), CUBLAS_COMPUTE_32F),
+        "cublasGemmGroupedBatchedEx");
+}
+
+void memset_async(const Device& device, void* p, size_t bytes) {
+  if (bytes == 0) return;
+  check_cuda(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream(device))),
+             "cudaMemsetAsync");
+}
+
+void copy_to_host(const Device& device, void* host, const void* device_ptr, size_t bytes) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream(device));
+  check_cuda(cudaMemcpyAsync(host, device_ptr, bytes, cudaMemcpyDeviceToHost, s),
+             "cudaMemcpyAsync");
+  check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+}  // namespace tokamax::cuda

@@ -1,0 +1,43 @@
+// cuBLAS for the vendor baselines, loaded at run time: the binary starts without libcublas, and
+// the baselines are then unsupported with the reason. Row-major interface, f32 accumulation, on
+// the device's stream; no CUDA header needed to include this (built with the CUDA backend only).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/device.h"
+
+namespace tokamax::cuda {
+
+enum class Element { kF32, kF16, kBF16 };
+
+// "" when libcublas.so.13 loaded and has what the baselines call; otherwise why not.
+const std::string& cublas_unavailable();
+// "cuBLAS 13.1.0 (libcublas.so.13)".
+std::string cublas_description();
+
+// C[m, n] = A[m, k] @ B[k, n], all row-major with leading dimensions lda, ldb, ldc (elements),
+// A and B of `in`, C of `out`, accumulated in f32 (cublasGemmEx), on `device`'s stream.
+// Throws std::runtime_error with cuBLAS's status name (NOT_SUPPORTED: the combination of types).
+void gemm(const Device& device, Element in, Element out, int m, int n, int k, const void* a,
+          int lda, const void* b, int ldb, void* c, int ldc);
+
+// One row-major C_i[m_i, n] = A_i[m_i, k] @ B_i[k, n] per entry (cublasGemmGroupedBatchedEx), with
+// the pointer arrays copied to the device first: the copy is part of the call, as for any user of
+// the API. Entries of m_i = 0 are dropped.
+struct GemmGroup {
+  int m = 0;
+  const void* a = nullptr;  // [m, k], row stride k
+  const void* b = nullptr;  // [k, n], row stride n
+  void* c = nullptr;        // [m, n], row stride n
+};
+void grouped_gemm(const Device& device, Element in, Element out, int n, int k,
+                  const std::vector<GemmGroup>& groups);
+
+// Stream-ordered helpers of the baselines: set `bytes` to zero, and copy device memory to the host
+// (waiting for the copy, i.e. for the stream's work before it).
+void memset_async(const Device& device, void* p, size_t bytes);
+void copy_to_host(const Device& device, void* host, const void* device_ptr, size_t bytes);
+
+}  // namespace tokamax::cuda
