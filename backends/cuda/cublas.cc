@@ -108,21 +108,6 @@ cublasHandle_t handle_for(const Device& device) {
   return handle;
 }
 
-// Grow-only device scratch for the grouped call's pointer arrays.
-void* pointer_scratch(size_t bytes) {
-  static std::mutex mutex;
-  static void* data = nullptr;
-  static size_t size = 0;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (bytes > size) {
-    if (data != nullptr) cudaFree(data);
-    data = nullptr;
-    check_cuda(cudaMalloc(&data, bytes), "cudaMalloc");
-    size = bytes;
-  }
-  return data;
-}
-
 }  // namespace
 
 const std::string& cublas_unavailable() { return library().error; }
@@ -177,7 +162,8 @@ void grouped_gemm(const Device& device, Element in, Element out, int n, int k,
   // returns once the host array is staged, and stream order keeps the scratch in use until the
   // call's kernels have read it.
   const size_t bytes = 3 * count * sizeof(void*);
-  void** pointers = static_cast<void**>(pointer_scratch(bytes));
+  const std::lock_guard<std::mutex> lock(scratch_mutex(device));
+  void** pointers = static_cast<void**>(scratch(device, bytes));
   std::vector<const void*> host(3 * count);
   for (int i = 0; i < count; ++i) {
     host[i] = a[i];
@@ -194,19 +180,6 @@ void grouped_gemm(const Device& device, Element in, Element out, int n, int k,
                           ldb.data(), beta.data(), pointers + 2 * count, data_type(out), ldc.data(),
                           count, group_size.data(), CUBLAS_COMPUTE_32F),
         "cublasGemmGroupedBatchedEx");
-}
-
-void memset_async(const Device& device, void* p, size_t bytes) {
-  if (bytes == 0) return;
-  check_cuda(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream(device))),
-             "cudaMemsetAsync");
-}
-
-void copy_to_host(const Device& device, void* host, const void* device_ptr, size_t bytes) {
-  const cudaStream_t s = static_cast<cudaStream_t>(stream(device));
-  check_cuda(cudaMemcpyAsync(host, device_ptr, bytes, cudaMemcpyDeviceToHost, s),
-             "cudaMemcpyAsync");
-  check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 }  // namespace tokamax::cuda

@@ -35,9 +35,4 @@ struct GemmGroup {
 void grouped_gemm(const Device& device, Element in, Element out, int n, int k,
                   const std::vector<GemmGroup>& groups);
 
-// Stream-ordered helpers of the baselines: set `bytes` to zero, and copy device memory to the host
-// (waiting for the copy, i.e. for the stream's work before it).
-void memset_async(const Device& device, void* p, size_t bytes);
-void copy_to_host(const Device& device, void* host, const void* device_ptr, size_t bytes);
-
 }  // namespace tokamax::cuda

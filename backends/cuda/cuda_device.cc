@@ -141,6 +141,19 @@ class CudaDevice final : public Device {
 
   int ordinal() const { return ordinal_; }
 
+  void* scratch(size_t bytes) const {
+    if (bytes > scratch_bytes_) {
+      // cudaFree waits for the work that may still use the old buffer.
+      if (scratch_ != nullptr) cudaFree(scratch_);
+      scratch_ = nullptr;
+      scratch_bytes_ = 0;
+      scratch_ = memory_.allocate(bytes);
+      scratch_bytes_ = bytes;
+    }
+    return scratch_;
+  }
+  std::mutex& scratch_mutex() const { return scratch_mutex_; }
+
   cudaStream_t stream() const {
     std::call_once(stream_once_, [&] {
       check(cudaSetDevice(ordinal_), "cudaSetDevice");
@@ -233,6 +246,9 @@ class CudaDevice final : public Device {
   mutable cudaStream_t stream_ = nullptr;
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<Ceilings>> ceilings_;
+  mutable std::mutex scratch_mutex_;
+  mutable void* scratch_ = nullptr;
+  mutable size_t scratch_bytes_ = 0;
 };
 
 struct Discovery {
@@ -281,5 +297,20 @@ const std::string& unavailable_reason() { return discovery().reason; }
 void* stream(const Device& device) { return as_cuda(device).stream(); }
 
 int ordinal(const Device& device) { return as_cuda(device).ordinal(); }
+
+void memset_async(const Device& device, void* p, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream(device))), "cudaMemsetAsync");
+}
+
+void copy_to_host(const Device& device, void* host, const void* device_ptr, size_t bytes) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream(device));
+  check(cudaMemcpyAsync(host, device_ptr, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+void* scratch(const Device& device, size_t bytes) { return as_cuda(device).scratch(bytes); }
+
+std::mutex& scratch_mutex(const Device& device) { return as_cuda(device).scratch_mutex(); }
 
 }  // namespace tokamax::cuda

@@ -3,6 +3,7 @@
 // (TOKAMAX_CUDA), not_built.cc answers instead of cuda_device.cc.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,18 @@ void* stream(const Device& device);
 
 // The runtime's device ordinal of `device` (a CUDA device).
 int ordinal(const Device& device);
+
+// What CUDA implementations call around their kernels, on `device`'s stream (a CUDA device;
+// defined in builds with the backend only):
+//   memset_async   sets `bytes` bytes at `p` to zero;
+//   copy_to_host   copies device memory to the host and waits for it (and for the stream's work
+//                  before it);
+//   scratch        a grow-only workspace of at least `bytes` bytes, one per device and process,
+//                  valid until the next call; the caller holds scratch_mutex() while it enqueues
+//                  work that uses it (stream order keeps later users from overwriting it).
+void memset_async(const Device& device, void* p, size_t bytes);
+void copy_to_host(const Device& device, void* host, const void* device_ptr, size_t bytes);
+void* scratch(const Device& device, size_t bytes);
+std::mutex& scratch_mutex(const Device& device);
 
 }  // namespace tokamax::cuda

@@ -7,6 +7,7 @@
 namespace tokamax {
 
 // Defined in the implementation files of this folder.
+const Implementation& ragged_dot_cuda_implementation();
 const Implementation& ragged_dot_cpu_implementation();
 const Implementation& ragged_dot_reference_implementation();
 const Implementation& ragged_dot_openblas_implementation();
@@ -15,13 +16,14 @@ const Implementation& ragged_dot_cublas_implementation();
 const Implementation& ragged_dot_cublas_grouped_implementation();
 
 // The dispatch order lives with the API: fastest first, "auto" takes the first implementation
-// that is supported and accepts the args. The vendor baselines come last, after the reference
-// (which accepts every valid args), so "auto" never picks one over ours; they are listed for
-// bench, verify and tune to run side by side.
+// that is supported on the device and accepts the args (cuda on a CUDA device, cpu on the host).
+// The vendor baselines come last, after the reference (which accepts every valid args), so "auto"
+// never picks one over ours; they are listed for bench, verify and tune to run side by side.
 std::vector<const Implementation*> RaggedDotOp::implementations() const {
-  return {&ragged_dot_cpu_implementation(),      &ragged_dot_reference_implementation(),
-          &ragged_dot_openblas_implementation(), &ragged_dot_onednn_implementation(),
-          &ragged_dot_cublas_implementation(),   &ragged_dot_cublas_grouped_implementation()};
+  return {&ragged_dot_cuda_implementation(),          &ragged_dot_cpu_implementation(),
+          &ragged_dot_reference_implementation(),     &ragged_dot_openblas_implementation(),
+          &ragged_dot_onednn_implementation(),        &ragged_dot_cublas_implementation(),
+          &ragged_dot_cublas_grouped_implementation()};
 }
 
 const RaggedDotOp& ragged_dot_op() {

@@ -21,6 +21,7 @@
 
 #if TOKAMAX_WITH_CUDA
 #include "backends/cuda/cublas.h"
+#include "backends/cuda/cuda_device.h"
 #endif
 
 namespace tokamax {

@@ -1,0 +1,11 @@
+// ragged_dot on CUDA: grouped-GEMM variant 3 of kCudaGemmVariants (cuda_kernel.h),
+// bf16_f32_coop_128x128x64.
+#include "ops/ragged_dot/cuda_grouped_gemm.cuh"
+
+TOKAMAX_RAGGED_DOT_CUDA_VARIANT(
+    bf16_f32_coop_128x128x64,
+    ragged_cuda::RaggedGemm<cutlass::bfloat16_t, float,
+                            cute::Shape<cute::_128, cute::_128, cute::_64>,
+                            cute::Shape<cute::_1, cute::_1, cute::_1>,
+                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                            cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>)
