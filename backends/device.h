@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/ceilings.h"
+#include "backends/device_fault.h"
 #include "backends/memory.h"
 
 namespace tokamax {

@@ -1,6 +1,7 @@
 # The CUDA backend's build switch. TOKAMAX_CUDA=AUTO builds it when nvcc >= 12.4 is found, ON
 # requires it, OFF leaves it out. Sets TOKAMAX_WITH_CUDA, and TOKAMAX_CUDA_WHY: why it is not
-# built ("" when it is), which the binary reports for its CUDA implementations.
+# built ("" when it is), which the binary reports for its CUDA implementations, and
+# TOKAMAX_CUDA_BUILD, the line `info` shows ("nvcc 13.0, sm 90a" or "not built: <why>").
 set(TOKAMAX_CUDA AUTO CACHE STRING
     "Build the CUDA backend: AUTO (when nvcc >= 12.4 is found), ON (required) or OFF")
 set_property(CACHE TOKAMAX_CUDA PROPERTY STRINGS AUTO ON OFF)
@@ -45,11 +46,17 @@ if(TOKAMAX_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
   # The pinned header libraries (scripts/cuda_deps.txt), unpacked by scripts/install_deps.sh.
   set(TOKAMAX_DEPS_DIR ${CMAKE_SOURCE_DIR}/.deps)
-  if(NOT EXISTS ${TOKAMAX_DEPS_DIR}/cutlass/include/cutlass/cutlass.h)
-    message(FATAL_ERROR "the CUDA backend needs the CUTLASS headers in ${TOKAMAX_DEPS_DIR}: "
-                        "run scripts/install_deps.sh (or configure with -DTOKAMAX_CUDA=OFF)")
+  if(NOT EXISTS ${TOKAMAX_DEPS_DIR}/cutlass/include/cutlass/cutlass.h OR
+     NOT EXISTS ${TOKAMAX_DEPS_DIR}/cudnn_frontend/include/cudnn_frontend.h)
+    message(FATAL_ERROR "the CUDA backend needs the CUTLASS and cudnn-frontend headers in "
+                        "${TOKAMAX_DEPS_DIR}: run scripts/install_deps.sh (or configure with "
+                        "-DTOKAMAX_CUDA=OFF)")
   endif()
-  message(STATUS "tokamax: CUDA backend ON (nvcc ${nvcc_release}, sm ${CMAKE_CUDA_ARCHITECTURES})")
+  set(TOKAMAX_CUDA_BUILD "nvcc ${nvcc_release}, sm ${CMAKE_CUDA_ARCHITECTURES}" CACHE INTERNAL
+      "the CUDA backend, as info shows it")
+  message(STATUS "tokamax: CUDA backend ON (${TOKAMAX_CUDA_BUILD})")
 else()
+  set(TOKAMAX_CUDA_BUILD "not built: ${TOKAMAX_CUDA_WHY}" CACHE INTERNAL
+      "the CUDA backend, as info shows it")
   message(STATUS "tokamax: CUDA backend OFF: ${TOKAMAX_CUDA_WHY}")
 endif()

@@ -10,10 +10,13 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device.h"
 
 namespace tokamax::cuda {
 namespace {
+
+using ::tokamax::cuda::check;  // the CUDA runtime's, beside the cuBLAS status overload below
 
 constexpr const char* kSoname = "libcublas.so.13";
 
@@ -65,15 +68,9 @@ const Cublas& library() {
   return cublas;
 }
 
-void check_cuda(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorName(error) + ": " +
-                             cudaGetErrorString(error));
-  }
-}
-
 void check(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
+  check_context(what);  // a kernel before it faulted: the device is lost, not just this call
   const Cublas& c = library();
   throw std::runtime_error(
       std::string("cuBLAS ") + what + ": " +
@@ -101,7 +98,7 @@ cublasHandle_t handle_for(const Device& device) {
   std::lock_guard<std::mutex> lock(mutex);
   cublasHandle_t& handle = handles[&device];
   if (handle == nullptr) {
-    check_cuda(cudaSetDevice(ordinal(device)), "cudaSetDevice");
+    check(cudaSetDevice(ordinal(device)), "cudaSetDevice");
     check(c.create(&handle), "cublasCreate");
     check(c.set_stream(handle, static_cast<cudaStream_t>(stream(device))), "cublasSetStream");
   }
@@ -171,8 +168,8 @@ void grouped_gemm(const Device& device, Element in, Element out, int n, int k,
     host[2 * count + i] = c[i];
   }
   const cudaStream_t s = static_cast<cudaStream_t>(stream(device));
-  check_cuda(cudaMemcpyAsync(pointers, host.data(), bytes, cudaMemcpyHostToDevice, s),
-             "cudaMemcpyAsync");
+  check(cudaMemcpyAsync(pointers, host.data(), bytes, cudaMemcpyHostToDevice, s),
+        "cudaMemcpyAsync");
   check(library().grouped(handle_for(device), trans.data(), trans.data(), m_array.data(),
                           n_array.data(), k_array.data(), alpha.data(),
                           reinterpret_cast<const void* const*>(pointers), data_type(in), lda.data(),

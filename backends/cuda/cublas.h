@@ -6,11 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/element.h"
 #include "backends/device.h"
 
 namespace tokamax::cuda {
-
-enum class Element { kF32, kF16, kBF16 };
 
 // "" when libcublas.so.13 loaded and has what the baselines call; otherwise why not.
 const std::string& cublas_unavailable();

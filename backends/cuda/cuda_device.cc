@@ -15,6 +15,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/peaks.h"
 
 namespace tokamax::cuda {
@@ -22,11 +23,6 @@ namespace {
 
 std::string error_text(cudaError_t error) {
   return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
-}
-
-void check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess)
-    throw std::runtime_error(std::string("CUDA ") + what + ": " + error_text(error));
 }
 
 int attribute(cudaDeviceAttr which, int ordinal) {

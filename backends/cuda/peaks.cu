@@ -12,17 +12,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/peaks.h"
 
 namespace tokamax::cuda {
 namespace {
-
-void check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorName(error) + ": " +
-                             cudaGetErrorString(error));
-  }
-}
 
 // Times `launch` on the stream with events, best of `repetitions`, in seconds.
 template <typename Launch>
@@ -112,9 +106,8 @@ double fma_gflops(void* stream_handle, int sm_count) {
   T* sink = nullptr;
   check(cudaMalloc(&sink, sizeof(T)), "cudaMalloc");
   const int blocks = std::max(sm_count, 1) * kBlocksPerSm;
-  const double seconds = best_seconds(stream, 3, [&] {
-    fma_kernel<T><<<blocks, kThreads, 0, stream>>>(T(0.999), T(1e-7), sink);
-  });
+  const double seconds = best_seconds(
+      stream, 3, [&] { fma_kernel<T><<<blocks, kThreads, 0, stream>>>(T(0.999), T(1e-7), sink); });
   cudaFree(sink);
   return 2.0 * kChains * kIterations * double(kThreads) * blocks / seconds * 1e-9;
 }

@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/cuda/cuda_check.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -33,18 +34,15 @@
 #include "cutlass/util/packed_stride.hpp"
 #include "ops/ragged_dot/cuda_kernel.h"
 #include "ops/ragged_dot/cuda_setup.h"
+#include "ops/ragged_dot/cuda_tail.cuh"
 
 namespace tokamax::ragged_cuda {
 
-inline void check_cuda(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorName(error) + ": " +
-                             cudaGetErrorString(error));
-  }
-}
+using cuda::check;
 
 inline void check_cutlass(cutlass::Status status, const char* what) {
   if (status != cutlass::Status::kSuccess) {
+    cuda::check_context(what);  // a kernel before it faulted: the device is lost
     throw std::runtime_error(std::string("CUTLASS ") + what + ": " +
                              cutlass::cutlassGetStatusString(status));
   }
@@ -62,9 +60,9 @@ __global__ void setup_groups(
     const int32_t* group_sizes,  // [G]
     int G, int64_t M, int K, int N, const ElementIn* lhs, const ElementIn* rhs, ElementOut* out,
     // Outputs.
-    Problem* problems,                                  // [G] (m_g, N, K)
-    const ElementIn** ptr_a, const ElementIn** ptr_b,   // [G] each
-    ElementOut** ptr_d,                                 // [G]
+    Problem* problems,                                        // [G] (m_g, N, K)
+    const ElementIn** ptr_a, const ElementIn** ptr_b,         // [G] each
+    ElementOut** ptr_d,                                       // [G]
     StrideA* stride_a, StrideB* stride_b, StrideD* stride_d,  // [G] each
     int64_t* rows) {                                          // [1] sum of the (cut) sizes
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
@@ -81,18 +79,6 @@ __global__ void setup_groups(
     start = next_start(start, p);
   }
   *rows = start;
-}
-
-// out[rows * N, M * N) = 0: the rows past the groups. A grid-stride loop from the first such
-// element, so only they are touched.
-template <class ElementOut>
-__global__ void zero_tail(const int64_t* rows, int64_t M, int N, ElementOut* out) {
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  const int64_t end = tail_end(M, N);
-  for (int64_t i = tail_begin(*rows, N) + int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-       i < end; i += stride) {
-    out[i] = ElementOut(0);
-  }
 }
 
 template <class ElementIn, class ElementOut, class TileShape, class ClusterShape,
@@ -112,8 +98,8 @@ struct RaggedGemm {
       kAlignOut, ElementOut, LayoutD*, kAlignOut, EpilogueSchedule,
       cutlass::epilogue::fusion::LinearCombination<ElementOut, float>>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, LayoutA*, kAlignIn,
-      ElementIn, LayoutB*, kAlignIn, float, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, LayoutA*, kAlignIn, ElementIn,
+      LayoutB*, kAlignIn, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       KernelSchedule>::CollectiveOp;
@@ -123,8 +109,9 @@ struct RaggedGemm {
   using StrideA = typename GemmKernel::InternalStrideA;
   using StrideB = typename GemmKernel::InternalStrideB;
   using StrideD = typename GemmKernel::InternalStrideD;
-  using RasterOrder = typename cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90GroupParams<
-      Problem>::RasterOrderOptions;
+  using RasterOrder =
+      typename cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90GroupParams<
+          Problem>::RasterOrderOptions;
 
   // The workspace: the group tables, then CUTLASS's own.
   struct Tables {
@@ -193,12 +180,12 @@ struct RaggedGemm {
     const Tables t = carve(l.workspace, l.G);
     setup_groups<Problem, ElementIn, ElementOut, StrideA, StrideB, StrideD><<<1, 32, 0, stream>>>(
         l.group_sizes, l.G, l.M, l.K, l.N, static_cast<const ElementIn*>(l.lhs),
-        static_cast<const ElementIn*>(l.rhs), static_cast<ElementOut*>(l.out), t.problems,
-        t.ptr_a, t.ptr_b, t.ptr_d, t.stride_a, t.stride_b, t.stride_d, t.rows);
-    check_cuda(cudaGetLastError(), "setup_groups");
-    zero_tail<ElementOut><<<l.sm_count * 4, 256, 0, stream>>>(t.rows, l.M, l.N,
-                                                              static_cast<ElementOut*>(l.out));
-    check_cuda(cudaGetLastError(), "zero_tail");
+        static_cast<const ElementIn*>(l.rhs), static_cast<ElementOut*>(l.out), t.problems, t.ptr_a,
+        t.ptr_b, t.ptr_d, t.stride_a, t.stride_b, t.stride_d, t.rows);
+    check(cudaGetLastError(), "setup_groups");
+    zero_tail<ElementOut>
+        <<<l.sm_count * 4, 256, 0, stream>>>(t.rows, l.M, l.N, static_cast<ElementOut*>(l.out));
+    check(cudaGetLastError(), "zero_tail");
     Gemm gemm;
     const typename Gemm::Arguments args = arguments(l, t);
     check_cutlass(gemm.can_implement(args), "can_implement");
@@ -211,12 +198,10 @@ struct RaggedGemm {
 
 // Defines ragged_dot_cuda_<name>_{workspace_bytes,launch} for one variant, the RaggedGemm type
 // given after the name (cuda_kernel.cu dispatches to them by kCudaGemmVariants index).
-#define TOKAMAX_RAGGED_DOT_CUDA_VARIANT(NAME, ...)                                 \
-  namespace tokamax {                                                             \
-  size_t ragged_dot_cuda_##NAME##_workspace_bytes(const CudaRaggedDotLaunch& l) { \
-    return __VA_ARGS__::workspace_bytes(l);                                       \
-  }                                                                               \
-  void ragged_dot_cuda_##NAME##_launch(const CudaRaggedDotLaunch& l) {            \
-    __VA_ARGS__::launch(l);                                                       \
-  }                                                                               \
+#define TOKAMAX_RAGGED_DOT_CUDA_VARIANT(NAME, ...)                                               \
+  namespace tokamax {                                                                            \
+  size_t ragged_dot_cuda_##NAME##_workspace_bytes(const CudaRaggedDotLaunch& l) {                \
+    return __VA_ARGS__::workspace_bytes(l);                                                      \
+  }                                                                                              \
+  void ragged_dot_cuda_##NAME##_launch(const CudaRaggedDotLaunch& l) { __VA_ARGS__::launch(l); } \
   }

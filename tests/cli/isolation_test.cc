@@ -39,7 +39,7 @@ TEST_CASE("tune records crash, timeout, numerics, invalid and error candidates a
               dir.file("tune.json"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("invalid 1, error 1, crash 2, timeout 1, numerics 1"));
+  CHECK_THAT(r.output, Catch::Contains("invalid 1, error 1, crash 3, timeout 1, numerics 1"));
   CHECK_THAT(r.output, Catch::Contains("1 tuned"));
   const json tune = json::parse(read_file(dir.file("tune.json")));
   REQUIRE(tune["results"].size() == 1);
@@ -55,6 +55,7 @@ TEST_CASE("tune records crash, timeout, numerics, invalid and error candidates a
                                                              {"throw", "error"},
                                                              {"crash", "crash"},
                                                              {"abort", "crash"},
+                                                             {"device_fault", "crash"},
                                                              {"hang", "timeout"},
                                                              {"invalid", "invalid"}});
   // The winner is in the cache.
@@ -68,7 +69,7 @@ TEST_CASE("verify reports a crashing or hanging implementation and verifies the 
   const std::string spec = write_spec(dir);
   const std::string verify = "verify --spec " + spec + " --op fault_injection --json " +
                              dir.file("v.json") + " --run-timeout 2";
-  for (const char* fault : {"crash", "hang", "wrong", "throw"}) {
+  for (const char* fault : {"crash", "hang", "wrong", "throw", "device_fault"}) {
     const CommandResult r = run_test_cli(std::string("TOKAMAX_FAULT=") + fault, verify);
     INFO(fault << ": " << r.output);
     CHECK(r.exit_code == 1);
@@ -77,9 +78,18 @@ TEST_CASE("verify reports a crashing or hanging implementation and verifies the 
     for (const json& c : v["cases"]) by_impl[c["impl"].get<std::string>()] = c;
     CHECK(by_impl["steady"]["disposition"] == "passed");
     CHECK(by_impl["faulty"]["disposition"] == "failed");
-    const std::map<std::string, std::string> expected = {
-        {"crash", "crash"}, {"hang", "timeout"}, {"wrong", "numerics"}, {"throw", "error"}};
+    const std::map<std::string, std::string> expected = {{"crash", "crash"},
+                                                         {"hang", "timeout"},
+                                                         {"wrong", "numerics"},
+                                                         {"throw", "error"},
+                                                         {"device_fault", "crash"}};
     CHECK(by_impl["faulty"]["failure"] == expected.at(fault));
+    if (std::string(fault) == "device_fault") {
+      // The worker reports the device's error and exits; the next implementation runs in a
+      // fresh one.
+      CHECK_THAT(by_impl["faulty"].dump(),
+                 Catch::Contains("device fault: injected: cudaErrorIllegalAddress"));
+    }
     CHECK_THAT(r.output, Catch::Contains("1 passed, 1 failed (1 " + expected.at(fault) + ")"));
   }
   const CommandResult fine = run_test_cli("", verify);
@@ -91,6 +101,12 @@ TEST_CASE("verify reports a crashing or hanging implementation and verifies the 
   INFO(local.output);
   CHECK(local.exit_code == 1);
   CHECK_THAT(local.output, Catch::Contains("1 passed, 1 failed (1 numerics)"));
+  // In-process, a device fault ends the command: nothing more can run on that device.
+  const CommandResult lost =
+      run_test_cli("TOKAMAX_FAULT=device_fault", verify + " --isolation none");
+  INFO(lost.output);
+  CHECK(lost.exit_code == 1);
+  CHECK_THAT(lost.output, Catch::Contains("cudaErrorIllegalAddress"));
 }
 
 TEST_CASE("bench reports a crashing implementation and measures the others", "[isolation]") {

@@ -9,12 +9,14 @@
 #include <stdexcept>
 #include <thread>
 
+#include "backends/device.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax::testing {
 namespace {
 
-const char* const kModes[] = {"ok", "wrong", "throw", "crash", "abort", "hang", "invalid"};
+const char* const kModes[] = {"ok",    "wrong", "throw",        "crash",
+                              "abort", "hang",  "device_fault", "invalid"};
 
 // ragged_dot's problem under the op's own name.
 struct FaultProblem : RaggedDotProblem {
@@ -59,6 +61,11 @@ class FaultyRaggedDot final : public TypedImplementation<FaultProblem, FaultConf
       for (;;) pause();
     }
     if (config.mode == "throw") throw std::runtime_error("injected failure");
+    if (config.mode == "device_fault") {
+      throw DeviceFault(
+          "injected: cudaErrorIllegalAddress: an illegal memory access was "
+          "encountered");
+    }
     ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"));
     if (config.mode == "wrong") outputs.at("out").set(0, outputs.at("out").get(0) + 1.0);
   }
@@ -93,7 +100,8 @@ void FaultConfig::validate() const {
     if (mode == known) return;
   }
   throw InvalidArgument(
-      "mode '" + mode + "': expected ok, wrong, throw, crash, abort, hang or invalid", "mode");
+      "mode '" + mode + "': expected ok, wrong, throw, crash, abort, hang, device_fault or invalid",
+      "mode");
 }
 
 const RaggedDotOp& fault_injection_op() {

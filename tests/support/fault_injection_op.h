@@ -13,7 +13,8 @@ namespace tokamax::testing {
 
 // Config of the `faulty` implementation: what it does when run.
 //   mode: ok | wrong (out[0] += 1) | throw | crash (SIGSEGV) | abort (SIGABRT) | hang (sleeps
-//         forever) | invalid (rejected by check_config)
+//         forever) | device_fault (throws DeviceFault, as a faulted CUDA kernel does) | invalid
+//         (rejected by check_config)
 //   delay_us: sleeps this long first, to order candidates by time.
 struct FaultConfig {
   std::string mode = "ok";

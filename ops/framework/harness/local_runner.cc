@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "backends/device.h"
 #include "ops/framework/devices.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/harness/npy.h"
@@ -124,6 +125,8 @@ TimeResult LocalRunner::time(const Implementation& impl, const nlohmann::json& c
         time_calls([&] { kernel.run(s.inputs, s.outputs); }, timing, *s.device, interrupt_);
   } catch (const Interrupted&) {
     throw;
+  } catch (const DeviceFault&) {
+    throw;  // the process cannot go on with this device (backends/device.h)
   } catch (const std::exception& e) {
     result.status = "error";
     result.reason = exception_message(e);
@@ -146,6 +149,8 @@ CheckResult LocalRunner::check(const Implementation& impl, const nlohmann::json&
     result.status = "unsupported";
     result.reason = exception_message(e);
     return result;
+  } catch (const DeviceFault&) {
+    throw;
   } catch (const std::exception& e) {
     result.status = "error";
     result.reason = exception_message(e);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "backends/device.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -306,6 +307,8 @@ json handle_worker_request(LocalRunner& runner, const json& request) {
     return response;
   } catch (const Interrupted&) {
     throw;
+  } catch (const DeviceFault& e) {
+    return {{"ok", false}, {"fault", exception_message(e)}};
   } catch (const std::exception& e) {
     return {{"ok", false}, {"reason", exception_message(e)}};
   }
@@ -323,6 +326,8 @@ int serve_worker(std::istream& in, const std::function<void(const std::string&)>
       response = {{"ok", false}, {"reason", std::string("request is not JSON: ") + e.what()}};
     }
     write_line(response.dump());
+    // The device is unusable in this process: exit, so that the parent starts a fresh worker.
+    if (response.contains("fault")) return kWorkerFaultExit;
   }
   return 0;
 }

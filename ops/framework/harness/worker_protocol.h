@@ -37,10 +37,15 @@ nlohmann::json check_result_to_json(const CheckResult& result);
 CheckResult check_result_from_json(const nlohmann::json& value);
 
 // One request through a LocalRunner: the response object. Never throws (except Interrupted).
+// {"ok": false, "reason": ...} when the request failed; {"ok": false, "fault": ...} when the
+// device faulted (DeviceFault): the worker then exits and its parent reports a crash.
 nlohmann::json handle_worker_request(LocalRunner& runner, const nlohmann::json& request);
 
+// The exit status of a worker whose device faulted.
+inline constexpr int kWorkerFaultExit = 3;
+
 // The worker's loop: reads request lines from `in` until EOF, writes one response line each.
-// Returns the exit status (0 at EOF).
+// Returns the exit status: 0 at EOF, kWorkerFaultExit after a response with "fault".
 int serve_worker(std::istream& in, const std::function<void(const std::string&)>& write_line);
 
 }  // namespace tokamax

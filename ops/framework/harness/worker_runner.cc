@@ -43,7 +43,7 @@ void WorkerRunner::ensure_ready() {
   }
   if (!case_ready_ && setup_) {
     const json message = setup_to_json(*setup_);
-    parse_ok(process_->exchange(message.dump(), 0.0, options_.interrupt), "setting up the case");
+    parse_ok(exchange(message, 0.0), "setting up the case");
     setup_->dump_dir.clear();  // dumped once; a restarted worker need not write it again
     case_ready_ = true;
     oracle_ready_ = oracle_ready_ || !message.at("dump_dir").get<std::string>().empty();
@@ -52,7 +52,19 @@ void WorkerRunner::ensure_ready() {
 
 WorkerProcess::Reply WorkerRunner::request(const json& message, double timeout_s) {
   ensure_ready();
+  return exchange(message, timeout_s);
+}
+
+WorkerProcess::Reply WorkerRunner::exchange(const json& message, double timeout_s) {
   WorkerProcess::Reply reply = process_->exchange(message.dump(), timeout_s, options_.interrupt);
+  if (reply.status == "ok" && reply.line.find("\"fault\"") != std::string::npos) {
+    // The worker's device faulted (DeviceFault); it exits after this line. A crash, like a
+    // signal, with the device's error as the reason.
+    const json response = json::parse(reply.line, nullptr, false);
+    if (!response.is_discarded() && response.contains("fault")) {
+      reply = {"crash", "", "device fault: " + response.at("fault").get<std::string>()};
+    }
+  }
   if (reply.status != "ok") process_.reset();  // the next request starts a fresh worker
   return reply;
 }
@@ -86,8 +98,7 @@ CheckResult WorkerRunner::check(const Implementation& impl, const json& config,
                                 const std::string& dump_dir) {
   ensure_ready();
   if (!oracle_ready_) {
-    parse_ok(process_->exchange(json{{"cmd", "oracle"}}.dump(), 0.0, options_.interrupt),
-             "computing the oracle");
+    parse_ok(exchange(json{{"cmd", "oracle"}}, 0.0), "computing the oracle");
     oracle_ready_ = true;
   }
   const json message = {{"cmd", "check"},

@@ -47,6 +47,9 @@ class WorkerRunner final : public CaseRunner {
   void ensure_ready();
   // One request with the candidate timeout; crash / timeout come back as the reply's status.
   WorkerProcess::Reply request(const nlohmann::json& message, double timeout_s);
+  // One exchange with the live worker: a device fault's response becomes a crash; after a
+  // crash or timeout the worker is dropped, so that the next request starts a fresh one.
+  WorkerProcess::Reply exchange(const nlohmann::json& message, double timeout_s);
   // A response line that must be {"ok": true, ...}; otherwise throws with the worker's reason.
   nlohmann::json parse_ok(const WorkerProcess::Reply& reply, const std::string& what);
 

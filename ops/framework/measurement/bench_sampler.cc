@@ -15,6 +15,7 @@
 #include <set>
 
 #include "backends/clock.h"
+#include "backends/device.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -96,6 +97,8 @@ bool guarded(BenchStats& stats, Fn&& fn) {
   try {
     fn();
     return true;
+  } catch (const DeviceFault&) {
+    throw;  // the process cannot go on with this device (backends/device.h)
   } catch (const std::exception& e) {
     stats.error = e.what();
   } catch (...) {
