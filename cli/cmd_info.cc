@@ -50,6 +50,7 @@ struct InfoCommand {
     const BuildInfo& build = build_info();
     table.add_row({"tokamax", build.version + " (" + build.git_sha + ")"});
     table.add_row({"compiler", build.compiler + " " + build.flags});
+    table.add_row({"cuda build", build.cuda});
     table.print(std::cout);
     return kExitOk;
   }

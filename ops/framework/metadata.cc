@@ -39,15 +39,11 @@ const std::string& command_line() { return command_line_storage(); }
 
 nlohmann::json run_metadata(const Device& device) {
   const BuildInfo& build = build_info();
-  return {{"tokamax_version", build.version},
-          {"git_sha", build.git_sha},
-          {"compiler", build.compiler},
-          {"flags", build.flags},
-          {"build_type", build.build_type},
-          {"device_id", device.id()},
-          {"device", device.info().description},
-          {"timestamp", utc_now()},
-          {"command", command_line()}};
+  return {{"tokamax_version", build.version}, {"git_sha", build.git_sha},
+          {"compiler", build.compiler},       {"flags", build.flags},
+          {"build_type", build.build_type},   {"cuda", build.cuda},
+          {"device_id", device.id()},         {"device", device.info().description},
+          {"timestamp", utc_now()},           {"command", command_line()}};
 }
 
 }  // namespace tokamax

@@ -14,6 +14,7 @@ struct BuildInfo {
   std::string compiler;
   std::string flags;
   std::string build_type;
+  std::string cuda;  // "nvcc 13.0, sm 90a", or "not built: <why>"
 };
 const BuildInfo& build_info();  // generated at build time (cmake/build_info.cmake)
 
@@ -21,7 +22,7 @@ const BuildInfo& build_info();  // generated at build time (cmake/build_info.cma
 void set_command_line(int argc, const char* const* argv);
 const std::string& command_line();
 
-// {"tokamax_version", "git_sha", "compiler", "flags", "build_type", "device_id", "device",
+// {"tokamax_version", "git_sha", "compiler", "flags", "build_type", "cuda", "device_id", "device",
 //  "timestamp", "command"}: the part of every record that does not depend on the case.
 nlohmann::json run_metadata(const Device& device);
 
