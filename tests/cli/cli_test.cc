@@ -31,6 +31,36 @@ TEST_CASE("list shows ops, implementations with support, and catalog tags", "[cl
   CHECK_THAT(specs.output, Catch::Contains("smoke"));
 }
 
+TEST_CASE("without a CUDA device the CUDA implementations are unsupported with why, exit 0",
+          "[cli]") {
+  const CommandResult listed = run_tokamax("list --op ragged_dot");
+  REQUIRE(listed.exit_code == 0);
+  // A machine with a GPU runs them; the GPU check covers that (scripts/gpu_check.sh).
+  if (!Catch::Contains("no CUDA device").match(listed.output) &&
+      !Catch::Contains("not built").match(listed.output)) {
+    WARN("a CUDA device is present: " << listed.output.substr(0, 400));
+    return;
+  }
+  const std::string impls = " --impl cuda,cublas,cublas_grouped,cudnn";
+  const CommandResult verified = run_tokamax("verify --op ragged_dot --tag smoke" + impls);
+  INFO(verified.output);
+  CHECK(verified.exit_code == 0);
+  CHECK_THAT(verified.output, Catch::Contains("16 results: 0 passed, 0 failed, 0 mistrusted, "
+                                              "16 unsupported"));
+  const CommandResult benched = run_tokamax("bench --op ragged_dot --name smoke_f32" + impls);
+  INFO(benched.output);
+  CHECK(benched.exit_code == 0);
+  for (const char* impl : {"cuda ", "cublas ", "cublas_grouped ", "cudnn "}) {
+    INFO(impl);
+    CHECK_THAT(benched.output, Catch::Contains(std::string("smoke_f32  ") + impl));
+  }
+  CHECK_THAT(benched.output, Catch::Contains("0 benchmarks, 0 failed"));
+  const CommandResult tuned = run_tokamax("tune --op ragged_dot --name smoke_f32 --impl cuda");
+  INFO(tuned.output);
+  CHECK(tuned.exit_code == 0);
+  CHECK_THAT(tuned.output, Catch::Contains("smoke_f32/cuda: unsupported: "));
+}
+
 TEST_CASE("verify writes the JSON contract", "[cli]") {
   ScratchDir dir;
   const CommandResult r = run_tokamax(
