@@ -46,6 +46,16 @@ struct ListCommand {
       }
     }
     impls.print(std::cout);
+    // Other spellings of arguments (upstream's public API), for the ops asked for by name.
+    for (const std::string& name : selection.ops) {
+      const std::vector<ArgAlias> aliases = find_op(name).arg_aliases();
+      if (aliases.empty()) continue;
+      std::string text;
+      for (const ArgAlias& a : aliases) {
+        text += (text.empty() ? "" : ", ") + std::string(a.alias) + " = " + a.name;
+      }
+      std::cout << "\n" << name << " also accepts: " << text << "\n";
+    }
 
     const std::vector<ArgSpec> specs =
         selection.has_case_filter() ? select_specs(selection) : load_specs(selection.spec_files);

@@ -1,4 +1,6 @@
 // `tokamax verify`: every selected implementation against the float64 oracle.
+#include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <map>
 
@@ -12,6 +14,17 @@
 
 namespace tokamax::cli {
 namespace {
+
+// err/bound with two significant digits ("0.31", "1.2e+03"; "inf" for a non-finite output).
+std::string format_ratio(double ratio) {
+  if (!std::isfinite(ratio)) return "inf";
+  if (ratio >= 0.01 && ratio < 100) {
+    char text[16];
+    std::snprintf(text, sizeof(text), "%.2f", ratio);
+    return text;
+  }
+  return format_scientific(ratio, 1);
+}
 
 // The result column: the disposition, or for a crash or timeout that word.
 std::string result_word(const VerifyRecord& record) {
@@ -45,8 +58,10 @@ struct VerifyCommand {
     const std::unique_ptr<CaseRunner> runner = make_runner(isolation, nullptr);
     options.runner = runner.get();
 
-    Table table({"op", "spec", "impl", "dtype", "result", "max abs err", "max rel err", "bound",
-                 "checked", "note"});
+    // err/bound: the worst ratio of an output's error to its own bound (passed means <= 1);
+    // err/max|y|: the largest error relative to the largest oracle value (the output's scale).
+    Table table({"op", "spec", "impl", "dtype", "result", "err/bound", "max abs err",
+                 "err/max|y|", "checked", "note"});
     table.set_right_aligned({5, 6, 7, 8});
     std::vector<VerifyRecord> records;
     for (const ArgSpec& spec : specs) {
@@ -56,9 +71,9 @@ struct VerifyCommand {
       for (VerifyRecord& record : verify_case(spec, impls, options)) {
         const bool compared = record.comparison.sampled > 0;
         table.add_row({record.op, record.spec, record.impl, record.dtype, result_word(record),
+                       compared ? format_ratio(record.comparison.worst_ratio) : "-",
                        compared ? format_scientific(record.comparison.max_abs_error) : "-",
-                       compared ? format_scientific(record.comparison.max_rel_error) : "-",
-                       compared ? format_scientific(record.comparison.bound) : "-",
+                       compared ? format_scientific(normwise_rel_error(record.comparison)) : "-",
                        compared ? std::to_string(record.comparison.sampled) + "/" +
                                       std::to_string(record.comparison.total)
                                 : "-",

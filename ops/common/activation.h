@@ -43,6 +43,23 @@ T apply_activation(Activation activation, T x) {
   return x;
 }
 
+// How far an f32 evaluation of an activation may be from the exact one, in units of the f32
+// roundoff times (|x| + |act(x)|): a few ulps of erf/exp/tanh, and the cancellation in
+// 1 + erf(x) that makes gelu's absolute error scale with |x| (ops/common/cpu_activation.h).
+inline constexpr double kActivationEvalUlps = 8.0;
+
+// gpt-oss's gated activation ("swigluoai" in upstream's gmm_v2): the gate clamped above at
+// `limit`, up clamped to [-limit, limit], then (up + 1) * gate * sigmoid(alpha * gate).
+inline constexpr double kSwigluOaiAlpha = 1.702;
+inline constexpr double kSwigluOaiLimit = 7.0;
+template <typename T>
+T swiglu_oai(T gate, T up) {
+  const T g = gate < T(kSwigluOaiLimit) ? gate : T(kSwigluOaiLimit);
+  const T u = up < T(-kSwigluOaiLimit) ? T(-kSwigluOaiLimit)
+                                       : (up > T(kSwigluOaiLimit) ? T(kSwigluOaiLimit) : up);
+  return (u + T(1)) * (g * sigmoid(T(kSwigluOaiAlpha) * g));
+}
+
 // |d act / dx| bounded over all x: how much an input error of e can grow through the
 // activation (for error models). relu/none: 1; silu: ~1.1; gelu: ~1.13; sigmoid: 1/4.
 double activation_lipschitz(Activation activation);

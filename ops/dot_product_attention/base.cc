@@ -186,8 +186,24 @@ AttentionProblem AttentionProblem::from(const BoundArgs& args) {
   return p;
 }
 
-BoundArgs DotProductAttentionOp::bind(const json& args) const {
-  if (!args.is_object()) throw InvalidArgument(std::string(kOp) + "args must be a mapping");
+const std::vector<ArgAlias>& attention_arg_aliases() {
+  // Upstream's public API (tokamax.dot_product_attention, as jax.nn.dot_product_attention)
+  // spells these differently from its op's bind; both load unchanged.
+  static const std::vector<ArgAlias> aliases = {{"scale", "logits_scale"},
+                                                {"query_seq_lengths", "q_seq_lengths"},
+                                                {"key_value_seq_lengths", "kv_seq_lengths"},
+                                                {"local_window_size", "local_window"}};
+  return aliases;
+}
+
+BoundArgs DotProductAttentionOp::bind(const json& raw_args) const {
+  if (!raw_args.is_object()) throw InvalidArgument(std::string(kOp) + "args must be a mapping");
+  json args = resolve_arg_aliases(raw_args, attention_arg_aliases(), kOp);
+  // local_window_size as upstream's API takes it: one int w is the window (w, w).
+  if (raw_args.contains("local_window_size") && args.at("local_window").is_number_integer()) {
+    const json w = args.at("local_window");
+    args["local_window"] = json::array({w, w});
+  }
   static const char* const kKnown[] = {"q",
                                        "k",
                                        "v",

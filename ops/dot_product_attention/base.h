@@ -74,13 +74,19 @@ struct AttentionResiduals {
   std::vector<float> row_sum;
 };
 
+// Upstream's public-API spellings this op also accepts: scale, query_seq_lengths,
+// key_value_seq_lengths, local_window_size (an int w: the window (w, w)).
+const std::vector<ArgAlias>& attention_arg_aliases();
+
 class DotProductAttentionOp : public Op {
  public:
   std::string_view name() const override { return AttentionProblem::kOp; }
   std::string_view summary() const override {
-    return "softmax(scale * q k^T + bias, masked) v with GQA, causal/local masks, soft cap";
+    return "softmax(scale * q k^T + bias, masked) v with GQA, causal/local masks, soft cap; a "
+           "row with no visible key is zeros (upstream's XLA path: the mean of v)";
   }
   BoundArgs bind(const nlohmann::json& args) const override;
+  std::vector<ArgAlias> arg_aliases() const override { return attention_arg_aliases(); }
   std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
   std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
   double flops(const BoundArgs& args) const override;

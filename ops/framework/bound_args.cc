@@ -32,4 +32,20 @@ const nlohmann::json& BoundArgs::option(std::string_view name) const {
   return *it;
 }
 
+nlohmann::json resolve_arg_aliases(const nlohmann::json& args, const std::vector<ArgAlias>& aliases,
+                                   std::string_view prefix) {
+  nlohmann::json resolved = args;
+  for (const ArgAlias& a : aliases) {
+    if (!resolved.contains(a.alias)) continue;
+    if (resolved.contains(a.name)) {
+      throw InvalidArgument(std::string(prefix) + a.alias + " is another name for " + a.name +
+                                "; give one of them, not both",
+                            a.alias);
+    }
+    resolved[a.name] = resolved[a.alias];
+    resolved.erase(a.alias);
+  }
+  return resolved;
+}
+
 }  // namespace tokamax

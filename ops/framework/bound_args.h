@@ -27,4 +27,16 @@ struct BoundArgs {
   bool has(std::string_view name) const { return args.contains(name); }
 };
 
+// Another spelling of an argument (upstream's public API names some differently from its ops'
+// bind): `alias` is read as `name`.
+struct ArgAlias {
+  const char* alias;
+  const char* name;
+};
+
+// `args` with every alias renamed to its argument's name. InvalidArgument naming the alias when
+// both spellings are given. `prefix` starts the message ("dot_product_attention: ").
+nlohmann::json resolve_arg_aliases(const nlohmann::json& args, const std::vector<ArgAlias>& aliases,
+                                   std::string_view prefix);
+
 }  // namespace tokamax

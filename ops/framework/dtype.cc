@@ -72,6 +72,23 @@ double unit_roundoff(DType dtype) {
   return 0.0;
 }
 
+double subnormal_floor(DType dtype) {
+  switch (dtype) {
+    case DType::kF16:
+      return std::ldexp(1.0, -25);
+    case DType::kBF16:
+      return std::ldexp(1.0, -134);
+    case DType::kF32:
+      return std::ldexp(1.0, -150);
+    case DType::kF64:
+      return std::ldexp(1.0, -1075);
+    case DType::kI32:
+    case DType::kBool:
+      return 0.0;
+  }
+  return 0.0;
+}
+
 bf16 float_to_bf16(float value) {
   uint32_t bits = std::bit_cast<uint32_t>(value);
   if (std::isnan(value)) {

@@ -29,6 +29,9 @@ size_t dtype_size(DType dtype);
 bool is_floating(DType dtype);
 // Unit roundoff u = 2^-(mantissa bits + 1): the relative error of one rounding.
 double unit_roundoff(DType dtype);
+// Half the smallest subnormal of a float dtype (0 for the others): the absolute rounding error
+// of values that land in its subnormal range (f16's starts at 2^-14).
+double subnormal_floor(DType dtype);
 
 // Round to nearest even; NaN stays NaN (quiet), overflow goes to infinity.
 bf16 float_to_bf16(float value);

@@ -45,6 +45,7 @@ Comparison compare_to_oracle(const Tensor& output, const OracleSample& oracle,
     const double expected = oracle.value[s];
     const double actual = output.get(oracle.index[s]);
     if (expected != 0.0) all_zero = false;
+    result.max_abs_oracle = std::max(result.max_abs_oracle, std::fabs(expected));
     if (!std::isfinite(actual) && std::isfinite(expected)) {
       ++result.nonfinite;
       result.worst_ratio = INFINITY;
@@ -67,6 +68,10 @@ Comparison compare_to_oracle(const Tensor& output, const OracleSample& oracle,
   }
   result.degenerate_oracle = all_zero;
   return result;
+}
+
+double normwise_rel_error(const Comparison& comparison) {
+  return comparison.max_abs_oracle > 0 ? comparison.max_abs_error / comparison.max_abs_oracle : 0.0;
 }
 
 Disposition judge(const Comparison& comparison) {

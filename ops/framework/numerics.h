@@ -17,7 +17,8 @@ std::string_view disposition_name(Disposition disposition);
 
 struct Comparison {
   double max_abs_error = 0.0;
-  double max_rel_error = 0.0;  // over oracle values != 0
+  double max_rel_error = 0.0;  // pointwise, over oracle values != 0 (large near zeros)
+  double max_abs_oracle = 0.0;  // max |oracle value| over the samples
   double bound = 0.0;          // the error bound at the worst point (largest error / bound)
   double worst_ratio = 0.0;    // max over samples of |error| / bound; > 1 fails
   int64_t worst_index = -1;    // flat output index of the worst point
@@ -31,6 +32,10 @@ struct Comparison {
 // Per-point bound: length * u_acc * magnitude + u_out * |oracle|, plus the smallest normal of the
 // output dtype's scale so that exact zeros compare cleanly.
 double error_bound(const ErrorModel& model, double oracle_value, double magnitude);
+
+// max_abs_error / max_abs_oracle: the error relative to the output's scale (0 when the oracle is
+// all zero), what verify's table shows as the relative error.
+double normwise_rel_error(const Comparison& comparison);
 
 Comparison compare_to_oracle(const Tensor& output, const OracleSample& oracle,
                              const ErrorModel& model);

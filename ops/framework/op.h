@@ -60,6 +60,8 @@ class Op {
   // Caller arguments (tensor specs as strings, options as JSON) -> canonical, validated args with
   // defaults filled in. Throws InvalidArgument whose field() names the offending argument.
   virtual BoundArgs bind(const nlohmann::json& args) const = 0;
+  // Other spellings bind accepts (resolve_arg_aliases), for `list --op`.
+  virtual std::vector<ArgAlias> arg_aliases() const { return {}; }
 
   virtual std::vector<TensorDecl> inputs(const BoundArgs& args) const = 0;
   virtual std::vector<TensorDecl> outputs(const BoundArgs& args) const = 0;

@@ -31,21 +31,6 @@ double accumulation_length(const GluProblem& p) {
   return static_cast<double>(std::max<int64_t>(p.K, 1)) + 2.0;
 }
 
-// Half the smallest subnormal of the output dtype: the absolute rounding error of outputs that
-// land in its subnormal range (f16's starts at 2^-14, reachable by act(g) * p for small g or p).
-double subnormal_floor(DType dtype) {
-  switch (dtype) {
-    case DType::kF16:
-      return std::ldexp(1.0, -25);
-    case DType::kBF16:
-      return std::ldexp(1.0, -134);
-    case DType::kF32:
-      return std::ldexp(1.0, -150);
-    default:
-      return 0.0;
-  }
-}
-
 }  // namespace
 
 TensorMap GatedLinearUnitBase::make_inputs(const BoundArgs& args, uint64_t seed) const {

@@ -32,6 +32,7 @@ Tensor layer_norm(const Tensor& x, const Tensor* scale, const Tensor* offset,
                          {"subtract_mean", options.subtract_mean}};
   if (scale != nullptr) args["scale"] = scale->spec().to_string();
   if (offset != nullptr) args["offset"] = offset->spec().to_string();
+  if (options.scale_offset != 0.0) args["scale_offset"] = options.scale_offset;
   const LayerNormOp& op = layer_norm_op();
   const BoundArgs bound = op.bind(args);
   TensorMap inputs;

@@ -23,6 +23,7 @@ struct LayerNormOptions {
   int axis = -1;              // the normalized axis; negative counts from the end
   double epsilon = 1e-6;      // added to the variance (mean square for RMSNorm)
   bool subtract_mean = true;  // false: RMSNorm, x * rsqrt(mean(x^2) + epsilon) * scale + offset
+  double scale_offset = 0.0;  // added to scale before scaling (Gemma: 1 + scale); needs a scale
   std::optional<nlohmann::json> config;  // explicit config (needs a named implementation)
 };
 

@@ -69,6 +69,7 @@ LayerNormProblem LayerNormProblem::from(const BoundArgs& args) {
   if (p.has_offset) p.offset_dtype = args.tensor("offset").dtype;
   p.epsilon = args.option("epsilon").get<double>();
   p.subtract_mean = args.option("subtract_mean").get<bool>();
+  if (args.has("scale_offset")) p.scale_offset = args.option("scale_offset").get<double>();
   return p;
 }
 
@@ -77,10 +78,11 @@ BoundArgs LayerNormOp::bind(const json& args) const {
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();
     if (key != "x" && key != "scale" && key != "offset" && key != "axis" && key != "epsilon" &&
-        key != "subtract_mean") {
-      throw InvalidArgument("layer_norm: unknown argument '" + key +
-                                "' (expected x, scale, offset, axis, epsilon, subtract_mean)",
-                            key);
+        key != "subtract_mean" && key != "scale_offset") {
+      throw InvalidArgument(
+          "layer_norm: unknown argument '" + key +
+              "' (expected x, scale, offset, axis, epsilon, subtract_mean, scale_offset)",
+          key);
     }
   }
   if (!args.contains("x")) {
@@ -128,6 +130,21 @@ BoundArgs LayerNormOp::bind(const json& args) const {
   TensorSpec scale, offset;
   const bool has_scale = bind_param(args, "scale", C, axis, scale);
   const bool has_offset = bind_param(args, "offset", C, axis, offset);
+  double scale_offset = 0.0;
+  if (args.contains("scale_offset") && !args.at("scale_offset").is_null()) {
+    const json& value = args.at("scale_offset");
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      throw InvalidArgument("layer_norm: scale_offset must be a finite number, got " + value.dump(),
+                            "scale_offset");
+    }
+    scale_offset = value.get<double>();
+    if (scale_offset != 0.0 && !has_scale) {
+      throw InvalidArgument(
+          "layer_norm: scale_offset is added to the scale, but there is no scale (give scale, or "
+          "fold the offset into a constant scale)",
+          "scale_offset");
+    }
+  }
 
   BoundArgs bound;
   bound.op = "layer_norm";
@@ -135,6 +152,8 @@ BoundArgs LayerNormOp::bind(const json& args) const {
       {"x", x.to_string()}, {"axis", axis}, {"epsilon", epsilon}, {"subtract_mean", subtract_mean}};
   if (has_scale) bound.args["scale"] = scale.to_string();
   if (has_offset) bound.args["offset"] = offset.to_string();
+  // The default stays out of the canonical form, so cases without it keep their cache keys.
+  if (scale_offset != 0.0) bound.args["scale_offset"] = scale_offset;
   return bound;
 }
 

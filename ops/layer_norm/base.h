@@ -34,6 +34,9 @@ struct LayerNormProblem {
   DType scale_dtype = DType::kF32, offset_dtype = DType::kF32;
   double epsilon = 1e-6;
   bool subtract_mean = true;
+  // Added to every scale before scaling (upstream's scale_offset, e.g. Gemma's 1 + scale); only
+  // with a scale.
+  double scale_offset = 0.0;
 
   int64_t rows() const { return O * I; }
   int64_t num_elements() const { return O * C * I; }

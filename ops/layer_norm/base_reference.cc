@@ -141,7 +141,8 @@ OracleSample LayerNormOp::oracle(const BoundArgs& args, const TensorMap& inputs,
     const int64_t o = flat / (p.C * p.I), c = (flat / p.I) % p.C, i = flat % p.I;
     const Stats& s = row_stats(o, i);
     const double d = x.get(flat) - s.mean;
-    const double sc = param(scale, c, 1.0), b = param(offset, c, 0.0);
+    const double sc = param(scale, c, 1.0) + (scale != nullptr ? p.scale_offset : 0.0);
+    const double b = param(offset, c, 0.0);
     sample.value[k] = d * s.rstd * sc + b;
     const double A = s.mean_abs, r = s.rstd;
     sample.magnitude[k] =
@@ -177,7 +178,7 @@ void layer_norm_reference(const LayerNormProblem& p, const Tensor& x, const Tens
   // Parameters in the accumulation type once (exact for f32/bf16/f16 parameters).
   std::vector<Acc> s(static_cast<size_t>(C)), b(static_cast<size_t>(C));
   for (int64_t c = 0; c < C; ++c) {
-    s[c] = static_cast<Acc>(param(scale, c, 1.0));
+    s[c] = static_cast<Acc>(param(scale, c, 1.0) + (scale != nullptr ? p.scale_offset : 0.0));
     b[c] = static_cast<Acc>(param(offset, c, 0.0));
   }
   const Acc eps = static_cast<Acc>(p.epsilon), inv_C = Acc(1) / static_cast<Acc>(C);

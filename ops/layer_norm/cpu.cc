@@ -76,7 +76,12 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
     const int64_t L = cpu::simd_f32_lanes();
-    const std::vector<float> scale = stage_param(inputs, "scale", p.C, L, 1.0f);
+    std::vector<float> scale = stage_param(inputs, "scale", p.C, L, 1.0f);
+    if (p.has_scale && p.scale_offset != 0.0) {
+      for (int64_t c = 0; c < p.C; ++c) {
+        scale[c] = static_cast<float>(static_cast<double>(scale[c]) + p.scale_offset);
+      }
+    }
     const std::vector<float> offset = stage_param(inputs, "offset", p.C, L, 0.0f);
     CpuLayerNormLaunch launch;
     launch.units_per_task = config.rows_per_task;

@@ -87,6 +87,7 @@ class OneDnnLayerNorm final : public TypedImplementation<LayerNormProblem> {
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
     // Parameters in f32 (exact for f32/bf16/f16 ones); C values, negligible next to x.
     std::vector<float> scale = param_f32(inputs, "scale", p.C);
+    for (float& s : scale) s = static_cast<float>(static_cast<double>(s) + p.scale_offset);
     std::vector<float> shift = param_f32(inputs, "offset", p.C);
     const dnnl::memory::desc param_desc({p.C}, dt::f32, dnnl::memory::format_tag::a);
     if (p.has_scale) args.emplace(DNNL_ARG_SCALE, dnnl::memory(param_desc, engine, scale.data()));

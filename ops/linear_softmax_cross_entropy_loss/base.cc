@@ -87,24 +87,17 @@ void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p, const Tensor& 
                               labels.spec().to_string(),
                           "labels");
   }
-  const int32_t* data = labels.data<int32_t>();
-  for (int64_t i = 0; i < p.B; ++i) {
-    if (data[i] < 0 || data[i] >= p.V) {
-      throw InvalidArgument(prefix() + "labels[" + std::to_string(i) +
-                                "] = " + std::to_string(data[i]) +
-                                " is out of range [0, V=" + std::to_string(p.V) + ")",
-                            "labels");
-    }
-  }
 }
 
 BoundArgs LinearSoftmaxCrossEntropyLossOp::bind(const json& args) const {
   if (!args.is_object()) throw InvalidArgument(prefix() + "args must be a mapping");
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();
-    if (key != "x" && key != "labels" && key != "w" && key != "reduction") {
-      throw InvalidArgument(
-          prefix() + "unknown argument '" + key + "' (expected x, labels, w, reduction)", key);
+    if (key != "x" && key != "labels" && key != "w" && key != "reduction" &&
+        key != "padded_labels") {
+      throw InvalidArgument(prefix() + "unknown argument '" + key +
+                                "' (expected x, labels, w, reduction, padded_labels)",
+                            key);
     }
   }
   const TensorSpec x = bind_tensor(args, "x", "[B, H]");
@@ -145,12 +138,26 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind(const json& args) const {
     }
     reduction = std::string(lsce_reduction_name(parse_lsce_reduction(value.get<std::string>())));
   }
+  double padded = 0.0;
+  if (args.contains("padded_labels") && !args.at("padded_labels").is_null()) {
+    const json& value = args.at("padded_labels");
+    if (!value.is_number() || !(value.get<double>() >= 0.0 && value.get<double>() <= 1.0)) {
+      throw InvalidArgument(prefix() +
+                                "padded_labels must be a fraction in [0, 1] (of rows whose "
+                                "generated label is -1), got " +
+                                value.dump(),
+                            "padded_labels");
+    }
+    padded = value.get<double>();
+  }
   BoundArgs bound;
   bound.op = kOp;
   bound.args = {{"x", x.to_string()},
                 {"labels", labels_spec.to_string()},
                 {"w", w.to_string()},
                 {"reduction", reduction}};
+  // The default stays out of the canonical form, so cases without padding keep their keys.
+  if (padded > 0.0) bound.args["padded_labels"] = padded;
   return bound;
 }
 

@@ -7,7 +7,10 @@
 //   V      vocabulary size: logits per row, classes of the labels
 //
 // loss_i = logsumexp_j(z_ij) - z_i,label_i with z = x @ w; reduction "none" returns loss[B],
-// "sum" and "mean" a scalar f32[]. Labels outside [0, V) are an InvalidArgument at run time.
+// "sum" and "mean" a scalar f32[]. A label outside [0, V) (padding, typically -1) contributes
+// zero loss, and "mean" still divides by B, as upstream's (a one-hot of such a label is zero).
+// `padded_labels` (catalogs only, default 0) is the fraction of rows whose generated label is
+// -1.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +43,13 @@ struct LinearSoftmaxCrossEntropyProblem {
   static LinearSoftmaxCrossEntropyProblem from(const BoundArgs& args);
 };
 
-// Throws InvalidArgument naming the first label outside [0, V), e.g.
-// "labels[17] = 70000 is out of range [0, V=128256)". Every implementation calls it before it
-// computes anything (the label values are data, so binding cannot check them).
+// Throws InvalidArgument unless labels is i32[B]. Every implementation calls it before it
+// computes anything.
 void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p,
                        const Tensor& labels);  // [B] i32
+
+// Whether a row's label counts: in [0, V). Other labels (padding) give the row zero loss.
+inline bool lsce_label_counts(int32_t label, int64_t V) { return label >= 0 && label < V; }
 
 // The base class of the forward op. A `linear_softmax_cross_entropy_loss_vjp` op would derive
 // from the same problem view (and reuse bind's tensor checks), taking the forward's per-row

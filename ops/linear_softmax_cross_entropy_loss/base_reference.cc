@@ -105,6 +105,12 @@ TensorMap LinearSoftmaxCrossEntropyLossOp::make_inputs(const BoundArgs& args, ui
   }
   if (p.B >= 1) label[0] = 0;
   if (p.B >= 2) label[p.B - 1] = static_cast<int32_t>(p.V - 1);
+  // Padding: rows 1.. of a seeded choice get -1 (the edge rows keep their classes).
+  const double padded = args.has("padded_labels") ? args.option("padded_labels").get<double>() : 0;
+  const uint64_t padding_stream = stream_id("padded_labels");
+  for (int64_t i = 1; i + 1 < p.B; ++i) {
+    if (uniform01(seed, padding_stream, i) < padded) label[i] = -1;
+  }
   TensorMap inputs;
   inputs.emplace("x", std::move(x));
   inputs.emplace("labels", std::move(labels));
@@ -137,6 +143,7 @@ OracleSample LinearSoftmaxCrossEntropyLossOp::oracle(const BoundArgs& args, cons
       const W* w = inputs.find("w")->second.data<W>();
       if (p.reduction == LsceReduction::kNone) {
         for (size_t s = 0; s < index.size(); ++s) {
+          if (!lsce_label_counts(label[index[s]], p.V)) continue;  // padding: exactly zero
           const RowOracle row = row_oracle(p, x, w, label[index[s]], index[s], z, m);
           sample.value[s] = row.loss;
           sample.magnitude[s] = row.budget / u;
@@ -146,6 +153,7 @@ OracleSample LinearSoftmaxCrossEntropyLossOp::oracle(const BoundArgs& args, cons
       // A scalar: every row contributes (item 4 of the error model).
       double total = 0.0, budget = 0.0, abs_total = 0.0;
       for (int64_t i = 0; i < p.B; ++i) {
+        if (!lsce_label_counts(label[i], p.V)) continue;  // padding: zero loss
         const RowOracle row = row_oracle(p, x, w, label[i], i, z, m);
         total += row.loss;
         abs_total += std::fabs(row.loss);
@@ -199,6 +207,10 @@ void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProbl
       const X* x_data = x.data<X>();
       const W* w_data = w.data<W>();
       for (int64_t i = 0; i < B; ++i) {
+        if (!lsce_label_counts(label[i], V)) {  // padding: zero loss, still counted in the mean
+          if (p.reduction == LsceReduction::kNone) out[i] = 0.0f;
+          continue;
+        }
         std::fill(z.begin(), z.end(), Acc(0));
         // k-outer, j-inner: w rows are contiguous and each logit still sums its H terms in
         // order k = 0..H-1, as the error model assumes.

@@ -76,7 +76,7 @@ class CpuLinearSoftmaxCrossEntropy final
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
     const Tensor& labels = inputs.at("labels");
-    check_lsce_labels(p, labels);  // before any arithmetic: a bad label never half-runs
+    check_lsce_labels(p, labels);
     LsceCpuKernelOptions options;
     options.tile_b = c.tile_b;
     options.chunk_v = c.chunk_v;
@@ -103,8 +103,10 @@ class CpuLinearSoftmaxCrossEntropy final
     // logit, so the only f32 rounding left after the kernel is the output's.
     float* out = outputs.at("loss").data<float>();
     double total = 0.0;
+    const int32_t* label = labels.data<int32_t>();
     for (int64_t i = 0; i < p.B; ++i) {
-      const double loss = lse[i] - label_logit[i];
+      // A padding label: zero loss (its row's statistics were computed and are dropped).
+      const double loss = lsce_label_counts(label[i], p.V) ? lse[i] - label_logit[i] : 0.0;
       if (p.reduction == LsceReduction::kNone) out[i] = static_cast<float>(loss);
       total += loss;
     }

@@ -29,8 +29,8 @@ struct LsceCpuKernelOptions {
 };
 
 // lse[i] = log sum_j exp(z_ij) and label_logit[i] = z_i,labels[i] for z = x @ w, accumulated in
-// f32 (logits, per-chunk sums) and merged across chunks and V ranges in f64. Labels must be in
-// range (check_lsce_labels). x and w are f32, bf16 or f16.
+// f32 (logits, per-chunk sums) and merged across chunks and V ranges in f64. label_logit[i] is
+// left as it was for a label outside [0, V) (padding). x and w are f32, bf16 or f16.
 void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
                         const LsceCpuKernelOptions& options,
                         // Inputs.

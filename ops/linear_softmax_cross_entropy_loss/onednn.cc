@@ -96,7 +96,8 @@ class OneDnnLinearSoftmaxCrossEntropy final
     float* out = outputs.at("loss").data<float>();
     double total = 0.0;
     for (int64_t i = 0; i < B; ++i) {
-      const double loss = -static_cast<double>(logits[i * V + label[i]]);
+      const double loss =
+          lsce_label_counts(label[i], V) ? -static_cast<double>(logits[i * V + label[i]]) : 0.0;
       if (p.reduction == LsceReduction::kNone) out[i] = static_cast<float>(loss);
       total += loss;
     }

@@ -46,12 +46,17 @@ Tensor ragged_dot(const Tensor& lhs, const Tensor& rhs, const Tensor& group_size
   if (options.preferred_element_type) {
     args["preferred_element_type"] = std::string(dtype_name(*options.preferred_element_type));
   }
+  if (options.group_offset) args["group_offset"] = *options.group_offset;
+  if (options.rhs_bias != nullptr) args["rhs_bias"] = options.rhs_bias->spec().to_string();
+  args["activation"] = std::string(activation_name(options.activation));
+  args["fuse_gateup_activation"] = std::string(gate_up_name(options.fuse_gateup_activation));
   const RaggedDotOp& op = ragged_dot_op();
   const BoundArgs bound = op.bind(args);
   TensorMap inputs;
   inputs.emplace("lhs", lhs);
   inputs.emplace("rhs", rhs);
   inputs.emplace("group_sizes", group_sizes);
+  if (options.rhs_bias != nullptr) inputs.emplace("rhs_bias", *options.rhs_bias);
   TensorMap outputs = op.allocate_outputs(bound);
   dispatch(op, bound, options.implementation, options.config, inputs, outputs);
   return outputs.at("out");

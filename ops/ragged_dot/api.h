@@ -4,7 +4,7 @@
 //   G      groups (experts)
 //   M      rows of lhs (tokens)
 //   K      contraction extent
-//   N      output features
+//   N      columns of rhs (output features; N / 2 with fuse_gateup_activation)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -24,15 +24,24 @@ struct RaggedDotOptions {
   // "auto" picks the first implementation supported on this machine for these args, falling back
   // on NotImplemented; a name ("cpu", "reference") runs exactly that one or throws.
   std::string implementation = "auto";
-  std::optional<DType> preferred_element_type;  // default: f32 for 16-bit inputs
+  std::optional<DType> preferred_element_type;  // default: the inputs' common type (upstream's)
   std::optional<nlohmann::json> config;         // explicit config (needs a named implementation)
+  // Upstream's epilogue arguments (ops/ragged_dot/base.h): group_sizes then holds at least
+  // group_offset + G entries and the rows of groups outside [group_offset, group_offset + G)
+  // are zero; rhs_bias [G, N] is added to the product; then `activation`, or act(gate) * up
+  // with rhs = [gate | up] along N.
+  std::optional<int64_t> group_offset;
+  const Tensor* rhs_bias = nullptr;
+  Activation activation = Activation::kNone;
+  GateUp fuse_gateup_activation = GateUp::kNone;
 };
 
-// out[M, N]: rows of group g of lhs times rhs[g]; rows past sum(group_sizes) are zero.
+// out[M, N] (N / 2 with a fused gate/up): rows of group g of lhs times rhs[g]; rows past
+// sum(group_sizes) are zero.
 // Throws InvalidArgument naming the argument when shapes or sizes disagree.
 Tensor ragged_dot(const Tensor& lhs,          // [M, K]
                   const Tensor& rhs,          // [G, K, N]
-                  const Tensor& group_sizes,  // [G] i32
+                  const Tensor& group_sizes,  // [G] i32 ([>= group_offset + G])
                   const RaggedDotOptions& options = {});
 
 }  // namespace tokamax

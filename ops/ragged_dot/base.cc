@@ -1,11 +1,6 @@
 // ragged_dot: canonical binding, validation, FLOP/byte counts.
 //
-// Dimensions.
-//   G      groups (experts)
-//   M      rows of lhs (tokens), split into consecutive groups by group_sizes
-//   K      contraction extent
-//   N      output features
-//   rows   sum(group_sizes) <= M; output rows past it are zero
+// Dimensions: as base.h (G owned groups, Gt entries of group_sizes, M, K, N of rhs).
 #include "ops/ragged_dot/base.h"
 
 #include <algorithm>
@@ -56,10 +51,22 @@ int64_t json_int(const json& value, const std::string& what) {
   return value.get<int64_t>();
 }
 
-// group_sizes as a list, {num_groups: G, total: rows[, seed: s]}, or absent (even split of M).
-std::vector<int64_t> bind_group_sizes(const json& args, int64_t G, int64_t M) {
+// How many entries group_sizes must have: exactly G, or, with a group_offset, at least
+// group_offset + G (the groups of the other shards of an expert-parallel layer).
+struct GroupCount {
+  int64_t G = 0, offset = 0;
+  bool has_offset = false;
+  bool fits(int64_t count) const { return has_offset ? count >= offset + G : count == G; }
+  std::string expected() const {
+    return has_offset ? "at least group_offset + G = " + std::to_string(offset + G)
+                      : "G=" + std::to_string(G) + " (the groups of rhs)";
+  }
+};
+
+// group_sizes as a list, {num_groups: Gt, total: rows[, seed: s]}, or absent (even split of M).
+std::vector<int64_t> bind_group_sizes(const json& args, const GroupCount& count, int64_t M) {
   if (!args.contains("group_sizes") || args.at("group_sizes").is_null()) {
-    return even_group_sizes(G, M);
+    return even_group_sizes(count.has_offset ? count.offset + count.G : count.G, M);
   }
   const json& value = args.at("group_sizes");
   std::vector<int64_t> sizes;
@@ -88,9 +95,9 @@ std::vector<int64_t> bind_group_sizes(const json& args, int64_t G, int64_t M) {
           "ragged_dot: group_sizes as a mapping needs non-negative num_groups and total",
           "group_sizes");
     }
-    if (num_groups != G) {
+    if (!count.fits(num_groups)) {
       throw InvalidArgument("ragged_dot: group_sizes.num_groups is " + std::to_string(num_groups) +
-                                " but rhs has G=" + std::to_string(G) + " groups",
+                                " but must be " + count.expected(),
                             "group_sizes");
     }
     if (total > M) {
@@ -98,7 +105,7 @@ std::vector<int64_t> bind_group_sizes(const json& args, int64_t G, int64_t M) {
                                 " but lhs has M=" + std::to_string(M) + " rows",
                             "group_sizes");
     }
-    return random_group_sizes(G, total, seed);
+    return random_group_sizes(num_groups, total, seed);
   } else {
     throw InvalidArgument(
         "ragged_dot: group_sizes must be a list of G integers or "
@@ -106,9 +113,9 @@ std::vector<int64_t> bind_group_sizes(const json& args, int64_t G, int64_t M) {
             value.dump(),
         "group_sizes");
   }
-  if (static_cast<int64_t>(sizes.size()) != G) {
+  if (!count.fits(static_cast<int64_t>(sizes.size()))) {
     throw InvalidArgument("ragged_dot: group_sizes has " + std::to_string(sizes.size()) +
-                              " entries but rhs has G=" + std::to_string(G) + " groups",
+                              " entries but must have " + count.expected(),
                           "group_sizes");
   }
   int64_t sum = 0;
@@ -128,11 +135,28 @@ std::vector<int64_t> bind_group_sizes(const json& args, int64_t G, int64_t M) {
   return sizes;
 }
 
-// bf16/f16 inputs accumulate and return f32 by default; f32 and f64 keep their own type.
+// Upstream's default: the inputs' common type (jnp.result_type): the type itself when both
+// agree, f64 with an f64 input, f32 for any other mix (bf16 with f16 or f32).
 DType default_output(DType lhs, DType rhs) {
+  if (lhs == rhs) return lhs;
   if (lhs == DType::kF64 || rhs == DType::kF64) return DType::kF64;
   return DType::kF32;
 }
+
+// A string option: its value, or `fallback` when absent or null.
+std::string string_option(const json& args, const char* name, const std::string& fallback) {
+  if (!args.contains(name) || args.at(name).is_null()) return fallback;
+  const json& value = args.at(name);
+  if (!value.is_string()) {
+    throw InvalidArgument(
+        std::string("ragged_dot: ") + name + " must be a name (a string), got " + value.dump(),
+        name);
+  }
+  return value.get<std::string>();
+}
+
+constexpr GateUp kGateUps[] = {GateUp::kNone, GateUp::kSilu, GateUp::kGelu, GateUp::kGeluErf,
+                               GateUp::kSwigluOai};
 
 }  // namespace
 
@@ -147,35 +171,144 @@ RaggedDotProblem RaggedDotProblem::from(const BoundArgs& args) {
   problem.lhs_dtype = lhs.dtype;
   problem.rhs_dtype = rhs.dtype;
   problem.out_dtype = parse_dtype(args.option("preferred_element_type").get<std::string>());
-  problem.group_sizes = args.option("group_sizes").get<std::vector<int64_t>>();
-  problem.group_starts.assign(1, 0);
+  problem.all_group_sizes = args.option("group_sizes").get<std::vector<int64_t>>();
+  if (args.has("group_offset")) problem.group_offset = args.option("group_offset").get<int64_t>();
+  if (args.has("rhs_bias")) {
+    problem.has_bias = true;
+    problem.bias_dtype = args.tensor("rhs_bias").dtype;
+  }
+  if (args.has("activation")) {
+    problem.activation = parse_activation(args.option("activation").get<std::string>());
+  }
+  if (args.has("fuse_gateup_activation")) {
+    problem.gate_up = parse_gate_up(args.option("fuse_gateup_activation").get<std::string>());
+  }
+  // The owned groups [group_offset, group_offset + G) and their rows.
+  int64_t first_row = 0;
+  for (int64_t g = 0; g < problem.group_offset; ++g) first_row += problem.all_group_sizes[g];
+  problem.group_sizes.assign(problem.all_group_sizes.begin() + problem.group_offset,
+                             problem.all_group_sizes.begin() + problem.group_offset + problem.G);
+  problem.group_starts.assign(1, first_row);
   for (int64_t size : problem.group_sizes) {
     problem.group_starts.push_back(problem.group_starts.back() + size);
   }
   return problem;
 }
 
+std::string RaggedDotProblem::extended_arguments() const {
+  std::string used;
+  auto add = [&](const std::string& what) { used += (used.empty() ? "" : ", ") + what; };
+  if (group_offset != 0 || static_cast<int64_t>(all_group_sizes.size()) != G) {
+    add("group_offset=" + std::to_string(group_offset) + " of " +
+        std::to_string(all_group_sizes.size()) + " groups");
+  }
+  if (has_bias) add("rhs_bias");
+  if (activation != Activation::kNone)
+    add("activation=" + std::string(activation_name(activation)));
+  if (gate_up != GateUp::kNone) {
+    add("fuse_gateup_activation=" + std::string(gate_up_name(gate_up)));
+  }
+  return used;
+}
+
+void require_plain_ragged_dot(const RaggedDotProblem& problem, std::string_view impl) {
+  const std::string used = problem.extended_arguments();
+  if (!used.empty()) {
+    throw NotImplemented(std::string(impl) + ": " + used +
+                         ": a plain grouped matmul only (the cpu kernel and the reference "
+                         "implement these)");
+  }
+}
+
+std::string_view gate_up_name(GateUp gate_up) {
+  switch (gate_up) {
+    case GateUp::kNone:
+      return "none";
+    case GateUp::kSilu:
+      return "silu";
+    case GateUp::kGelu:
+      return "gelu";
+    case GateUp::kGeluErf:
+      return "gelu_erf";
+    case GateUp::kSwigluOai:
+      return "swigluoai";
+  }
+  return "?";
+}
+
+GateUp parse_gate_up(std::string_view name) {
+  std::string known;
+  for (GateUp gate_up : kGateUps) {
+    if (gate_up_name(gate_up) == name) return gate_up;
+    known += (known.empty() ? "" : ", ") + std::string(gate_up_name(gate_up));
+  }
+  throw InvalidArgument("ragged_dot: unknown fuse_gateup_activation '" + std::string(name) +
+                            "' (expected one of " + known + ")",
+                        "fuse_gateup_activation");
+}
+
 BoundArgs RaggedDotOp::bind(const json& args) const {
   if (!args.is_object()) throw InvalidArgument("ragged_dot: args must be a mapping");
+  static constexpr const char* kKnown[] = {"lhs",
+                                           "rhs",
+                                           "group_sizes",
+                                           "preferred_element_type",
+                                           "group_offset",
+                                           "rhs_bias",
+                                           "activation",
+                                           "fuse_gateup_activation",
+                                           "zero_initialize"};
   for (auto it = args.begin(); it != args.end(); ++it) {
-    const std::string& key = it.key();
-    if (key != "lhs" && key != "rhs" && key != "group_sizes" && key != "preferred_element_type") {
-      throw InvalidArgument("ragged_dot: unknown argument '" + key +
-                                "' (expected lhs, rhs, group_sizes, preferred_element_type)",
-                            key);
+    if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) {
+      std::string known;
+      for (const char* name : kKnown) known += (known.empty() ? "" : ", ") + std::string(name);
+      throw InvalidArgument(
+          "ragged_dot: unknown argument '" + it.key() + "' (expected " + known + ")", it.key());
     }
   }
   const TensorSpec lhs = bind_tensor(args, "lhs", 2, "[M, K]");
   const TensorSpec rhs = bind_tensor(args, "rhs", 3, "[G, K, N]");
   const int64_t M = lhs.dims[0], K = lhs.dims[1];
-  const int64_t G = rhs.dims[0], rhs_K = rhs.dims[1];
+  const int64_t G = rhs.dims[0], rhs_K = rhs.dims[1], N = rhs.dims[2];
   if (rhs_K != K) {
     throw InvalidArgument("ragged_dot: lhs has K=" + std::to_string(K) + " but rhs " +
                               rhs.to_string() + " has K=" + std::to_string(rhs_K),
                           "rhs");
   }
   if (G < 1) throw InvalidArgument("ragged_dot: rhs must have at least one group", "rhs");
-  const std::vector<int64_t> sizes = bind_group_sizes(args, G, M);
+
+  GroupCount count;
+  count.G = G;
+  if (args.contains("group_offset") && !args.at("group_offset").is_null()) {
+    // An integer, or upstream's one-element array.
+    json value = args.at("group_offset");
+    if (value.is_array() && value.size() == 1) value = value[0];
+    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+      throw InvalidArgument(
+          "ragged_dot: group_offset must be an integer >= 0 (the first group "
+          "this call owns), got " +
+              args.at("group_offset").dump(),
+          "group_offset");
+    }
+    count.has_offset = true;
+    count.offset = value.get<int64_t>();
+  }
+  const std::vector<int64_t> sizes = bind_group_sizes(args, count, M);
+
+  if (args.contains("zero_initialize") && !args.at("zero_initialize").is_null()) {
+    const json& value = args.at("zero_initialize");
+    if (!value.is_boolean()) {
+      throw InvalidArgument(
+          "ragged_dot: zero_initialize must be true or false, got " + value.dump(),
+          "zero_initialize");
+    }
+    if (!value.get<bool>()) {
+      throw InvalidArgument(
+          "ragged_dot: zero_initialize: false (rows outside the owned groups left as they were) "
+          "is not supported: outputs are always fully written here",
+          "zero_initialize");
+    }
+  }
 
   DType out_dtype = default_output(lhs.dtype, rhs.dtype);
   if (args.contains("preferred_element_type") && !args.at("preferred_element_type").is_null()) {
@@ -196,30 +329,74 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
                             "preferred_element_type");
     }
   }
+
+  const std::string activation = string_option(args, "activation", "none");
+  try {
+    parse_activation(activation);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("ragged_dot: ") + e.what(), "activation");
+  }
+  const std::string gate_up = string_option(args, "fuse_gateup_activation", "none");
+  parse_gate_up(gate_up);
+  if (gate_up != "none") {
+    if (N % 2 != 0) {
+      throw InvalidArgument(
+          "ragged_dot: fuse_gateup_activation needs rhs [G, K, N] with [gate | "
+          "up] along an even N, got N=" +
+              std::to_string(N),
+          "fuse_gateup_activation");
+    }
+    if (activation != "none") {
+      throw InvalidArgument(
+          "ragged_dot: activation and fuse_gateup_activation together are not supported "
+          "(fuse_gateup_activation already applies its activation to the gate)",
+          "activation");
+    }
+  }
+
   BoundArgs bound;
   bound.op = "ragged_dot";
   bound.args = {{"lhs", lhs.to_string()},
                 {"rhs", rhs.to_string()},
                 {"group_sizes", sizes},
                 {"preferred_element_type", std::string(dtype_name(out_dtype))}};
+  // Defaults stay out of the canonical form, so plain calls keep their cache keys.
+  if (count.has_offset && (count.offset != 0 || static_cast<int64_t>(sizes.size()) != G)) {
+    bound.args["group_offset"] = count.offset;
+  }
+  if (args.contains("rhs_bias") && !args.at("rhs_bias").is_null()) {
+    const TensorSpec bias = bind_tensor(args, "rhs_bias", 2, "[G, N]");
+    if (bias.dims != std::vector<int64_t>{G, N}) {
+      throw InvalidArgument("ragged_dot: rhs_bias must be [G, N] = [" + std::to_string(G) + ", " +
+                                std::to_string(N) +
+                                "] (one bias per group and column of rhs), got " + bias.to_string(),
+                            "rhs_bias");
+    }
+    bound.args["rhs_bias"] = bias.to_string();
+  }
+  if (activation != "none") bound.args["activation"] = activation;
+  if (gate_up != "none") bound.args["fuse_gateup_activation"] = gate_up;
   return bound;
 }
 
 std::vector<TensorDecl> RaggedDotOp::inputs(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
-  return {{"lhs", args.tensor("lhs")},
-          {"rhs", args.tensor("rhs")},
-          {"group_sizes", TensorSpec{DType::kI32, {p.G}}}};
+  std::vector<TensorDecl> decls = {
+      {"lhs", args.tensor("lhs")},
+      {"rhs", args.tensor("rhs")},
+      {"group_sizes", TensorSpec{DType::kI32, {static_cast<int64_t>(p.all_group_sizes.size())}}}};
+  if (p.has_bias) decls.push_back({"rhs_bias", args.tensor("rhs_bias")});
+  return decls;
 }
 
 std::vector<TensorDecl> RaggedDotOp::outputs(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
-  return {{"out", TensorSpec{p.out_dtype, {p.M, p.N}}}};
+  return {{"out", TensorSpec{p.out_dtype, {p.M, p.out_N()}}}};
 }
 
 double RaggedDotOp::flops(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
-  return 2.0 * static_cast<double>(p.rows()) * p.K * p.N;
+  return 2.0 * static_cast<double>(p.owned_rows()) * p.K * p.N;
 }
 
 double RaggedDotOp::bytes(const BoundArgs& args) const {
@@ -228,9 +405,11 @@ double RaggedDotOp::bytes(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   const double used_groups = static_cast<double>(
       std::count_if(p.group_sizes.begin(), p.group_sizes.end(), [](int64_t s) { return s > 0; }));
-  return static_cast<double>(p.rows()) * p.K * dtype_size(p.lhs_dtype) +
+  return static_cast<double>(p.owned_rows()) * p.K * dtype_size(p.lhs_dtype) +
          used_groups * p.K * p.N * dtype_size(p.rhs_dtype) +
-         static_cast<double>(p.M) * p.N * dtype_size(p.out_dtype) + p.G * 4.0;
+         (p.has_bias ? used_groups * p.N * dtype_size(p.bias_dtype) : 0.0) +
+         static_cast<double>(p.M) * p.out_N() * dtype_size(p.out_dtype) +
+         static_cast<double>(p.all_group_sizes.size()) * 4.0;
 }
 
 }  // namespace tokamax

@@ -1,23 +1,63 @@
 // ragged_dot: the math spec (binding, validation, counts, inputs, reference and oracle).
 //
 // Dimensions.
-//   G      groups (experts)
+//   G      groups (experts) of rhs: the groups this call owns
+//   Gt     entries of group_sizes: Gt >= group_offset + G (Gt = G without a group_offset)
 //   M      rows of lhs (tokens), split into consecutive groups by group_sizes
 //   K      contraction extent
-//   N      output features
+//   N      columns of rhs; the output has N columns, or N / 2 with fuse_gateup_activation
 //   rows   sum(group_sizes) <= M; output rows past it are zero
+//
+// Upstream's epilogue arguments (RaggedDot.bind): group_offset (the rows of group
+// group_offset + g are multiplied by rhs[g]; rows of groups outside [group_offset,
+// group_offset + G) are zero), rhs_bias [G, N] added to the product, then either `activation`
+// applied to it or `fuse_gateup_activation`: rhs holds [gate | up] along N and the output is
+// act(gate) * up (swigluoai: gpt-oss's clamped form, ops/common/activation.h).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "ops/common/activation.h"
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
+
+// fuse_gateup_activation: the activation of act(gate) * up, or none. Upstream's names (gmm_v2):
+// silu, gelu (jax.nn.gelu's default, the tanh approximation), swigluoai; gelu_erf is the exact
+// gelu.
+enum class GateUp { kNone, kSilu, kGelu, kGeluErf, kSwigluOai };
+std::string_view gate_up_name(GateUp gate_up);
+// Throws InvalidArgument listing the accepted names.
+GateUp parse_gate_up(std::string_view name);
+// The activation applied to the gate (kSwigluOai: silu's shape, sigmoid(1.702 x) x, clamped;
+// kNone: none).
+constexpr Activation gate_activation(GateUp gate_up) {
+  switch (gate_up) {
+    case GateUp::kSilu:
+    case GateUp::kSwigluOai:
+      return Activation::kSilu;
+    case GateUp::kGelu:
+      return Activation::kGeluTanh;
+    case GateUp::kGeluErf:
+      return Activation::kGelu;
+    case GateUp::kNone:
+      break;
+  }
+  return Activation::kNone;
+}
+// act(gate) * up in `T` (swiglu_oai for kSwigluOai); kNone returns gate.
+template <typename T>
+T apply_gate_up(GateUp gate_up, T gate, T up) {
+  if (gate_up == GateUp::kNone) return gate;
+  if (gate_up == GateUp::kSwigluOai) return swiglu_oai(gate, up);
+  return apply_activation(gate_activation(gate_up), gate) * up;
+}
 
 // The parsed, validated view of ragged_dot's BoundArgs that implementations work with.
 struct RaggedDotProblem {
@@ -26,12 +66,34 @@ struct RaggedDotProblem {
   DType lhs_dtype = DType::kF32;
   DType rhs_dtype = DType::kF32;
   DType out_dtype = DType::kF32;      // preferred_element_type
-  std::vector<int64_t> group_sizes;   // [G]
-  std::vector<int64_t> group_starts;  // [G + 1] prefix sums; group_starts[G] = rows
+  std::vector<int64_t> group_sizes;   // [G] the owned groups' sizes
+  std::vector<int64_t> group_starts;  // [G + 1] their first rows; group_starts[G] = rows
+  // The epilogue arguments (defaults: a plain grouped matmul).
+  int64_t group_offset = 0;
+  std::vector<int64_t> all_group_sizes;  // [Gt] group_sizes as given
+  bool has_bias = false;                 // rhs_bias [G, N]
+  DType bias_dtype = DType::kF32;
+  Activation activation = Activation::kNone;
+  GateUp gate_up = GateUp::kNone;
 
+  // Rows of the owned groups: [first_row(), rows()).
+  int64_t first_row() const { return group_starts.front(); }
   int64_t rows() const { return group_starts.back(); }
+  int64_t owned_rows() const { return rows() - first_row(); }
+  // Columns of the output.
+  int64_t out_N() const { return gate_up == GateUp::kNone ? N : N / 2; }
+  bool has_epilogue() const {
+    return has_bias || activation != Activation::kNone || gate_up != GateUp::kNone;
+  }
+  // The arguments beyond a plain grouped matmul this problem uses, comma-separated ("" for
+  // none): what an implementation without them names when it declines.
+  std::string extended_arguments() const;
   static RaggedDotProblem from(const BoundArgs& args);
 };
+
+// Throws NotImplemented("<impl>: <arguments> not supported ...") when `problem` uses an argument
+// beyond a plain grouped matmul; for implementations that have none of them.
+void require_plain_ragged_dot(const RaggedDotProblem& problem, std::string_view impl);
 
 // Splits `total` rows over `num_groups` groups at random (reproducible from the seed), some
 // groups possibly empty, as upstream catalogs do for MoE routing.
@@ -66,6 +128,8 @@ void ragged_dot_reference(const RaggedDotProblem& problem,
                           const Tensor& lhs,  // [M, K]
                           const Tensor& rhs,  // [G, K, N]
                           // Outputs.
-                          Tensor& out);  // [M, N] out_dtype
+                          Tensor& out,  // [M, out_N] out_dtype
+                          // Input: rhs_bias [G, N] when the problem has one.
+                          const Tensor* bias = nullptr);
 
 }  // namespace tokamax

@@ -1,11 +1,6 @@
 // ragged_dot: seeded inputs and group sizes, the float64 oracle, its error model, the reference.
 //
-// Dimensions.
-//   G      groups (experts)
-//   M      rows of lhs (tokens), split into consecutive groups by group_sizes
-//   K      contraction extent
-//   N      output features
-//   rows   sum(group_sizes) <= M; output rows past it are zero
+// Dimensions: as base.h (G owned groups, Gt entries of group_sizes, M, K, N of rhs, out_N).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -53,15 +48,31 @@ TensorMap RaggedDotOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   Tensor lhs = normal_tensor(args.tensor("lhs"), seed, "lhs");
   const double rhs_scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(p.K, 1)));
   Tensor rhs = normal_tensor(args.tensor("rhs"), seed, "rhs", rhs_scale);
-  Tensor group_sizes(TensorSpec{DType::kI32, {p.G}});
-  for (int64_t g = 0; g < p.G; ++g)
-    group_sizes.data<int32_t>()[g] = static_cast<int32_t>(p.group_sizes[g]);
+  const int64_t Gt = static_cast<int64_t>(p.all_group_sizes.size());
+  Tensor group_sizes(TensorSpec{DType::kI32, {Gt}});
+  for (int64_t g = 0; g < Gt; ++g)
+    group_sizes.data<int32_t>()[g] = static_cast<int32_t>(p.all_group_sizes[g]);
   inputs.emplace("lhs", std::move(lhs));
   inputs.emplace("rhs", std::move(rhs));
   inputs.emplace("group_sizes", std::move(group_sizes));
+  if (p.has_bias) {
+    // Biases ~ N(0, 1/4): the size of a trained layer's, comparable to the product's O(1).
+    inputs.emplace("rhs_bias", normal_tensor(args.tensor("rhs_bias"), seed, "rhs_bias", 0.5));
+  }
   return inputs;
 }
 
+// The error bound with an epilogue. The product y^ of each column is a K-term contraction
+// plus the bias, in the accumulator (u = its unit roundoff, gamma = n u / (1 - n u), n = K + 2:
+// the +2 covers rounding inputs and the bias addition): |y^ - y| <= gamma My, with
+// My = sum |terms| + |bias|. Then
+//   activation: out = act(y): |act~(y^) - act(y)| <= L gamma My + c u (|y| + |act(y)|)
+//     (L = activation_lipschitz, c = kActivationEvalUlps), so magnitude = L My + c (|y| + |a|) / n;
+//   fuse_gateup_activation: out = a p with a = act(gate), p = up (swigluoai: a = h(min(g, 7)),
+//     h(x) = x sigmoid(1.702 x), whose slope is silu's, and p = clamp(up, -7, 7) + 1, one more
+//     rounding of u (|up| + 1)); as gated_linear_unit's bound (ops/gated_linear_unit/
+//     base_reference.cc) with Mg, Mp the gate's and up's My.
+// A 1% margin covers the second-order terms, and f16's subnormal spacing is an absolute floor.
 OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
                                  std::string_view output, std::span<const int64_t> index) const {
   if (output != "out")
@@ -69,29 +80,79 @@ OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   const Tensor& lhs = inputs.find("lhs")->second;
   const Tensor& rhs = inputs.find("rhs")->second;
-  OracleSample sample;
-  sample.index.assign(index.begin(), index.end());
-  sample.value.resize(index.size());
-  sample.magnitude.resize(index.size());
-  for (size_t s = 0; s < index.size(); ++s) {
-    const int64_t row = index[s] / p.N, col = index[s] % p.N;
-    if (row >= p.rows()) continue;  // past the group sum: exactly zero
-    const int64_t g = std::upper_bound(p.group_starts.begin(), p.group_starts.end(), row) -
-                      p.group_starts.begin() - 1;
-    double value = 0.0, magnitude = 0.0;
+  const Tensor* bias = p.has_bias ? &inputs.find("rhs_bias")->second : nullptr;
+  const int64_t out_N = p.out_N();
+  const ErrorModel model = error_model(args);
+  const double n = model.accumulation_length;
+  const double n_u = n * model.accumulation_roundoff;
+  const double gamma = n_u / (1.0 - n_u);
+  const double floor_term = p.has_epilogue() ? subnormal_floor(p.out_dtype) / n_u : 0.0;
+  // The product of one column plus its bias, and its magnitude.
+  auto column = [&](int64_t row, int64_t g, int64_t col, double& magnitude) {
+    double value = 0.0;
+    magnitude = 0.0;
     for (int64_t k = 0; k < p.K; ++k) {
       const double term = lhs.get(row * p.K + k) * rhs.get((g * p.K + k) * p.N + col);
       value += term;
       magnitude += std::fabs(term);
     }
-    sample.value[s] = value;
-    sample.magnitude[s] = magnitude;
+    if (bias != nullptr) {
+      const double b = bias->get(g * p.N + col);
+      value += b;
+      magnitude += std::fabs(b);
+    }
+    return value;
+  };
+  OracleSample sample;
+  sample.index.assign(index.begin(), index.end());
+  sample.value.resize(index.size());
+  sample.magnitude.resize(index.size());
+  for (size_t s = 0; s < index.size(); ++s) {
+    const int64_t row = index[s] / out_N, col = index[s] % out_N;
+    // Outside the owned groups' rows: exactly zero.
+    if (row < p.first_row() || row >= p.rows()) continue;
+    const int64_t g = std::upper_bound(p.group_starts.begin(), p.group_starts.end(), row) -
+                      p.group_starts.begin() - 1;
+    double My = 0.0;
+    const double y = column(row, g, col, My);
+    if (p.gate_up != GateUp::kNone) {
+      double Mp = 0.0;
+      double up = column(row, g, col + out_N, Mp);
+      const double L = activation_lipschitz(gate_activation(p.gate_up));
+      double gate = y, extra = 0.0;
+      if (p.gate_up == GateUp::kSwigluOai) {
+        gate = std::min(y, kSwigluOaiLimit);
+        up = std::clamp(up, -kSwigluOaiLimit, kSwigluOaiLimit) + 1.0;
+        extra = std::fabs(up) / n;  // the rounding of up + 1
+      }
+      const double a = p.gate_up == GateUp::kSwigluOai
+                           ? gate * sigmoid(kSwigluOaiAlpha * gate)
+                           : apply_gate_up<double>(p.gate_up, gate, 1.0);
+      const double proj_bound = std::fabs(up) + gamma * Mp;
+      const double contraction = L * My * proj_bound + std::fabs(a) * (Mp + extra * n);
+      const double evaluation =
+          (kActivationEvalUlps * (std::fabs(gate) + std::fabs(a) + (1.0 + L) * gamma * My) +
+           std::fabs(a) + L * gamma * My) *
+          proj_bound / n;
+      sample.value[s] = a * up;
+      sample.magnitude[s] = 1.01 * (contraction + evaluation) + floor_term;
+    } else if (p.activation != Activation::kNone) {
+      const double a = apply_activation<double>(p.activation, y);
+      const double L = activation_lipschitz(p.activation);
+      sample.value[s] = a;
+      sample.magnitude[s] =
+          1.01 * (L * My + kActivationEvalUlps * (std::fabs(y) + std::fabs(a)) / n) + floor_term;
+    } else {
+      sample.value[s] = y;
+      sample.magnitude[s] = My + floor_term;
+    }
   }
   return sample;
 }
 
 double RaggedDotOp::oracle_cost_per_output(const BoundArgs& args) const {
-  return static_cast<double>(std::max<int64_t>(RaggedDotProblem::from(args).K, 1));
+  const RaggedDotProblem p = RaggedDotProblem::from(args);
+  return static_cast<double>(std::max<int64_t>(p.K, 1)) * (p.gate_up == GateUp::kNone ? 1 : 2);
 }
 
 ErrorModel RaggedDotOp::error_model(const BoundArgs& args) const {
@@ -101,15 +162,19 @@ ErrorModel RaggedDotOp::error_model(const BoundArgs& args) const {
   // counts one rounding per term plus the summation: K roundings of the accumulator type.
   model.accumulation_roundoff =
       unit_roundoff(p.out_dtype == DType::kF64 ? DType::kF64 : DType::kF32);
-  model.accumulation_length = static_cast<double>(std::max<int64_t>(p.K, 1)) + 1.0;
+  model.accumulation_length =
+      static_cast<double>(std::max<int64_t>(p.K, 1)) + (p.has_epilogue() ? 2.0 : 1.0);
   model.output_roundoff = unit_roundoff(p.out_dtype);
   return model;
 }
 
 template <typename Acc>
 void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Tensor& rhs,
-                          Tensor& out) {
-  const int64_t K = p.K, N = p.N;
+                          Tensor& out, const Tensor* bias) {
+  const int64_t K = p.K, N = p.N, out_N = p.out_N();
+  if (p.has_bias && bias == nullptr) {
+    throw InvalidArgument("ragged_dot reference: the problem has rhs_bias but none was given");
+  }
   std::vector<Acc> acc(static_cast<size_t>(N));
   dispatch_float(p.lhs_dtype, [&](auto lhs_type) {
     using L = decltype(lhs_type);
@@ -120,6 +185,7 @@ void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Te
         const L* lhs_data = lhs.data<L>();
         const R* rhs_data = rhs.data<R>();
         O* out_data = out.data<O>();
+        for (int64_t i = 0; i < p.first_row() * out_N; ++i) out_data[i] = from_double<O>(0.0);
         for (int64_t g = 0; g < p.G; ++g) {
           const R* rhs_g = rhs_data + g * K * N;
           for (int64_t row = p.group_starts[g]; row < p.group_starts[g + 1]; ++row) {
@@ -131,29 +197,43 @@ void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Te
               const R* rhs_row = rhs_g + k * N;
               for (int64_t n = 0; n < N; ++n) acc[n] += a * static_cast<Acc>(to_double(rhs_row[n]));
             }
-            for (int64_t n = 0; n < N; ++n) out_data[row * N + n] = from_double<O>(acc[n]);
+            // The epilogue, in the accumulator: bias, then the activation or act(gate) * up.
+            if (bias != nullptr) {
+              for (int64_t n = 0; n < N; ++n) acc[n] += static_cast<Acc>(bias->get(g * N + n));
+            }
+            O* out_row = out_data + row * out_N;
+            if (p.gate_up != GateUp::kNone) {
+              for (int64_t n = 0; n < out_N; ++n) {
+                out_row[n] = from_double<O>(apply_gate_up<Acc>(p.gate_up, acc[n], acc[n + out_N]));
+              }
+            } else {
+              for (int64_t n = 0; n < N; ++n) {
+                out_row[n] = from_double<O>(apply_activation<Acc>(p.activation, acc[n]));
+              }
+            }
           }
         }
-        for (int64_t i = p.rows() * N; i < p.M * N; ++i) out_data[i] = from_double<O>(0.0);
+        for (int64_t i = p.rows() * out_N; i < p.M * out_N; ++i) out_data[i] = from_double<O>(0.0);
       });
     });
   });
 }
 
 template void ragged_dot_reference<float>(const RaggedDotProblem&, const Tensor&, const Tensor&,
-                                          Tensor&);
+                                          Tensor&, const Tensor*);
 template void ragged_dot_reference<double>(const RaggedDotProblem&, const Tensor&, const Tensor&,
-                                           Tensor&);
+                                           Tensor&, const Tensor*);
 
 namespace {
 
 void run_reference(const RaggedDotProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
   Tensor& out = outputs.at("out");
+  const Tensor* bias = problem.has_bias ? &inputs.at("rhs_bias") : nullptr;
   // f64 outputs accumulate in f64; everything else in f32, as upstream's reference does.
   if (problem.out_dtype == DType::kF64) {
-    ragged_dot_reference<double>(problem, inputs.at("lhs"), inputs.at("rhs"), out);
+    ragged_dot_reference<double>(problem, inputs.at("lhs"), inputs.at("rhs"), out, bias);
   } else {
-    ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), out);
+    ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), out, bias);
   }
 }
 

@@ -77,7 +77,7 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     check(p, device);
     const CpuRaggedDotConfig c = clamp_to_problem(config, p);
     const RaggedDotWorkList work = make_ragged_dot_work_list(
-        p.group_starts, p.M, p.K, p.N, c.tile_m, c.tile_n, c.tile_k, c.task_n);
+        p.group_starts, p.M, p.K, p.out_N(), c.tile_m, c.tile_n, c.tile_k, c.task_n);
     CpuKernelOptions options;
     options.mr = c.mr;
     const int lanes = cpu::simd_f32_lanes();
@@ -90,7 +90,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     options.pack_rhs = c.packing == "packed";
     options.native_bf16 = c.bf16_path == "native_dot";
     options.num_threads = c.num_threads;
-    ragged_dot_cpu_kernel(p, work, options, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"));
+    ragged_dot_cpu_kernel(p, work, options, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"),
+                          p.has_bias ? &inputs.at("rhs_bias") : nullptr);
   }
 };
 

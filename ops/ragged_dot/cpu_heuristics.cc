@@ -68,7 +68,7 @@ CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
   // keeps the cores >= 90% busy.
   const int64_t N_panels = round_up(std::max<int64_t>(p.N, 1), c.tile_n);
   c.tile_m = static_cast<int>(std::clamp<int64_t>(round_up(max_group_size(p), c.mr), 1, 8192));
-  const double multiply_adds = static_cast<double>(p.rows()) * p.K * p.N;
+  const double multiply_adds = static_cast<double>(p.owned_rows()) * p.K * p.N;
   const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : static_cast<int>(cores);
   const int64_t tallest = c.tile_m;
   double balance = -1;
@@ -137,7 +137,7 @@ std::vector<CpuRaggedDotConfig> cpu_ragged_dot_autotuning_configs(const RaggedDo
   if (is_bf16_problem(p) && device.has("avx512_bf16") && lanes >= 16) {
     bf16_paths.push_back("native_dot");
   }
-  const bool small = static_cast<double>(p.rows()) * p.K * p.N < 64 * kSerialMultiplyAdds;
+  const bool small = static_cast<double>(p.owned_rows()) * p.K * p.N < 64 * kSerialMultiplyAdds;
   for (const std::string& path : bf16_paths) {
     CpuRaggedDotConfig b = base;
     b.bf16_path = path;

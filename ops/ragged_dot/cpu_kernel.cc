@@ -40,6 +40,7 @@
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_activation.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
@@ -63,13 +64,20 @@ char* thread_scratch(size_t bytes) {
 struct Launch {
   const RaggedDotWorkList* work;
   CpuKernelOptions options;
-  int64_t K, N;
+  int64_t K, N, out_N;
   const char* lhs;  // [M, K] lhs_dtype
   const char* rhs;  // [G, K, N] rhs_dtype
-  char* out;        // [M, N] out_dtype
+  char* out;        // [M, out_N] out_dtype
   DType lhs_dtype, rhs_dtype, out_dtype;
   int64_t nr;           // micro-tile columns in accumulator lanes
   TaskScratch scratch;  // element counts, in the accumulation type
+  // The epilogue (RaggedDotProblem): bias [G, N] in the accumulation type (empty: none), then
+  // the activation or act(gate) * up.
+  bool epilogue = false;
+  const float* bias_f32 = nullptr;
+  const double* bias_f64 = nullptr;
+  Activation activation = Activation::kNone;
+  GateUp gate_up = GateUp::kNone;
 };
 
 void block_product(BlockArgs& args, bool f64) {
@@ -80,35 +88,20 @@ void block_product(BlockArgs& args, bool f64) {
   }
 }
 
+// Partial sums of the task's rows for rhs columns [task.n_start, task.n_end) + col_offset into
+// acc [rows, ldc] (col_offset = out_N: the up half of [gate | up]).
 template <typename Acc>
-void run_task(const Launch& launch, const RaggedDotTask& task) {
+void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t col_offset,
+                     Acc* lhs_block, Acc* rhs_panel, Acc* acc, int64_t ldc) {
   const RaggedDotWorkList& work = *launch.work;
   const CpuKernelOptions& options = launch.options;
   const int64_t K = launch.K, N = launch.N, nr = launch.nr, mr = options.mr;
-  const size_t out_size = dtype_size(launch.out_dtype);
   const int64_t rows = task.m_end - task.m_start, task_cols = task.n_end - task.n_start;
-  char* out_tile = launch.out + (task.m_start * N + task.n_start) * out_size;
-  if (task.group == kZeroRowsTask || K == 0) {
-    // +0.0 is all-zero bits in every float dtype, so zeroing is a memset per row.
-    for (int64_t r = 0; r < rows; ++r)
-      std::memset(out_tile + r * N * out_size, 0, task_cols * out_size);
-    return;
-  }
   constexpr bool f64 = std::is_same_v<Acc, double>;
-  // Accumulate straight into the output when it has the accumulator's type; otherwise into an
-  // f32 scratch rounded to the output dtype once, after the last K block.
-  const bool in_place = launch.out_dtype == (f64 ? DType::kF64 : DType::kF32);
-  const TaskScratch& sizes = launch.scratch;
-  char* scratch = thread_scratch(
-      sizeof(Acc) * (align_up(sizes.lhs_block) + align_up(sizes.rhs_panel) + sizes.acc));
-  Acc* lhs_block = reinterpret_cast<Acc*>(scratch);
-  Acc* rhs_panel = lhs_block + align_up(sizes.lhs_block);
-  Acc* acc = in_place ? reinterpret_cast<Acc*>(out_tile) : rhs_panel + align_up(sizes.rhs_panel);
-  const int64_t ldc = in_place ? N : work.task_n;
-
   const size_t lhs_size = dtype_size(launch.lhs_dtype), rhs_size = dtype_size(launch.rhs_dtype);
   const char* lhs_rows = launch.lhs + task.m_start * K * lhs_size;
-  const char* rhs_g = launch.rhs + task.group * K * N * rhs_size;
+  // rhs[g] from its column col_offset on; its rows keep the stride N.
+  const char* rhs_g = launch.rhs + (task.group * K * N + col_offset) * rhs_size;
   // A task of one micro-panel reads each rhs element once: packing would copy it for nothing.
   const bool in_place_rhs = !f64 && !options.native_bf16 && (!options.pack_rhs || rows <= mr);
   if (in_place_rhs && rows <= kCpuStreamRows) {
@@ -125,10 +118,6 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
     args.ldc = ldc;
     if (!stream_rows_f32(args)) {
       throw NotImplemented("cpu ragged_dot: no streaming kernel for these dtypes");
-    }
-    if (!in_place) {
-      store_rows(reinterpret_cast<const float*>(acc), ldc, rows, task_cols, launch.out_dtype,
-                 out_tile, N);
     }
     return;
   }
@@ -199,9 +188,108 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
       }
     }
   }
-  if (!in_place) {
-    store_rows(reinterpret_cast<const float*>(acc), ldc, rows, task_cols, launch.out_dtype,
-               out_tile, N);
+}
+
+// The epilogue of one row of the task, in place in `gate` (the row's partial sums; `up` holds
+// the up half's with fuse_gateup_activation): + bias, then the activation or act(gate) * up.
+constexpr float kAlpha = static_cast<float>(kSwigluOaiAlpha);
+constexpr float kInvAlpha = static_cast<float>(1.0 / kSwigluOaiAlpha);
+constexpr float kLimit = static_cast<float>(kSwigluOaiLimit);
+
+void epilogue_row(const Launch& launch, const RaggedDotTask& task, float* gate, float* up) {
+  const int64_t cols = task.n_end - task.n_start;
+  if (launch.bias_f32 != nullptr) {
+    const float* bias = launch.bias_f32 + task.group * launch.N + task.n_start;
+    for (int64_t c = 0; c < cols; ++c) gate[c] += bias[c];
+    if (up != nullptr) {
+      for (int64_t c = 0; c < cols; ++c) up[c] += bias[launch.out_N + c];
+    }
+  }
+  switch (launch.gate_up) {
+    case GateUp::kNone:
+      if (launch.activation != Activation::kNone) cpu_activation_row(launch.activation, gate, cols);
+      return;
+    case GateUp::kSilu:
+    case GateUp::kGelu:
+    case GateUp::kGeluErf:
+      return cpu_glu_row(gate_activation(launch.gate_up), gate, up, gate, cols);
+    case GateUp::kSwigluOai:
+      // (clamp(up) + 1) * g sigmoid(alpha g), g = min(gate, limit), as silu(alpha g) / alpha:
+      // the vectorized silu, with the clamps and scalings as plain loops the compiler vectorizes.
+      for (int64_t c = 0; c < cols; ++c) {
+        gate[c] = kAlpha * std::min(gate[c], kLimit);
+        up[c] = (std::clamp(up[c], -kLimit, kLimit) + 1.0f) * kInvAlpha;
+      }
+      return cpu_glu_row(Activation::kSilu, gate, up, gate, cols);
+  }
+}
+
+void epilogue_row(const Launch& launch, const RaggedDotTask& task, double* gate, double* up) {
+  const int64_t cols = task.n_end - task.n_start;
+  for (int64_t c = 0; c < cols; ++c) {
+    double g = gate[c], u = up != nullptr ? up[c] : 0.0;
+    if (launch.bias_f64 != nullptr) {
+      const double* bias = launch.bias_f64 + task.group * launch.N + task.n_start;
+      g += bias[c];
+      if (up != nullptr) u += bias[launch.out_N + c];
+    }
+    gate[c] = launch.gate_up != GateUp::kNone ? apply_gate_up(launch.gate_up, g, u)
+                                              : apply_activation(launch.activation, g);
+  }
+}
+
+template <typename Acc>
+void run_task(const Launch& launch, const RaggedDotTask& task) {
+  const RaggedDotWorkList& work = *launch.work;
+  const int64_t out_N = launch.out_N;
+  const size_t out_size = dtype_size(launch.out_dtype);
+  const int64_t rows = task.m_end - task.m_start, task_cols = task.n_end - task.n_start;
+  char* out_tile = launch.out + (task.m_start * out_N + task.n_start) * out_size;
+  if (task.group == kZeroRowsTask || (launch.K == 0 && !launch.epilogue)) {
+    // +0.0 is all-zero bits in every float dtype, so zeroing is a memset per row.
+    for (int64_t r = 0; r < rows; ++r)
+      std::memset(out_tile + r * out_N * out_size, 0, task_cols * out_size);
+    return;
+  }
+  constexpr bool f64 = std::is_same_v<Acc, double>;
+  // Accumulate straight into the output when it has the accumulator's type and nothing follows
+  // the product; otherwise into a scratch [tm, task_n] (twice: gate and up) that the epilogue
+  // and the rounding to the output dtype read once, after the last K block.
+  const bool in_place = !launch.epilogue && launch.out_dtype == (f64 ? DType::kF64 : DType::kF32);
+  const TaskScratch& sizes = launch.scratch;
+  char* scratch = thread_scratch(
+      sizeof(Acc) * (align_up(sizes.lhs_block) + align_up(sizes.rhs_panel) + sizes.acc));
+  Acc* lhs_block = reinterpret_cast<Acc*>(scratch);
+  Acc* rhs_panel = lhs_block + align_up(sizes.lhs_block);
+  Acc* acc = in_place ? reinterpret_cast<Acc*>(out_tile) : rhs_panel + align_up(sizes.rhs_panel);
+  const int64_t ldc = in_place ? out_N : work.task_n;
+  Acc* up = nullptr;
+  if (launch.K == 0) {
+    // No products: the epilogue sees zeros.
+    for (int64_t r = 0; r < rows; ++r) std::fill(acc + r * ldc, acc + r * ldc + task_cols, Acc(0));
+  } else {
+    compute_columns(launch, task, 0, lhs_block, rhs_panel, acc, ldc);
+  }
+  if (launch.gate_up != GateUp::kNone) {
+    up = acc + work.tm * work.task_n;
+    if (launch.K == 0) {
+      for (int64_t r = 0; r < rows; ++r) std::fill(up + r * ldc, up + r * ldc + task_cols, Acc(0));
+    } else {
+      compute_columns(launch, task, out_N, lhs_block, rhs_panel, up, ldc);
+    }
+  }
+  if (launch.epilogue) {
+    for (int64_t r = 0; r < rows; ++r) {
+      epilogue_row(launch, task, acc + r * ldc, up != nullptr ? up + r * ldc : nullptr);
+    }
+  }
+  if (in_place) return;
+  if constexpr (f64) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(out_tile + r * out_N * out_size, acc + r * ldc, task_cols * sizeof(double));
+    }
+  } else {
+    store_rows(acc, ldc, rows, task_cols, launch.out_dtype, out_tile, out_N);
   }
 }
 
@@ -217,10 +305,15 @@ void check_shape(const Tensor& tensor, const std::vector<int64_t>& dims, const c
 
 void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& work,
                            const CpuKernelOptions& options, const Tensor& lhs, const Tensor& rhs,
-                           Tensor& out) {
+                           Tensor& out, const Tensor* bias) {
   check_shape(lhs, {p.M, p.K}, "lhs");
   check_shape(rhs, {p.G, p.K, p.N}, "rhs");
-  check_shape(out, {p.M, p.N}, "out");
+  check_shape(out, {p.M, p.out_N()}, "out");
+  if (p.has_bias != (bias != nullptr)) {
+    throw InvalidArgument("ragged_dot cpu kernel: rhs_bias given without the problem's, or missing",
+                          "rhs_bias");
+  }
+  if (bias != nullptr) check_shape(*bias, {p.G, p.N}, "rhs_bias");
   const bool f64 = out.dtype() == DType::kF64;
   if (!f64 && (lhs.dtype() == DType::kF64 || rhs.dtype() == DType::kF64)) {
     throw NotImplemented("cpu ragged_dot: f64 inputs need an f64 output");
@@ -230,6 +323,25 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
   launch.options = options;
   launch.K = p.K;
   launch.N = p.N;
+  launch.out_N = p.out_N();
+  launch.epilogue = p.has_epilogue();
+  launch.activation = p.activation;
+  launch.gate_up = p.gate_up;
+  // The bias once in the accumulation type: G * N values, read by every row of its group.
+  std::vector<float> bias_f32;
+  std::vector<double> bias_f64;
+  if (bias != nullptr) {
+    const int64_t count = p.G * p.N;
+    if (f64) {
+      bias_f64.resize(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) bias_f64[i] = bias->get(i);
+      launch.bias_f64 = bias_f64.data();
+    } else {
+      bias_f32.resize(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) bias_f32[i] = static_cast<float>(bias->get(i));
+      launch.bias_f32 = bias_f32.data();
+    }
+  }
   launch.lhs = static_cast<const char*>(lhs.raw());
   launch.rhs = static_cast<const char*>(rhs.raw());
   launch.out = static_cast<char*>(out.raw());
@@ -259,8 +371,10 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
       throw NotImplemented("cpu ragged_dot: native_dot needs bf16 lhs and rhs");
     }
   }
-  launch.scratch = task_scratch(work, launch.options.mr, launch.nr,
-                                out.dtype() != (f64 ? DType::kF64 : DType::kF32));
+  launch.scratch =
+      task_scratch(work, launch.options.mr, launch.nr,
+                   launch.epilogue || out.dtype() != (f64 ? DType::kF64 : DType::kF32));
+  if (p.gate_up != GateUp::kNone) launch.scratch.acc *= 2;  // gate and up
   cpu::parallel_for(static_cast<int64_t>(work.tasks.size()), options.num_threads,
                     [&](int64_t task, int /*thread*/) {
                       const RaggedDotTask& t = work.tasks[static_cast<size_t>(task)];

@@ -27,9 +27,11 @@ struct CpuKernelOptions {
   int num_threads = 0;       // 0 = every core of the pool
 };
 
-// Runs every task of `work` on up to `num_threads` threads of the CPU pool. Accumulates in f64
-// when the output is f64 (then mr x nr is the first shape of the table, in f64 lanes) and in f32
-// otherwise; the output is rounded to nearest even once, at the end. Throws NotImplemented for
+// Runs every task of `work` (built over the output's out_N columns) on up to `num_threads`
+// threads of the CPU pool, with the problem's epilogue (bias, activation, act(gate) * up) applied
+// to each task's partial sums before they are stored: no second pass over the output. Accumulates
+// in f64 when the output is f64 (then mr x nr is the first shape of the table, in f64 lanes) and in
+// f32 otherwise; the output is rounded to nearest even once, at the end. Throws NotImplemented for
 // what it does not instantiate (f64 inputs with a narrower output, a micro-tile shape this CPU's
 // SIMD target lacks, native bf16 without avx512_bf16 or with non-bf16 inputs).
 void ragged_dot_cpu_kernel(const RaggedDotProblem& problem, const RaggedDotWorkList& work,
@@ -38,6 +40,8 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& problem, const RaggedDotWorkL
                            const Tensor& lhs,  // [M, K], full array
                            const Tensor& rhs,  // [G, K, N], full array
                            // Outputs.
-                           Tensor& out);  // [M, N] out_dtype, full array
+                           Tensor& out,  // [M, out_N] out_dtype, full array
+                           // Input: rhs_bias [G, N] when the problem has one.
+                           const Tensor* bias = nullptr);
 
 }  // namespace tokamax

@@ -99,7 +99,14 @@ RaggedDotWorkList make_ragged_dot_work_list(std::span<const int64_t> group_start
                    });
   // Zeroing rows past the group sum is pure store bandwidth; splitting it into tm-row tasks lets
   // all threads share it. Zero tasks come last so they fill in behind the expensive ones.
+  // Rows before group_starts[0] (the groups of other shards, with a group_offset) are zeroed
+  // the same way.
   if (N > 0) {
+    for (int64_t m_start = 0; m_start < group_starts.front(); m_start += tm) {
+      work.tasks.push_back(
+          {kZeroRowsTask, m_start, std::min(group_starts.front(), m_start + tm), 0, N});
+      ++work.num_zero_tasks;
+    }
     for (int64_t m_start = rows; m_start < M; m_start += tm) {
       work.tasks.push_back({kZeroRowsTask, m_start, std::min(M, m_start + tm), 0, N});
       ++work.num_zero_tasks;

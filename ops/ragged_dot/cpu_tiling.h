@@ -57,7 +57,8 @@ struct RaggedDotWorkList {
 // sum_g ceil(group_sizes[g] / tm): empty groups contribute no tile.
 int64_t count_m_tiles(std::span<const int64_t> group_sizes, int64_t tm);
 
-// The tasks of one ragged_dot call. `group_starts` is [G + 1] (prefix sums, last = rows). Tiles
+// The tasks of one ragged_dot call. `group_starts` is [G + 1] (the groups' first rows, last =
+// rows; rows before group_starts[0] and from rows on are zeroed). N is the output's columns. Tiles
 // must be >= 1; a task spans `task_n` columns (rounded up to whole tn; <= 0 or >= N: all of N).
 // Edge tasks are partial (m_end - m_start < tm at a group's end, n_end - n_start < task_n at N).
 RaggedDotWorkList make_ragged_dot_work_list(std::span<const int64_t> group_starts, int64_t M,

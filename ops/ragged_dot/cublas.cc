@@ -54,6 +54,7 @@ class CublasRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   }
 
   void check(const RaggedDotProblem& p, const Device&) const override {
+    require_plain_ragged_dot(p, name());
     const std::string lhs(dtype_name(p.lhs_dtype)), out(dtype_name(p.out_dtype));
     if (p.lhs_dtype != p.rhs_dtype) {
       throw NotImplemented(std::string(name()) + ": lhs is " + lhs + " but rhs is " +

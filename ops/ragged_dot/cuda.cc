@@ -55,8 +55,7 @@ struct CudaRaggedDotConfig {
     });
   }
   auto key() const {
-    return std::make_tuple(tile_m, tile_n, tile_k, cluster_m, cluster_n, schedule, raster,
-                           swizzle);
+    return std::make_tuple(tile_m, tile_n, tile_k, cluster_m, cluster_n, schedule, raster, swizzle);
   }
   template <class V>
   void visit(V&& v) {
@@ -117,6 +116,7 @@ class CudaRaggedDot final : public TypedImplementation<RaggedDotProblem, CudaRag
   }
 
   void check(const RaggedDotProblem& p, const Device&) const override {
+    require_plain_ragged_dot(p, name());
     const std::string in(dtype_name(p.lhs_dtype)), out(dtype_name(p.out_dtype));
     const bool half = p.lhs_dtype == DType::kBF16 || p.lhs_dtype == DType::kF16;
     if (!half || p.rhs_dtype != p.lhs_dtype) {

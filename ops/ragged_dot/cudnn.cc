@@ -51,6 +51,7 @@ class CudnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   }
 
   void check(const RaggedDotProblem& p, const Device& device) const override {
+    require_plain_ragged_dot(p, name());
     const std::string in(dtype_name(p.lhs_dtype)), out(dtype_name(p.out_dtype));
     const bool half = p.lhs_dtype == DType::kBF16 || p.lhs_dtype == DType::kF16;
     if (!half || p.rhs_dtype != p.lhs_dtype) {

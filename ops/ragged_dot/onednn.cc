@@ -40,6 +40,7 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
   void check(const RaggedDotProblem& p, const Device&) const override {
+    require_plain_ragged_dot(p, name());
     const std::string lhs(dtype_name(p.lhs_dtype)), rhs(dtype_name(p.rhs_dtype));
     const std::string out(dtype_name(p.out_dtype));
     if (p.lhs_dtype != p.rhs_dtype) {

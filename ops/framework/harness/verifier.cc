@@ -59,6 +59,8 @@ nlohmann::json VerifyRecord::to_json() const {
           {"failure", failure},
           {"max_abs_error", number(comparison.max_abs_error)},
           {"max_rel_error", number(comparison.max_rel_error)},
+          {"max_abs_oracle", number(comparison.max_abs_oracle)},
+          {"normwise_rel_error", number(normwise_rel_error(comparison))},
           {"bound", number(comparison.bound)},
           {"worst_ratio",
            number(std::isfinite(comparison.worst_ratio) ? comparison.worst_ratio : 1e300)},

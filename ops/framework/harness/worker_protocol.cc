@@ -44,7 +44,7 @@ double number_from(const json& value) {
 static_assert(sizeof(TimingOptions) == 56, "new TimingOptions field: update timing_to_json");
 static_assert(sizeof(BenchOptions) == 144, "new BenchOptions field: update bench_options_to_json");
 static_assert(sizeof(BenchStats) == 248, "new BenchStats field: update bench_stats_to_json");
-static_assert(sizeof(Comparison) == 80, "new Comparison field: update comparison_to_json");
+static_assert(sizeof(Comparison) == 88, "new Comparison field: update comparison_to_json");
 
 json stop_rule_to_json(const StopRule& r) {
   return {{"min_samples", r.min_samples},
@@ -122,6 +122,7 @@ BenchOptions bench_options_from_json(const json& value) {
 json comparison_to_json(const Comparison& c) {
   return {{"max_abs_error", number(c.max_abs_error)},
           {"max_rel_error", number(c.max_rel_error)},
+          {"max_abs_oracle", number(c.max_abs_oracle)},
           {"bound", number(c.bound)},
           {"worst_ratio", number(c.worst_ratio)},
           {"worst_index", c.worst_index},
@@ -136,6 +137,7 @@ Comparison comparison_from_json(const json& value) {
   Comparison c;
   c.max_abs_error = number_from(value.at("max_abs_error"));
   c.max_rel_error = number_from(value.at("max_rel_error"));
+  c.max_abs_oracle = number_from(value.at("max_abs_oracle"));
   c.bound = number_from(value.at("bound"));
   c.worst_ratio = number_from(value.at("worst_ratio"));
   c.worst_index = value.at("worst_index").get<int64_t>();

@@ -115,6 +115,31 @@ TEST_CASE("dot_product_attention bind fills defaults canonically", "[attention]"
   CHECK(dot_product_attention_op().flops(bind_args(causal)) == 2.0 * 4 * 8 * 10 * (16 + 8));
 }
 
+TEST_CASE("dot_product_attention accepts upstream's public-API spellings", "[attention]") {
+  json ours = kBase;
+  ours.update({{"logits_scale", 0.5},
+               {"q_seq_lengths", {8, 3}},
+               {"kv_seq_lengths", {10, 4}},
+               {"local_window", {2, 2}}});
+  json upstream = kBase;
+  upstream.update({{"scale", 0.5},
+                   {"query_seq_lengths", {8, 3}},
+                   {"key_value_seq_lengths", {10, 4}},
+                   {"local_window_size", 2}});  // one int w: the window (w, w)
+  CHECK(bind_args(upstream).key() == bind_args(ours).key());
+  json pair = kBase;
+  pair["local_window_size"] = {3, 0};
+  CHECK(bind_args(pair).option("local_window") == json({3, 0}));
+  // Both spellings at once: the alias is named.
+  json both = kBase;
+  both.update({{"scale", 0.5}, {"logits_scale", 0.5}});
+  CHECK(bind_error_field(both) == "scale");
+  // A bad value under the alias still gets the argument's own check.
+  json bad = kBase;
+  bad["local_window_size"] = -1;
+  CHECK(bind_error_field(bad) == "local_window");
+}
+
 TEST_CASE("dot_product_attention key ranges: causal top-left, windows, lengths", "[attention]") {
   json args = kBase;
   args["is_causal"] = true;

@@ -54,6 +54,10 @@ TEST_CASE("compare_to_oracle passes within the bound and fails outside it", "[nu
     CHECK(c.violations == 1);
     CHECK(c.worst_index == 1);
     CHECK(c.max_rel_error == Approx(0.05).epsilon(1e-3));
+    // Relative to the output's scale: 0.1 / max|y| = 0.1 / 2.
+    CHECK(c.max_abs_oracle == 2.0);
+    CHECK(normwise_rel_error(c) == Approx(0.05).epsilon(1e-3));
+    CHECK(c.worst_ratio > 1.0);
   }
   SECTION("a non-zero where the oracle is exactly zero fails") {
     const Comparison c = compare_to_oracle(f32_tensor({1.0f, -2.0f, 1e-30f}), oracle, model);

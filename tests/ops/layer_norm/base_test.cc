@@ -79,6 +79,35 @@ TEST_CASE("layer_norm bind errors name the offending argument", "[layer_norm]") 
   json unknown = base;
   unknown["bias"] = "f32[4]";
   CHECK(bind_error_field(unknown) == "bias");
+
+  json scale_offset = base;
+  scale_offset["scale_offset"] = "one";
+  CHECK(bind_error_field(scale_offset) == "scale_offset");
+  scale_offset["scale_offset"] = 1.0;
+  CHECK(bind_error_field(scale_offset) == "<no error>");
+  scale_offset.erase("scale");  // nothing to add it to
+  CHECK(bind_error_field(scale_offset) == "scale_offset");
+}
+
+TEST_CASE("layer_norm scale_offset is added to the scale; 0 is the canonical default",
+          "[layer_norm]") {
+  const BoundArgs plain = layer_norm_op().bind({{"x", "f32[1,4]"}, {"scale", "f32[4]"}});
+  const BoundArgs zero =
+      layer_norm_op().bind({{"x", "f32[1,4]"}, {"scale", "f32[4]"}, {"scale_offset", 0}});
+  CHECK(plain.key() == zero.key());
+  const BoundArgs args = layer_norm_op().bind(
+      {{"x", "f32[1,4]"}, {"scale", "f32[4]"}, {"scale_offset", 1.0}, {"epsilon", 0.0}});
+  CHECK(LayerNormProblem::from(args).scale_offset == 1.0);
+  Tensor x(args.tensor("x")), scale(args.tensor("scale"));
+  for (int c = 0; c < 4; ++c) {
+    x.set(c, c + 1);
+    scale.set(c, 0.5 * c);
+  }
+  Tensor out(args.tensor("x"));
+  layer_norm_reference<float>(LayerNormProblem::from(args), x, &scale, nullptr, out);
+  for (int c = 0; c < 4; ++c) {
+    CHECK(out.get(c) == Approx((c + 1 - 2.5) / std::sqrt(1.25) * (1.0 + 0.5 * c)).epsilon(1e-6));
+  }
 }
 
 TEST_CASE("layer_norm bind fills defaults canonically and splits x around the axis",

@@ -40,6 +40,13 @@ inline std::vector<nlohmann::json> layer_norm_cases() {
       {{"x", "bf16[40,128]"}, {"scale", "f32[128]"}, {"subtract_mean", false}},
       {{"x", "f32[16,50,7]"}, {"axis", 0}, {"scale", "f32[16]"}, {"subtract_mean", false}},
       {{"x", "bf16[5,16,48]"}, {"axis", 1}, {"epsilon", 1e-5}, {"subtract_mean", false}},
+      // scale_offset: Gemma's RMSNorm (1 + scale), and a layer norm along axis 0.
+      {{"x", "bf16[12,96]"}, {"scale", "bf16[96]"}, {"scale_offset", 1.0}, {"subtract_mean", false}},
+      {{"x", "f32[24,10,9]"},
+       {"axis", 0},
+       {"scale", "f32[24]"},
+       {"offset", "f32[24]"},
+       {"scale_offset", -0.5}},
   };
 }
 

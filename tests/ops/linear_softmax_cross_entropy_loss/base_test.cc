@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <numeric>
 #include <set>
 #include <string>
 
@@ -72,20 +73,53 @@ TEST_CASE("lsce bind fills defaults canonically and shapes the output", "[lsce]"
   CHECK(op.outputs(none)[0].spec.to_string() == "f32[8]");
 }
 
-TEST_CASE("lsce labels out of range name the first bad index", "[lsce]") {
-  const BoundArgs args = lsce_args("f32[20,4]", "f32[4,10]", "none");
+TEST_CASE("lsce padded labels: generated at the asked fraction, zero loss in the oracle",
+          "[lsce]") {
+  const auto& op = linear_softmax_cross_entropy_loss_op();
+  json args_json = {{"x", "f32[400,8]"}, {"w", "f32[8,10]"}, {"reduction", "none"}};
+  json zero_padding = args_json;
+  zero_padding["padded_labels"] = 0;
+  CHECK(op.bind(args_json).key() == op.bind(zero_padding).key());
+  args_json["padded_labels"] = 0.25;
+  const BoundArgs args = op.bind(args_json);
+  const TensorMap inputs = op.make_inputs(args, 3);
+  const int32_t* labels = inputs.at("labels").data<int32_t>();
+  int padded = 0;
+  for (int i = 0; i < 400; ++i) {
+    CHECK((labels[i] == -1 || (labels[i] >= 0 && labels[i] < 10)));
+    padded += labels[i] == -1;
+  }
+  CHECK(labels[0] == 0);    // the edge rows keep their classes
+  CHECK(labels[399] == 9);
+  CHECK(padded > 60);
+  CHECK(padded < 140);
+  std::vector<int64_t> index(400);
+  std::iota(index.begin(), index.end(), 0);
+  const OracleSample oracle = op.oracle(args, inputs, "loss", index);
+  for (int i = 0; i < 400; ++i) {
+    if (labels[i] == -1) {
+      CHECK(oracle.value[i] == 0.0);
+      CHECK(oracle.magnitude[i] == 0.0);
+    } else {
+      CHECK(oracle.value[i] > 0.0);
+    }
+  }
+  // The mean divides the counted rows' sum by B, padding included.
+  args_json["reduction"] = "sum";
+  const double sum = op.oracle(op.bind(args_json), inputs, "loss", std::vector<int64_t>{0}).value[0];
+  args_json["reduction"] = "mean";
+  const double mean = op.oracle(op.bind(args_json), inputs, "loss", std::vector<int64_t>{0}).value[0];
+  CHECK(mean == Approx(sum / 400));
+  // check_lsce_labels only checks the tensor.
   const auto p = LinearSoftmaxCrossEntropyProblem::from(args);
-  TensorMap inputs = linear_softmax_cross_entropy_loss_op().make_inputs(args, 0);
-  int32_t* labels = inputs.at("labels").data<int32_t>();
   CHECK_NOTHROW(check_lsce_labels(p, inputs.at("labels")));
-  labels[17] = 70000;
-  labels[18] = -1;
-  CHECK_THROWS_WITH(check_lsce_labels(p, inputs.at("labels")),
-                    Catch::Contains("labels[17] = 70000 is out of range [0, V=10)"));
-  labels[17] = 10;  // V itself is out of range
-  CHECK_THROWS_WITH(check_lsce_labels(p, inputs.at("labels")), Catch::Contains("labels[17] = 10"));
-  labels[17] = 9;
-  CHECK_THROWS_WITH(check_lsce_labels(p, inputs.at("labels")), Catch::Contains("labels[18] = -1"));
+  CHECK_THROWS_WITH(check_lsce_labels(p, Tensor(TensorSpec{DType::kI32, {7}})),
+                    Catch::Contains("labels must be i32[400]"));
+  for (const json& bad : {json(-0.1), json(1.5), json("half")}) {
+    json a = args_json;
+    a["padded_labels"] = bad;
+    CHECK_THROWS_AS(op.bind(a), InvalidArgument);
+  }
 }
 
 TEST_CASE("lsce generated inputs have in-range labels and spread logits", "[lsce]") {

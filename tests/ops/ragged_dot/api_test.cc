@@ -5,6 +5,7 @@
 
 #include "ops/framework/dispatch.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
 #include "tests/ops/framework/fake_impls.h"
 
 using namespace tokamax;
@@ -66,11 +67,42 @@ TEST_CASE("ragged_dot validates arguments by name", "[ragged_dot][api]") {
   auto_with_config.config = nlohmann::json::object();
   CHECK_THROWS_AS(ragged_dot(lhs, rhs, sizes({1, 1}), auto_with_config), InvalidArgument);
   const Tensor out = ragged_dot(lhs, rhs, sizes({4, 4}));
-  CHECK(out.dtype() == DType::kF32);  // bf16 inputs -> f32 by default
-  RaggedDotOptions bf16_out;
-  bf16_out.preferred_element_type = DType::kBF16;
-  const Tensor out_bf16 = ragged_dot(lhs, rhs, sizes({4, 4}), bf16_out);
-  CHECK(out_bf16.dtype() == DType::kBF16);
+  CHECK(out.dtype() == DType::kBF16);  // the inputs' type by default, as upstream
+  RaggedDotOptions f32_out;
+  f32_out.preferred_element_type = DType::kF32;
+  const Tensor out_f32 = ragged_dot(lhs, rhs, sizes({4, 4}), f32_out);
+  CHECK(out_f32.dtype() == DType::kF32);
+}
+
+TEST_CASE("ragged_dot API takes the epilogue arguments", "[ragged_dot][api]") {
+  // An expert-parallel shard owning groups 1 and 2 of 4, with a bias and the fused SwiGLU.
+  const BoundArgs args = ragged_dot_op().bind({{"lhs", "f32[30,8]"},
+                                               {"rhs", "f32[2,8,12]"},
+                                               {"rhs_bias", "f32[2,12]"},
+                                               {"group_offset", 1},
+                                               {"group_sizes", {5, 9, 7, 4}},
+                                               {"fuse_gateup_activation", "swigluoai"}});
+  const TensorMap inputs = ragged_dot_op().make_inputs(args, 2);
+  RaggedDotOptions options;
+  options.group_offset = 1;
+  options.rhs_bias = &inputs.at("rhs_bias");
+  options.fuse_gateup_activation = GateUp::kSwigluOai;
+  for (const char* impl : {"cpu", "reference"}) {
+    options.implementation = impl;
+    const Tensor out =
+        ragged_dot(inputs.at("lhs"), inputs.at("rhs"), inputs.at("group_sizes"), options);
+    REQUIRE(out.spec().to_string() == "f32[30,6]");
+    std::vector<int64_t> index(180);
+    for (int64_t i = 0; i < 180; ++i) index[i] = i;
+    const Comparison c = compare_to_oracle(out, ragged_dot_op().oracle(args, inputs, "out", index),
+                                           ragged_dot_op().error_model(args));
+    CHECK(judge(c) == Disposition::kPassed);
+    CHECK(out.get(0) == 0.0);  // group 0 is another shard's
+  }
+  options.implementation = "openblas";
+  CHECK_THROWS_WITH(
+      ragged_dot(inputs.at("lhs"), inputs.at("rhs"), inputs.at("group_sizes"), options),
+      Catch::Contains("rhs_bias"));
 }
 
 TEST_CASE("auto dispatch falls back on NotImplemented and a named implementation fails loudly",

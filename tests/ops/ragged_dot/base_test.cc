@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
 #include "ops/ragged_dot/api.h"
 
 using namespace tokamax;
@@ -64,10 +66,128 @@ TEST_CASE("ragged_dot bind errors name the offending argument", "[ragged_dot]") 
   CHECK(bind_error_field(missing) == "rhs");
 }
 
+TEST_CASE("ragged_dot bind errors of the epilogue arguments name them", "[ragged_dot]") {
+  const json base = {{"lhs", "f32[8,4]"}, {"rhs", "f32[2,4,6]"}, {"group_sizes", {3, 5}}};
+  auto with = [&](const std::string& key, const json& value) {
+    json args = base;
+    args[key] = value;
+    return args;
+  };
+  CHECK(bind_error_field(with("group_offset", -1)) == "group_offset");
+  CHECK(bind_error_field(with("group_offset", "one")) == "group_offset");
+  // group_offset 1 with G = 2 owned groups needs at least 3 entries.
+  CHECK(bind_error_field(with("group_offset", 1)) == "group_sizes");
+  json offset_ok = with("group_offset", 1);
+  offset_ok["group_sizes"] = {1, 3, 4};
+  CHECK(bind_error_field(offset_ok) == "<no error>");
+  CHECK(bind_error_field(with("rhs_bias", "f32[2,5]")) == "rhs_bias");
+  CHECK(bind_error_field(with("rhs_bias", "f32[6]")) == "rhs_bias");
+  CHECK(bind_error_field(with("rhs_bias", "f32[2,6]")) == "<no error>");
+  CHECK(bind_error_field(with("activation", "swish")) == "activation");
+  CHECK(bind_error_field(with("activation", 3)) == "activation");
+  CHECK(bind_error_field(with("fuse_gateup_activation", "tanh")) == "fuse_gateup_activation");
+  json odd_n = with("fuse_gateup_activation", "silu");
+  odd_n["rhs"] = "f32[2,4,5]";
+  CHECK(bind_error_field(odd_n) == "fuse_gateup_activation");
+  json both = with("fuse_gateup_activation", "silu");
+  both["activation"] = "relu";
+  CHECK(bind_error_field(both) == "activation");
+  CHECK(bind_error_field(with("zero_initialize", "yes")) == "zero_initialize");
+  CHECK(bind_error_field(with("zero_initialize", false)) == "zero_initialize");
+}
+
+TEST_CASE("ragged_dot problem of a group_offset owns the middle groups", "[ragged_dot]") {
+  const BoundArgs args = ragged_dot_op().bind({{"lhs", "f32[20,4]"},
+                                               {"rhs", "f32[2,4,6]"},
+                                               {"group_offset", 1},
+                                               {"group_sizes", {3, 5, 0, 7}},
+                                               {"fuse_gateup_activation", "swigluoai"}});
+  const RaggedDotProblem p = RaggedDotProblem::from(args);
+  CHECK(p.all_group_sizes == std::vector<int64_t>{3, 5, 0, 7});
+  CHECK(p.group_sizes == std::vector<int64_t>{5, 0});
+  CHECK(p.group_starts == std::vector<int64_t>{3, 8, 8});
+  CHECK(p.first_row() == 3);
+  CHECK(p.owned_rows() == 5);
+  CHECK(p.out_N() == 3);
+  CHECK(ragged_dot_op().outputs(args).at(0).spec.dims == std::vector<int64_t>{20, 3});
+  // group_sizes carries all four groups.
+  CHECK(ragged_dot_op().inputs(args).at(2).spec.dims == std::vector<int64_t>{4});
+  CHECK(ragged_dot_op().flops(args) == 2.0 * 5 * 4 * 6);
+  CHECK(p.extended_arguments() == "group_offset=1 of 4 groups, fuse_gateup_activation=swigluoai");
+}
+
+TEST_CASE("ragged_dot reference<float> applies group_offset, bias and the fused gate/up",
+          "[ragged_dot]") {
+  // 5 rows: group 0 of group_sizes (1 row, another shard's), the owned groups 1 (2 rows) and
+  // 2 (1 row), one row past the sum. rhs[g] = [gate | up] with N = 4, out_N = 2.
+  for (const char* gate_up : {"silu", "gelu", "gelu_erf", "swigluoai"}) {
+    CAPTURE(gate_up);
+    const BoundArgs args = ragged_dot_op().bind({{"lhs", "f32[5,2]"},
+                                                 {"rhs", "f32[2,2,4]"},
+                                                 {"rhs_bias", "f32[2,4]"},
+                                                 {"group_offset", 1},
+                                                 {"group_sizes", {1, 2, 1}},
+                                                 {"fuse_gateup_activation", gate_up}});
+    const RaggedDotProblem p = RaggedDotProblem::from(args);
+    Tensor lhs(args.tensor("lhs")), rhs(args.tensor("rhs")), bias(args.tensor("rhs_bias"));
+    const double lhs_values[] = {9, 9, 1, 2, 3, 4, -1, 0.5, 9, 9};
+    const double rhs_values[] = {1, 0, 2, 1, 0, 1, 1, 3,    // rhs[0]
+                                 -1, 2, 0, 1, 1, -3, 2, 0};  // rhs[1]
+    const double bias_values[] = {0.5, -0.5, 1, 0, 0, 0.25, -1, 2};
+    for (int i = 0; i < 10; ++i) lhs.set(i, lhs_values[i]);
+    for (int i = 0; i < 16; ++i) rhs.set(i, rhs_values[i]);
+    for (int i = 0; i < 8; ++i) bias.set(i, bias_values[i]);
+    Tensor out(TensorSpec{DType::kF32, {5, 2}});
+    for (int i = 0; i < 10; ++i) out.set(i, -99.0);
+    ragged_dot_reference<float>(p, lhs, rhs, out, &bias);
+    const GateUp kind = parse_gate_up(gate_up);
+    auto expect = [&](int row, int g, int col) {
+      double y[4];
+      for (int n = 0; n < 4; ++n) {
+        y[n] = bias_values[g * 4 + n];
+        for (int k = 0; k < 2; ++k) y[n] += lhs_values[row * 2 + k] * rhs_values[(g * 2 + k) * 4 + n];
+      }
+      return apply_gate_up<double>(kind, y[col], y[col + 2]);
+    };
+    CHECK(out.get(0) == 0);  // another shard's group
+    CHECK(out.get(1) == 0);
+    for (int row = 1; row <= 3; ++row) {
+      const int g = row <= 2 ? 0 : 1;
+      for (int col = 0; col < 2; ++col) {
+        CHECK(out.get(row * 2 + col) == Approx(expect(row, g, col)).epsilon(1e-6).margin(1e-6));
+      }
+    }
+    CHECK(out.get(8) == 0);  // past the sum
+    CHECK(out.get(9) == 0);
+  }
+  // swigluoai clamps: gate above 7 is 7, up beyond +-7 is +-7.
+  CHECK(swiglu_oai(10.0, 20.0) == Approx(8.0 * 7.0 / (1.0 + std::exp(-1.702 * 7.0))));
+  CHECK(swiglu_oai(10.0, -20.0) == Approx(-6.0 * 7.0 / (1.0 + std::exp(-1.702 * 7.0))));
+}
+
 TEST_CASE("ragged_dot bind fills defaults canonically", "[ragged_dot]") {
+  // Upstream's default: the inputs' common type (jnp.result_type).
   const BoundArgs bf16 =
       ragged_dot_op().bind({{"lhs", "bf16[8,4]"}, {"rhs", "bf16[2,4,3]"}, {"group_sizes", {3, 5}}});
-  CHECK(bf16.option("preferred_element_type") == "f32");
+  CHECK(bf16.option("preferred_element_type") == "bf16");
+  const BoundArgs f16 = ragged_dot_op().bind({{"lhs", "f16[8,4]"}, {"rhs", "f16[2,4,3]"}});
+  CHECK(f16.option("preferred_element_type") == "f16");
+  const BoundArgs mixed = ragged_dot_op().bind({{"lhs", "bf16[8,4]"}, {"rhs", "f16[2,4,3]"}});
+  CHECK(mixed.option("preferred_element_type") == "f32");
+  const BoundArgs bf16_f32 = ragged_dot_op().bind({{"lhs", "bf16[8,4]"}, {"rhs", "f32[2,4,3]"}});
+  CHECK(bf16_f32.option("preferred_element_type") == "f32");
+  // The epilogue arguments at their defaults stay out of the canonical form (same cache keys).
+  const BoundArgs defaults = ragged_dot_op().bind({{"lhs", "f32[8,4]"},
+                                                   {"rhs", "f32[2,4,3]"},
+                                                   {"group_sizes", {3, 5}},
+                                                   {"group_offset", 0},
+                                                   {"activation", "none"},
+                                                   {"fuse_gateup_activation", nullptr},
+                                                   {"zero_initialize", true}});
+  CHECK(defaults.key() ==
+        ragged_dot_op()
+            .bind({{"lhs", "f32[8,4]"}, {"rhs", "f32[2,4,3]"}, {"group_sizes", {3, 5}}})
+            .key());
 
   const BoundArgs f64 = ragged_dot_op().bind({{"lhs", "f64[8,4]"}, {"rhs", "f64[2,4,3]"}});
   CHECK(f64.option("preferred_element_type") == "f64");
@@ -150,5 +270,47 @@ TEST_CASE("ragged_dot reference<float> agrees with the float64 oracle", "[ragged
       CAPTURE(s, oracle.value[s], oracle.magnitude[s]);
       REQUIRE(std::fabs(out.get(index[s]) - oracle.value[s]) <= bound);
     }
+  }
+}
+
+TEST_CASE("ragged_dot reference passes the oracle's bound with every epilogue argument",
+          "[ragged_dot]") {
+  const RaggedDotOp& op = ragged_dot_op();
+  const json base = {{"lhs", "bf16[60,48]"},
+                     {"rhs", "bf16[3,48,40]"},
+                     {"group_sizes", {0, 13, 20, 19, 0}},
+                     {"group_offset", 1}};
+  std::vector<json> cases;
+  for (const char* out : {"f32", "bf16", "f16"}) {
+    for (const char* act : {"none", "silu", "gelu", "gelu_tanh", "relu", "sigmoid"}) {
+      json c = base;
+      c["preferred_element_type"] = out;
+      c["activation"] = act;
+      c["rhs_bias"] = "f32[3,40]";
+      cases.push_back(c);
+    }
+    for (const char* gate_up : {"silu", "gelu", "gelu_erf", "swigluoai"}) {
+      json c = base;
+      c["preferred_element_type"] = out;
+      c["fuse_gateup_activation"] = gate_up;
+      if (std::string(gate_up) != "gelu") c["rhs_bias"] = "bf16[3,40]";
+      cases.push_back(c);
+    }
+  }
+  for (const json& args_json : cases) {
+    CAPTURE(args_json.dump());
+    const BoundArgs args = op.bind(args_json);
+    const TensorMap inputs = op.make_inputs(args, 5);
+    TensorMap outputs = op.allocate_outputs(args);
+    op.implementation("reference").prepare(args, cpu::host_device())->heuristics_kernel().run(
+        inputs, outputs);
+    const Tensor& out = outputs.at("out");
+    std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+    std::iota(index.begin(), index.end(), 0);
+    const Comparison c =
+        compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+    CAPTURE(c.worst_ratio, c.max_abs_error, c.worst_index);
+    CHECK(judge(c) == Disposition::kPassed);
+    CHECK(c.worst_ratio > 0);  // the bound is tight enough that rounding shows
   }
 }

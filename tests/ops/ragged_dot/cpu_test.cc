@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/simd_target.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_kernel.h"
@@ -248,6 +249,88 @@ TEST_CASE("cpu ragged_dot stays exact on larger tiles and many K blocks", "[ragg
     }
   }
   for (const json& config : configs) check_against_reference(args, config);
+}
+
+namespace {
+
+// Cases of every epilogue argument: bias, each activation, each fused gate/up, a group_offset,
+// K = 0, every output dtype, and an f64 output (the f64 epilogue).
+std::vector<json> epilogue_cases() {
+  std::vector<json> cases;
+  const json base = {{"lhs", "f32[70,33]"},
+                     {"rhs", "f32[3,33,44]"},
+                     {"group_sizes", {5, 20, 0, 31, 4}},
+                     {"group_offset", 1}};
+  for (const char* act : {"silu", "gelu", "gelu_tanh", "relu", "sigmoid"}) {
+    json c = base;
+    c["activation"] = act;
+    c["rhs_bias"] = "f32[3,44]";
+    cases.push_back(c);
+  }
+  for (const char* gate_up : {"silu", "gelu", "gelu_erf", "swigluoai"}) {
+    for (const char* out : {"f32", "bf16", "f16"}) {
+      json c = base;
+      c["lhs"] = "bf16[70,33]";
+      c["rhs"] = "bf16[3,33,44]";
+      c["preferred_element_type"] = out;
+      c["fuse_gateup_activation"] = gate_up;
+      c["rhs_bias"] = "bf16[3,44]";
+      cases.push_back(c);
+    }
+  }
+  cases.push_back({{"lhs", "f32[30,0]"},
+                   {"rhs", "f32[2,0,16]"},
+                   {"rhs_bias", "f32[2,16]"},
+                   {"fuse_gateup_activation", "swigluoai"},
+                   {"group_sizes", {10, 12}}});
+  cases.push_back({{"lhs", "f64[40,17]"},
+                   {"rhs", "f64[2,17,20]"},
+                   {"rhs_bias", "f64[2,20]"},
+                   {"fuse_gateup_activation", "silu"},
+                   {"group_offset", 2},
+                   {"group_sizes", {3, 4, 11, 19}}});
+  cases.push_back({{"lhs", "f32[40,17]"},
+                   {"rhs", "f32[2,17,20]"},
+                   {"activation", "gelu"},
+                   {"preferred_element_type", "f64"},
+                   {"group_sizes", {11, 19}}});
+  return cases;
+}
+
+// The cpu implementation with `config` against the float64 oracle's bound at every output.
+void check_against_oracle(const BoundArgs& args, const json& config) {
+  CAPTURE(args.key(), config.dump());
+  const RaggedDotOp& op = ragged_dot_op();
+  const TensorMap inputs = op.make_inputs(args, 13);
+  TensorMap outputs = op.allocate_outputs(args);
+  Tensor& out = outputs.at("out");
+  for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
+  run_json(cpu_impl(), args, config, inputs, outputs);
+  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+  std::iota(index.begin(), index.end(), 0);
+  const Comparison c =
+      compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+  CAPTURE(c.worst_ratio, c.max_abs_error, c.worst_index, c.nonfinite);
+  REQUIRE(judge(c) == Disposition::kPassed);
+}
+
+}  // namespace
+
+TEST_CASE("cpu ragged_dot fuses bias, activation and gate/up on every path and target",
+          "[ragged_dot]") {
+  auto check_all = [](int64_t) {
+    CAPTURE(cpu::simd_target_name());
+    for (const json& args_json : epilogue_cases()) {
+      const BoundArgs args = ragged_dot_op().bind(args_json);
+      std::vector<json> configs = {heuristics_config_json(cpu_impl(), args, cpu::host_device())};
+      if (RaggedDotProblem::from(args).out_dtype != DType::kF64) {
+        for (const json& config : path_configs(args, false)) configs.push_back(config);
+      }
+      for (const json& config : configs) check_against_oracle(args, config);
+    }
+  };
+  check_all(0);  // the best target of this CPU
+  for_each_forced_target({HWY_AVX2, HWY_SCALAR}, check_all);
 }
 
 TEST_CASE("cpu ragged_dot runs through the high-level API", "[ragged_dot]") {

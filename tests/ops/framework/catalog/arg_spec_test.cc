@@ -73,7 +73,7 @@ TEST_CASE("a valid catalog parses and binds to canonical args", "[arg_spec]") {
   CHECK(tiny.args.args == nlohmann::json{{"lhs", "bf16[64,32]"},
                                          {"rhs", "bf16[4,32,48]"},
                                          {"group_sizes", {7, 0, 33, 13}},
-                                         {"preferred_element_type", "f32"}});
+                                         {"preferred_element_type", "bf16"}});
   const ArgSpec& f16_out = specs[1];
   CHECK(f16_out.line == 10);
   CHECK(f16_out.tags.empty());

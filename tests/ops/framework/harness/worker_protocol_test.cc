@@ -31,6 +31,7 @@ TEST_CASE("worker protocol round-trips results exactly, inf and nan included", "
   c.sampled = 10;
   c.total = 20;
   c.worst_index = 7;
+  c.max_abs_oracle = 3.5;
   check.comparisons["out"] = c;
   const CheckResult parsed =
       check_result_from_json(json::parse(check_result_to_json(check).dump()));
@@ -39,6 +40,7 @@ TEST_CASE("worker protocol round-trips results exactly, inf and nan included", "
   CHECK(std::isnan(p.max_abs_error));
   CHECK(p.nonfinite == 2);
   CHECK(p.worst_index == 7);
+  CHECK(p.max_abs_oracle == 3.5);
   CHECK(judge(p) == Disposition::kFailed);
 
   BenchStats stats;
