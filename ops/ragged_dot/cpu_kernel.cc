@@ -40,10 +40,10 @@
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
-#include "ops/common/cpu_activation.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
+#include "ops/ragged_dot/cpu_epilogue.h"
 
 namespace tokamax {
 namespace {
@@ -74,8 +74,8 @@ struct Launch {
   // The epilogue (RaggedDotProblem): bias [G, N] in the accumulation type (empty: none), then
   // the activation or act(gate) * up.
   bool epilogue = false;
-  const float* bias_f32 = nullptr;
-  const double* bias_f64 = nullptr;
+  const RaggedDotEpilogue* epilogue_f32 = nullptr;  // f32 accumulation
+  const double* bias_f64 = nullptr;                 // f64 accumulation
   Activation activation = Activation::kNone;
   GateUp gate_up = GateUp::kNone;
 };
@@ -192,36 +192,8 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
 
 // The epilogue of one row of the task, in place in `gate` (the row's partial sums; `up` holds
 // the up half's with fuse_gateup_activation): + bias, then the activation or act(gate) * up.
-constexpr float kAlpha = static_cast<float>(kSwigluOaiAlpha);
-constexpr float kInvAlpha = static_cast<float>(1.0 / kSwigluOaiAlpha);
-constexpr float kLimit = static_cast<float>(kSwigluOaiLimit);
-
 void epilogue_row(const Launch& launch, const RaggedDotTask& task, float* gate, float* up) {
-  const int64_t cols = task.n_end - task.n_start;
-  if (launch.bias_f32 != nullptr) {
-    const float* bias = launch.bias_f32 + task.group * launch.N + task.n_start;
-    for (int64_t c = 0; c < cols; ++c) gate[c] += bias[c];
-    if (up != nullptr) {
-      for (int64_t c = 0; c < cols; ++c) up[c] += bias[launch.out_N + c];
-    }
-  }
-  switch (launch.gate_up) {
-    case GateUp::kNone:
-      if (launch.activation != Activation::kNone) cpu_activation_row(launch.activation, gate, cols);
-      return;
-    case GateUp::kSilu:
-    case GateUp::kGelu:
-    case GateUp::kGeluErf:
-      return cpu_glu_row(gate_activation(launch.gate_up), gate, up, gate, cols);
-    case GateUp::kSwigluOai:
-      // (clamp(up) + 1) * g sigmoid(alpha g), g = min(gate, limit), as silu(alpha g) / alpha:
-      // the vectorized silu, with the clamps and scalings as plain loops the compiler vectorizes.
-      for (int64_t c = 0; c < cols; ++c) {
-        gate[c] = kAlpha * std::min(gate[c], kLimit);
-        up[c] = (std::clamp(up[c], -kLimit, kLimit) + 1.0f) * kInvAlpha;
-      }
-      return cpu_glu_row(Activation::kSilu, gate, up, gate, cols);
-  }
+  launch.epilogue_f32->row(task.group, task.n_start, task.n_end - task.n_start, gate, up);
 }
 
 void epilogue_row(const Launch& launch, const RaggedDotTask& task, double* gate, double* up) {
@@ -328,19 +300,13 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
   launch.activation = p.activation;
   launch.gate_up = p.gate_up;
   // The bias once in the accumulation type: G * N values, read by every row of its group.
-  std::vector<float> bias_f32;
+  const RaggedDotEpilogue epilogue_f32(p, f64 ? nullptr : bias);
+  launch.epilogue_f32 = &epilogue_f32;
   std::vector<double> bias_f64;
-  if (bias != nullptr) {
-    const int64_t count = p.G * p.N;
-    if (f64) {
-      bias_f64.resize(static_cast<size_t>(count));
-      for (int64_t i = 0; i < count; ++i) bias_f64[i] = bias->get(i);
-      launch.bias_f64 = bias_f64.data();
-    } else {
-      bias_f32.resize(static_cast<size_t>(count));
-      for (int64_t i = 0; i < count; ++i) bias_f32[i] = static_cast<float>(bias->get(i));
-      launch.bias_f32 = bias_f32.data();
-    }
+  if (bias != nullptr && f64) {
+    bias_f64.resize(static_cast<size_t>(p.G * p.N));
+    for (int64_t i = 0; i < p.G * p.N; ++i) bias_f64[i] = bias->get(i);
+    launch.bias_f64 = bias_f64.data();
   }
   launch.lhs = static_cast<const char*>(lhs.raw());
   launch.rhs = static_cast<const char*>(rhs.raw());

@@ -10,14 +10,27 @@
 //
 // Threads are left to oneDNN's runtime (OpenMP in Debian's build, see onednn_engine.h), so the
 // config is empty.
+//
+// With upstream's epilogue arguments (bias, activation, fused gate/up) it is the unfused
+// composite a user would write: each group's matmul into an f32 scratch [m_g, N], then a second
+// pass over it on our pool with the same f32 epilogue as the cpu kernel (RaggedDotEpilogue; the
+// comparison isolates the fusion and the GEMM) and the rounding to the output dtype. oneDNN's
+// eltwise post-ops would cover a bias and a plain activation, but not act(gate) * up of the two
+// halves; one mechanism for every epilogue keeps the baseline one composite. group_offset: the
+// rows of the other shards' groups are zeroed like those past the group sum.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <tuple>
 
 #include "backends/cpu/onednn_engine.h"
+#include "backends/cpu/scratch.h"
+#include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
+#include "ops/ragged_dot/cpu_epilogue.h"
 
 namespace tokamax {
 namespace {
@@ -30,6 +43,8 @@ using tag = dnnl::memory::format_tag;
 using MatmulKey = std::tuple<int64_t, int64_t, int64_t, dt, dt>;  // m_g, K, N, input, output
 // Past this many shapes (a long tune over many workloads) the cache starts over rather than grow.
 constexpr size_t kMaxCachedPrimitives = 4096;
+// Rows of the epilogue pass per pool task.
+constexpr int64_t kEpilogueRows = 16;
 
 dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
@@ -40,30 +55,37 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
   void check(const RaggedDotProblem& p, const Device&) const override {
-    require_plain_ragged_dot(p, name());
     const std::string lhs(dtype_name(p.lhs_dtype)), rhs(dtype_name(p.rhs_dtype));
     const std::string out(dtype_name(p.out_dtype));
     if (p.lhs_dtype != p.rhs_dtype) {
       throw NotImplemented("onednn: lhs is " + lhs + " but rhs is " + rhs +
                            "; the baseline wires one input dtype");
     }
-    const bool f32 = p.lhs_dtype == DType::kF32 && p.out_dtype == DType::kF32;
-    const bool bf16 =
-        p.lhs_dtype == DType::kBF16 && (p.out_dtype == DType::kF32 || p.out_dtype == DType::kBF16);
+    // With an epilogue the matmul writes f32 and the pass rounds to any float output.
+    const bool any_out = p.has_epilogue() && p.out_dtype != DType::kF64;
+    const bool f32 = p.lhs_dtype == DType::kF32 && (p.out_dtype == DType::kF32 || any_out);
+    const bool bf16 = p.lhs_dtype == DType::kBF16 &&
+                      (p.out_dtype == DType::kF32 || p.out_dtype == DType::kBF16 || any_out);
     if (!f32 && !bf16) {
       throw NotImplemented("onednn: " + lhs + " inputs with a " + out +
-                           " output; the baseline wires f32->f32 and bf16->f32/bf16 only" +
+                           " output; the baseline wires f32->f32 and bf16->f32/bf16 only (any "
+                           "16-bit output with an epilogue)" +
                            (p.lhs_dtype == DType::kF64 ? " (oneDNN has no f64 matmul)" : ""));
     }
     // Ask the library rather than guess from the ISA: bf16 needs avx512_core in oneDNN 2.x.
+    const DType matmul_out = p.has_epilogue() ? DType::kF32 : p.out_dtype;
     const std::string why =
-        cpu::onednn_matmul_unavailable(onednn_type(p.lhs_dtype), onednn_type(p.out_dtype));
-    if (!why.empty()) throw NotImplemented("onednn: " + lhs + "->" + out + " matmul: " + why);
+        cpu::onednn_matmul_unavailable(onednn_type(p.lhs_dtype), onednn_type(matmul_out));
+    if (!why.empty()) {
+      throw NotImplemented("onednn: " + lhs + "->" + std::string(dtype_name(matmul_out)) +
+                           " matmul: " + why);
+    }
   }
 
   void run(const RaggedDotProblem& p, const EmptyConfig&, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
+    if (p.has_epilogue() || p.first_row() > 0) return run_composite(p, inputs, outputs);
     const Tensor& lhs = inputs.at("lhs");
     const Tensor& rhs = inputs.at("rhs");
     Tensor& out = outputs.at("out");
@@ -101,6 +123,57 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   }
 
  private:
+  // Each group's matmul into an f32 scratch, then the epilogue pass and the rounding.
+  void run_composite(const RaggedDotProblem& p, const TensorMap& inputs,
+                     TensorMap& outputs) const {
+    const int64_t K = p.K, N = p.N, out_N = p.out_N();
+    const size_t in_bytes = dtype_size(p.lhs_dtype), out_bytes = dtype_size(p.out_dtype);
+    char* lhs_data = static_cast<char*>(const_cast<void*>(inputs.at("lhs").raw()));
+    char* rhs_data = static_cast<char*>(const_cast<void*>(inputs.at("rhs").raw()));
+    char* out_data = static_cast<char*>(outputs.at("out").raw());
+    // The other shards' rows and those past the group sum are zero.
+    std::memset(out_data, 0, static_cast<size_t>(p.first_row() * out_N) * out_bytes);
+    std::memset(out_data + p.rows() * out_N * out_bytes, 0,
+                static_cast<size_t>((p.M - p.rows()) * out_N) * out_bytes);
+    if (N == 0) return;
+    const RaggedDotEpilogue epilogue(p, p.has_bias ? &inputs.at("rhs_bias") : nullptr);
+    const dt in_type = onednn_type(p.lhs_dtype);
+    const dnnl::engine& engine = cpu::onednn_engine();
+    dnnl::stream stream(engine);
+    // Grow-only scratch, reused across calls: first-touch page faults of a fresh buffer would
+    // be charged to the baseline on every call.
+    thread_local cpu::ScratchBuffer scratch;
+    for (int64_t g = 0; g < p.G; ++g) {
+      const int64_t m_g = p.group_sizes[g], row0 = p.group_starts[g];
+      if (m_g == 0) continue;
+      float* y = scratch.floats(static_cast<size_t>(m_g * N));
+      if (K == 0) {
+        std::memset(y, 0, static_cast<size_t>(m_g * N) * sizeof(float));
+      } else {
+        const dnnl::matmul matmul = primitive({m_g, K, N, in_type, dt::f32});
+        dnnl::memory src(cpu::onednn_plain_desc(m_g, K, in_type), engine,
+                         lhs_data + row0 * K * in_bytes);
+        dnnl::memory weights(cpu::onednn_plain_desc(K, N, in_type), engine,
+                             rhs_data + g * K * N * in_bytes);
+        dnnl::memory dst(cpu::onednn_plain_desc(m_g, N, dt::f32), engine, y);
+        matmul.execute(stream,
+                       {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+        stream.wait();
+      }
+      char* out_rows = out_data + row0 * out_N * static_cast<int64_t>(out_bytes);
+      const bool gate_up = p.gate_up != GateUp::kNone;
+      cpu::parallel_for((m_g + kEpilogueRows - 1) / kEpilogueRows, 0, [&](int64_t task, int) {
+        const int64_t r0 = task * kEpilogueRows, r1 = std::min(m_g, r0 + kEpilogueRows);
+        for (int64_t r = r0; r < r1; ++r) {
+          float* row = y + r * N;
+          epilogue.row(g, 0, out_N, row, gate_up ? row + out_N : nullptr);
+        }
+        store_rows(y + r0 * N, N, r1 - r0, out_N, p.out_dtype,
+                   out_rows + r0 * out_N * static_cast<int64_t>(out_bytes), out_N);
+      });
+    }
+  }
+
   // The primitive of one group shape, created on first use.
   dnnl::matmul primitive(const MatmulKey& key) const {
     return primitives_.get(key, [&] {
