@@ -1,8 +1,10 @@
 // Element types: names, sizes, round-to-nearest-even conversions for bf16 and f16.
 #include "ops/framework/dtype.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 
 #include "ops/framework/errors.h"
 
@@ -22,6 +24,10 @@ std::string_view dtype_name(DType dtype) {
       return "i32";
     case DType::kBool:
       return "bool";
+    case DType::kI8:
+      return "i8";
+    case DType::kF8E4M3:
+      return "f8e4m3";
   }
   return "?";
 }
@@ -33,8 +39,10 @@ DType parse_dtype(std::string_view name) {
   if (name == "f16" || name == "float16") return DType::kF16;
   if (name == "i32" || name == "int32") return DType::kI32;
   if (name == "bool") return DType::kBool;
+  if (name == "i8" || name == "int8") return DType::kI8;
+  if (name == "f8e4m3" || name == "float8_e4m3fn") return DType::kF8E4M3;
   throw InvalidArgument("unknown dtype '" + std::string(name) +
-                        "' (expected one of f64, f32, bf16, f16, i32, bool)");
+                        "' (expected one of f64, f32, bf16, f16, i32, bool, i8, f8e4m3)");
 }
 
 size_t dtype_size(DType dtype) {
@@ -48,12 +56,19 @@ size_t dtype_size(DType dtype) {
     case DType::kF16:
       return 2;
     case DType::kBool:
+    case DType::kI8:
+    case DType::kF8E4M3:
       return 1;
   }
   return 0;
 }
 
-bool is_floating(DType dtype) { return dtype != DType::kI32 && dtype != DType::kBool; }
+bool is_floating(DType dtype) {
+  return dtype == DType::kF64 || dtype == DType::kF32 || dtype == DType::kBF16 ||
+         dtype == DType::kF16;
+}
+
+bool is_quantized(DType dtype) { return dtype == DType::kI8 || dtype == DType::kF8E4M3; }
 
 double unit_roundoff(DType dtype) {
   switch (dtype) {
@@ -65,8 +80,11 @@ double unit_roundoff(DType dtype) {
       return std::ldexp(1.0, -8);
     case DType::kF16:
       return std::ldexp(1.0, -11);
+    case DType::kF8E4M3:
+      return std::ldexp(1.0, -4);
     case DType::kI32:
     case DType::kBool:
+    case DType::kI8:
       return 0.0;
   }
   return 0.0;
@@ -82,11 +100,48 @@ double subnormal_floor(DType dtype) {
       return std::ldexp(1.0, -150);
     case DType::kF64:
       return std::ldexp(1.0, -1075);
+    case DType::kF8E4M3:
+      return std::ldexp(1.0, -10);
     case DType::kI32:
     case DType::kBool:
+    case DType::kI8:
       return 0.0;
   }
   return 0.0;
+}
+
+float f8e4m3_to_float(f8e4m3 value) {
+  const int sign = value.bits >> 7, exponent = (value.bits >> 3) & 0xF, mantissa = value.bits & 7;
+  if (exponent == 0xF && mantissa == 7) return std::numeric_limits<float>::quiet_NaN();
+  const float magnitude = exponent == 0
+                              ? std::ldexp(static_cast<float>(mantissa), -9)
+                              : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  return sign ? -magnitude : magnitude;
+}
+
+f8e4m3 double_to_f8e4m3(double value) {
+  if (std::isnan(value)) return f8e4m3{0x7F};
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  const double a = std::fabs(value);
+  // The codes 0x00..0x7E are the finite magnitudes in increasing order: the nearest one, ties to
+  // the even code (an even mantissa), by bisection over them.
+  int lo = 0, hi = 0x7E;
+  if (a >= 464.0) return f8e4m3{static_cast<uint8_t>(sign | 0x7F)};  // past 448 + half a step
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (f8e4m3_to_float(f8e4m3{static_cast<uint8_t>(mid)}) <= a) lo = mid; else hi = mid;
+  }
+  const double below = f8e4m3_to_float(f8e4m3{static_cast<uint8_t>(lo)});
+  const double above = f8e4m3_to_float(f8e4m3{static_cast<uint8_t>(hi)});
+  int code = lo;
+  if (a - below > above - a || (a - below == above - a && (lo & 1))) code = hi;
+  if (a <= below) code = lo;
+  return f8e4m3{static_cast<uint8_t>(sign | code)};
+}
+
+int8_t double_to_i8(double value) {
+  if (std::isnan(value)) return 0;
+  return static_cast<int8_t>(std::clamp(std::nearbyint(value), -128.0, 127.0));
 }
 
 bf16 float_to_bf16(float value) {

@@ -1,4 +1,5 @@
-// Element types (f64, f32, bf16, f16, i32, bool) and the bf16/f16 <-> f32 conversions.
+// Element types (f64, f32, bf16, f16, i32, bool, and the quantized i8 and f8e4m3) and the
+// conversions of the narrow floats.
 #pragma once
 
 #include <bit>
@@ -9,7 +10,7 @@
 
 namespace tokamax {
 
-enum class DType { kF64, kF32, kBF16, kF16, kI32, kBool };
+enum class DType { kF64, kF32, kBF16, kF16, kI32, kBool, kI8, kF8E4M3 };
 
 // Storage types for the 16-bit floats: plain bit containers so that host tensors are trivially
 // copyable; arithmetic happens after conversion to float.
@@ -19,14 +20,23 @@ struct bf16 {
 struct f16 {
   uint16_t bits = 0;
 };
+// OCP float8 e4m3 (ml_dtypes' float8_e4m3fn): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no
+// infinities, 0x7f / 0xff are NaN, the largest finite value is 448.
+struct f8e4m3 {
+  uint8_t bits = 0;
+};
 
 std::string_view dtype_name(DType dtype);
-// Parses "f32", "bf16", "bool", ...; aliases "float32", "bfloat16", "float16", "float64",
-// "int32". bool is stored one byte per element (0 or 1), like numpy's.
+// Parses "f32", "bf16", "bool", "i8", "f8e4m3", ...; aliases "float32", "bfloat16", "float16",
+// "float64", "int32", "int8", "float8_e4m3fn". bool is stored one byte per element (0 or 1), like
+// numpy's.
 // Throws InvalidArgument naming the accepted spellings.
 DType parse_dtype(std::string_view name);
 size_t dtype_size(DType dtype);
+// The float types arithmetic runs in (f64, f32, bf16, f16): not the quantized storage types.
 bool is_floating(DType dtype);
+// The storage types of quantized weights (i8, f8e4m3), which come with a scale.
+bool is_quantized(DType dtype);
 // Unit roundoff u = 2^-(mantissa bits + 1): the relative error of one rounding.
 double unit_roundoff(DType dtype);
 // Half the smallest subnormal of a float dtype (0 for the others): the absolute rounding error
@@ -41,6 +51,13 @@ inline float bf16_to_float(bf16 value) {
 }
 f16 float_to_f16(float value);
 float f16_to_float(f16 value);
+// Exact; NaN for the NaN codes.
+float f8e4m3_to_float(f8e4m3 value);
+// Round to nearest even; NaN and values past the largest finite one after rounding (|x| >= 464)
+// become NaN, as ml_dtypes' non-saturating cast.
+f8e4m3 double_to_f8e4m3(double value);
+// Round to nearest even, saturated to [-128, 127] (NaN: 0).
+int8_t double_to_i8(double value);
 // From double with a single rounding (no double rounding through float): the double is first
 // rounded to float with round-to-odd, which float's extra precision makes exact for the final
 // round-to-nearest-even step.
@@ -74,6 +91,14 @@ template <>
 struct DTypeOf<bool> {
   static constexpr DType value = DType::kBool;
 };
+template <>
+struct DTypeOf<int8_t> {
+  static constexpr DType value = DType::kI8;
+};
+template <>
+struct DTypeOf<f8e4m3> {
+  static constexpr DType value = DType::kF8E4M3;
+};
 
 // Element conversions used by references and kernels.
 inline float to_float(float x) { return x; }
@@ -85,6 +110,8 @@ inline double to_double(bf16 x) { return bf16_to_float(x); }
 inline double to_double(f16 x) { return f16_to_float(x); }
 inline double to_double(int32_t x) { return x; }
 inline double to_double(bool x) { return x ? 1.0 : 0.0; }
+inline double to_double(int8_t x) { return x; }
+inline double to_double(f8e4m3 x) { return f8e4m3_to_float(x); }
 
 template <typename T>
 T from_double(double x);

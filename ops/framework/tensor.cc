@@ -139,6 +139,10 @@ double Tensor::get(int64_t i) const {
       return static_cast<const int32_t*>(raw())[i];
     case DType::kBool:
       return static_cast<const uint8_t*>(raw())[i] != 0 ? 1.0 : 0.0;
+    case DType::kI8:
+      return static_cast<const int8_t*>(raw())[i];
+    case DType::kF8E4M3:
+      return f8e4m3_to_float(static_cast<const f8e4m3*>(raw())[i]);
   }
   return 0.0;
 }
@@ -163,6 +167,12 @@ void Tensor::set(int64_t i, double value) {
       break;
     case DType::kBool:
       static_cast<uint8_t*>(raw())[i] = value != 0.0 ? 1 : 0;
+      break;
+    case DType::kI8:
+      static_cast<int8_t*>(raw())[i] = double_to_i8(value);
+      break;
+    case DType::kF8E4M3:
+      static_cast<f8e4m3*>(raw())[i] = double_to_f8e4m3(value);
       break;
   }
 }

@@ -13,7 +13,9 @@ namespace {
 
 using nlohmann::json;
 
-TensorSpec bind_tensor(const json& args, const char* name, int rank, const char* shape_doc) {
+// A tensor argument of `rank`; float, or also quantized (i8, f8e4m3) when `quantized_ok`.
+TensorSpec bind_tensor(const json& args, const char* name, int rank, const char* shape_doc,
+                       bool quantized_ok = false) {
   if (!args.contains(name)) {
     throw InvalidArgument(
         std::string("ragged_dot: missing argument '") + name + "' (" + shape_doc + ")", name);
@@ -35,10 +37,11 @@ TensorSpec bind_tensor(const json& args, const char* name, int rank, const char*
                               std::to_string(rank) + " " + shape_doc + ", got " + spec.to_string(),
                           name);
   }
-  if (!is_floating(spec.dtype)) {
-    throw InvalidArgument(
-        std::string("ragged_dot: ") + name + " must be a float tensor, got " + spec.to_string(),
-        name);
+  if (!is_floating(spec.dtype) && !(quantized_ok && is_quantized(spec.dtype))) {
+    throw InvalidArgument(std::string("ragged_dot: ") + name + " must be a float tensor" +
+                              (quantized_ok ? " (or quantized i8 / f8e4m3 with rhs_scale)" : "") +
+                              ", got " + spec.to_string(),
+                          name);
   }
   return spec;
 }
@@ -177,6 +180,12 @@ RaggedDotProblem RaggedDotProblem::from(const BoundArgs& args) {
     problem.has_bias = true;
     problem.bias_dtype = args.tensor("rhs_bias").dtype;
   }
+  if (args.has("rhs_scale")) {
+    const TensorSpec scale = args.tensor("rhs_scale");
+    problem.scale_dtype = scale.dtype;
+    problem.scale_blocks = scale.rank() == 3 ? scale.dims[1] : 1;
+  }
+  problem.quantize_lhs = args.has("maybe_quantize_lhs");
   if (args.has("activation")) {
     problem.activation = parse_activation(args.option("activation").get<std::string>());
   }
@@ -202,6 +211,11 @@ std::string RaggedDotProblem::extended_arguments() const {
     add("group_offset=" + std::to_string(group_offset) + " of " +
         std::to_string(all_group_sizes.size()) + " groups");
   }
+  if (is_quantized(rhs_dtype)) {
+    add("rhs " + std::string(dtype_name(rhs_dtype)) + " with rhs_scale" +
+        (scale_blocks > 1 ? " per " + std::to_string(scale_blocks) + " K blocks" : ""));
+  }
+  if (quantize_lhs) add("maybe_quantize_lhs");
   if (has_bias) add("rhs_bias");
   if (activation != Activation::kNone)
     add("activation=" + std::string(activation_name(activation)));
@@ -257,7 +271,9 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
                                            "rhs_bias",
                                            "activation",
                                            "fuse_gateup_activation",
-                                           "zero_initialize"};
+                                           "zero_initialize",
+                                           "rhs_scale",
+                                           "maybe_quantize_lhs"};
   for (auto it = args.begin(); it != args.end(); ++it) {
     if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) {
       std::string known;
@@ -267,7 +283,7 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
     }
   }
   const TensorSpec lhs = bind_tensor(args, "lhs", 2, "[M, K]");
-  const TensorSpec rhs = bind_tensor(args, "rhs", 3, "[G, K, N]");
+  const TensorSpec rhs = bind_tensor(args, "rhs", 3, "[G, K, N]", /*quantized_ok=*/true);
   const int64_t M = lhs.dims[0], K = lhs.dims[1];
   const int64_t G = rhs.dims[0], rhs_K = rhs.dims[1], N = rhs.dims[2];
   if (rhs_K != K) {
@@ -310,7 +326,61 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
     }
   }
 
-  DType out_dtype = default_output(lhs.dtype, rhs.dtype);
+  // Quantized weights: rhs i8 / f8e4m3 with rhs_scale per expert and output column [G, N] or per
+  // K block [G, K / b, N]; maybe_quantize_lhs quantizes lhs per row and K block to int8.
+  const bool quantized = is_quantized(rhs.dtype);
+  const bool has_scale = args.contains("rhs_scale") && !args.at("rhs_scale").is_null();
+  if (quantized != has_scale) {
+    throw InvalidArgument(
+        quantized ? "ragged_dot: rhs " + rhs.to_string() +
+                        " is quantized: it needs rhs_scale, f32[G, N] (per expert and column) "
+                        "or f32[G, K / b, N] (per K block of b rows)"
+                  : "ragged_dot: rhs_scale is the scale of quantized weights, but rhs " +
+                        rhs.to_string() + " is not quantized (i8 or f8e4m3)",
+        quantized ? "rhs" : "rhs_scale");
+  }
+  TensorSpec scale;
+  if (has_scale) {
+    const json& value = args.at("rhs_scale");
+    try {
+      if (!value.is_string()) throw InvalidArgument("not a string");
+      scale = parse_tensor_spec(value.get<std::string>());
+    } catch (const InvalidArgument&) {
+      throw InvalidArgument("ragged_dot: rhs_scale must be a tensor spec like f32[" +
+                                std::to_string(G) + "," + std::to_string(N) + "], got " +
+                                value.dump(),
+                            "rhs_scale");
+    }
+    const bool per_channel = scale.rank() == 2 && scale.dims == std::vector<int64_t>{G, N};
+    const bool per_block = scale.rank() == 3 && scale.dims[0] == G && scale.dims[2] == N &&
+                           scale.dims[1] >= 1 && K % scale.dims[1] == 0;
+    if (!is_floating(scale.dtype) || !(per_channel || per_block)) {
+      throw InvalidArgument("ragged_dot: rhs_scale must be a float [G, N] = [" +
+                                std::to_string(G) + ", " + std::to_string(N) +
+                                "] or [G, K / b, N] with K / b dividing K=" + std::to_string(K) +
+                                ", got " + scale.to_string(),
+                            "rhs_scale");
+    }
+  }
+  bool quantize_lhs = false;
+  if (args.contains("maybe_quantize_lhs") && !args.at("maybe_quantize_lhs").is_null()) {
+    const json& value = args.at("maybe_quantize_lhs");
+    if (!value.is_boolean()) {
+      throw InvalidArgument(
+          "ragged_dot: maybe_quantize_lhs must be true or false, got " + value.dump(),
+          "maybe_quantize_lhs");
+    }
+    quantize_lhs = value.get<bool>();
+    if (quantize_lhs && rhs.dtype != DType::kI8) {
+      throw InvalidArgument(
+          "ragged_dot: maybe_quantize_lhs quantizes lhs to int8 for an int8 rhs; rhs is " +
+              rhs.to_string(),
+          "maybe_quantize_lhs");
+    }
+  }
+
+  // Quantized weights keep lhs's type by default (jnp.result_type(bf16, int8) is bf16).
+  DType out_dtype = quantized ? lhs.dtype : default_output(lhs.dtype, rhs.dtype);
   if (args.contains("preferred_element_type") && !args.at("preferred_element_type").is_null()) {
     const json& value = args.at("preferred_element_type");
     if (!value.is_string()) {
@@ -374,6 +444,8 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
     }
     bound.args["rhs_bias"] = bias.to_string();
   }
+  if (has_scale) bound.args["rhs_scale"] = scale.to_string();
+  if (quantize_lhs) bound.args["maybe_quantize_lhs"] = true;
   if (activation != "none") bound.args["activation"] = activation;
   if (gate_up != "none") bound.args["fuse_gateup_activation"] = gate_up;
   return bound;
@@ -386,6 +458,7 @@ std::vector<TensorDecl> RaggedDotOp::inputs(const BoundArgs& args) const {
       {"rhs", args.tensor("rhs")},
       {"group_sizes", TensorSpec{DType::kI32, {static_cast<int64_t>(p.all_group_sizes.size())}}}};
   if (p.has_bias) decls.push_back({"rhs_bias", args.tensor("rhs_bias")});
+  if (p.quantized()) decls.push_back({"rhs_scale", args.tensor("rhs_scale")});
   return decls;
 }
 
@@ -408,6 +481,7 @@ double RaggedDotOp::bytes(const BoundArgs& args) const {
   return static_cast<double>(p.owned_rows()) * p.K * dtype_size(p.lhs_dtype) +
          used_groups * p.K * p.N * dtype_size(p.rhs_dtype) +
          (p.has_bias ? used_groups * p.N * dtype_size(p.bias_dtype) : 0.0) +
+         (p.quantized() ? used_groups * p.scale_blocks * p.N * dtype_size(p.scale_dtype) : 0.0) +
          static_cast<double>(p.M) * p.out_N() * dtype_size(p.out_dtype) +
          static_cast<double>(p.all_group_sizes.size()) * 4.0;
 }

@@ -8,6 +8,9 @@
 //   N      columns of rhs; the output has N columns, or N / 2 with fuse_gateup_activation
 //   rows   sum(group_sizes) <= M; output rows past it are zero
 //
+// Quantized weights (upstream's gmm_v2): rhs i8 or f8e4m3 with rhs_scale f32[G, N] or
+// f32[G, K / b, N]; maybe_quantize_lhs (int8 rhs only) quantizes lhs per row and K block to int8.
+//
 // Upstream's epilogue arguments (RaggedDot.bind): group_offset (the rows of group
 // group_offset + g are multiplied by rhs[g]; rows of groups outside [group_offset,
 // group_offset + G) are zero), rhs_bias [G, N] added to the product, then either `activation`
@@ -75,6 +78,16 @@ struct RaggedDotProblem {
   DType bias_dtype = DType::kF32;
   Activation activation = Activation::kNone;
   GateUp gate_up = GateUp::kNone;
+  // Quantized weights: rhs_dtype i8 / f8e4m3 with rhs_scale [G, scale_blocks, N] (scale_blocks
+  // = 1: [G, N]); rhs[g, k, n] means rhs[g, k, n] * rhs_scale[g, k / block_k(), n].
+  DType scale_dtype = DType::kF32;
+  int64_t scale_blocks = 1;
+  // maybe_quantize_lhs: each row's K block b of lhs as int8, s = max|lhs[m, b]| / 127 and
+  // q = round(lhs / s), the product taken of s * q.
+  bool quantize_lhs = false;
+
+  bool quantized() const { return is_quantized(rhs_dtype); }
+  int64_t block_k() const { return K / scale_blocks; }
 
   // Rows of the owned groups: [first_row(), rows()).
   int64_t first_row() const { return group_starts.front(); }
@@ -129,7 +142,8 @@ void ragged_dot_reference(const RaggedDotProblem& problem,
                           const Tensor& rhs,  // [G, K, N]
                           // Outputs.
                           Tensor& out,  // [M, out_N] out_dtype
-                          // Input: rhs_bias [G, N] when the problem has one.
-                          const Tensor* bias = nullptr);
+                          // Inputs: rhs_bias [G, N] and rhs_scale [G, (K / b,) N] when the
+                          // problem has them.
+                          const Tensor* bias = nullptr, const Tensor* scale = nullptr);
 
 }  // namespace tokamax

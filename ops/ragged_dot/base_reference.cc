@@ -10,6 +10,7 @@
 #include "ops/framework/random.h"
 #include "ops/framework/reference_implementation.h"
 #include "ops/ragged_dot/base.h"
+#include "ops/ragged_dot/quantize.h"
 
 namespace tokamax {
 
@@ -47,7 +48,16 @@ TensorMap RaggedDotOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // O(1) at any K and low-precision outputs neither overflow nor underflow.
   Tensor lhs = normal_tensor(args.tensor("lhs"), seed, "lhs");
   const double rhs_scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(p.K, 1)));
-  Tensor rhs = normal_tensor(args.tensor("rhs"), seed, "rhs", rhs_scale);
+  // Quantized weights: codes spread over the type's range (i8: sigma 36, |q| <= 125; f8e4m3:
+  // N(0, 1)) and scales that bring the dequantized weights back to N(0, 1/K), each scale
+  // different (+-17% at most) so that a wrong scale index shows.
+  const double code_sigma = p.rhs_dtype == DType::kI8 ? 36.0 : 1.0;
+  Tensor rhs = normal_tensor(args.tensor("rhs"), seed, "rhs", p.quantized() ? code_sigma : rhs_scale);
+  if (p.quantized()) {
+    const double base = rhs_scale / code_sigma;
+    inputs.emplace("rhs_scale",
+                   normal_tensor(args.tensor("rhs_scale"), seed, "rhs_scale", 0.05 * base, base));
+  }
   const int64_t Gt = static_cast<int64_t>(p.all_group_sizes.size());
   Tensor group_sizes(TensorSpec{DType::kI32, {Gt}});
   for (int64_t g = 0; g < Gt; ++g)
@@ -81,21 +91,39 @@ OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
   const Tensor& lhs = inputs.find("lhs")->second;
   const Tensor& rhs = inputs.find("rhs")->second;
   const Tensor* bias = p.has_bias ? &inputs.find("rhs_bias")->second : nullptr;
+  const Tensor* scale = p.quantized() ? &inputs.find("rhs_scale")->second : nullptr;
   const int64_t out_N = p.out_N();
+  const int64_t bk = p.block_k();
   const ErrorModel model = error_model(args);
   const double n = model.accumulation_length;
   const double n_u = n * model.accumulation_roundoff;
   const double gamma = n_u / (1.0 - n_u);
-  const double floor_term = p.has_epilogue() ? subnormal_floor(p.out_dtype) / n_u : 0.0;
-  // The product of one column plus its bias, and its magnitude.
+  const double floor_term =
+      p.has_epilogue() || p.quantized() ? subnormal_floor(p.out_dtype) / n_u : 0.0;
+  // maybe_quantize_lhs: each row's block scales, as the implementations compute them.
+  std::vector<float> lhs_row(static_cast<size_t>(p.K)), lhs_scales(static_cast<size_t>(p.scale_blocks));
+  std::vector<int8_t> codes(static_cast<size_t>(p.K));
+  int64_t scaled_row = -1;
+  // The product of one column plus its bias, and its magnitude: the dequantized weights times
+  // the unquantized lhs; with maybe_quantize_lhs the quantization error of lhs (at most
+  // s_b / 2 per element) joins the magnitude, scaled so that the bound's gamma gives it back.
   auto column = [&](int64_t row, int64_t g, int64_t col, double& magnitude) {
-    double value = 0.0;
+    if (p.quantize_lhs && scaled_row != row) {
+      for (int64_t k = 0; k < p.K; ++k) lhs_row[k] = static_cast<float>(lhs.get(row * p.K + k));
+      quantize_row_int8(lhs_row.data(), p.K, bk, codes.data(), lhs_scales.data());
+      scaled_row = row;
+    }
+    double value = 0.0, quantization = 0.0;
     magnitude = 0.0;
     for (int64_t k = 0; k < p.K; ++k) {
-      const double term = lhs.get(row * p.K + k) * rhs.get((g * p.K + k) * p.N + col);
+      double w = rhs.get((g * p.K + k) * p.N + col);
+      if (scale != nullptr) w *= scale->get((g * p.scale_blocks + k / bk) * p.N + col);
+      const double term = lhs.get(row * p.K + k) * w;
       value += term;
       magnitude += std::fabs(term);
+      if (p.quantize_lhs) quantization += lhs_scales[k / bk] * std::fabs(w);
     }
+    if (p.quantize_lhs) magnitude += (0.5 + kQuantizeSlack) * quantization / gamma;
     if (bias != nullptr) {
       const double b = bias->get(g * p.N + col);
       value += b;
@@ -170,70 +198,85 @@ ErrorModel RaggedDotOp::error_model(const BoundArgs& args) const {
 
 template <typename Acc>
 void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Tensor& rhs,
-                          Tensor& out, const Tensor* bias) {
-  const int64_t K = p.K, N = p.N, out_N = p.out_N();
+                          Tensor& out, const Tensor* bias, const Tensor* scale) {
+  const int64_t K = p.K, N = p.N, out_N = p.out_N(), bk = p.block_k();
   if (p.has_bias && bias == nullptr) {
     throw InvalidArgument("ragged_dot reference: the problem has rhs_bias but none was given");
   }
+  if (p.quantized() && scale == nullptr) {
+    throw InvalidArgument("ragged_dot reference: the problem has rhs_scale but none was given");
+  }
   std::vector<Acc> acc(static_cast<size_t>(N));
-  dispatch_float(p.lhs_dtype, [&](auto lhs_type) {
-    using L = decltype(lhs_type);
-    dispatch_float(p.rhs_dtype, [&](auto rhs_type) {
-      using R = decltype(rhs_type);
-      dispatch_float(p.out_dtype, [&](auto out_type) {
-        using O = decltype(out_type);
-        const L* lhs_data = lhs.data<L>();
-        const R* rhs_data = rhs.data<R>();
-        O* out_data = out.data<O>();
-        for (int64_t i = 0; i < p.first_row() * out_N; ++i) out_data[i] = from_double<O>(0.0);
-        for (int64_t g = 0; g < p.G; ++g) {
-          const R* rhs_g = rhs_data + g * K * N;
-          for (int64_t row = p.group_starts[g]; row < p.group_starts[g + 1]; ++row) {
-            std::fill(acc.begin(), acc.end(), Acc(0));
-            // k-outer, n-inner: the rhs row is contiguous, and every output still sums its K
-            // terms in order k = 0..K-1, the order the error bound assumes.
-            for (int64_t k = 0; k < K; ++k) {
-              const Acc a = static_cast<Acc>(to_double(lhs_data[row * K + k]));
-              const R* rhs_row = rhs_g + k * N;
-              for (int64_t n = 0; n < N; ++n) acc[n] += a * static_cast<Acc>(to_double(rhs_row[n]));
-            }
-            // The epilogue, in the accumulator: bias, then the activation or act(gate) * up.
-            if (bias != nullptr) {
-              for (int64_t n = 0; n < N; ++n) acc[n] += static_cast<Acc>(bias->get(g * N + n));
-            }
-            O* out_row = out_data + row * out_N;
-            if (p.gate_up != GateUp::kNone) {
-              for (int64_t n = 0; n < out_N; ++n) {
-                out_row[n] = from_double<O>(apply_gate_up<Acc>(p.gate_up, acc[n], acc[n + out_N]));
-              }
-            } else {
-              for (int64_t n = 0; n < N; ++n) {
-                out_row[n] = from_double<O>(apply_activation<Acc>(p.activation, acc[n]));
-              }
-            }
+  // One group's weights in the accumulator (dequantized: code * scale), and one lhs row (with
+  // maybe_quantize_lhs: s * q, the values the product is taken of).
+  std::vector<Acc> rhs_g(static_cast<size_t>(K * N)), a(static_cast<size_t>(K));
+  std::vector<float> row_f32(static_cast<size_t>(K)), row_scales(static_cast<size_t>(p.scale_blocks));
+  std::vector<int8_t> codes(static_cast<size_t>(K));
+  dispatch_float(p.out_dtype, [&](auto out_type) {
+    using O = decltype(out_type);
+    O* out_data = out.data<O>();
+    for (int64_t i = 0; i < p.first_row() * out_N; ++i) out_data[i] = from_double<O>(0.0);
+    for (int64_t g = 0; g < p.G; ++g) {
+      if (p.group_sizes[g] == 0) continue;
+      for (int64_t k = 0; k < K; ++k) {
+        for (int64_t n = 0; n < N; ++n) {
+          Acc w = static_cast<Acc>(rhs.get((g * K + k) * N + n));
+          if (scale != nullptr) w *= static_cast<Acc>(scale->get((g * p.scale_blocks + k / bk) * N + n));
+          rhs_g[k * N + n] = w;
+        }
+      }
+      for (int64_t row = p.group_starts[g]; row < p.group_starts[g + 1]; ++row) {
+        for (int64_t k = 0; k < K; ++k) a[k] = static_cast<Acc>(lhs.get(row * K + k));
+        if (p.quantize_lhs) {
+          for (int64_t k = 0; k < K; ++k) row_f32[k] = static_cast<float>(a[k]);
+          quantize_row_int8(row_f32.data(), K, bk, codes.data(), row_scales.data());
+          for (int64_t k = 0; k < K; ++k) {
+            a[k] = static_cast<Acc>(row_scales[k / bk]) * static_cast<Acc>(codes[k]);
           }
         }
-        for (int64_t i = p.rows() * out_N; i < p.M * out_N; ++i) out_data[i] = from_double<O>(0.0);
-      });
-    });
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        // k-outer, n-inner: the rhs row is contiguous, and every output still sums its K
+        // terms in order k = 0..K-1, the order the error bound assumes.
+        for (int64_t k = 0; k < K; ++k) {
+          const Acc* w = rhs_g.data() + k * N;
+          for (int64_t n = 0; n < N; ++n) acc[n] += a[k] * w[n];
+        }
+        // The epilogue, in the accumulator: bias, then the activation or act(gate) * up.
+        if (bias != nullptr) {
+          for (int64_t n = 0; n < N; ++n) acc[n] += static_cast<Acc>(bias->get(g * N + n));
+        }
+        O* out_row = out_data + row * out_N;
+        if (p.gate_up != GateUp::kNone) {
+          for (int64_t n = 0; n < out_N; ++n) {
+            out_row[n] = from_double<O>(apply_gate_up<Acc>(p.gate_up, acc[n], acc[n + out_N]));
+          }
+        } else {
+          for (int64_t n = 0; n < N; ++n) {
+            out_row[n] = from_double<O>(apply_activation<Acc>(p.activation, acc[n]));
+          }
+        }
+      }
+    }
+    for (int64_t i = p.rows() * out_N; i < p.M * out_N; ++i) out_data[i] = from_double<O>(0.0);
   });
 }
 
 template void ragged_dot_reference<float>(const RaggedDotProblem&, const Tensor&, const Tensor&,
-                                          Tensor&, const Tensor*);
+                                          Tensor&, const Tensor*, const Tensor*);
 template void ragged_dot_reference<double>(const RaggedDotProblem&, const Tensor&, const Tensor&,
-                                           Tensor&, const Tensor*);
+                                           Tensor&, const Tensor*, const Tensor*);
 
 namespace {
 
 void run_reference(const RaggedDotProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
   Tensor& out = outputs.at("out");
   const Tensor* bias = problem.has_bias ? &inputs.at("rhs_bias") : nullptr;
+  const Tensor* scale = problem.quantized() ? &inputs.at("rhs_scale") : nullptr;
   // f64 outputs accumulate in f64; everything else in f32, as upstream's reference does.
   if (problem.out_dtype == DType::kF64) {
-    ragged_dot_reference<double>(problem, inputs.at("lhs"), inputs.at("rhs"), out, bias);
+    ragged_dot_reference<double>(problem, inputs.at("lhs"), inputs.at("rhs"), out, bias, scale);
   } else {
-    ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), out, bias);
+    ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), out, bias, scale);
   }
 }
 

@@ -41,6 +41,10 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
                            " output; the kernel accumulates in f64 only for f64 outputs, and "
                            "an f32 accumulator would drop the f64 inputs' precision");
     }
+    if (p.quantized() && (p.out_dtype == DType::kF64 || p.lhs_dtype == DType::kF64)) {
+      throw NotImplemented("cpu: quantized rhs with f64 lhs or output; the kernel dequantizes "
+                           "into f32 panels");
+    }
   }
 
   void check_config(const RaggedDotProblem& p, const CpuRaggedDotConfig& c,
@@ -91,7 +95,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     options.native_bf16 = c.bf16_path == "native_dot";
     options.num_threads = c.num_threads;
     ragged_dot_cpu_kernel(p, work, options, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"),
-                          p.has_bias ? &inputs.at("rhs_bias") : nullptr);
+                          p.has_bias ? &inputs.at("rhs_bias") : nullptr,
+                          p.quantized() ? &inputs.at("rhs_scale") : nullptr);
   }
 };
 

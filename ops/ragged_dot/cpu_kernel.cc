@@ -44,6 +44,7 @@
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_epilogue.h"
+#include "ops/ragged_dot/quantize.h"
 
 namespace tokamax {
 namespace {
@@ -76,6 +77,10 @@ struct Launch {
   bool epilogue = false;
   const RaggedDotEpilogue* epilogue_f32 = nullptr;  // f32 accumulation
   const double* bias_f64 = nullptr;                 // f64 accumulation
+  // Quantized rhs (codes of rhs_dtype): rhs_scale [G, scale_blocks, N] in f32, K blocks of
+  // block_k rows; the packed panels hold the dequantized weights.
+  const float* scale = nullptr;
+  int64_t scale_blocks = 1, block_k = 1;
   Activation activation = Activation::kNone;
   GateUp gate_up = GateUp::kNone;
 };
@@ -103,7 +108,10 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
   // rhs[g] from its column col_offset on; its rows keep the stride N.
   const char* rhs_g = launch.rhs + (task.group * K * N + col_offset) * rhs_size;
   // A task of one micro-panel reads each rhs element once: packing would copy it for nothing.
-  const bool in_place_rhs = !f64 && !options.native_bf16 && (!options.pack_rhs || rows <= mr);
+  // Quantized codes are always packed: the pack dequantizes them.
+  const bool quantized = launch.scale != nullptr;
+  const bool in_place_rhs =
+      !f64 && !quantized && !options.native_bf16 && (!options.pack_rhs || rows <= mr);
   if (in_place_rhs && rows <= kCpuStreamRows) {
     StreamArgs args{};
     args.lhs = lhs_rows;
@@ -176,8 +184,15 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
         }
       }
       if (packed_from < cols) {
-        pack_rhs_panel(launch.rhs_dtype, rhs_block + packed_from * rhs_size, N, depth,
-                       cols - packed_from, nr, rhs_panel);
+        if (quantized) {
+          const float* scale_g =
+              launch.scale + task.group * launch.scale_blocks * N + col_offset + n0;
+          pack_rhs_panel_dequant(launch.rhs_dtype, rhs_block, N, depth, cols, nr, scale_g, N, k0,
+                                 launch.block_k, reinterpret_cast<float*>(rhs_panel));
+        } else {
+          pack_rhs_panel(launch.rhs_dtype, rhs_block + packed_from * rhs_size, N, depth,
+                         cols - packed_from, nr, rhs_panel);
+        }
         args.rhs = rhs_panel;
         args.rhs_packed = true;
         args.rhs_strip_stride = depth * nr;
@@ -277,7 +292,7 @@ void check_shape(const Tensor& tensor, const std::vector<int64_t>& dims, const c
 
 void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& work,
                            const CpuKernelOptions& options, const Tensor& lhs, const Tensor& rhs,
-                           Tensor& out, const Tensor* bias) {
+                           Tensor& out, const Tensor* bias, const Tensor* scale) {
   check_shape(lhs, {p.M, p.K}, "lhs");
   check_shape(rhs, {p.G, p.K, p.N}, "rhs");
   check_shape(out, {p.M, p.out_N()}, "out");
@@ -289,6 +304,13 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
   const bool f64 = out.dtype() == DType::kF64;
   if (!f64 && (lhs.dtype() == DType::kF64 || rhs.dtype() == DType::kF64)) {
     throw NotImplemented("cpu ragged_dot: f64 inputs need an f64 output");
+  }
+  if (p.quantized() != (scale != nullptr)) {
+    throw InvalidArgument("ragged_dot cpu kernel: rhs_scale given without quantized rhs, or missing",
+                          "rhs_scale");
+  }
+  if (p.quantized() && (f64 || options.native_bf16)) {
+    throw NotImplemented("cpu ragged_dot: quantized rhs runs in f32 (no f64 output, no native_dot)");
   }
   Launch launch{};
   launch.work = &work;
@@ -312,6 +334,31 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
   launch.rhs = static_cast<const char*>(rhs.raw());
   launch.out = static_cast<char*>(out.raw());
   launch.lhs_dtype = lhs.dtype();
+  // Quantized weights: the scales once in f32; maybe_quantize_lhs: the owned rows of lhs as the
+  // values s * q their products are taken of, once per call, then an f32 lhs like any other.
+  std::vector<float> scale_f32, lhs_dequantized;
+  if (scale != nullptr) {
+    scale_f32.resize(static_cast<size_t>(p.G * p.scale_blocks * p.N));
+    for (size_t i = 0; i < scale_f32.size(); ++i) scale_f32[i] = static_cast<float>(scale->get(i));
+    launch.scale = scale_f32.data();
+    launch.scale_blocks = p.scale_blocks;
+    launch.block_k = p.block_k();
+  }
+  if (p.quantize_lhs && p.K > 0) {
+    lhs_dequantized.resize(static_cast<size_t>(p.M * p.K));
+    const int64_t first = p.first_row(), count = p.owned_rows();
+    cpu::parallel_for(count, options.num_threads, [&](int64_t i, int) {
+      const int64_t row = first + i;
+      std::vector<float> x(static_cast<size_t>(p.K)), s(static_cast<size_t>(p.scale_blocks));
+      std::vector<int8_t> q(static_cast<size_t>(p.K));
+      for (int64_t k = 0; k < p.K; ++k) x[k] = static_cast<float>(lhs.get(row * p.K + k));
+      quantize_row_int8(x.data(), p.K, p.block_k(), q.data(), s.data());
+      float* dst = lhs_dequantized.data() + row * p.K;
+      for (int64_t k = 0; k < p.K; ++k) dst[k] = s[k / p.block_k()] * static_cast<float>(q[k]);
+    });
+    launch.lhs = reinterpret_cast<const char*>(lhs_dequantized.data());
+    launch.lhs_dtype = DType::kF32;
+  }
   launch.rhs_dtype = rhs.dtype();
   launch.out_dtype = out.dtype();
   if (f64) {

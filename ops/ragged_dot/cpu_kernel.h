@@ -41,7 +41,8 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& problem, const RaggedDotWorkL
                            const Tensor& rhs,  // [G, K, N], full array
                            // Outputs.
                            Tensor& out,  // [M, out_N] out_dtype, full array
-                           // Input: rhs_bias [G, N] when the problem has one.
-                           const Tensor* bias = nullptr);
+                           // Inputs: rhs_bias [G, N] and rhs_scale [G, (K / b,) N] when the
+                           // problem has them.
+                           const Tensor* bias = nullptr, const Tensor* scale = nullptr);
 
 }  // namespace tokamax

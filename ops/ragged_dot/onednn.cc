@@ -55,6 +55,10 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
   void check(const RaggedDotProblem& p, const Device&) const override {
+    if (p.quantized()) {
+      throw NotImplemented("onednn: rhs " + std::string(dtype_name(p.rhs_dtype)) +
+                           " with rhs_scale; the baseline wires float weights");
+    }
     const std::string lhs(dtype_name(p.lhs_dtype)), rhs(dtype_name(p.rhs_dtype));
     const std::string out(dtype_name(p.out_dtype));
     if (p.lhs_dtype != p.rhs_dtype) {

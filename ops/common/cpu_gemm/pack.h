@@ -37,6 +37,13 @@ void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int
 void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
                     int64_t nr, double* packed);
 
+// Quantized rhs codes [depth, cols] of `dtype` (i8 or f8e4m3, row stride ld) -> packed f32 rhs
+// panel of the dequantized weights code * scale: row k (k0 + k of the whole K) of column c takes
+// scale[((k0 + k) / block) * scale_ld + c] (one scale row per K block of `block` rows).
+void pack_rhs_panel_dequant(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
+                            int64_t nr, const float* scale, int64_t scale_ld, int64_t k0,
+                            int64_t block, float* packed);
+
 // bf16 lhs [rows, depth] / rhs [depth, cols] -> bf16 pair layouts (no conversion: the native
 // dot instruction multiplies bf16 directly).
 void pack_lhs_block_pairs(const bf16* lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,

@@ -43,6 +43,9 @@ void write_npy(const std::string& path, const Tensor& tensor) {
       return write_npy(path, "<i4", tensor.dims(), tensor.raw(), tensor.size_bytes());
     case DType::kBool:
       return write_npy(path, "|b1", tensor.dims(), tensor.raw(), tensor.size_bytes());
+    case DType::kI8:
+      return write_npy(path, "|i1", tensor.dims(), tensor.raw(), tensor.size_bytes());
+    case DType::kF8E4M3:  // NumPy has no float8: exact float32, as bf16
     case DType::kBF16: {
       std::vector<float> widened(static_cast<size_t>(tensor.num_elements()));
       for (int64_t i = 0; i < tensor.num_elements(); ++i)

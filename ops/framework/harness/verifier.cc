@@ -34,7 +34,9 @@ double case_bytes(const Op& op, const BoundArgs& args, size_t num_impls) {
 std::string case_dtype(const Op& op, const BoundArgs& args) {
   std::set<std::string> in, out;
   for (const TensorDecl& d : op.inputs(args)) {
-    if (is_floating(d.spec.dtype)) in.insert(std::string(dtype_name(d.spec.dtype)));
+    if (is_floating(d.spec.dtype) || is_quantized(d.spec.dtype)) {
+      in.insert(std::string(dtype_name(d.spec.dtype)));
+    }
   }
   for (const TensorDecl& d : op.outputs(args)) out.insert(std::string(dtype_name(d.spec.dtype)));
   auto join = [](const std::set<std::string>& names) {

@@ -97,3 +97,43 @@ TEST_CASE("bool tensors store one byte per element and read back as 0 or 1", "[d
   CHECK(mask.data<bool>()[4]);
   CHECK_FALSE(mask.data<bool>()[5]);
 }
+
+TEST_CASE("i8 and f8e4m3 parse, size and convert like numpy / ml_dtypes", "[dtype]") {
+  CHECK(parse_dtype("i8") == DType::kI8);
+  CHECK(parse_dtype("int8") == DType::kI8);
+  CHECK(parse_dtype("float8_e4m3fn") == DType::kF8E4M3);
+  CHECK(dtype_size(DType::kI8) == 1);
+  CHECK(dtype_size(DType::kF8E4M3) == 1);
+  CHECK(is_quantized(DType::kI8));
+  CHECK(is_quantized(DType::kF8E4M3));
+  CHECK_FALSE(is_floating(DType::kF8E4M3));
+  CHECK_FALSE(is_quantized(DType::kBF16));
+  // i8: round half to even, saturated.
+  CHECK(double_to_i8(2.5) == 2);
+  CHECK(double_to_i8(-3.5) == -4);
+  CHECK(double_to_i8(300.0) == 127);
+  CHECK(double_to_i8(-1e9) == -128);
+  // e4m3fn: every code round-trips; the extremes and the subnormals; ties to even.
+  int finite = 0;
+  for (int code = 0; code < 256; ++code) {
+    const f8e4m3 value{static_cast<uint8_t>(code)};
+    const float x = f8e4m3_to_float(value);
+    if ((code & 0x7F) == 0x7F) {
+      CHECK(std::isnan(x));
+      continue;
+    }
+    ++finite;
+    CHECK(double_to_f8e4m3(x).bits == code);
+  }
+  CHECK(finite == 254);
+  CHECK(f8e4m3_to_float(f8e4m3{0x7E}) == 448.0f);
+  CHECK(f8e4m3_to_float(f8e4m3{0x01}) == std::ldexp(1.0f, -9));
+  CHECK(f8e4m3_to_float(f8e4m3{0x08}) == std::ldexp(1.0f, -6));  // the smallest normal
+  CHECK(f8e4m3_to_float(f8e4m3{0xC0}) == -2.0f);
+  CHECK(f8e4m3_to_float(double_to_f8e4m3(1.0625)) == 1.0f);    // tie between 1 and 1.125: even
+  CHECK(f8e4m3_to_float(double_to_f8e4m3(1.1875)) == 1.25f);   // tie between 1.125 and 1.25
+  CHECK(f8e4m3_to_float(double_to_f8e4m3(460.0)) == 448.0f);
+  CHECK(std::isnan(f8e4m3_to_float(double_to_f8e4m3(464.0))));
+  CHECK(std::isnan(f8e4m3_to_float(double_to_f8e4m3(std::nan("")))));
+  CHECK(std::signbit(f8e4m3_to_float(double_to_f8e4m3(-0.0))));
+}

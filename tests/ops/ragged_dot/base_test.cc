@@ -273,6 +273,70 @@ TEST_CASE("ragged_dot reference<float> agrees with the float64 oracle", "[ragged
   }
 }
 
+TEST_CASE("ragged_dot quantized weights: bind, inputs, and a wrong scale block fails the bound",
+          "[ragged_dot]") {
+  const RaggedDotOp& op = ragged_dot_op();
+  const json base = {{"lhs", "bf16[40,64]"},
+                     {"rhs", "i8[2,64,24]"},
+                     {"rhs_scale", "f32[2,4,24]"},
+                     {"group_sizes", {15, 25}}};
+  CHECK(bind_error_field(base) == "<no error>");
+  auto with = [&](const std::string& key, const json& value) {
+    json args = base;
+    if (value.is_null()) {
+      args.erase(key);
+    } else {
+      args[key] = value;
+    }
+    return args;
+  };
+  CHECK(bind_error_field(with("rhs_scale", nullptr)) == "rhs");  // quantized needs a scale
+  CHECK(bind_error_field(with("rhs_scale", "f32[2,3,24]")) == "rhs_scale");  // 3 does not divide 64
+  CHECK(bind_error_field(with("rhs_scale", "f32[2,24]")) == "<no error>");
+  CHECK(bind_error_field(with("rhs_scale", "i8[2,24]")) == "rhs_scale");
+  CHECK(bind_error_field(with("rhs", "bf16[2,64,24]")) == "rhs_scale");  // a scale without codes
+  CHECK(bind_error_field(with("lhs", "i8[40,64]")) == "lhs");
+  CHECK(bind_error_field(with("maybe_quantize_lhs", 1)) == "maybe_quantize_lhs");
+  json f8 = with("rhs", "f8e4m3[2,64,24]");
+  f8["maybe_quantize_lhs"] = true;  // int8 only
+  CHECK(bind_error_field(f8) == "maybe_quantize_lhs");
+
+  const BoundArgs args = op.bind(base);
+  const RaggedDotProblem p = RaggedDotProblem::from(args);
+  CHECK(p.quantized());
+  CHECK(p.scale_blocks == 4);
+  CHECK(p.block_k() == 16);
+  CHECK(p.out_dtype == DType::kBF16);  // lhs's type
+  const TensorMap inputs = op.make_inputs(args, 4);
+  const Tensor& codes = inputs.at("rhs");
+  double max_code = 0;
+  for (int64_t i = 0; i < codes.num_elements(); ++i) max_code = std::max(max_code, std::fabs(codes.get(i)));
+  CHECK(max_code > 60);  // the codes use the int8 range
+  CHECK(max_code <= 127);
+
+  TensorMap outputs = op.allocate_outputs(args);
+  op.implementation("reference").prepare(args, cpu::host_device())->heuristics_kernel().run(
+      inputs, outputs);
+  std::vector<int64_t> index(static_cast<size_t>(outputs.at("out").num_elements()));
+  std::iota(index.begin(), index.end(), 0);
+  const OracleSample oracle = op.oracle(args, inputs, "out", index);
+  CHECK(judge(compare_to_oracle(outputs.at("out"), oracle, op.error_model(args))) ==
+        Disposition::kPassed);
+  // The same product with block 0's scales everywhere: outside the bound.
+  TensorMap wrong_inputs = op.make_inputs(args, 4);
+  Tensor& scale = wrong_inputs.at("rhs_scale");
+  for (int64_t g = 0; g < 2; ++g) {
+    for (int64_t b = 1; b < 4; ++b) {
+      for (int64_t n = 0; n < 24; ++n) scale.set((g * 4 + b) * 24 + n, scale.get((g * 4) * 24 + n));
+    }
+  }
+  TensorMap wrong = op.allocate_outputs(args);
+  op.implementation("reference").prepare(args, cpu::host_device())->heuristics_kernel().run(
+      wrong_inputs, wrong);
+  CHECK(judge(compare_to_oracle(wrong.at("out"), oracle, op.error_model(args))) ==
+        Disposition::kFailed);
+}
+
 TEST_CASE("ragged_dot reference passes the oracle's bound with every epilogue argument",
           "[ragged_dot]") {
   const RaggedDotOp& op = ragged_dot_op();

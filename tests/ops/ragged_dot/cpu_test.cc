@@ -294,6 +294,25 @@ std::vector<json> epilogue_cases() {
                    {"activation", "gelu"},
                    {"preferred_element_type", "f64"},
                    {"group_sizes", {11, 19}}});
+  // Quantized weights: per column and per K block, int8 and e4m3, lhs quantized or not, with
+  // the fused gate/up and a group_offset.
+  cases.push_back({{"lhs", "bf16[60,48]"},
+                   {"rhs", "i8[3,48,40]"},
+                   {"rhs_scale", "f32[3,40]"},
+                   {"group_sizes", {5, 0, 50}}});
+  cases.push_back({{"lhs", "f32[60,48]"},
+                   {"rhs", "i8[3,48,40]"},
+                   {"rhs_scale", "f32[3,4,40]"},
+                   {"maybe_quantize_lhs", true},
+                   {"fuse_gateup_activation", "swigluoai"},
+                   {"rhs_bias", "f32[3,40]"},
+                   {"group_offset", 1},
+                   {"group_sizes", {3, 20, 0, 30}}});
+  cases.push_back({{"lhs", "bf16[40,32]"},
+                   {"rhs", "f8e4m3[2,32,24]"},
+                   {"rhs_scale", "bf16[2,2,24]"},
+                   {"preferred_element_type", "f32"},
+                   {"group_sizes", {21, 19}}});
   return cases;
 }
 
