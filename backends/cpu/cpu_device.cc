@@ -42,6 +42,7 @@ std::string isa_summary(const CpuInfo& cpu) {
   }
   const std::pair<const char*, const char*> named[] = {{"avx512_bf16", "AVX512-BF16"},
                                                        {"avx512_fp16", "AVX512-FP16"},
+                                                       {"avx512_vnni", "AVX512-VNNI"},
                                                        {"amx_bf16", "AMX-BF16"},
                                                        {"avx2", "AVX2"},
                                                        {"fma", "FMA"},

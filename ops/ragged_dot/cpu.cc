@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_checks.h"
 #include "ops/common/cpu_gemm/checks.h"
@@ -20,6 +21,7 @@
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_config.h"
+#include "ops/ragged_dot/cpu_int8_kernel.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
@@ -50,11 +52,24 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
   void check_config(const RaggedDotProblem& p, const CpuRaggedDotConfig& c,
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
-    require_micro_tile(c.mr, c.nr);
+    if (c.int8_path != "vnni" || !is_int8_problem(p)) require_micro_tile(c.mr, c.nr);
     if (c.bf16_path == "native_dot") {
       require_native_bf16(is_bf16_problem(p), "bf16 lhs and rhs and an f32/bf16/f16 output");
       require_config(c.packing == "packed", "packing", [&] {
         return "native_dot reads rhs as packed bf16 pairs; it needs packing=packed";
+      });
+    }
+    if (c.int8_path == "vnni") {
+      require_config(is_int8_problem(p), "int8_path", [&] {
+        return "int8_path=vnni multiplies int8 by int8: it needs maybe_quantize_lhs with i8 rhs "
+               "(in scale blocks of a multiple of 4 rows) and a non-f64 output";
+      });
+      const bool vnni = cpu::cpu_info(device).has("avx512_vnni") && int8_vnni_available();
+      require_config(vnni, "int8_path",
+                     [&] { return "int8_path=vnni needs a CPU with avx512_vnni"; });
+      require_config(has_int8_micro_kernel(c.mr, c.nr), "mr", [&] {
+        return "int8_path=vnni has the micro-tiles 8x48 and 6x64, got " + std::to_string(c.mr) +
+               "x" + std::to_string(c.nr);
       });
     }
     const CpuRaggedDotConfig clamped = clamp_to_problem(c, p);
@@ -85,7 +100,7 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     CpuKernelOptions options;
     options.mr = c.mr;
     const int lanes = cpu::simd_f32_lanes();
-    if (c.nr % lanes != 0) {
+    if (c.nr % lanes != 0 && !(c.int8_path == "vnni" && is_int8_problem(p))) {
       throw NotImplemented("cpu ragged_dot: nr=" + std::to_string(c.nr) +
                            " is not a multiple of the " + std::to_string(lanes) +
                            " f32 lanes of this CPU's SIMD target");
@@ -93,6 +108,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     options.nr_vectors = c.nr / lanes;
     options.pack_rhs = c.packing == "packed";
     options.native_bf16 = c.bf16_path == "native_dot";
+    options.int8 = c.int8_path == "vnni" && is_int8_problem(p);
+    if (options.int8) options.nr_vectors = c.nr / 16;
     options.num_threads = c.num_threads;
     ragged_dot_cpu_kernel(p, work, options, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"),
                           p.has_bias ? &inputs.at("rhs_bias") : nullptr,

@@ -32,6 +32,11 @@ bool is_bf16_problem(const RaggedDotProblem& p) {
   return p.lhs_dtype == DType::kBF16 && p.rhs_dtype == DType::kBF16 && p.out_dtype != DType::kF64;
 }
 
+bool is_int8_problem(const RaggedDotProblem& p) {
+  return p.quantize_lhs && p.rhs_dtype == DType::kI8 &&
+         (p.scale_blocks == 1 || p.block_k() % 4 == 0) && p.out_dtype != DType::kF64;
+}
+
 // Tiles larger than the problem only cost scratch: clamp them (tn to whole micro-tiles).
 CpuRaggedDotConfig clamp_to_problem(CpuRaggedDotConfig c, const RaggedDotProblem& p) {
   c.tile_m = static_cast<int>(std::clamp<int64_t>(max_group_size(p), 1, c.tile_m));
@@ -69,6 +74,9 @@ void CpuRaggedDotConfig::validate() const {
                  [&] { return "packing is '" + packing + "'; expected 'packed' or 'no_pack'"; });
   require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
     return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
+  });
+  require_config(int8_path == "dequant_f32" || int8_path == "vnni", "int8_path", [&] {
+    return "int8_path is '" + int8_path + "'; expected 'dequant_f32' or 'vnni'";
   });
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";

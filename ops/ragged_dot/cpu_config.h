@@ -31,6 +31,9 @@ struct CpuRaggedDotConfig {
   int nr = 32;        // micro-tile columns: nr / L vectors of the SIMD target
   std::string packing = "packed";         // "packed" | "no_pack" (rhs read in place)
   std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" (vdpbf16ps)
+  // maybe_quantize_lhs with i8 rhs: "dequant_f32" (s * q times the dequantized weights, f32
+  // FMAs) | "vnni" (int8 x int8 on vpdpbusd, mr x nr = 8x48 or 6x64); ignored otherwise.
+  std::string int8_path = "dequant_f32";
   int num_threads = 0;                    // 0 = all cores
 
   void validate() const;
@@ -44,10 +47,12 @@ struct CpuRaggedDotConfig {
     v("nr", nr);
     v("packing", packing);
     v("bf16_path", bf16_path);
+    v("int8_path", int8_path);
     v("num_threads", num_threads);
   }
   auto key() const {
-    return std::make_tuple(tile_m, tile_n, tile_k, task_n, mr, nr, packing, bf16_path, num_threads);
+    return std::make_tuple(tile_m, tile_n, tile_k, task_n, mr, nr, packing, bf16_path, int8_path,
+                           num_threads);
   }
 };
 
@@ -59,6 +64,9 @@ inline constexpr int64_t kCpuMaxAccElements = int64_t{1} << 24;
 int64_t max_group_size(const RaggedDotProblem& p);
 // bf16 x bf16 into a non-f64 output: the problems bf16_path=native_dot can run.
 bool is_bf16_problem(const RaggedDotProblem& p);
+// maybe_quantize_lhs with i8 rhs, per column or in scale blocks of a multiple of 4 rows: the
+// problems int8_path=vnni can run (on a CPU with avx512_vnni).
+bool is_int8_problem(const RaggedDotProblem& p);
 // Tiles larger than the problem only cost scratch: clamps them (tn to whole micro-tiles).
 CpuRaggedDotConfig clamp_to_problem(CpuRaggedDotConfig c, const RaggedDotProblem& p);
 // f32 partial sums a thread keeps for outputs that are not the accumulator type: [tm, task_n].

@@ -101,6 +101,17 @@ CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
   if (is_bf16_problem(p) && device.has("avx512_bf16") && lanes >= 16 && max_group_size(p) > c.mr) {
     c.bf16_path = "native_dot";
   }
+  // int8 x int8: vpdpbusd, 64 multiply-adds an instruction. Its operands are bytes: an 8x48
+  // tile, a [tk, 48] strip of 24 KiB in L1 at tk = 512, and the panel [tk, tn] in half of L2.
+  if (is_int8_problem(p) && device.has("avx512_vnni")) {
+    c.int8_path = "vnni";
+    c.mr = 8;
+    c.nr = 48;
+    c.tile_k = 512;
+    c.tile_n = static_cast<int>(std::clamp<int64_t>(l2 / (2 * 512) / 48 * 48, 48, 4096));
+    c.tile_m = static_cast<int>(round_up(c.tile_m, c.mr));
+    if (c.task_n != 0) c.task_n = static_cast<int>(round_up(c.task_n, c.tile_n));
+  }
   c.num_threads = threads == 1 ? 1 : 0;
   return clamp_to_problem(c, p);
 }
@@ -131,6 +142,30 @@ std::vector<CpuRaggedDotConfig> cpu_ragged_dot_autotuning_configs(const RaggedDo
         add(c);
       }
     }
+    return configs;
+  }
+  // int8 x int8 on vpdpbusd: its two micro-tiles x K blocks x panel widths, and the f32 path.
+  if (is_int8_problem(p) && device.has("avx512_vnni")) {
+    add(base);
+    for (const auto& [mr, nr] : {std::pair{8, 48}, std::pair{6, 64}}) {
+      for (int tk : {256, 512, 1024}) {
+        for (int panels : {4, 8, 16}) {
+          CpuRaggedDotConfig c = base;
+          c.mr = mr;
+          c.nr = nr;
+          c.tile_k = tk;
+          c.tile_n = panels * nr;
+          c.tile_m = static_cast<int>(round_up(base.tile_m, mr));
+          c.task_n = base.task_n == 0 ? 0 : static_cast<int>(round_up(base.task_n, c.tile_n));
+          add(c);
+        }
+      }
+    }
+    CpuRaggedDotConfig f32 = base;
+    f32.int8_path = "dequant_f32";
+    f32.mr = micro_kernel_shapes(lanes)[0].mr;
+    f32.nr = micro_kernel_shapes(lanes)[0].nr_vectors * lanes;
+    add(f32);
     return configs;
   }
   std::vector<std::string> bf16_paths = {"convert_f32"};

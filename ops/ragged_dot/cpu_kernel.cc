@@ -44,6 +44,7 @@
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_epilogue.h"
+#include "ops/ragged_dot/cpu_int8_kernel.h"
 #include "ops/ragged_dot/quantize.h"
 
 namespace tokamax {
@@ -81,6 +82,12 @@ struct Launch {
   // block_k rows; the packed panels hold the dequantized weights.
   const float* scale = nullptr;
   int64_t scale_blocks = 1, block_k = 1;
+  // The int8 path (cpu_int8_kernel.h): lhs codes + 128 [M + mr, Kq] and their scales
+  // [M, scale_blocks]; K blocks of int8_tk (a multiple of 4 within one scale block).
+  bool int8 = false;
+  const uint8_t* lhs_codes = nullptr;
+  const float* lhs_scales = nullptr;
+  int64_t Kq = 0, int8_tk = 0;
   Activation activation = Activation::kNone;
   GateUp gate_up = GateUp::kNone;
 };
@@ -205,6 +212,60 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
   }
 }
 
+// compute_columns for the int8 path: rhs codes packed per (K block, tn panel) into quads, each
+// micro-tile's int32 sums turned into f32 partial sums after every K block.
+void compute_columns_int8(const Launch& launch, const RaggedDotTask& task, int64_t col_offset,
+                          float* acc, int64_t ldc) {
+  const RaggedDotWorkList& work = *launch.work;
+  const int64_t K = launch.K, N = launch.N, tk = launch.int8_tk;
+  const int mr = launch.options.mr, nr = static_cast<int>(launch.nr);
+  const int64_t rows = task.m_end - task.m_start;
+  const int64_t max_strips = (work.tn + nr - 1) / nr, max_quads = (tk + 3) / 4;
+  thread_local cpu::ScratchBuffer panel_buffer, sums_buffer;
+  auto* panel = static_cast<int8_t*>(panel_buffer.get(static_cast<size_t>(max_strips * max_quads * nr * 4)));
+  // Per strip: 128 * column sums, then the block's rhs scales (zero past the panel's columns).
+  auto* sums = static_cast<int32_t*>(sums_buffer.get(static_cast<size_t>(max_strips * nr) * 8));
+  float* scales = reinterpret_cast<float*>(sums + max_strips * nr);
+  const int8_t* rhs_g =
+      reinterpret_cast<const int8_t*>(launch.rhs) + task.group * K * N + col_offset;
+  for (int64_t k0 = 0; k0 < K; k0 += tk) {
+    const int64_t depth = std::min(tk, K - k0), quads = (depth + 3) / 4;
+    const int64_t block = k0 / launch.block_k;
+    const float* scale_row =
+        launch.scale + (task.group * launch.scale_blocks + block) * N + col_offset;
+    for (int64_t n0 = task.n_start; n0 < task.n_end; n0 += work.tn) {
+      const int64_t cols = std::min(work.tn, task.n_end - n0), strips = (cols + nr - 1) / nr;
+      std::fill(sums, sums + strips * nr, 0);
+      std::fill(scales, scales + strips * nr, 0.0f);
+      std::copy(scale_row + n0, scale_row + n0 + cols, scales);
+      pack_rhs_int8_quads(rhs_g + k0 * N + n0, N, depth, cols, nr, panel, sums);
+      for (int64_t s = 0; s < strips; ++s) {
+        Int8TileArgs args;
+        args.rhs = panel + s * quads * nr * 4;
+        args.quads = quads;
+        args.colsum = sums + s * nr;
+        args.rhs_scale = scales + s * nr;
+        args.cols = static_cast<int>(std::min<int64_t>(nr, cols - s * nr));
+        args.ld_lhs = launch.Kq;
+        args.ld_scale = launch.scale_blocks;
+        args.ldc = ldc;
+        args.accumulate = k0 > 0;
+        for (int64_t m0 = 0; m0 < rows; m0 += mr) {
+          const int64_t row = task.m_start + m0;
+          args.lhs = launch.lhs_codes + row * launch.Kq + k0;
+          args.rows = static_cast<int>(std::min<int64_t>(mr, rows - m0));
+          args.lhs_scale = launch.lhs_scales + row * launch.scale_blocks + block;
+          args.out = acc + m0 * ldc + (n0 - task.n_start) + s * nr;
+          if (!int8_tile(mr, nr, args)) {
+            throw NotImplemented("cpu ragged_dot: no " + std::to_string(mr) + "x" +
+                                 std::to_string(nr) + " int8 micro-kernel on this CPU");
+          }
+        }
+      }
+    }
+  }
+}
+
 // The epilogue of one row of the task, in place in `gate` (the row's partial sums; `up` holds
 // the up half's with fuse_gateup_activation): + bias, then the activation or act(gate) * up.
 void epilogue_row(const Launch& launch, const RaggedDotTask& task, float* gate, float* up) {
@@ -254,6 +315,12 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
   if (launch.K == 0) {
     // No products: the epilogue sees zeros.
     for (int64_t r = 0; r < rows; ++r) std::fill(acc + r * ldc, acc + r * ldc + task_cols, Acc(0));
+  } else if constexpr (!f64) {
+    if (launch.int8) {
+      compute_columns_int8(launch, task, 0, acc, ldc);
+    } else {
+      compute_columns(launch, task, 0, lhs_block, rhs_panel, acc, ldc);
+    }
   } else {
     compute_columns(launch, task, 0, lhs_block, rhs_panel, acc, ldc);
   }
@@ -261,6 +328,12 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
     up = acc + work.tm * work.task_n;
     if (launch.K == 0) {
       for (int64_t r = 0; r < rows; ++r) std::fill(up + r * ldc, up + r * ldc + task_cols, Acc(0));
+    } else if constexpr (!f64) {
+      if (launch.int8) {
+        compute_columns_int8(launch, task, out_N, up, ldc);
+      } else {
+        compute_columns(launch, task, out_N, lhs_block, rhs_panel, up, ldc);
+      }
     } else {
       compute_columns(launch, task, out_N, lhs_block, rhs_panel, up, ldc);
     }
@@ -289,6 +362,33 @@ void check_shape(const Tensor& tensor, const std::vector<int64_t>& dims, const c
 }
 
 }  // namespace
+
+// maybe_quantize_lhs: quantizes the owned rows of lhs on the pool (quantize_row_int8), writing
+// each row's scales at scales + row * scale_blocks and handing its codes to store(row, codes).
+template <typename Store>
+void quantize_lhs_rows(const RaggedDotProblem& p, const Tensor& lhs, int num_threads,
+                       const Store& store, float* scales) {
+  const int64_t K = p.K, first = p.first_row();
+  dispatch_float(p.lhs_dtype, [&](auto lhs_type) {
+    using L = decltype(lhs_type);
+    const L* data = lhs.data<L>();
+    cpu::parallel_for(p.owned_rows(), num_threads, [&](int64_t i, int) {
+      thread_local std::vector<float> x;
+      thread_local std::vector<int8_t> q;
+      x.resize(static_cast<size_t>(K));
+      q.resize(static_cast<size_t>(K));
+      const int64_t row = first + i;
+      const L* src = data + row * K;
+      if constexpr (std::is_same_v<L, double>) {
+        for (int64_t k = 0; k < K; ++k) x[k] = static_cast<float>(src[k]);
+      } else {
+        for (int64_t k = 0; k < K; ++k) x[k] = to_float(src[k]);
+      }
+      quantize_row_int8(x.data(), K, p.block_k(), q.data(), scales + row * p.scale_blocks);
+      store(row, q.data());
+    });
+  });
+}
 
 void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& work,
                            const CpuKernelOptions& options, const Tensor& lhs, const Tensor& rhs,
@@ -336,7 +436,8 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
   launch.lhs_dtype = lhs.dtype();
   // Quantized weights: the scales once in f32; maybe_quantize_lhs: the owned rows of lhs as the
   // values s * q their products are taken of, once per call, then an f32 lhs like any other.
-  std::vector<float> scale_f32, lhs_dequantized;
+  // Grow-only across calls (thread_local): a fresh buffer would page-fault on every call.
+  thread_local std::vector<float> scale_f32, lhs_dequantized;
   if (scale != nullptr) {
     scale_f32.resize(static_cast<size_t>(p.G * p.scale_blocks * p.N));
     for (size_t i = 0; i < scale_f32.size(); ++i) scale_f32[i] = static_cast<float>(scale->get(i));
@@ -344,18 +445,70 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     launch.scale_blocks = p.scale_blocks;
     launch.block_k = p.block_k();
   }
-  if (p.quantize_lhs && p.K > 0) {
+  thread_local std::vector<uint8_t> lhs_codes;
+  thread_local std::vector<float> lhs_scales;
+  if (options.int8 && p.K > 0) {
+    if (!(p.quantize_lhs && p.rhs_dtype == DType::kI8)) {
+      throw NotImplemented("cpu ragged_dot: int8_path=vnni needs maybe_quantize_lhs with i8 rhs");
+    }
+    if (!int8_vnni_available()) {
+      throw NotImplemented("cpu ragged_dot: int8_path=vnni needs a CPU with avx512_vnni");
+    }
+    if (p.scale_blocks > 1 && p.block_k() % 4 != 0) {
+      throw NotImplemented("cpu ragged_dot: int8_path=vnni needs scale blocks of a multiple of 4 "
+                           "rows, got " + std::to_string(p.block_k()));
+    }
+    launch.int8 = true;
+    launch.Kq = (p.K + 3) / 4 * 4;
+    // K blocks: the config's tile_k as a multiple of 4 (K is padded to quads); with scale
+    // blocks, one that divides the block, so that no K block straddles two scales.
+    int64_t tk = std::max<int64_t>(4, std::min<int64_t>(work.tk, launch.Kq) / 4 * 4);
+    if (p.scale_blocks > 1) {
+      tk = std::min(tk, p.block_k());
+      while (p.block_k() % tk != 0) tk -= 4;
+    }
+    launch.int8_tk = tk;
+    // Codes + 128 of the owned rows (128 = a zero code elsewhere and past K), mr rows of padding
+    // that the micro-kernel may read past the last row.
+    lhs_codes.assign(static_cast<size_t>((p.M + options.mr) * launch.Kq), uint8_t{128});
+    lhs_scales.assign(static_cast<size_t>(p.M * p.scale_blocks), 0.0f);
+    // (thread_local names inside the lambda would be the pool threads' own: take the pointers.)
+    uint8_t* codes = lhs_codes.data();
+    float* scales = lhs_scales.data();
+    const int64_t Kq = launch.Kq;
+    const bool direct = p.lhs_dtype == DType::kBF16 || p.lhs_dtype == DType::kF32;
+    if (direct && int8_vnni_available()) {
+      // bf16 / f32 rows straight into the operand, vectorized (the same codes and scales).
+      const char* data = static_cast<const char*>(lhs.raw());
+      const size_t row_bytes = static_cast<size_t>(p.K) * dtype_size(p.lhs_dtype);
+      const bool bf16 = p.lhs_dtype == DType::kBF16;
+      const int64_t first = p.first_row(), K = p.K, bk = p.block_k(), blocks = p.scale_blocks;
+      cpu::parallel_for(p.owned_rows(), options.num_threads, [=](int64_t i, int) {
+        const int64_t row = first + i;
+        quantize_row_u8(data + row * row_bytes, bf16, K, bk, codes + row * Kq,
+                        scales + row * blocks);
+      });
+    } else {
+      quantize_lhs_rows(p, lhs, options.num_threads, [=](int64_t row, const int8_t* q) {
+        uint8_t* dst = codes + row * Kq;
+        for (int64_t k = 0; k < p.K; ++k) dst[k] = static_cast<uint8_t>(q[k] + 128);
+      }, scales);
+    }
+    launch.lhs_codes = lhs_codes.data();
+    launch.lhs_scales = lhs_scales.data();
+  } else if (p.quantize_lhs && p.K > 0) {
     lhs_dequantized.resize(static_cast<size_t>(p.M * p.K));
-    const int64_t first = p.first_row(), count = p.owned_rows();
-    cpu::parallel_for(count, options.num_threads, [&](int64_t i, int) {
-      const int64_t row = first + i;
-      std::vector<float> x(static_cast<size_t>(p.K)), s(static_cast<size_t>(p.scale_blocks));
-      std::vector<int8_t> q(static_cast<size_t>(p.K));
-      for (int64_t k = 0; k < p.K; ++k) x[k] = static_cast<float>(lhs.get(row * p.K + k));
-      quantize_row_int8(x.data(), p.K, p.block_k(), q.data(), s.data());
-      float* dst = lhs_dequantized.data() + row * p.K;
-      for (int64_t k = 0; k < p.K; ++k) dst[k] = s[k / p.block_k()] * static_cast<float>(q[k]);
-    });
+    thread_local std::vector<float> scales;
+    scales.resize(static_cast<size_t>(p.M * p.scale_blocks));
+    const int64_t bk = p.block_k();
+    float* dequantized = lhs_dequantized.data();
+    const float* row_scales = scales.data();
+    const int64_t K = p.K, blocks = p.scale_blocks;
+    quantize_lhs_rows(p, lhs, options.num_threads, [=](int64_t row, const int8_t* q) {
+      float* dst = dequantized + row * K;
+      const float* s = row_scales + row * blocks;
+      for (int64_t k = 0; k < K; ++k) dst[k] = s[k / bk] * static_cast<float>(q[k]);
+    }, scales.data());
     launch.lhs = reinterpret_cast<const char*>(lhs_dequantized.data());
     launch.lhs_dtype = DType::kF32;
   }
@@ -368,6 +521,13 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     launch.options.nr_vectors = shape.nr_vectors;
     launch.options.native_bf16 = false;
     launch.nr = int64_t{shape.nr_vectors} * cpu::simd_f64_lanes();
+  } else if (options.int8) {
+    if (!has_int8_micro_kernel(options.mr, options.nr_vectors * 16)) {
+      throw NotImplemented("cpu ragged_dot: no " + std::to_string(options.mr) + "x" +
+                           std::to_string(options.nr_vectors * 16) +
+                           " int8 micro-kernel (8x48 and 6x64)");
+    }
+    launch.nr = int64_t{options.nr_vectors} * 16;
   } else {
     if (!has_micro_kernel_shape(cpu::simd_f32_lanes(), options.mr, options.nr_vectors)) {
       throw NotImplemented("cpu ragged_dot: no " + std::to_string(options.mr) + "x" +

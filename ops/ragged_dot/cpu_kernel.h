@@ -24,6 +24,8 @@ struct CpuKernelOptions {
   int nr_vectors = 2;    // micro-tile columns, in vectors
   bool pack_rhs = true;  // false: read full rhs strips in place (no panel copy), for few rows
   bool native_bf16 = false;  // bf16 inputs multiplied by vdpbf16ps on pair-packed operands
+  bool int8 = false;         // maybe_quantize_lhs x i8 rhs on vpdpbusd (cpu_int8_kernel.h);
+                             // nr_vectors then counts 16 int32 lanes
   int num_threads = 0;       // 0 = every core of the pool
 };
 

@@ -16,6 +16,7 @@
 #include "ops/framework/numerics.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
+#include "ops/ragged_dot/cpu_int8_kernel.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 #include "tests/ops/impl_calls.h"
@@ -350,6 +351,75 @@ TEST_CASE("cpu ragged_dot fuses bias, activation and gate/up on every path and t
   };
   check_all(0);  // the best target of this CPU
   for_each_forced_target({HWY_AVX2, HWY_SCALAR}, check_all);
+}
+
+TEST_CASE("cpu ragged_dot int8 x int8 (vnni) matches the oracle on every tile shape",
+          "[ragged_dot]") {
+  if (!int8_vnni_available()) {
+    WARN("skipped: this CPU has no avx512_vnni, so int8_path=vnni cannot run here");
+    return;
+  }
+  const std::vector<json> cases = {
+      // Per column, K not a multiple of 4 (a padded quad), partial strips and row tiles.
+      {{"lhs", "bf16[70,37]"},
+       {"rhs", "i8[3,37,53]"},
+       {"rhs_scale", "f32[3,53]"},
+       {"maybe_quantize_lhs", true},
+       {"group_sizes", {9, 0, 55}}},
+      // Per K block (4 blocks of 24: tk must divide 24), fused gate/up with bias, group_offset.
+      {{"lhs", "f32[50,96]"},
+       {"rhs", "i8[2,96,100]"},
+       {"rhs_scale", "f32[2,4,100]"},
+       {"rhs_bias", "f32[2,100]"},
+       {"maybe_quantize_lhs", true},
+       {"fuse_gateup_activation", "silu"},
+       {"group_offset", 1},
+       {"group_sizes", {4, 17, 25}}},
+      // Wide panels: 64-column packs across strip boundaries, and a tail.
+      {{"lhs", "bf16[40,64]"},
+       {"rhs", "i8[2,64,200]"},
+       {"rhs_scale", "f32[2,200]"},
+       {"maybe_quantize_lhs", true},
+       {"group_sizes", {13, 27}}},
+      // A large K (int32 sums over 2000 products) into f16.
+      {{"lhs", "bf16[20,2000]"},
+       {"rhs", "i8[1,2000,64]"},
+       {"rhs_scale", "f32[1,64]"},
+       {"maybe_quantize_lhs", true},
+       {"preferred_element_type", "f16"},
+       {"group_sizes", {20}}},
+  };
+  for (const json& args_json : cases) {
+    const BoundArgs args = ragged_dot_op().bind(args_json);
+    const json heuristics = heuristics_config_json(cpu_impl(), args, cpu::host_device());
+    CHECK(heuristics.at("int8_path") == "vnni");
+    std::vector<json> configs = {heuristics};
+    for (const auto& [mr, nr] : {std::pair{8, 48}, std::pair{6, 64}}) {
+      for (int tk : {4, 8, 24, 100, 512}) {
+        for (int tm : {1, mr, 2 * mr + 3}) {
+          json c = heuristics;
+          c.update({{"mr", mr}, {"nr", nr}, {"tile_k", tk}, {"tile_m", tm}, {"tile_n", nr + 16}});
+          configs.push_back(c);
+          c["tile_n"] = 4 * nr;
+          configs.push_back(c);
+        }
+      }
+    }
+    for (const json& config : configs) check_against_oracle(args, config);
+  }
+  // The f32 path of the same problem stays available; vnni is refused where it cannot run.
+  const BoundArgs args = ragged_dot_op().bind(cases[0]);
+  json f32 = heuristics_config_json(cpu_impl(), args, cpu::host_device());
+  f32.update({{"int8_path", "dequant_f32"}, {"mr", 14}, {"nr", 32}});
+  check_against_oracle(args, f32);
+  json bad_tile = heuristics_config_json(cpu_impl(), args, cpu::host_device());
+  bad_tile.update({{"mr", 14}, {"nr", 32}});
+  CHECK_THROWS_AS(check_config_json(cpu_impl(), args, bad_tile), InvalidArgument);
+  const BoundArgs float_args = ragged_dot_op().bind(test_cases()[0]);
+  json vnni = heuristics_config_json(cpu_impl(), float_args, cpu::host_device());
+  vnni.update({{"int8_path", "vnni"}, {"mr", 8}, {"nr", 48}});
+  CHECK_THROWS_WITH(check_config_json(cpu_impl(), float_args, vnni),
+                    Catch::Contains("maybe_quantize_lhs with i8 rhs"));
 }
 
 TEST_CASE("cpu ragged_dot runs through the high-level API", "[ragged_dot]") {
