@@ -22,6 +22,8 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <unordered_map>
+#include <vector>
 
 #include "backends/cpu/onednn_engine.h"
 #include "backends/cpu/scratch.h"
@@ -31,6 +33,7 @@
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_epilogue.h"
+#include "ops/ragged_dot/quantize.h"
 
 namespace tokamax {
 namespace {
@@ -56,8 +59,21 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
 
   void check(const RaggedDotProblem& p, const Device&) const override {
     if (p.quantized()) {
-      throw NotImplemented("onednn: rhs " + std::string(dtype_name(p.rhs_dtype)) +
-                           " with rhs_scale; the baseline wires float weights");
+      // oneDNN 2.6's int8 matmul: s8 x s8 with per-column output scales; float x int8 weights
+      // (weight decompression) came in 3.x, and per-K-block scales need one matmul per block.
+      if (!(p.quantize_lhs && p.rhs_dtype == DType::kI8)) {
+        throw NotImplemented("onednn: rhs " + std::string(dtype_name(p.rhs_dtype)) +
+                             " with a float lhs; oneDNN 2.6 has no weight decompression (3.x)"
+                             ": the int8 baseline needs maybe_quantize_lhs with i8 rhs");
+      }
+      if (p.scale_blocks > 1) {
+        throw NotImplemented("onednn: rhs_scale per " + std::to_string(p.scale_blocks) +
+                             " K blocks; the int8 baseline wires per-column scales");
+      }
+      if (p.out_dtype == DType::kF64) {
+        throw NotImplemented("onednn: an f64 output; the int8 baseline writes f32 and 16-bit");
+      }
+      return;
     }
     const std::string lhs(dtype_name(p.lhs_dtype)), rhs(dtype_name(p.rhs_dtype));
     const std::string out(dtype_name(p.out_dtype));
@@ -89,7 +105,9 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   void run(const RaggedDotProblem& p, const EmptyConfig&, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
-    if (p.has_epilogue() || p.first_row() > 0) return run_composite(p, inputs, outputs);
+    if (p.has_epilogue() || p.first_row() > 0 || p.quantized()) {
+      return run_composite(p, inputs, outputs);
+    }
     const Tensor& lhs = inputs.at("lhs");
     const Tensor& rhs = inputs.at("rhs");
     Tensor& out = outputs.at("out");
@@ -141,7 +159,36 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
                 static_cast<size_t>((p.M - p.rows()) * out_N) * out_bytes);
     if (N == 0) return;
     const RaggedDotEpilogue epilogue(p, p.has_bias ? &inputs.at("rhs_bias") : nullptr);
-    const dt in_type = onednn_type(p.lhs_dtype);
+    // int8: lhs quantized per row (the shared quantize_row_int8) into s8, once per call; the
+    // matmul applies rhs_scale per column and the pass below each row's scale.
+    const bool int8 = p.quantized();
+    const dt in_type = int8 ? dt::s8 : onednn_type(p.lhs_dtype);
+    thread_local std::vector<int8_t> codes;
+    thread_local std::vector<float> row_scales, column_scales;
+    if (int8) {
+      codes.resize(static_cast<size_t>(p.M * K));
+      row_scales.assign(static_cast<size_t>(p.M), 0.0f);
+      column_scales.resize(static_cast<size_t>(p.G * N));
+      const Tensor& scale = inputs.at("rhs_scale");
+      for (int64_t i = 0; i < p.G * N; ++i) column_scales[i] = static_cast<float>(scale.get(i));
+      int8_t* q = codes.data();
+      float* s = row_scales.data();
+      const Tensor& lhs = inputs.at("lhs");
+      const int64_t first = p.first_row();
+      dispatch_float(p.lhs_dtype, [&](auto lhs_type) {
+        using L = decltype(lhs_type);
+        const L* data = lhs.data<L>();
+        cpu::parallel_for(p.owned_rows(), 0, [=](int64_t i, int) {
+          thread_local std::vector<float> x;
+          x.resize(static_cast<size_t>(K));
+          const int64_t row = first + i;
+          for (int64_t k = 0; k < K; ++k) x[k] = static_cast<float>(to_double(data[row * K + k]));
+          quantize_row_int8(x.data(), K, K, q + row * K, s + row);
+        });
+      });
+      lhs_data = reinterpret_cast<char*>(codes.data());
+    }
+    const size_t src_bytes = int8 ? 1 : in_bytes;
     const dnnl::engine& engine = cpu::onednn_engine();
     dnnl::stream stream(engine);
     // Grow-only scratch, reused across calls: first-touch page faults of a fresh buffer would
@@ -156,20 +203,30 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
       } else {
         const dnnl::matmul matmul = primitive({m_g, K, N, in_type, dt::f32});
         dnnl::memory src(cpu::onednn_plain_desc(m_g, K, in_type), engine,
-                         lhs_data + row0 * K * in_bytes);
+                         lhs_data + row0 * K * src_bytes);
         dnnl::memory weights(cpu::onednn_plain_desc(K, N, in_type), engine,
-                             rhs_data + g * K * N * in_bytes);
+                             rhs_data + g * K * N * (int8 ? 1 : in_bytes));
         dnnl::memory dst(cpu::onednn_plain_desc(m_g, N, dt::f32), engine, y);
-        matmul.execute(stream,
-                       {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+        std::unordered_map<int, dnnl::memory> args = {
+            {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+        if (int8) {
+          args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES,
+                       dnnl::memory({{N}, dt::f32, tag::a}, engine, column_scales.data() + g * N));
+        }
+        matmul.execute(stream, args);
         stream.wait();
       }
       char* out_rows = out_data + row0 * out_N * static_cast<int64_t>(out_bytes);
+      const float* row_scales_data = row_scales.data();
       const bool gate_up = p.gate_up != GateUp::kNone;
       cpu::parallel_for((m_g + kEpilogueRows - 1) / kEpilogueRows, 0, [&](int64_t task, int) {
         const int64_t r0 = task * kEpilogueRows, r1 = std::min(m_g, r0 + kEpilogueRows);
         for (int64_t r = r0; r < r1; ++r) {
           float* row = y + r * N;
+          if (int8) {
+            const float s = row_scales_data[row0 + r];
+            for (int64_t n = 0; n < N; ++n) row[n] *= s;
+          }
           epilogue.row(g, 0, out_N, row, gate_up ? row + out_N : nullptr);
         }
         store_rows(y + r0 * N, N, r1 - r0, out_N, p.out_dtype,
@@ -185,8 +242,11 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
       const dnnl::matmul::desc desc(cpu::onednn_plain_desc(m_g, K, in_type),
                                     cpu::onednn_plain_desc(K, N, in_type),
                                     cpu::onednn_plain_desc(m_g, N, out_type));
+      dnnl::primitive_attr attr;
+      // int8: per-column output scales given at run time (mask: dim 1 of dst [m_g, N]).
+      if (in_type == dt::s8) attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
       try {
-        return dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
+        return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu::onednn_engine()));
       } catch (const dnnl::error& e) {
         if (e.status == dnnl_unimplemented) {
           throw NotImplemented("onednn: no matmul for m_g=" + std::to_string(m_g) + ", K=" +
