@@ -24,19 +24,34 @@ const GatedLinearUnitOp& gated_linear_unit_op() {
   return op;
 }
 
-Tensor gated_linear_unit(const Tensor& x, const Tensor& weights,
-                         const GatedLinearUnitOptions& options) {
-  const nlohmann::json args = {{"x", x.spec().to_string()},
-                               {"weights", weights.spec().to_string()},
-                               {"activation", std::string(activation_name(options.activation))}};
+namespace {
+
+// Binds x, the named weight tensors and the activation, then dispatches.
+Tensor run_glu(const Tensor& x, const std::vector<std::pair<const char*, const Tensor*>>& weights,
+               const GatedLinearUnitOptions& options) {
+  nlohmann::json args = {{"x", x.spec().to_string()},
+                         {"activation", std::string(activation_name(options.activation))}};
+  for (const auto& [name, tensor] : weights) args[name] = tensor->spec().to_string();
   const GatedLinearUnitOp& op = gated_linear_unit_op();
   const BoundArgs bound = op.bind(args);
   TensorMap inputs;
   inputs.emplace("x", x);
-  inputs.emplace("weights", weights);
+  for (const auto& [name, tensor] : weights) inputs.emplace(name, *tensor);
   TensorMap outputs = op.allocate_outputs(bound);
   dispatch(op, bound, options.implementation, options.config, inputs, outputs);
   return outputs.at("out");
+}
+
+}  // namespace
+
+Tensor gated_linear_unit(const Tensor& x, const Tensor& weights,
+                         const GatedLinearUnitOptions& options) {
+  return run_glu(x, {{"weights", &weights}}, options);
+}
+
+Tensor gated_linear_unit(const Tensor& x, const Tensor& gate_weights, const Tensor& proj_weights,
+                         const GatedLinearUnitOptions& options) {
+  return run_glu(x, {{"gate_weights", &gate_weights}, {"proj_weights", &proj_weights}}, options);
 }
 
 }  // namespace tokamax

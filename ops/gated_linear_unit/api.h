@@ -34,4 +34,10 @@ Tensor gated_linear_unit(const Tensor& x,        // [*B, M, K]
                          const Tensor& weights,  // [K, 2, N]
                          const GatedLinearUnitOptions& options = {});
 
+// The same with unfused weights: act(x @ gate_weights) * (x @ proj_weights).
+Tensor gated_linear_unit(const Tensor& x,             // [*B, M, K]
+                         const Tensor& gate_weights,  // [K, N]
+                         const Tensor& proj_weights,  // [K, N]
+                         const GatedLinearUnitOptions& options = {});
+
 }  // namespace tokamax

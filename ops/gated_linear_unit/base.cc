@@ -53,12 +53,13 @@ std::vector<int64_t> GluProblem::out_dims() const {
 GluProblem GluProblem::from(const BoundArgs& args) {
   GluProblem p;
   const TensorSpec x = args.tensor("x");
-  const TensorSpec w = args.tensor("weights");
+  p.fused_weights = args.has("weights");
+  const TensorSpec w = args.tensor(p.fused_weights ? "weights" : "gate_weights");
   p.x_dims = x.dims;
   p.K = x.dims.back();
   p.M = 1;
   for (size_t i = 0; i + 1 < x.dims.size(); ++i) p.M *= x.dims[i];
-  p.N = w.dims[2];
+  p.N = w.dims.back();
   p.x_dtype = x.dtype;
   p.w_dtype = w.dtype;
   p.activation = parse_activation(args.option("activation").get<std::string>());
@@ -70,24 +71,61 @@ BoundArgs GatedLinearUnitBase::bind(const json& args) const {
   if (!args.is_object()) throw InvalidArgument(op + ": args must be a mapping");
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();
-    if (key != "x" && key != "weights" && key != "activation") {
-      throw InvalidArgument(
-          op + ": unknown argument '" + key + "' (expected x, weights, activation)", key);
+    if (key != "x" && key != "weights" && key != "gate_weights" && key != "proj_weights" &&
+        key != "activation") {
+      throw InvalidArgument(op + ": unknown argument '" + key +
+                                "' (expected x, weights or gate_weights and proj_weights, "
+                                "activation)",
+                            key);
     }
   }
   const TensorSpec x = bind_tensor(args, "x", "[*B, M, K]");
-  const TensorSpec w = bind_tensor(args, "weights", "[K, 2, N]");
   if (x.rank() < 2) {
     throw InvalidArgument(op + ": x must have rank >= 2 [*B, M, K], got " + x.to_string(), "x");
   }
-  if (w.rank() != 3 || w.dims[1] != 2) {
-    throw InvalidArgument(
-        op + ": weights must be [K, 2, N] (gate, projection), got " + w.to_string(), "weights");
-  }
-  if (w.dims[0] != x.dims.back()) {
-    throw InvalidArgument(op + ": x has K=" + std::to_string(x.dims.back()) + " but weights " +
-                              w.to_string() + " has K=" + std::to_string(w.dims[0]),
+  auto present = [&](const char* key) { return args.contains(key) && !args.at(key).is_null(); };
+  const bool unfused = present("gate_weights") || present("proj_weights");
+  if (unfused && present("weights")) {
+    throw InvalidArgument(op + ": give weights [K, 2, N] or gate_weights and proj_weights [K, N], "
+                               "not both",
                           "weights");
+  }
+  auto check_k = [&](const TensorSpec& w, const char* name) {
+    if (w.dims[0] != x.dims.back()) {
+      throw InvalidArgument(op + ": x has K=" + std::to_string(x.dims.back()) + " but " + name +
+                                " " + w.to_string() + " has K=" + std::to_string(w.dims[0]),
+                            name);
+    }
+  };
+  TensorSpec w, wg, wp;
+  if (unfused) {
+    for (const char* name : {"gate_weights", "proj_weights"}) {
+      if (!present(name)) {
+        throw InvalidArgument(op + ": unfused weights need both gate_weights and proj_weights "
+                                   "[K, N]; " + name + " is missing",
+                              name);
+      }
+    }
+    wg = bind_tensor(args, "gate_weights", "[K, N]");
+    wp = bind_tensor(args, "proj_weights", "[K, N]");
+    for (const auto& [spec, name] : {std::pair{&wg, "gate_weights"}, {&wp, "proj_weights"}}) {
+      if (spec->rank() != 2) {
+        throw InvalidArgument(op + ": " + name + " must be [K, N], got " + spec->to_string(), name);
+      }
+      check_k(*spec, name);
+    }
+    if (wg.dims != wp.dims || wg.dtype != wp.dtype) {
+      throw InvalidArgument(op + ": gate_weights " + wg.to_string() + " and proj_weights " +
+                                wp.to_string() + " must have the same shape and dtype",
+                            "proj_weights");
+    }
+  } else {
+    w = bind_tensor(args, "weights", "[K, 2, N]");
+    if (w.rank() != 3 || w.dims[1] != 2) {
+      throw InvalidArgument(
+          op + ": weights must be [K, 2, N] (gate, projection), got " + w.to_string(), "weights");
+    }
+    check_k(w, "weights");
   }
   Activation activation = Activation::kNone;
   if (args.contains("activation") && !args.at("activation").is_null()) {
@@ -103,14 +141,56 @@ BoundArgs GatedLinearUnitBase::bind(const json& args) const {
   }
   BoundArgs bound;
   bound.op = op;
-  bound.args = {{"x", x.to_string()},
-                {"weights", w.to_string()},
-                {"activation", std::string(activation_name(activation))}};
+  bound.args = {{"x", x.to_string()}, {"activation", std::string(activation_name(activation))}};
+  if (unfused) {
+    bound.args["gate_weights"] = wg.to_string();
+    bound.args["proj_weights"] = wp.to_string();
+  } else {
+    bound.args["weights"] = w.to_string();
+  }
   return bound;
 }
 
 std::vector<TensorDecl> GatedLinearUnitBase::inputs(const BoundArgs& args) const {
+  if (!args.has("weights")) {
+    return {{"x", args.tensor("x")},
+            {"gate_weights", args.tensor("gate_weights")},
+            {"proj_weights", args.tensor("proj_weights")}};
+  }
   return {{"x", args.tensor("x")}, {"weights", args.tensor("weights")}};
+}
+
+double GluWeights::get(int j, int64_t k, int64_t n) const {
+  const char* base = static_cast<const char*>(j == 0 ? gate : proj);
+  const int64_t i = k * ld + n;
+  switch (dtype) {
+    case DType::kF64:
+      return reinterpret_cast<const double*>(base)[i];
+    case DType::kF32:
+      return reinterpret_cast<const float*>(base)[i];
+    case DType::kBF16:
+      return bf16_to_float(reinterpret_cast<const bf16*>(base)[i]);
+    case DType::kF16:
+      return f16_to_float(reinterpret_cast<const f16*>(base)[i]);
+    default:
+      throw NotImplemented("gated_linear_unit: weights must be float");
+  }
+}
+
+GluWeights glu_weights(const GluProblem& p, const TensorMap& inputs) {
+  GluWeights w;
+  w.dtype = p.w_dtype;
+  if (p.fused_weights) {
+    const char* data = static_cast<const char*>(inputs.at("weights").raw());
+    w.gate = data;
+    w.proj = data + p.N * static_cast<int64_t>(dtype_size(p.w_dtype));
+    w.ld = 2 * p.N;
+  } else {
+    w.gate = inputs.at("gate_weights").raw();
+    w.proj = inputs.at("proj_weights").raw();
+    w.ld = p.N;
+  }
+  return w;
 }
 
 std::vector<TensorDecl> GatedLinearUnitOp::outputs(const BoundArgs& args) const {

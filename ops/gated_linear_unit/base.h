@@ -5,6 +5,7 @@
 //   M      rows of x: the product of B and x's second-to-last extent, flattened
 //   K      contraction extent (x's last extent, weights' first)
 //   N      output features; weights[:, 0, :] is the gate Wg, weights[:, 1, :] the projection Wp
+//          (or, unfused, gate_weights [K, N] = Wg and proj_weights [K, N] = Wp)
 //
 // out[*B, M, N] = act(x @ Wg) * (x @ Wp), both products accumulated in >= f32, the output in x's
 // dtype. The spec (GluProblem, the binding, the inputs) is shared with the future backward op
@@ -31,6 +32,8 @@ struct GluProblem {
   DType x_dtype = DType::kF32;  // also the output dtype
   DType w_dtype = DType::kF32;
   Activation activation = Activation::kNone;
+  // true: one weights [K, 2, N]; false: gate_weights and proj_weights [K, N] (same dtype).
+  bool fused_weights = true;
 
   DType out_dtype() const { return x_dtype; }
   // Output dims: x's with the last extent replaced by N.
@@ -38,10 +41,24 @@ struct GluProblem {
   static GluProblem from(const BoundArgs& args);
 };
 
-// The spec shared by the forward op and its future vjp: arguments x, weights, activation.
+// Wg and Wp as two row-major [K, N] matrices with one row stride `ld`: views into the fused
+// weights [K, 2, N] (ld = 2N, Wp at +N) or the unfused gate_weights / proj_weights (ld = N).
+struct GluWeights {
+  const void* gate = nullptr;
+  const void* proj = nullptr;
+  int64_t ld = 0;
+  DType dtype = DType::kF32;
+  // Element (k, n) of Wg (j = 0) or Wp (j = 1), as double.
+  double get(int j, int64_t k, int64_t n) const;
+};
+GluWeights glu_weights(const GluProblem& problem, const TensorMap& inputs);
+
+// The spec shared by the forward op and its future vjp: arguments x, weights (or gate_weights
+// and proj_weights), activation.
 class GatedLinearUnitBase : public Op {
  public:
-  // x: a float tensor of rank >= 2 [*B, M, K]; weights: float [K, 2, N]; activation: a name of
+  // x: a float tensor of rank >= 2 [*B, M, K]; weights: float [K, 2, N], or gate_weights and
+  // proj_weights: float [K, N] each (the same dtype); activation: a name of
   // ops/common/activation.h (default "none").
   BoundArgs bind(const nlohmann::json& args) const override;
   // x ~ N(0, 1) (a post-layer-norm activation) and weights ~ N(0, 1/K) (fan-in initialised), so
@@ -54,7 +71,8 @@ class GatedLinearUnitOp : public GatedLinearUnitBase {
  public:
   std::string_view name() const override { return GluProblem::kOp; }
   std::string_view summary() const override {
-    return "act(x @ weights[:,0,:]) * (x @ weights[:,1,:]) for x[*B,M,K], weights[K,2,N]";
+    return "act(x @ weights[:,0,:]) * (x @ weights[:,1,:]) for x[*B,M,K], weights[K,2,N] "
+           "(or gate_weights, proj_weights [K,N])";
   }
   std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
   double flops(const BoundArgs& args) const override;
@@ -72,8 +90,8 @@ class GatedLinearUnitOp : public GatedLinearUnitBase {
 template <typename Acc>
 void gated_linear_unit_reference(const GluProblem& problem,
                                  // Inputs.
-                                 const Tensor& x,        // [*B, M, K]
-                                 const Tensor& weights,  // [K, 2, N]
+                                 const Tensor& x,  // [*B, M, K]
+                                 const GluWeights& weights,
                                  // Outputs.
                                  Tensor& out);  // [*B, M, N] x's dtype
 

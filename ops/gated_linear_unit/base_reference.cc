@@ -38,7 +38,21 @@ TensorMap GatedLinearUnitBase::make_inputs(const BoundArgs& args, uint64_t seed)
   TensorMap inputs;
   const double scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(p.K, 1)));
   inputs.emplace("x", normal_tensor(args.tensor("x"), seed, "x"));
-  inputs.emplace("weights", normal_tensor(args.tensor("weights"), seed, "weights", scale));
+  if (p.fused_weights) {
+    inputs.emplace("weights", normal_tensor(args.tensor("weights"), seed, "weights", scale));
+  } else {
+    // The same values as the fused [K, 2, N] of this seed would hold, split.
+    const Tensor fused = normal_tensor(TensorSpec{p.w_dtype, {p.K, 2, p.N}}, seed, "weights", scale);
+    Tensor gate(args.tensor("gate_weights")), proj(args.tensor("proj_weights"));
+    for (int64_t k = 0; k < p.K; ++k) {
+      for (int64_t n = 0; n < p.N; ++n) {
+        gate.set(k * p.N + n, fused.get((k * 2 + 0) * p.N + n));
+        proj.set(k * p.N + n, fused.get((k * 2 + 1) * p.N + n));
+      }
+    }
+    inputs.emplace("gate_weights", std::move(gate));
+    inputs.emplace("proj_weights", std::move(proj));
+  }
   return inputs;
 }
 
@@ -67,7 +81,7 @@ OracleSample GatedLinearUnitOp::oracle(const BoundArgs& args, const TensorMap& i
   }
   const GluProblem p = GluProblem::from(args);
   const Tensor& x = inputs.find("x")->second;
-  const Tensor& w = inputs.find("weights")->second;
+  const GluWeights w = glu_weights(p, inputs);
   const int64_t K = p.K, N = p.N;
   const ErrorModel model = error_model(args);
   const double n = model.accumulation_length;
@@ -84,8 +98,8 @@ OracleSample GatedLinearUnitOp::oracle(const BoundArgs& args, const TensorMap& i
     double g = 0.0, proj = 0.0, Mg = 0.0, Mp = 0.0;
     for (int64_t k = 0; k < K; ++k) {
       const double xk = x.get(row * K + k);
-      const double gate_term = xk * w.get((k * 2 + 0) * N + col);
-      const double proj_term = xk * w.get((k * 2 + 1) * N + col);
+      const double gate_term = xk * w.get(0, k, col);
+      const double proj_term = xk * w.get(1, k, col);
       g += gate_term;
       proj += proj_term;
       Mg += std::fabs(gate_term);
@@ -118,7 +132,7 @@ ErrorModel GatedLinearUnitOp::error_model(const BoundArgs& args) const {
 }
 
 template <typename Acc>
-void gated_linear_unit_reference(const GluProblem& p, const Tensor& x, const Tensor& weights,
+void gated_linear_unit_reference(const GluProblem& p, const Tensor& x, const GluWeights& weights,
                                  Tensor& out) {
   const int64_t M = p.M, K = p.K, N = p.N;
   std::vector<Acc> gate(static_cast<size_t>(N)), proj(static_cast<size_t>(N));
@@ -127,7 +141,8 @@ void gated_linear_unit_reference(const GluProblem& p, const Tensor& x, const Ten
     dispatch_float(p.w_dtype, [&](auto w_type) {
       using W = decltype(w_type);
       const X* x_data = x.data<X>();
-      const W* w_data = weights.data<W>();
+      const W* gate_data = static_cast<const W*>(weights.gate);
+      const W* proj_data = static_cast<const W*>(weights.proj);
       X* out_data = out.data<X>();
       for (int64_t row = 0; row < M; ++row) {
         std::fill(gate.begin(), gate.end(), Acc(0));
@@ -136,8 +151,8 @@ void gated_linear_unit_reference(const GluProblem& p, const Tensor& x, const Ten
         // in order k = 0..K-1.
         for (int64_t k = 0; k < K; ++k) {
           const Acc xk = static_cast<Acc>(to_double(x_data[row * K + k]));
-          const W* w_gate = w_data + (k * 2 + 0) * N;
-          const W* w_proj = w_data + (k * 2 + 1) * N;
+          const W* w_gate = gate_data + k * weights.ld;
+          const W* w_proj = proj_data + k * weights.ld;
           for (int64_t n = 0; n < N; ++n) {
             gate[n] += xk * static_cast<Acc>(to_double(w_gate[n]));
             proj[n] += xk * static_cast<Acc>(to_double(w_proj[n]));
@@ -152,20 +167,21 @@ void gated_linear_unit_reference(const GluProblem& p, const Tensor& x, const Ten
   });
 }
 
-template void gated_linear_unit_reference<float>(const GluProblem&, const Tensor&, const Tensor&,
-                                                 Tensor&);
-template void gated_linear_unit_reference<double>(const GluProblem&, const Tensor&, const Tensor&,
-                                                  Tensor&);
+template void gated_linear_unit_reference<float>(const GluProblem&, const Tensor&,
+                                                 const GluWeights&, Tensor&);
+template void gated_linear_unit_reference<double>(const GluProblem&, const Tensor&,
+                                                  const GluWeights&, Tensor&);
 
 namespace {
 
 void run_reference(const GluProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
   Tensor& out = outputs.at("out");
   // f64 outputs accumulate in f64; everything else in f32, as upstream's reference does.
+  const GluWeights weights = glu_weights(problem, inputs);
   if (problem.out_dtype() == DType::kF64) {
-    gated_linear_unit_reference<double>(problem, inputs.at("x"), inputs.at("weights"), out);
+    gated_linear_unit_reference<double>(problem, inputs.at("x"), weights, out);
   } else {
-    gated_linear_unit_reference<float>(problem, inputs.at("x"), inputs.at("weights"), out);
+    gated_linear_unit_reference<float>(problem, inputs.at("x"), weights, out);
   }
 }
 

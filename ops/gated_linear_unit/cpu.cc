@@ -69,7 +69,7 @@ class CpuGatedLinearUnit final : public TypedImplementation<GluProblem, CpuGluCo
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
     gated_linear_unit_cpu_kernel(p, clamp_to_problem(config, p), inputs.at("x"),
-                                 inputs.at("weights"), outputs.at("out"));
+                                 glu_weights(p, inputs), outputs.at("out"));
   }
 };
 

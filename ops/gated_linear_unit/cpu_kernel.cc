@@ -8,10 +8,11 @@
 //   tn     gate columns of one task (all of N when tile_n = 0); cols = the task's actual columns
 //   nm, nn task counts along M and N
 //
-// The weights [K, 2, N] are read as one row-major matrix W[K, 2N] (row stride 2N): gate column n
-// is W column n and projection column n is W column N + n. A task that covers all of N therefore
-// multiplies its x rows by all of W in one GEMM of width 2N (x packed once); a task over columns
-// [n0, n0 + cols) runs two GEMMs, on W columns n0.. and N + n0... Either way the f32 results land
+// The fused weights [K, 2, N] are read as one row-major matrix W[K, 2N] (row stride 2N): gate
+// column n is W column n and projection column n is W column N + n. A task that covers all of N
+// therefore multiplies its x rows by all of W in one GEMM of width 2N (x packed once); a task over
+// columns [n0, n0 + cols), or any task with unfused weights (Wg, Wp [K, N]: GluWeights), runs two
+// GEMMs, on Wg columns n0.. and Wp columns n0... Either way the f32 results land
 // in the thread's scratch [tm, 2 tn] (gate left, projection right), are combined in place by
 // cpu_glu_row while still in L2, and are stored (rounded once, to x's dtype) to the output.
 #include "ops/gated_linear_unit/cpu_kernel.h"
@@ -44,7 +45,7 @@ float* scratch_floats(size_t count) {
 }  // namespace
 
 void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, const Tensor& x,
-                                  const Tensor& weights, Tensor& out) {
+                                  const GluWeights& weights, Tensor& out) {
   if (p.x_dtype == DType::kF64 || p.w_dtype == DType::kF64) {
     throw NotImplemented(
         "cpu gated_linear_unit: f64 operands; the kernel accumulates in f32, which would drop "
@@ -65,13 +66,15 @@ void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, co
   gemm.tn = c.panel_n;
   gemm.native_bf16 = c.bf16_path == "native_dot";
 
-  const bool whole_n = c.tile_n == 0;
+  // One GEMM of width 2N needs [Wg | Wp] side by side in each row: the fused layout.
+  const bool whole_n = c.tile_n == 0 && p.fused_weights;
   const int64_t tm = c.tile_m, tn = task_columns(p, c);
   const int64_t nm = ceil_div(M, tm), nn = ceil_div(N, tn);
   const int64_t ld_scratch = 2 * tn;  // gate [tm, tn] | projection [tm, tn]
   const size_t x_size = dtype_size(p.x_dtype), w_size = dtype_size(p.w_dtype);
   const char* x_data = static_cast<const char*>(x.raw());
-  const char* w_data = static_cast<const char*>(weights.raw());
+  const char* gate_data = static_cast<const char*>(weights.gate);
+  const char* proj_data = static_cast<const char*>(weights.proj);
   char* out_data = static_cast<char*>(out.raw());
   const Activation activation = p.activation;
   const bool f32_out = p.x_dtype == DType::kF32;
@@ -89,15 +92,15 @@ void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, co
     a.ld = K;
     GemmOperand b;
     b.dtype = p.w_dtype;
-    b.ld = 2 * N;
+    b.ld = weights.ld;
     if (whole_n) {
       // W [K, 2N] in one product: scratch row r = [gate (N) | projection (N)].
-      b.data = w_data;
+      b.data = gate_data;
       cpu_gemm_f32(a, b, rows, 2 * N, K, scratch, ld_scratch, false, gemm);
     } else {
-      b.data = w_data + n0 * static_cast<int64_t>(w_size);
+      b.data = gate_data + n0 * static_cast<int64_t>(w_size);
       cpu_gemm_f32(a, b, rows, cols, K, scratch, ld_scratch, false, gemm);
-      b.data = w_data + (N + n0) * static_cast<int64_t>(w_size);
+      b.data = proj_data + n0 * static_cast<int64_t>(w_size);
       cpu_gemm_f32(a, b, rows, cols, K, scratch + tn, ld_scratch, false, gemm);
     }
     // Epilogue: act(gate) * proj, straight into an f32 output; for 16-bit outputs in place over

@@ -19,8 +19,8 @@ namespace tokamax {
 // only), a micro-tile this CPU lacks, or native_dot where it cannot run.
 void gated_linear_unit_cpu_kernel(const GluProblem& problem, const CpuGluConfig& c,
                                   // Inputs.
-                                  const Tensor& x,        // [M, K] (*B flattened)
-                                  const Tensor& weights,  // [K, 2, N]
+                                  const Tensor& x,  // [M, K] (*B flattened)
+                                  const GluWeights& weights,  // Wg, Wp [K, N] (row stride ld)
                                   // Outputs.
                                   Tensor& out);  // [M, N] x's dtype
 

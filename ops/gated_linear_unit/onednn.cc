@@ -37,7 +37,8 @@ namespace {
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-using MatmulKey = std::tuple<int64_t, int64_t, int64_t, dt>;  // mc, K, 2N, input type
+// mc, K, columns (2N fused, N per half unfused), input type, dst row stride (2N).
+using MatmulKey = std::tuple<int64_t, int64_t, int64_t, dt, int64_t>;
 constexpr size_t kMaxCachedPrimitives = 4096;
 // The f32 intermediate of one chunk: at most 2^25 elements (128 MiB) by default, so the largest
 // catalog shapes (4M rows x 2N) do not need gigabytes next to their inputs.
@@ -99,7 +100,11 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, OneDn
     }
     // dnnl::memory wants non-const handles; the primitive only reads src and weights.
     char* x_data = static_cast<char*>(const_cast<void*>(inputs.at("x").raw()));
-    char* w_data = static_cast<char*>(const_cast<void*>(inputs.at("weights").raw()));
+    // Fused weights: one matmul with W [K, 2N]; unfused: one per half, Wg and Wp [K, N], into
+    // the two halves of Y (row stride 2N), so the epilogue is the same.
+    const GluWeights w = glu_weights(p, inputs);
+    char* gate_data = static_cast<char*>(const_cast<void*>(w.gate));
+    char* proj_data = static_cast<char*>(const_cast<void*>(w.proj));
     const dt in_type = onednn_type(p.x_dtype);
     const int64_t mc = std::clamp<int64_t>(
         config.chunk_rows > 0 ? config.chunk_rows : kChunkElements / (2 * N), 1, M);
@@ -109,14 +114,23 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, OneDn
     float* y = scratch.floats(static_cast<size_t>(mc * 2 * N));
     const dnnl::engine& engine = cpu::onednn_engine();
     dnnl::stream stream(engine);
-    dnnl::memory weights(cpu::onednn_plain_desc(K, 2 * N, in_type), engine, w_data);
+    const int64_t cols = p.fused_weights ? 2 * N : N;
+    dnnl::memory gate_weights(cpu::onednn_plain_desc(K, cols, in_type), engine, gate_data);
+    dnnl::memory proj_weights(cpu::onednn_plain_desc(K, cols, in_type), engine, proj_data);
     for (int64_t m0 = 0; m0 < M; m0 += mc) {
       const int64_t rows = std::min(mc, M - m0);
-      const dnnl::matmul matmul = primitive({rows, K, 2 * N, in_type});
+      const dnnl::matmul matmul = primitive({rows, K, cols, in_type, 2 * N});
       dnnl::memory src(cpu::onednn_plain_desc(rows, K, in_type), engine, x_data + m0 * K * x_bytes);
-      dnnl::memory dst(cpu::onednn_plain_desc(rows, 2 * N, dt::f32), engine, y);
+      const dnnl::memory::desc dst_desc({rows, cols}, dt::f32, {2 * N, 1});
+      dnnl::memory dst(dst_desc, engine, y);
       matmul.execute(stream,
-                     {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+                     {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, gate_weights}, {DNNL_ARG_DST, dst}});
+      if (!p.fused_weights) {
+        dnnl::memory proj_dst(dst_desc, engine, y + N);
+        matmul.execute(stream, {{DNNL_ARG_SRC, src},
+                                {DNNL_ARG_WEIGHTS, proj_weights},
+                                {DNNL_ARG_DST, proj_dst}});
+      }
       stream.wait();
       // act(Y[:, :N]) * Y[:, N:], in place over the gate half, then rounded to x's dtype.
       const Activation activation = p.activation;
@@ -137,10 +151,10 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, OneDn
  private:
   dnnl::matmul primitive(const MatmulKey& key) const {
     return primitives_.get(key, [&] {
-      const auto& [rows, K, cols, in_type] = key;
+      const auto& [rows, K, cols, in_type, ld_dst] = key;
       const dnnl::matmul::desc desc(cpu::onednn_plain_desc(rows, K, in_type),
                                     cpu::onednn_plain_desc(K, cols, in_type),
-                                    cpu::onednn_plain_desc(rows, cols, dt::f32));
+                                    dnnl::memory::desc({rows, cols}, dt::f32, {ld_dst, 1}));
       try {
         return dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
       } catch (const dnnl::error& e) {

@@ -34,11 +34,21 @@ TEST_CASE("gated_linear_unit auto and named implementations agree on a hand-chec
   for (int i = 0; i < 8; ++i) w.data<float>()[i] = w_values[i];
   // relu(gate) * proj: gate = x, proj = [[4, 2], [1, 3]].
   const float expected[] = {4, 4, 0, 9};
+  // The same weights unfused: Wg = I, Wp = [[2, 0], [1, 1]].
+  Tensor wg(TensorSpec{DType::kF32, {2, 2}}), wp(TensorSpec{DType::kF32, {2, 2}});
+  const float wg_values[] = {1, 0, 0, 1}, wp_values[] = {2, 0, 1, 1};
+  for (int i = 0; i < 4; ++i) {
+    wg.data<float>()[i] = wg_values[i];
+    wp.data<float>()[i] = wp_values[i];
+  }
   for (const char* impl : {"auto", "cpu", "reference", "onednn"}) {
     INFO(impl);
     const Tensor out = gated_linear_unit(x, w, with(Activation::kRelu, impl));
     REQUIRE(out.spec().to_string() == "f32[1,2,2]");
     for (int i = 0; i < 4; ++i) CHECK(out.data<float>()[i] == expected[i]);
+    const Tensor split = gated_linear_unit(x, wg, wp, with(Activation::kRelu, impl));
+    REQUIRE(split.spec().to_string() == "f32[1,2,2]");
+    for (int i = 0; i < 4; ++i) CHECK(split.data<float>()[i] == expected[i]);
   }
   // auto falls back to the reference for f64, which the cpu kernel does not run.
   Tensor x64(TensorSpec{DType::kF64, {2, 2}});

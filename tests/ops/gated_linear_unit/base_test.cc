@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
 #include "ops/framework/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
@@ -70,6 +71,72 @@ TEST_CASE("gated_linear_unit bind errors name the offending argument", "[glu]") 
   json missing = base;
   missing.erase("weights");
   CHECK(bind_error_field(missing) == "weights");
+
+  // Unfused weights: both halves, [K, N] each, the same shape and dtype, not with weights.
+  json unfused = {{"x", "f32[2,8,4]"},
+                  {"gate_weights", "f32[4,3]"},
+                  {"proj_weights", "f32[4,3]"},
+                  {"activation", "silu"}};
+  CHECK(bind_error_field(unfused) == "<no error>");
+  json both = unfused;
+  both["weights"] = "f32[4,2,3]";
+  CHECK(bind_error_field(both) == "weights");
+  json half = unfused;
+  half.erase("proj_weights");
+  CHECK(bind_error_field(half) == "proj_weights");
+  json other_shape = unfused;
+  other_shape["proj_weights"] = "f32[4,5]";
+  CHECK(bind_error_field(other_shape) == "proj_weights");
+  json other_dtype = unfused;
+  other_dtype["proj_weights"] = "bf16[4,3]";
+  CHECK(bind_error_field(other_dtype) == "proj_weights");
+  json rank3 = unfused;
+  rank3["gate_weights"] = "f32[4,2,3]";
+  CHECK(bind_error_field(rank3) == "gate_weights");
+  json k = unfused;
+  k["gate_weights"] = "f32[5,3]";
+  k["proj_weights"] = "f32[5,3]";
+  CHECK(bind_error_field(k) == "gate_weights");
+}
+
+TEST_CASE("gated_linear_unit unfused weights hold the fused layout's values and results",
+          "[glu]") {
+  const GatedLinearUnitOp& op = gated_linear_unit_op();
+  const BoundArgs fused = op.bind({{"x", "bf16[2,9,40]"}, {"weights", "bf16[40,2,24]"}, {"activation", "gelu"}});
+  const BoundArgs unfused = op.bind({{"x", "bf16[2,9,40]"},
+                                     {"gate_weights", "bf16[40,24]"},
+                                     {"proj_weights", "bf16[40,24]"},
+                                     {"activation", "gelu"}});
+  CHECK_FALSE(GluProblem::from(unfused).fused_weights);
+  CHECK(op.flops(fused) == op.flops(unfused));
+  CHECK(op.bytes(fused) == op.bytes(unfused));
+  const TensorMap a = op.make_inputs(fused, 6), b = op.make_inputs(unfused, 6);
+  const GluWeights wa = glu_weights(GluProblem::from(fused), a);
+  const GluWeights wb = glu_weights(GluProblem::from(unfused), b);
+  for (int j = 0; j < 2; ++j) {
+    for (int64_t k = 0; k < 40; ++k) {
+      for (int64_t n = 0; n < 24; ++n) CHECK(wa.get(j, k, n) == wb.get(j, k, n));
+    }
+  }
+  // Every implementation: the same oracle, and within its bound on both layouts.
+  std::vector<int64_t> index(2 * 9 * 24);
+  std::iota(index.begin(), index.end(), 0);
+  const OracleSample oracle_a = op.oracle(fused, a, "out", index);
+  const OracleSample oracle_b = op.oracle(unfused, b, "out", index);
+  CHECK(oracle_a.value == oracle_b.value);
+  for (const Implementation* impl : op.implementations()) {
+    CAPTURE(impl->name());
+    const auto prepared = impl->prepare(unfused, cpu::host_device());
+    try {
+      prepared->check();
+    } catch (const NotImplemented&) {
+      continue;
+    }
+    TensorMap out = op.allocate_outputs(unfused);
+    prepared->heuristics_kernel().run(b, out);
+    CHECK(judge(compare_to_oracle(out.at("out"), oracle_b, op.error_model(unfused))) ==
+          Disposition::kPassed);
+  }
 }
 
 TEST_CASE("gated_linear_unit bind fills defaults and derives the problem", "[glu]") {
@@ -101,7 +168,10 @@ TEST_CASE("gated_linear_unit reference<float> matches a hand-computed case", "[g
     for (int i = 0; i < 4; ++i) x.set(i, x_values[i]);
     for (int i = 0; i < 8; ++i) w.set(i, w_values[i]);
     Tensor out(TensorSpec{DType::kF32, {2, 2}});
-    gated_linear_unit_reference<float>(p, x, w, out);
+    TensorMap inputs;
+    inputs.emplace("x", x);
+    inputs.emplace("weights", w);
+    gated_linear_unit_reference<float>(p, x, glu_weights(p, inputs), out);
     // proj = x @ Wp: row 0 = [1*2 + 2*1, 2] = [4, 2]; row 1 = [-2 + 3, 3] = [1, 3].
     const bool relu = std::string(activation) == "relu";
     const double expected[] = {1.0 * 4, 2.0 * 2, (relu ? 0.0 : -1.0) * 1, 3.0 * 3};
@@ -116,7 +186,11 @@ TEST_CASE("gated_linear_unit reference agrees with the float64 oracle", "[glu]")
         json{{"x", "bf16[30,64]"}, {"weights", "bf16[64,2,24]"}, {"activation", "silu"}},
         json{{"x", "f16[16,5]"}, {"weights", "f16[5,2,8]"}, {"activation", "sigmoid"}},
         json{{"x", "f64[9,12]"}, {"weights", "f64[12,2,7]"}, {"activation", "gelu_tanh"}},
-        json{{"x", "bf16[8,1]"}, {"weights", "f32[1,2,9]"}, {"activation", "relu"}}}) {
+        json{{"x", "bf16[8,1]"}, {"weights", "f32[1,2,9]"}, {"activation", "relu"}},
+        json{{"x", "bf16[3,12,40]"},
+             {"gate_weights", "bf16[40,24]"},
+             {"proj_weights", "bf16[40,24]"},
+             {"activation", "silu"}}}) {
     CAPTURE(args_json.dump());
     const BoundArgs args = op.bind(args_json);
     const GluProblem p = GluProblem::from(args);
@@ -124,9 +198,9 @@ TEST_CASE("gated_linear_unit reference agrees with the float64 oracle", "[glu]")
     TensorMap outputs = op.allocate_outputs(args);
     Tensor& out = outputs.at("out");
     if (p.out_dtype() == DType::kF64) {
-      gated_linear_unit_reference<double>(p, inputs.at("x"), inputs.at("weights"), out);
+      gated_linear_unit_reference<double>(p, inputs.at("x"), glu_weights(p, inputs), out);
     } else {
-      gated_linear_unit_reference<float>(p, inputs.at("x"), inputs.at("weights"), out);
+      gated_linear_unit_reference<float>(p, inputs.at("x"), glu_weights(p, inputs), out);
     }
     std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
     std::iota(index.begin(), index.end(), 0);

@@ -92,6 +92,10 @@ TEST_CASE("cpu gated_linear_unit matches the oracle for split N, small tiles, th
   const int lanes = cpu::simd_f32_lanes();
   const json args = {{"x", "bf16[3,29,53]"}, {"weights", "bf16[53,2,67]"}, {"activation", "silu"}};
   const json f32_args = {{"x", "f32[61,45]"}, {"weights", "f32[45,2,70]"}, {"activation", "gelu"}};
+  const json unfused_args = {{"x", "f32[40,45]"},
+                             {"gate_weights", "f32[45,70]"},
+                             {"proj_weights", "f32[45,70]"},
+                             {"activation", "sigmoid"}};
   std::vector<json> configs;
   for (int tile_n : {0, 16, 32, 48}) {
     for (int tile_m : {1, 13, 28, 200}) {
@@ -104,7 +108,7 @@ TEST_CASE("cpu gated_linear_unit matches the oracle for split N, small tiles, th
   }
   for (const json& config : configs) {
     CAPTURE(config.dump());
-    for (const json& a : {args, f32_args}) {
+    for (const json& a : {args, f32_args, unfused_args}) {
       CAPTURE(a.dump());
       const Comparison c = run_and_compare(a, config);
       CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
