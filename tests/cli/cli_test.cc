@@ -29,6 +29,23 @@ TEST_CASE("list shows ops, implementations with support, and catalog tags", "[cl
   const CommandResult specs = run_tokamax("list --op ragged_dot --tag smoke");
   CHECK(specs.exit_code == 0);
   CHECK_THAT(specs.output, Catch::Contains("smoke"));
+  // An op named: the other spellings its bind accepts (upstream's public API), and a spec
+  // written with them binds to the same args.
+  const CommandResult attention = run_tokamax("list --op dot_product_attention");
+  CHECK_THAT(attention.output,
+             Catch::Contains("dot_product_attention also accepts: scale = logits_scale") &&
+                 Catch::Contains("local_window_size = local_window"));
+  ScratchDir dir;
+  const std::string spec = dir.file("upstream.yaml");
+  write_file(spec,
+             "op: dot_product_attention\nspecs:\n  - name: spelled\n    args:\n"
+             "      q: f32[1,16,2,8]\n      k: f32[1,16,2,8]\n      v: f32[1,16,2,8]\n"
+             "      scale: 0.5\n      local_window_size: 3\n");
+  const CommandResult bound = run_tokamax("list --spec " + spec + " --name spelled");
+  INFO(bound.output);
+  CHECK(bound.exit_code == 0);
+  CHECK_THAT(bound.output, Catch::Contains("\"local_window\":[3,3]") &&
+                               Catch::Contains("\"logits_scale\":0.5"));
 }
 
 TEST_CASE("without a CUDA device the CUDA implementations are unsupported with why, exit 0",
