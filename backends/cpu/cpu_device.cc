@@ -95,6 +95,7 @@ const Ceilings& CpuDevice::ceilings(bool remeasure) const {
     measured.f32_fma_gflops = peaks.f32_fma_gflops;
     measured.f64_fma_gflops = peaks.f64_fma_gflops;
     measured.bf16_dot_gflops = peaks.bf16_dot_gflops;
+    measured.int8_dot_gflops = peaks.int8_dot_gflops;
     measured.bandwidth_gbps = peaks.bandwidth_gbps;
     return measured;
   };
@@ -159,6 +160,11 @@ std::vector<InfoRow> CpuDevice::info_rows() const {
                                                        : "not available (no avx512_bf16)"},
       {"bf16 roofline peak",
        gflops(std::max(c.bf16_dot_gflops, c.f32_fma_gflops)) + " (max of bf16 dot, f32 FMA)"},
+      {"int8 dot peak (native)",
+       c.int8_dot_gflops > 0 ? fixed1(c.int8_dot_gflops) + " GOP/s (vpdpbusd)"
+       : cpu_.has("avx512_vnni")
+           ? std::string("not measured (ceilings stored before it existed: info --remeasure)")
+           : std::string("not available (no avx512_vnni)")},
       {"memory bandwidth", fixed1(c.bandwidth_gbps) +
                                " GB/s (STREAM triad f64, 24 B/elem, write-allocate not counted)"}};
   if (c.bandwidth_gbps > 0) {

@@ -145,6 +145,36 @@ __attribute__((target("avx512f,avx512bf16"))) int64_t Bf16DotChains(int64_t iter
   *sink = _mm512_reduce_add_ps(sum);
   return iterations * 16 * 64;
 }
+
+// acc + the four-way u8 x s8 dot products of x and y. By value: GCC 12 copies the intrinsic's
+// destination on every call, and an asm operand bound to an array element keeps the array in
+// memory; either way the chains would time loads and stores, not vpdpbusd.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) inline __m512i Dpbusd(__m512i acc,
+                                                                             __m512i x,
+                                                                             __m512i y) {
+  asm("vpdpbusd %[y], %[x], %[acc]" : [acc] "+v"(acc) : [x] "v"(x), [y] "v"(y));
+  return acc;
+}
+
+// vpdpbusd chains: each instruction does 64 u8 x s8 products (128 ops) into 16 int32 lanes.
+// x is 1 in every byte and y alternates +1 / -1, so each lane adds 1 - 1 + 1 - 1 = 0 and the
+// chains keep their start values.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t Int8DotChains(int64_t iterations,
+                                                                             int value,
+                                                                             double* sink) {
+  const __m512i x = _mm512_set1_epi8(static_cast<char>(value));
+  const __m512i y = _mm512_set1_epi16(static_cast<short>((-value << 8) | (value & 0xFF)));
+  __m512i acc[16];
+  for (int k = 0; k < 16; ++k) acc[k] = _mm512_set1_epi32(k);
+  for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) acc[k] = Dpbusd(acc[k], x, y);
+  }
+  __m512i sum = acc[0];
+  for (int k = 1; k < 16; ++k) sum = _mm512_add_epi32(sum, acc[k]);
+  *sink = static_cast<double>(_mm512_reduce_add_epi32(sum));
+  return iterations * 16 * 128;
+}
 #endif
 
 int used_threads(const PeakOptions& options) {
@@ -262,6 +292,18 @@ double measure_bf16_dot_gflops(const PeakOptions& options) {
 #endif
 }
 
+double measure_int8_dot_gflops(const PeakOptions& options) {
+#if HWY_ARCH_X86
+  if (!host_cpu().has("avx512_vnni")) return 0;
+  return best_compute_rate(options, [](int64_t iterations, double* sink) {
+    return Int8DotChains(iterations, 1, sink);
+  });
+#else
+  (void)options;
+  return 0;
+#endif
+}
+
 double measure_triad_gbps(const PeakOptions& options) {
   const int threads = used_threads(options);
   const int64_t bytes =
@@ -330,6 +372,7 @@ Peaks measure_peaks(const PeakOptions& options) {
   peaks.f32_fma_gflops = measure_f32_fma_gflops(options);
   peaks.f64_fma_gflops = measure_f64_fma_gflops(options);
   peaks.bf16_dot_gflops = measure_bf16_dot_gflops(options);
+  peaks.int8_dot_gflops = measure_int8_dot_gflops(options);
   peaks.bandwidth_gbps = measure_triad_gbps(options);
   return peaks;
 }

@@ -22,6 +22,7 @@ struct Peaks {
   double f32_fma_gflops = 0;   // 2 flops per lane per FMA, widest vector (Highway dispatch)
   double f64_fma_gflops = 0;   // the same with f64 lanes
   double bf16_dot_gflops = 0;  // native vdpbf16ps, 2 flops per bf16 product; 0 = not available
+  double int8_dot_gflops = 0;  // native vpdpbusd, 2 ops per u8 x s8 product; 0 = not available
   double bandwidth_gbps = 0;   // triad a = b + s*c on f64, 24 bytes/element (no write-allocate)
 };
 
@@ -30,6 +31,8 @@ double measure_f64_fma_gflops(const PeakOptions& options = {});
 // 0 when the CPU lacks avx512_bf16 (the bf16 path then runs as conversion + f32 FMAs, whose
 // ceiling is the f32 FMA peak).
 double measure_bf16_dot_gflops(const PeakOptions& options = {});
+// 0 when the CPU lacks avx512_vnni.
+double measure_int8_dot_gflops(const PeakOptions& options = {});
 double measure_triad_gbps(const PeakOptions& options = {});
 Peaks measure_peaks(const PeakOptions& options = {});
 

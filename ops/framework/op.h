@@ -88,8 +88,9 @@ class Op {
   // Outputs allocated (zeroed) to the shapes of `outputs(args)`, in `memory`.
   TensorMap allocate_outputs(const BoundArgs& args, const Memory& memory = host_memory()) const;
   // The narrowest floating input dtype: the precision the arithmetic may run at, which picks
-  // the compute ceiling of the roofline (bf16 inputs may use bf16 dot products).
-  DType compute_dtype(const BoundArgs& args) const;
+  // the compute ceiling of the roofline (bf16 inputs may use bf16 dot products). An op whose
+  // arithmetic can run in int8 says kI8.
+  virtual DType compute_dtype(const BoundArgs& args) const;
 };
 
 // A kernel ready to run: one implementation with a parsed, validated config, bound to one

@@ -467,6 +467,12 @@ std::vector<TensorDecl> RaggedDotOp::outputs(const BoundArgs& args) const {
   return {{"out", TensorSpec{p.out_dtype, {p.M, p.out_N()}}}};
 }
 
+DType RaggedDotOp::compute_dtype(const BoundArgs& args) const {
+  const RaggedDotProblem p = RaggedDotProblem::from(args);
+  if (p.quantize_lhs && p.rhs_dtype == DType::kI8) return DType::kI8;
+  return Op::compute_dtype(args);
+}
+
 double RaggedDotOp::flops(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   return 2.0 * static_cast<double>(p.owned_rows()) * p.K * p.N;

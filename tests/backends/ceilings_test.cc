@@ -19,6 +19,7 @@ Ceilings sample_ceilings() {
   ceilings.f32_fma_gflops = 100;
   ceilings.f64_fma_gflops = 40;
   ceilings.bf16_dot_gflops = 200;
+  ceilings.int8_dot_gflops = 400;
   ceilings.bandwidth_gbps = 10;
   ceilings.device_id = "cpu-test-4c";
   ceilings.measured_at = "2025-01-31T12:00:00Z";
@@ -67,7 +68,12 @@ TEST_CASE("Ceilings round-trip through JSON and reject bad fields", "[ceilings]"
   CHECK(back.f32_fma_gflops == ceilings.f32_fma_gflops);
   CHECK(back.f64_fma_gflops == ceilings.f64_fma_gflops);
   CHECK(back.bf16_dot_gflops == ceilings.bf16_dot_gflops);
+  CHECK(back.int8_dot_gflops == ceilings.int8_dot_gflops);
   CHECK(back.bandwidth_gbps == ceilings.bandwidth_gbps);
+  // Files stored before the int8 peak existed still load (as unmeasured).
+  nlohmann::json older = json;
+  older.erase("int8_dot_gflops");
+  CHECK(Ceilings::from_json(older).int8_dot_gflops == 0);
   CHECK(back.device_id == ceilings.device_id);
   CHECK(back.measured_at == ceilings.measured_at);
   CHECK(back.to_json() == json);

@@ -16,12 +16,18 @@ double peak_gflops(const Ceilings& ceilings, DType compute) {
       return std::max(ceilings.f16_dot_gflops, ceilings.f32_fma_gflops);
     case DType::kF32:
       return ceilings.f32_fma_gflops;
+    case DType::kI8:
+      // int8 x int8 products: the native dot where measured, else what a kernel converting to
+      // the float units could reach.
+      return std::max({ceilings.int8_dot_gflops, ceilings.bf16_dot_gflops,
+                       ceilings.f32_fma_gflops});
     case DType::kF64:
       // f64 vectors hold half the lanes at the same FMA rate.
       return ceilings.f64_fma_gflops > 0 ? ceilings.f64_fma_gflops : ceilings.f32_fma_gflops / 2;
     default:
       throw InvalidArgument("roofline: no compute peak for dtype " +
-                            std::string(dtype_name(compute)) + "; expected f64, f32, bf16 or f16");
+                            std::string(dtype_name(compute)) +
+                            "; expected f64, f32, bf16, f16 or i8");
   }
 }
 

@@ -11,7 +11,8 @@ namespace tokamax {
 //   bf16, f16 -> max(native bf16 / f16 dot, f32 FMA): a kernel may convert to f32 and use FMAs
 //   instead (the CPU has no native f16 dot: its f16 peak is the f32 FMA one);
 //   f32 -> f32 FMA;
-//   f64 -> f64 FMA (half the f32 FMA peak when unmeasured).
+//   f64 -> f64 FMA (half the f32 FMA peak when unmeasured);
+//   i8 (int8 x int8 products) -> max(native int8 dot, the bf16 ceiling).
 // Throws InvalidArgument for i32 and bool.
 double peak_gflops(const Ceilings& ceilings, DType compute);
 

@@ -65,3 +65,15 @@ TEST_CASE("bandwidth probe arrays: 4 x the LLC within [64, 512] MiB", "[peaks]")
   CHECK(cpu::bandwidth_probe_bytes(32 * kMiB) == 128 * kMiB);
   CHECK(cpu::bandwidth_probe_bytes(384 * kMiB) == 512 * kMiB);
 }
+
+TEST_CASE("int8 dot peak is measured exactly when the CPU has avx512_vnni", "[peaks]") {
+  const double gops = cpu::measure_int8_dot_gflops(quick());
+  if (cpu::host_cpu().has("avx512_vnni")) {
+    CHECK(positive_finite(gops));
+    // 64 products an instruction against vdpbf16ps's 32: at least the bf16 rate where both run.
+    if (cpu::host_cpu().has("avx512_bf16")) CHECK(gops > 0.8 * cpu::measure_bf16_dot_gflops(quick()));
+  } else {
+    WARN("no avx512_vnni on this CPU: only the 'not available' path is checked");
+    CHECK(gops == 0);
+  }
+}

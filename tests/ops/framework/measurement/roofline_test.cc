@@ -53,4 +53,8 @@ TEST_CASE("peak_gflops picks the ceiling of the compute dtype", "[roofline]") {
   ceilings.f64_fma_gflops = 0;
   CHECK(peak_gflops(ceilings, DType::kF64) == 50);
   CHECK_THROWS_AS(peak_gflops(ceilings, DType::kI32), InvalidArgument);
+  // int8 x int8: the native int8 dot where measured, else the bf16 ceiling.
+  CHECK(peak_gflops(ceilings, DType::kI8) == 100);
+  ceilings.int8_dot_gflops = 450;
+  CHECK(peak_gflops(ceilings, DType::kI8) == 450);
 }
