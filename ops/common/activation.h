@@ -60,6 +60,24 @@ T swiglu_oai(T gate, T up) {
   return (u + T(1)) * (g * sigmoid(T(kSwigluOaiAlpha) * g));
 }
 
+// The error magnitude of a gated product a * p, a = act(g), with the gate g and the projection
+// p each a contraction computed to |g^ - g| <= gamma Mg, |p^ - p| <= gamma Mp (gamma = n u /
+// (1 - n u), u the accumulator's roundoff), act evaluated within kActivationEvalUlps of |g| +
+// |a| and Lipschitz L, and one more rounding of the product (derivation in
+// ops/gated_linear_unit/base_reference.cc):
+//   |a^ p^ - a p| <= gamma * gated_product_magnitude(...) (+ the output rounding),
+// with a 1% margin for the second-order terms.
+inline double gated_product_magnitude(double g, double a, double p, double Mg, double Mp,
+                                      double L, double gamma, double n) {
+  const double proj_bound = std::fabs(p) + gamma * Mp;
+  const double contraction = L * Mg * proj_bound + std::fabs(a) * Mp;
+  const double evaluation =
+      (kActivationEvalUlps * (std::fabs(g) + std::fabs(a) + (1.0 + L) * gamma * Mg) +
+       std::fabs(a) + L * gamma * Mg) *
+      proj_bound / n;
+  return 1.01 * (contraction + evaluation);
+}
+
 // |d act / dx| bounded over all x: how much an input error of e can grow through the
 // activation (for error models). relu/none: 1; silu: ~1.1; gelu: ~1.13; sigmoid: 1/4.
 double activation_lipschitz(Activation activation);

@@ -95,8 +95,4 @@ void gated_linear_unit_reference(const GluProblem& problem,
                                  // Outputs.
                                  Tensor& out);  // [*B, M, N] x's dtype
 
-// Slack of a vectorized f32 activation, in f32 ulps of |x| + |act(x)| (see
-// ops/common/activation.h); the error model grants every implementation this much.
-inline constexpr double kGluActivationUlps = kActivationEvalUlps;
-
 }  // namespace tokamax

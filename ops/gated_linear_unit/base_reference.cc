@@ -61,7 +61,7 @@ TensorMap GatedLinearUnitBase::make_inputs(const BoundArgs& args, uint64_t seed)
 //   |g^ - g| <= gamma Mg,  |p^ - p| <= gamma Mp,  gamma = n u / (1 - n u),  n = K + 2
 // (numerics.h's gamma; the +2 covers rounding x and weights to the accumulator type). Then
 //   a^ = act~(g^), with act~ the accumulator's evaluation of act: |act~(y) - act(y)| <=
-//        c u (|y| + |act(y)|) (c = kGluActivationUlps: a few ulps of erf/exp/tanh, and the
+//        c u (|y| + |act(y)|) (c = kActivationEvalUlps: a few ulps of erf/exp/tanh, and the
 //        cancellation in 1 + erf(y) that makes gelu's absolute error scale with |y|), and
 //        |act(g^) - act(g)| <= L |g^ - g| (L = activation_lipschitz);
 //   out^ = fl(a^ p^), one more rounding of u |a^ p^|, then the output rounding u_out |out|.
@@ -106,14 +106,8 @@ OracleSample GatedLinearUnitOp::oracle(const BoundArgs& args, const TensorMap& i
       Mp += std::fabs(proj_term);
     }
     const double a = apply_activation<double>(p.activation, g);
-    const double proj_bound = std::fabs(proj) + gamma * Mp;
-    const double contraction = L * Mg * proj_bound + std::fabs(a) * Mp;
-    const double evaluation =
-        (kGluActivationUlps * (std::fabs(g) + std::fabs(a) + (1.0 + L) * gamma * Mg) +
-         std::fabs(a) + L * gamma * Mg) *
-        proj_bound / n;
     sample.value[s] = a * proj;
-    sample.magnitude[s] = 1.01 * (contraction + evaluation) + floor_term;
+    sample.magnitude[s] = gated_product_magnitude(g, a, proj, Mg, Mp, L, gamma, n) + floor_term;
   }
   return sample;
 }

@@ -156,14 +156,10 @@ OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
       const double a = p.gate_up == GateUp::kSwigluOai
                            ? gate * sigmoid(kSwigluOaiAlpha * gate)
                            : apply_gate_up<double>(p.gate_up, gate, 1.0);
-      const double proj_bound = std::fabs(up) + gamma * Mp;
-      const double contraction = L * My * proj_bound + std::fabs(a) * (Mp + extra * n);
-      const double evaluation =
-          (kActivationEvalUlps * (std::fabs(gate) + std::fabs(a) + (1.0 + L) * gamma * My) +
-           std::fabs(a) + L * gamma * My) *
-          proj_bound / n;
+      // swigluoai's up + 1 is one more rounding of |up + 1|: as that much more of Mp.
       sample.value[s] = a * up;
-      sample.magnitude[s] = 1.01 * (contraction + evaluation) + floor_term;
+      sample.magnitude[s] =
+          gated_product_magnitude(gate, a, up, My, Mp + extra * n, L, gamma, n) + floor_term;
     } else if (p.activation != Activation::kNone) {
       const double a = apply_activation<double>(p.activation, y);
       const double L = activation_lipschitz(p.activation);
