@@ -371,10 +371,10 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
           "maybe_quantize_lhs");
     }
     quantize_lhs = value.get<bool>();
-    if (quantize_lhs && rhs.dtype != DType::kI8) {
+    if (quantize_lhs && !quantized) {
       throw InvalidArgument(
-          "ragged_dot: maybe_quantize_lhs quantizes lhs to int8 for an int8 rhs; rhs is " +
-              rhs.to_string(),
+          "ragged_dot: maybe_quantize_lhs quantizes lhs to the weights' type; rhs " +
+              rhs.to_string() + " is not quantized (i8 or f8e4m3)",
           "maybe_quantize_lhs");
     }
   }

@@ -9,7 +9,7 @@
 //   rows   sum(group_sizes) <= M; output rows past it are zero
 //
 // Quantized weights (upstream's gmm_v2): rhs i8 or f8e4m3 with rhs_scale f32[G, N] or
-// f32[G, K / b, N]; maybe_quantize_lhs (int8 rhs only) quantizes lhs per row and K block to int8.
+// f32[G, K / b, N]; maybe_quantize_lhs quantizes lhs per row and K block to rhs's type.
 //
 // Upstream's epilogue arguments (RaggedDot.bind): group_offset (the rows of group
 // group_offset + g are multiplied by rhs[g]; rows of groups outside [group_offset,
@@ -82,8 +82,9 @@ struct RaggedDotProblem {
   // = 1: [G, N]); rhs[g, k, n] means rhs[g, k, n] * rhs_scale[g, k / block_k(), n].
   DType scale_dtype = DType::kF32;
   int64_t scale_blocks = 1;
-  // maybe_quantize_lhs: each row's K block b of lhs as int8, s = max|lhs[m, b]| / 127 and
-  // q = round(lhs / s), the product taken of s * q.
+  // maybe_quantize_lhs: each row's K block b of lhs quantized to rhs's type (quantize.h:
+  // int8, s = max|lhs[m, b]| / 127 and q = round(lhs / s); e4m3, s = max / 448), the product
+  // taken of s * q.
   bool quantize_lhs = false;
 
   bool quantized() const { return is_quantized(rhs_dtype); }

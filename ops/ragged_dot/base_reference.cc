@@ -102,7 +102,7 @@ OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
       p.has_epilogue() || p.quantized() ? subnormal_floor(p.out_dtype) / n_u : 0.0;
   // maybe_quantize_lhs: each row's block scales, as the implementations compute them.
   std::vector<float> lhs_row(static_cast<size_t>(p.K)), lhs_scales(static_cast<size_t>(p.scale_blocks));
-  std::vector<int8_t> codes(static_cast<size_t>(p.K));
+  std::vector<float> values(static_cast<size_t>(p.K));
   int64_t scaled_row = -1;
   // The product of one column plus its bias, and its magnitude: the dequantized weights times
   // the unquantized lhs; with maybe_quantize_lhs the quantization error of lhs (at most
@@ -110,7 +110,7 @@ OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
   auto column = [&](int64_t row, int64_t g, int64_t col, double& magnitude) {
     if (p.quantize_lhs && scaled_row != row) {
       for (int64_t k = 0; k < p.K; ++k) lhs_row[k] = static_cast<float>(lhs.get(row * p.K + k));
-      quantize_row_int8(lhs_row.data(), p.K, bk, codes.data(), lhs_scales.data());
+      quantize_row_values(p.rhs_dtype, lhs_row.data(), p.K, bk, values.data(), lhs_scales.data());
       scaled_row = row;
     }
     double value = 0.0, quantization = 0.0;
@@ -121,9 +121,12 @@ OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
       const double term = lhs.get(row * p.K + k) * w;
       value += term;
       magnitude += std::fabs(term);
-      if (p.quantize_lhs) quantization += lhs_scales[k / bk] * std::fabs(w);
+      if (p.quantize_lhs) {
+        quantization +=
+            quantization_error(p.rhs_dtype, lhs_row[k], lhs_scales[k / bk]) * std::fabs(w);
+      }
     }
-    if (p.quantize_lhs) magnitude += (0.5 + kQuantizeSlack) * quantization / gamma;
+    if (p.quantize_lhs) magnitude += quantization / gamma;
     if (bias != nullptr) {
       const double b = bias->get(g * p.N + col);
       value += b;
@@ -207,7 +210,7 @@ void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Te
   // maybe_quantize_lhs: s * q, the values the product is taken of).
   std::vector<Acc> rhs_g(static_cast<size_t>(K * N)), a(static_cast<size_t>(K));
   std::vector<float> row_f32(static_cast<size_t>(K)), row_scales(static_cast<size_t>(p.scale_blocks));
-  std::vector<int8_t> codes(static_cast<size_t>(K));
+  std::vector<float> row_values(static_cast<size_t>(K));
   dispatch_float(p.out_dtype, [&](auto out_type) {
     using O = decltype(out_type);
     O* out_data = out.data<O>();
@@ -225,10 +228,9 @@ void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Te
         for (int64_t k = 0; k < K; ++k) a[k] = static_cast<Acc>(lhs.get(row * K + k));
         if (p.quantize_lhs) {
           for (int64_t k = 0; k < K; ++k) row_f32[k] = static_cast<float>(a[k]);
-          quantize_row_int8(row_f32.data(), K, bk, codes.data(), row_scales.data());
-          for (int64_t k = 0; k < K; ++k) {
-            a[k] = static_cast<Acc>(row_scales[k / bk]) * static_cast<Acc>(codes[k]);
-          }
+          quantize_row_values(p.rhs_dtype, row_f32.data(), K, bk, row_values.data(),
+                              row_scales.data());
+          for (int64_t k = 0; k < K; ++k) a[k] = static_cast<Acc>(row_values[k]);
         }
         std::fill(acc.begin(), acc.end(), Acc(0));
         // k-outer, n-inner: the rhs row is contiguous, and every output still sums its K

@@ -497,18 +497,26 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     launch.lhs_codes = lhs_codes.data();
     launch.lhs_scales = lhs_scales.data();
   } else if (p.quantize_lhs && p.K > 0) {
+    // The values s * q of every owned row (int8 or e4m3: quantize_row_values), then an f32 lhs.
     lhs_dequantized.resize(static_cast<size_t>(p.M * p.K));
-    thread_local std::vector<float> scales;
-    scales.resize(static_cast<size_t>(p.M * p.scale_blocks));
-    const int64_t bk = p.block_k();
     float* dequantized = lhs_dequantized.data();
-    const float* row_scales = scales.data();
-    const int64_t K = p.K, blocks = p.scale_blocks;
-    quantize_lhs_rows(p, lhs, options.num_threads, [=](int64_t row, const int8_t* q) {
-      float* dst = dequantized + row * K;
-      const float* s = row_scales + row * blocks;
-      for (int64_t k = 0; k < K; ++k) dst[k] = s[k / bk] * static_cast<float>(q[k]);
-    }, scales.data());
+    const char* data = static_cast<const char*>(lhs.raw());
+    const DType lhs_dtype = p.lhs_dtype, qtype = p.rhs_dtype;
+    const size_t lhs_size = dtype_size(lhs_dtype);
+    const int64_t K = p.K, bk = p.block_k(), blocks = p.scale_blocks, first = p.first_row();
+    cpu::parallel_for(p.owned_rows(), options.num_threads, [=](int64_t i, int) {
+      thread_local std::vector<float> x, scales;
+      x.resize(static_cast<size_t>(K));
+      scales.resize(static_cast<size_t>(blocks));
+      const int64_t row = first + i;
+      const char* src = data + row * K * static_cast<int64_t>(lhs_size);
+      dispatch_float(lhs_dtype, [&](auto type) {
+        using L = decltype(type);
+        const L* typed = reinterpret_cast<const L*>(src);
+        for (int64_t k = 0; k < K; ++k) x[k] = static_cast<float>(to_double(typed[k]));
+      });
+      quantize_row_values(qtype, x.data(), K, bk, dequantized + row * K, scales.data());
+    });
     launch.lhs = reinterpret_cast<const char*>(lhs_dequantized.data());
     launch.lhs_dtype = DType::kF32;
   }

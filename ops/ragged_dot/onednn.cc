@@ -61,6 +61,9 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
     if (p.quantized()) {
       // oneDNN 2.6's int8 matmul: s8 x s8 with per-column output scales; float x int8 weights
       // (weight decompression) came in 3.x, and per-K-block scales need one matmul per block.
+      if (p.rhs_dtype == DType::kF8E4M3) {
+        throw NotImplemented("onednn: f8e4m3 weights; oneDNN 2.6 has no fp8 matmul");
+      }
       if (!(p.quantize_lhs && p.rhs_dtype == DType::kI8)) {
         throw NotImplemented("onednn: rhs " + std::string(dtype_name(p.rhs_dtype)) +
                              " with a float lhs; oneDNN 2.6 has no weight decompression (3.x)"

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace tokamax {
 namespace {
@@ -42,6 +43,35 @@ void quantize_row_int8(const float* x, int64_t K, int64_t b, int8_t* q, float* s
       qb[k] = static_cast<int8_t>(r);
     }
   }
+}
+
+void quantize_row_values(DType qtype, const float* x, int64_t K, int64_t b, float* out,
+                         float* scales) {
+  if (qtype == DType::kI8) {
+    thread_local std::vector<int8_t> q;
+    q.resize(static_cast<size_t>(K));
+    quantize_row_int8(x, K, b, q.data(), scales);
+    for (int64_t k = 0; k < K; ++k) out[k] = scales[k / b] * static_cast<float>(q[k]);
+    return;
+  }
+  for (int64_t j = 0; j * b < K; ++j) {
+    const float* xb = x + j * b;
+    float amax = 0.0f;
+    for (int64_t k = 0; k < b; ++k) amax = std::max(amax, std::fabs(xb[k]));
+    const float s = amax / 448.0f;
+    scales[j] = s;
+    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    for (int64_t k = 0; k < b; ++k) {
+      // |x * (1 / s)| <= 448 (1 + 2u) rounds to at most 448: never the NaN past it.
+      const float code = f8e4m3_to_float(double_to_f8e4m3(xb[k] * inv));
+      out[j * b + k] = s * code;
+    }
+  }
+}
+
+double quantization_error(DType qtype, double x, double s) {
+  if (qtype == DType::kI8) return (0.5 + kQuantizeSlack) * s;
+  return (std::ldexp(std::fabs(x), -4) + std::ldexp(s, -10)) * (1.0 + kQuantizeSlack);
 }
 
 }  // namespace tokamax

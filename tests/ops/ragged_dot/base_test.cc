@@ -298,8 +298,12 @@ TEST_CASE("ragged_dot quantized weights: bind, inputs, and a wrong scale block f
   CHECK(bind_error_field(with("lhs", "i8[40,64]")) == "lhs");
   CHECK(bind_error_field(with("maybe_quantize_lhs", 1)) == "maybe_quantize_lhs");
   json f8 = with("rhs", "f8e4m3[2,64,24]");
-  f8["maybe_quantize_lhs"] = true;  // int8 only
-  CHECK(bind_error_field(f8) == "maybe_quantize_lhs");
+  f8["maybe_quantize_lhs"] = true;  // lhs quantized to e4m3 for e4m3 weights
+  CHECK(bind_error_field(f8) == "<no error>");
+  json float_weights = {{"lhs", "bf16[40,64]"},
+                        {"rhs", "bf16[2,64,24]"},
+                        {"maybe_quantize_lhs", true}};  // nothing to quantize to
+  CHECK(bind_error_field(float_weights) == "maybe_quantize_lhs");
 
   const BoundArgs args = op.bind(base);
   const RaggedDotProblem p = RaggedDotProblem::from(args);

@@ -314,6 +314,12 @@ std::vector<json> epilogue_cases() {
                    {"rhs_scale", "bf16[2,2,24]"},
                    {"preferred_element_type", "f32"},
                    {"group_sizes", {21, 19}}});
+  cases.push_back({{"lhs", "f32[40,32]"},
+                   {"rhs", "f8e4m3[2,32,24]"},
+                   {"rhs_scale", "f32[2,24]"},
+                   {"maybe_quantize_lhs", true},
+                   {"activation", "gelu_tanh"},
+                   {"group_sizes", {21, 19}}});
   return cases;
 }
 
