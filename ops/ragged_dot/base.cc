@@ -186,6 +186,7 @@ RaggedDotProblem RaggedDotProblem::from(const BoundArgs& args) {
     problem.scale_blocks = scale.rank() == 3 ? scale.dims[1] : 1;
   }
   problem.quantize_lhs = args.has("maybe_quantize_lhs");
+  problem.zero_initialize = !args.has("zero_initialize");
   if (args.has("activation")) {
     problem.activation = parse_activation(args.option("activation").get<std::string>());
   }
@@ -216,6 +217,7 @@ std::string RaggedDotProblem::extended_arguments() const {
         (scale_blocks > 1 ? " per " + std::to_string(scale_blocks) + " K blocks" : ""));
   }
   if (quantize_lhs) add("maybe_quantize_lhs");
+  if (!zero_initialize) add("zero_initialize=false");
   if (has_bias) add("rhs_bias");
   if (activation != Activation::kNone)
     add("activation=" + std::string(activation_name(activation)));
@@ -311,6 +313,7 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
   }
   const std::vector<int64_t> sizes = bind_group_sizes(args, count, M);
 
+  bool zero_initialize = true;
   if (args.contains("zero_initialize") && !args.at("zero_initialize").is_null()) {
     const json& value = args.at("zero_initialize");
     if (!value.is_boolean()) {
@@ -318,12 +321,7 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
           "ragged_dot: zero_initialize must be true or false, got " + value.dump(),
           "zero_initialize");
     }
-    if (!value.get<bool>()) {
-      throw InvalidArgument(
-          "ragged_dot: zero_initialize: false (rows outside the owned groups left as they were) "
-          "is not supported: outputs are always fully written here",
-          "zero_initialize");
-    }
+    zero_initialize = value.get<bool>();
   }
 
   // Quantized weights: rhs i8 / f8e4m3 with rhs_scale per expert and output column [G, N] or per
@@ -444,6 +442,7 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
     }
     bound.args["rhs_bias"] = bias.to_string();
   }
+  if (!zero_initialize) bound.args["zero_initialize"] = false;
   if (has_scale) bound.args["rhs_scale"] = scale.to_string();
   if (quantize_lhs) bound.args["maybe_quantize_lhs"] = true;
   if (activation != "none") bound.args["activation"] = activation;

@@ -86,6 +86,10 @@ struct RaggedDotProblem {
   // int8, s = max|lhs[m, b]| / 127 and q = round(lhs / s); e4m3, s = max / 448), the product
   // taken of s * q.
   bool quantize_lhs = false;
+  // false (upstream's zero_initialize=False): rows outside the owned groups' [first_row(),
+  // rows()) are left as they were, not zeroed (the harness allocates outputs zeroed, so verify
+  // still reads zeros there).
+  bool zero_initialize = true;
 
   bool quantized() const { return is_quantized(rhs_dtype); }
   int64_t block_k() const { return K / scale_blocks; }

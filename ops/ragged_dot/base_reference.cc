@@ -214,7 +214,9 @@ void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Te
   dispatch_float(p.out_dtype, [&](auto out_type) {
     using O = decltype(out_type);
     O* out_data = out.data<O>();
-    for (int64_t i = 0; i < p.first_row() * out_N; ++i) out_data[i] = from_double<O>(0.0);
+    if (p.zero_initialize) {
+      for (int64_t i = 0; i < p.first_row() * out_N; ++i) out_data[i] = from_double<O>(0.0);
+    }
     for (int64_t g = 0; g < p.G; ++g) {
       if (p.group_sizes[g] == 0) continue;
       for (int64_t k = 0; k < K; ++k) {
@@ -255,7 +257,9 @@ void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Te
         }
       }
     }
-    for (int64_t i = p.rows() * out_N; i < p.M * out_N; ++i) out_data[i] = from_double<O>(0.0);
+    if (p.zero_initialize) {
+      for (int64_t i = p.rows() * out_N; i < p.M * out_N; ++i) out_data[i] = from_double<O>(0.0);
+    }
   });
 }
 

@@ -95,8 +95,12 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
     const CpuRaggedDotConfig c = clamp_to_problem(config, p);
-    const RaggedDotWorkList work = make_ragged_dot_work_list(
+    RaggedDotWorkList work = make_ragged_dot_work_list(
         p.group_starts, p.M, p.K, p.out_N(), c.tile_m, c.tile_n, c.tile_k, c.task_n);
+    if (!p.zero_initialize) {  // rows outside the owned groups stay as they were
+      work.tasks.resize(work.tasks.size() - static_cast<size_t>(work.num_zero_tasks));
+      work.num_zero_tasks = 0;
+    }
     CpuKernelOptions options;
     options.mr = c.mr;
     const int lanes = cpu::simd_f32_lanes();

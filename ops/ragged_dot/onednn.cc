@@ -108,7 +108,7 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   void run(const RaggedDotProblem& p, const EmptyConfig&, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
-    if (p.has_epilogue() || p.first_row() > 0 || p.quantized()) {
+    if (p.has_epilogue() || p.first_row() > 0 || p.quantized() || !p.zero_initialize) {
       return run_composite(p, inputs, outputs);
     }
     const Tensor& lhs = inputs.at("lhs");
@@ -156,10 +156,12 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
     char* lhs_data = static_cast<char*>(const_cast<void*>(inputs.at("lhs").raw()));
     char* rhs_data = static_cast<char*>(const_cast<void*>(inputs.at("rhs").raw()));
     char* out_data = static_cast<char*>(outputs.at("out").raw());
-    // The other shards' rows and those past the group sum are zero.
-    std::memset(out_data, 0, static_cast<size_t>(p.first_row() * out_N) * out_bytes);
-    std::memset(out_data + p.rows() * out_N * out_bytes, 0,
-                static_cast<size_t>((p.M - p.rows()) * out_N) * out_bytes);
+    // The other shards' rows and those past the group sum are zero (zero_initialize).
+    if (p.zero_initialize) {
+      std::memset(out_data, 0, static_cast<size_t>(p.first_row() * out_N) * out_bytes);
+      std::memset(out_data + p.rows() * out_N * out_bytes, 0,
+                  static_cast<size_t>((p.M - p.rows()) * out_N) * out_bytes);
+    }
     if (N == 0) return;
     const RaggedDotEpilogue epilogue(p, p.has_bias ? &inputs.at("rhs_bias") : nullptr);
     // int8: lhs quantized per row (the shared quantize_row_int8) into s8, once per call; the

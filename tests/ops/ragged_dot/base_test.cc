@@ -93,7 +93,7 @@ TEST_CASE("ragged_dot bind errors of the epilogue arguments name them", "[ragged
   both["activation"] = "relu";
   CHECK(bind_error_field(both) == "activation");
   CHECK(bind_error_field(with("zero_initialize", "yes")) == "zero_initialize");
-  CHECK(bind_error_field(with("zero_initialize", false)) == "zero_initialize");
+  CHECK(bind_error_field(with("zero_initialize", false)) == "<no error>");
 }
 
 TEST_CASE("ragged_dot problem of a group_offset owns the middle groups", "[ragged_dot]") {
@@ -381,4 +381,55 @@ TEST_CASE("ragged_dot reference passes the oracle's bound with every epilogue ar
     CHECK(judge(c) == Disposition::kPassed);
     CHECK(c.worst_ratio > 0);  // the bound is tight enough that rounding shows
   }
+}
+
+TEST_CASE("ragged_dot zero_initialize=false leaves the rows outside the owned groups as they were",
+          "[ragged_dot]") {
+  const RaggedDotOp& op = ragged_dot_op();
+  const json base = {{"lhs", "bf16[60,32]"},
+                     {"rhs", "bf16[2,32,48]"},
+                     {"group_offset", 1},
+                     {"group_sizes", {10, 20, 15, 5}},
+                     {"rhs_bias", "f32[2,48]"},
+                     {"activation", "silu"}};
+  json kept = base;
+  kept["zero_initialize"] = false;
+  const BoundArgs zeroed = op.bind(base), untouched = op.bind(kept);
+  CHECK(zeroed.key() != untouched.key());
+  CHECK_FALSE(RaggedDotProblem::from(untouched).zero_initialize);
+  const TensorMap inputs = op.make_inputs(untouched, 8);
+  std::vector<int64_t> index(60 * 48);
+  std::iota(index.begin(), index.end(), 0);
+  const OracleSample oracle = op.oracle(zeroed, inputs, "out", index);
+  int checked = 0;
+  for (const Implementation* impl : op.implementations()) {
+    CAPTURE(impl->name());
+    const auto prepared = impl->prepare(untouched, cpu::host_device());
+    try {
+      prepared->check();
+    } catch (const NotImplemented& e) {
+      // Those without it say so.
+      CHECK_THAT(e.what(), Catch::Contains("zero_initialize=false") ||
+                               Catch::Contains("no CUDA device") || Catch::Contains("bf16"));
+      continue;
+    }
+    TensorMap outputs = op.allocate_outputs(untouched);
+    Tensor& out = outputs.at("out");
+    for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, 7.0);
+    prepared->heuristics_kernel().run(inputs, outputs);
+    for (int64_t row = 0; row < 60; ++row) {
+      const bool owned = row >= 10 && row < 45;
+      for (int64_t col = 0; col < 48; ++col) {
+        const int64_t i = row * 48 + col;
+        if (owned) {
+          CHECK(std::fabs(out.get(i) - oracle.value[i]) <=
+                1e-2 * (1.0 + std::fabs(oracle.value[i])));
+        } else {
+          CHECK(out.get(i) == 7.0);
+        }
+      }
+    }
+    ++checked;
+  }
+  CHECK(checked >= 2);  // the reference and the cpu kernel at least
 }
