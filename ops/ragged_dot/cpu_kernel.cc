@@ -45,7 +45,7 @@
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/cpu_epilogue.h"
 #include "ops/ragged_dot/cpu_int8_kernel.h"
-#include "ops/ragged_dot/quantize.h"
+#include "ops/ragged_dot/cpu_quantize_lhs.h"
 
 namespace tokamax {
 namespace {
@@ -363,33 +363,6 @@ void check_shape(const Tensor& tensor, const std::vector<int64_t>& dims, const c
 
 }  // namespace
 
-// maybe_quantize_lhs: quantizes the owned rows of lhs on the pool (quantize_row_int8), writing
-// each row's scales at scales + row * scale_blocks and handing its codes to store(row, codes).
-template <typename Store>
-void quantize_lhs_rows(const RaggedDotProblem& p, const Tensor& lhs, int num_threads,
-                       const Store& store, float* scales) {
-  const int64_t K = p.K, first = p.first_row();
-  dispatch_float(p.lhs_dtype, [&](auto lhs_type) {
-    using L = decltype(lhs_type);
-    const L* data = lhs.data<L>();
-    cpu::parallel_for(p.owned_rows(), num_threads, [&](int64_t i, int) {
-      thread_local std::vector<float> x;
-      thread_local std::vector<int8_t> q;
-      x.resize(static_cast<size_t>(K));
-      q.resize(static_cast<size_t>(K));
-      const int64_t row = first + i;
-      const L* src = data + row * K;
-      if constexpr (std::is_same_v<L, double>) {
-        for (int64_t k = 0; k < K; ++k) x[k] = static_cast<float>(src[k]);
-      } else {
-        for (int64_t k = 0; k < K; ++k) x[k] = to_float(src[k]);
-      }
-      quantize_row_int8(x.data(), K, p.block_k(), q.data(), scales + row * p.scale_blocks);
-      store(row, q.data());
-    });
-  });
-}
-
 void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& work,
                            const CpuKernelOptions& options, const Tensor& lhs, const Tensor& rhs,
                            Tensor& out, const Tensor* bias, const Tensor* scale) {
@@ -472,51 +445,14 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     // that the micro-kernel may read past the last row.
     lhs_codes.assign(static_cast<size_t>((p.M + options.mr) * launch.Kq), uint8_t{128});
     lhs_scales.assign(static_cast<size_t>(p.M * p.scale_blocks), 0.0f);
-    // (thread_local names inside the lambda would be the pool threads' own: take the pointers.)
-    uint8_t* codes = lhs_codes.data();
-    float* scales = lhs_scales.data();
-    const int64_t Kq = launch.Kq;
-    const bool direct = p.lhs_dtype == DType::kBF16 || p.lhs_dtype == DType::kF32;
-    if (direct && int8_vnni_available()) {
-      // bf16 / f32 rows straight into the operand, vectorized (the same codes and scales).
-      const char* data = static_cast<const char*>(lhs.raw());
-      const size_t row_bytes = static_cast<size_t>(p.K) * dtype_size(p.lhs_dtype);
-      const bool bf16 = p.lhs_dtype == DType::kBF16;
-      const int64_t first = p.first_row(), K = p.K, bk = p.block_k(), blocks = p.scale_blocks;
-      cpu::parallel_for(p.owned_rows(), options.num_threads, [=](int64_t i, int) {
-        const int64_t row = first + i;
-        quantize_row_u8(data + row * row_bytes, bf16, K, bk, codes + row * Kq,
-                        scales + row * blocks);
-      });
-    } else {
-      quantize_lhs_rows(p, lhs, options.num_threads, [=](int64_t row, const int8_t* q) {
-        uint8_t* dst = codes + row * Kq;
-        for (int64_t k = 0; k < p.K; ++k) dst[k] = static_cast<uint8_t>(q[k] + 128);
-      }, scales);
-    }
+    quantize_lhs_codes(p, lhs, options.num_threads, launch.Kq, lhs_codes.data(),
+                       lhs_scales.data());
     launch.lhs_codes = lhs_codes.data();
     launch.lhs_scales = lhs_scales.data();
   } else if (p.quantize_lhs && p.K > 0) {
-    // The values s * q of every owned row (int8 or e4m3: quantize_row_values), then an f32 lhs.
+    // The values s * q of every owned row (int8 or e4m3), then an f32 lhs like any other.
     lhs_dequantized.resize(static_cast<size_t>(p.M * p.K));
-    float* dequantized = lhs_dequantized.data();
-    const char* data = static_cast<const char*>(lhs.raw());
-    const DType lhs_dtype = p.lhs_dtype, qtype = p.rhs_dtype;
-    const size_t lhs_size = dtype_size(lhs_dtype);
-    const int64_t K = p.K, bk = p.block_k(), blocks = p.scale_blocks, first = p.first_row();
-    cpu::parallel_for(p.owned_rows(), options.num_threads, [=](int64_t i, int) {
-      thread_local std::vector<float> x, scales;
-      x.resize(static_cast<size_t>(K));
-      scales.resize(static_cast<size_t>(blocks));
-      const int64_t row = first + i;
-      const char* src = data + row * K * static_cast<int64_t>(lhs_size);
-      dispatch_float(lhs_dtype, [&](auto type) {
-        using L = decltype(type);
-        const L* typed = reinterpret_cast<const L*>(src);
-        for (int64_t k = 0; k < K; ++k) x[k] = static_cast<float>(to_double(typed[k]));
-      });
-      quantize_row_values(qtype, x.data(), K, bk, dequantized + row * K, scales.data());
-    });
+    quantize_lhs_values(p, lhs, options.num_threads, lhs_dequantized.data());
     launch.lhs = reinterpret_cast<const char*>(lhs_dequantized.data());
     launch.lhs_dtype = DType::kF32;
   }

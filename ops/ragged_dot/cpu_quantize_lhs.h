@@ -1,0 +1,26 @@
+// ragged_dot on CPU: maybe_quantize_lhs's operands, once per call, on the pool: the int8 path's
+// codes (cpu_int8_kernel.h) or the f32 path's dequantized values.
+//
+// Dimensions.
+//   M, K   lhs [M, K]; only the owned rows [first_row(), rows()) are quantized
+//   Kq     K rounded up to a multiple of 4 (the int8 path's quads)
+#pragma once
+
+#include <cstdint>
+
+#include "ops/framework/tensor.h"
+#include "ops/ragged_dot/base.h"
+
+namespace tokamax {
+
+// codes [M (+ padding), Kq] row-major: u8 = q + 128 of each owned row (quantize_row_int8's codes;
+// the rest of the buffer is left as it is); scales [M, scale_blocks]: their block scales.
+void quantize_lhs_codes(const RaggedDotProblem& p, const Tensor& lhs, int num_threads, int64_t Kq,
+                        uint8_t* codes, float* scales);
+
+// values [M, K] row-major: s * q of each owned row quantized to rhs's type
+// (quantize_row_values).
+void quantize_lhs_values(const RaggedDotProblem& p, const Tensor& lhs, int num_threads,
+                         float* values);
+
+}  // namespace tokamax
