@@ -186,7 +186,8 @@ RaggedDotProblem RaggedDotProblem::from(const BoundArgs& args) {
     problem.scale_blocks = scale.rank() == 3 ? scale.dims[1] : 1;
   }
   problem.quantize_lhs = args.has("maybe_quantize_lhs");
-  problem.zero_initialize = !args.has("zero_initialize");
+  problem.zero_initialize =
+      !args.has("zero_initialize") || args.option("zero_initialize").get<bool>();
   if (args.has("activation")) {
     problem.activation = parse_activation(args.option("activation").get<std::string>());
   }

@@ -43,6 +43,7 @@
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
+#include "ops/ragged_dot/cpu_config.h"
 #include "ops/ragged_dot/cpu_epilogue.h"
 #include "ops/ragged_dot/cpu_int8_kernel.h"
 #include "ops/ragged_dot/cpu_quantize_lhs.h"
@@ -311,32 +312,23 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
   Acc* rhs_panel = lhs_block + align_up(sizes.lhs_block);
   Acc* acc = in_place ? reinterpret_cast<Acc*>(out_tile) : rhs_panel + align_up(sizes.rhs_panel);
   const int64_t ldc = in_place ? out_N : work.task_n;
-  Acc* up = nullptr;
-  if (launch.K == 0) {
-    // No products: the epilogue sees zeros.
-    for (int64_t r = 0; r < rows; ++r) std::fill(acc + r * ldc, acc + r * ldc + task_cols, Acc(0));
-  } else if constexpr (!f64) {
-    if (launch.int8) {
-      compute_columns_int8(launch, task, 0, acc, ldc);
-    } else {
-      compute_columns(launch, task, 0, lhs_block, rhs_panel, acc, ldc);
+  // The partial sums of rhs columns from col_offset on into dst (K = 0: zeros, which the
+  // epilogue then sees).
+  auto columns = [&](int64_t col_offset, Acc* dst) {
+    if (launch.K == 0) {
+      for (int64_t r = 0; r < rows; ++r) std::fill(dst + r * ldc, dst + r * ldc + task_cols, Acc(0));
+      return;
     }
-  } else {
-    compute_columns(launch, task, 0, lhs_block, rhs_panel, acc, ldc);
-  }
+    if constexpr (!f64) {
+      if (launch.int8) return compute_columns_int8(launch, task, col_offset, dst, ldc);
+    }
+    compute_columns(launch, task, col_offset, lhs_block, rhs_panel, dst, ldc);
+  };
+  columns(0, acc);
+  Acc* up = nullptr;
   if (launch.gate_up != GateUp::kNone) {
     up = acc + work.tm * work.task_n;
-    if (launch.K == 0) {
-      for (int64_t r = 0; r < rows; ++r) std::fill(up + r * ldc, up + r * ldc + task_cols, Acc(0));
-    } else if constexpr (!f64) {
-      if (launch.int8) {
-        compute_columns_int8(launch, task, out_N, up, ldc);
-      } else {
-        compute_columns(launch, task, out_N, lhs_block, rhs_panel, up, ldc);
-      }
-    } else {
-      compute_columns(launch, task, out_N, lhs_block, rhs_panel, up, ldc);
-    }
+    columns(out_N, up);  // the up half of [gate | up]
   }
   if (launch.epilogue) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -421,15 +413,13 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
   thread_local std::vector<uint8_t> lhs_codes;
   thread_local std::vector<float> lhs_scales;
   if (options.int8 && p.K > 0) {
-    if (!(p.quantize_lhs && p.rhs_dtype == DType::kI8)) {
-      throw NotImplemented("cpu ragged_dot: int8_path=vnni needs maybe_quantize_lhs with i8 rhs");
+    if (!is_int8_problem(p)) {
+      throw NotImplemented(
+          "cpu ragged_dot: int8_path=vnni needs maybe_quantize_lhs with i8 rhs, per column or in "
+          "scale blocks of a multiple of 4 rows");
     }
     if (!int8_vnni_available()) {
       throw NotImplemented("cpu ragged_dot: int8_path=vnni needs a CPU with avx512_vnni");
-    }
-    if (p.scale_blocks > 1 && p.block_k() % 4 != 0) {
-      throw NotImplemented("cpu ragged_dot: int8_path=vnni needs scale blocks of a multiple of 4 "
-                           "rows, got " + std::to_string(p.block_k()));
     }
     launch.int8 = true;
     launch.Kq = (p.K + 3) / 4 * 4;

@@ -33,7 +33,7 @@
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_epilogue.h"
-#include "ops/ragged_dot/quantize.h"
+#include "ops/ragged_dot/cpu_quantize_lhs.h"
 
 namespace tokamax {
 namespace {
@@ -176,21 +176,8 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
       column_scales.resize(static_cast<size_t>(p.G * N));
       const Tensor& scale = inputs.at("rhs_scale");
       for (int64_t i = 0; i < p.G * N; ++i) column_scales[i] = static_cast<float>(scale.get(i));
-      int8_t* q = codes.data();
-      float* s = row_scales.data();
-      const Tensor& lhs = inputs.at("lhs");
-      const int64_t first = p.first_row();
-      dispatch_float(p.lhs_dtype, [&](auto lhs_type) {
-        using L = decltype(lhs_type);
-        const L* data = lhs.data<L>();
-        cpu::parallel_for(p.owned_rows(), 0, [=](int64_t i, int) {
-          thread_local std::vector<float> x;
-          x.resize(static_cast<size_t>(K));
-          const int64_t row = first + i;
-          for (int64_t k = 0; k < K; ++k) x[k] = static_cast<float>(to_double(data[row * K + k]));
-          quantize_row_int8(x.data(), K, K, q + row * K, s + row);
-        });
-      });
+      // The shared quantization (scale_blocks is 1 here: one scale per row).
+      quantize_lhs_int8(p, inputs.at("lhs"), 0, codes.data(), row_scales.data());
       lhs_data = reinterpret_cast<char*>(codes.data());
     }
     const size_t src_bytes = int8 ? 1 : in_bytes;
