@@ -232,8 +232,8 @@ void require_plain_ragged_dot(const RaggedDotProblem& problem, std::string_view 
   const std::string used = problem.extended_arguments();
   if (!used.empty()) {
     throw NotImplemented(std::string(impl) + ": " + used +
-                         ": a plain grouped matmul only (the cpu kernel and the reference "
-                         "implement these)");
+                         ": a plain grouped matmul only (cpu and the reference implement "
+                         "these, onednn all but fp8 weights and per-block int8 scales)");
   }
 }
 
