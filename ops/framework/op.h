@@ -60,6 +60,10 @@ class Op {
   // Caller arguments (tensor specs as strings, options as JSON) -> canonical, validated args with
   // defaults filled in. Throws InvalidArgument whose field() names the offending argument.
   virtual BoundArgs bind(const nlohmann::json& args) const = 0;
+  // The forward op a VJP op (`<op>_vjp`, ops/framework/vjp.h) differentiates; null for others.
+  virtual const Op* primal() const { return nullptr; }
+  // A VJP op's cotangent inputs (d<output> for each forward output it differentiates).
+  virtual std::vector<std::string> cotangents() const { return {}; }
   // Other spellings bind accepts (resolve_arg_aliases), for `list --op`.
   virtual std::vector<ArgAlias> arg_aliases() const { return {}; }
 
