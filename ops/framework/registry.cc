@@ -10,6 +10,7 @@
 #include "ops/layer_norm/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/ragged_dot/api.h"
+#include "ops/ragged_dot/vjp_api.h"
 
 namespace tokamax {
 namespace {
@@ -26,6 +27,7 @@ void register_extra_op(const Op& op) { extra_ops().push_back(&op); }
 const std::vector<const Op*>& all_ops() {
   static const std::vector<const Op*> ops = {
       &ragged_dot_op(),
+      &ragged_dot_vjp_op(),
       &dot_product_attention_op(),
       &gated_linear_unit_op(),
       &layer_norm_op(),

@@ -89,7 +89,6 @@ void pack_transposed_panel_pairs(const bf16* bt, int64_t ld, int64_t depth, int6
 
 void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,
                   float* c, int64_t ldc, bool accumulate, const CpuGemmOptions& options) {
-  if (a.transposed) throw NotImplemented("cpu gemm: a transposed A is not supported");
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) {
@@ -131,7 +130,15 @@ void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t
     args.mr = shape.mr;
     args.nr_vectors = shape.nr_vectors;
     args.rhs_packed = true;
-    if (native) {
+    // A transposed is stored [K, M]: its micro-panel layout [panels][depth][mr] is the rhs
+    // panel layout of the stored rows with mr columns per strip, so the rhs packer builds it.
+    if (a.transposed && native) {
+      pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(a_data) + k0 * a.ld, a.ld, depth, M, mr,
+                           reinterpret_cast<uint32_t*>(lhs_block));
+    } else if (a.transposed) {
+      pack_rhs_panel(a.dtype, a_data + k0 * a.ld * static_cast<int64_t>(a_size), a.ld, depth, M,
+                     mr, lhs_block);
+    } else if (native) {
       pack_lhs_block_pairs(reinterpret_cast<const bf16*>(a_data) + k0, a.ld, M, depth, mr,
                            reinterpret_cast<uint32_t*>(lhs_block));
     } else {

@@ -40,7 +40,8 @@ struct CpuGemmOptions {
 };
 
 // C[M, N] (+)= A[M, K] @ B[K, N] in f32 accumulators, row stride ldc. `accumulate` adds to C;
-// otherwise C is overwritten (K = 0 writes zeros). A must not be transposed. Uses per-thread
+// otherwise C is overwritten (K = 0 writes zeros). Either operand may be transposed (A stored
+// [K, M]: ragged_dot_vjp's lhs^T dout, whose contraction is over rows). Uses per-thread
 // scratch that grows once and is reused (no allocation per call after the first). Throws
 // NotImplemented for a micro-tile shape this CPU lacks or native_bf16 where it cannot run.
 void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,

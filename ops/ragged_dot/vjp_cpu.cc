@@ -1,0 +1,71 @@
+// ragged_dot_vjp: the CPU implementation class ("cpu"): support, checks, launch.
+//
+// Dimensions: as vjp_cpu_config.h.
+#include <string>
+#include <vector>
+
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_checks.h"
+#include "ops/common/cpu_gemm/checks.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/op.h"
+#include "ops/ragged_dot/vjp_base.h"
+#include "ops/ragged_dot/vjp_cpu_config.h"
+#include "ops/ragged_dot/vjp_cpu_kernel.h"
+
+namespace tokamax {
+namespace {
+
+class CpuRaggedDotVjp final
+    : public TypedImplementation<RaggedDotVjpProblem, CpuRaggedDotVjpConfig> {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  nlohmann::json describe() const override {
+    return {{"simd_target", cpu::simd_target_name()}, {"native_bf16", gemm_has_native_bf16()}};
+  }
+
+  void check(const RaggedDotVjpProblem& p, const Device&) const override {
+    for (DType dtype : {p.fwd.lhs_dtype, p.fwd.rhs_dtype, p.dout_dtype}) {
+      if (dtype == DType::kF64) {
+        throw NotImplemented(
+            "cpu: f64 operands; the kernel accumulates in f32, which would drop their precision "
+            "(the reference runs f64)");
+      }
+    }
+  }
+
+  void check_config(const RaggedDotVjpProblem& p, const CpuRaggedDotVjpConfig& c,
+                    const Device& device) const override {
+    require_num_threads(c.num_threads, device);
+    require_micro_tile(c.mr, c.nr);
+    if (c.bf16_path == "native_dot") {
+      require_native_bf16(is_bf16_vjp_problem(p), "bf16 lhs, rhs and dout");
+    }
+  }
+
+  CpuRaggedDotVjpConfig heuristics_config(const RaggedDotVjpProblem& p,
+                                          const Device& device) const override {
+    return cpu_ragged_dot_vjp_heuristics_config(p, device);
+  }
+  std::vector<CpuRaggedDotVjpConfig> autotuning_configs(const RaggedDotVjpProblem& p,
+                                                        const Device& device) const override {
+    return cpu_ragged_dot_vjp_autotuning_configs(p, device);
+  }
+
+  void run(const RaggedDotVjpProblem& p, const CpuRaggedDotVjpConfig& config, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
+    ragged_dot_vjp_cpu_kernel(p, config, inputs.at("lhs"), inputs.at("rhs"), inputs.at("dout"),
+                              outputs.at("dlhs"), outputs.at("drhs"));
+  }
+};
+
+}  // namespace
+
+const Implementation& ragged_dot_vjp_cpu_implementation() {
+  static const CpuRaggedDotVjp impl;
+  return impl;
+}
+
+}  // namespace tokamax

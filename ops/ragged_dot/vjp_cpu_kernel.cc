@@ -1,0 +1,142 @@
+// ragged_dot_vjp on CPU: both gradient products as one set of GEMM tasks on the shared engine.
+//
+// Dimensions: as vjp_cpu_config.h (tm, tn, tk, pn, mr, nr); s_g the first row of group g.
+//
+// dlhs rows of group g are dout_g [rows_g, N] times rhs[g]^T: rhs[g] is stored [K, N], so B is
+// read transposed (its packing walks rhs rows, contiguous along the contraction N). drhs[g] is
+// lhs_g^T [K, rows_g] times dout_g [rows_g, N]: A is read transposed, its contraction the ragged
+// dimension. Both run through cpu_gemm_f32 (its packed panels and micro-kernels, ~90% of the FMA
+// peak on large tiles), one task per output tile [tm, tn] of either gradient, all in one
+// dynamically scheduled loop so that a skewed routing still balances: a task computes its whole
+// contraction, so no two tasks write one element and nothing is reduced afterwards.
+#include "ops/ragged_dot/vjp_cpu_kernel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/scratch.h"
+#include "backends/cpu/simd_target.h"
+#include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
+#include "ops/common/cpu_gemm/pack.h"
+
+namespace tokamax {
+namespace {
+
+float* scratch_floats(size_t count) {
+  thread_local cpu::ScratchBuffer buffer;
+  return buffer.floats(count);
+}
+
+// One output tile: rows [r0, r0 + rows) and columns [c0, c0 + cols) of dlhs's group g rows
+// (r0 relative to s_g, columns a K range) or of drhs[g] (rows a K range, columns an N range).
+// An empty group's drhs task zeroes drhs[g].
+struct Task {
+  enum Kind { kDlhs, kDrhs, kZeroDrhs } kind;
+  int64_t g, r0, rows, c0, cols;
+};
+
+}  // namespace
+
+void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDotVjpConfig& c,
+                               const Tensor& lhs, const Tensor& rhs, const Tensor& dout,
+                               Tensor& dlhs, Tensor& drhs) {
+  const RaggedDotProblem& p = vp.fwd;
+  const int64_t M = p.M, K = p.K, N = p.N;
+  const size_t lhs_size = dtype_size(p.lhs_dtype), rhs_size = dtype_size(p.rhs_dtype);
+  const size_t dout_size = dtype_size(vp.dout_dtype);
+  char* dlhs_data = static_cast<char*>(dlhs.raw());
+  char* drhs_data = static_cast<char*>(drhs.raw());
+  // Rows with no forward output (before the shard, past the group sum) have a zero gradient.
+  std::memset(dlhs_data, 0, static_cast<size_t>(p.first_row() * K) * lhs_size);
+  std::memset(dlhs_data + p.rows() * K * static_cast<int64_t>(lhs_size), 0,
+              static_cast<size_t>((M - p.rows()) * K) * lhs_size);
+  if (K == 0) return;
+
+  const int64_t tm = c.tile_m, tn = c.tile_n;
+  std::vector<Task> tasks;
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t rows_g = p.group_sizes[g];
+    if (rows_g == 0) {
+      tasks.push_back({Task::kZeroDrhs, g, 0, 0, 0, 0});
+      continue;
+    }
+    for (int64_t r0 = 0; r0 < K; r0 += tm) {
+      for (int64_t c0 = 0; c0 < N; c0 += tn) {
+        tasks.push_back({Task::kDrhs, g, r0, std::min(tm, K - r0), c0, std::min(tn, N - c0)});
+      }
+    }
+    for (int64_t r0 = 0; r0 < rows_g; r0 += tm) {
+      for (int64_t c0 = 0; c0 < K; c0 += tn) {
+        tasks.push_back({Task::kDlhs, g, r0, std::min(tm, rows_g - r0), c0, std::min(tn, K - c0)});
+      }
+    }
+  }
+  // The largest tiles first: the dynamic schedule then ends on small ones.
+  std::stable_sort(tasks.begin(), tasks.end(), [&](const Task& a, const Task& b) {
+    auto work = [&](const Task& t) {
+      return t.rows * t.cols * (t.kind == Task::kDlhs ? N : p.group_sizes[t.g]);
+    };
+    return work(a) > work(b);
+  });
+
+  const int lanes = cpu::simd_f32_lanes();
+  CpuGemmOptions gemm;
+  gemm.mr = c.mr;
+  gemm.nr_vectors = c.nr / lanes;
+  gemm.tk = c.tile_k;
+  gemm.tn = c.panel_n;
+  gemm.native_bf16 = c.bf16_path == "native_dot";
+  const char* lhs_data = static_cast<const char*>(lhs.raw());
+  const char* rhs_data = static_cast<const char*>(rhs.raw());
+  const char* dout_data = static_cast<const char*>(dout.raw());
+  const bool dlhs_f32 = p.lhs_dtype == DType::kF32, drhs_f32 = p.rhs_dtype == DType::kF32;
+
+  cpu::parallel_for(static_cast<int64_t>(tasks.size()), c.num_threads, [&](int64_t i, int) {
+    const Task& t = tasks[static_cast<size_t>(i)];
+    const int64_t s_g = p.group_starts[t.g];
+    if (t.kind == Task::kZeroDrhs) {
+      std::memset(drhs_data + t.g * K * N * static_cast<int64_t>(rhs_size), 0,
+                  static_cast<size_t>(K * N) * rhs_size);
+      return;
+    }
+    GemmOperand a, b;
+    int64_t depth = 0;
+    char* out = nullptr;
+    int64_t ld_out = 0;
+    DType out_dtype = DType::kF32;
+    if (t.kind == Task::kDlhs) {
+      // dlhs[s_g + r0 + r, c0 + j] = sum_n dout[s_g + r0 + r, n] rhs[g, c0 + j, n].
+      a = {vp.dout_dtype, dout_data + (s_g + t.r0) * N * static_cast<int64_t>(dout_size), N,
+           false};
+      b = {p.rhs_dtype, rhs_data + (t.g * K + t.c0) * N * static_cast<int64_t>(rhs_size), N, true};
+      depth = N;
+      out_dtype = p.lhs_dtype;
+      out = dlhs_data + ((s_g + t.r0) * K + t.c0) * static_cast<int64_t>(lhs_size);
+      ld_out = K;
+    } else {
+      // drhs[g, r0 + r, c0 + j] = sum_m lhs[s_g + m, r0 + r] dout[s_g + m, c0 + j].
+      a = {p.lhs_dtype, lhs_data + (s_g * K + t.r0) * static_cast<int64_t>(lhs_size), K, true};
+      b = {vp.dout_dtype, dout_data + (s_g * N + t.c0) * static_cast<int64_t>(dout_size), N,
+           false};
+      depth = p.group_sizes[t.g];
+      out_dtype = p.rhs_dtype;
+      out = drhs_data + ((t.g * K + t.r0) * N + t.c0) * static_cast<int64_t>(rhs_size);
+      ld_out = N;
+    }
+    const bool f32_out = t.kind == Task::kDlhs ? dlhs_f32 : drhs_f32;
+    if (f32_out) {
+      cpu_gemm_f32(a, b, t.rows, t.cols, depth, reinterpret_cast<float*>(out), ld_out, false,
+                   gemm);
+      return;
+    }
+    // 16-bit gradients: the f32 tile, then one rounding per element on the store.
+    float* tile = scratch_floats(static_cast<size_t>(t.rows * t.cols));
+    cpu_gemm_f32(a, b, t.rows, t.cols, depth, tile, t.cols, false, gemm);
+    store_rows(tile, t.cols, t.rows, t.cols, out_dtype, out, ld_out);
+  });
+}
+
+}  // namespace tokamax
