@@ -65,13 +65,12 @@ CpuRaggedDotVjpConfig cpu_ragged_dot_vjp_heuristics_config(const RaggedDotVjpPro
   // pn: the packed panel [tk, pn] fills at most half of L2 (reread by every micro-panel).
   c.panel_n = static_cast<int>(
       std::clamp<int64_t>(l2 / (2 * int64_t{c.tile_k} * 4) / c.nr * c.nr, c.nr, 4096));
-  // Each task packs its panels once for its tm rows and its rows once per tn columns: tall and
-  // wide tasks amortise both (1/tm and 1/tn of the multiply-adds), down to enough tasks for the
-  // cores to balance: at least 4 per core where the shape allows.
+  // tm: each task packs its panel columns once for its tm rows (1/tm of the multiply-adds), and
+  // its packed rows [tm, tk] stay in L2 beside the panel: 18 micro-panels (252 rows at mr = 14),
+  // as gated_linear_unit's. tn: one panel per task.
   c.tile_n = static_cast<int>(std::max<int64_t>(c.nr, c.panel_n));
-  c.tile_m = static_cast<int>(std::min<int64_t>(c.tile_m, round_up(std::max<int64_t>(
-                                                                  {vp.max_group_rows(), p.K, 1}),
-                                                              c.mr)));
+  c.tile_m = static_cast<int>(std::clamp<int64_t>(
+      round_up(std::max<int64_t>({vp.max_group_rows(), p.K, 1}), c.mr), c.mr, 18 * int64_t{c.mr}));
   const double multiply_adds = 2.0 * static_cast<double>(p.owned_rows()) * p.K * p.N;
   const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : std::max(1, device.cores);
   auto tasks = [&](const CpuRaggedDotVjpConfig& t) {
@@ -84,7 +83,7 @@ CpuRaggedDotVjpConfig cpu_ragged_dot_vjp_heuristics_config(const RaggedDotVjpPro
     }
     return count;
   };
-  while (threads > 1 && tasks(c) < 4 * threads && c.tile_m > 8 * c.mr) {
+  while (threads > 1 && tasks(c) < 4 * threads && c.tile_m > 4 * c.mr) {
     c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
   }
   if (is_bf16_vjp_problem(vp) && device.has("avx512_bf16") && lanes >= 16) {

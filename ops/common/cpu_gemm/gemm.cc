@@ -25,66 +25,6 @@ float* scratch_floats(size_t count) {
   return buffer.floats(count);
 }
 
-float element(DType dtype, const void* data, int64_t i) {
-  switch (dtype) {
-    case DType::kF32:
-      return static_cast<const float*>(data)[i];
-    case DType::kBF16:
-      return bf16_to_float(static_cast<const bf16*>(data)[i]);
-    case DType::kF16:
-      return f16_to_float(static_cast<const f16*>(data)[i]);
-    default:
-      throw NotImplemented("cpu gemm: operands must be f32, bf16 or f16, not " +
-                           std::string(dtype_name(dtype)));
-  }
-}
-
-// Packed rhs panel [ceil(cols / nr)][depth][nr] from B^T stored [cols, depth] (row stride ld):
-// strip s, k row k holds B^T[s*nr + j][k] for j < nr, zero past `cols`.
-void pack_transposed_panel(DType dtype, const char* bt, int64_t ld, int64_t depth, int64_t cols,
-                           int64_t nr, float* packed) {
-  const size_t size = dtype_size(dtype);
-  for (int64_t s = 0; s * nr < cols; ++s) {
-    float* strip = packed + s * depth * nr;
-    const int64_t width = std::min(nr, cols - s * nr);
-    for (int64_t j = 0; j < width; ++j) {
-      const char* row = bt + (s * nr + j) * ld * static_cast<int64_t>(size);
-      if (dtype == DType::kF32) {
-        const float* src = reinterpret_cast<const float*>(row);
-        for (int64_t k = 0; k < depth; ++k) strip[k * nr + j] = src[k];
-      } else {
-        for (int64_t k = 0; k < depth; ++k) strip[k * nr + j] = element(dtype, row, k);
-      }
-    }
-    for (int64_t j = width; j < nr; ++j) {
-      for (int64_t k = 0; k < depth; ++k) strip[k * nr + j] = 0.0f;
-    }
-  }
-}
-
-// The bf16-pair version: strip s, pair p holds (B^T[j][2p], B^T[j][2p + 1]), one 32-bit load of
-// the stored row; odd depth pads the last pair with +0.
-void pack_transposed_panel_pairs(const bf16* bt, int64_t ld, int64_t depth, int64_t cols,
-                                 int64_t nr, uint32_t* packed) {
-  const int64_t pairs = (depth + 1) / 2;
-  for (int64_t s = 0; s * nr < cols; ++s) {
-    uint32_t* strip = packed + s * pairs * nr;
-    const int64_t width = std::min(nr, cols - s * nr);
-    for (int64_t j = 0; j < nr; ++j) {
-      if (j >= width) {
-        for (int64_t p = 0; p < pairs; ++p) strip[p * nr + j] = 0;
-        continue;
-      }
-      const bf16* row = bt + (s * nr + j) * ld;
-      for (int64_t p = 0; p < pairs; ++p) {
-        const uint32_t lo = row[2 * p].bits;
-        const uint32_t hi = 2 * p + 1 < depth ? row[2 * p + 1].bits : 0u;
-        strip[p * nr + j] = lo | (hi << 16);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,
@@ -171,9 +111,12 @@ void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t
       }
       if (native) {
         const bf16* bt = reinterpret_cast<const bf16*>(b_data);
+        // B transposed is stored [N, K]: its strips [depth][nr] are the lhs micro-panel layout of
+        // the stored rows with nr rows per panel, so the lhs packer (register transposes) builds
+        // them.
         if (b.transposed) {
-          pack_transposed_panel_pairs(bt + n0 * b.ld + k0, b.ld, depth, cols, nr,
-                                      reinterpret_cast<uint32_t*>(rhs_panel));
+          pack_lhs_block_pairs(bt + n0 * b.ld + k0, b.ld, cols, depth, nr,
+                               reinterpret_cast<uint32_t*>(rhs_panel));
         } else {
           pack_rhs_panel_pairs(bt + k0 * b.ld + n0, b.ld, depth, cols, nr,
                                reinterpret_cast<uint32_t*>(rhs_panel));
@@ -183,8 +126,8 @@ void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t
         continue;
       }
       if (b.transposed) {
-        pack_transposed_panel(b.dtype, b_data + (n0 * b.ld + k0) * static_cast<int64_t>(b_size),
-                              b.ld, depth, cols, nr, rhs_panel);
+        pack_lhs_block(b.dtype, b_data + (n0 * b.ld + k0) * static_cast<int64_t>(b_size), b.ld,
+                       cols, depth, nr, rhs_panel);
       } else {
         pack_rhs_panel(b.dtype, b_data + (k0 * b.ld + n0) * static_cast<int64_t>(b_size), b.ld,
                        depth, cols, nr, rhs_panel);

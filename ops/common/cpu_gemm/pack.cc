@@ -100,24 +100,28 @@ void PackLhsBlockT(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t
                    Out* HWY_RESTRICT packed) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
   if constexpr (sizeof(Out) == 4) {
-    if (mr <= kTransposeLanes) {
-      const int64_t panels = ceil_div(rows, mr);
-      for (int64_t p = 0; p < panels; ++p) {
-        float* dst = reinterpret_cast<float*>(packed) + p * depth * mr;
-        const int64_t r0 = p * mr, height = std::min(mr, rows - r0);
+    // A panel wider than a register (mr > L: a transposed rhs packed into nr-wide strips, see
+    // gemm.cc) is transposed L rows at a time into its column range [c0, c0 + chunk).
+    const int64_t panels = ceil_div(rows, mr);
+    for (int64_t p = 0; p < panels; ++p) {
+      float* dst = reinterpret_cast<float*>(packed) + p * depth * mr;
+      const int64_t r0 = p * mr, height = std::min(mr, rows - r0);
+      for (int64_t c0 = 0; c0 < mr; c0 += kTransposeLanes) {
+        const int64_t chunk = std::min(kTransposeLanes, mr - c0);
         for (int64_t k0 = 0; k0 < depth; k0 += kTransposeLanes) {
           const int64_t count = std::min(kTransposeLanes, depth - k0);
           TransposeVec r[kTransposeLanes];
           for (int64_t i = 0; i < kTransposeLanes; ++i) {
             // Rows past the group's end (and past mr) are zeros: the padding of the panel.
-            r[i] = i < height ? LoadRowChunk(lhs + (r0 + i) * ld + k0, count) : TransposeVec{};
+            r[i] = i < chunk && c0 + i < height ? LoadRowChunk(lhs + (r0 + c0 + i) * ld + k0, count)
+                                                : TransposeVec{};
           }
           Transpose(r);
-          for (int64_t k = 0; k < count; ++k) StoreLanes(dst + (k0 + k) * mr, mr, r[k]);
+          for (int64_t k = 0; k < count; ++k) StoreLanes(dst + (k0 + k) * mr + c0, chunk, r[k]);
         }
       }
-      return;
     }
+    return;
   }
 #endif
   PackLhsScalar(lhs, ld, rows, depth, mr, packed);
