@@ -57,4 +57,21 @@ double activation_lipschitz(Activation activation) {
   return 1.0;
 }
 
+double activation_curvature(Activation activation) {
+  switch (activation) {
+    case Activation::kNone:
+    case Activation::kRelu:
+      return 0.0;
+    case Activation::kSilu:
+      return 0.5;
+    case Activation::kGelu:
+      return 0.7979;
+    case Activation::kGeluTanh:
+      return 0.81;
+    case Activation::kSigmoid:
+      return 0.0963;
+  }
+  return 1.0;
+}
+
 }  // namespace tokamax

@@ -43,6 +43,37 @@ T apply_activation(Activation activation, T x) {
   return x;
 }
 
+// d act / dx at x: the gradients' (gated_linear_unit_vjp). relu's derivative at 0 is 0, as
+// jax.nn.relu's; gelu_tanh's is the derivative of its tanh formula, not of the exact gelu.
+template <typename T>
+T activation_derivative(Activation activation, T x) {
+  switch (activation) {
+    case Activation::kNone:
+      return T(1);
+    case Activation::kSilu: {
+      const T s = sigmoid(x);
+      return s * (T(1) + x * (T(1) - s));
+    }
+    case Activation::kGelu: {
+      const T cdf = T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+      const T pdf = T(0.3989422804014327) * std::exp(T(-0.5) * x * x);  // 1 / sqrt(2 pi)
+      return cdf + x * pdf;
+    }
+    case Activation::kGeluTanh: {
+      const T c = T(0.7978845608028654), b = T(0.044715);
+      const T t = std::tanh(c * (x + b * x * x * x));
+      return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * c * (T(1) + T(3) * b * x * x);
+    }
+    case Activation::kSigmoid: {
+      const T s = sigmoid(x);
+      return s * (T(1) - s);
+    }
+    case Activation::kRelu:
+      return x > T(0) ? T(1) : T(0);
+  }
+  return T(1);
+}
+
 // How far an f32 evaluation of an activation may be from the exact one, in units of the f32
 // roundoff times (|x| + |act(x)|): a few ulps of erf/exp/tanh, and the cancellation in
 // 1 + erf(x) that makes gelu's absolute error scale with |x| (ops/common/cpu_activation.h).
@@ -81,5 +112,10 @@ inline double gated_product_magnitude(double g, double a, double p, double Mg, d
 // |d act / dx| bounded over all x: how much an input error of e can grow through the
 // activation (for error models). relu/none: 1; silu: ~1.1; gelu: ~1.13; sigmoid: 1/4.
 double activation_lipschitz(Activation activation);
+// |d^2 act / dx^2| bounded over all x: how much an input error of e can move the derivative
+// (for the gradients' error models). none/relu: 0 (relu's derivative jumps at 0 instead: a
+// gradient error model adds that step where the input's error bound covers 0); silu: 1/2 (at
+// 0); gelu: 2 / sqrt(2 pi) ~ 0.798 (at 0); gelu_tanh: ~0.80; sigmoid: 1 / (6 sqrt 3) ~ 0.0962.
+double activation_curvature(Activation activation);
 
 }  // namespace tokamax

@@ -7,6 +7,7 @@
 #include "ops/dot_product_attention/api.h"
 #include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/api.h"
+#include "ops/gated_linear_unit/vjp_api.h"
 #include "ops/layer_norm/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/ragged_dot/api.h"
@@ -30,6 +31,7 @@ const std::vector<const Op*>& all_ops() {
       &ragged_dot_vjp_op(),
       &dot_product_attention_op(),
       &gated_linear_unit_op(),
+      &gated_linear_unit_vjp_op(),
       &layer_norm_op(),
       &linear_softmax_cross_entropy_loss_op(),
   };

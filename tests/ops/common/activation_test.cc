@@ -40,3 +40,22 @@ TEST_CASE("activations match their textbook values", "[activation]") {
     }
   }
 }
+
+TEST_CASE("activation derivatives match central differences and the curvature bounds hold",
+          "[activation]") {
+  for (Activation a : {Activation::kNone, Activation::kSilu, Activation::kGelu,
+                       Activation::kGeluTanh, Activation::kSigmoid, Activation::kRelu}) {
+    CAPTURE(activation_name(a));
+    for (double x = -8.005; x < 8; x += 0.01) {  // never exactly at relu's kink
+      CAPTURE(x);
+      const double h = 1e-6;
+      const double fd = (apply_activation(a, x + h) - apply_activation(a, x - h)) / (2 * h);
+      REQUIRE(activation_derivative(a, x) == Approx(fd).margin(1e-8).epsilon(1e-7));
+      const double curvature =
+          (activation_derivative(a, x + h) - activation_derivative(a, x - h)) / (2 * h);
+      REQUIRE(std::abs(curvature) <= activation_curvature(a) + 1e-5);
+    }
+  }
+  CHECK(activation_derivative(Activation::kRelu, 0.0) == 0.0);
+  CHECK(activation_derivative(Activation::kSilu, -1000.0f) == 0.0f);
+}

@@ -1,0 +1,98 @@
+// gated_linear_unit_vjp on CPU: validation of the "cpu" config, its heuristics and search space.
+//
+// Dimensions: as vjp_cpu_config.h.
+#include "ops/gated_linear_unit/vjp_cpu_config.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "backends/cpu/cpu_device.h"
+#include "ops/common/cpu_gemm/checks.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
+#include "ops/framework/config.h"
+
+namespace tokamax {
+namespace {
+
+constexpr int kMaxTile = 1 << 16;
+constexpr int64_t kFallbackL1Bytes = 32 << 10;
+constexpr int64_t kFallbackL2Bytes = 256 << 10;
+constexpr double kSerialMultiplyAdds = double(1 << 17);
+
+}  // namespace
+
+void CpuGluVjpConfig::validate() const {
+  require_range("tile_m", tile_m, 1, kMaxTile);
+  require_range("tile_n", tile_n, 1, kMaxTile);
+  require_range("tile_k", tile_k, 1, kMaxTile);
+  require_range("panel_n", panel_n, 1, kMaxTile);
+  require_range("mr", mr, 1, 64);
+  require_range("nr", nr, 1, 256);
+  require_config(int64_t{tile_m} * tile_n <= kCpuGluVjpMaxScratch, "tile_m", [&] {
+    return "tile_m * tile_n is " + std::to_string(int64_t{tile_m} * tile_n) + "; expected <= " +
+           std::to_string(kCpuGluVjpMaxScratch);
+  });
+  require_config(num_threads >= 0, "num_threads", [&] {
+    return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
+  });
+}
+
+CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Device& target) {
+  const GluProblem& p = vp.fwd;
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
+  const int64_t l1 = device.l1d_bytes > 0 ? device.l1d_bytes : kFallbackL1Bytes;
+  const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kFallbackL2Bytes;
+  const int lanes = kernel_f32_lanes(device);
+  CpuGluVjpConfig c;
+  const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
+  c.mr = shape.mr;
+  c.nr = shape.nr_vectors * lanes;
+  // As the forward's: an lhs micro-panel [mr, tk] in half of L1, a packed panel [tk, pn] in half
+  // of L2, 18 micro-panels per task so that each packed panel serves many rows.
+  c.tile_k = static_cast<int>(std::clamp<int64_t>(l1 / (2 * int64_t{c.mr} * 4) / 32 * 32, 32, 512));
+  c.panel_n = static_cast<int>(
+      std::clamp<int64_t>(l2 / (2 * int64_t{c.tile_k} * 4) / c.nr * c.nr, c.nr, 4096));
+  c.tile_n = c.panel_n;
+  c.tile_m = static_cast<int>(
+      std::clamp<int64_t>(round_up(std::max<int64_t>({p.M, p.K, 1}), c.mr), c.mr, 18 * int64_t{c.mr}));
+  const double multiply_adds = 6.0 * static_cast<double>(p.M) * p.K * p.N;
+  const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : std::max(1, device.cores);
+  // Enough first-phase tasks (row tiles) for the cores to balance: 4 per core where M allows.
+  while (threads > 1 && ceil_div(std::max<int64_t>(p.M, 1), c.tile_m) < 4 * threads &&
+         c.tile_m > 4 * c.mr) {
+    c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
+  }
+  c.num_threads = threads == 1 ? 1 : 0;
+  return c;
+}
+
+std::vector<CpuGluVjpConfig> cpu_glu_vjp_autotuning_configs(const GluVjpProblem& p,
+                                                            const Device& device) {
+  const CpuGluVjpConfig base = cpu_glu_vjp_heuristics_config(p, device);
+  std::set<decltype(base.key())> seen;
+  std::vector<CpuGluVjpConfig> configs;
+  auto add = [&](const CpuGluVjpConfig& c) {
+    if (seen.insert(c.key()).second) configs.push_back(c);
+  };
+  add(base);
+  for (int tile_m : {base.tile_m / 2, base.tile_m * 2}) {
+    CpuGluVjpConfig c = base;
+    c.tile_m = std::max(c.mr, tile_m);
+    add(c);
+  }
+  for (int tile_n : {base.tile_n / 2, base.tile_n * 2}) {
+    CpuGluVjpConfig c = base;
+    c.tile_n = std::max(c.nr, tile_n);
+    add(c);
+  }
+  for (int tile_k : {base.tile_k / 2, base.tile_k * 2}) {
+    CpuGluVjpConfig c = base;
+    c.tile_k = std::max(32, tile_k);
+    add(c);
+  }
+  return configs;
+}
+
+}  // namespace tokamax

@@ -1,0 +1,52 @@
+// gated_linear_unit_vjp on CPU: the "cpu" implementation's config, its invariants and heuristics.
+//
+// Dimensions.
+//   M, K, N   as vjp_base.h; H [M, 2N] = [dg | dp]
+//   tm     rows of x per task of the first phase (recompute g and p, form H, then dx), and rows of
+//          the weight gradients (a K range) per task of the second
+//   tn     columns of H per task of the second phase (dweights = x^T H)
+//   tk     depth of the packed panels; pn columns of one packed panel
+//   mr, nr the micro-tile
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/device.h"
+#include "ops/gated_linear_unit/vjp_base.h"
+
+namespace tokamax {
+
+struct CpuGluVjpConfig {
+  int tile_m = 252;   // tm
+  int tile_n = 288;   // tn
+  int tile_k = 256;   // tk
+  int panel_n = 512;  // pn
+  int mr = 14;
+  int nr = 32;
+  int num_threads = 0;  // 0 = all cores
+
+  void validate() const;
+  template <class V>
+  void visit(V&& v) {
+    v("tile_m", tile_m);
+    v("tile_n", tile_n);
+    v("tile_k", tile_k);
+    v("panel_n", panel_n);
+    v("mr", mr);
+    v("nr", nr);
+    v("num_threads", num_threads);
+  }
+  auto key() const { return std::make_tuple(tile_m, tile_n, tile_k, panel_n, mr, nr, num_threads); }
+};
+
+// Per-thread f32 scratch bound of one task's 16-bit gradient tile before rounding.
+inline constexpr int64_t kCpuGluVjpMaxScratch = int64_t{1} << 24;
+
+CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& p, const Device& device);
+std::vector<CpuGluVjpConfig> cpu_glu_vjp_autotuning_configs(const GluVjpProblem& p,
+                                                            const Device& device);
+
+}  // namespace tokamax

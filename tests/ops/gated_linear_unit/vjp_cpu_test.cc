@@ -1,0 +1,77 @@
+// Tests for the cpu and oneDNN gated_linear_unit_vjp implementations against the oracle, and the
+// cpu configs.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
+#include "ops/framework/errors.h"
+#include "ops/gated_linear_unit/vjp_api.h"
+#include "tests/ops/gated_linear_unit/vjp_test_util.h"
+
+using namespace tokamax;
+using namespace tokamax::testing;
+using nlohmann::json;
+
+namespace {
+
+std::vector<json> test_cases() {
+  return {
+      {{"x", "f32[70,33]"}, {"weights", "f32[33,2,45]"}, {"activation", "silu"},
+       {"dout", "f32[70,45]"}},
+      {{"x", "f32[3,7,20]"}, {"weights", "f32[20,2,17]"}, {"activation", "relu"},
+       {"dout", "f32[3,7,17]"}},
+      {{"x", "bf16[50,40]"}, {"weights", "bf16[40,2,72]"}, {"activation", "gelu"},
+       {"dout", "bf16[50,72]"}},
+      {{"x", "f16[45,24]"}, {"weights", "f16[24,2,40]"}, {"activation", "sigmoid"},
+       {"dout", "f16[45,40]"}},
+      {{"x", "f32[31,16]"}, {"gate_weights", "f32[16,19]"}, {"proj_weights", "f32[16,19]"},
+       {"activation", "gelu_tanh"}, {"dout", "f32[31,19]"}},
+      {{"x", "bf16[20,1]"}, {"weights", "bf16[1,2,9]"}, {"dout", "bf16[20,9]"}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("cpu gated_linear_unit_vjp passes the oracle across shapes, dtypes and configs",
+          "[glu_vjp]") {
+  const Implementation& cpu = gated_linear_unit_vjp_op().implementation("cpu");
+  const int lanes = cpu::simd_f32_lanes();
+  for (const json& args_json : test_cases()) {
+    const BoundArgs args = gated_linear_unit_vjp_op().bind(args_json);
+    const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(args, 9);
+    std::vector<json> configs = {json()};
+    for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
+      const int nr = shape.nr_vectors * lanes;
+      configs.push_back({{"mr", shape.mr}, {"nr", nr}, {"tile_m", 1}, {"tile_n", 1},
+                         {"tile_k", 3}, {"panel_n", nr}, {"num_threads", 1}});
+      configs.push_back({{"mr", shape.mr}, {"nr", nr}, {"tile_m", 2 * shape.mr + 1},
+                         {"tile_n", nr + 5}, {"tile_k", 7}, {"panel_n", nr}, {"num_threads", 2}});
+    }
+    for (const json& c : autotuning_configs_json(cpu, args)) configs.push_back(c);
+    for (const json& config : configs) {
+      CAPTURE(config.dump());
+      check_glu_vjp_outputs(args, inputs, run_glu_vjp(cpu, args, inputs, config));
+    }
+  }
+  const BoundArgs f64 = gated_linear_unit_vjp_op().bind(
+      {{"x", "f64[4,3]"}, {"weights", "f64[3,2,2]"}, {"dout", "f64[4,2]"}});
+  CHECK_THROWS_AS(check_args(cpu, f64), NotImplemented);
+}
+
+TEST_CASE("onednn gated_linear_unit_vjp passes the oracle on f32 and declines 16-bit",
+          "[glu_vjp]") {
+  const Implementation& onednn = gated_linear_unit_vjp_op().implementation("onednn");
+  for (const json& args_json : test_cases()) {
+    const BoundArgs args = gated_linear_unit_vjp_op().bind(args_json);
+    CAPTURE(args.key());
+    if (args.tensor("x").dtype != DType::kF32) {
+      CHECK_THROWS_AS(check_args(onednn, args), NotImplemented);
+      continue;
+    }
+    const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(args, 9);
+    check_glu_vjp_outputs(args, inputs, run_glu_vjp(onednn, args, inputs, {}));
+  }
+}
