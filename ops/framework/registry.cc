@@ -8,6 +8,7 @@
 #include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/api.h"
 #include "ops/layer_norm/api.h"
+#include "ops/layer_norm/vjp_api.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/ragged_dot/api.h"
 
@@ -29,6 +30,7 @@ const std::vector<const Op*>& all_ops() {
       &dot_product_attention_op(),
       &gated_linear_unit_op(),
       &layer_norm_op(),
+      &layer_norm_vjp_op(),
       &linear_softmax_cross_entropy_loss_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
