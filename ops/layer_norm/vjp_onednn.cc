@@ -1,5 +1,5 @@
 // layer_norm_vjp: the oneDNN baseline ("onednn"), a cached layer_normalization backward primitive
-// per shape, fed with statistics this file computes.
+// per shape, fed with the statistics of a forward-training primitive.
 //
 // Dimensions.
 //   C      the normalized extent (x's extent along axis)
@@ -12,20 +12,20 @@
 // (NotImplemented says so). prop_kind::backward computes diff_src and, with use_scale /
 // use_shift, diff_scale and diff_shift (f32 [C]); backward_data only diff_src. The backward
 // primitive takes the forward's mean and variance as inputs: a training step would keep them
-// from its forward pass, but this op's inputs are x, the parameters and dout, so run() computes
-// them first (two f32 passes per row over x, the reference's statistics, threaded over rows by
-// the CPU pool) and the timing includes that pass (about a third of the backward's traffic).
+// from its forward pass, but this op's inputs are x, the parameters and dout, so run() first
+// runs oneDNN's forward_training primitive (the hint the backward descriptor needs anyway), which
+// writes them beside a forward output into a per-thread scratch; the timing includes that pass
+// (oneDNN's own threads throughout: a statistics loop on the CPU pool would leave its spinning
+// workers competing with OpenMP's on a small machine).
 // There is no RMSNorm flag before oneDNN 3.x, and data is f32 or bf16 on CPU: both are
 // NotImplemented. Threads are oneDNN's (OpenMP), so the config is empty.
-#include <algorithm>
-#include <cmath>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "backends/cpu/onednn_engine.h"
-#include "backends/cpu/thread_pool.h"
+#include "backends/cpu/scratch.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/layer_norm/vjp_base.h"
@@ -51,35 +51,17 @@ dnnl::memory::desc stat_desc(int64_t O, int64_t I) {
   return dnnl::memory::desc({O, I}, dt::f32, dnnl::memory::format_tag::ab);
 }
 
-// The forward statistics of x in f32, two passes (mean, then the centred sum of squares), rows
-// [o, i] in row-major order; the strided axis runs i innermost so that reads stay sequential.
-template <typename T>
-void statistics(const T* x, int64_t O, int64_t C, int64_t I, float* mean, float* variance) {
-  const float inv_C = 1.0f / static_cast<float>(C);
-  cpu::parallel_for(O, 0, [&](int64_t o, int) {
-    const T* xo = x + o * C * I;
-    float* m = mean + o * I;
-    float* v = variance + o * I;
-    std::fill(m, m + I, 0.0f);
-    std::fill(v, v + I, 0.0f);
-    for (int64_t c = 0; c < C; ++c) {
-      for (int64_t i = 0; i < I; ++i) m[i] += to_float(xo[c * I + i]);
-    }
-    for (int64_t i = 0; i < I; ++i) m[i] *= inv_C;
-    for (int64_t c = 0; c < C; ++c) {
-      for (int64_t i = 0; i < I; ++i) {
-        const float d = to_float(xo[c * I + i]) - m[i];
-        v[i] += d * d;
-      }
-    }
-    for (int64_t i = 0; i < I; ++i) v[i] *= inv_C;
-  });
-}
-
 struct Primitives {
+  dnnl::layer_normalization_forward forward;  // forward_training: dst, mean, variance
   dnnl::layer_normalization_backward backward;
-  dnnl::prop_kind kind;
 };
+
+// Per-thread scratch for the forward output that the statistics pass writes and nobody reads;
+// grows only (no page faults after the first call of a size).
+void* forward_scratch(size_t bytes) {
+  thread_local cpu::ScratchBuffer buffer;
+  return buffer.get(bytes);
+}
 
 class OneDnnLayerNormVjp final : public TypedImplementation<LayerNormVjpProblem> {
  public:
@@ -118,11 +100,6 @@ class OneDnnLayerNormVjp final : public TypedImplementation<LayerNormVjpProblem>
     const dt type = std::get<3>(k);
     const Tensor& x = inputs.at("x");
     std::vector<float> mean(static_cast<size_t>(p.rows())), variance(mean.size());
-    if (type == dt::bf16) {
-      statistics(x.data<bf16>(), p.O, p.C, p.I, mean.data(), variance.data());
-    } else {
-      statistics(x.data<float>(), p.O, p.C, p.I, mean.data(), variance.data());
-    }
     // dnnl::memory wants non-const handles; the primitive only reads its inputs.
     auto in = [](const Tensor& t) { return const_cast<void*>(t.raw()); };
     const dnnl::memory::desc data = data_desc(p.O, p.I, p.C, type);
@@ -151,6 +128,15 @@ class OneDnnLayerNormVjp final : public TypedImplementation<LayerNormVjpProblem>
       args.emplace(DNNL_ARG_DIFF_SHIFT, dnnl::memory(param_desc, engine, dshift.data()));
     }
     dnnl::stream stream(engine);
+    // The statistics: forward_training with the same parameters; its dst is scratch.
+    std::unordered_map<int, dnnl::memory> fwd_args = {
+        {DNNL_ARG_SRC, args.at(DNNL_ARG_SRC)},
+        {DNNL_ARG_DST, dnnl::memory(data, engine, forward_scratch(x.size_bytes()))},
+        {DNNL_ARG_MEAN, args.at(DNNL_ARG_MEAN)},
+        {DNNL_ARG_VARIANCE, args.at(DNNL_ARG_VARIANCE)}};
+    if (p.has_scale) fwd_args.emplace(DNNL_ARG_SCALE, args.at(DNNL_ARG_SCALE));
+    if (p.has_offset) fwd_args.emplace(DNNL_ARG_SHIFT, args.at(DNNL_ARG_SHIFT));
+    prims.forward.execute(stream, fwd_args);
     prims.backward.execute(stream, args);
     stream.wait();
     if (p.has_scale) {
@@ -194,7 +180,8 @@ class OneDnnLayerNormVjp final : public TypedImplementation<LayerNormVjpProblem>
                                                            f);
         const dnnl::layer_normalization_backward::primitive_desc bwd_pd(
             bwd, cpu::onednn_engine(), fwd_pd);
-        return Primitives{dnnl::layer_normalization_backward(bwd_pd), kind};
+        return Primitives{dnnl::layer_normalization_forward(fwd_pd),
+                          dnnl::layer_normalization_backward(bwd_pd)};
       } catch (const dnnl::error& e) {
         throw NotImplemented(std::string("onednn: no layer_normalization backward for ") +
                              (type == dt::bf16 ? "bf16" : "f32") + " [O=" + std::to_string(O) +
