@@ -1,0 +1,209 @@
+// layer_norm_vjp on CPU: the kernel for a non-last axis, blocks of contiguous inner elements.
+//
+// Dimensions.
+//   C      the normalized extent (x's extent along axis)
+//   O      product of x's extents before the axis
+//   I      product of x's extents after the axis (contiguous)
+//   w      inner elements of the current block (<= tI); w_pad = w rounded up to L
+//   L      f32 lanes of the Highway target (16 on AVX-512, 8 on AVX2, 1 scalar)
+//
+// The C elements of a row are I apart, so vectorizing along the row would gather. A block of w
+// contiguous inner elements is w independent rows instead; vectors run across them and every
+// reduction over C is a loop of vector adds into per-column accumulators (an f32 scratch of
+// 4 * w_pad in L1). Pass 1 reads the block of x and dout ([C, w] each, rows I apart) from memory
+// and sums x and g = dout * s per column (RMSNorm: x^2 and g * x); pass 2 (layer norm only)
+// re-reads the block from L2 for the centred sums (x - mean)^2 and g * (x - mean); pass 3
+// re-reads it once more and writes dx, reducing each row's dout * xhat and dout across the
+// block's columns into the thread's dscale / doffset partial sums (one horizontal sum per row
+// and block), while prefetching the task's next block. Columns past the last multiple of L are
+// scalar.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/layer_norm/vjp_cpu_tasks.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/layer_norm/vjp_cpu_kernel_inner.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/highway.h>
+
+#include "ops/layer_norm/cpu_simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+// Internal linkage: other files define functions of the same names in the same per-target
+// namespaces (tokamax::N_AVX3, ...), which the linker would otherwise merge.
+namespace {
+
+// How many rows of a block ahead pass 1 prefetches x and dout.
+constexpr int64_t kPrefetchRows = 8;
+
+// One block: x, dout, dx point at [o, 0, i0] of [O, C, I]; element (c, j) is at c * I + j.
+// `stats` [4 * w_pad] f32 scratch; dscale_acc / doffset_acc [C_pad] per-thread partial sums.
+template <typename T, bool kMean, bool kStream>
+void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* HWY_RESTRICT dy,
+              T* HWY_RESTRICT dx, int64_t w, const T* HWY_RESTRICT next_x,
+              const T* HWY_RESTRICT next_dy, int64_t next_w, float* HWY_RESTRICT stats,
+              float* HWY_RESTRICT dscale_acc, float* HWY_RESTRICT doffset_acc) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t C = a.C, I = a.I;
+  const float* HWY_RESTRICT s = a.scale;
+  const int64_t w_main = w / L * L, w_pad = (w + L - 1) / L * L;
+  const float inv_C = 1.0f / static_cast<float>(C);
+  // [w_pad] each. Layer norm: sum x then the mean, sum g then gbar, sum (x - mean)^2 then rstd,
+  // sum g (x - mean) then h. RMSNorm: sum x^2 then rstd (a2), sum g x then h (a3); a0, a1 zero.
+  float* HWY_RESTRICT a0 = stats;
+  float* HWY_RESTRICT a1 = stats + w_pad;
+  float* HWY_RESTRICT a2 = stats + 2 * w_pad;
+  float* HWY_RESTRICT a3 = stats + 3 * w_pad;
+  std::memset(stats, 0, sizeof(float) * 4 * w_pad);
+  const int64_t row_bytes = w * static_cast<int64_t>(sizeof(T));
+
+  // Pass 1 (memory): rows of the block are contiguous runs of w elements, I apart.
+  for (int64_t c = 0; c < C; ++c) {
+    const T* HWY_RESTRICT xc = x + c * I;
+    const T* HWY_RESTRICT dc = dy + c * I;
+    if (c + kPrefetchRows < C) {
+      // The rows kPrefetchRows ahead (separate pages, separate streams), as the rows go.
+      PrefetchRange(xc + kPrefetchRows * I, row_bytes);
+      PrefetchRange(dc + kPrefetchRows * I, row_bytes);
+    }
+    const VF sv = hn::Set(d, s[c]);
+    for (int64_t j = 0; j < w_main; j += L) {
+      const VF xv = LoadWiden(d, xc + j);
+      const VF g = hn::Mul(LoadWiden(d, dc + j), sv);
+      if constexpr (kMean) {
+        hn::StoreU(hn::Add(hn::LoadU(d, a0 + j), xv), d, a0 + j);
+        hn::StoreU(hn::Add(hn::LoadU(d, a1 + j), g), d, a1 + j);
+      } else {
+        hn::StoreU(hn::MulAdd(xv, xv, hn::LoadU(d, a2 + j)), d, a2 + j);
+        hn::StoreU(hn::MulAdd(g, xv, hn::LoadU(d, a3 + j)), d, a3 + j);
+      }
+    }
+    for (int64_t j = w_main; j < w; ++j) {
+      const float xv = WidenScalar(xc[j]), g = WidenScalar(dc[j]) * s[c];
+      if constexpr (kMean) {
+        a0[j] += xv;
+        a1[j] += g;
+      } else {
+        a2[j] = std::fma(xv, xv, a2[j]);
+        a3[j] = std::fma(g, xv, a3[j]);
+      }
+    }
+  }
+  const VF k_inv_C = hn::Set(d, inv_C), k_eps = hn::Set(d, a.eps), one = hn::Set(d, 1.0f);
+  if constexpr (kMean) {
+    for (int64_t j = 0; j < w_pad; j += L) {
+      hn::StoreU(hn::Mul(hn::LoadU(d, a0 + j), k_inv_C), d, a0 + j);
+      hn::StoreU(hn::Mul(hn::LoadU(d, a1 + j), k_inv_C), d, a1 + j);
+    }
+    // Pass 2 (L2): the centred sums; the padding columns stay zero.
+    for (int64_t c = 0; c < C; ++c) {
+      const T* HWY_RESTRICT xc = x + c * I;
+      const T* HWY_RESTRICT dc = dy + c * I;
+      const VF sv = hn::Set(d, s[c]);
+      for (int64_t j = 0; j < w_main; j += L) {
+        const VF dv = hn::Sub(LoadWiden(d, xc + j), hn::LoadU(d, a0 + j));
+        const VF g = hn::Mul(LoadWiden(d, dc + j), sv);
+        hn::StoreU(hn::MulAdd(dv, dv, hn::LoadU(d, a2 + j)), d, a2 + j);
+        hn::StoreU(hn::MulAdd(g, dv, hn::LoadU(d, a3 + j)), d, a3 + j);
+      }
+      for (int64_t j = w_main; j < w; ++j) {
+        const float dv = WidenScalar(xc[j]) - a0[j], g = WidenScalar(dc[j]) * s[c];
+        a2[j] = std::fma(dv, dv, a2[j]);
+        a3[j] = std::fma(g, dv, a3[j]);
+      }
+    }
+  }
+  // rstd = 1 / sqrt(sum_sq / C + eps), h = rstd * (sum g (x - mean)) / C, vectorized (std::sqrt
+  // in a loop stays scalar for errno).
+  for (int64_t j = 0; j < w_pad; j += L) {
+    const VF r = hn::Div(one, hn::Sqrt(hn::MulAdd(hn::LoadU(d, a2 + j), k_inv_C, k_eps)));
+    hn::StoreU(r, d, a2 + j);
+    hn::StoreU(hn::Mul(r, hn::Mul(hn::LoadU(d, a3 + j), k_inv_C)), d, a3 + j);
+  }
+  // Pass 3 (L2 -> memory), row by row (sequential write streams): dx = rstd * ((g - gbar) -
+  // xhat * h); a line of the next block per output vector.
+  const int64_t next_bytes = next_w * static_cast<int64_t>(sizeof(T));
+  for (int64_t c = 0; c < C; ++c) {
+    const T* HWY_RESTRICT xc = x + c * I;
+    const T* HWY_RESTRICT dc = dy + c * I;
+    T* HWY_RESTRICT oc = dx + c * I;
+    const VF sv = hn::Set(d, s[c]);
+    VF ds = hn::Zero(d), db = hn::Zero(d);
+    int64_t prefetched = 0;
+    for (int64_t j = 0; j < w_main; j += L) {
+      if (prefetched < next_bytes) {
+        hwy::Prefetch(reinterpret_cast<const char*>(next_x + c * I) + prefetched);
+        hwy::Prefetch(reinterpret_cast<const char*>(next_dy + c * I) + prefetched);
+        prefetched += 64;
+      }
+      const VF dyv = LoadWiden(d, dc + j);
+      const VF xhat = hn::Mul(hn::Sub(LoadWiden(d, xc + j), hn::LoadU(d, a0 + j)),
+                              hn::LoadU(d, a2 + j));
+      const VF g = hn::Mul(dyv, sv);
+      const VF out = hn::Mul(hn::LoadU(d, a2 + j),
+                             hn::NegMulAdd(xhat, hn::LoadU(d, a3 + j),
+                                           hn::Sub(g, hn::LoadU(d, a1 + j))));
+      StoreNarrow<T, kStream>(d, out, oc + j, a.native_bf16);
+      ds = hn::MulAdd(dyv, xhat, ds);
+      db = hn::Add(db, dyv);
+    }
+    if (prefetched < next_bytes) {
+      PrefetchRange(reinterpret_cast<const char*>(next_x + c * I) + prefetched,
+                    next_bytes - prefetched);
+      PrefetchRange(reinterpret_cast<const char*>(next_dy + c * I) + prefetched,
+                    next_bytes - prefetched);
+    }
+    float ds_c = hn::GetLane(hn::SumOfLanes(d, ds)), db_c = hn::GetLane(hn::SumOfLanes(d, db));
+    for (int64_t j = w_main; j < w; ++j) {
+      const float dyv = WidenScalar(dc[j]);
+      const float xhat = (WidenScalar(xc[j]) - a0[j]) * a2[j];
+      const float g = dyv * s[c];
+      oc[j] = Narrow<T>(a2[j] * ((g - a1[j]) - xhat * a3[j]));
+      ds_c = std::fma(dyv, xhat, ds_c);
+      db_c += dyv;
+    }
+    dscale_acc[c] += ds_c;
+    doffset_acc[c] += db_c;
+  }
+}
+
+void InnerAxisVjpTask(const LayerNormVjpTaskArgs& a, int64_t offset, int64_t w,
+                      int64_t next_offset, int64_t next_w, float* stats, float* dscale_acc,
+                      float* doffset_acc) {
+  DispatchType(a.dtype, a.subtract_mean, a.stream, [&](auto type, auto mode, auto streaming) {
+    using T = decltype(type);
+    const T* x = static_cast<const T*>(a.x);
+    const T* dy = static_cast<const T*>(a.dout);
+    BlockVjp<T, decltype(mode)::value, decltype(streaming)::value>(
+        a, x + offset, dy + offset, static_cast<T*>(a.dx) + offset, w, x + next_offset,
+        dy + next_offset, next_w, stats, dscale_acc, doffset_acc);
+    // Non-temporal stores are weakly ordered: drain them (sfence) on this thread.
+    if constexpr (decltype(streaming)::value) hwy::FlushStream();
+  });
+}
+
+}  // namespace
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+namespace {
+HWY_EXPORT(InnerAxisVjpTask);
+}  // namespace
+
+void layer_norm_vjp_inner_axis_task(const LayerNormVjpTaskArgs& args, int64_t offset_elements,
+                                    int64_t w, int64_t next_offset_elements, int64_t next_w,
+                                    float* stats, float* dscale_acc, float* doffset_acc) {
+  HWY_DYNAMIC_DISPATCH(InnerAxisVjpTask)
+  (args, offset_elements, w, next_offset_elements, next_w, stats, dscale_acc, doffset_acc);
+}
+
+}  // namespace tokamax
+#endif  // HWY_ONCE
