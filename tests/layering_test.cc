@@ -5,7 +5,7 @@
 //   ops/<op>/               -> its own folder, ops/common, the op model, backends
 //   ops/common/             -> ops/common, the op model, backends
 //   ops/framework/*         the op model (op, tensor, dtype, config, errors, dispatch, ...):
-//                           -> ops/framework, backends; registry.cc alone names each op's api.h
+//                           -> ops/framework, backends; registry.cc alone names each op's (vjp_)api.h
 //   backends/               -> backends only
 //
 // No op includes another op's files, ops/common includes no op, and backends/ includes nothing
@@ -46,9 +46,10 @@ bool allowed(const std::string& file, const std::string& include) {
   if (starts_with(file, "cli/")) return true;
   if (starts_with(file, "ops/framework/")) {
     if (to_backends || starts_with(include, "ops/framework/")) return true;
-    // The registry is where the ops are listed: it names each op's entry point.
+    // The registry is where the ops are listed: it names each op's entry point (a VJP op's is
+    // vjp_api.h beside its forward's).
     return file == "ops/framework/registry.cc" &&
-           std::regex_match(include, std::regex("ops/[a-z_]+/api\\.h"));
+           std::regex_match(include, std::regex("ops/[a-z_]+/(vjp_)?api\\.h"));
   }
   if (starts_with(file, "ops/common/")) {
     return to_backends || starts_with(include, "ops/common/") || op_model(include);
