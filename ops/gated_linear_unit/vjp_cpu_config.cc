@@ -59,9 +59,14 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
       std::clamp<int64_t>(round_up(std::max<int64_t>({p.M, p.K, 1}), c.mr), c.mr, 18 * int64_t{c.mr}));
   const double multiply_adds = 6.0 * static_cast<double>(p.M) * p.K * p.N;
   const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : std::max(1, device.cores);
-  // Enough first-phase tasks (row tiles) for the cores to balance: 4 per core where M allows.
-  while (threads > 1 && ceil_div(std::max<int64_t>(p.M, 1), c.tile_m) < 4 * threads &&
-         c.tile_m > 4 * c.mr) {
+  // Enough tasks in each phase for the cores to balance (4 per core where the shape allows):
+  // the phases tile both dimensions, so tm shrinks only when columns cannot make up for it.
+  auto tasks = [&](const CpuGluVjpConfig& t) {
+    const int64_t row_tiles = ceil_div(std::max<int64_t>(p.M, 1), t.tile_m);
+    return std::min(row_tiles * ceil_div(std::max<int64_t>(p.N, 1), t.tile_n),
+                    row_tiles * ceil_div(std::max<int64_t>(p.K, 1), t.tile_n));
+  };
+  while (threads > 1 && tasks(c) < 4 * threads && c.tile_m > 4 * c.mr) {
     c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
   }
   c.num_threads = threads == 1 ? 1 : 0;

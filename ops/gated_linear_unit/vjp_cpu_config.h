@@ -2,9 +2,9 @@
 //
 // Dimensions.
 //   M, K, N   as vjp_base.h; H [M, 2N] = [dg | dp]
-//   tm     rows of x per task of the first phase (recompute g and p, form H, then dx), and rows of
-//          the weight gradients (a K range) per task of the second
-//   tn     columns of H per task of the second phase (dweights = x^T H)
+//   tm     rows per task: of H and dx (phases 1 and 2), of the weight gradients (a K range, phase 3)
+//   tn     columns per task: of the gate and projection (phase 1: H), of dx (a K range, phase 2),
+//          of one weight gradient (phase 3: dweights = x^T H)
 //   tk     depth of the packed panels; pn columns of one packed panel
 //   mr, nr the micro-tile
 #pragma once

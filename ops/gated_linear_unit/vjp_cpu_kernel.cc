@@ -2,14 +2,16 @@
 //
 // Dimensions: as vjp_cpu_config.h (tm, tn, tk, pn, mr, nr); W = [Wg | Wp] [K, 2N].
 //
-// Phase 1, one task per row tile [tm] of x: the gate and projection products again (g and p
-// are not saved by the forward; recomputing them costs one forward, storing them M 2N floats of
-// traffic each way), H = [dout p act'(g) | dout act(g)] in place over them, then dx = H W^T
-// (W read transposed: its rows are contiguous along the contraction 2N). H stays in an f32
-// buffer [M, 2N] (the size of the forward's pre-activations, never [M, M] or [K, K]).
-// Phase 2, one task per tile [tm, tn] of the weight gradients: dW = x^T H (x read transposed:
-// the contraction is over rows). Every task computes its whole contraction, so no two tasks
-// write one element and nothing is reduced afterwards.
+// Phase 1, one task per tile [tm, tn] of H: the gate and projection products of those columns
+// again (g and p are not saved by the forward; recomputing them costs one forward, storing them
+// M 2N floats of traffic each way), then H = [dout p act'(g) | dout act(g)] in place over them.
+// H stays in an f32 buffer [M, 2N] (the size of the forward's pre-activations, never [M, M]).
+// Phase 2, one task per tile [tm, tn] of dx: dx = H W^T (W read transposed: its rows are
+// contiguous along the contraction 2N). Phase 3, one task per tile [tm, tn] of the weight
+// gradients: dW = x^T H (x read transposed: the contraction is over rows). Tiles in both
+// dimensions keep every task tm rows tall (each packed panel serves tm rows) while still giving
+// the cores enough tasks at token-batch M. Every task computes its whole contraction, so no two
+// tasks write one element and nothing is reduced afterwards.
 #include "ops/gated_linear_unit/vjp_cpu_kernel.h"
 
 #include <algorithm>
@@ -32,25 +34,25 @@ float* scratch_floats(size_t count) {
   return buffer.floats(count);
 }
 
-// One row of H from the recomputed [g | p] (in place) and dout: the activation's value and
-// derivative in f32, as the forward evaluates it.
+// H over one row segment, in place over the recomputed gate and projection values: the
+// activation's value and derivative in f32, as the forward evaluates it.
 template <typename D>
-void form_h_row(Activation activation, const D* dout, int64_t N, float* row) {
-  for (int64_t n = 0; n < N; ++n) {
-    const float g = row[n], p = row[N + n];
-    const float d = static_cast<float>(to_double(dout[n]));
-    row[n] = d * p * activation_derivative<float>(activation, g);
-    row[N + n] = d * apply_activation<float>(activation, g);
+void form_h(Activation activation, const D* dout, int64_t n, float* gate, float* proj) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i], p = proj[i];
+    const float d = static_cast<float>(to_double(dout[i]));
+    gate[i] = d * p * activation_derivative<float>(activation, g);
+    proj[i] = d * apply_activation<float>(activation, g);
   }
 }
 
 }  // namespace
 
-void glu_vjp_h_row(Activation activation, DType dout_dtype, const void* dout, int64_t N,
-                   float* row) {
+void glu_vjp_h_row(Activation activation, DType dout_dtype, const void* dout, int64_t n,
+                   float* gate, float* proj) {
   dispatch_float(dout_dtype, [&](auto d_type) {
     using D = decltype(d_type);
-    form_h_row(activation, static_cast<const D*>(dout), N, row);
+    form_h(activation, static_cast<const D*>(dout), n, gate, proj);
   });
 }
 
@@ -85,48 +87,64 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   std::vector<float> h(static_cast<size_t>(M * N2));
   const int64_t tm = c.tile_m;
 
-  // Phase 1: per row tile, [g | p] -> H in place -> dx.
-  cpu::parallel_for(ceil_div(M, tm), c.num_threads, [&](int64_t task, int) {
-    const int64_t m0 = task * tm, rows = std::min(tm, M - m0);
-    float* h_tile = h.data() + m0 * N2;
+  const int64_t tn = c.tile_n;
+  const size_t d_size = dtype_size(dout.dtype());
+  const char* d_data = static_cast<const char*>(dout.raw());
+
+  // Phase 1: H tiles [tm, tn]: the gate and projection columns [n0, n0 + cols) of rows
+  // [m0, m0 + rows), then H in place.
+  const int64_t h_cols = ceil_div(N, tn);
+  cpu::parallel_for(ceil_div(M, tm) * h_cols, c.num_threads, [&](int64_t task, int) {
+    const int64_t m0 = task / h_cols * tm, rows = std::min(tm, M - m0);
+    const int64_t n0 = task % h_cols * tn, cols = std::min(tn, N - n0);
+    float* h_gate = h.data() + m0 * N2 + n0;
+    float* h_proj = h_gate + N;
     const GemmOperand xa{p.x_dtype, x_data + m0 * K * static_cast<int64_t>(x_size), K, false};
-    if (p.fused_weights) {
-      cpu_gemm_f32(xa, {p.w_dtype, gate, w.ld, false}, rows, N2, K, h_tile, N2, false, gemm);
-    } else {
-      cpu_gemm_f32(xa, {p.w_dtype, gate, w.ld, false}, rows, N, K, h_tile, N2, false, gemm);
-      cpu_gemm_f32(xa, {p.w_dtype, proj, w.ld, false}, rows, N, K, h_tile + N, N2, false, gemm);
-    }
-    const size_t d_size = dtype_size(dout.dtype());
+    const int64_t w_off = n0 * static_cast<int64_t>(w_size);
+    cpu_gemm_f32(xa, {p.w_dtype, gate + w_off, w.ld, false}, rows, cols, K, h_gate, N2, false,
+                 gemm);
+    cpu_gemm_f32(xa, {p.w_dtype, proj + w_off, w.ld, false}, rows, cols, K, h_proj, N2, false,
+                 gemm);
     for (int64_t r = 0; r < rows; ++r) {
       glu_vjp_h_row(p.activation, dout.dtype(),
-                    static_cast<const char*>(dout.raw()) + (m0 + r) * N * static_cast<int64_t>(d_size),
-                    N, h_tile + r * N2);
-    }
-    // dx = H W^T: W [K, 2N] read transposed; unfused, the two halves' products summed.
-    const bool f32_out = p.x_dtype == DType::kF32;
-    float* out = f32_out ? reinterpret_cast<float*>(dx_data) + m0 * K
-                         : scratch_floats(static_cast<size_t>(rows * K));
-    if (p.fused_weights) {
-      cpu_gemm_f32({DType::kF32, h_tile, N2, false}, {p.w_dtype, gate, w.ld, true}, rows, K, N2,
-                   out, K, false, gemm);
-    } else {
-      cpu_gemm_f32({DType::kF32, h_tile, N2, false}, {p.w_dtype, gate, w.ld, true}, rows, K, N,
-                   out, K, false, gemm);
-      cpu_gemm_f32({DType::kF32, h_tile + N, N2, false}, {p.w_dtype, proj, w.ld, true}, rows, K,
-                   N, out, K, true, gemm);
-    }
-    if (!f32_out) {
-      store_rows(out, K, rows, K, p.x_dtype, dx_data + m0 * K * static_cast<int64_t>(x_size), K);
+                    d_data + ((m0 + r) * N + n0) * static_cast<int64_t>(d_size), cols,
+                    h_gate + r * N2, h_proj + r * N2);
     }
   });
 
-  // Phase 2: dW tiles [tm (K range), tn (columns of one half)] = x^T H.
+  // Phase 2: dx tiles [tm, tn (a K range)] = H W^T; W [K, 2N] read transposed (fused: one
+  // contraction over 2N; unfused: the two halves' products summed).
+  const int64_t dx_cols = ceil_div(K, tn);
+  const bool f32_x = p.x_dtype == DType::kF32;
+  cpu::parallel_for(ceil_div(M, tm) * dx_cols, c.num_threads, [&](int64_t task, int) {
+    const int64_t m0 = task / dx_cols * tm, rows = std::min(tm, M - m0);
+    const int64_t k0 = task % dx_cols * tn, cols = std::min(tn, K - k0);
+    const float* h_rows = h.data() + m0 * N2;
+    const int64_t w_row = k0 * w.ld * static_cast<int64_t>(w_size);
+    float* out = f32_x ? reinterpret_cast<float*>(dx_data) + m0 * K + k0
+                       : scratch_floats(static_cast<size_t>(rows * cols));
+    const int64_t ld_out = f32_x ? K : cols;
+    if (p.fused_weights) {
+      cpu_gemm_f32({DType::kF32, h_rows, N2, false}, {p.w_dtype, gate + w_row, w.ld, true}, rows,
+                   cols, N2, out, ld_out, false, gemm);
+    } else {
+      cpu_gemm_f32({DType::kF32, h_rows, N2, false}, {p.w_dtype, gate + w_row, w.ld, true}, rows,
+                   cols, N, out, ld_out, false, gemm);
+      cpu_gemm_f32({DType::kF32, h_rows + N, N2, false}, {p.w_dtype, proj + w_row, w.ld, true},
+                   rows, cols, N, out, ld_out, true, gemm);
+    }
+    if (!f32_x) {
+      store_rows(out, cols, rows, cols, p.x_dtype,
+                 dx_data + (m0 * K + k0) * static_cast<int64_t>(x_size), K);
+    }
+  });
+
+  // Phase 3: dW tiles [tm (K range), tn (columns of one half)] = x^T H.
   struct Tile {
     int part;
     int64_t k0, rows, n0, cols;  // n0 within the part's N columns
   };
   std::vector<Tile> tiles;
-  const int64_t tn = c.tile_n;
   for (int part = 0; part < 2; ++part) {
     for (int64_t k0 = 0; k0 < K; k0 += tm) {
       for (int64_t n0 = 0; n0 < N; n0 += tn) {

@@ -11,11 +11,12 @@
 
 namespace tokamax {
 
-// One row of H = [dg | dp] in place over the recomputed [g | p] (2N floats), with that row's
-// dout [N] (f32, bf16 or f16): dg = dout p act'(g), dp = dout act(g), in f32 as the forward
-// evaluates act. Shared with the oneDNN composite, which differs only in its products.
-void glu_vjp_h_row(Activation activation, DType dout_dtype, const void* dout, int64_t N,
-                   float* row);
+// n elements of one row of H in place over the recomputed gate and projection values (f32),
+// with the matching dout (f32, bf16 or f16): gate <- dg = dout p act'(g), proj <- dp =
+// dout act(g), in f32 as the forward evaluates act. Shared with the oneDNN composite, which
+// differs only in its products.
+void glu_vjp_h_row(Activation activation, DType dout_dtype, const void* dout, int64_t n,
+                   float* gate, float* proj);
 
 void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& p, const CpuGluVjpConfig& c,
                                       const Tensor& x, const GluWeights& weights,

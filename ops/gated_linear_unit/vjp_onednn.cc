@@ -95,7 +95,8 @@ class OneDnnGatedLinearUnitVjp final : public TypedImplementation<GluVjpProblem>
     const char* d = static_cast<const char*>(dout.raw());
     const int64_t d_row = N * static_cast<int64_t>(dtype_size(dout.dtype()));
     cpu::parallel_for(M, 0, [&](int64_t m, int) {
-      glu_vjp_h_row(p.activation, dout.dtype(), d + m * d_row, N, h.data() + m * N2);
+      glu_vjp_h_row(p.activation, dout.dtype(), d + m * d_row, N, h.data() + m * N2,
+                    h.data() + m * N2 + N);
     });
     // dx = H W^T (unfused: + the second half's product).
     float* dx_data = dx.data<float>();
