@@ -138,3 +138,55 @@ TEST_CASE("TOKAMAX_RECORD from an application feeds tune --from", "[tune_workflo
   CHECK(mixed.exit_code == 2);
   CHECK_THAT(mixed.output, Catch::Contains("--from"));
 }
+
+TEST_CASE("the VJP ops tune, export and bench from the cache like forward ops",
+          "[tune_workflow]") {
+  ScratchDir dir;
+  const CommandResult tune = run_tokamax(
+      "tune --op ragged_dot_vjp --op gated_linear_unit_vjp --op layer_norm_vjp --tag smoke" +
+      kFast + "--cache " + dir.file("c.json"));
+  INFO(tune.output);
+  REQUIRE(tune.exit_code == 0);
+  std::set<std::string> ops;
+  for (const std::string& key : cache_keys(dir.file("c.json"))) {
+    ops.insert(key.substr(key.find('|') + 1, key.find('|', key.find('|') + 1) - key.find('|') - 1));
+  }
+  CHECK(ops == std::set<std::string>{"gated_linear_unit_vjp", "layer_norm_vjp", "ragged_dot_vjp"});
+
+  const CommandResult exported = run_tokamax("export-cache --cache " + dir.file("c.json") +
+                                             " --op ragged_dot_vjp -o " + dir.file("e.json"));
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  for (const std::string& key : cache_keys(dir.file("e.json"))) {
+    CHECK(key.find("|ragged_dot_vjp|") != std::string::npos);
+  }
+  const CommandResult bench =
+      run_tokamax("bench --op ragged_dot_vjp --name smoke_f32 --impl cpu --repetitions 2 --cache " +
+                  dir.file("e.json"));
+  INFO(bench.output);
+  CHECK(bench.exit_code == 0);
+  // The row's config source column: the exported cache, not the heuristics.
+  std::istringstream rows(bench.output);
+  std::string row;
+  bool found = false;
+  while (std::getline(rows, row)) {
+    if (row.rfind("ragged_dot_vjp", 0) != 0) continue;
+    found = true;
+    CHECK_THAT(row, Catch::Contains("  cache  "));
+  }
+  CHECK(found);
+
+  // A recorded call of a VJP op feeds tune --from.
+  const std::string calls = dir.file("calls.jsonl");
+  const json args = {{"lhs", "f32[16,8]"},
+                     {"rhs", "f32[2,8,12]"},
+                     {"group_sizes", {6, 10}},
+                     {"preferred_element_type", "f32"},
+                     {"dout", "f32[16,12]"}};
+  write_file(calls, json{{"op", "ragged_dot_vjp"}, {"args", args}}.dump() + "\n");
+  const CommandResult from =
+      run_tokamax("tune --from " + calls + kFast + "--cache " + dir.file("app.json"));
+  INFO(from.output);
+  CHECK(from.exit_code == 0);
+  CHECK_THAT(from.output, Catch::Contains("1 tuned"));
+}

@@ -4,6 +4,7 @@
 #include "ops/ragged_dot/vjp_base.h"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <string>
 
 #include "ops/framework/errors.h"
@@ -11,6 +12,7 @@
 #include "ops/ragged_dot/vjp_api.h"
 #include "tests/ops/ragged_dot/vjp_test_util.h"
 #include "tests/ops/vjp_test_util.h"
+#include "tests/test_util.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -172,4 +174,19 @@ TEST_CASE("tokamax::ragged_dot_vjp returns both gradients", "[ragged_dot_vjp]") 
   CHECK_THROWS_AS(ragged_dot_vjp(inputs.at("lhs"), inputs.at("rhs"), inputs.at("group_sizes"),
                                  inputs.at("lhs")),
                   InvalidArgument);
+}
+
+TEST_CASE("a ragged_dot_vjp call is recorded under TOKAMAX_RECORD like a forward call",
+          "[ragged_dot_vjp]") {
+  ScratchDir dir;
+  const std::string path = dir.file("calls.jsonl");
+  const BoundArgs args = ragged_dot_vjp_op().bind(kBase);
+  const TensorMap inputs = ragged_dot_vjp_op().make_inputs(args, 4);
+  setenv("TOKAMAX_RECORD", path.c_str(), 1);
+  ragged_dot_vjp(inputs.at("lhs"), inputs.at("rhs"), inputs.at("group_sizes"), inputs.at("dout"));
+  unsetenv("TOKAMAX_RECORD");
+  const json record = json::parse(read_file(path));
+  CHECK(record.at("op") == "ragged_dot_vjp");
+  CHECK(record.at("args") == args.args);
+  CHECK(record.at("implementation") == "cpu");
 }
