@@ -127,6 +127,102 @@ void GluRowT(const float* gate, const float* proj, float* out, int64_t n) {
   }
 }
 
+// act(x) and act'(x) together (gated_linear_unit_vjp), sharing the exponential: the
+// derivatives of activation.h's activation_derivative in the forms above.
+template <Activation kAct>
+HWY_INLINE VF ActWithDerivative(DF d, VF x, VF& derivative) {
+  const VF one = hn::Set(d, 1.0f);
+  if constexpr (kAct == Activation::kNone) {
+    derivative = one;
+    return x;
+  } else if constexpr (kAct == Activation::kSilu) {
+    const VF s = ActSigmoid(d, x);
+    const VF a = hn::Mul(x, s);
+    derivative = hn::MulAdd(a, hn::Sub(one, s), s);  // s + x s (1 - s)
+    return a;
+  } else if constexpr (kAct == Activation::kGelu) {
+    const VF cdf = hn::Mul(hn::Set(d, 0.5f),
+                           hn::Add(one, ActErf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752f)))));
+    const VF pdf = hn::Mul(hn::Set(d, 0.3989422804014327f),
+                           ExpNonPositive(d, hn::Mul(hn::Set(d, -0.5f), hn::Mul(x, x))));
+    derivative = hn::MulAdd(x, pdf, cdf);  // cdf + x pdf
+    return hn::Mul(x, cdf);
+  } else if constexpr (kAct == Activation::kGeluTanh) {
+    // With S = sigmoid(2 y), y = c (x + b x^3): 1 + tanh y = 2 S and 1 - tanh^2 y = 4 S (1 - S),
+    // so act' = S + 2 c x S (1 - S) (1 + 3 b x^2).
+    const VF x2 = hn::Mul(x, x);
+    const VF two_y = hn::Mul(hn::Set(d, 2.0f * 0.7978845608028654f),
+                             hn::MulAdd(hn::Mul(hn::Set(d, 0.044715f), x2), x, x));
+    const VF S = ActSigmoid(d, two_y);
+    const VF slope = hn::Mul(hn::Mul(hn::Set(d, 2.0f * 0.7978845608028654f), x),
+                             hn::MulAdd(hn::Set(d, 3.0f * 0.044715f), x2, one));
+    derivative = hn::MulAdd(hn::Mul(S, hn::Sub(one, S)), slope, S);
+    return hn::Mul(x, S);
+  } else if constexpr (kAct == Activation::kSigmoid) {
+    const VF s = ActSigmoid(d, x);
+    derivative = hn::Mul(s, hn::Sub(one, s));
+    return s;
+  } else {
+    const auto positive = hn::Gt(x, hn::Zero(d));
+    derivative = hn::IfThenElseZero(positive, one);
+    return hn::Max(x, hn::Zero(d));
+  }
+}
+
+// In place over the recomputed gate g and projection p: gate <- dout p act'(g), proj <- dout
+// act(g). The tail goes through zero-padded copies, as GluRowT's.
+template <Activation kAct>
+void GluVjpRowT(const float* dout, float* gate, float* proj, int64_t n) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  auto step = [&](const float* dp, float* gp, float* pp, bool aligned) {
+    const VF g = aligned ? hn::Load(d, gp) : hn::LoadU(d, gp);
+    const VF p = aligned ? hn::Load(d, pp) : hn::LoadU(d, pp);
+    const VF dv = aligned ? hn::Load(d, dp) : hn::LoadU(d, dp);
+    VF da;
+    const VF a = ActWithDerivative<kAct>(d, g, da);
+    const VF dg = hn::Mul(hn::Mul(dv, p), da), dpv = hn::Mul(dv, a);
+    if (aligned) {
+      hn::Store(dg, d, gp);
+      hn::Store(dpv, d, pp);
+    } else {
+      hn::StoreU(dg, d, gp);
+      hn::StoreU(dpv, d, pp);
+    }
+  };
+  int64_t i = 0;
+  for (; i + L <= n; i += L) step(dout + i, gate + i, proj + i, false);
+  if (i < n) {
+    const size_t rest = static_cast<size_t>(n - i);
+    HWY_ALIGN float g[HWY_MAX_BYTES / sizeof(float)] = {};
+    HWY_ALIGN float p[HWY_MAX_BYTES / sizeof(float)] = {};
+    HWY_ALIGN float dv[HWY_MAX_BYTES / sizeof(float)] = {};
+    std::memcpy(g, gate + i, rest * sizeof(float));
+    std::memcpy(p, proj + i, rest * sizeof(float));
+    std::memcpy(dv, dout + i, rest * sizeof(float));
+    step(dv, g, p, true);
+    std::memcpy(gate + i, g, rest * sizeof(float));
+    std::memcpy(proj + i, p, rest * sizeof(float));
+  }
+}
+
+void GluVjpRow(Activation activation, const float* dout, float* gate, float* proj, int64_t n) {
+  switch (activation) {
+    case Activation::kNone:
+      return GluVjpRowT<Activation::kNone>(dout, gate, proj, n);
+    case Activation::kSilu:
+      return GluVjpRowT<Activation::kSilu>(dout, gate, proj, n);
+    case Activation::kGelu:
+      return GluVjpRowT<Activation::kGelu>(dout, gate, proj, n);
+    case Activation::kGeluTanh:
+      return GluVjpRowT<Activation::kGeluTanh>(dout, gate, proj, n);
+    case Activation::kSigmoid:
+      return GluVjpRowT<Activation::kSigmoid>(dout, gate, proj, n);
+    case Activation::kRelu:
+      return GluVjpRowT<Activation::kRelu>(dout, gate, proj, n);
+  }
+}
+
 void GluRow(Activation activation, const float* gate, const float* proj, float* out, int64_t n) {
   switch (activation) {
     case Activation::kNone:
@@ -151,6 +247,7 @@ HWY_AFTER_NAMESPACE();
 namespace tokamax {
 
 HWY_EXPORT(GluRow);
+HWY_EXPORT(GluVjpRow);
 
 void cpu_activation_row(Activation activation, float* x, int64_t n) {
   HWY_DYNAMIC_DISPATCH(GluRow)(activation, x, nullptr, x, n);
@@ -159,6 +256,11 @@ void cpu_activation_row(Activation activation, float* x, int64_t n) {
 void cpu_glu_row(Activation activation, const float* gate, const float* proj, float* out,
                  int64_t n) {
   HWY_DYNAMIC_DISPATCH(GluRow)(activation, gate, proj, out, n);
+}
+
+void cpu_glu_vjp_row(Activation activation, const float* dout, float* gate, float* proj,
+                     int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GluVjpRow)(activation, dout, gate, proj, n);
 }
 
 }  // namespace tokamax

@@ -27,4 +27,9 @@ void cpu_glu_row(Activation activation,
                  float* out,  // [n]
                  int64_t n);
 
+// In place over one row segment of the recomputed gate g and projection p (gated_linear_unit_vjp):
+// gate[i] <- dout[i] p[i] act'(g[i]), proj[i] <- dout[i] act(g[i]).
+void cpu_glu_vjp_row(Activation activation, const float* dout, float* gate, float* proj,
+                     int64_t n);
+
 }  // namespace tokamax

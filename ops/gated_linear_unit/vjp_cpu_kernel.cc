@@ -21,6 +21,7 @@
 #include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/activation.h"
+#include "ops/common/cpu_activation.h"
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
@@ -34,26 +35,25 @@ float* scratch_floats(size_t count) {
   return buffer.floats(count);
 }
 
-// H over one row segment, in place over the recomputed gate and projection values: the
-// activation's value and derivative in f32, as the forward evaluates it.
-template <typename D>
-void form_h(Activation activation, const D* dout, int64_t n, float* gate, float* proj) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i], p = proj[i];
-    const float d = static_cast<float>(to_double(dout[i]));
-    gate[i] = d * p * activation_derivative<float>(activation, g);
-    proj[i] = d * apply_activation<float>(activation, g);
-  }
-}
-
 }  // namespace
 
 void glu_vjp_h_row(Activation activation, DType dout_dtype, const void* dout, int64_t n,
                    float* gate, float* proj) {
-  dispatch_float(dout_dtype, [&](auto d_type) {
-    using D = decltype(d_type);
-    form_h(activation, static_cast<const D*>(dout), n, gate, proj);
-  });
+  if (dout_dtype == DType::kF32) {
+    return cpu_glu_vjp_row(activation, static_cast<const float*>(dout), gate, proj, n);
+  }
+  // A 16-bit cotangent widened a segment at a time into a small stack buffer.
+  constexpr int64_t kChunk = 256;
+  float widened[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t count = std::min(kChunk, n - i);
+    dispatch_float(dout_dtype, [&](auto d_type) {
+      using D = decltype(d_type);
+      const D* d = static_cast<const D*>(dout) + i;
+      for (int64_t j = 0; j < count; ++j) widened[j] = static_cast<float>(to_double(d[j]));
+    });
+    cpu_glu_vjp_row(activation, widened, gate + i, proj + i, count);
+  }
 }
 
 void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpConfig& c,

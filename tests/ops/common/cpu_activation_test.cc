@@ -100,3 +100,27 @@ TEST_CASE("cpu_glu_row is act(gate) * proj for every length, in place too", "[gl
     }
   }
 }
+
+TEST_CASE("cpu_glu_vjp_row forms dout p act'(g) and dout act(g) within the error model's ulps",
+          "[glu]") {
+  const std::vector<float> x = test_points();
+  const double u = std::ldexp(1.0, -24);
+  for (Activation activation : kAll) {
+    CAPTURE(activation_name(activation));
+    // Every length's tail path: the last partial vector included.
+    for (int64_t n : {static_cast<int64_t>(x.size()), int64_t{1}, int64_t{17}}) {
+      std::vector<float> gate(x.begin(), x.begin() + n), proj(n, 1.0f), dout(n, 1.0f);
+      cpu_glu_vjp_row(activation, dout.data(), gate.data(), proj.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        CAPTURE(x[i]);
+        const double g = x[i];
+        const double da = activation_derivative<double>(activation, g);
+        const double a = apply_activation<double>(activation, g);
+        // The error model's evaluation term for act' is c u (1 + |g|), for act c u (|g| + |a|).
+        CHECK(std::fabs(gate[i] - da) <= kActivationEvalUlps * u * (1.0 + std::fabs(g)));
+        CHECK(std::fabs(proj[i] - a) <=
+              kActivationEvalUlps * u * (std::fabs(g) + std::fabs(a)) + 1e-45);
+      }
+    }
+  }
+}
