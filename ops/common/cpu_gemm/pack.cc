@@ -66,6 +66,20 @@ void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_
         if (kVectorConvert || std::is_same_v<In, float>) {
           for (; c + L <= width; c += L) hn::StoreU(LoadWiden(df, src + c0 + c), df, dst + c);
         }
+        // f32 strips narrower than a vector (nr = mr < L: a transposed A packed into micro-panels,
+        // gemm.cc) or the last columns: one masked load (no read past `width`, zeros beyond it)
+        // fills the rest of the strip, its zero padding included.
+        if constexpr (std::is_same_v<In, float>) {
+          if (c < width) {
+            const int64_t fill = std::min(L, nr - c);
+            const auto v = hn::MaskedLoad(hn::FirstN(df, static_cast<size_t>(width - c)), df,
+                                          src + c0 + c);
+            hn::BlendedStore(v, hn::FirstN(df, static_cast<size_t>(fill)), df, dst + c);
+            c += fill;
+            for (; c < nr; ++c) dst[c] = Acc(0);
+            continue;
+          }
+        }
       }
       for (; c < width; ++c) dst[c] = Widen<Acc>(src[c0 + c]);
       // Zero columns past N: they multiply into accumulators the epilogue never stores.
@@ -240,6 +254,20 @@ void PackRhsPanelPairs(const bf16* HWY_RESTRICT rhs, int64_t ld, int64_t depth, 
             has_odd ? hn::PromoteTo(du32, hn::LoadU(du16, odd + c0 + c)) : hn::Zero(du32);
         hn::StoreU(hn::Or(lo, hn::ShiftLeft<16>(hi)), du32, dst + c);
       }
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      // The last columns (all of a strip narrower than a vector: a transposed A packed into
+      // micro-panels) by masked loads: AVX-512BW's masked 16-bit loads read nothing past `width`.
+      if (c < width) {
+        const auto m16 = hn::FirstN(du16, static_cast<size_t>(width - c));
+        const auto lo = hn::PromoteTo(du32, hn::MaskedLoad(m16, du16, even + c0 + c));
+        const auto hi = has_odd ? hn::PromoteTo(du32, hn::MaskedLoad(m16, du16, odd + c0 + c))
+                                : hn::Zero(du32);
+        const int64_t fill = std::min(L, nr - c);
+        hn::BlendedStore(hn::Or(lo, hn::ShiftLeft<16>(hi)),
+                         hn::FirstN(du32, static_cast<size_t>(fill)), du32, dst + c);
+        c += fill;
+      }
+#endif
       for (; c < width; ++c) {
         dst[c] = uint32_t{even[c0 + c]} | (has_odd ? uint32_t{odd[c0 + c]} << 16 : 0u);
       }
