@@ -80,16 +80,20 @@ CpuLsceVjpConfig cpu_lsce_vjp_heuristics_config(const LinearSoftmaxCrossEntropyV
       static_cast<int>(std::clamp<int64_t>(l1 / (2 * int64_t{shape.mr} * 4) / 32 * 32, 32, 512));
   c.tile_n =
       static_cast<int>(std::clamp<int64_t>(l2 / (2 * int64_t{c.tile_k} * 4) / nr * nr, nr, 4096));
-  // tb, th: tall blocks so that each packed panel serves many micro-panels of rows; 18
-  // micro-panels (252 rows at mr = 14) as ragged_dot_vjp's tasks.
-  c.tile_b = static_cast<int>(std::clamp<int64_t>(18 * int64_t{shape.mr}, 1, std::max<int64_t>(p.B, 1)));
-  c.tile_h = static_cast<int>(18 * int64_t{shape.mr});
+  // tb, th: tall blocks so that each packed panel serves many micro-panels of rows (about 256
+  // rows, as the forward's tile_b), split evenly: B = 256 as one tile rather than 252 + 4, whose
+  // 4-row tile would repack the whole w chunk for a sliver of work.
+  const int64_t nb = ceil_div(std::max<int64_t>(p.B, 1), 256);
+  const int64_t nh = ceil_div(std::max<int64_t>(p.H, 1), 256);
+  c.tile_b = static_cast<int>(ceil_div(std::max<int64_t>(p.B, 1), nb));
+  c.tile_h = static_cast<int>(ceil_div(std::max<int64_t>(p.H, 1), nh));
   // tv: the dz tile [B, tv] is read by the dw product once per th block and by the dx product
-  // once per row tile; 512 columns keep it within a core's share of L3 for B up to ~512 and are
-  // the contraction depth of the dx product (two K blocks of 256), long enough that dx's
-  // accumulator traffic ([tb, H] per K block) stays far below the FLOPs.
+  // once per row tile, and tv is the dx product's contraction depth: two whole K blocks
+  // (2 tk, ~800 columns) so that no thin K block remains and dx's accumulator traffic ([tb, H]
+  // per K block) stays far below the FLOPs; within the dz tile's cap.
   const int64_t dz_cap = std::max<int64_t>(nr, kCpuLsceVjpMaxDzTile / std::max<int64_t>(p.B, 1));
-  c.chunk_v = static_cast<int>(std::min<int64_t>({512, dz_cap, round_up(p.V, nr)}));
+  c.chunk_v = static_cast<int>(
+      std::min<int64_t>({2 * int64_t{c.tile_k}, dz_cap / nr * nr, round_up(p.V, nr)}));
   c.v_splits = 0;
   if (is_lsce_vjp_bf16_problem(vp) && kernel_has_native_bf16(device)) c.bf16_path = "native_dot";
   const double multiply_adds = 4.0 * static_cast<double>(p.B) * p.H * p.V;
