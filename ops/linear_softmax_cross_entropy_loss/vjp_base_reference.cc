@@ -20,8 +20,9 @@
 //      composite may round dz to that type before its products (a mixed-precision backward
 //      feeds the matmuls in the compute type): u_16 (|dz| + e) more, u_16 the coarser of the two.
 //   4. the contractions, products rounded once and summed in any order in f32:
-//      dx[b, h] = sum_j dz_bj w[h, j]:  sum_j e_bj |w_hj| + gamma_{V+1} sum_j (|dz_bj| + e_bj) |w_hj|
-//      dw[h, j] = sum_b x[b, h] dz_bj:  sum_b e_bj |x_bh| + gamma_{B+1} sum_b (|dz_bj| + e_bj) |x_bh|
+//      dx[b, h] = sum_j dz_bj w[h, j]:  sum_j e_bj |w_hj| + gamma_{V+1} sum_j (|dz_bj| + e_bj)
+//      |w_hj| dw[h, j] = sum_b x[b, h] dz_bj:  sum_b e_bj |x_bh| + gamma_{B+1} sum_b (|dz_bj| +
+//      e_bj) |x_bh|
 //   5. one rounding to the output's dtype (x's for dx, w's for dw): u_out (|value| + budget),
 //      plus half the subnormal spacing of that dtype (f16's 2^-24 spacing is reached by dw
 //      entries of tiny rows; a relative bound alone fails them).
@@ -84,8 +85,7 @@ struct RowStats {
 // recomputed per element (no [B, V] buffer: the oracle runs on bench-sized cases under tune).
 class Oracle {
  public:
-  Oracle(const LinearSoftmaxCrossEntropyProblem& p, const TensorMap& inputs,
-         std::vector<double> c)
+  Oracle(const LinearSoftmaxCrossEntropyProblem& p, const TensorMap& inputs, std::vector<double> c)
       : p_(p),
         x_(inputs.find("x")->second),
         w_(inputs.find("w")->second),

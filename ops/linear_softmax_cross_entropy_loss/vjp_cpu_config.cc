@@ -60,7 +60,8 @@ int64_t cpu_lsce_vjp_v_splits(const LinearSoftmaxCrossEntropyVjpProblem& vp,
   // replace), else one per thread.
   const int64_t t = std::max(threads, 1);
   const int64_t per_thread = std::clamp<int64_t>(p.V / std::max<int64_t>(8 * p.H * t, 1), 1, 2);
-  const int64_t cap = std::max<int64_t>(1, kCpuLsceVjpMaxPartials / std::max<int64_t>(1, p.B * p.H));
+  const int64_t cap =
+      std::max<int64_t>(1, kCpuLsceVjpMaxPartials / std::max<int64_t>(1, p.B * p.H));
   return std::clamp<int64_t>(t * per_thread, 1, std::min(chunks, cap));
 }
 

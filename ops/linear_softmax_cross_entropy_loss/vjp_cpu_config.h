@@ -22,18 +22,18 @@
 namespace tokamax {
 
 struct CpuLsceVjpConfig {
-  int chunk_v = 512;   // tv: dz columns formed at once, then consumed by both products
-  int tile_b = 256;    // tb: rows of x per logits / dx GEMM call (its packed rows stay in L2)
-  int tile_h = 256;    // th: rows of dw per GEMM call
-  int tile_n = 256;    // columns of one packed panel inside a GEMM call
-  int tile_k = 256;    // K block of the GEMM (depth of the packed panels)
-  int v_splits = 0;    // nv: V ranges (tasks); 0 = cpu_lsce_vjp_v_splits
-  int mr = 0;          // micro-tile rows; 0 (with nr = 0) = this CPU's first shape
-  int nr = 0;          // micro-tile columns, a multiple of the f32 lanes
+  int chunk_v = 512;  // tv: dz columns formed at once, then consumed by both products
+  int tile_b = 256;   // tb: rows of x per logits / dx GEMM call (its packed rows stay in L2)
+  int tile_h = 256;   // th: rows of dw per GEMM call
+  int tile_n = 256;   // columns of one packed panel inside a GEMM call
+  int tile_k = 256;   // K block of the GEMM (depth of the packed panels)
+  int v_splits = 0;   // nv: V ranges (tasks); 0 = cpu_lsce_vjp_v_splits
+  int mr = 0;         // micro-tile rows; 0 (with nr = 0) = this CPU's first shape
+  int nr = 0;         // micro-tile columns, a multiple of the f32 lanes
   // "convert_f32" (bf16 widened, dz f32) | "native_dot" (vdpbf16ps for all three products, dz
   // rounded to bf16 for the gradient products)
   std::string bf16_path = "convert_f32";
-  int num_threads = 0;                    // 0 = all cores
+  int num_threads = 0;  // 0 = all cores
 
   void validate() const;
   template <class V>

@@ -83,8 +83,8 @@ void lsce_vjp_cpu_kernel(const LinearSoftmaxCrossEntropyVjpProblem& vp,
   char* dw_data = static_cast<char*>(dw);
   // One range and an f32 dx: the range accumulates into dx itself, nothing to add up.
   const bool direct = nv == 1 && p.x_dtype == DType::kF32;
-  float* partials = direct ? static_cast<float*>(dx)
-                           : partial_scratch(static_cast<size_t>(nv * B * H));
+  float* partials =
+      direct ? static_cast<float*>(dx) : partial_scratch(static_cast<size_t>(nv * B * H));
 
   CpuGemmOptions gemm;
   gemm.mr = options.mr;
@@ -104,7 +104,7 @@ void lsce_vjp_cpu_kernel(const LinearSoftmaxCrossEntropyVjpProblem& vp,
   cpu::parallel_for(nv, options.num_threads, [&](int64_t range, int) {
     // Whole chunks, as evenly as nc / nv allows (nv <= nc: every range has one at least).
     const int64_t c_begin = range * nc / nv, c_end = (range + 1) * nc / nv;
-    float* dx_part = partials + range * B * H;  // [B, H] this range's dx partial
+    float* dx_part = partials + range * B * H;            // [B, H] this range's dx partial
     float* dz = dz_scratch(static_cast<size_t>(B * tv));  // [B, cols] the chunk's logits / dz
     // dz as the gradient products read it: the f32 tile itself, or its bf16 copy.
     char* dz_in = native ? reinterpret_cast<char*>(dz16_scratch(static_cast<size_t>(B * tv)))
@@ -151,8 +151,7 @@ void lsce_vjp_cpu_kernel(const LinearSoftmaxCrossEntropyVjpProblem& vp,
         const GemmOperand x_t{p.x_dtype, x_data + h0 * x_size, H, true};
         char* out = dw_data + (h0 * V + v0) * w_size;
         if (p.w_dtype == DType::kF32) {
-          cpu_gemm_f32(x_t, dz_all, h_rows, cols, B, reinterpret_cast<float*>(out), V, false,
-                       gemm);
+          cpu_gemm_f32(x_t, dz_all, h_rows, cols, B, reinterpret_cast<float*>(out), V, false, gemm);
         } else {
           // 16-bit dw: the f32 tile, then one rounding per element on the store.
           float* tile = dw_scratch(static_cast<size_t>(h_rows * cols));

@@ -85,8 +85,8 @@ class OneDnnLinearSoftmaxCrossEntropyVjp final
     }
   }
 
-  void run(const LinearSoftmaxCrossEntropyVjpProblem& vp, const EmptyConfig&,
-           const Device& device, const TensorMap& inputs, TensorMap& outputs) const override {
+  void run(const LinearSoftmaxCrossEntropyVjpProblem& vp, const EmptyConfig&, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
     check(vp, device);
     const LinearSoftmaxCrossEntropyProblem& p = vp.fwd;
     const Tensor& labels = inputs.at("labels");
@@ -125,12 +125,12 @@ class OneDnnLinearSoftmaxCrossEntropyVjp final
     dnnl::memory w_mem(cpu::onednn_plain_desc(H, V, in), engine, w);
     dnnl::memory logits_mem(cpu::onednn_plain_desc(B, V, dt::f32), engine, logits);
     dnnl::memory dz_mem(cpu::onednn_plain_desc(B, V, dt::f32), engine, dz);
-    prims.logits.execute(stream,
-                         {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, logits_mem}});
+    prims.logits.execute(
+        stream, {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, logits_mem}});
     prims.logsoftmax.execute(stream, {{DNNL_ARG_SRC, logits_mem}, {DNNL_ARG_DST, logits_mem}});
-    prims.backward.execute(stream, {{DNNL_ARG_DST, logits_mem},
-                                    {DNNL_ARG_DIFF_DST, dz_mem},
-                                    {DNNL_ARG_DIFF_SRC, dz_mem}});
+    prims.backward.execute(
+        stream,
+        {{DNNL_ARG_DST, logits_mem}, {DNNL_ARG_DIFF_DST, dz_mem}, {DNNL_ARG_DIFF_SRC, dz_mem}});
     dnnl::memory grad_mem = dz_mem;
     if (in == dt::bf16) {
       grad_mem = dnnl::memory(cpu::onednn_plain_desc(B, V, in), engine, dz_in_.raw());

@@ -132,25 +132,23 @@ TEST_CASE("lsce_vjp's oracle matches central finite differences of the forward",
   // V = 1 (a single class: zero gradient through the softmax, the oracle must say so exactly).
   for (const char* reduction : {"none", "sum", "mean"}) {
     CAPTURE(reduction);
-    check_vjp_by_finite_differences(vjp_op(), lsce_vjp_json("f64[6,5]", "f64[5,9]", reduction),
-                                    1, 30);
-    check_vjp_by_finite_differences(
-        vjp_op(), lsce_vjp_json("f64[10,4]", "f64[4,7]", reduction, 0.4), 2, 30);
+    check_vjp_by_finite_differences(vjp_op(), lsce_vjp_json("f64[6,5]", "f64[5,9]", reduction), 1,
+                                    30);
+    check_vjp_by_finite_differences(vjp_op(),
+                                    lsce_vjp_json("f64[10,4]", "f64[4,7]", reduction, 0.4), 2, 30);
   }
   check_vjp_by_finite_differences(vjp_op(), lsce_vjp_json("f64[5,1]", "f64[1,6]", "sum"), 3, 20);
-  check_vjp_by_finite_differences(vjp_op(), lsce_vjp_json("f64[3,4]", "f64[4,2]", "mean"), 4,
-                                  20);
+  check_vjp_by_finite_differences(vjp_op(), lsce_vjp_json("f64[3,4]", "f64[4,2]", "mean"), 4, 20);
 }
 
 TEST_CASE("the lsce_vjp reference passes the oracle's bound", "[lsce_vjp]") {
   const Implementation& reference = vjp_op().implementation("reference");
-  for (const json& args_json :
-       {json(kSum), lsce_vjp_json("f32[33,20]", "f32[20,301]", "none"),
-        lsce_vjp_json("f32[17,64]", "f32[64,130]", "mean", 0.3),
-        lsce_vjp_json("bf16[12,48]", "bf16[48,77]", "mean"),
-        lsce_vjp_json("f16[9,16]", "f16[16,50]", "sum", 0.5),
-        lsce_vjp_json("f32[8,24]", "bf16[24,40]", "none"),
-        lsce_vjp_json("f64[6,8]", "f64[8,10]", "sum")}) {
+  for (const json& args_json : {json(kSum), lsce_vjp_json("f32[33,20]", "f32[20,301]", "none"),
+                                lsce_vjp_json("f32[17,64]", "f32[64,130]", "mean", 0.3),
+                                lsce_vjp_json("bf16[12,48]", "bf16[48,77]", "mean"),
+                                lsce_vjp_json("f16[9,16]", "f16[16,50]", "sum", 0.5),
+                                lsce_vjp_json("f32[8,24]", "bf16[24,40]", "none"),
+                                lsce_vjp_json("f64[6,8]", "f64[8,10]", "sum")}) {
     const BoundArgs args = vjp_op().bind(args_json);
     const TensorMap inputs = vjp_op().make_inputs(args, 5);
     check_lsce_vjp_outputs(args, inputs, run_lsce_vjp(reference, args, inputs, {}));
@@ -163,8 +161,7 @@ TEST_CASE("lsce_vjp gives rows with a label outside [0, V) no gradient", "[lsce_
   int32_t* label = inputs.at("labels").data<int32_t>();
   label[2] = 11;  // = V
   label[3] = -5;
-  const TensorMap out =
-      run_lsce_vjp(vjp_op().implementation("reference"), args, inputs, {});
+  const TensorMap out = run_lsce_vjp(vjp_op().implementation("reference"), args, inputs, {});
   for (int64_t h = 0; h < 8; ++h) {
     CHECK(out.at("dx").get(2 * 8 + h) == 0.0);
     CHECK(out.at("dx").get(3 * 8 + h) == 0.0);
@@ -200,8 +197,7 @@ TEST_CASE("lsce_vjp's error model rejects a perturbed gradient", "[lsce_vjp]") {
   }
 }
 
-TEST_CASE("tokamax::linear_softmax_cross_entropy_loss_vjp returns both gradients",
-          "[lsce_vjp]") {
+TEST_CASE("tokamax::linear_softmax_cross_entropy_loss_vjp returns both gradients", "[lsce_vjp]") {
   const BoundArgs args = vjp_op().bind(lsce_vjp_json("f32[12,16]", "f32[16,50]", "mean"));
   const TensorMap inputs = vjp_op().make_inputs(args, 4);
   LinearSoftmaxCrossEntropyVjpOptions options;
@@ -216,8 +212,8 @@ TEST_CASE("tokamax::linear_softmax_cross_entropy_loss_vjp returns both gradients
   }
   // A per-row dloss for a scalar loss.
   options.implementation = "auto";
-  CHECK_THROWS_AS(linear_softmax_cross_entropy_loss_vjp(inputs.at("x"), inputs.at("labels"),
-                                                        inputs.at("w"), inputs.at("labels"),
-                                                        options),
-                  InvalidArgument);
+  CHECK_THROWS_AS(
+      linear_softmax_cross_entropy_loss_vjp(inputs.at("x"), inputs.at("labels"), inputs.at("w"),
+                                            inputs.at("labels"), options),
+      InvalidArgument);
 }

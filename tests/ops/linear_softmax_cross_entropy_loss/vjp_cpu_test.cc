@@ -45,15 +45,24 @@ std::vector<json> path_configs(bool native) {
   std::vector<json> configs;
   for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
     const int nr = shape.nr_vectors * lanes;
-    const json base = {{"mr", shape.mr},
-                       {"nr", nr},
-                       {"bf16_path", native ? "native_dot" : "convert_f32"}};
+    const json base = {
+        {"mr", shape.mr}, {"nr", nr}, {"bf16_path", native ? "native_dot" : "convert_f32"}};
     json tiny = base;
-    tiny.update({{"chunk_v", 1}, {"tile_b", 1}, {"tile_h", 1}, {"tile_n", 1}, {"tile_k", 2},
-                 {"v_splits", 3}, {"num_threads", 1}});
+    tiny.update({{"chunk_v", 1},
+                 {"tile_b", 1},
+                 {"tile_h", 1},
+                 {"tile_n", 1},
+                 {"tile_k", 2},
+                 {"v_splits", 3},
+                 {"num_threads", 1}});
     json odd = base;
-    odd.update({{"chunk_v", nr + 3}, {"tile_b", 2 * shape.mr + 1}, {"tile_h", 5}, {"tile_n", nr},
-                {"tile_k", 7}, {"v_splits", 0}, {"num_threads", 2}});
+    odd.update({{"chunk_v", nr + 3},
+                {"tile_b", 2 * shape.mr + 1},
+                {"tile_h", 5},
+                {"tile_n", nr},
+                {"tile_k", 7},
+                {"v_splits", 0},
+                {"num_threads", 2}});
     json one_range = base;
     one_range.update({{"chunk_v", 64}, {"tile_b", 7}, {"v_splits", 1}, {"num_threads", 2}});
     configs.push_back(tiny);
