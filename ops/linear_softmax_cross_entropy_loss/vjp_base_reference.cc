@@ -17,12 +17,14 @@
 //   3. dz_bj = c_b (p_bj - [j = label_b]): c_b's own rounding (the mean's division), the
 //      subtraction and the scaling add 3u |p - onehot| <= 3u (p + onehot), so
 //      e_bj = |c_b| (p expm1(eps) + 3u (p + onehot)). Where x and w are both 16-bit, a
-//      composite may round dz to that type before its products (a mixed-precision backward
-//      feeds the matmuls in the compute type): u_16 (|dz| + e) more, u_16 the coarser of the two.
+//      kernel may round dz to that type before its products (a mixed-precision backward feeds
+//      the matmuls in the compute type: the oneDNN composite, cpu's native_dot): u_16 (|dz| +
+//      e) more, u_16 the coarser of the two.
 //   4. the contractions, products rounded once and summed in any order in f32:
-//      dx[b, h] = sum_j dz_bj w[h, j]:  sum_j e_bj |w_hj| + gamma_{V+1} sum_j (|dz_bj| + e_bj)
-//      |w_hj| dw[h, j] = sum_b x[b, h] dz_bj:  sum_b e_bj |x_bh| + gamma_{B+1} sum_b (|dz_bj| +
-//      e_bj) |x_bh|
+//        dx[b, h] = sum_j dz_bj w[h, j]   err <= sum_j e_bj |w_hj|
+//                                                + gamma_{V+1} sum_j (|dz_bj| + e_bj) |w_hj|
+//        dw[h, j] = sum_b x[b, h] dz_bj   err <= sum_b e_bj |x_bh|
+//                                                + gamma_{B+1} sum_b (|dz_bj| + e_bj) |x_bh|
 //   5. one rounding to the output's dtype (x's for dx, w's for dw): u_out (|value| + budget),
 //      plus half the subnormal spacing of that dtype (f16's 2^-24 spacing is reached by dw
 //      entries of tiny rows; a relative bound alone fails them).
@@ -103,14 +105,21 @@ class Oracle {
     const int64_t H = p_.H, V = p_.V;
     z.assign(static_cast<size_t>(V), 0.0);
     m.assign(static_cast<size_t>(V), 0.0);
-    for (int64_t k = 0; k < H; ++k) {
-      const double a = x_.get(b * H + k);
-      for (int64_t j = 0; j < V; ++j) {
-        const double t = a * w_.get(k * V + j);
-        z[j] += t;
-        m[j] += std::fabs(t);
+    // Typed rows of w (k outer, j inner: contiguous, vectorizable), not Tensor::get per element:
+    // tune verifies bench-sized cases, where this loop runs B H V times.
+    dispatch_float(p_.w_dtype, [&](auto w_type) {
+      using W = decltype(w_type);
+      const W* w = w_.data<W>();
+      for (int64_t k = 0; k < H; ++k) {
+        const double a = x_.get(b * H + k);
+        const W* w_row = w + k * V;
+        for (int64_t j = 0; j < V; ++j) {
+          const double t = a * to_double(w_row[j]);
+          z[j] += t;
+          m[j] += std::fabs(t);
+        }
       }
-    }
+    });
     if (!have_[b]) {
       const double z_max = *std::max_element(z.begin(), z.end());
       const double m_max = *std::max_element(m.begin(), m.end());
@@ -152,6 +161,16 @@ class Oracle {
       z += t;
       m += std::fabs(t);
     }
+  }
+
+  // w[h, :] as doubles.
+  void w_row(int64_t h, std::vector<double>& out) const {
+    out.resize(static_cast<size_t>(p_.V));
+    dispatch_float(p_.w_dtype, [&](auto w_type) {
+      using W = decltype(w_type);
+      const W* w = w_.data<W>() + h * p_.V;
+      for (int64_t j = 0; j < p_.V; ++j) out[j] = to_double(w[j]);
+    });
   }
 
   const Tensor& x() const { return x_; }
@@ -201,7 +220,7 @@ OracleSample LinearSoftmaxCrossEntropyLossVjpOp::oracle(const BoundArgs& args,
   const DType out_dtype = output == "dx" ? p.x_dtype : p.w_dtype;
   const double u_out = unit_roundoff(out_dtype);
   const double out_floor = subnormal_half_spacing(out_dtype);
-  std::vector<double> z, m;
+  std::vector<double> z, m, w_h;
   int64_t cached_row = -1;
   for (size_t s = 0; s < index.size(); ++s) {
     double value = 0.0, budget = 0.0, terms = 0.0;
@@ -212,13 +231,13 @@ OracleSample LinearSoftmaxCrossEntropyLossVjpOp::oracle(const BoundArgs& args,
         o.row(b, z, m);
         cached_row = b;
       }
+      o.w_row(h, w_h);
       for (int64_t j = 0; j < V; ++j) {
         double d = 0.0, e = 0.0;
         o.dz(b, j, z[j], m[j], d, e);
-        const double wv = std::fabs(o.w().get(h * V + j));
-        value += d * o.w().get(h * V + j);
-        budget += e * wv;
-        terms += (std::fabs(d) + e) * wv;
+        value += d * w_h[j];
+        budget += e * std::fabs(w_h[j]);
+        terms += (std::fabs(d) + e) * std::fabs(w_h[j]);
       }
       budget += gamma_f32(static_cast<double>(V) + 1.0) * terms;
     } else {
