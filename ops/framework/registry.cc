@@ -11,6 +11,7 @@
 #include "ops/layer_norm/api.h"
 #include "ops/layer_norm/vjp_api.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
+#include "ops/linear_softmax_cross_entropy_loss/vjp_api.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/vjp_api.h"
 
@@ -36,6 +37,7 @@ const std::vector<const Op*>& all_ops() {
       &layer_norm_op(),
       &layer_norm_vjp_op(),
       &linear_softmax_cross_entropy_loss_op(),
+      &linear_softmax_cross_entropy_loss_vjp_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

@@ -1,0 +1,358 @@
+// linear_softmax_cross_entropy_loss_vjp: seeded inputs, the float64 oracle of dx and dw, their
+// error model, the reference.
+//
+// Dimensions.
+//   B, H, V      as vjp_base.h
+//   z, p         logits z[b, j] = sum_k x[b, k] w[k, j] and p = softmax over j
+//   m            logit magnitudes m[b, j] = sum_k |x[b, k] w[k, j]|
+//
+// Error model. An implementation that accumulates in f32 (u = 2^-24) and forms dz in f32 makes,
+// for every logit (b, j):
+//   1. the logit error |dz_bj| <= gamma_{H+1} m_bj and the log-sum-exp error
+//      L_b = gamma_{H+1} max_j m_bj + u (3V + 32 + 3 |lse_b|): items 1-3 of the forward's model
+//      (base_reference.cc), whichever way the implementation recomputes lse_b.
+//   2. p_bj = exp(z_bj - lse_b): relative error eps_bj = gamma_{H+1} m_bj + L_b + u (|z_bj -
+//      lse_b| + 8) to first order (the two errors of 1, the subtraction's rounding and a few
+//      ulps of exp); |dp| <= p expm1(eps) holds without the first-order approximation.
+//   3. dz_bj = c_b (p_bj - [j = label_b]): c_b's own rounding (the mean's division), the
+//      subtraction and the scaling add 3u |p - onehot| <= 3u (p + onehot), so
+//      e_bj = |c_b| (p expm1(eps) + 3u (p + onehot)). Where x and w are both 16-bit, a
+//      kernel may round dz to that type before its products (a mixed-precision backward feeds
+//      the matmuls in the compute type: the oneDNN composite, cpu's native_dot): u_16 (|dz| +
+//      e) more, u_16 the coarser of the two.
+//   4. the contractions, products rounded once and summed in any order in f32:
+//        dx[b, h] = sum_j dz_bj w[h, j]   err <= sum_j e_bj |w_hj|
+//                                                + gamma_{V+1} sum_j (|dz_bj| + e_bj) |w_hj|
+//        dw[h, j] = sum_b x[b, h] dz_bj   err <= sum_b e_bj |x_bh|
+//                                                + gamma_{B+1} sum_b (|dz_bj| + e_bj) |x_bh|
+//   5. one rounding to the output's dtype (x's for dx, w's for dw): u_out (|value| + budget),
+//      plus half the subnormal spacing of that dtype (f16's 2^-24 spacing is reached by dw
+//      entries of tiny rows; a relative bound alone fails them).
+// The two outputs have different term counts and output dtypes while ErrorModel has one length
+// and one output rounding, so as in the forward (and ragged_dot_vjp) the model is length 1,
+// u = 2^-24, output_roundoff 0, and each sampled point's magnitude is its whole budget (1-5) / u:
+// the generic bound gamma_1 / u * budget >= budget is then exactly this budget.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/framework/dtype_dispatch.h"
+#include "ops/framework/errors.h"
+#include "ops/framework/random.h"
+#include "ops/framework/reference_implementation.h"
+#include "ops/framework/vjp.h"
+#include "ops/linear_softmax_cross_entropy_loss/api.h"
+#include "ops/linear_softmax_cross_entropy_loss/vjp_base.h"
+
+namespace tokamax {
+namespace {
+
+constexpr double kU = 0x1p-24;  // f32 unit roundoff: the accumulation every implementation uses
+
+double gamma_f32(double n) {
+  const double nu = n * kU;
+  return nu < 0.5 ? nu / (1.0 - nu) : 1.0;
+}
+
+// Half the spacing of `dtype`'s subnormals: the absolute part of rounding to it.
+double subnormal_half_spacing(DType dtype) {
+  switch (dtype) {
+    case DType::kF16:
+      return 0x1p-25;
+    case DType::kBF16:
+      return 0x1p-134;
+    case DType::kF32:
+      return 0x1p-150;
+    default:
+      return 0.0;
+  }
+}
+
+bool is_16bit(DType dtype) { return dtype == DType::kBF16 || dtype == DType::kF16; }
+
+// u_16 of item 3: 0 unless both inputs are 16-bit.
+double dz_roundoff(const LinearSoftmaxCrossEntropyProblem& p) {
+  if (!is_16bit(p.x_dtype) || !is_16bit(p.w_dtype)) return 0.0;
+  return std::max(unit_roundoff(p.x_dtype), unit_roundoff(p.w_dtype));
+}
+
+// One row's softmax statistics in f64 and its log-sum-exp budget L_b (item 1).
+struct RowStats {
+  double lse = 0.0;
+  double lse_budget = 0.0;
+};
+
+// The f64 oracle's view of the inputs: row statistics computed once per row on demand, logits
+// recomputed per element (no [B, V] buffer: the oracle runs on bench-sized cases under tune).
+class Oracle {
+ public:
+  Oracle(const LinearSoftmaxCrossEntropyProblem& p, const TensorMap& inputs, std::vector<double> c)
+      : p_(p),
+        x_(inputs.find("x")->second),
+        w_(inputs.find("w")->second),
+        label_(inputs.find("labels")->second.data<int32_t>()),
+        c_(std::move(c)),
+        stats_(static_cast<size_t>(p.B)),
+        have_(static_cast<size_t>(p.B), false),
+        u_dz_(dz_roundoff(p)) {}
+
+  // Whether row b has a gradient at all (its label counts and c_b != 0).
+  bool active(int64_t b) const { return c_[b] != 0.0; }
+
+  // z_b and m_b for every column j (V doubles each), and the row's statistics.
+  const RowStats& row(int64_t b, std::vector<double>& z, std::vector<double>& m) {
+    const int64_t H = p_.H, V = p_.V;
+    z.assign(static_cast<size_t>(V), 0.0);
+    m.assign(static_cast<size_t>(V), 0.0);
+    // Typed rows of w (k outer, j inner: contiguous, vectorizable), not Tensor::get per element:
+    // tune verifies bench-sized cases, where this loop runs B H V times.
+    dispatch_float(p_.w_dtype, [&](auto w_type) {
+      using W = decltype(w_type);
+      const W* w = w_.data<W>();
+      for (int64_t k = 0; k < H; ++k) {
+        const double a = x_.get(b * H + k);
+        const W* w_row = w + k * V;
+        for (int64_t j = 0; j < V; ++j) {
+          const double t = a * to_double(w_row[j]);
+          z[j] += t;
+          m[j] += std::fabs(t);
+        }
+      }
+    });
+    if (!have_[b]) {
+      const double z_max = *std::max_element(z.begin(), z.end());
+      const double m_max = *std::max_element(m.begin(), m.end());
+      double sum = 0.0;
+      for (int64_t j = 0; j < V; ++j) sum += std::exp(z[j] - z_max);
+      RowStats& s = stats_[b];
+      s.lse = z_max + std::log(sum);
+      s.lse_budget = gamma_f32(static_cast<double>(H) + 1.0) * m_max +
+                     kU * (3.0 * static_cast<double>(V) + 32.0 + 3.0 * std::fabs(s.lse));
+      have_[b] = true;
+    }
+    return stats_[b];
+  }
+
+  const RowStats& stats(int64_t b) {
+    if (!have_[b]) row(b, z_scratch_, m_scratch_);
+    return stats_[b];
+  }
+
+  // dz_bj and its error e_bj (items 2-3) from the logit z_bj and its magnitude m_bj.
+  void dz(int64_t b, int64_t j, double z, double m, double& value, double& error) {
+    const RowStats& s = stats(b);
+    const double onehot = label_[b] == j ? 1.0 : 0.0;
+    const double prob = std::exp(z - s.lse);
+    const double eps = gamma_f32(static_cast<double>(p_.H) + 1.0) * m + s.lse_budget +
+                       kU * (std::fabs(z - s.lse) + 8.0);
+    const double c = std::fabs(c_[b]);
+    value = c_[b] * (prob - onehot);
+    error = c * (prob * std::expm1(eps) + 3.0 * kU * (prob + onehot));
+    error += u_dz_ * (std::fabs(value) + error);
+  }
+
+  // The logit (b, j) and its magnitude in f64: H terms.
+  void logit(int64_t b, int64_t j, double& z, double& m) const {
+    z = 0.0;
+    m = 0.0;
+    for (int64_t k = 0; k < p_.H; ++k) {
+      const double t = x_.get(b * p_.H + k) * w_.get(k * p_.V + j);
+      z += t;
+      m += std::fabs(t);
+    }
+  }
+
+  // w[h, :] as doubles.
+  void w_row(int64_t h, std::vector<double>& out) const {
+    out.resize(static_cast<size_t>(p_.V));
+    dispatch_float(p_.w_dtype, [&](auto w_type) {
+      using W = decltype(w_type);
+      const W* w = w_.data<W>() + h * p_.V;
+      for (int64_t j = 0; j < p_.V; ++j) out[j] = to_double(w[j]);
+    });
+  }
+
+  const Tensor& x() const { return x_; }
+  const Tensor& w() const { return w_; }
+
+ private:
+  const LinearSoftmaxCrossEntropyProblem& p_;
+  const Tensor& x_;
+  const Tensor& w_;
+  const int32_t* label_;
+  std::vector<double> c_;
+  std::vector<RowStats> stats_;
+  std::vector<bool> have_;
+  std::vector<double> z_scratch_, m_scratch_;
+  double u_dz_;
+};
+
+}  // namespace
+
+TensorMap LinearSoftmaxCrossEntropyLossVjpOp::make_inputs(const BoundArgs& args,
+                                                          uint64_t seed) const {
+  // The forward's inputs (logits spanning about +-12, edge classes pinned, padding) and a
+  // cotangent ~ N(0, 1): a loss scale of O(1), per row for reduction none.
+  const LinearSoftmaxCrossEntropyLossOp& fwd = linear_softmax_cross_entropy_loss_op();
+  TensorMap inputs = fwd.make_inputs(primal_args(fwd, args, cotangents()), seed);
+  inputs.emplace("dloss", normal_tensor(args.tensor("dloss"), seed, "dloss"));
+  return inputs;
+}
+
+OracleSample LinearSoftmaxCrossEntropyLossVjpOp::oracle(const BoundArgs& args,
+                                                        const TensorMap& inputs,
+                                                        std::string_view output,
+                                                        std::span<const int64_t> index) const {
+  if (output != "dx" && output != "dw") {
+    throw InvalidArgument("linear_softmax_cross_entropy_loss_vjp has no output '" +
+                          std::string(output) + "'");
+  }
+  const LinearSoftmaxCrossEntropyVjpProblem vp = LinearSoftmaxCrossEntropyVjpProblem::from(args);
+  const LinearSoftmaxCrossEntropyProblem& p = vp.fwd;
+  Oracle o(p, inputs,
+           lsce_vjp_row_weights(vp, inputs.find("labels")->second, inputs.find("dloss")->second));
+  const int64_t B = p.B, H = p.H, V = p.V;
+  OracleSample sample;
+  sample.index.assign(index.begin(), index.end());
+  sample.value.assign(index.size(), 0.0);
+  sample.magnitude.assign(index.size(), 0.0);
+  const DType out_dtype = output == "dx" ? p.x_dtype : p.w_dtype;
+  const double u_out = unit_roundoff(out_dtype);
+  const double out_floor = subnormal_half_spacing(out_dtype);
+  std::vector<double> z, m, w_h;
+  int64_t cached_row = -1;
+  for (size_t s = 0; s < index.size(); ++s) {
+    double value = 0.0, budget = 0.0, terms = 0.0;
+    if (output == "dx") {
+      const int64_t b = index[s] / H, h = index[s] % H;
+      if (!o.active(b)) continue;  // padding or c_b = 0: exactly zero
+      if (b != cached_row) {       // indices are sorted: each row's logits once
+        o.row(b, z, m);
+        cached_row = b;
+      }
+      o.w_row(h, w_h);
+      for (int64_t j = 0; j < V; ++j) {
+        double d = 0.0, e = 0.0;
+        o.dz(b, j, z[j], m[j], d, e);
+        value += d * w_h[j];
+        budget += e * std::fabs(w_h[j]);
+        terms += (std::fabs(d) + e) * std::fabs(w_h[j]);
+      }
+      budget += gamma_f32(static_cast<double>(V) + 1.0) * terms;
+    } else {
+      const int64_t h = index[s] / V, j = index[s] % V;
+      for (int64_t b = 0; b < B; ++b) {
+        if (!o.active(b)) continue;
+        double zb = 0.0, mb = 0.0, d = 0.0, e = 0.0;
+        o.logit(b, j, zb, mb);
+        o.dz(b, j, zb, mb, d, e);
+        const double xv = o.x().get(b * H + h);
+        value += xv * d;
+        budget += e * std::fabs(xv);
+        terms += (std::fabs(d) + e) * std::fabs(xv);
+      }
+      budget += gamma_f32(static_cast<double>(B) + 1.0) * terms;
+    }
+    budget += u_out * (std::fabs(value) + budget) + out_floor;  // item 5
+    sample.value[s] = value;
+    sample.magnitude[s] = budget / kU;
+  }
+  return sample;
+}
+
+double LinearSoftmaxCrossEntropyLossVjpOp::oracle_cost_per_output(const BoundArgs& args) const {
+  // dx: a row's logits (H V) shared by the row's sampled elements, then V; dw: B logits of H
+  // terms each. The row statistics (B H V in all for dw) are paid once per call.
+  const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
+  const double H = static_cast<double>(std::max<int64_t>(p.H, 1));
+  return std::max({H * static_cast<double>(p.V), 2.0 * H * static_cast<double>(p.B), 1.0});
+}
+
+ErrorModel LinearSoftmaxCrossEntropyLossVjpOp::error_model(const BoundArgs&) const {
+  // The whole budget, output rounding included, is in the oracle's magnitude (see the top of
+  // this file).
+  ErrorModel model;
+  model.accumulation_roundoff = kU;
+  model.accumulation_length = 1.0;
+  model.output_roundoff = 0.0;
+  return model;
+}
+
+template <typename Acc>
+void linear_softmax_cross_entropy_vjp_reference(const LinearSoftmaxCrossEntropyVjpProblem& vp,
+                                                const Tensor& x, const Tensor& labels,
+                                                const Tensor& w, const Tensor& dloss, Tensor& dx,
+                                                Tensor& dw) {
+  const LinearSoftmaxCrossEntropyProblem& p = vp.fwd;
+  const std::vector<double> c = lsce_vjp_row_weights(vp, labels, dloss);
+  const int64_t B = p.B, H = p.H, V = p.V;
+  const int32_t* label = labels.data<int32_t>();
+  std::vector<Acc> z(static_cast<size_t>(V)), dw_acc(static_cast<size_t>(H * V), Acc(0));
+  std::vector<Acc> w_acc(static_cast<size_t>(H * V)), x_row(static_cast<size_t>(H));
+  for (int64_t i = 0; i < H * V; ++i) w_acc[i] = static_cast<Acc>(w.get(i));
+  for (int64_t b = 0; b < B; ++b) {
+    if (c[b] == 0.0) {  // padding (or a zero cotangent): a zero row of dx, nothing into dw
+      for (int64_t h = 0; h < H; ++h) dx.set(b * H + h, 0.0);
+      continue;
+    }
+    for (int64_t h = 0; h < H; ++h) x_row[h] = static_cast<Acc>(x.get(b * H + h));
+    std::fill(z.begin(), z.end(), Acc(0));
+    for (int64_t k = 0; k < H; ++k) {
+      const Acc a = x_row[k];
+      const Acc* w_row = w_acc.data() + k * V;
+      for (int64_t j = 0; j < V; ++j) z[j] += a * w_row[j];
+    }
+    const Acc z_max = *std::max_element(z.begin(), z.end());
+    Acc sum = Acc(0);
+    for (int64_t j = 0; j < V; ++j) sum += std::exp(z[j] - z_max);
+    const Acc lse = z_max + std::log(sum);
+    // z becomes dz_b = c_b (p_b - onehot) in place.
+    const Acc cb = static_cast<Acc>(c[b]);
+    for (int64_t j = 0; j < V; ++j) z[j] = cb * std::exp(z[j] - lse);
+    z[label[b]] -= cb;
+    for (int64_t h = 0; h < H; ++h) {
+      const Acc* w_row = w_acc.data() + h * V;
+      Acc acc = Acc(0);
+      for (int64_t j = 0; j < V; ++j) acc += z[j] * w_row[j];
+      dx.set(b * H + h, static_cast<double>(acc));
+      Acc* dw_row = dw_acc.data() + h * V;
+      for (int64_t j = 0; j < V; ++j) dw_row[j] += x_row[h] * z[j];
+    }
+  }
+  for (int64_t i = 0; i < H * V; ++i) dw.set(i, static_cast<double>(dw_acc[i]));
+}
+
+template void linear_softmax_cross_entropy_vjp_reference<float>(
+    const LinearSoftmaxCrossEntropyVjpProblem&, const Tensor&, const Tensor&, const Tensor&,
+    const Tensor&, Tensor&, Tensor&);
+template void linear_softmax_cross_entropy_vjp_reference<double>(
+    const LinearSoftmaxCrossEntropyVjpProblem&, const Tensor&, const Tensor&, const Tensor&,
+    const Tensor&, Tensor&, Tensor&);
+
+namespace {
+
+void run_reference(const LinearSoftmaxCrossEntropyVjpProblem& p, const TensorMap& inputs,
+                   TensorMap& outputs) {
+  // f32 accumulation, as the forward's reference; f64 when an input is f64 (the kernels decline
+  // those).
+  const bool f64 = p.fwd.x_dtype == DType::kF64 || p.fwd.w_dtype == DType::kF64;
+  if (f64) {
+    linear_softmax_cross_entropy_vjp_reference<double>(p, inputs.at("x"), inputs.at("labels"),
+                                                       inputs.at("w"), inputs.at("dloss"),
+                                                       outputs.at("dx"), outputs.at("dw"));
+  } else {
+    linear_softmax_cross_entropy_vjp_reference<float>(p, inputs.at("x"), inputs.at("labels"),
+                                                      inputs.at("w"), inputs.at("dloss"),
+                                                      outputs.at("dx"), outputs.at("dw"));
+  }
+}
+
+}  // namespace
+
+const Implementation& linear_softmax_cross_entropy_loss_vjp_reference_implementation() {
+  static const ReferenceImplementation<LinearSoftmaxCrossEntropyVjpProblem, run_reference> impl;
+  return impl;
+}
+
+}  // namespace tokamax
