@@ -16,6 +16,7 @@
 #include "ops/framework/numerics.h"
 #include "ops/framework/op.h"
 #include "ops/framework/vjp.h"
+#include "tests/ops/impl_calls.h"
 
 namespace tokamax::testing {
 
@@ -75,6 +76,42 @@ inline void check_vjp_by_finite_differences(const Op& vjp, const nlohmann::json&
     }
   }
   CHECK(checked > 0);
+}
+
+// Runs `impl` of `op` with `config` (null: its heuristics; otherwise checked against the case
+// first) and returns its outputs; every element starts as NaN, so an element the implementation
+// leaves unwritten fails.
+inline TensorMap run_with_nan_outputs(const Op& op, const Implementation& impl,
+                                      const BoundArgs& args, const TensorMap& inputs,
+                                      const nlohmann::json& config) {
+  TensorMap outputs = op.allocate_outputs(args);
+  for (auto& [name, tensor] : outputs) {
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.set(i, std::nan(""));
+  }
+  const nlohmann::json chosen =
+      config.is_null() ? heuristics_config_json(impl, args) : impl.canonical_config(config);
+  check_config_json(impl, args, chosen);
+  run_json(impl, args, chosen, inputs, outputs);
+  return outputs;
+}
+
+// Every output of `op` against its full oracle under its error model, as verify judges: no
+// violation, nothing non-finite. Returns the worst error / bound.
+inline double check_outputs_against_oracle(const Op& op, const BoundArgs& args,
+                                           const TensorMap& inputs, const TensorMap& outputs) {
+  double worst = 0.0;
+  for (const TensorDecl& decl : op.outputs(args)) {
+    const Tensor& out = outputs.at(decl.name);
+    std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+    std::iota(index.begin(), index.end(), int64_t{0});
+    const Comparison c =
+        compare_to_oracle(out, op.oracle(args, inputs, decl.name, index), op.error_model(args));
+    CAPTURE(args.key(), decl.name, c.worst_ratio, c.worst_index, c.max_abs_error, c.nonfinite);
+    CHECK(c.nonfinite == 0);
+    CHECK(c.violations == 0);
+    worst = std::max(worst, c.worst_ratio);
+  }
+  return worst;
 }
 
 }  // namespace tokamax::testing

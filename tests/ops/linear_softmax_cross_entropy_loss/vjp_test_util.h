@@ -1,6 +1,5 @@
-// Shared by the linear_softmax_cross_entropy_loss_vjp tests: binding a case, running an
-// implementation and judging both gradients against the float64 oracle under the op's error
-// model, as verify does.
+// Shared by the linear_softmax_cross_entropy_loss_vjp tests: binding a case, and the generic
+// runner and oracle check of tests/ops/vjp_test_util.h bound to this op.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -10,9 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/framework/numerics.h"
 #include "ops/linear_softmax_cross_entropy_loss/vjp_api.h"
-#include "tests/ops/impl_calls.h"
+#include "tests/ops/vjp_test_util.h"
 
 namespace tokamax::testing {
 
@@ -27,39 +25,16 @@ inline nlohmann::json lsce_vjp_json(const std::string& x, const std::string& w,
   return args;
 }
 
-// Runs `impl` with `config` (null: its heuristics) and returns its outputs; every element starts
-// as NaN, so an element the implementation leaves unwritten fails.
 inline TensorMap run_lsce_vjp(const Implementation& impl, const BoundArgs& args,
                               const TensorMap& inputs, const nlohmann::json& config) {
-  TensorMap outputs = linear_softmax_cross_entropy_loss_vjp_op().allocate_outputs(args);
-  for (auto& [name, tensor] : outputs) {
-    for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.set(i, std::nan(""));
-  }
-  const nlohmann::json chosen =
-      config.is_null() ? heuristics_config_json(impl, args) : impl.canonical_config(config);
-  check_config_json(impl, args, chosen);
-  run_json(impl, args, chosen, inputs, outputs);
-  return outputs;
+  return run_with_nan_outputs(linear_softmax_cross_entropy_loss_vjp_op(), impl, args, inputs,
+                              config);
 }
 
-// Each gradient against the full oracle: no violation, nothing non-finite; returns the worst
-// error / bound.
 inline double check_lsce_vjp_outputs(const BoundArgs& args, const TensorMap& inputs,
                                      const TensorMap& outputs) {
-  const LinearSoftmaxCrossEntropyLossVjpOp& op = linear_softmax_cross_entropy_loss_vjp_op();
-  double worst = 0.0;
-  for (const char* name : {"dx", "dw"}) {
-    const Tensor& out = outputs.at(name);
-    std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-    std::iota(index.begin(), index.end(), int64_t{0});
-    const Comparison c =
-        compare_to_oracle(out, op.oracle(args, inputs, name, index), op.error_model(args));
-    CAPTURE(args.key(), name, c.worst_ratio, c.worst_index, c.max_abs_error, c.nonfinite);
-    CHECK(c.nonfinite == 0);
-    CHECK(c.violations == 0);
-    worst = std::max(worst, c.worst_ratio);
-  }
-  return worst;
+  return check_outputs_against_oracle(linear_softmax_cross_entropy_loss_vjp_op(), args, inputs,
+                                      outputs);
 }
 
 }  // namespace tokamax::testing
