@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_engine.h"
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
@@ -74,7 +75,9 @@ class OneDnnGatedLinearUnitVjp final : public TypedImplementation<GluVjpProblem>
     float* gate = static_cast<float*>(const_cast<void*>(w.gate));
     float* proj = static_cast<float*>(const_cast<void*>(w.proj));
     const Tensor& dout = inputs.at("dout");
-    std::vector<float> h(static_cast<size_t>(M * N2));
+    // H in a buffer that only grows, as the cpu kernel's (no page faults per call in either).
+    thread_local cpu::ScratchBuffer h_buffer;
+    float* h = h_buffer.floats(static_cast<size_t>(M * N2));
     const dnnl::engine& engine = cpu::onednn_engine();
     dnnl::stream stream(engine);
     auto matmul = [&](const MatmulShape& s, void* src, void* weights, void* dst) {
@@ -88,29 +91,29 @@ class OneDnnGatedLinearUnitVjp final : public TypedImplementation<GluVjpProblem>
     // Y = x W.
     const MatmulShape forward{f32_desc(M, K, K, 1), f32_desc(K, cols, ld, 1),
                               f32_desc(M, cols, N2, 1), false};
-    matmul(forward, x, gate, h.data());
-    if (!fused) matmul(forward, x, proj, h.data() + N);
+    matmul(forward, x, gate, h);
+    if (!fused) matmul(forward, x, proj, h + N);
     stream.wait();
     // H in place, rows over our pool.
     const char* d = static_cast<const char*>(dout.raw());
     const int64_t d_row = N * static_cast<int64_t>(dtype_size(dout.dtype()));
     cpu::parallel_for(M, 0, [&](int64_t m, int) {
-      glu_vjp_h_row(p.activation, dout.dtype(), d + m * d_row, N, h.data() + m * N2,
-                    h.data() + m * N2 + N);
+      glu_vjp_h_row(p.activation, dout.dtype(), d + m * d_row, N, h + m * N2,
+                    h + m * N2 + N);
     });
     // dx = H W^T (unfused: + the second half's product).
     float* dx_data = dx.data<float>();
     matmul({f32_desc(M, cols, N2, 1), f32_desc(cols, K, 1, ld), f32_desc(M, K, K, 1), false},
-           h.data(), gate, dx_data);
+           h, gate, dx_data);
     if (!fused) {
       matmul({f32_desc(M, N, N2, 1), f32_desc(N, K, 1, ld), f32_desc(M, K, K, 1), true},
-             h.data() + N, proj, dx_data);
+             h + N, proj, dx_data);
     }
     // dW = x^T H, written in place of the gradients' [K, cols] (row stride ld).
     const MatmulShape backward{f32_desc(K, M, 1, K), f32_desc(M, cols, N2, 1),
                                f32_desc(K, cols, ld, 1), false};
-    matmul(backward, x, h.data(), dw.gate);
-    if (!fused) matmul(backward, x, h.data() + N, dw.proj);
+    matmul(backward, x, h, dw.gate);
+    if (!fused) matmul(backward, x, h + N, dw.proj);
     stream.wait();
   }
 
