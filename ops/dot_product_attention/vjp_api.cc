@@ -8,11 +8,13 @@
 namespace tokamax {
 
 // Defined in the vjp_* implementation files of this folder.
+const Implementation& dot_product_attention_vjp_cpu_implementation();
 const Implementation& dot_product_attention_vjp_reference_implementation();
 
 // Fastest first.
 std::vector<const Implementation*> DotProductAttentionVjpOp::implementations() const {
-  return {&dot_product_attention_vjp_reference_implementation()};
+  return {&dot_product_attention_vjp_cpu_implementation(),
+          &dot_product_attention_vjp_reference_implementation()};
 }
 
 const DotProductAttentionVjpOp& dot_product_attention_vjp_op() {

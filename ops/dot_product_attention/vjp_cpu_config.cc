@@ -1,0 +1,70 @@
+// dot_product_attention_vjp on CPU: validation of the "cpu" config, its heuristics and search
+// space.
+//
+// Dimensions: as vjp_cpu_config.h.
+#include "ops/dot_product_attention/vjp_cpu_config.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "backends/cpu/cpu_device.h"
+#include "ops/framework/config.h"
+
+namespace tokamax {
+namespace {
+
+constexpr int kMaxBlock = 4096;
+// Below this many multiply-adds one thread beats waking the pool.
+constexpr double kSerialMultiplyAdds = double(1 << 18);
+
+}  // namespace
+
+void CpuAttentionVjpConfig::validate() const {
+  require_range("block_q", block_q, 1, kMaxBlock);
+  require_range("block_kv", block_kv, 1, kMaxBlock);
+  require_config(num_threads >= 0, "num_threads", [&] {
+    return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
+  });
+}
+
+CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProblem& vp,
+                                                          const Device& target) {
+  const AttentionProblem& p = vp.fwd;
+  const cpu::CpuInfo& device = cpu::cpu_info(target);
+  CpuAttentionVjpConfig c;
+  // 128 x 128 blocks: the five block products are then 128^3 each (packing is ~2% of them) and
+  // the four [bq, bkv] f32 tiles 256 KiB together, within L2 beside the packed panels.
+  c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, 128));
+  c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, 128));
+  // Enough dk/dv tasks (B h ceil(t / bkv)) to balance the cores: 4 per core where t allows.
+  const int cores = std::max(1, device.cores);
+  while (c.block_kv > 32 && p.B * p.h * ((p.t + c.block_kv - 1) / c.block_kv) < 4 * cores) {
+    c.block_kv /= 2;
+  }
+  const double multiply_adds = 5.0 * static_cast<double>(p.B) * p.H * p.T * p.t * (p.D + p.d) / 2;
+  c.num_threads = multiply_adds < kSerialMultiplyAdds ? 1 : 0;
+  return c;
+}
+
+std::vector<CpuAttentionVjpConfig> cpu_attention_vjp_autotuning_configs(
+    const AttentionVjpProblem& p, const Device& device) {
+  const CpuAttentionVjpConfig base = cpu_attention_vjp_heuristics_config(p, device);
+  std::set<decltype(base.key())> seen;
+  std::vector<CpuAttentionVjpConfig> configs;
+  auto add = [&](const CpuAttentionVjpConfig& c) {
+    if (seen.insert(c.key()).second) configs.push_back(c);
+  };
+  add(base);
+  for (int bq : {64, 128, 256}) {
+    for (int bkv : {64, 128, 256}) {
+      CpuAttentionVjpConfig c = base;
+      c.block_q = bq;
+      c.block_kv = bkv;
+      add(c);
+    }
+  }
+  return configs;
+}
+
+}  // namespace tokamax
