@@ -10,11 +10,13 @@ namespace tokamax {
 // Defined in the vjp_* implementation files of this folder.
 const Implementation& dot_product_attention_vjp_cpu_implementation();
 const Implementation& dot_product_attention_vjp_reference_implementation();
+const Implementation& dot_product_attention_vjp_onednn_implementation();
 
-// Fastest first.
+// Fastest first; the vendor composite after the reference, so "auto" never picks it.
 std::vector<const Implementation*> DotProductAttentionVjpOp::implementations() const {
   return {&dot_product_attention_vjp_cpu_implementation(),
-          &dot_product_attention_vjp_reference_implementation()};
+          &dot_product_attention_vjp_reference_implementation(),
+          &dot_product_attention_vjp_onednn_implementation()};
 }
 
 const DotProductAttentionVjpOp& dot_product_attention_vjp_op() {
