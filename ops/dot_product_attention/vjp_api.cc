@@ -27,7 +27,7 @@ const DotProductAttentionVjpOp& dot_product_attention_vjp_op() {
 AttentionGradients dot_product_attention_vjp(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& dout,
                                              const DotProductAttentionOptions& options,
-                                             const Tensor* lse) {
+                                             const Tensor* lse, const Tensor* out) {
   nlohmann::json args = {{"q", q.spec().to_string()},
                          {"k", k.spec().to_string()},
                          {"v", v.spec().to_string()},
@@ -43,12 +43,14 @@ AttentionGradients dot_product_attention_vjp(const Tensor& q, const Tensor& k, c
     args["local_window"] = {options.local_window->first, options.local_window->second};
   }
   if (lse) args["lse"] = lse->spec().to_string();
+  if (out) args["out"] = out->spec().to_string();
   const DotProductAttentionVjpOp& op = dot_product_attention_vjp_op();
   const BoundArgs bound = op.bind(args);
   TensorMap inputs = {{"q", q}, {"k", k}, {"v", v}, {"dout", dout}};
   if (options.bias) inputs.emplace("bias", *options.bias);
   if (options.mask) inputs.emplace("mask", *options.mask);
   if (lse) inputs.emplace("lse", *lse);
+  if (out) inputs.emplace("out", *out);
   TensorMap outputs = op.allocate_outputs(bound);
   dispatch(op, bound, options.implementation, options.config, inputs, outputs);
   AttentionGradients grads{outputs.at("dq"), outputs.at("dk"), outputs.at("dv"), std::nullopt};

@@ -27,7 +27,8 @@ struct AttentionGradients {
 };
 
 // The gradients of dot_product_attention(q, k, v, options) for the cotangent dout of its output.
-// `lse` [*B, H, T] f32, the forward's per-row log-sum-exp, spares the kernel recomputing it.
+// `lse` [*B, H, T] f32, the forward's per-row log-sum-exp, and `out`, the forward's output,
+// spare the kernel recomputing the forward's row statistics.
 // `options` are the forward's (implementation and config pick the VJP's). Throws
 // InvalidArgument naming the argument when shapes or dtypes disagree.
 AttentionGradients dot_product_attention_vjp(const Tensor& q,     // [*B, T, H, D]
@@ -35,6 +36,7 @@ AttentionGradients dot_product_attention_vjp(const Tensor& q,     // [*B, T, H, 
                                              const Tensor& v,     // [*B, t, h, d]
                                              const Tensor& dout,  // [*B, T, H, d] q's dtype
                                              const DotProductAttentionOptions& options = {},
-                                             const Tensor* lse = nullptr);
+                                             const Tensor* lse = nullptr,
+                                             const Tensor* out = nullptr);
 
 }  // namespace tokamax

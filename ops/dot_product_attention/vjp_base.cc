@@ -1,4 +1,4 @@
-// dot_product_attention_vjp: binding (the forward's args, dout, the optional residual lse),
+// dot_product_attention_vjp: binding (the forward's args, dout, the optional lse and out),
 // inputs and outputs, counts.
 //
 // Dimensions: as vjp_base.h (*B, T, t, H, h, D, d).
@@ -16,6 +16,7 @@ AttentionVjpProblem AttentionVjpProblem::from(const BoundArgs& args) {
   AttentionVjpProblem p;
   p.fwd = AttentionProblem::from(args);
   p.has_lse = args.has("lse");
+  p.has_out = args.has("out");
   return p;
 }
 
@@ -28,37 +29,45 @@ TensorSpec attention_lse_spec(const AttentionProblem& p) {
 const Op* DotProductAttentionVjpOp::primal() const { return &dot_product_attention_op(); }
 
 BoundArgs DotProductAttentionVjpOp::bind(const nlohmann::json& args) const {
-  // lse is the VJP's own input (the forward's residual, not a forward argument): taken out
-  // before the forward binds the rest, checked against the bound shapes, and kept in the
-  // canonical args only when given, so the cache key of a call without it has no lse entry.
+  // lse and out are the VJP's own inputs (the forward's residual and output, not forward
+  // arguments): taken out before the forward binds the rest, checked against the bound shapes,
+  // and kept in the canonical args only when given, so the cache key of a call without them has
+  // no entry for them.
   nlohmann::json forward = args;
-  nlohmann::json lse;
-  if (args.is_object() && args.contains("lse")) {
-    lse = args.at("lse");
-    forward.erase("lse");
+  nlohmann::json given[2];
+  const char* const names[2] = {"lse", "out"};
+  for (int n = 0; n < 2; ++n) {
+    if (args.is_object() && args.contains(names[n])) {
+      given[n] = args.at(names[n]);
+      forward.erase(names[n]);
+    }
   }
   BoundArgs bound = bind_vjp(dot_product_attention_op(), name(), forward, cotangents());
-  if (!lse.is_null()) {
-    const TensorSpec want = attention_lse_spec(AttentionProblem::from(bound));
-    const std::string prefix = std::string(name()) + ": lse ";
-    if (!lse.is_string()) {
+  const AttentionProblem p = AttentionProblem::from(bound);
+  for (int n = 0; n < 2; ++n) {
+    if (given[n].is_null()) continue;
+    const bool is_lse = n == 0;
+    const TensorSpec want =
+        is_lse ? attention_lse_spec(p) : dot_product_attention_op().outputs(bound)[0].spec;
+    const char* what = is_lse ? " (the forward's per-row log-sum-exp, f32 [*B, H, T]), got "
+                              : " (the forward's output, [*B, T, H, d] in q's dtype), got ";
+    const std::string prefix = std::string(name()) + ": " + names[n] + " ";
+    if (!given[n].is_string()) {
       throw InvalidArgument(prefix + "must be a tensor spec like " + want.to_string() + ", got " +
-                                lse.dump(),
-                            "lse");
+                                given[n].dump(),
+                            names[n]);
     }
     TensorSpec spec;
     try {
-      spec = parse_tensor_spec(lse.get<std::string>());
+      spec = parse_tensor_spec(given[n].get<std::string>());
     } catch (const InvalidArgument& e) {
-      throw InvalidArgument(prefix + e.what(), "lse");
+      throw InvalidArgument(prefix + e.what(), names[n]);
     }
     if (spec != want) {
-      throw InvalidArgument(prefix + "must be " + want.to_string() +
-                                " (the forward's per-row log-sum-exp, f32 [*B, H, T]), got " +
-                                spec.to_string(),
-                            "lse");
+      throw InvalidArgument(prefix + "must be " + want.to_string() + what + spec.to_string(),
+                            names[n]);
     }
-    bound.args["lse"] = spec.to_string();
+    bound.args[names[n]] = spec.to_string();
   }
   return bound;
 }
@@ -67,6 +76,7 @@ std::vector<TensorDecl> DotProductAttentionVjpOp::inputs(const BoundArgs& args) 
   std::vector<TensorDecl> decls = dot_product_attention_op().inputs(args);
   decls.push_back({"dout", args.tensor("dout")});
   if (args.has("lse")) decls.push_back({"lse", args.tensor("lse")});
+  if (args.has("out")) decls.push_back({"out", args.tensor("out")});
   return decls;
 }
 

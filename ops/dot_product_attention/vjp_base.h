@@ -20,9 +20,11 @@
 // Masked entries have P = 0, so they contribute nothing. The gradients take their inputs'
 // specs: dq q's, dk k's, dv v's, dbias bias's (only when a bias is given).
 //
-// Optional input lse [*B, H, T] f32: the per-row log-sum-exp of s, log sum_j exp(s_j) (-inf on
-// rows without a visible key), the forward's residual. Implementations that use it recompute P
-// as exp(s - lse) block by block; without it they recompute lse first.
+// Optional inputs, as upstream's VJP takes them: lse [*B, H, T] f32, the per-row log-sum-exp of
+// s, log sum_j exp(s_j) (-inf on rows without a visible key), the forward's residual; and out
+// [*B, T, H, d], the forward's output. Implementations that use them recompute P as
+// exp(s - lse) block by block and take rowsum(dout * out) from out; without them they recompute
+// the forward's row statistics first (lse, and out's row sums: the forward's two products).
 #pragma once
 
 #include <string_view>
@@ -34,11 +36,12 @@
 namespace tokamax {
 
 // The parsed view of dot_product_attention_vjp's BoundArgs: the forward problem (dout has the
-// forward output's spec) and whether the residual lse is an input.
+// forward output's spec) and whether the residual lse and the forward's out are inputs.
 struct AttentionVjpProblem {
   static constexpr std::string_view kOp = "dot_product_attention_vjp";
   AttentionProblem fwd;
   bool has_lse = false;
+  bool has_out = false;
   static AttentionVjpProblem from(const BoundArgs& args);
 };
 
@@ -50,7 +53,7 @@ class DotProductAttentionVjpOp : public Op {
   std::string_view name() const override { return AttentionVjpProblem::kOp; }
   std::string_view summary() const override {
     return "dot_product_attention's VJP: dq, dk, dv (and dbias) for every forward option; "
-           "optional residual lse [*B, H, T]";
+           "optional residual lse [*B, H, T] and forward output out";
   }
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dout"}; }
@@ -70,7 +73,7 @@ class DotProductAttentionVjpOp : public Op {
 
 // The portable reference: per row the logits, P, dP and dS accumulated in `Acc` (Acc = double:
 // the float64 oracle of every gradient). `bias`, `mask` and `dbias` are null when absent; the
-// lse input is not read (P comes from the recomputed logits).
+// lse and out inputs are not read (P and out come from the recomputed logits).
 template <typename Acc>
 void dot_product_attention_vjp_reference(const AttentionProblem& problem,
                                          // Inputs.

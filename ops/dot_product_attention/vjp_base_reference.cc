@@ -14,7 +14,8 @@
 //  - dP_j = dout . v_j, a d-term dot product: off by (d + 1) A_j, A_j = sum_c |dout_c v_jc|.
 //  - Dr = rowsum(dout * out) = sum_j P_j dP_j: every term carries P's and dP's error and one of
 //    (t + d + 4) roundings in whichever order it is summed (out recomputed, or P . dP):
-//    E_D = M_D (eP + t + d + 4), M_D = sum_j P_j A_j (>= |Dr|).
+//    E_D = M_D (eP + t + d + 4), M_D = sum_j P_j A_j (>= |Dr|); when out is an input, rounded
+//    to q's dtype, plus (u_out / u) sum_c |dout_c out_c|.
 //  - dS_j = P_j (dP_j - Dr) G_j with G_j = 1 - tanh^2 under the cap (else 1, G <= 1): off by
 //    E_j = P_j [ (eP + 4 + kCap) |dP_j - Dr| + (d + 1) A_j + E_D ], kCap = Delta / c + 4 for
 //    G's error (|dG/dz| <= 1/c, z off by Delta) and its evaluation, 0 without a cap.
@@ -89,9 +90,13 @@ struct VjpRow {
   std::vector<double> es;   // [t] the bound on dS's error
 };
 
+// out_rounding: u_out / u when out comes as an input rounded to q's dtype (its rounding enters
+// Dr = dout . out), else 0.
 VjpRow vjp_row(const AttentionProblem& p, const VjpInputs& in, int64_t b, int64_t hq, int64_t r,
-               double u, bool with_cotangent = true) {
+               double u, double out_rounding = 0.0, bool with_cotangent = true,
+               std::vector<double>* out = nullptr) {
   const int64_t i = hq / p.groups();
+  if (out) out->assign(static_cast<size_t>(p.d), 0.0);  // zeros for a row without keys
   VjpRow row;
   row.p.assign(static_cast<size_t>(p.t), 0.0);
   row.ds.assign(static_cast<size_t>(p.t), 0.0);
@@ -136,6 +141,13 @@ VjpRow vjp_row(const AttentionProblem& p, const VjpInputs& in, int64_t b, int64_
   row.lse = max + std::log(sum);
   row.eP = std::expm1(2.0 * delta * u) / u + 3.0 * p.t + 2.0 * (max - min) + 32.0 +
            std::fabs(row.lse) + 4.0;
+  if (out) {
+    for (int64_t j = lo; j < hi; ++j) {
+      if (row.p[j] == 0.0) continue;
+      const double* v_row = &in.v[((b * p.t + j) * p.h + i) * p.d];
+      for (int64_t c = 0; c < p.d; ++c) (*out)[c] += row.p[j] * v_row[c];
+    }
+  }
   if (!with_cotangent) return row;
   // dP_j, A_j, then Dr = sum_j P_j dP_j and M_D.
   const double* dout_row = &in.dout[((b * p.T + r) * p.H + hq) * p.d];
@@ -151,7 +163,19 @@ VjpRow vjp_row(const AttentionProblem& p, const VjpInputs& in, int64_t b, int64_
     Dr += row.p[j] * dP[j];
     MD += row.p[j] * A[j];
   }
-  const double ED = MD * (row.eP + p.t + p.d + 4.0);
+  double ED = MD * (row.eP + p.t + p.d + 4.0);
+  if (out_rounding > 0.0) {
+    // Dr from the rounded out: each out_c off by u_out |out_c| more.
+    double dout_out = 0.0;
+    for (int64_t c = 0; c < p.d; ++c) {
+      double out_c = 0.0;
+      for (int64_t j = lo; j < hi; ++j) {
+        if (row.p[j] != 0.0) out_c += row.p[j] * in.v[((b * p.t + j) * p.h + i) * p.d + c];
+      }
+      dout_out += std::fabs(dout_row[c] * out_c);
+    }
+    ED += out_rounding * dout_out;
+  }
   const double kCap = cap > 0.0 ? delta / cap + 4.0 : 0.0;
   for (int64_t j = lo; j < hi; ++j) {
     if (row.p[j] == 0.0) continue;
@@ -172,22 +196,31 @@ double terms_factor(double n, double u) { return n * (1.0 + 2.0 * n * u); }
 
 TensorMap DotProductAttentionVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // The forward's inputs (q, k, v, bias ~ N(0, 1), mask ~80% kept), a cotangent ~ N(0, 1), and
-  // lse, when asked for, exactly as the forward defines it (f64, rounded once to f32).
+  // lse and out, when asked for, exactly as the forward defines them (f64, rounded once to
+  // their dtypes).
   const DotProductAttentionOp& fwd = dot_product_attention_op();
   TensorMap inputs = fwd.make_inputs(primal_args(fwd, args, cotangents()), seed);
   inputs.emplace("dout", normal_tensor(args.tensor("dout"), seed, "dout"));
-  if (args.has("lse")) {
+  const bool has_lse = args.has("lse"), has_out = args.has("out");
+  if (has_lse || has_out) {
     const AttentionProblem p = AttentionProblem::from(args);
     const VjpInputs in = load(p, inputs);
-    Tensor lse(args.tensor("lse"));
+    Tensor lse(attention_lse_spec(p));
+    Tensor out(dot_product_attention_op().outputs(primal_args(dot_product_attention_op(), args,
+                                                              cotangents()))[0]
+                   .spec);
+    std::vector<double> out_row;
     for (int64_t b = 0; b < p.B; ++b) {
       for (int64_t hq = 0; hq < p.H; ++hq) {
         for (int64_t r = 0; r < p.T; ++r) {
-          lse.set((b * p.H + hq) * p.T + r, vjp_row(p, in, b, hq, r, 0.0, false).lse);
+          const VjpRow row = vjp_row(p, in, b, hq, r, 0.0, 0.0, false, &out_row);
+          lse.set((b * p.H + hq) * p.T + r, row.lse);
+          for (int64_t c = 0; c < p.d; ++c) out.set(((b * p.T + r) * p.H + hq) * p.d + c, out_row[c]);
         }
       }
     }
-    inputs.emplace("lse", std::move(lse));
+    if (has_lse) inputs.emplace("lse", std::move(lse));
+    if (has_out) inputs.emplace("out", std::move(out));
   }
   return inputs;
 }
@@ -204,6 +237,7 @@ OracleSample DotProductAttentionVjpOp::oracle(const BoundArgs& args, const Tenso
   const double scale = std::fabs(p.logits_scale);
   const DType out_dtype = output == "dbias" ? p.bias->dtype : p.dtype;
   const double floor_term = subnormal_floor(out_dtype) / u;
+  const double out_rounding = args.has("out") ? unit_roundoff(p.dtype) / u : 0.0;
   const int64_t g = p.groups();
   OracleSample sample;
   sample.index.assign(index.begin(), index.end());
@@ -219,7 +253,7 @@ OracleSample DotProductAttentionVjpOp::oracle(const BoundArgs& args, const Tenso
       const int64_t flat_row = index[s] / p.D, x = index[s] % p.D;
       const int64_t hq = flat_row % p.H, r = (flat_row / p.H) % p.T, b = flat_row / (p.H * p.T);
       if (flat_row != cached) {
-        row = vjp_row(p, in, b, hq, r, u);
+        row = vjp_row(p, in, b, hq, r, u, out_rounding);
         cached = flat_row;
       }
       if (row.empty) continue;
@@ -244,7 +278,7 @@ OracleSample DotProductAttentionVjpOp::oracle(const BoundArgs& args, const Tenso
       const int64_t b = bi / p.h, i = bi % p.h;
       for (int64_t hq = i * g; hq < (i + 1) * g; ++hq) {
         for (int64_t r = 0; r < p.T; ++r) {
-          const VjpRow row = vjp_row(p, in, b, hq, r, u);
+          const VjpRow row = vjp_row(p, in, b, hq, r, u, out_rounding);
           if (row.empty) continue;
           const double* q_row = &in.q[((b * p.T + r) * p.H + hq) * p.D];
           const double* dout_row = &in.dout[((b * p.T + r) * p.H + hq) * p.d];
@@ -277,7 +311,7 @@ OracleSample DotProductAttentionVjpOp::oracle(const BoundArgs& args, const Tenso
     for (int64_t b = 0; b < p.B; ++b) {
       for (int64_t hq = 0; hq < p.H; ++hq) {
         for (int64_t r = 0; r < p.T; ++r) {
-          const VjpRow row = vjp_row(p, in, b, hq, r, u);
+          const VjpRow row = vjp_row(p, in, b, hq, r, u, out_rounding);
           if (row.empty) continue;
           for (int64_t j = 0; j < p.t; ++j) {
             if (row.p[j] == 0.0) continue;

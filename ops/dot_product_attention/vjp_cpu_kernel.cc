@@ -7,7 +7,8 @@
 // Pass 1, one task per (b, q head, row block): the forward again, S = q k^T block by block with
 // the online softmax (or P = exp(S - lse) when lse is given), O = P v in a [bq, d] tile, then
 // the row statistics the backward needs: lse and Dr = rowsum(dout * out) ([B, H, T] f32 each,
-// O(T), never out itself).
+// O(T), never out itself). With the forward's out as an input, Dr needs no product and lse
+// (unless given too) only S; with both, pass 1 reads out and dout and nothing else.
 // Pass 2, one task per (b, kv head, key block): for every row block of the g q heads that can
 // see the block, S is recomputed and P = exp(S - lse) (exactly the forward's P), then
 //   dv += P^T dout,  dP = dout v^T,  dS = P (dP - Dr) (cap'),  dk += dS^T q,  dq += dS k
@@ -115,18 +116,18 @@ void finish_logits(const Ctx& c, int64_t b, int64_t hq, int64_t r0, int64_t rows
   }
 }
 
-// Row rr of dout as f32.
-void load_row(const Ctx& c, int64_t b, int64_t hq, int64_t r, float* out) {
+// Row r of head hq of a [B, T, H, d] tensor (dout, out) as f32.
+void load_row(const Ctx& c, const char* x, int64_t b, int64_t hq, int64_t r, float* out) {
   dispatch_float(c.x, [&](auto type) {
     using X = decltype(type);
-    const X* row = reinterpret_cast<const X*>(c.dout) + ((b * c.p.T + r) * c.p.H + hq) * c.p.d;
+    const X* row = reinterpret_cast<const X*>(x) + ((b * c.p.T + r) * c.p.H + hq) * c.p.d;
     for (int64_t e = 0; e < c.p.d; ++e) out[e] = static_cast<float>(to_double(row[e]));
   });
 }
 
 // Per-thread scratch of one block.
 struct Scratch {
-  std::vector<float> s, gate, dp, acc, acc2, row, m, l;
+  std::vector<float> s, gate, dp, acc, acc2, row, row2, m, l;
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -136,9 +137,10 @@ void grow(std::vector<float>& x, int64_t n) {
   if (static_cast<int64_t>(x.size()) < n) x.resize(static_cast<size_t>(n));
 }
 
-// Pass 1 task: lse and Dr of rows [r0, r0 + rows) of head hq.
-void row_statistics(const Ctx& c, const float* lse_in, int64_t b, int64_t hq, int64_t r0,
-                    int64_t rows, float* lse_out, float* delta) {
+// Pass 1 task: lse and Dr of rows [r0, r0 + rows) of head hq. With out given, Dr is
+// dout . out and only lse (when not given either) needs the logits: no P V product.
+void row_statistics(const Ctx& c, const float* lse_in, const char* out, int64_t b, int64_t hq,
+                    int64_t r0, int64_t rows, float* lse_out, float* delta) {
   const AttentionProblem& p = c.p;
   const int64_t i = hq / p.groups();
   Scratch& w = scratch();
@@ -146,6 +148,7 @@ void row_statistics(const Ctx& c, const float* lse_in, int64_t b, int64_t hq, in
   grow(w.gate, c.bq * c.bkv);
   grow(w.acc, c.bq * p.d);
   grow(w.row, p.d);
+  grow(w.row2, p.d);
   grow(w.m, c.bq);
   grow(w.l, c.bq);
   float* O = w.acc.data();
@@ -153,7 +156,7 @@ void row_statistics(const Ctx& c, const float* lse_in, int64_t b, int64_t hq, in
   std::fill_n(w.m.data(), rows, kNegInf);
   std::fill_n(w.l.data(), rows, 0.0f);
   const int64_t stat0 = (b * p.H + hq) * p.T + r0;
-  for (int64_t j0 = 0; j0 < p.t; j0 += c.bkv) {
+  for (int64_t j0 = 0; j0 < p.t && !(out && lse_in); j0 += c.bkv) {
     const int64_t cols = std::min(c.bkv, p.t - j0);
     if (!block_visible(p, b, r0, rows, j0, cols)) continue;
     float* s = w.s.data();
@@ -172,10 +175,11 @@ void row_statistics(const Ctx& c, const float* lse_in, int64_t b, int64_t hq, in
         continue;
       }
       const float alpha = w.m[rr] == kNegInf ? 0.0f : std::exp(w.m[rr] - m_new);
-      if (alpha != 1.0f) cpu_scale_row(O + rr * p.d, p.d, alpha);
+      if (alpha != 1.0f && !out) cpu_scale_row(O + rr * p.d, p.d, alpha);
       w.l[rr] = w.l[rr] * alpha + cpu_exp_shift_sum(row, cols, m_new);
       w.m[rr] = m_new;
     }
+    if (out) continue;
     cpu_gemm_f32({DType::kF32, s, cols, false}, c.v_rows(b, i, j0, false), rows, p.d, cols, O, p.d,
                  true);
   }
@@ -187,9 +191,15 @@ void row_statistics(const Ctx& c, const float* lse_in, int64_t b, int64_t hq, in
       lse = w.l[rr] > 0.0f ? w.m[rr] + std::log(w.l[rr]) : kNegInf;
       inv = w.l[rr] > 0.0f ? 1.0f / w.l[rr] : 0.0f;
     }
-    load_row(c, b, hq, r0 + rr, w.row.data());
+    load_row(c, c.dout, b, hq, r0 + rr, w.row.data());
+    const float* o_row = O + rr * p.d;
+    if (out) {
+      load_row(c, out, b, hq, r0 + rr, w.row2.data());
+      o_row = w.row2.data();
+      inv = 1.0f;
+    }
     float dot = 0.0f;
-    for (int64_t e = 0; e < p.d; ++e) dot += w.row[e] * O[rr * p.d + e];
+    for (int64_t e = 0; e < p.d; ++e) dot += w.row[e] * o_row[e];
     lse_out[stat0 + rr] = lse;
     delta[stat0 + rr] = dot * inv;
   }
@@ -285,7 +295,8 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                                           const CpuAttentionVjpConfig& config, const Tensor& q,
                                           const Tensor& k, const Tensor& v, const Tensor* bias,
                                           const Tensor* mask, const Tensor& dout,
-                                          const Tensor* lse, Tensor& dq, Tensor& dk, Tensor& dv,
+                                          const Tensor* lse, const Tensor* out, Tensor& dq,
+                                          Tensor& dk, Tensor& dv,
                                           Tensor* dbias) {
   if (p.dtype == DType::kF64) {
     throw NotImplemented("cpu dot_product_attention_vjp: f64 (the GEMMs run in f32)");
@@ -307,10 +318,11 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
   std::vector<float> lse_rows(static_cast<size_t>(p.B * p.H * p.T));
   std::vector<float> delta(lse_rows.size());
   const float* lse_in = lse ? lse->data<float>() : nullptr;
+  const char* out_in = out ? static_cast<const char*>(out->raw()) : nullptr;
   const int64_t nq = ceil_div(p.T, c.bq);
   cpu::parallel_for(p.B * p.H * nq, threads, [&](int64_t task, int) {
     const int64_t r0 = (task % nq) * c.bq, bh = task / nq;
-    row_statistics(c, lse_in, bh / p.H, bh % p.H, r0, std::min(c.bq, p.T - r0), lse_rows.data(),
+    row_statistics(c, lse_in, out_in, bh / p.H, bh % p.H, r0, std::min(c.bq, p.T - r0), lse_rows.data(),
                    delta.data());
   });
 

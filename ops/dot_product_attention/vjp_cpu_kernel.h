@@ -27,6 +27,7 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                                           const Tensor* mask,  // bool, broadcast likewise
                                           const Tensor& dout,  // [*B, T, H, d] q's dtype
                                           const Tensor* lse,   // [*B, H, T] f32, or null
+                                          const Tensor* out,   // [*B, T, H, d] q's dtype, or null
                                           // Outputs.
                                           Tensor& dq,      // q's spec
                                           Tensor& dk,      // k's spec

@@ -89,6 +89,11 @@ TEST_CASE("dot_product_attention_vjp bind errors name the offending argument",
   CHECK(bind_error_field(lse) == "lse");
   lse["lse"] = 3;
   CHECK(bind_error_field(lse) == "lse");
+  json out = kBase;
+  out["out"] = "f32[2,16,4,8]";
+  CHECK(bind_error_field(out) == "out");
+  out["out"] = "bf16[2,16,4,8]";
+  CHECK(bind_error_field(out) == "<no error>");
   json unknown = kBase;
   unknown["window"] = 3;
   CHECK(bind_error_field(unknown) == "window");
@@ -107,9 +112,10 @@ TEST_CASE("dot_product_attention_vjp's oracle matches central finite differences
   for (const json& args : attention_vjp_cases("f64")) {
     check_vjp_by_finite_differences(dot_product_attention_vjp_op(), args, 1, 16);
   }
-  // lse as an input changes nothing the oracle computes.
+  // lse and out as inputs change nothing the oracle computes.
   json with_lse = attention_vjp_cases("f64")[1];
   with_lse["lse"] = "f32[1,6,12]";
+  with_lse["out"] = "f64[1,12,6,8]";
   check_vjp_by_finite_differences(dot_product_attention_vjp_op(), with_lse, 3, 8);
 }
 
@@ -124,10 +130,11 @@ TEST_CASE("the dot_product_attention_vjp reference passes the oracle's bound", "
   }
 }
 
-TEST_CASE("dot_product_attention_vjp's make_inputs computes lse as the forward defines it",
+TEST_CASE("dot_product_attention_vjp's make_inputs computes lse and out as the forward does",
           "[attention_vjp]") {
   json args_json = attention_vjp_cases("f32")[3];  // with an empty batch
   args_json["lse"] = "f32[3,2,10]";
+  args_json["out"] = "f32[3,10,2,8]";
   const BoundArgs args = bind_attention_vjp(args_json);
   const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 2);
   const Tensor& lse = inputs.at("lse");
@@ -138,6 +145,15 @@ TEST_CASE("dot_product_attention_vjp's make_inputs computes lse as the forward d
   double dot = 0.0;
   for (int x = 0; x < 8; ++x) dot += q.get(x) * k.get(x);
   CHECK(lse.get(0) == Approx(dot / std::sqrt(8.0)).epsilon(1e-6));
+  // Row 0 sees key 0 only: out = v[0]; the forward's oracle agrees everywhere.
+  const Tensor& out = inputs.at("out");
+  CHECK(out.get(3) == Approx(inputs.at("v").get(3)).epsilon(1e-6));
+  const BoundArgs forward =
+      primal_args(dot_product_attention_op(), args, dot_product_attention_vjp_op().cotangents());
+  std::vector<int64_t> all(static_cast<size_t>(out.num_elements()));
+  for (size_t e = 0; e < all.size(); ++e) all[e] = static_cast<int64_t>(e);
+  const OracleSample oracle = dot_product_attention_op().oracle(forward, inputs, "out", all);
+  for (size_t e = 0; e < all.size(); ++e) CHECK(out.get(all[e]) == Approx(oracle.value[e]));
 }
 
 TEST_CASE("dot_product_attention_vjp's error model rejects a perturbed gradient",

@@ -31,16 +31,26 @@ TEST_CASE("cpu dot_product_attention_vjp matches the oracle for every option", "
   }
 }
 
-TEST_CASE("cpu dot_product_attention_vjp uses the residual lse when given", "[attention_vjp]") {
-  for (json args_json : {attention_vjp_cases("f32")[1], attention_vjp_cases("bf16")[3]}) {
-    const BoundArgs plain = bind_attention_vjp(args_json);
-    const AttentionProblem p = AttentionProblem::from(plain);
-    args_json["lse"] = attention_lse_spec(p).to_string();
-    const BoundArgs args = bind_attention_vjp(args_json);
-    const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 6);
-    check_attention_vjp_outputs(args, inputs,
-                                run_attention_vjp(cpu_impl(), args, inputs,
-                                                  {{"block_q", 4}, {"block_kv", 4}, {"num_threads", 2}}));
+TEST_CASE("cpu dot_product_attention_vjp uses lse and out when given", "[attention_vjp]") {
+  // lse alone, out alone, both; GQA + causal, sequence lengths with an empty batch, everything.
+  for (const std::string dtype : {"f32", "bf16"}) {
+    const std::vector<json> cases = attention_vjp_cases(dtype);
+    for (const json& base : {cases[1], cases[3], cases.back()}) {
+      const BoundArgs plain = bind_attention_vjp(base);
+      const AttentionProblem p = AttentionProblem::from(plain);
+      for (int which = 1; which <= 3; ++which) {
+        json args_json = base;
+        if (which & 1) args_json["lse"] = attention_lse_spec(p).to_string();
+        if (which & 2) args_json["out"] = args_json["dout"];
+        CAPTURE(args_json.dump());
+        const BoundArgs args = bind_attention_vjp(args_json);
+        const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 6);
+        check_attention_vjp_outputs(
+            args, inputs,
+            run_attention_vjp(cpu_impl(), args, inputs,
+                              {{"block_q", 4}, {"block_kv", 4}, {"num_threads", 2}}));
+      }
+    }
   }
 }
 
