@@ -14,7 +14,8 @@
 //   dv += P^T dout,  dP = dout v^T,  dS = P (dP - Dr) (cap'),  dk += dS^T q,  dq += dS k
 // The task owns its [bkv, D] and [bkv, d] accumulators, so dk and dv need no reduction; dq
 // rows are shared by every key block, so each thread adds into its own f32 copy of dq (O(T D)
-// per thread, not O(T t)) and the copies are summed at the end (dbias likewise). The five block
+// per thread, not O(T t); kept in thread_local scratch between calls) and the copies are summed
+// at the end (dbias likewise). The five block
 // products run on cpu_gemm_f32 with the transposes as strided operands; nothing [T, t] is ever
 // allocated.
 #include "ops/dot_product_attention/vjp_cpu_kernel.h"
@@ -128,6 +129,7 @@ void load_row(const Ctx& c, const char* x, int64_t b, int64_t hq, int64_t r, flo
 // Per-thread scratch of one block.
 struct Scratch {
   std::vector<float> s, gate, dp, acc, acc2, row, row2, m, l;
+  std::vector<float> dq, dbias;  // the thread's f32 copies of dq and dbias (pass 2)
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -271,8 +273,8 @@ void key_block(const Ctx& c, const float* lse, const float* delta, int64_t b, in
 }
 
 // out[e] = scale * sum over the threads' copies of acc[e], in out's dtype, in parallel chunks.
-void reduce_copies(const std::vector<std::vector<float>>& copies, int64_t n, float scale,
-                   DType dtype, void* out, int num_threads) {
+void reduce_copies(const std::vector<float*>& copies, int64_t n, float scale, DType dtype,
+                   void* out, int num_threads) {
   constexpr int64_t kChunk = 1 << 14;
   const int64_t size = static_cast<int64_t>(dtype_size(dtype));
   cpu::parallel_for(ceil_div(n, kChunk), num_threads, [&](int64_t task, int) {
@@ -280,8 +282,8 @@ void reduce_copies(const std::vector<std::vector<float>>& copies, int64_t n, flo
     thread_local std::vector<float> sum;
     grow(sum, len);
     std::fill_n(sum.data(), len, 0.0f);
-    for (const std::vector<float>& copy : copies) {
-      if (copy.empty()) continue;
+    for (const float* copy : copies) {
+      if (!copy) continue;
       for (int64_t e = 0; e < len; ++e) sum[e] += copy[e0 + e];
     }
     if (scale != 1.0f) cpu_scale_row(sum.data(), len, scale);
@@ -330,20 +332,29 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
   const int64_t nkv = ceil_div(p.t, c.bkv);
   const int64_t tasks = p.B * p.h * nkv;
   const int used = cpu::thread_pool().threads_for(tasks, threads);
-  std::vector<std::vector<float>> dq_copies(static_cast<size_t>(std::max(used, 1)));
-  std::vector<std::vector<float>> dbias_copies(dbias ? dq_copies.size() : 0);
+  // Each thread's copies live in its thread_local scratch (kept between calls: a fresh 4 MiB
+  // allocation per call would be zeroed page by page by the kernel); copies[thread] points at
+  // them once the thread has zeroed them for this call.
+  std::vector<float*> dq_copies(static_cast<size_t>(std::max(used, 1)), nullptr);
+  std::vector<float*> dbias_copies(dq_copies.size(), nullptr);
+  const int64_t dq_size = q.num_elements(), dbias_size = dbias ? dbias->num_elements() : 0;
   cpu::parallel_for(tasks, threads, [&](int64_t task, int thread) {
-    std::vector<float>& dq_acc = dq_copies[static_cast<size_t>(thread)];
-    if (dq_acc.empty()) dq_acc.assign(static_cast<size_t>(q.num_elements()), 0.0f);
-    float* dbias_acc = nullptr;
-    if (dbias) {
-      std::vector<float>& copy = dbias_copies[static_cast<size_t>(thread)];
-      if (copy.empty()) copy.assign(static_cast<size_t>(dbias->num_elements()), 0.0f);
-      dbias_acc = copy.data();
+    float*& dq_acc = dq_copies[static_cast<size_t>(thread)];
+    float*& dbias_acc = dbias_copies[static_cast<size_t>(thread)];
+    if (!dq_acc) {
+      Scratch& w = scratch();
+      grow(w.dq, dq_size);
+      std::fill_n(w.dq.data(), dq_size, 0.0f);
+      dq_acc = w.dq.data();
+      if (dbias) {
+        grow(w.dbias, dbias_size);
+        std::fill_n(w.dbias.data(), dbias_size, 0.0f);
+        dbias_acc = w.dbias.data();
+      }
     }
     const int64_t j0 = (task % nkv) * c.bkv, bi = task / nkv;
     key_block(c, lse_rows.data(), delta.data(), bi / p.h, bi % p.h, j0, std::min(c.bkv, p.t - j0),
-              dq_acc.data(), dbias_acc, dk, dv);
+              dq_acc, dbias_acc, dk, dv);
   });
   reduce_copies(dq_copies, q.num_elements(), c.scale, p.dtype, dq.raw(), threads);
   if (dbias) {
