@@ -53,9 +53,9 @@ BoundArgs DotProductAttentionVjpOp::bind(const nlohmann::json& args) const {
                               : " (the forward's output, [*B, T, H, d] in q's dtype), got ";
     const std::string prefix = std::string(name()) + ": " + names[n] + " ";
     if (!given[n].is_string()) {
-      throw InvalidArgument(prefix + "must be a tensor spec like " + want.to_string() + ", got " +
-                                given[n].dump(),
-                            names[n]);
+      throw InvalidArgument(
+          prefix + "must be a tensor spec like " + want.to_string() + ", got " + given[n].dump(),
+          names[n]);
     }
     TensorSpec spec;
     try {

@@ -84,10 +84,10 @@ VjpInputs load(const AttentionProblem& p, const TensorMap& inputs) {
 struct VjpRow {
   bool empty = true;
   double lse = -kInf;
-  double eP = 0.0;          // relative error of each P_j
-  std::vector<double> p;    // [t] softmax weights, 0 where masked
-  std::vector<double> ds;   // [t] dS (before the scale)
-  std::vector<double> es;   // [t] the bound on dS's error
+  double eP = 0.0;         // relative error of each P_j
+  std::vector<double> p;   // [t] softmax weights, 0 where masked
+  std::vector<double> ds;  // [t] dS (before the scale)
+  std::vector<double> es;  // [t] the bound on dS's error
 };
 
 // out_rounding: u_out / u when out comes as an input rounded to q's dtype (its rounding enters
@@ -180,7 +180,8 @@ VjpRow vjp_row(const AttentionProblem& p, const VjpInputs& in, int64_t b, int64_
   for (int64_t j = lo; j < hi; ++j) {
     if (row.p[j] == 0.0) continue;
     row.ds[j] = row.p[j] * (dP[j] - Dr) * gate[j];
-    row.es[j] = row.p[j] * ((row.eP + 4.0 + kCap) * std::fabs(dP[j] - Dr) + (p.d + 1.0) * A[j] + ED);
+    row.es[j] =
+        row.p[j] * ((row.eP + 4.0 + kCap) * std::fabs(dP[j] - Dr) + (p.d + 1.0) * A[j] + ED);
   }
   return row;
 }
@@ -206,8 +207,8 @@ TensorMap DotProductAttentionVjpOp::make_inputs(const BoundArgs& args, uint64_t 
     const AttentionProblem p = AttentionProblem::from(args);
     const VjpInputs in = load(p, inputs);
     Tensor lse(attention_lse_spec(p));
-    Tensor out(dot_product_attention_op().outputs(primal_args(dot_product_attention_op(), args,
-                                                              cotangents()))[0]
+    Tensor out(dot_product_attention_op()
+                   .outputs(primal_args(dot_product_attention_op(), args, cotangents()))[0]
                    .spec);
     std::vector<double> out_row;
     for (int64_t b = 0; b < p.B; ++b) {
@@ -215,7 +216,8 @@ TensorMap DotProductAttentionVjpOp::make_inputs(const BoundArgs& args, uint64_t 
         for (int64_t r = 0; r < p.T; ++r) {
           const VjpRow row = vjp_row(p, in, b, hq, r, 0.0, 0.0, false, &out_row);
           lse.set((b * p.H + hq) * p.T + r, row.lse);
-          for (int64_t c = 0; c < p.d; ++c) out.set(((b * p.T + r) * p.H + hq) * p.d + c, out_row[c]);
+          for (int64_t c = 0; c < p.d; ++c)
+            out.set(((b * p.T + r) * p.H + hq) * p.d + c, out_row[c]);
         }
       }
     }
@@ -273,7 +275,8 @@ OracleSample DotProductAttentionVjpOp::oracle(const BoundArgs& args, const Tenso
     const bool is_dk = output == "dk";
     const int64_t width = is_dk ? p.D : p.d;
     std::map<int64_t, std::vector<size_t>> groups;  // b * h + i -> samples
-    for (size_t s = 0; s < index.size(); ++s) groups[index[s] / width % p.h + index[s] / (width * p.h * p.t) * p.h].push_back(s);
+    for (size_t s = 0; s < index.size(); ++s)
+      groups[index[s] / width % p.h + index[s] / (width * p.h * p.t) * p.h].push_back(s);
     for (const auto& [bi, members] : groups) {
       const int64_t b = bi / p.h, i = bi % p.h;
       for (int64_t hq = i * g; hq < (i + 1) * g; ++hq) {
@@ -362,8 +365,7 @@ void dot_product_attention_vjp_reference(const AttentionProblem& p, const Tensor
     for (int64_t e = 0; e < x.num_elements(); ++e) out[e] = static_cast<Acc>(x.get(e));
     return out;
   };
-  const std::vector<Acc> qa = load_acc(q), ka = load_acc(k), va = load_acc(v),
-                         da = load_acc(dout);
+  const std::vector<Acc> qa = load_acc(q), ka = load_acc(k), va = load_acc(v), da = load_acc(dout);
   const std::vector<Acc> ba = bias ? load_acc(*bias) : std::vector<Acc>{};
   std::vector<Acc> dqa(qa.size(), Acc(0)), dka(ka.size(), Acc(0)), dva(va.size(), Acc(0)),
       dba(ba.size(), Acc(0));
@@ -458,11 +460,10 @@ void run_reference(const AttentionVjpProblem& problem, const TensorMap& inputs,
   Tensor* dbias = p.bias ? &outputs.at("dbias") : nullptr;
   const auto run = [&](auto acc) {
     using Acc = decltype(acc);
-    dot_product_attention_vjp_reference<Acc>(p, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-                                             find_tensor(inputs, "bias"),
-                                             find_tensor(inputs, "mask"), inputs.at("dout"),
-                                             outputs.at("dq"), outputs.at("dk"), outputs.at("dv"),
-                                             dbias);
+    dot_product_attention_vjp_reference<Acc>(
+        p, inputs.at("q"), inputs.at("k"), inputs.at("v"), find_tensor(inputs, "bias"),
+        find_tensor(inputs, "mask"), inputs.at("dout"), outputs.at("dq"), outputs.at("dk"),
+        outputs.at("dv"), dbias);
   };
   // f32 for 16-bit and f32 inputs, f64 for f64 inputs: as the forward's reference.
   if (accumulator(p) == DType::kF64) {

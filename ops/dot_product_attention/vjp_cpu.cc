@@ -46,9 +46,8 @@ class CpuDotProductAttentionVjp final
     dot_product_attention_vjp_cpu_kernel(
         p.fwd, config, inputs.at("q"), inputs.at("k"), inputs.at("v"), find_tensor(inputs, "bias"),
         find_tensor(inputs, "mask"), inputs.at("dout"), p.has_lse ? &inputs.at("lse") : nullptr,
-        p.has_out ? &inputs.at("out") : nullptr,
-        outputs.at("dq"), outputs.at("dk"), outputs.at("dv"),
-        p.fwd.bias ? &outputs.at("dbias") : nullptr);
+        p.has_out ? &inputs.at("out") : nullptr, outputs.at("dq"), outputs.at("dk"),
+        outputs.at("dv"), p.fwd.bias ? &outputs.at("dbias") : nullptr);
   }
 };
 

@@ -40,11 +40,11 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Ctx {
   const AttentionProblem& p;
-  DType x;         // q, k, v and dout
-  int64_t xs;      // bytes per element
-  const char* q;   // [B, T, H, D]
-  const char* k;   // [B, t, h, D]
-  const char* v;   // [B, t, h, d]
+  DType x;           // q, k, v and dout
+  int64_t xs;        // bytes per element
+  const char* q;     // [B, T, H, D]
+  const char* k;     // [B, t, h, D]
+  const char* v;     // [B, t, h, d]
   const char* dout;  // [B, T, H, d]
   const bool* mask;
   AttentionBroadcast mask_at, bias_at;
@@ -209,9 +209,8 @@ void row_statistics(const Ctx& c, const float* lse_in, const char* out, int64_t 
 
 // Pass 2 task: dk and dv of keys [j0, j0 + cols) of kv head i; dq (and dbias) into the
 // thread's copies.
-void key_block(const Ctx& c, const float* lse, const float* delta, int64_t b, int64_t i,
-               int64_t j0, int64_t cols, float* dq_acc, float* dbias_acc, Tensor& dk,
-               Tensor& dv) {
+void key_block(const Ctx& c, const float* lse, const float* delta, int64_t b, int64_t i, int64_t j0,
+               int64_t cols, float* dq_acc, float* dbias_acc, Tensor& dk, Tensor& dv) {
   const AttentionProblem& p = c.p;
   const int64_t g = p.groups();
   Scratch& w = scratch();
@@ -296,18 +295,27 @@ void reduce_copies(const std::vector<float*>& copies, int64_t n, float scale, DT
 void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                                           const CpuAttentionVjpConfig& config, const Tensor& q,
                                           const Tensor& k, const Tensor& v, const Tensor* bias,
-                                          const Tensor* mask, const Tensor& dout,
-                                          const Tensor* lse, const Tensor* out, Tensor& dq,
-                                          Tensor& dk, Tensor& dv,
+                                          const Tensor* mask, const Tensor& dout, const Tensor* lse,
+                                          const Tensor* out, Tensor& dq, Tensor& dk, Tensor& dv,
                                           Tensor* dbias) {
   if (p.dtype == DType::kF64) {
     throw NotImplemented("cpu dot_product_attention_vjp: f64 (the GEMMs run in f32)");
   }
-  Ctx c{p, p.dtype, static_cast<int64_t>(dtype_size(p.dtype)),
-        static_cast<const char*>(q.raw()), static_cast<const char*>(k.raw()),
-        static_cast<const char*>(v.raw()), static_cast<const char*>(dout.raw()),
-        mask ? mask->data<bool>() : nullptr, {}, {}, {}, static_cast<float>(p.logits_scale),
-        static_cast<float>(p.logits_soft_cap), config.block_q, config.block_kv};
+  Ctx c{p,
+        p.dtype,
+        static_cast<int64_t>(dtype_size(p.dtype)),
+        static_cast<const char*>(q.raw()),
+        static_cast<const char*>(k.raw()),
+        static_cast<const char*>(v.raw()),
+        static_cast<const char*>(dout.raw()),
+        mask ? mask->data<bool>() : nullptr,
+        {},
+        {},
+        {},
+        static_cast<float>(p.logits_scale),
+        static_cast<float>(p.logits_soft_cap),
+        config.block_q,
+        config.block_kv};
   if (mask) c.mask_at = p.mask_layout();
   if (bias) {
     c.bias_at = p.bias_layout();
@@ -324,8 +332,8 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
   const int64_t nq = ceil_div(p.T, c.bq);
   cpu::parallel_for(p.B * p.H * nq, threads, [&](int64_t task, int) {
     const int64_t r0 = (task % nq) * c.bq, bh = task / nq;
-    row_statistics(c, lse_in, out_in, bh / p.H, bh % p.H, r0, std::min(c.bq, p.T - r0), lse_rows.data(),
-                   delta.data());
+    row_statistics(c, lse_in, out_in, bh / p.H, bh % p.H, r0, std::min(c.bq, p.T - r0),
+                   lse_rows.data(), delta.data());
   });
 
   // Pass 2: dk, dv per key block; dq and dbias into per-thread copies, summed afterwards.

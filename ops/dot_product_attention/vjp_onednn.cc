@@ -151,13 +151,13 @@ class OneDnnDotProductAttentionVjp final : public TypedImplementation<AttentionV
         if (p.is_causal) logits_args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = mask_mem;
         c.logits.execute(stream, logits_args);
         c.softmax.execute(stream, {{DNNL_ARG_SRC, p_mem}, {DNNL_ARG_DST, p_mem}});
-        c.dv.execute(stream,
-                     {{DNNL_ARG_SRC, pt_mem}, {DNNL_ARG_WEIGHTS, dout_mem}, {DNNL_ARG_DST, dv_mem}});
-        c.dp.execute(stream,
-                     {{DNNL_ARG_SRC, dout_mem}, {DNNL_ARG_WEIGHTS, vt_mem}, {DNNL_ARG_DST, dp_mem}});
-        c.dsoftmax.execute(stream, {{DNNL_ARG_DST, p_mem},
-                                    {DNNL_ARG_DIFF_DST, dp_mem},
-                                    {DNNL_ARG_DIFF_SRC, ds_mem}});
+        c.dv.execute(
+            stream, {{DNNL_ARG_SRC, pt_mem}, {DNNL_ARG_WEIGHTS, dout_mem}, {DNNL_ARG_DST, dv_mem}});
+        c.dp.execute(
+            stream, {{DNNL_ARG_SRC, dout_mem}, {DNNL_ARG_WEIGHTS, vt_mem}, {DNNL_ARG_DST, dp_mem}});
+        c.dsoftmax.execute(
+            stream,
+            {{DNNL_ARG_DST, p_mem}, {DNNL_ARG_DIFF_DST, dp_mem}, {DNNL_ARG_DIFF_SRC, ds_mem}});
         c.dq.execute(stream,
                      {{DNNL_ARG_SRC, ds_mem}, {DNNL_ARG_WEIGHTS, k_mem}, {DNNL_ARG_DST, dq_mem}});
         c.dk.execute(stream,
@@ -175,7 +175,7 @@ class OneDnnDotProductAttentionVjp final : public TypedImplementation<AttentionV
 
  private:
   std::shared_ptr<const Composite> composite(const AttentionProblem& p) const {
-    const CompositeKey key{p.T, p.t, p.D, p.d, p.H, p.h, static_cast<float>(p.logits_scale),
+    const CompositeKey key{p.T,        p.t, p.D, p.d, p.H, p.h, static_cast<float>(p.logits_scale),
                            p.is_causal};
     return cache_.get(key, [&] { return make_composite(p); });
   }
@@ -201,16 +201,16 @@ class OneDnnDotProductAttentionVjp final : public TypedImplementation<AttentionV
         }
       }
       c->logits = dnnl::matmul(dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(strided(T, D, H * D, 1), strided(D, t, 1, h * D), square),
-          logits_attr, engine));
+          dnnl::matmul::desc(strided(T, D, H * D, 1), strided(D, t, 1, h * D), square), logits_attr,
+          engine));
       const dnnl::softmax_v2_forward::primitive_desc softmax_pd(
           dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training,
                                          dnnl::algorithm::softmax_accurate, square, square, 1),
           engine);
       c->softmax = dnnl::softmax_v2_forward(softmax_pd);
       c->dsoftmax = dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(
-          dnnl::softmax_v2_backward::desc(dnnl::algorithm::softmax_accurate, square, square,
-                                          square, 1),
+          dnnl::softmax_v2_backward::desc(dnnl::algorithm::softmax_accurate, square, square, square,
+                                          1),
           engine, softmax_pd));
       // Accumulating products: dst = scale * (a b) + dst.
       auto accumulate = [](float output_scale) {

@@ -63,8 +63,7 @@ TEST_CASE("dot_product_attention_vjp binds the forward's args plus dout and lse"
         3);
 }
 
-TEST_CASE("dot_product_attention_vjp bind errors name the offending argument",
-          "[attention_vjp]") {
+TEST_CASE("dot_product_attention_vjp bind errors name the offending argument", "[attention_vjp]") {
   CHECK(bind_error_field(kBase) == "<no error>");
   json missing = kBase;
   missing.erase("dout");
@@ -189,5 +188,6 @@ TEST_CASE("tokamax::dot_product_attention_vjp returns every gradient", "[attenti
       inputs.at("q"), inputs.at("k"), inputs.at("v"), inputs.at("dout"), options);
   REQUIRE(grads.dbias.has_value());
   check_attention_vjp_outputs(
-      args, inputs, {{"dq", grads.dq}, {"dk", grads.dk}, {"dv", grads.dv}, {"dbias", *grads.dbias}});
+      args, inputs,
+      {{"dq", grads.dq}, {"dk", grads.dk}, {"dv", grads.dv}, {"dbias", *grads.dbias}});
 }

@@ -55,12 +55,17 @@ TEST_CASE("cpu dot_product_attention_vjp uses lse and out when given", "[attenti
 }
 
 TEST_CASE("cpu dot_product_attention_vjp matches the oracle on larger blocks", "[attention_vjp]") {
-  for (const json& args_json :
-       {json{{"q", "f32[1,300,4,64]"}, {"k", "f32[1,260,2,64]"}, {"v", "f32[1,260,2,64]"},
-             {"dout", "f32[1,300,4,64]"}, {"is_causal", true}},
-        json{{"q", "bf16[2,130,2,32]"}, {"k", "bf16[2,140,2,32]"}, {"v", "bf16[2,140,2,32]"},
-             {"dout", "bf16[2,130,2,32]"}, {"bias", "bf16[2,1,130,140]"},
-             {"logits_soft_cap", 5.0}}}) {
+  for (const json& args_json : {json{{"q", "f32[1,300,4,64]"},
+                                     {"k", "f32[1,260,2,64]"},
+                                     {"v", "f32[1,260,2,64]"},
+                                     {"dout", "f32[1,300,4,64]"},
+                                     {"is_causal", true}},
+                                json{{"q", "bf16[2,130,2,32]"},
+                                     {"k", "bf16[2,140,2,32]"},
+                                     {"v", "bf16[2,140,2,32]"},
+                                     {"dout", "bf16[2,130,2,32]"},
+                                     {"bias", "bf16[2,1,130,140]"},
+                                     {"logits_soft_cap", 5.0}}}) {
     const BoundArgs args = bind_attention_vjp(args_json);
     const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 8);
     check_attention_vjp_outputs(args, inputs, run_attention_vjp(cpu_impl(), args, inputs));
