@@ -56,8 +56,11 @@ dnnl::memory::desc strided(int64_t rows, int64_t cols, int64_t row_stride, int64
 // The tensor as f32: itself for f32, a widened copy otherwise.
 const float* as_f32(const Tensor& x, std::vector<float>& copy) {
   if (x.dtype() == DType::kF32) return x.data<float>();
+  // bf16 only (check() admits f32 and bf16): a typed loop, not Tensor::get per element, so the
+  // widening costs the baseline what a framework's convert op would.
   copy.resize(static_cast<size_t>(x.num_elements()));
-  for (int64_t e = 0; e < x.num_elements(); ++e) copy[e] = static_cast<float>(x.get(e));
+  const bf16* data = x.data<bf16>();
+  for (int64_t e = 0; e < x.num_elements(); ++e) copy[e] = bf16_to_float(data[e]);
   return copy.data();
 }
 
