@@ -6,6 +6,7 @@
 
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_checks.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/dot_product_attention/vjp_base.h"
 #include "ops/dot_product_attention/vjp_cpu_config.h"
 #include "ops/dot_product_attention/vjp_cpu_kernel.h"
@@ -28,9 +29,10 @@ class CpuDotProductAttentionVjp final
           "precision (use the reference)");
     }
   }
-  void check_config(const AttentionVjpProblem&, const CpuAttentionVjpConfig& c,
+  void check_config(const AttentionVjpProblem& p, const CpuAttentionVjpConfig& c,
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
+    if (c.bf16_path == "native_dot") require_native_bf16(p.fwd.dtype == DType::kBF16, "bf16 q/k/v");
   }
   CpuAttentionVjpConfig heuristics_config(const AttentionVjpProblem& p,
                                           const Device& device) const override {

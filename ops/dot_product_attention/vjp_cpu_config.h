@@ -8,6 +8,7 @@
 //   bq     query rows per block (block_q);  bkv  keys per block and per dk/dv task (block_kv)
 #pragma once
 
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct CpuAttentionVjpConfig {
   int block_q = 128;
   // bkv: keys of one dk/dv task, whose [bkv, D] and [bkv, d] f32 accumulators it owns alone.
   int block_kv = 128;
+  // "convert_f32": bf16 operands widened to f32 while packing. "native_dot": bf16 inputs only,
+  // the two products of bf16 inputs alone (S = q k^T, dP = dout v^T) with vdpbf16ps (exact
+  // bf16 products, f32 sums: the error model's f32 accumulation); the three products with P or
+  // dS stay f32, so nothing is rounded to bf16.
+  std::string bf16_path = "convert_f32";
   int num_threads = 0;  // 0 = all cores
 
   void validate() const;
@@ -29,9 +35,10 @@ struct CpuAttentionVjpConfig {
   void visit(V&& v) {
     v("block_q", block_q);
     v("block_kv", block_kv);
+    v("bf16_path", bf16_path);
     v("num_threads", num_threads);
   }
-  auto key() const { return std::make_tuple(block_q, block_kv, num_threads); }
+  auto key() const { return std::make_tuple(block_q, block_kv, bf16_path, num_threads); }
 };
 
 CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProblem& p,

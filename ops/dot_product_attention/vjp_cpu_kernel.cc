@@ -27,6 +27,7 @@
 
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/cpu_softmax.h"
@@ -51,6 +52,7 @@ struct Ctx {
   std::vector<float> bias;  // the bias in f32, as stored (broadcast by bias_at)
   float scale = 1.0f, cap = 0.0f;
   int64_t bq = 0, bkv = 0;
+  CpuGemmOptions inputs_gemm;  // for the products of two inputs (S, dP): native bf16 or not
 
   // Operands of one block: rows r0.. of q / dout head hq, keys j0.. of k / v head i.
   GemmOperand q_rows(int64_t b, int64_t hq, int64_t r0) const {
@@ -162,7 +164,8 @@ void row_statistics(const Ctx& c, const float* lse_in, const char* out, int64_t 
     const int64_t cols = std::min(c.bkv, p.t - j0);
     if (!block_visible(p, b, r0, rows, j0, cols)) continue;
     float* s = w.s.data();
-    cpu_gemm_f32(c.q_rows(b, hq, r0), c.k_rows(b, i, j0, true), rows, cols, p.D, s, cols, false);
+    cpu_gemm_f32(c.q_rows(b, hq, r0), c.k_rows(b, i, j0, true), rows, cols, p.D, s, cols, false,
+                 c.inputs_gemm);
     finish_logits(c, b, hq, r0, rows, j0, cols, s, w.gate.data());
     for (int64_t rr = 0; rr < rows; ++rr) {
       float* row = s + rr * cols;
@@ -231,7 +234,8 @@ void key_block(const Ctx& c, const float* lse, const float* delta, int64_t b, in
       float* s = w.s.data();
       float* dp = w.dp.data();
       const float* gate = w.gate.data();
-      cpu_gemm_f32(c.q_rows(b, hq, r0), c.k_rows(b, i, j0, true), rows, cols, p.D, s, cols, false);
+      cpu_gemm_f32(c.q_rows(b, hq, r0), c.k_rows(b, i, j0, true), rows, cols, p.D, s, cols, false,
+                   c.inputs_gemm);
       finish_logits(c, b, hq, r0, rows, j0, cols, s, w.gate.data());
       // P = exp(S - lse): the forward's normalised weights, 0 where masked.
       for (int64_t rr = 0; rr < rows; ++rr) cpu_exp_shift_sum(s + rr * cols, cols, lse[stat0 + rr]);
@@ -240,7 +244,7 @@ void key_block(const Ctx& c, const float* lse, const float* delta, int64_t b, in
                    true);
       // dP = dout v^T, then dS = P (dP - Dr) (cap') in place.
       cpu_gemm_f32(c.dout_rows(b, hq, r0), c.v_rows(b, i, j0, true), rows, cols, p.d, dp, cols,
-                   false);
+                   false, c.inputs_gemm);
       for (int64_t rr = 0; rr < rows; ++rr) {
         const float Dr = delta[stat0 + rr];
         const float* P = s + rr * cols;
@@ -317,6 +321,12 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
         config.block_q,
         config.block_kv};
   if (mask) c.mask_at = p.mask_layout();
+  c.inputs_gemm.native_bf16 = config.bf16_path == "native_dot";
+  if (c.inputs_gemm.native_bf16 && (p.dtype != DType::kBF16 || !gemm_has_native_bf16())) {
+    throw NotImplemented(
+        "cpu dot_product_attention_vjp: native_dot needs bf16 inputs and "
+        "avx512_bf16");
+  }
   if (bias) {
     c.bias_at = p.bias_layout();
     c.bias.resize(static_cast<size_t>(bias->num_elements()));

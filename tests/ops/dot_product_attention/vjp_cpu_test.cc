@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/dot_product_attention/vjp_api.h"
 #include "ops/framework/errors.h"
 #include "tests/ops/dot_product_attention/vjp_test_util.h"
@@ -72,6 +73,29 @@ TEST_CASE("cpu dot_product_attention_vjp matches the oracle on larger blocks", "
   }
 }
 
+TEST_CASE("cpu dot_product_attention_vjp runs both bf16 paths", "[attention_vjp]") {
+  if (!gemm_has_native_bf16()) WARN("native_dot skipped: this CPU has no avx512_bf16");
+  for (const json& args_json : attention_vjp_cases("bf16")) {
+    const BoundArgs args = bind_attention_vjp(args_json);
+    const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 7);
+    for (const char* path : {"convert_f32", "native_dot"}) {
+      if (std::string(path) == "native_dot" && !gemm_has_native_bf16()) continue;
+      CAPTURE(path);
+      const json config = {{"block_q", 6}, {"block_kv", 5}, {"bf16_path", path}};
+      check_attention_vjp_outputs(args, inputs,
+                                  run_attention_vjp(cpu_impl(), args, inputs, config));
+    }
+  }
+  // native_dot needs bf16 inputs.
+  const BoundArgs f32 = bind_attention_vjp(attention_vjp_cases("f32")[0]);
+  try {
+    check_config_json(cpu_impl(), f32, {{"bf16_path", "native_dot"}});
+    FAIL("no error");
+  } catch (const InvalidArgument& e) {
+    CHECK(e.field() == "bf16_path");
+  }
+}
+
 TEST_CASE("cpu dot_product_attention_vjp config checks name the field", "[attention_vjp]") {
   const BoundArgs args = bind_attention_vjp(attention_vjp_cases("f32")[0]);
   auto field = [&](const json& config) {
@@ -87,6 +111,7 @@ TEST_CASE("cpu dot_product_attention_vjp config checks name the field", "[attent
   CHECK(field({{"block_q", 64}, {"block_kv", -1}, {"num_threads", 1}}) == "block_kv");
   CHECK(field({{"block_q", 64}, {"block_kv", 64}, {"num_threads", -2}}) == "num_threads");
   CHECK(field({{"block_q", 64}, {"block_kv", 64}, {"bogus", 1}}) == "bogus");
+  CHECK(field({{"bf16_path", "fast"}}) == "bf16_path");
   CHECK_FALSE(autotuning_configs_json(cpu_impl(), args).empty());
 }
 
