@@ -22,7 +22,9 @@
 //  - Each gradient element is then a sum of n products of dS (or P) with an input, in any
 //    order, one rounding per product and the scale's: n' sum |terms| + sum E |input|, with
 //    n = t + 2 for dq, g T + 2 for dk (the q heads of a kv head, every row), g T + 1 for dv
-//    (whose P terms carry eP), and the count of broadcast positions + 1 for dbias.
+//    (whose P terms carry eP), and the count of broadcast positions + 1 for dbias. For bf16
+//    inputs, + u_bf16 / u on the dq, dk and dv terms: P and dS may be rounded to bf16 for those
+//    products (as the forward's bound allows P in bf16).
 // The four outputs sum different numbers of terms, so accumulation_length is 1 and each
 // sampled point's magnitude is its bracket (times 1.05 for second-order terms), as the other
 // VJP ops do; output_roundoff is the coarser of the q and bias dtypes' (each output rounds
@@ -240,6 +242,10 @@ OracleSample DotProductAttentionVjpOp::oracle(const BoundArgs& args, const Tenso
   const DType out_dtype = output == "dbias" ? p.bias->dtype : p.dtype;
   const double floor_term = subnormal_floor(out_dtype) / u;
   const double out_rounding = args.has("out") ? unit_roundoff(p.dtype) / u : 0.0;
+  // bf16 inputs may run dv, dk and dq with P and dS rounded to bf16 (the cpu kernel's
+  // native_all path): one more relative rounding of every term.
+  const double p_rounding =
+      p.dtype == DType::kBF16 && output != "dbias" ? unit_roundoff(DType::kBF16) / u : 0.0;
   const int64_t g = p.groups();
   OracleSample sample;
   sample.index.assign(index.begin(), index.end());
@@ -330,7 +336,8 @@ OracleSample DotProductAttentionVjpOp::oracle(const BoundArgs& args, const Tenso
     n = positions + 1.0;
   }
   for (size_t s = 0; s < index.size(); ++s) {
-    sample.magnitude[s] = 1.05 * (propagated[s] + terms_factor(n, u) * terms[s]) + floor_term;
+    sample.magnitude[s] =
+        1.05 * (propagated[s] + (terms_factor(n, u) + p_rounding) * terms[s]) + floor_term;
   }
   return sample;
 }

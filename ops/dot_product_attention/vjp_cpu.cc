@@ -32,7 +32,8 @@ class CpuDotProductAttentionVjp final
   void check_config(const AttentionVjpProblem& p, const CpuAttentionVjpConfig& c,
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
-    if (c.bf16_path == "native_dot") require_native_bf16(p.fwd.dtype == DType::kBF16, "bf16 q/k/v");
+    if (c.bf16_path != "convert_f32")
+      require_native_bf16(p.fwd.dtype == DType::kBF16, "bf16 q/k/v");
   }
   CpuAttentionVjpConfig heuristics_config(const AttentionVjpProblem& p,
                                           const Device& device) const override {

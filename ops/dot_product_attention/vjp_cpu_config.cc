@@ -24,9 +24,12 @@ constexpr double kSerialMultiplyAdds = double(1 << 18);
 void CpuAttentionVjpConfig::validate() const {
   require_range("block_q", block_q, 1, kMaxBlock);
   require_range("block_kv", block_kv, 1, kMaxBlock);
-  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
-    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
-  });
+  require_config(
+      bf16_path == "convert_f32" || bf16_path == "native_dot" || bf16_path == "native_all",
+      "bf16_path", [&] {
+        return "bf16_path is '" + bf16_path +
+               "'; expected 'convert_f32', 'native_dot' or 'native_all'";
+      });
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
@@ -46,8 +49,8 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
   while (c.block_kv > 32 && p.B * p.h * ((p.t + c.block_kv - 1) / c.block_kv) < 4 * cores) {
     c.block_kv /= 2;
   }
-  // vdpbf16ps doubles the rate of the two bf16 x bf16 products.
-  if (p.dtype == DType::kBF16 && kernel_has_native_bf16(device)) c.bf16_path = "native_dot";
+  // vdpbf16ps doubles the rate of all five products (P and dS rounded to bf16 for three).
+  if (p.dtype == DType::kBF16 && kernel_has_native_bf16(device)) c.bf16_path = "native_all";
   const double multiply_adds = 5.0 * static_cast<double>(p.B) * p.H * p.T * p.t * (p.D + p.d) / 2;
   c.num_threads = multiply_adds < kSerialMultiplyAdds ? 1 : 0;
   return c;
@@ -68,9 +71,11 @@ std::vector<CpuAttentionVjpConfig> cpu_attention_vjp_autotuning_configs(
       c.block_q = bq;
       c.block_kv = bkv;
       add(c);
-      if (base.bf16_path == "native_dot") {
-        c.bf16_path = "convert_f32";
-        add(c);
+      if (base.bf16_path != "convert_f32") {
+        for (const char* path : {"convert_f32", "native_dot"}) {
+          c.bf16_path = path;
+          add(c);
+        }
       }
     }
   }

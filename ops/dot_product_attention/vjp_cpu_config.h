@@ -26,7 +26,9 @@ struct CpuAttentionVjpConfig {
   // "convert_f32": bf16 operands widened to f32 while packing. "native_dot": bf16 inputs only,
   // the two products of bf16 inputs alone (S = q k^T, dP = dout v^T) with vdpbf16ps (exact
   // bf16 products, f32 sums: the error model's f32 accumulation); the three products with P or
-  // dS stay f32, so nothing is rounded to bf16.
+  // dS stay f32, so nothing is rounded to bf16. "native_all": also dv = P^T dout, dk = dS^T q
+  // and dq = dS k with vdpbf16ps, P and dS rounded to bf16 for them (as the forward's
+  // native_dot rounds P; the op's error model allows for both roundings).
   std::string bf16_path = "convert_f32";
   int num_threads = 0;  // 0 = all cores
 

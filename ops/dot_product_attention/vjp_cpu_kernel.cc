@@ -21,7 +21,9 @@
 #include "ops/dot_product_attention/vjp_cpu_kernel.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -53,8 +55,13 @@ struct Ctx {
   float scale = 1.0f, cap = 0.0f;
   int64_t bq = 0, bkv = 0;
   CpuGemmOptions inputs_gemm;  // for the products of two inputs (S, dP): native bf16 or not
+  bool round_p = false;        // dv, dk, dq natively too, with P and dS rounded to bf16
 
   // Operands of one block: rows r0.. of q / dout head hq, keys j0.. of k / v head i.
+  // The gemm options of a product with P or dS: native only when they were rounded to bf16.
+  CpuGemmOptions inputs_gemm_if(bool rounded) const {
+    return rounded ? inputs_gemm : CpuGemmOptions{};
+  }
   GemmOperand q_rows(int64_t b, int64_t hq, int64_t r0) const {
     return {x, q + ((b * p.T + r0) * p.H + hq) * p.D * xs, p.H * p.D, false};
   }
@@ -128,10 +135,22 @@ void load_row(const Ctx& c, const char* x, int64_t b, int64_t hq, int64_t r, flo
   });
 }
 
+// x[0..n) rounded to nearest even bf16 into out (grown as needed). P and dS are finite, so the
+// bit trick needs no NaN case, and the loop vectorizes (float_to_bf16 is an out-of-line call).
+void round_to_bf16(const float* x, int64_t n, std::vector<uint16_t>& out) {
+  if (static_cast<int64_t>(out.size()) < n) out.resize(static_cast<size_t>(n));
+  uint16_t* dst = out.data();
+  for (int64_t e = 0; e < n; ++e) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x[e]);
+    dst[e] = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+  }
+}
+
 // Per-thread scratch of one block.
 struct Scratch {
   std::vector<float> s, gate, dp, acc, acc2, row, row2, m, l;
-  std::vector<float> dq, dbias;  // the thread's f32 copies of dq and dbias (pass 2)
+  std::vector<float> dq, dbias;     // the thread's f32 copies of dq and dbias (pass 2)
+  std::vector<uint16_t> p16, ds16;  // P and dS rounded to bf16 bits (native_all)
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -240,8 +259,13 @@ void key_block(const Ctx& c, const float* lse, const float* delta, int64_t b, in
       // P = exp(S - lse): the forward's normalised weights, 0 where masked.
       for (int64_t rr = 0; rr < rows; ++rr) cpu_exp_shift_sum(s + rr * cols, cols, lse[stat0 + rr]);
       // dv += P^T dout (P read transposed: the contraction runs over rows).
-      cpu_gemm_f32({DType::kF32, s, cols, true}, c.dout_rows(b, hq, r0), cols, p.d, rows, dV, p.d,
-                   true);
+      GemmOperand p_t{DType::kF32, s, cols, true};
+      if (c.round_p) {
+        round_to_bf16(s, rows * cols, w.p16);
+        p_t = {DType::kBF16, w.p16.data(), cols, true};
+      }
+      cpu_gemm_f32(p_t, c.dout_rows(b, hq, r0), cols, p.d, rows, dV, p.d, true,
+                   c.inputs_gemm_if(c.round_p));
       // dP = dout v^T, then dS = P (dP - Dr) (cap') in place.
       cpu_gemm_f32(c.dout_rows(b, hq, r0), c.v_rows(b, i, j0, true), rows, cols, p.d, dp, cols,
                    false, c.inputs_gemm);
@@ -262,10 +286,18 @@ void key_block(const Ctx& c, const float* lse, const float* delta, int64_t b, in
         }
       }
       // dk += dS^T q and dq += dS k (the scale is applied once, at the stores).
-      cpu_gemm_f32({DType::kF32, dp, cols, true}, c.q_rows(b, hq, r0), cols, p.D, rows, dK, p.D,
-                   true);
-      cpu_gemm_f32({DType::kF32, dp, cols, false}, c.k_rows(b, i, j0, false), rows, p.D, cols,
-                   dq_acc + ((b * p.T + r0) * p.H + hq) * p.D, p.H * p.D, true);
+      GemmOperand ds{DType::kF32, dp, cols, false};
+      if (c.round_p) {
+        round_to_bf16(dp, rows * cols, w.ds16);
+        ds = {DType::kBF16, w.ds16.data(), cols, false};
+      }
+      GemmOperand ds_t = ds;
+      ds_t.transposed = true;
+      cpu_gemm_f32(ds_t, c.q_rows(b, hq, r0), cols, p.D, rows, dK, p.D, true,
+                   c.inputs_gemm_if(c.round_p));
+      cpu_gemm_f32(ds, c.k_rows(b, i, j0, false), rows, p.D, cols,
+                   dq_acc + ((b * p.T + r0) * p.H + hq) * p.D, p.H * p.D, true,
+                   c.inputs_gemm_if(c.round_p));
     }
   }
   cpu_scale_row(dK, cols * p.D, c.scale);
@@ -321,7 +353,8 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
         config.block_q,
         config.block_kv};
   if (mask) c.mask_at = p.mask_layout();
-  c.inputs_gemm.native_bf16 = config.bf16_path == "native_dot";
+  c.inputs_gemm.native_bf16 = config.bf16_path != "convert_f32";
+  c.round_p = config.bf16_path == "native_all";
   if (c.inputs_gemm.native_bf16 && (p.dtype != DType::kBF16 || !gemm_has_native_bf16())) {
     throw NotImplemented(
         "cpu dot_product_attention_vjp: native_dot needs bf16 inputs and "

@@ -73,13 +73,13 @@ TEST_CASE("cpu dot_product_attention_vjp matches the oracle on larger blocks", "
   }
 }
 
-TEST_CASE("cpu dot_product_attention_vjp runs both bf16 paths", "[attention_vjp]") {
+TEST_CASE("cpu dot_product_attention_vjp runs every bf16 path", "[attention_vjp]") {
   if (!gemm_has_native_bf16()) WARN("native_dot skipped: this CPU has no avx512_bf16");
   for (const json& args_json : attention_vjp_cases("bf16")) {
     const BoundArgs args = bind_attention_vjp(args_json);
     const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 7);
-    for (const char* path : {"convert_f32", "native_dot"}) {
-      if (std::string(path) == "native_dot" && !gemm_has_native_bf16()) continue;
+    for (const char* path : {"convert_f32", "native_dot", "native_all"}) {
+      if (std::string(path) != "convert_f32" && !gemm_has_native_bf16()) continue;
       CAPTURE(path);
       const json config = {{"block_q", 6}, {"block_kv", 5}, {"bf16_path", path}};
       check_attention_vjp_outputs(args, inputs,
