@@ -14,8 +14,9 @@
 //  - dP_j = dout . v_j, a d-term dot product: off by (d + 1) A_j, A_j = sum_c |dout_c v_jc|.
 //  - Dr = rowsum(dout * out) = sum_j P_j dP_j: every term carries P's and dP's error and one of
 //    (t + d + 4) roundings in whichever order it is summed (out recomputed, or P . dP):
-//    E_D = M_D (eP + t + d + 4), M_D = sum_j P_j A_j (>= |Dr|); when out is an input, rounded
-//    to q's dtype, plus (u_out / u) sum_c |dout_c out_c|.
+//    E_D = M_D (eP + t + d + 4), M_D = sum_j P_j A_j (>= |Dr|), plus u_bf16 / u for bf16
+//    inputs (out recomputed with P in bf16); when out is an input, rounded to q's dtype, plus
+//    (u_out / u) sum_c |dout_c out_c|.
 //  - dS_j = P_j (dP_j - Dr) G_j with G_j = 1 - tanh^2 under the cap (else 1, G <= 1): off by
 //    E_j = P_j [ (eP + 4 + kCap) |dP_j - Dr| + (d + 1) A_j + E_D ], kCap = Delta / c + 4 for
 //    G's error (|dG/dz| <= 1/c, z off by Delta) and its evaluation, 0 without a cap.
@@ -165,7 +166,9 @@ VjpRow vjp_row(const AttentionProblem& p, const VjpInputs& in, int64_t b, int64_
     Dr += row.p[j] * dP[j];
     MD += row.p[j] * A[j];
   }
-  double ED = MD * (row.eP + p.t + p.d + 4.0);
+  // bf16 inputs: out may be recomputed with P rounded to bf16 (native_all), u_bf16 per term.
+  const double p_rounding = p.dtype == DType::kBF16 ? unit_roundoff(DType::kBF16) / u : 0.0;
+  double ED = MD * (row.eP + p.t + p.d + 4.0 + p_rounding);
   if (out_rounding > 0.0) {
     // Dr from the rounded out: each out_c off by u_out |out_c| more.
     double dout_out = 0.0;

@@ -204,8 +204,13 @@ void row_statistics(const Ctx& c, const float* lse_in, const char* out, int64_t 
       w.m[rr] = m_new;
     }
     if (out) continue;
-    cpu_gemm_f32({DType::kF32, s, cols, false}, c.v_rows(b, i, j0, false), rows, p.d, cols, O, p.d,
-                 true);
+    GemmOperand p_rows{DType::kF32, s, cols, false};
+    if (c.round_p) {
+      round_to_bf16(s, rows * cols, w.p16);
+      p_rows = {DType::kBF16, w.p16.data(), cols, false};
+    }
+    cpu_gemm_f32(p_rows, c.v_rows(b, i, j0, false), rows, p.d, cols, O, p.d, true,
+                 c.inputs_gemm_if(c.round_p));
   }
   for (int64_t rr = 0; rr < rows; ++rr) {
     float lse = 0.0f, inv = 1.0f;
