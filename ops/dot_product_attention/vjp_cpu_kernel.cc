@@ -15,9 +15,10 @@
 // The task owns its [bkv, D] and [bkv, d] accumulators, so dk and dv need no reduction; dq
 // rows are shared by every key block, so each thread adds into its own f32 copy of dq (O(T D)
 // per thread, not O(T t); kept in thread_local scratch between calls) and the copies are summed
-// at the end (dbias likewise). The five block
-// products run on cpu_gemm_f32 with the transposes as strided operands; nothing [T, t] is ever
-// allocated.
+// at the end (dbias likewise). The five block products run on cpu_gemm_f32 with the transposes
+// as strided operands; nothing [T, t] is ever allocated. bf16 inputs (bf16_path): native_dot
+// runs S and dP, the products of two inputs, on vdpbf16ps; native_all also dv, dk, dq and
+// pass 1's P v, with P and dS rounded to bf16 for them (f32 accumulation throughout).
 #include "ops/dot_product_attention/vjp_cpu_kernel.h"
 
 #include <algorithm>
