@@ -169,6 +169,8 @@ AttentionProblem AttentionProblem::from(const BoundArgs& args) {
   p.d = v.dims[nb + 2];
   p.dtype = q.dtype;
   p.logits_scale = args.option("logits_scale").get<double>();
+  // Absent unless true: the default keeps the canonical args (and cache keys) of before.
+  p.return_residuals = args.has("return_residuals") && args.option("return_residuals").get<bool>();
   p.is_causal = args.option("is_causal").get<bool>();
   const json& cap = args.option("logits_soft_cap");
   p.logits_soft_cap = cap.is_null() ? 0.0 : cap.get<double>();
@@ -214,12 +216,14 @@ BoundArgs DotProductAttentionOp::bind(const json& raw_args) const {
                                        "logits_soft_cap",
                                        "q_seq_lengths",
                                        "kv_seq_lengths",
-                                       "local_window"};
+                                       "local_window",
+                                       "return_residuals"};
   for (auto it = args.begin(); it != args.end(); ++it) {
     if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) {
       throw InvalidArgument(std::string(kOp) + "unknown argument '" + it.key() +
                                 "' (expected q, k, v, bias, mask, is_causal, logits_scale, "
-                                "logits_soft_cap, q_seq_lengths, kv_seq_lengths, local_window)",
+                                "logits_soft_cap, q_seq_lengths, kv_seq_lengths, local_window, "
+                                "return_residuals)",
                             it.key());
     }
   }
@@ -322,6 +326,15 @@ BoundArgs DotProductAttentionOp::bind(const json& raw_args) const {
   if (present(args, "kv_seq_lengths")) {
     out["kv_seq_lengths"] = bind_lengths(args, "kv_seq_lengths", B, t, "t");
   }
+  if (present(args, "return_residuals")) {
+    if (!args.at("return_residuals").is_boolean()) {
+      throw InvalidArgument(std::string(kOp) + "return_residuals must be true or false, got " +
+                                args.at("return_residuals").dump(),
+                            "return_residuals");
+    }
+    // Only when true: at its default the option stays out of the canonical args.
+    if (args.at("return_residuals").get<bool>()) out["return_residuals"] = true;
+  }
   out["local_window"] = nullptr;
   if (present(args, "local_window")) {
     const json& value = args.at("local_window");
@@ -353,7 +366,13 @@ std::vector<TensorDecl> DotProductAttentionOp::outputs(const BoundArgs& args) co
   const AttentionProblem p = AttentionProblem::from(args);
   std::vector<int64_t> dims = p.batch;
   dims.insert(dims.end(), {p.T, p.H, p.d});
-  return {{"out", TensorSpec{p.dtype, dims}}};
+  std::vector<TensorDecl> decls = {{"out", TensorSpec{p.dtype, dims}}};
+  if (p.return_residuals) {
+    std::vector<int64_t> lse_dims = p.batch;
+    lse_dims.insert(lse_dims.end(), {p.H, p.T});
+    decls.push_back({"lse", TensorSpec{DType::kF32, lse_dims}});
+  }
+  return decls;
 }
 
 double DotProductAttentionOp::flops(const BoundArgs& args) const {

@@ -12,6 +12,10 @@
 //   cap(x) = c * tanh(x / c) when logits_soft_cap = c is set,
 // over the keys j visible from row r (see AttentionProblem::key_range and the bool mask). A row
 // with no visible key is all zeros.
+//
+// With return_residuals: true (upstream's residuals for the VJP) the op also outputs lse
+// [*B, H, T] f32, the per-row log-sum-exp of the logits, log sum_j exp(logit_j) (-inf on rows
+// with no visible key): the input dot_product_attention_vjp takes to recompute P block by block.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +56,7 @@ struct AttentionProblem {
   std::vector<int64_t> q_seq_lengths;           // [B] or empty (no limit)
   std::vector<int64_t> kv_seq_lengths;          // [B] or empty (no limit)
   int64_t window_left = -1, window_right = -1;  // local_window; -1: unbounded
+  bool return_residuals = false;                // also output lse [*B, H, T] f32
 
   int64_t groups() const { return H / h; }  // g
   bool has_local_window() const { return window_left >= 0; }

@@ -59,6 +59,7 @@ struct OracleRow {
   std::vector<double> p;     // [t] softmax weights, 0 where masked
   double logit_error = 0.0;  // Delta: max over visible keys of the bound on |logit error| / u
   double logit_range = 0.0;  // R: max - min of the visible logits
+  double lse = -kInf;        // log sum_j exp(logit_j)
   bool empty = true;
 };
 
@@ -106,6 +107,7 @@ OracleRow oracle_row(const AttentionProblem& p, const DoubleInputs& in, int64_t 
     sum += row.p[j];
   }
   for (int64_t j = lo; j < hi; ++j) row.p[j] /= sum;
+  row.lse = max + std::log(sum);
   return row;
 }
 
@@ -141,10 +143,10 @@ TensorMap DotProductAttentionOp::make_inputs(const BoundArgs& args, uint64_t see
 OracleSample DotProductAttentionOp::oracle(const BoundArgs& args, const TensorMap& inputs,
                                            std::string_view output,
                                            std::span<const int64_t> index) const {
-  if (output != "out") {
+  const AttentionProblem p = AttentionProblem::from(args);
+  if (output != "out" && !(output == "lse" && p.return_residuals)) {
     throw InvalidArgument("dot_product_attention has no output '" + std::string(output) + "'");
   }
-  const AttentionProblem p = AttentionProblem::from(args);
   const DoubleInputs in = load(p, inputs);
   const double u = accumulation_unit(p);
   // bf16 inputs may run P V with P rounded to bf16 (the cpu kernel's native_bf16 path).
@@ -153,6 +155,21 @@ OracleSample DotProductAttentionOp::oracle(const BoundArgs& args, const TensorMa
   sample.index.assign(index.begin(), index.end());
   sample.value.assign(index.size(), 0.0);
   sample.magnitude.assign(index.size(), 0.0);
+  if (output == "lse") {
+    // lse [B, H, T]: logits off by Delta move it by Delta too (a log-sum-exp is 1-Lipschitz in
+    // the max norm); the sum's rounding (t terms, exp to a few ulp over the range R) moves it by
+    // u (3t + 2R + 32) absolutely; -inf on rows without a visible key.
+    for (size_t s = 0; s < index.size(); ++s) {
+      const int64_t r = index[s] % p.T, hq = index[s] / p.T % p.H, b = index[s] / (p.T * p.H);
+      const OracleRow row = oracle_row(p, in, b, hq, r);
+      sample.value[s] = row.lse;
+      if (!row.empty) {
+        sample.magnitude[s] =
+            row.logit_error + 3.0 * p.t + 2.0 * row.logit_range + 32.0 + std::fabs(row.lse);
+      }
+    }
+    return sample;
+  }
   // Sorted indices visit the d columns of a row together: the row is computed once.
   int64_t cached = -1;
   OracleRow row;
@@ -297,13 +314,22 @@ void run_reference(const AttentionProblem& problem, const TensorMap& inputs, Ten
   Tensor& out = outputs.at("out");
   const Tensor* bias = find_tensor(inputs, "bias");
   const Tensor* mask = find_tensor(inputs, "mask");
+  AttentionResiduals residuals;
+  AttentionResiduals* wanted = problem.return_residuals ? &residuals : nullptr;
   // Softmax in >= f32: f32 for 16-bit and f32 inputs, f64 for f64 inputs.
   if (problem.dtype == DType::kF64) {
     dot_product_attention_reference<double>(problem, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-                                            bias, mask, out);
+                                            bias, mask, out, wanted);
   } else {
     dot_product_attention_reference<float>(problem, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-                                           bias, mask, out);
+                                           bias, mask, out, wanted);
+  }
+  if (wanted) {
+    float* lse = outputs.at("lse").data<float>();
+    for (size_t e = 0; e < residuals.row_max.size(); ++e) {
+      lse[e] = residuals.row_sum[e] > 0.0f ? residuals.row_max[e] + std::log(residuals.row_sum[e])
+                                           : -std::numeric_limits<float>::infinity();
+    }
   }
 }
 

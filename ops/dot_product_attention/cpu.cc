@@ -33,6 +33,9 @@ class CpuDotProductAttention final
   }
 
   void check(const AttentionProblem& p, const Device&) const override {
+    if (p.return_residuals && p.d == 0 && p.T > 0) {
+      throw NotImplemented("cpu: return_residuals with d = 0 (the kernel skips the empty output)");
+    }
     if (p.dtype == DType::kF64) {
       throw NotImplemented(
           "cpu: f64 inputs; the kernel's GEMMs and softmax run in f32, which would drop f64's "
@@ -74,7 +77,8 @@ class CpuDotProductAttention final
     options.num_threads = c.num_threads;
     dot_product_attention_cpu_kernel(p, options, inputs.at("q"), inputs.at("k"), inputs.at("v"),
                                      find_tensor(inputs, "bias"), find_tensor(inputs, "mask"),
-                                     outputs.at("out"));
+                                     outputs.at("out"),
+                                     p.return_residuals ? &outputs.at("lse") : nullptr);
   }
 };
 

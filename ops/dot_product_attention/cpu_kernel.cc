@@ -324,6 +324,9 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     const float sum = sc.state[m].sum;
     cpu_scale_row(&sc.o[m * d], d, sum > 0.0f ? 1.0f / sum : 0.0f);
   }
+  store_task_lse(ctx, b, hq0, heads, r0, rows, [&](int64_t m) {
+    return std::pair<float, float>{sc.state[m].max, sc.state[m].sum};
+  });
   for (int64_t jh = 0; jh < heads; ++jh) {
     const int64_t at = ((b * p.T + r0) * H + hq0 + jh) * d;
     store_rows(&sc.o[jh * rows * d], d, rows, d, p.dtype,
@@ -334,7 +337,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
 void dot_product_attention_cpu_kernel(const AttentionProblem& p,
                                       const CpuAttentionKernelOptions& options, const Tensor& q,
                                       const Tensor& k, const Tensor& v, const Tensor* bias,
-                                      const Tensor* mask, Tensor& out) {
+                                      const Tensor* mask, Tensor& out, Tensor* lse) {
   if (p.dtype != DType::kF32 && p.dtype != DType::kBF16 && p.dtype != DType::kF16) {
     throw NotImplemented("cpu dot_product_attention: " + std::string(dtype_name(p.dtype)) +
                          " inputs; the kernel runs f32, bf16 and f16");
@@ -360,6 +363,7 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
                   0};
   if (bias) ctx.bias_at = p.bias_layout();
   if (mask) ctx.mask_at = p.mask_layout();
+  if (lse) ctx.lse = lse->data<float>();
   const int64_t heads = options.group_heads ? p.groups() : 1;
   const int64_t bq = std::clamp<int64_t>(options.block_q, 1, p.T);
   const int64_t nT = (p.T + bq - 1) / bq;

@@ -243,6 +243,9 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
 
   // Normalise (columns without a visible key have sum 0 and come out as zeros), transpose back
   // 16 rows of O^T at a time ([ceil(d / 16)][Mp][16]) and store each head's rows, H * d apart.
+  store_task_lse(ctx, b, hq0, heads, r0, rows, [&](int64_t m) {
+    return std::pair<float, float>{sc.run_max[m], sc.run_sum[m]};
+  });
   for (int64_t m = 0; m < Mp; ++m) sc.factor[m] = sc.run_sum[m] > 0.0f ? 1.0f / sc.run_sum[m] : 0;
   cpu_scale_columns(sc.ot.data(), d, Mp, Mp, sc.factor.data());
   pack_lhs_block(DType::kF32, sc.ot.data(), Mp, d, Mp, kStoreGroup, sc.o_rows.data());

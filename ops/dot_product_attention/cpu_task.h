@@ -9,8 +9,11 @@
 //   mr, nr the micro-tile: mr rows x nr columns of accumulators
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <utility>
 #include <vector>
 
 #include "ops/common/cpu_gemm/micro_kernel.h"
@@ -35,7 +38,24 @@ struct TaskContext {
   int64_t chunk_first = 0;  // flattened (b * h + i) of the chunk's first kv head
   int mr = 0, nr_vectors = 0;
   int64_t nr = 0, bkv = 0;  // bkv a multiple of nr (rows layout) or of mr (transposed layout)
+  float* lse = nullptr;     // [B, H, T] f32 with return_residuals, else null
 };
+
+// With return_residuals: lse of the task's M = heads * rows rows (row m = head_j * rows + rr)
+// from their online-softmax state, stats(m) = {max in the logits' units, sum of
+// exp(logit - max)}.
+template <typename Stats>
+void store_task_lse(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
+                    int64_t rows, Stats&& stats) {
+  if (!ctx.lse) return;
+  for (int64_t jh = 0; jh < heads; ++jh) {
+    for (int64_t rr = 0; rr < rows; ++rr) {
+      const auto [max, sum] = stats(jh * rows + rr);
+      ctx.lse[(b * ctx.p.H + hq0 + jh) * ctx.p.T + r0 + rr] =
+          sum > 0.0f ? max + std::log(sum) : -std::numeric_limits<float>::infinity();
+    }
+  }
+}
 
 // Grows a per-thread scratch vector to at least n elements; it never shrinks, so a thread's
 // scratch settles at its largest task.

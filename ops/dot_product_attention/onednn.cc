@@ -69,6 +69,10 @@ class OneDnnDotProductAttention final : public TypedImplementation<AttentionProb
           "oneDNN post-op in the composite");
     }
     if (p.has_local_window()) throw NotImplemented("onednn: local_window is not wired");
+    if (p.return_residuals) {
+      throw NotImplemented(
+          "onednn: return_residuals (the softmax primitive does not expose its row statistics)");
+    }
     if (!p.q_seq_lengths.empty() || !p.kv_seq_lengths.empty()) {
       throw NotImplemented(
           "onednn: sequence lengths would give fully masked rows, which "

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/dot_product_attention/api.h"
+#include "ops/dot_product_attention/vjp_api.h"
 #include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/vjp_api.h"
@@ -32,6 +33,7 @@ const std::vector<const Op*>& all_ops() {
       &ragged_dot_op(),
       &ragged_dot_vjp_op(),
       &dot_product_attention_op(),
+      &dot_product_attention_vjp_op(),
       &gated_linear_unit_op(),
       &gated_linear_unit_vjp_op(),
       &layer_norm_op(),

@@ -1,0 +1,37 @@
+// dot_product_attention_vjp on CPU: the flash-style backward kernel (blocks recomputed from the
+// log-sum-exp, never a [T, t] matrix).
+//
+// Dimensions.
+//   B      flattened batch;  T, t  query and key/value positions
+//   H, h   query and key/value heads, g = H / h
+//   D, d   q/k and v head dimensions
+//   bq, bkv  query rows and keys of one block
+#pragma once
+
+#include "ops/dot_product_attention/vjp_base.h"
+#include "ops/dot_product_attention/vjp_cpu_config.h"
+#include "ops/framework/tensor.h"
+
+namespace tokamax {
+
+// Computes every gradient on the thread pool. Scratch: per thread O(bq bkv) tiles and one f32
+// copy of dq (and of dbias with a bias); [B, H, T] f32 row statistics. Throws NotImplemented for
+// f64.
+void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
+                                          const CpuAttentionVjpConfig& config,
+                                          // Inputs.
+                                          const Tensor& q,     // [*B, T, H, D]
+                                          const Tensor& k,     // [*B, t, h, D]
+                                          const Tensor& v,     // [*B, t, h, d]
+                                          const Tensor* bias,  // broadcast to [*B, H, T, t]
+                                          const Tensor* mask,  // bool, broadcast likewise
+                                          const Tensor& dout,  // [*B, T, H, d] q's dtype
+                                          const Tensor* lse,   // [*B, H, T] f32, or null
+                                          const Tensor* out,   // [*B, T, H, d] q's dtype, or null
+                                          // Outputs.
+                                          Tensor& dq,      // q's spec
+                                          Tensor& dk,      // k's spec
+                                          Tensor& dv,      // v's spec
+                                          Tensor* dbias);  // bias's spec, or null
+
+}  // namespace tokamax

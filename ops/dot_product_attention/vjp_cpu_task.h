@@ -1,0 +1,82 @@
+// dot_product_attention_vjp on CPU: what the kernel's driver (vjp_cpu_kernel.cc) hands each task,
+// and the task bodies of its two passes (vjp_cpu_task.cc).
+//
+// Dimensions.
+//   B      flattened batch;  T, t  query and key/value positions
+//   H, h   query and key/value heads, g = H / h
+//   D, d   q/k and v head dimensions
+//   bq, bkv  query rows and keys of one block; rows / cols their extents at the edges
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/common/cpu_gemm/gemm.h"
+#include "ops/dot_product_attention/base.h"
+#include "ops/framework/tensor.h"
+
+namespace tokamax {
+
+// The problem, its inputs and the block extents, shared read-only by every task.
+struct VjpTaskContext {
+  const AttentionProblem& p;
+  DType x;           // q, k, v and dout
+  int64_t xs;        // bytes per element
+  const char* q;     // [B, T, H, D]
+  const char* k;     // [B, t, h, D]
+  const char* v;     // [B, t, h, d]
+  const char* dout;  // [B, T, H, d]
+  const bool* mask;
+  AttentionBroadcast mask_at, bias_at;
+  std::vector<float> bias;  // the bias in f32, as stored (broadcast by bias_at)
+  float scale = 1.0f, cap = 0.0f;
+  int64_t bq = 0, bkv = 0;
+  CpuGemmOptions inputs_gemm;  // for the products of two inputs (S, dP): native bf16 or not
+  bool round_p = false;        // dv, dk, dq natively too, with P and dS rounded to bf16
+
+  // Operands of one block: rows r0.. of q / dout head hq, keys j0.. of k / v head i.
+  // The gemm options of a product with P or dS: native only when they were rounded to bf16.
+  CpuGemmOptions inputs_gemm_if(bool rounded) const {
+    return rounded ? inputs_gemm : CpuGemmOptions{};
+  }
+  GemmOperand q_rows(int64_t b, int64_t hq, int64_t r0) const {
+    return {x, q + ((b * p.T + r0) * p.H + hq) * p.D * xs, p.H * p.D, false};
+  }
+  GemmOperand dout_rows(int64_t b, int64_t hq, int64_t r0) const {
+    return {x, dout + ((b * p.T + r0) * p.H + hq) * p.d * xs, p.H * p.d, false};
+  }
+  GemmOperand k_rows(int64_t b, int64_t i, int64_t j0, bool transposed) const {
+    return {x, k + ((b * p.t + j0) * p.h + i) * p.D * xs, p.h * p.D, transposed};
+  }
+  GemmOperand v_rows(int64_t b, int64_t i, int64_t j0, bool transposed) const {
+    return {x, v + ((b * p.t + j0) * p.h + i) * p.d * xs, p.h * p.d, transposed};
+  }
+};
+
+// Per-thread scratch: the [bq, bkv] tiles of one block, the dk/dv accumulators of a pass-2
+// task and the thread's f32 copies of dq and dbias. It grows once and is kept between calls.
+struct VjpScratch {
+  std::vector<float> s, gate, dp, acc, acc2, row, row2, m, l;
+  std::vector<float> dq, dbias;     // the thread's f32 copies of dq and dbias (pass 2)
+  std::vector<uint16_t> p16, ds16;  // P and dS rounded to bf16 bits (native_all)
+};
+VjpScratch& vjp_scratch();
+
+inline void grow(std::vector<float>& x, int64_t n) {
+  if (static_cast<int64_t>(x.size()) < n) x.resize(static_cast<size_t>(n));
+}
+
+// Pass 1 task: lse and Dr = rowsum(dout * out) of rows [r0, r0 + rows) of q head hq into
+// lse_out and delta ([B, H, T] f32 each). lse_in (or null) is the given lse, out (or null) the
+// given forward output.
+void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
+                        int64_t hq, int64_t r0, int64_t rows, float* lse_out, float* delta);
+
+// Pass 2 task: dk and dv of keys [j0, j0 + cols) of kv head i, written to dk and dv; dq (before
+// the scale) and dbias added into the thread's copies dq_acc [B, T, H, D] and dbias_acc (null
+// without a bias).
+void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta, int64_t b,
+                   int64_t i, int64_t j0, int64_t cols, float* dq_acc, float* dbias_acc, Tensor& dk,
+                   Tensor& dv);
+
+}  // namespace tokamax
