@@ -1,5 +1,5 @@
-// Shared by the dot_product_attention_vjp tests: running an implementation and judging every
-// gradient against the float64 oracle under the op's error model, as verify does.
+// Shared by the dot_product_attention_vjp tests: cases covering every forward option, and the
+// generic runner and oracle check of tests/ops/vjp_test_util.h bound to this op.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -9,8 +9,7 @@
 #include <vector>
 
 #include "ops/dot_product_attention/vjp_api.h"
-#include "ops/framework/numerics.h"
-#include "tests/ops/impl_calls.h"
+#include "tests/ops/vjp_test_util.h"
 
 namespace tokamax::testing {
 
@@ -18,34 +17,15 @@ inline BoundArgs bind_attention_vjp(const nlohmann::json& args) {
   return dot_product_attention_vjp_op().bind(args);
 }
 
-// Runs `impl` with `config` (null: its heuristics); every element starts as NaN, so an element
-// left unwritten fails.
 inline TensorMap run_attention_vjp(const Implementation& impl, const BoundArgs& args,
                                    const TensorMap& inputs,
                                    const nlohmann::json& config = nullptr) {
-  TensorMap outputs = dot_product_attention_vjp_op().allocate_outputs(args);
-  for (auto& [name, tensor] : outputs) {
-    for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.set(i, std::nan(""));
-  }
-  run_json(impl, args, config.is_null() ? heuristics_config_json(impl, args) : config, inputs,
-           outputs);
-  return outputs;
+  return run_with_nan_outputs(dot_product_attention_vjp_op(), impl, args, inputs, config);
 }
 
-// Every gradient against the full oracle: no violation, nothing non-finite.
 inline void check_attention_vjp_outputs(const BoundArgs& args, const TensorMap& inputs,
                                         const TensorMap& outputs) {
-  const DotProductAttentionVjpOp& op = dot_product_attention_vjp_op();
-  for (const TensorDecl& decl : op.outputs(args)) {
-    const Tensor& out = outputs.at(decl.name);
-    std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-    std::iota(index.begin(), index.end(), int64_t{0});
-    const Comparison c =
-        compare_to_oracle(out, op.oracle(args, inputs, decl.name, index), op.error_model(args));
-    CAPTURE(args.key(), decl.name, c.worst_ratio, c.worst_index, c.max_abs_error);
-    CHECK(c.nonfinite == 0);
-    CHECK(c.violations == 0);
-  }
+  check_outputs_against_oracle(dot_product_attention_vjp_op(), args, inputs, outputs);
 }
 
 // Small cases covering every forward option, in `dtype`.
