@@ -10,6 +10,7 @@
 #include "ops/framework/dtype.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/random.h"
+#include "tests/simd_targets.h"
 
 using namespace tokamax;
 
@@ -128,4 +129,20 @@ TEST_CASE("cpu_gemm_f32 rejects a micro-tile shape the CPU lacks",
   CHECK_THROWS_AS(cpu_gemm_f32({DType::kF32, a.data(), 2, false}, {DType::kF32, a.data(), 2, false},
                                2, 2, 2, c.data(), 2, false, options),
                   NotImplemented);
+}
+
+TEST_CASE("cpu_gemm_f32 matches on the AVX2 and scalar targets too, every operand layout",
+          "[cpu_gemm]") {
+  // Their transposes are 8 lanes wide (none on scalar), so the default micro-tile's strips are
+  // wider than a register there: the chunked register transposes and the scalar packers run.
+  tokamax::testing::for_each_forced_target({HWY_AVX2, HWY_SCALAR}, [](int64_t) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (bool transposed : {false, true}) {
+        for (bool a_transposed : {false, true}) {
+          check_case({37, 53, 101, transposed, dtype, false, false, a_transposed});
+          check_case({5, 29, 3, transposed, dtype, false, true, a_transposed});
+        }
+      }
+    }
+  });
 }
