@@ -53,8 +53,8 @@ class OneDnnRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem>
     }
     if (in != DType::kF32 && in != DType::kBF16) {
       throw NotImplemented("onednn: " + std::string(dtype_name(in)) +
-                           " operands; the baseline wires f32 and bf16 (oneDNN has no f64 "
-                           "matmul)");
+                           " operands; the baseline wires f32 and bf16" +
+                           (in == DType::kF64 ? " (oneDNN has no f64 matmul)" : ""));
     }
     const std::string why = cpu::onednn_matmul_unavailable(onednn_type(in), onednn_type(in));
     if (!why.empty()) {
