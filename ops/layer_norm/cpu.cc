@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "backends/cpu/simd_target.h"
-#include "ops/common/cpu_checks.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/layer_norm/base.h"
@@ -51,15 +50,7 @@ class CpuLayerNorm final : public TypedImplementation<LayerNormProblem, CpuLayer
 
   void check_config(const LayerNormProblem& p, const CpuLayerNormConfig& c,
                     const Device& device) const override {
-    require_num_threads(c.num_threads, device);
-    if (!p.last_axis()) {
-      const int64_t elements = p.C * std::min<int64_t>(c.inner_block, p.I);
-      require_config(elements <= kCpuLayerNormMaxBlockFloats, "inner_block", [&] {
-        return "inner_block * C is " + std::to_string(elements) +
-               " elements per block, far past any L2 (max " +
-               std::to_string(kCpuLayerNormMaxBlockFloats) + ")";
-      });
-    }
+    check_layer_norm_config(p, c, device);
   }
 
   CpuLayerNormConfig heuristics_config(const LayerNormProblem& p,

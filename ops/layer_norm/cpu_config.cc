@@ -1,4 +1,5 @@
-// layer_norm on CPU: validation of the "cpu" config, its heuristics and its search space.
+// layer_norm and layer_norm_vjp on CPU: validation of the "cpu" config, its heuristics and its
+// search space.
 //
 // Dimensions.
 //   C      the normalized extent (x's extent along axis)
@@ -13,13 +14,14 @@
 #include <string>
 
 #include "backends/cpu/cpu_device.h"
+#include "ops/common/cpu_checks.h"
 
 namespace tokamax {
 namespace {
 
 constexpr int kMaxUnits = 1 << 20;
 constexpr int kMaxInnerBlock = 1 << 16;
-// Bytes of x one task should read: large enough that handing out a task (an atomic increment)
+// Bytes of the input arrays one task should read: large enough that handing out a task (an atomic increment)
 // and restarting the prefetch stream ahead (a burst of misses at the task's start) are noise,
 // small enough that the last tasks do not leave threads idle (at least 4 tasks per thread
 // besides). The tuned AlphaFold last-axis shapes pick 1024-8192 rows of 128-256 bytes.
@@ -33,24 +35,26 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // f32 lanes of the widest vector the device offers (the cache-line-sized unit of a block).
 int64_t lanes(const cpu::CpuInfo& device) { return std::max<int64_t>(device.simd_bytes / 4, 1); }
 
-// tI: the block of x [C, tI] (read from memory once, re-read from L2 twice) and the next block
-// (prefetched while this one computes) in a quarter of L2, leaving room for the output lines in
-// flight and the other data; a multiple of L, at most I rounded up to L and at most 2048 (a 4 KiB
+// tI: the blocks of the `reads` input arrays [C, tI] (x; x and dout for the VJP: read from
+// memory once, re-read from L2) and the next ones (prefetched while these compute) in a quarter
+// of L2, leaving room for the output lines in flight and the other data; a multiple of L, at most I rounded up to L and at most 2048 (a 4 KiB
 // page of bf16 per row: past that, runs are no longer and the block only costs L2). Measured on
 // the AlphaFold axis-0 shapes (C = 128 bf16, 1 MiB L2): tI 512 beats 2048 by 1.2-1.3x.
-int64_t inner_block_for(const LayerNormProblem& p, const cpu::CpuInfo& device) {
+int64_t inner_block_for(const LayerNormProblem& p, const cpu::CpuInfo& device, int reads) {
   const int64_t L = lanes(device);
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : (1 << 20);
-  const int64_t fit =
-      l2 / 8 / (static_cast<int64_t>(dtype_size(p.x_dtype)) * std::max<int64_t>(p.C, 1));
+  const int64_t fit = l2 / (8 * int64_t{reads}) /
+                      (static_cast<int64_t>(dtype_size(p.x_dtype)) * std::max<int64_t>(p.C, 1));
   int64_t tI = std::clamp<int64_t>(fit / L * L, L, 2048);
   return std::min(tI, ceil_div(p.I, L) * L);
 }
 
-// Units per task: about kTaskBytes of x, but at least 4 tasks per thread when there is work.
+// Units per task: about kTaskBytes of the inputs, but at least 4 tasks per thread when there is
+// work.
 int64_t units_per_task_for(const LayerNormProblem& p, int64_t unit_elements, int64_t units,
-                           const cpu::CpuInfo& device) {
-  const int64_t unit_bytes = std::max<int64_t>(unit_elements * dtype_size(p.x_dtype), 1);
+                           const cpu::CpuInfo& device, int reads) {
+  const int64_t unit_bytes =
+      std::max<int64_t>(int64_t{reads} * unit_elements * dtype_size(p.x_dtype), 1);
   const int64_t by_bytes = std::max<int64_t>(kTaskBytes / unit_bytes, 1);
   const int64_t by_balance = std::max<int64_t>(ceil_div(units, 4 * std::max(device.cores, 1)), 1);
   // But not below kMinTaskBytes: waking a thread for a few rows costs more than it saves (a
@@ -75,20 +79,34 @@ void CpuLayerNormConfig::validate() const {
   });
 }
 
+void check_layer_norm_config(const LayerNormProblem& p, const CpuLayerNormConfig& c,
+                             const Device& device) {
+  require_num_threads(c.num_threads, device);
+  if (!p.last_axis()) {
+    const int64_t elements = p.C * std::min<int64_t>(c.inner_block, p.I);
+    require_config(elements <= kCpuLayerNormMaxBlockFloats, "inner_block", [&] {
+      return "inner_block * C is " + std::to_string(elements) +
+             " elements per block, far past any L2 (max " +
+             std::to_string(kCpuLayerNormMaxBlockFloats) + ")";
+    });
+  }
+}
+
 CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
-                                                    const Device& target) {
+                                                    const Device& target, int reads) {
   const cpu::CpuInfo& device = cpu::cpu_info(target);
   CpuLayerNormConfig c;
-  // Stream the output once x and out together exceed the last-level cache: out would be evicted
-  // to DRAM anyway, and skipping its read-for-ownership saves a third of the traffic. Smaller
-  // outputs stay cached for the consumer.
+  // Stream the output once the inputs and the output together exceed the last-level cache: the
+  // output would be evicted to DRAM anyway, and skipping its read-for-ownership saves a third of
+  // the traffic (a quarter for the VJP's two inputs). Smaller outputs stay cached for the
+  // consumer.
   const double l3 = device.l3_bytes > 0 ? static_cast<double>(device.l3_bytes) : 32.0e6;
-  c.stream_stores = 2.0 * static_cast<double>(p.num_elements()) * dtype_size(p.x_dtype) > l3;
+  c.stream_stores = (reads + 1.0) * static_cast<double>(p.num_elements()) * dtype_size(p.x_dtype) > l3;
   if (p.last_axis()) {
-    c.rows_per_task = static_cast<int>(units_per_task_for(p, p.C, p.O, device));
+    c.rows_per_task = static_cast<int>(units_per_task_for(p, p.C, p.O, device, reads));
     return c;
   }
-  const int64_t tI = inner_block_for(p, device);
+  const int64_t tI = inner_block_for(p, device, reads);
   c.inner_block = static_cast<int>(tI);
   // Consecutive blocks of a task continue the same C row streams, and each block prefetches its
   // successor in the task, so tasks take several: kBlocksPerTask, or fewer for balance (4 tasks
@@ -101,9 +119,10 @@ CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
 }
 
 std::vector<CpuLayerNormConfig> cpu_layer_norm_autotuning_configs(const LayerNormProblem& p,
-                                                                  const Device& target) {
+                                                                  const Device& target,
+                                                                  int reads) {
   const cpu::CpuInfo& device = cpu::cpu_info(target);
-  const CpuLayerNormConfig h = cpu_layer_norm_heuristics_config(p, target);
+  const CpuLayerNormConfig h = cpu_layer_norm_heuristics_config(p, target, reads);
   std::vector<CpuLayerNormConfig> configs = {h};
   std::set<std::tuple<int, int, int, bool, bool>> seen = {h.key()};
   auto add = [&](int rows_per_task, int inner_block) {
@@ -123,7 +142,9 @@ std::vector<CpuLayerNormConfig> cpu_layer_norm_autotuning_configs(const LayerNor
     return configs;
   }
   const int64_t L = lanes(device);
-  for (int64_t tI : {L * 8, L * 16, L * 32, L * 64, L * 128}) {
+  // Blocks of L * 8 .. L * 128 elements of all the inputs together.
+  for (const int64_t multiple : {8, 16, 32, 64, 128}) {
+    const int64_t tI = L * multiple / reads;
     if (tI * std::max<int64_t>(p.C, 1) > kCpuLayerNormMaxBlockFloats) continue;
     if (tI > ceil_div(p.I, L) * L) continue;
     // Blocks per task: few (balance), 16, or 4 tasks per thread (the longest runs of next-block

@@ -10,19 +10,21 @@
 #include <vector>
 
 #include "backends/cpu/simd_target.h"
-#include "ops/common/cpu_checks.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
+#include "ops/layer_norm/cpu_config.h"
 #include "ops/layer_norm/cpu_kernel.h"
 #include "ops/layer_norm/vjp_base.h"
-#include "ops/layer_norm/vjp_cpu_config.h"
 #include "ops/layer_norm/vjp_cpu_kernel.h"
 
 namespace tokamax {
 namespace {
 
+// x-sized arrays a row reads (x and dout): what sizes the shared heuristics' tasks and blocks.
+constexpr int kVjpReads = 2;
+
 class CpuLayerNormVjp final
-    : public TypedImplementation<LayerNormVjpProblem, CpuLayerNormVjpConfig> {
+    : public TypedImplementation<LayerNormVjpProblem, CpuLayerNormConfig> {
  public:
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
@@ -38,30 +40,22 @@ class CpuLayerNormVjp final
     }
   }
 
-  void check_config(const LayerNormVjpProblem& p, const CpuLayerNormVjpConfig& c,
+  void check_config(const LayerNormVjpProblem& p, const CpuLayerNormConfig& c,
                     const Device& device) const override {
-    require_num_threads(c.num_threads, device);
-    if (!p.last_axis()) {
-      const int64_t elements = p.C * std::min<int64_t>(c.inner_block, p.I);
-      require_config(elements <= kCpuLayerNormVjpMaxBlockFloats, "inner_block", [&] {
-        return "inner_block * C is " + std::to_string(elements) +
-               " elements per block, far past any L2 (max " +
-               std::to_string(kCpuLayerNormVjpMaxBlockFloats) + ")";
-      });
-    }
+    check_layer_norm_config(p, c, device);
   }
 
-  CpuLayerNormVjpConfig heuristics_config(const LayerNormVjpProblem& p,
+  CpuLayerNormConfig heuristics_config(const LayerNormVjpProblem& p,
                                           const Device& device) const override {
-    return cpu_layer_norm_vjp_heuristics_config(p, device);
+    return cpu_layer_norm_heuristics_config(p, device, kVjpReads);
   }
 
-  std::vector<CpuLayerNormVjpConfig> autotuning_configs(const LayerNormVjpProblem& p,
+  std::vector<CpuLayerNormConfig> autotuning_configs(const LayerNormVjpProblem& p,
                                                         const Device& device) const override {
-    return cpu_layer_norm_vjp_autotuning_configs(p, device);
+    return cpu_layer_norm_autotuning_configs(p, device, kVjpReads);
   }
 
-  void run(const LayerNormVjpProblem& p, const CpuLayerNormVjpConfig& config,
+  void run(const LayerNormVjpProblem& p, const CpuLayerNormConfig& config,
            const Device& device, const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
     // s' = scale + scale_offset in f32 (exact for f32/bf16/f16 scales without an offset; one
