@@ -21,9 +21,9 @@ namespace {
 
 constexpr int kMaxUnits = 1 << 20;
 constexpr int kMaxInnerBlock = 1 << 16;
-// Bytes of the input arrays one task should read: large enough that handing out a task (an atomic increment)
-// and restarting the prefetch stream ahead (a burst of misses at the task's start) are noise,
-// small enough that the last tasks do not leave threads idle (at least 4 tasks per thread
+// Bytes of the input arrays one task should read: large enough that handing out a task (an atomic
+// increment) and restarting the prefetch stream ahead (a burst of misses at the task's start) are
+// noise, small enough that the last tasks do not leave threads idle (at least 4 tasks per thread
 // besides). The tuned AlphaFold last-axis shapes pick 1024-8192 rows of 128-256 bytes.
 constexpr int64_t kTaskBytes = 1024 * 1024;
 constexpr int64_t kMinTaskBytes = 16 * 1024;
@@ -37,9 +37,10 @@ int64_t lanes(const cpu::CpuInfo& device) { return std::max<int64_t>(device.simd
 
 // tI: the blocks of the `reads` input arrays [C, tI] (x; x and dout for the VJP: read from
 // memory once, re-read from L2) and the next ones (prefetched while these compute) in a quarter
-// of L2, leaving room for the output lines in flight and the other data; a multiple of L, at most I rounded up to L and at most 2048 (a 4 KiB
-// page of bf16 per row: past that, runs are no longer and the block only costs L2). Measured on
-// the AlphaFold axis-0 shapes (C = 128 bf16, 1 MiB L2): tI 512 beats 2048 by 1.2-1.3x.
+// of L2, leaving room for the output lines in flight and the other data; a multiple of L, at most I
+// rounded up to L and at most 2048 (a 4 KiB page of bf16 per row: past that, runs are no longer and
+// the block only costs L2). Measured on the AlphaFold axis-0 shapes (C = 128 bf16, 1 MiB L2): tI
+// 512 beats 2048 by 1.2-1.3x.
 int64_t inner_block_for(const LayerNormProblem& p, const cpu::CpuInfo& device, int reads) {
   const int64_t L = lanes(device);
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : (1 << 20);
@@ -92,8 +93,8 @@ void check_layer_norm_config(const LayerNormProblem& p, const CpuLayerNormConfig
   }
 }
 
-CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
-                                                    const Device& target, int reads) {
+CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p, const Device& target,
+                                                    int reads) {
   const cpu::CpuInfo& device = cpu::cpu_info(target);
   CpuLayerNormConfig c;
   // Stream the output once the inputs and the output together exceed the last-level cache: the
@@ -101,7 +102,8 @@ CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
   // the traffic (a quarter for the VJP's two inputs). Smaller outputs stay cached for the
   // consumer.
   const double l3 = device.l3_bytes > 0 ? static_cast<double>(device.l3_bytes) : 32.0e6;
-  c.stream_stores = (reads + 1.0) * static_cast<double>(p.num_elements()) * dtype_size(p.x_dtype) > l3;
+  c.stream_stores =
+      (reads + 1.0) * static_cast<double>(p.num_elements()) * dtype_size(p.x_dtype) > l3;
   if (p.last_axis()) {
     c.rows_per_task = static_cast<int>(units_per_task_for(p, p.C, p.O, device, reads));
     return c;
@@ -119,8 +121,7 @@ CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
 }
 
 std::vector<CpuLayerNormConfig> cpu_layer_norm_autotuning_configs(const LayerNormProblem& p,
-                                                                  const Device& target,
-                                                                  int reads) {
+                                                                  const Device& target, int reads) {
   const cpu::CpuInfo& device = cpu::cpu_info(target);
   const CpuLayerNormConfig h = cpu_layer_norm_heuristics_config(p, target, reads);
   std::vector<CpuLayerNormConfig> configs = {h};

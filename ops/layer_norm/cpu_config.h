@@ -33,8 +33,8 @@ struct CpuLayerNormConfig {
   // VJP a quarter, less DRAM traffic) when it is far larger than the caches; only where vectors
   // stay aligned.
   bool stream_stores = false;
-  // bf16 outputs (out / dx) rounded by vcvtneps2bf16 where the CPU has avx512_bf16 (one instruction instead
-  // of ten; subnormals flush to zero); false: the exact integer rounding everywhere.
+  // bf16 outputs (out / dx) rounded by vcvtneps2bf16 where the CPU has avx512_bf16 (one instruction
+  // instead of ten; subnormals flush to zero); false: the exact integer rounding everywhere.
   bool native_bf16 = true;
 
   void validate() const;
@@ -63,8 +63,8 @@ void check_layer_norm_config(const LayerNormProblem& p, const CpuLayerNormConfig
 // arrays a row reads (1: the forward's x; 2: the VJP's x and dout), which sizes tasks and blocks
 // by bytes. `device` may be another machine (cross-tuning): only its cores and cache sizes are
 // used.
-CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p,
-                                                    const Device& device, int reads = 1);
+CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p, const Device& device,
+                                                    int reads = 1);
 std::vector<CpuLayerNormConfig> cpu_layer_norm_autotuning_configs(const LayerNormProblem& p,
                                                                   const Device& device,
                                                                   int reads = 1);

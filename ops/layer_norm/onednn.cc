@@ -23,6 +23,7 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/layer_norm/base.h"
+#include "ops/layer_norm/onednn_common.h"
 
 namespace tokamax {
 namespace {
@@ -33,11 +34,6 @@ using flags = dnnl::normalization_flags;
 // O, I, C, data type, epsilon, use_scale, use_shift.
 using PrimitiveKey = std::tuple<int64_t, int64_t, int64_t, dt, float, bool, bool>;
 constexpr size_t kMaxCachedPrimitives = 1024;
-
-dnnl::memory::desc data_desc(int64_t O, int64_t I, int64_t C, dt type) {
-  if (I == 1) return dnnl::memory::desc({O, C}, type, dnnl::memory::dims{C, 1});
-  return dnnl::memory::desc({O, I, C}, type, dnnl::memory::dims{C * I, 1, I});
-}
 
 std::vector<float> param_f32(const TensorMap& inputs, const char* name, int64_t C) {
   std::vector<float> values;
@@ -55,17 +51,7 @@ class OneDnnLayerNorm final : public TypedImplementation<LayerNormProblem> {
   nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
   void check(const LayerNormProblem& p, const Device&) const override {
-    const std::string x(dtype_name(p.x_dtype));
-    if (!p.subtract_mean) {
-      throw NotImplemented(
-          "onednn: RMSNorm (subtract_mean=false); oneDNN 2.6 layer_normalization always "
-          "subtracts the mean (its rms flag arrived in 3.x)");
-    }
-    if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16) {
-      throw NotImplemented("onednn: " + x +
-                           " x; oneDNN 2.6 layer_normalization on CPU takes f32 or bf16 data" +
-                           (p.x_dtype == DType::kF64 ? " (no f64 at all)" : ""));
-    }
+    check_layer_norm_onednn_args(p);
     if (p.num_elements() == 0) return;
     // Creating the descriptor is what tells whether some oneDNN kernel takes this layout and
     // dtype on this CPU (bf16 needs avx512_core, a strided axis the reference kernel).
@@ -82,8 +68,9 @@ class OneDnnLayerNorm final : public TypedImplementation<LayerNormProblem> {
     const dt type = std::get<3>(k);
     // dnnl::memory wants non-const handles; the primitive only reads src, scale and shift.
     void* x_data = const_cast<void*>(inputs.at("x").raw());
-    dnnl::memory src(data_desc(p.O, p.I, p.C, type), engine, x_data);
-    dnnl::memory dst(data_desc(p.O, p.I, p.C, type), engine, outputs.at("out").raw());
+    dnnl::memory src(layer_norm_onednn_data_desc(p.O, p.I, p.C, type), engine, x_data);
+    dnnl::memory dst(layer_norm_onednn_data_desc(p.O, p.I, p.C, type), engine,
+                     outputs.at("out").raw());
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
     // Parameters in f32 (exact for f32/bf16/f16 ones); C values, negligible next to x.
     std::vector<float> scale = param_f32(inputs, "scale", p.C);
@@ -116,8 +103,8 @@ class OneDnnLayerNorm final : public TypedImplementation<LayerNormProblem> {
       if (use_scale) f |= flags::use_scale;
       if (use_shift) f |= flags::use_shift;
       try {
-        const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                                           data_desc(O, I, C, type), eps, f);
+        const dnnl::layer_normalization_forward::desc desc(
+            dnnl::prop_kind::forward_inference, layer_norm_onednn_data_desc(O, I, C, type), eps, f);
         return dnnl::layer_normalization_forward(
             dnnl::layer_normalization_forward::primitive_desc(desc, cpu::onednn_engine()));
       } catch (const dnnl::error& e) {

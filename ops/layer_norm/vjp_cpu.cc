@@ -23,8 +23,7 @@ namespace {
 // x-sized arrays a row reads (x and dout): what sizes the shared heuristics' tasks and blocks.
 constexpr int kVjpReads = 2;
 
-class CpuLayerNormVjp final
-    : public TypedImplementation<LayerNormVjpProblem, CpuLayerNormConfig> {
+class CpuLayerNormVjp final : public TypedImplementation<LayerNormVjpProblem, CpuLayerNormConfig> {
  public:
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override {
@@ -46,17 +45,17 @@ class CpuLayerNormVjp final
   }
 
   CpuLayerNormConfig heuristics_config(const LayerNormVjpProblem& p,
-                                          const Device& device) const override {
+                                       const Device& device) const override {
     return cpu_layer_norm_heuristics_config(p, device, kVjpReads);
   }
 
   std::vector<CpuLayerNormConfig> autotuning_configs(const LayerNormVjpProblem& p,
-                                                        const Device& device) const override {
+                                                     const Device& device) const override {
     return cpu_layer_norm_autotuning_configs(p, device, kVjpReads);
   }
 
-  void run(const LayerNormVjpProblem& p, const CpuLayerNormConfig& config,
-           const Device& device, const TensorMap& inputs, TensorMap& outputs) const override {
+  void run(const LayerNormVjpProblem& p, const CpuLayerNormConfig& config, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
     // s' = scale + scale_offset in f32 (exact for f32/bf16/f16 scales without an offset; one
     // rounding otherwise, inside the error model's slack), zero-padded to a multiple of L so
@@ -65,9 +64,7 @@ class CpuLayerNormVjp final
     std::vector<float> scale(static_cast<size_t>((p.C + L - 1) / L * L), 0.0f);
     const Tensor* scale_in = find_tensor(inputs, "scale");
     for (int64_t c = 0; c < p.C; ++c) {
-      scale[c] = scale_in == nullptr
-                     ? 1.0f
-                     : static_cast<float>(scale_in->get(c) + p.scale_offset);
+      scale[c] = scale_in == nullptr ? 1.0f : static_cast<float>(scale_in->get(c) + p.scale_offset);
     }
     std::vector<float> dscale(static_cast<size_t>(p.C)), doffset(static_cast<size_t>(p.C));
     CpuLayerNormVjpLaunch launch;

@@ -28,6 +28,7 @@
 #include "backends/cpu/scratch.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
+#include "ops/layer_norm/onednn_common.h"
 #include "ops/layer_norm/vjp_base.h"
 
 namespace tokamax {
@@ -39,11 +40,6 @@ using flags = dnnl::normalization_flags;
 // O, I, C, data type, epsilon, use_scale, use_shift.
 using PrimitiveKey = std::tuple<int64_t, int64_t, int64_t, dt, float, bool, bool>;
 constexpr size_t kMaxCachedPrimitives = 1024;
-
-dnnl::memory::desc data_desc(int64_t O, int64_t I, int64_t C, dt type) {
-  if (I == 1) return dnnl::memory::desc({O, C}, type, dnnl::memory::dims{C, 1});
-  return dnnl::memory::desc({O, I, C}, type, dnnl::memory::dims{C * I, 1, I});
-}
 
 // Mean and variance per row, [O] or [O, I] dense f32.
 dnnl::memory::desc stat_desc(int64_t O, int64_t I) {
@@ -70,17 +66,7 @@ class OneDnnLayerNormVjp final : public TypedImplementation<LayerNormVjpProblem>
   nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
   void check(const LayerNormVjpProblem& p, const Device&) const override {
-    const std::string x(dtype_name(p.x_dtype));
-    if (!p.subtract_mean) {
-      throw NotImplemented(
-          "onednn: RMSNorm (subtract_mean=false); oneDNN 2.6 layer_normalization always "
-          "subtracts the mean (its rms flag arrived in 3.x)");
-    }
-    if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16) {
-      throw NotImplemented("onednn: " + x +
-                           " x; oneDNN 2.6 layer_normalization on CPU takes f32 or bf16 data" +
-                           (p.x_dtype == DType::kF64 ? " (no f64 at all)" : ""));
-    }
+    check_layer_norm_onednn_args(p);
     if (p.num_elements() == 0) return;
     // Creating the descriptors is what tells whether some oneDNN kernel takes this layout and
     // dtype on this CPU.
@@ -102,7 +88,7 @@ class OneDnnLayerNormVjp final : public TypedImplementation<LayerNormVjpProblem>
     std::vector<float> mean(static_cast<size_t>(p.rows())), variance(mean.size());
     // dnnl::memory wants non-const handles; the primitive only reads its inputs.
     auto in = [](const Tensor& t) { return const_cast<void*>(t.raw()); };
-    const dnnl::memory::desc data = data_desc(p.O, p.I, p.C, type);
+    const dnnl::memory::desc data = layer_norm_onednn_data_desc(p.O, p.I, p.C, type);
     const dnnl::memory::desc stats = stat_desc(p.O, p.I);
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, dnnl::memory(data, engine, in(x))},
@@ -169,17 +155,17 @@ class OneDnnLayerNormVjp final : public TypedImplementation<LayerNormVjpProblem>
       if (use_scale) f |= flags::use_scale;
       if (use_shift) f |= flags::use_shift;
       // Without parameters there is nothing but diff_src to compute.
-      const dnnl::prop_kind kind = use_scale || use_shift ? dnnl::prop_kind::backward
-                                                          : dnnl::prop_kind::backward_data;
-      const dnnl::memory::desc data = data_desc(O, I, C, type);
+      const dnnl::prop_kind kind =
+          use_scale || use_shift ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data;
+      const dnnl::memory::desc data = layer_norm_onednn_data_desc(O, I, C, type);
       try {
-        const dnnl::layer_normalization_forward::desc fwd(dnnl::prop_kind::forward_training,
-                                                          data, stat_desc(O, I), eps, f);
+        const dnnl::layer_normalization_forward::desc fwd(dnnl::prop_kind::forward_training, data,
+                                                          stat_desc(O, I), eps, f);
         const dnnl::layer_normalization_forward::primitive_desc fwd_pd(fwd, cpu::onednn_engine());
         const dnnl::layer_normalization_backward::desc bwd(kind, data, data, stat_desc(O, I), eps,
                                                            f);
-        const dnnl::layer_normalization_backward::primitive_desc bwd_pd(
-            bwd, cpu::onednn_engine(), fwd_pd);
+        const dnnl::layer_normalization_backward::primitive_desc bwd_pd(bwd, cpu::onednn_engine(),
+                                                                        fwd_pd);
         return Primitives{dnnl::layer_normalization_forward(fwd_pd),
                           dnnl::layer_normalization_backward(bwd_pd)};
       } catch (const dnnl::error& e) {
