@@ -17,6 +17,7 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
+#include "ops/linear_softmax_cross_entropy_loss/onednn_common.h"
 
 namespace tokamax {
 namespace {
@@ -44,22 +45,11 @@ class OneDnnLinearSoftmaxCrossEntropy final
   }
 
   void check(const LinearSoftmaxCrossEntropyProblem& p, const Device&) const override {
-    const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
-    if (p.x_dtype != p.w_dtype) {
-      throw NotImplemented("onednn: x is " + x + " but w is " + w +
-                           "; oneDNN 2.x's matmul takes one src/weights type, and converting w "
-                           "[H,V] would add a copy as large as the vocabulary projection");
-    }
-    if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16) {
-      throw NotImplemented("onednn: " + x + " inputs; the composite wires f32 and bf16 only" +
-                           (p.x_dtype == DType::kF64 ? " (oneDNN has no f64 matmul)" : ""));
-    }
-    if (p.B == 0 || p.H == 0) {
-      throw NotImplemented("onednn: B=" + std::to_string(p.B) + ", H=" + std::to_string(p.H) +
-                           "; oneDNN rejects zero-sized matmuls");
-    }
-    const std::string why = cpu::onednn_matmul_unavailable(type_of(p.x_dtype));
-    if (!why.empty()) throw NotImplemented("onednn: " + x + "->f32 matmul: " + why);
+    check_lsce_onednn_args(p);
+    const std::string why = cpu::onednn_matmul_unavailable(lsce_onednn_type(p.x_dtype));
+    if (!why.empty())
+      throw NotImplemented("onednn: " + std::string(dtype_name(p.x_dtype)) +
+                           "->f32 matmul: " + why);
   }
 
   void run(const LinearSoftmaxCrossEntropyProblem& p, const EmptyConfig&, const Device& device,
@@ -68,7 +58,7 @@ class OneDnnLinearSoftmaxCrossEntropy final
     const Tensor& labels = inputs.at("labels");
     check_lsce_labels(p, labels);
     const int64_t B = p.B, H = p.H, V = p.V;
-    const dt in_type = type_of(p.x_dtype);
+    const dt in_type = lsce_onednn_type(p.x_dtype);
     // One call at a time: the logits buffer is shared (kept between calls, as a framework's
     // allocator would, so that the benchmark does not time page faults).
     const Primitives prims = primitives({B, H, V, in_type});
@@ -106,8 +96,6 @@ class OneDnnLinearSoftmaxCrossEntropy final
   }
 
  private:
-  static dt type_of(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
-
   // The primitives of one shape, created on first use.
   Primitives primitives(const Key& key) const {
     return cache_.get(key, [&] {

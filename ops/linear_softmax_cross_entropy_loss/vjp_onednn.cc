@@ -23,6 +23,7 @@
 #include "backends/cpu/onednn_engine.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
+#include "ops/linear_softmax_cross_entropy_loss/onednn_common.h"
 #include "ops/linear_softmax_cross_entropy_loss/vjp_base.h"
 
 namespace tokamax {
@@ -64,24 +65,12 @@ class OneDnnLinearSoftmaxCrossEntropyVjp final
 
   void check(const LinearSoftmaxCrossEntropyVjpProblem& vp, const Device&) const override {
     const LinearSoftmaxCrossEntropyProblem& p = vp.fwd;
-    const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
-    if (p.x_dtype != p.w_dtype) {
-      throw NotImplemented("onednn: x is " + x + " but w is " + w +
-                           "; oneDNN 2.x's matmul takes one src/weights type, and converting w "
-                           "[H,V] would add a copy as large as the vocabulary projection");
-    }
-    if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16) {
-      throw NotImplemented("onednn: " + x + " inputs; the composite wires f32 and bf16 only" +
-                           (p.x_dtype == DType::kF64 ? " (oneDNN has no f64 matmul)" : ""));
-    }
-    if (p.B == 0 || p.H == 0) {
-      throw NotImplemented("onednn: B=" + std::to_string(p.B) + ", H=" + std::to_string(p.H) +
-                           "; oneDNN rejects zero-sized matmuls");
-    }
-    const dt in = type_of(p.x_dtype);
+    check_lsce_onednn_args(p);
+    const dt in = lsce_onednn_type(p.x_dtype);
     for (const dt out : {dt::f32, in}) {
       const std::string why = cpu::onednn_matmul_unavailable(in, out);
-      if (!why.empty()) throw NotImplemented("onednn: " + x + " matmul: " + why);
+      if (!why.empty())
+        throw NotImplemented("onednn: " + std::string(dtype_name(p.x_dtype)) + " matmul: " + why);
     }
   }
 
@@ -92,7 +81,7 @@ class OneDnnLinearSoftmaxCrossEntropyVjp final
     const Tensor& labels = inputs.at("labels");
     const std::vector<double> c = lsce_vjp_row_weights(vp, labels, inputs.at("dloss"));
     const int64_t B = p.B, H = p.H, V = p.V;
-    const dt in = type_of(p.x_dtype);
+    const dt in = lsce_onednn_type(p.x_dtype);
     const Primitives prims = primitives({B, H, V, in});
     // One call at a time: the [B, V] buffers are shared (kept between calls, as a framework's
     // allocator would, so that the benchmark does not time page faults).
@@ -148,8 +137,6 @@ class OneDnnLinearSoftmaxCrossEntropyVjp final
   }
 
  private:
-  static dt type_of(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
-
   // The primitives of one shape, created on first use.
   Primitives primitives(const Key& key) const {
     return cache_.get(key, [&] {
