@@ -15,12 +15,23 @@ namespace tokamax {
 // with the matching dout (f32, bf16 or f16): gate <- dg = dout p act'(g), proj <- dp =
 // dout act(g), in f32 as the forward evaluates act. Shared with the oneDNN composite, which
 // differs only in its products.
-void glu_vjp_h_row(Activation activation, DType dout_dtype, const void* dout, int64_t n,
-                   float* gate, float* proj);
+void glu_vjp_h_row(Activation activation, DType dout_dtype,
+                   // Inputs.
+                   const void* dout,  // [n] of one row
+                   int64_t n,
+                   // Inputs and outputs (in place).
+                   float* gate,   // [n] g in, dg out
+                   float* proj);  // [n] p in, dp out
 
+// dx and the weight gradients (three phases, vjp_cpu_kernel.cc); H [M, 2N] f32 lives in a
+// scratch buffer of the calling thread that only grows.
 void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& p, const CpuGluVjpConfig& c,
-                                      const Tensor& x, const GluWeights& weights,
-                                      const Tensor& dout, Tensor& dx,
-                                      const GluWeightGrads& dweights);
+                                      // Inputs.
+                                      const Tensor& x,            // [M, K] (*B flattened)
+                                      const GluWeights& weights,  // Wg, Wp [K, N] views
+                                      const Tensor& dout,         // [M, N] x's dtype
+                                      // Outputs.
+                                      Tensor& dx,                       // [M, K] x's dtype
+                                      const GluWeightGrads& dweights);  // dWg, dWp [K, N] views
 
 }  // namespace tokamax

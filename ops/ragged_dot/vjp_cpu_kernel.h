@@ -13,7 +13,12 @@ namespace tokamax {
 // rows without a forward output get dlhs = 0, empty groups drhs[g] = 0. `c` is validated and
 // checked against the problem.
 void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& p, const CpuRaggedDotVjpConfig& c,
-                               const Tensor& lhs, const Tensor& rhs, const Tensor& dout,
-                               Tensor& dlhs, Tensor& drhs);
+                               // Inputs.
+                               const Tensor& lhs,   // [M, K], full array
+                               const Tensor& rhs,   // [G, K, N], full array
+                               const Tensor& dout,  // [M, N] out_dtype, full array
+                               // Outputs.
+                               Tensor& dlhs,   // [M, K] lhs's dtype
+                               Tensor& drhs);  // [G, K, N] rhs's dtype
 
 }  // namespace tokamax
