@@ -110,4 +110,10 @@ FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+bool is_safe_file_name(std::string_view name) {
+  constexpr size_t kMaxName = 128;  // well under NAME_MAX (255), with room for suffixes
+  return !name.empty() && name != "." && name != ".." && name.size() <= kMaxName &&
+         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+}
+
 }  // namespace tokamax

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace tokamax {
 
@@ -9,6 +10,11 @@ namespace tokamax {
 // a unique temporary file beside it, fsync, rename, then a (best effort) sync of the folder.
 // Creates missing parent folders. Throws std::system_error naming the file.
 void write_file_atomically(const std::string& path, const std::string& text);
+
+// Whether `name` can be one component of a path under a folder the user named without leaving it
+// or failing: not empty, "." or "..", no '/' or NUL, at most 128 bytes. Names that come from
+// files (spec names, device ids, op names) pass this before they become folder or file names.
+bool is_safe_file_name(std::string_view name);
 
 // Creates the parent folders of `path`; throws std::system_error naming the folder.
 void create_parent_directories(const std::string& path);

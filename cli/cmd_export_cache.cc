@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "backends/files.h"
 #include "cli/report/table.h"
 #include "ops/framework/autotuning/autotune_cache.h"
 #include "ops/framework/errors.h"
@@ -54,8 +55,7 @@ void print_conflict(const MergeConflict& conflict) {
 // Device ids and op names become folder and file names under --out-dir; refuse any that would
 // land outside it.
 void check_file_name(const std::string& name, const std::string& what) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-      name.find('\0') != std::string::npos) {
+  if (!is_safe_file_name(name)) {
     throw InvalidArgument(
         "export-cache: " + what + " '" + name + "' cannot be used as a file name under --out-dir",
         "--out-dir");

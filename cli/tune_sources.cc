@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ops/framework/errors.h"
+#include "ops/framework/input_file.h"
 #include "ops/framework/random.h"
 #include "ops/framework/registry.h"
 
@@ -15,20 +16,6 @@ namespace tokamax {
 namespace {
 
 using nlohmann::json;
-
-// 1-based line and column of a byte offset, for parse errors.
-std::pair<int, int> line_column(std::string_view text, size_t offset) {
-  int line = 1, column = 1;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
 
 // The op's tensors (string-valued args) and a hash of the key: readable and unique.
 std::string derived_name(const BoundArgs& args) {
@@ -98,12 +85,7 @@ std::vector<ArgSpec> parse_lines(std::string_view text, const std::string& sourc
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json entry;
-    try {
-      entry = json::parse(line);
-    } catch (const json::parse_error& e) {
-      throw InputError(source, number, 0, std::string("not valid JSON: ") + e.what());
-    }
+    const json entry = parse_json_input(line, source, number);
     out.push_back(bind_entry(entry, source, number, ""));
   }
   return out;
@@ -115,6 +97,7 @@ std::vector<ArgSpec> parse_tune_source(std::string_view text, const std::string&
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     throw InputError(source_name, 0, 0, "empty file: no cases to tune");
   }
+  check_json_depth(text, source_name);
   std::vector<ArgSpec> cases;
   try {
     const json document = json::parse(text);
@@ -127,7 +110,7 @@ std::vector<ArgSpec> parse_tune_source(std::string_view text, const std::string&
     const std::string_view rest = text.substr(text.find_first_not_of(" \t\r\n"));
     const std::string_view first = rest.substr(0, rest.find('\n'));
     if (!json::accept(first)) {
-      const auto [line, column] = line_column(text, whole.byte == 0 ? 0 : whole.byte - 1);
+      const auto [line, column] = text_position(text, whole.byte == 0 ? 0 : whole.byte - 1);
       throw InputError(source_name, line, column, std::string("not valid JSON: ") + whole.what());
     }
     cases = parse_lines(text, source_name);
@@ -139,11 +122,8 @@ std::vector<ArgSpec> parse_tune_source(std::string_view text, const std::string&
 std::vector<ArgSpec> load_tune_sources(const std::vector<std::string>& paths) {
   std::vector<ArgSpec> all;
   for (const std::string& path : paths) {
-    std::ifstream in(path);
-    if (!in) throw InputError(path, 0, 0, "cannot read the file");
-    std::stringstream text;
-    text << in.rdbuf();
-    std::vector<ArgSpec> cases = parse_tune_source(text.str(), path);
+    std::vector<ArgSpec> cases =
+        parse_tune_source(read_input_file(path, kMaxJsonInputBytes, "tune source"), path);
     all.insert(all.end(), cases.begin(), cases.end());
   }
   return dedup_cases(all);

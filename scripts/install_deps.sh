@@ -10,6 +10,9 @@ PACKAGES=(
   # Debian's oneDNN CMake config asks for OpenCL (its GPU runtime) even for a CPU-only build.
   ocl-icd-opencl-dev
   python3 python3-numpy python3-matplotlib
+  # The sanitizer and fuzzing builds (scripts/test_sanitized.sh): clang with its runtimes
+  # (ASan, UBSan, TSan, libFuzzer).
+  clang libclang-rt-dev
 )
 
 missing=()

@@ -9,6 +9,7 @@
 
 #include "cli/report/table.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/input_file.h"
 #include "ops/framework/measurement/measurement.h"
 
 namespace tokamax {
@@ -169,14 +170,11 @@ void add_sample(const std::string& path, BenchSamples& run, std::map<std::string
 }  // namespace
 
 BenchSamples load_bench_samples(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, 0, 0, "cannot open the bench JSON file");
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path, 0, 0, std::string("not valid JSON: ") + e.what());
-  }
+  return parse_bench_samples(read_input_file(path, kMaxJsonInputBytes, "bench JSON file"), path);
+}
+
+BenchSamples parse_bench_samples(std::string_view text, const std::string& path) {
+  const nlohmann::json doc = parse_json_input(text, path);
   BenchSamples run;
   std::map<std::string, size_t> index;
   try {

@@ -71,6 +71,8 @@ using BenchSamples = std::vector<std::pair<std::string, std::vector<double>>>;
 // time_unit; failed ones skipped), else our `tokamax.cases[].samples_s`. Missing file, bad JSON
 // or no samples at all: InputError naming the file.
 BenchSamples load_bench_samples(const std::string& path);
+// The same, from the file's text; `path` names it in errors.
+BenchSamples parse_bench_samples(std::string_view text, const std::string& path);
 
 struct CompareReport {
   CompareOptions options;

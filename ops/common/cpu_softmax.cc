@@ -13,6 +13,7 @@
 #include <hwy/highway.h>
 
 #include "ops/common/cpu_exp-inl.h"
+#include "ops/common/masked_load-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
@@ -51,7 +52,7 @@ float ExpShiftSum(float* x, int64_t n, float shift, float scale) {
   for (; i < n; i += L) {
     const size_t rest = static_cast<size_t>(std::min<int64_t>(L, n - i));
     const auto mask = hn::FirstN(d, rest);
-    const auto v = hn::MaskedLoad(mask, d, x + i);
+    const auto v = MaskedLoadFirstN(d, x + i, rest);
     const auto e = hn::IfThenElseZero(mask, ExpNonPositive(d, hn::MulSub(v, a, s)));
     hn::BlendedStore(e, mask, d, x + i);
     sum0 = hn::Add(sum0, e);

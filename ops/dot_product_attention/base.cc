@@ -198,7 +198,7 @@ const std::vector<ArgAlias>& attention_arg_aliases() {
   return aliases;
 }
 
-BoundArgs DotProductAttentionOp::bind(const json& raw_args) const {
+BoundArgs DotProductAttentionOp::bind_canonical(const json& raw_args) const {
   if (!raw_args.is_object()) throw InvalidArgument(std::string(kOp) + "args must be a mapping");
   json args = resolve_arg_aliases(raw_args, attention_arg_aliases(), kOp);
   // local_window_size as upstream's API takes it: one int w is the window (w, w).

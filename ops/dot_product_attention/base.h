@@ -90,7 +90,7 @@ class DotProductAttentionOp : public Op {
     return "softmax(scale * q k^T + bias, masked) v with GQA, causal/local masks, soft cap; a "
            "row with no visible key is zeros (upstream's XLA path: the mean of v)";
   }
-  BoundArgs bind(const nlohmann::json& args) const override;
+  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   std::vector<ArgAlias> arg_aliases() const override { return attention_arg_aliases(); }
   std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
   std::vector<TensorDecl> outputs(const BoundArgs& args) const override;

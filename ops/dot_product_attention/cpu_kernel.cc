@@ -166,7 +166,8 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   if (native) grow_scratch(sc.p16, static_cast<size_t>(M * bkv));
   // Shared path: the Q tile is packed once for every kv block (cpu_gemm_f32 would repack it,
   // and K and V, on every call).
-  const int64_t mr = ctx.mr, panels_rows = (M + mr - 1) / mr * mr;
+  // ctx.mr is 0 without the shared path (nothing is packed into micro-panels then).
+  const int64_t mr = ctx.mr, panels_rows = mr > 0 ? (M + mr - 1) / mr * mr : 0;
   const float* k_panels = nullptr;
   const float* v_panels = nullptr;
   if (shared) {

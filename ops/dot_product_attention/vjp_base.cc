@@ -28,7 +28,7 @@ TensorSpec attention_lse_spec(const AttentionProblem& p) {
 
 const Op* DotProductAttentionVjpOp::primal() const { return &dot_product_attention_op(); }
 
-BoundArgs DotProductAttentionVjpOp::bind(const nlohmann::json& args) const {
+BoundArgs DotProductAttentionVjpOp::bind_canonical(const nlohmann::json& args) const {
   // lse and out are the VJP's own inputs (the forward's residual and output, not forward
   // arguments): taken out before the forward binds the rest, checked against the bound shapes,
   // and kept in the canonical args only when given, so the cache key of a call without them has

@@ -57,7 +57,7 @@ class DotProductAttentionVjpOp : public Op {
   }
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dout"}; }
-  BoundArgs bind(const nlohmann::json& args) const override;
+  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   std::vector<ArgAlias> arg_aliases() const override { return attention_arg_aliases(); }
   std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
   std::vector<TensorDecl> outputs(const BoundArgs& args) const override;

@@ -17,6 +17,20 @@ const Implementation& Op::implementation(std::string_view impl_name) const {
                         "implementation");
 }
 
+BoundArgs Op::bind(const nlohmann::json& args) const {
+  BoundArgs bound = bind_canonical(args);
+  for (const auto& decls : {inputs(bound), outputs(bound)}) {
+    for (const TensorDecl& decl : decls) {
+      try {
+        (void)decl.spec.checked_size_bytes();
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument(std::string(name()) + ": " + decl.name + " " + e.what(), decl.name);
+      }
+    }
+  }
+  return bound;
+}
+
 TensorMap Op::allocate_outputs(const BoundArgs& args, const Memory& memory) const {
   TensorMap outputs;
   for (const TensorDecl& decl : this->outputs(args)) {

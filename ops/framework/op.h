@@ -58,8 +58,13 @@ class Op {
   virtual std::string_view summary() const = 0;
 
   // Caller arguments (tensor specs as strings, options as JSON) -> canonical, validated args with
-  // defaults filled in. Throws InvalidArgument whose field() names the offending argument.
-  virtual BoundArgs bind(const nlohmann::json& args) const = 0;
+  // defaults filled in: the op's bind_canonical, then the size check every op shares (each input
+  // and output holds at most kMaxTensorBytes, counted with checked arithmetic), so that nothing
+  // reaches an allocator with a count that overflowed. Throws InvalidArgument whose field() names
+  // the offending argument.
+  BoundArgs bind(const nlohmann::json& args) const;
+  // The op's own binding (what bind() runs first).
+  virtual BoundArgs bind_canonical(const nlohmann::json& args) const = 0;
   // The forward op a VJP op (`<op>_vjp`, ops/framework/vjp.h) differentiates; null for others.
   virtual const Op* primal() const { return nullptr; }
   // A VJP op's cotangent inputs (d<output> for each forward output it differentiates).

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "ops/framework/checked_math.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -15,6 +16,18 @@ int64_t TensorSpec::num_elements() const {
   int64_t count = 1;
   for (int64_t d : dims) count *= d;
   return count;
+}
+
+int64_t TensorSpec::checked_size_bytes() const {
+  const std::string what = "the size of " + to_string();
+  int64_t count = 1;
+  for (int64_t d : dims) count = checked_mul(count, d, what);
+  const int64_t bytes = checked_mul(count, static_cast<int64_t>(dtype_size(dtype)), what);
+  if (bytes > kMaxTensorBytes) {
+    throw InvalidArgument(what + " is " + std::to_string(bytes) + " bytes, more than the 2^62 a " +
+                          "tensor may have");
+  }
+  return bytes;
 }
 
 std::string TensorSpec::to_string() const {
@@ -38,8 +51,10 @@ std::string_view trim(std::string_view s) {
 }  // namespace
 
 TensorSpec parse_tensor_spec(std::string_view text) {
+  // Quoted in messages, cut short: a spec may come from a hostile file.
+  constexpr size_t kQuoted = 80;
   std::string quoted(1, '\'');
-  quoted.append(text).push_back('\'');
+  quoted.append(text.substr(0, kQuoted)).append(text.size() > kQuoted ? "...'" : "'");
   const std::string_view body = trim(text);
   const size_t open = body.find('[');
   if (open == std::string_view::npos || body.back() != ']') {
@@ -55,7 +70,7 @@ TensorSpec parse_tensor_spec(std::string_view text) {
     int64_t extent = -1;
     const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), extent);
     if (item.empty() || error != std::errc() || end != item.data() + item.size()) {
-      throw InvalidArgument("malformed dimension '" + std::string(item) + "' in tensor spec " +
+      throw InvalidArgument("malformed dimension '" + std::string(item.substr(0, 40)) + "' in tensor spec " +
                             quoted + " (expected a non-negative integer)");
     }
     if (extent < 0) {
@@ -63,9 +78,13 @@ TensorSpec parse_tensor_spec(std::string_view text) {
                             quoted);
     }
     spec.dims.push_back(extent);
+    if (spec.dims.size() > kMaxRank) {
+      throw InvalidArgument("tensor spec " + quoted + " has more than " + std::to_string(kMaxRank) + " dimensions");
+    }
     if (comma == std::string_view::npos) break;
     dims = dims.substr(comma + 1);
   }
+  (void)spec.checked_size_bytes();
   return spec;
 }
 

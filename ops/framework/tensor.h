@@ -13,11 +13,17 @@
 
 namespace tokamax {
 
+// The most dimensions a tensor spec may have (ops use at most 4-5).
+inline constexpr size_t kMaxRank = 16;
+
 struct TensorSpec {
   DType dtype = DType::kF32;
   std::vector<int64_t> dims;
 
   int64_t num_elements() const;
+  // The byte count, checked: InvalidArgument when it overflows or passes kMaxTensorBytes
+  // (ops/framework/checked_math.h). Op::bind checks every tensor with it.
+  int64_t checked_size_bytes() const;
   size_t size_bytes() const { return static_cast<size_t>(num_elements()) * dtype_size(dtype); }
   int rank() const { return static_cast<int>(dims.size()); }
   // "bf16[4096,7168]"; a scalar is "f32[]".

@@ -66,7 +66,7 @@ GluProblem GluProblem::from(const BoundArgs& args) {
   return p;
 }
 
-BoundArgs GatedLinearUnitBase::bind(const json& args) const {
+BoundArgs GatedLinearUnitBase::bind_canonical(const json& args) const {
   const std::string op(name());
   if (!args.is_object()) throw InvalidArgument(op + ": args must be a mapping");
   for (auto it = args.begin(); it != args.end(); ++it) {

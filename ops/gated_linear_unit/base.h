@@ -60,7 +60,7 @@ class GatedLinearUnitBase : public Op {
   // x: a float tensor of rank >= 2 [*B, M, K]; weights: float [K, 2, N], or gate_weights and
   // proj_weights: float [K, N] each (the same dtype); activation: a name of
   // ops/common/activation.h (default "none").
-  BoundArgs bind(const nlohmann::json& args) const override;
+  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   // x ~ N(0, 1) (a post-layer-norm activation) and weights ~ N(0, 1/K) (fan-in initialised), so
   // both products stay O(1) at any K and low-precision outputs neither overflow nor underflow.
   TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;

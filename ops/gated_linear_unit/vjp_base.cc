@@ -32,7 +32,7 @@ GluWeightGrads glu_weight_grads(const GluProblem& p, TensorMap& outputs) {
 
 const Op* GatedLinearUnitVjpOp::primal() const { return &gated_linear_unit_op(); }
 
-BoundArgs GatedLinearUnitVjpOp::bind(const nlohmann::json& args) const {
+BoundArgs GatedLinearUnitVjpOp::bind_canonical(const nlohmann::json& args) const {
   return bind_vjp(gated_linear_unit_op(), name(), args, cotangents());
 }
 

@@ -73,7 +73,7 @@ LayerNormProblem LayerNormProblem::from(const BoundArgs& args) {
   return p;
 }
 
-BoundArgs LayerNormOp::bind(const json& args) const {
+BoundArgs LayerNormOp::bind_canonical(const json& args) const {
   if (!args.is_object()) throw InvalidArgument("layer_norm: args must be a mapping");
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();

@@ -57,7 +57,7 @@ class LayerNormOp : public Op {
   std::string_view summary() const override {
     return "layer norm / RMSNorm of x along one axis: (x-mean)*rsqrt(var+eps)*scale+offset";
   }
-  BoundArgs bind(const nlohmann::json& args) const override;
+  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
   std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
   double flops(const BoundArgs& args) const override;

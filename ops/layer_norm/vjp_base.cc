@@ -20,7 +20,7 @@ LayerNormVjpProblem LayerNormVjpProblem::from(const BoundArgs& args) {
 
 const Op* LayerNormVjpOp::primal() const { return &layer_norm_op(); }
 
-BoundArgs LayerNormVjpOp::bind(const nlohmann::json& args) const {
+BoundArgs LayerNormVjpOp::bind_canonical(const nlohmann::json& args) const {
   // The forward's arguments as its bind takes them (same names, defaults, errors), plus dout of
   // the forward output's spec.
   return bind_vjp(layer_norm_op(), name(), args, cotangents());

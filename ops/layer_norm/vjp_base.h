@@ -44,7 +44,7 @@ class LayerNormVjpOp : public Op {
   std::string_view summary() const override {
     return "gradient of layer_norm: dx, dscale, doffset from x, scale, offset and dout";
   }
-  BoundArgs bind(const nlohmann::json& args) const override;
+  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dout"}; }
   std::vector<TensorDecl> inputs(const BoundArgs& args) const override;

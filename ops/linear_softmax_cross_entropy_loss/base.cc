@@ -89,7 +89,7 @@ void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p, const Tensor& 
   }
 }
 
-BoundArgs LinearSoftmaxCrossEntropyLossOp::bind(const json& args) const {
+BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) const {
   if (!args.is_object()) throw InvalidArgument(prefix() + "args must be a mapping");
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();

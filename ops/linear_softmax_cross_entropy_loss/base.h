@@ -61,7 +61,7 @@ class LinearSoftmaxCrossEntropyLossOp : public Op {
     return "cross-entropy of softmax(x[B,H] @ w[H,V]) against labels[B], never materialising "
            "the logits";
   }
-  BoundArgs bind(const nlohmann::json& args) const override;
+  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
   std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
   double flops(const BoundArgs& args) const override;

@@ -54,7 +54,7 @@ const Op* LinearSoftmaxCrossEntropyLossVjpOp::primal() const {
   return &linear_softmax_cross_entropy_loss_op();
 }
 
-BoundArgs LinearSoftmaxCrossEntropyLossVjpOp::bind(const nlohmann::json& args) const {
+BoundArgs LinearSoftmaxCrossEntropyLossVjpOp::bind_canonical(const nlohmann::json& args) const {
   return bind_vjp(linear_softmax_cross_entropy_loss_op(), name(), args, cotangents());
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/framework/checked_math.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -54,6 +55,9 @@ int64_t json_int(const json& value, const std::string& what) {
   return value.get<int64_t>();
 }
 
+// The most groups a call may have (MoE layers have up to a few thousand experts).
+constexpr int64_t kMaxGroups = int64_t{1} << 20;
+
 // How many entries group_sizes must have: exactly G, or, with a group_offset, at least
 // group_offset + G (the groups of the other shards of an expert-parallel layer).
 struct GroupCount {
@@ -61,7 +65,8 @@ struct GroupCount {
   bool has_offset = false;
   bool fits(int64_t count) const { return has_offset ? count >= offset + G : count == G; }
   std::string expected() const {
-    return has_offset ? "at least group_offset + G = " + std::to_string(offset + G)
+    return has_offset ? "at least group_offset + G = " + std::to_string(offset + G) +
+                            " and at most " + std::to_string(kMaxGroups)
                       : "G=" + std::to_string(G) + " (the groups of rhs)";
   }
 };
@@ -98,7 +103,7 @@ std::vector<int64_t> bind_group_sizes(const json& args, const GroupCount& count,
           "ragged_dot: group_sizes as a mapping needs non-negative num_groups and total",
           "group_sizes");
     }
-    if (!count.fits(num_groups)) {
+    if (!count.fits(num_groups) || num_groups > kMaxGroups) {
       throw InvalidArgument("ragged_dot: group_sizes.num_groups is " + std::to_string(num_groups) +
                                 " but must be " + count.expected(),
                             "group_sizes");
@@ -128,7 +133,7 @@ std::vector<int64_t> bind_group_sizes(const json& args, const GroupCount& count,
                                 std::to_string(sizes[g]) + "; sizes must be >= 0",
                             "group_sizes");
     }
-    sum += sizes[g];
+    sum = checked_add(sum, sizes[g], "ragged_dot: the sum of group_sizes", "group_sizes");
   }
   if (sum > M) {
     throw InvalidArgument("ragged_dot: group_sizes sum to " + std::to_string(sum) +
@@ -264,7 +269,7 @@ GateUp parse_gate_up(std::string_view name) {
                         "fuse_gateup_activation");
 }
 
-BoundArgs RaggedDotOp::bind(const json& args) const {
+BoundArgs RaggedDotOp::bind_canonical(const json& args) const {
   if (!args.is_object()) throw InvalidArgument("ragged_dot: args must be a mapping");
   static constexpr const char* kKnown[] = {"lhs",
                                            "rhs",
@@ -311,6 +316,14 @@ BoundArgs RaggedDotOp::bind(const json& args) const {
     }
     count.has_offset = true;
     count.offset = value.get<int64_t>();
+  }
+  // group_sizes has one entry per group (a list in the key, a vector here): a count from a file
+  // must not size an allocation unchecked.
+  const int64_t total_groups = checked_add(count.offset, G, "ragged_dot: group_offset + G", "group_offset");
+  if (total_groups > kMaxGroups) {
+    throw InvalidArgument("ragged_dot: " + std::to_string(total_groups) +
+                              " groups (group_offset + G); at most " + std::to_string(kMaxGroups),
+                          count.has_offset && count.offset > 0 ? "group_offset" : "rhs");
   }
   const std::vector<int64_t> sizes = bind_group_sizes(args, count, M);
 

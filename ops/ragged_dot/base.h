@@ -125,7 +125,7 @@ class RaggedDotOp : public Op {
   std::string_view summary() const override {
     return "grouped matmul: rows of lhs[M,K] in group g times rhs[g] of rhs[G,K,N]";
   }
-  BoundArgs bind(const nlohmann::json& args) const override;
+  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
   std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
   // maybe_quantize_lhs with i8 weights multiplies int8 by int8: kI8 (the int8 dot ceiling).

@@ -29,7 +29,7 @@ RaggedDotVjpProblem RaggedDotVjpProblem::from(const BoundArgs& args) {
 
 const Op* RaggedDotVjpOp::primal() const { return &ragged_dot_op(); }
 
-BoundArgs RaggedDotVjpOp::bind(const nlohmann::json& args) const {
+BoundArgs RaggedDotVjpOp::bind_canonical(const nlohmann::json& args) const {
   BoundArgs bound = bind_vjp(ragged_dot_op(), name(), args, cotangents());
   // The gradient of the epilogue (bias, activations) and of quantized weights is not this op's:
   // refuse them by name rather than differentiate a different function.

@@ -51,7 +51,7 @@ class RaggedDotVjpOp : public Op {
   }
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dout"}; }
-  BoundArgs bind(const nlohmann::json& args) const override;
+  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
   std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
   double flops(const BoundArgs& args) const override;

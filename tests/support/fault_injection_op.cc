@@ -55,7 +55,12 @@ class FaultyRaggedDot final : public TypedImplementation<FaultProblem, FaultConf
            const TensorMap& inputs, TensorMap& outputs) const override {
     if (config.delay_us > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(config.delay_us));
-    if (config.mode == "crash") std::raise(SIGSEGV);
+    if (config.mode == "crash") {
+      // The default action, not a sanitizer's handler (which would report and exit): the worker
+      // dies of the signal, as an unsanitized build's does.
+      std::signal(SIGSEGV, SIG_DFL);
+      std::raise(SIGSEGV);
+    }
     if (config.mode == "abort") std::abort();
     if (config.mode == "hang") {
       for (;;) pause();
@@ -81,8 +86,8 @@ class FaultInjectionOp final : public RaggedDotOp {
   std::string_view summary() const override {
     return "test builds only: ragged_dot whose `faulty` implementation misbehaves on demand";
   }
-  BoundArgs bind(const nlohmann::json& args) const override {
-    BoundArgs bound = RaggedDotOp::bind(args);
+  BoundArgs bind_canonical(const nlohmann::json& args) const override {
+    BoundArgs bound = RaggedDotOp::bind_canonical(args);
     bound.op = "fault_injection";
     return bound;
   }

@@ -28,6 +28,7 @@
 #include <hwy/highway.h>
 
 #include "ops/common/cpu_gemm/widen-inl.h"
+#include "ops/common/masked_load-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
@@ -95,7 +96,8 @@ HWY_INLINE void MicroTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* 
       } else {
         const auto mask = hn::FirstN(d, static_cast<size_t>(valid));
         const hn::Vec<D> sum =
-            accumulate ? hn::Add(acc[r][v], hn::MaskedLoad(mask, d, dst)) : acc[r][v];
+            accumulate ? hn::Add(acc[r][v], MaskedLoadFirstN(d, dst, static_cast<size_t>(valid)))
+                       : acc[r][v];
         hn::BlendedStore(sum, mask, d, dst);
       }
     }

@@ -31,6 +31,7 @@
 
 #include "ops/common/cpu_gemm/transpose-inl.h"
 #include "ops/common/cpu_gemm/widen-inl.h"
+#include "ops/common/masked_load-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
@@ -72,8 +73,7 @@ void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_
         if constexpr (std::is_same_v<In, float>) {
           if (c < width) {
             const int64_t fill = std::min(L, nr - c);
-            const auto v = hn::MaskedLoad(hn::FirstN(df, static_cast<size_t>(width - c)), df,
-                                          src + c0 + c);
+            const auto v = MaskedLoadFirstN(df, src + c0 + c, static_cast<size_t>(width - c));
             hn::BlendedStore(v, hn::FirstN(df, static_cast<size_t>(fill)), df, dst + c);
             c += fill;
             for (; c < nr; ++c) dst[c] = Acc(0);

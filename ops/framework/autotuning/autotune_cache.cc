@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ops/framework/errors.h"
+#include "ops/framework/input_file.h"
 
 namespace tokamax {
 namespace {
@@ -34,31 +35,6 @@ void expect_object(const json& value, const std::string& path, const std::string
 
 // `["key"]` with the key JSON-escaped, so a path names args keys (themselves JSON) unambiguously.
 std::string path_key(const std::string& key) { return "[" + json(key).dump() + "]"; }
-
-// nlohmann reports the 1-based byte index of the last character it read, which is where the
-// error sits. Columns count UTF-8 code points, as editors do.
-std::pair<int, int> line_and_column(std::string_view text, size_t byte) {
-  const size_t index = std::min(byte == 0 ? 0 : byte - 1, text.size());
-  int line = 1;
-  int column = 1;
-  for (size_t i = 0; i < index; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
-// "[json.exception.parse_error.101] parse error at line 1, column 2: <reason>" -> "<reason>".
-std::string parse_error_reason(const json::parse_error& error) {
-  const std::string what = error.what();
-  const size_t start = what.find("parse error");
-  const size_t colon = start == std::string::npos ? start : what.find(": ", start);
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
 
 // Brings a document of an older format version up to kFormatVersion, one version at a time, so
 // that the schema walk below only knows the current layout. Version 1 is the first format; when
@@ -192,13 +168,7 @@ CacheEntry CacheEntry::from_json(const nlohmann::json& value) {
 }
 
 AutotuneCache AutotuneCache::parse(std::string_view text, const std::string& source_name) {
-  json document;
-  try {
-    document = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    const auto [line, column] = line_and_column(text, e.byte);
-    throw InputError(source_name, line, column, parse_error_reason(e));
-  }
+  json document = parse_json_input(text, source_name);
   if (!document.is_object()) {
     throw InputError(source_name, 0, 0,
                      std::string("expected an object with format_version and entries, got ") +

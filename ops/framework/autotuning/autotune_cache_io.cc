@@ -1,9 +1,7 @@
 // The autotuning cache on disk and in the binary: load, atomic save, locked update, shipped.
-#include <fcntl.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "backends/files.h"
@@ -11,46 +9,14 @@
 #include "ops/framework/autotuning/autotune_cache.h"
 #include "ops/framework/embedded.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/input_file.h"
 
 namespace tokamax {
-namespace {
-
-// Owns a file descriptor.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-}  // namespace
 
 AutotuneCache AutotuneCache::load(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int error = errno;
-    if (error == ENOENT) return {};
-    throw InputError(path, 0, 0, std::string("cannot read: ") + std::strerror(error));
-  }
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t count = ::read(fd.get(), buffer, sizeof(buffer));
-    if (count == 0) break;
-    if (count < 0) {
-      if (errno == EINTR) continue;
-      throw InputError(path, 0, 0, std::string("cannot read: ") + std::strerror(errno));
-    }
-    text.append(buffer, static_cast<size_t>(count));
-  }
-  return parse(text, path);
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 && errno == ENOENT) return {};
+  return parse(read_input_file(path, kMaxJsonInputBytes, "autotuning cache"), path);
 }
 
 void AutotuneCache::save(const std::string& path) const { write_file_atomically(path, dump()); }

@@ -10,8 +10,10 @@
 #include <regex>
 #include <sstream>
 
+#include "backends/files.h"
 #include "ops/framework/embedded.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/input_file.h"
 #include "ops/framework/registry.h"
 #include "ops/framework/catalog/yaml_json.h"
 
@@ -71,10 +73,13 @@ std::string read_string(const Entry& entry, const std::string& what, const std::
 // Names and tags are matched by shell globs and shown in tables: keep them to a safe alphabet.
 void check_identifier(const std::string& text, const YAML::Node& node, const std::string& what,
                       const std::string& source) {
+  // Spec names also name folders (verify --dump-dir DIR/<op>/<spec>/).
   static const std::regex identifier("[A-Za-z0-9_.+-]+");
-  if (!std::regex_match(text, identifier)) {
+  if (!std::regex_match(text, identifier) || !is_safe_file_name(text)) {
     yaml_fail(source, node,
-              what + " '" + text + "' must be non-empty and use only letters, digits and _ . + -");
+              what + " '" + text.substr(0, 128) +
+                  "' must be non-empty, at most 128 characters, not . or .., and use only "
+                  "letters, digits and _ . + -");
   }
 }
 
@@ -122,12 +127,13 @@ YAML::Node locate_field(const YAML::Node& args, const std::string& field) {
   return where;
 }
 
-BoundArgs bind_args(const Op& op, const Entry& entry, const std::string& source) {
+BoundArgs bind_args(const Op& op, const Entry& entry, const std::string& source,
+                    YamlToJson& to_json) {
   if (!entry.value.IsMap()) {
     yaml_fail(source, entry.where(),
               "expected args as a mapping of argument names to values (e.g. lhs: bf16[4096,7168])");
   }
-  const json args = yaml_to_json(entry.value, source);
+  const json args = to_json(entry.value);
   try {
     return op.bind(args);
   } catch (const InvalidArgument& e) {
@@ -137,7 +143,8 @@ BoundArgs bind_args(const Op& op, const Entry& entry, const std::string& source)
   }
 }
 
-ArgSpec parse_spec(const Op& op, const YAML::Node& item, const std::string& source) {
+ArgSpec parse_spec(const Op& op, const YAML::Node& item, const std::string& source,
+                   YamlToJson& to_json) {
   if (!item.IsMap()) {
     yaml_fail(source, item,
               "expected each spec to be a mapping with keys name, tags, project, args");
@@ -163,7 +170,7 @@ ArgSpec parse_spec(const Op& op, const YAML::Node& item, const std::string& sour
   if (args == fields.end()) {
     yaml_fail(source, item, "spec '" + spec.name + "' is missing 'args' (the op's arguments)");
   }
-  spec.args = bind_args(op, args->second, source);
+  spec.args = bind_args(op, args->second, source, to_json);
   return spec;
 }
 
@@ -198,8 +205,9 @@ std::vector<ArgSpec> parse_catalog(std::string_view text, const std::string& sou
   }
   std::vector<ArgSpec> specs;
   std::map<std::string, int> first_line;
+  YamlToJson to_json(source);  // one budget for the whole catalog
   for (const YAML::Node& item : items) {
-    ArgSpec spec = parse_spec(*op, item, source);
+    ArgSpec spec = parse_spec(*op, item, source, to_json);
     if (const auto seen = first_line.find(spec.name); seen != first_line.end()) {
       const YamlPos pos = yaml_pos(item["name"]);
       throw InputError(source, pos.line, pos.column,
@@ -213,17 +221,7 @@ std::vector<ArgSpec> parse_catalog(std::string_view text, const std::string& sou
 }
 
 std::vector<ArgSpec> load_catalog_file(const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
-    throw InputError(path, 0, 0, "cannot read catalog: is a directory");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError(path, 0, 0, std::string("cannot read catalog: ") + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path, 0, 0, "cannot read catalog: read error");
-  return parse_catalog(text.str(), path);
+  return parse_catalog(read_input_file(path, kMaxCatalogBytes, "catalog"), path);
 }
 
 std::vector<ArgSpec> builtin_specs() {

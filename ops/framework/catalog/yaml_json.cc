@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-#include <regex>
+#include <string_view>
 #include <vector>
 
 #include "ops/framework/errors.h"
@@ -20,21 +20,41 @@ namespace {
 
 using nlohmann::json;
 
-// Integer text per the core schema -> true and `value`; throws std::out_of_range past int64.
+// Scanners for the core schema's number forms, by hand: std::regex costs microseconds per call,
+// and a catalog may hold a million scalars.
+bool all_of(std::string_view text, bool (*digit)(char)) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    if (!digit(c)) return false;
+  }
+  return true;
+}
+bool decimal_digit(char c) { return c >= '0' && c <= '9'; }
+bool octal_digit(char c) { return c >= '0' && c <= '7'; }
+bool hex_digit(char c) {
+  return decimal_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+std::string_view without_sign(std::string_view text) {
+  if (!text.empty() && (text[0] == '-' || text[0] == '+')) text.remove_prefix(1);
+  return text;
+}
+
+// Integer text per the core schema ([-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+) -> true and `value`;
+// throws std::out_of_range past int64.
 bool parse_int(const std::string& text, int64_t& value) {
-  static const std::regex decimal("[-+]?[0-9]+"), octal("0o[0-7]+"), hex("0x[0-9a-fA-F]+");
+  const std::string_view view = text;
   int base = 10;
-  std::string digits = text;
-  if (std::regex_match(text, octal)) {
+  std::string_view digits = view;
+  if (view.starts_with("0o") && all_of(view.substr(2), octal_digit)) {
     base = 8;
-    digits = text.substr(2);
-  } else if (std::regex_match(text, hex)) {
+    digits = view.substr(2);
+  } else if (view.starts_with("0x") && all_of(view.substr(2), hex_digit)) {
     base = 16;
-    digits = text.substr(2);
-  } else if (!std::regex_match(text, decimal)) {
+    digits = view.substr(2);
+  } else if (!all_of(without_sign(view), decimal_digit)) {
     return false;
   }
-  if (!digits.empty() && digits[0] == '+') digits = digits.substr(1);
+  if (digits[0] == '+') digits.remove_prefix(1);
   const char* end = digits.data() + digits.size();
   const auto [ptr, ec] = std::from_chars(digits.data(), end, value, base);
   if (ec != std::errc() || ptr != end) {
@@ -43,19 +63,42 @@ bool parse_int(const std::string& text, int64_t& value) {
   return true;
 }
 
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool is_float_text(std::string_view text) {
+  text = without_sign(text);
+  size_t i = 0;
+  const auto digits = [&] {
+    const size_t start = i;
+    while (i < text.size() && decimal_digit(text[i])) ++i;
+    return i - start;
+  };
+  const size_t integer = digits();
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    if (digits() == 0 && integer == 0) return false;
+  } else if (integer == 0) {
+    return false;
+  }
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == text.size();
+}
+
 bool parse_float(const std::string& text, double& value) {
-  static const std::regex number("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
-  static const std::regex inf("[-+]?\\.(inf|Inf|INF)"), nan("\\.(nan|NaN|NAN)");
-  if (std::regex_match(text, inf)) {
+  const std::string_view unsigned_text = without_sign(text);
+  if (unsigned_text == ".inf" || unsigned_text == ".Inf" || unsigned_text == ".INF") {
     value = text[0] == '-' ? -std::numeric_limits<double>::infinity()
                            : std::numeric_limits<double>::infinity();
     return true;
   }
-  if (std::regex_match(text, nan)) {
+  if (text == ".nan" || text == ".NaN" || text == ".NAN") {
     value = std::numeric_limits<double>::quiet_NaN();
     return true;
   }
-  if (!std::regex_match(text, number)) return false;
+  if (!is_float_text(text)) return false;
   value = std::stod(text);
   return true;
 }
@@ -73,10 +116,14 @@ json scalar_to_json(const YAML::Node& node, const std::string& source) {
   try {
     int64_t integer = 0;
     if (parse_int(text, integer)) return integer;
+  } catch (const std::out_of_range&) {
+    yaml_fail(source, node, "number '" + text + "' is out of range (expected a 64-bit integer)");
+  }
+  try {
     double real = 0.0;
     if (parse_float(text, real)) return real;
   } catch (const std::out_of_range&) {
-    yaml_fail(source, node, "number '" + text + "' is out of range (expected a 64-bit integer)");
+    yaml_fail(source, node, "number '" + text + "' is out of range of a double");
   }
   return text;
 }
@@ -88,16 +135,24 @@ YamlPos yaml_pos(const YAML::Mark& mark) {
   return {mark.line + 1, mark.column + 1};
 }
 
-json yaml_to_json(const YAML::Node& node, const std::string& source) {
+json YamlToJson::convert(const YAML::Node& node, int depth) {
+  if (++values_ > kMaxValues) {
+    yaml_fail(source_, node,
+              "the document expands to more than " + std::to_string(kMaxValues) +
+                  " values (aliases of aliases?)");
+  }
+  if (depth > kMaxDepth) {
+    yaml_fail(source_, node, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  }
   switch (node.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
       return nullptr;
     case YAML::NodeType::Scalar:
-      return scalar_to_json(node, source);
+      return scalar_to_json(node, source_);
     case YAML::NodeType::Sequence: {
       json out = json::array();
-      for (const YAML::Node& item : node) out.push_back(yaml_to_json(item, source));
+      for (const YAML::Node& item : node) out.push_back(convert(item, depth + 1));
       return out;
     }
     case YAML::NodeType::Map: {
@@ -105,15 +160,19 @@ json yaml_to_json(const YAML::Node& node, const std::string& source) {
       for (const auto& pair : node) {
         const YAML::Node& key = pair.first;
         if (!key.IsScalar())
-          yaml_fail(source, key, "expected a scalar mapping key, not a list or mapping");
+          yaml_fail(source_, key, "expected a scalar mapping key, not a list or mapping");
         const std::string& name = key.Scalar();
-        if (out.contains(name)) yaml_fail(source, key, "duplicate key '" + name + "'");
-        out[name] = yaml_to_json(pair.second, source);
+        if (out.contains(name)) yaml_fail(source_, key, "duplicate key '" + name + "'");
+        out[name] = convert(pair.second, depth + 1);
       }
       return out;
     }
   }
   return nullptr;
+}
+
+json yaml_to_json(const YAML::Node& node, const std::string& source) {
+  return YamlToJson(source)(node);
 }
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "backends/files.h"
 #include "backends/registry.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/harness/local_runner.h"
@@ -109,6 +110,12 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
   const ErrorModel model = op.error_model(args);
   LocalRunner local;
   CaseRunner& runner = options.runner != nullptr ? *options.runner : local;
+  // DIR/<op>/<spec>/: both names must stay one folder each, inside DIR.
+  if (!options.dump_dir.empty() && (!is_safe_file_name(spec.op) || !is_safe_file_name(spec.name))) {
+    throw InvalidArgument("--dump-dir: the spec name '" + spec.name.substr(0, 128) +
+                              "' cannot be a folder name (empty, . or .., '/', NUL, over 128 bytes)",
+                          "--dump-dir");
+  }
   const fs::path case_dir =
       options.dump_dir.empty() ? fs::path() : fs::path(options.dump_dir) / spec.op / spec.name;
   CaseSetup setup;
