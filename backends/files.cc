@@ -2,9 +2,11 @@
 #include "backends/files.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
@@ -47,10 +49,26 @@ void write_all(int fd, std::string_view data, const std::string& path) {
   }
 }
 
+constexpr std::string_view kTempInfix = ".tmp.";
+
 // The pid keeps concurrent processes apart, the counter concurrent writers within one process.
 std::string unique_temp_path(const std::string& path) {
   static std::atomic<unsigned> counter{0};
-  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  return path + std::string(kTempInfix) + std::to_string(::getpid()) + "." +
+         std::to_string(counter++);
+}
+
+// The pid of "<pid>.<n>", or 0 when `suffix` is not of that form.
+pid_t temp_writer_pid(std::string_view suffix) {
+  const auto digits = [](std::string_view text, size_t max_size) {
+    return !text.empty() && text.size() <= max_size &&
+           std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const size_t dot = suffix.find('.');
+  if (dot == std::string_view::npos) return 0;
+  const std::string_view pid_text = suffix.substr(0, dot);
+  if (!digits(pid_text, 9) || !digits(suffix.substr(dot + 1), 10)) return 0;
+  return static_cast<pid_t>(std::stol(std::string(pid_text)));
 }
 
 // A rename is only durable once the folder holding it is synced; best effort (some file systems
@@ -63,6 +81,25 @@ void sync_parent_directory(const std::string& path) {
 }
 
 }  // namespace
+
+int remove_stale_temp_files(const std::string& path) {
+  const std::filesystem::path target(path);
+  const std::string prefix = target.filename().string() + std::string(kTempInfix);
+  std::filesystem::path folder = target.parent_path();
+  if (folder.empty()) folder = ".";
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const pid_t pid = temp_writer_pid(std::string_view(name).substr(prefix.size()));
+    // ESRCH: no such process. EPERM means it exists (another user's): leave it.
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    if (std::filesystem::remove(entry.path(), ignored)) ++removed;
+  }
+  return removed;
+}
 
 void create_parent_directories(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();

@@ -16,6 +16,12 @@ void write_file_atomically(const std::string& path, const std::string& text);
 // files (spec names, device ids, op names) pass this before they become folder or file names.
 bool is_safe_file_name(std::string_view name);
 
+// Removes the temporary files that write_file_atomically(path) left behind in processes that died
+// before their rename (a SIGKILL, the OOM killer): "<path>.tmp.<pid>.<n>" whose pid is not a live
+// process. Call it holding the FileLock of `path`, so no locked writer is mid-write. Best effort;
+// returns how many it removed.
+int remove_stale_temp_files(const std::string& path);
+
 // Creates the parent folders of `path`; throws std::system_error naming the folder.
 void create_parent_directories(const std::string& path);
 

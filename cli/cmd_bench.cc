@@ -284,6 +284,7 @@ struct BenchCommand {
     for (const ArgSpec& spec : specs) {
       std::vector<BenchResult> planned = plan(spec, specs, device, sources.context(), options);
       time_spec(spec, device, ceilings, options, *runner, planned, merged, scratch);
+      print_retries(spec.op + "/" + spec.name, runner->take_retries());
       results.insert(results.end(), planned.begin(), planned.end());
     }
     std::error_code ignored;

@@ -1,13 +1,11 @@
 // `tokamax tune`: search each case's config space, verify the winner, record it in the cache.
-#include <algorithm>
 #include <csignal>
 #include <iostream>
-#include <string_view>
-#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/report/table.h"
+#include "cli/tune_items.h"
 #include "cli/tune_sources.h"
 #include "ops/framework/autotuning/tuner.h"
 #include "ops/framework/errors.h"
@@ -24,69 +22,6 @@ std::atomic<bool> g_interrupt{false};
 extern "C" void on_sigint(int) {
   g_interrupt.store(true);
   std::signal(SIGINT, SIG_DFL);
-}
-
-// --shard I/N: this process tunes items I, I+N, I+2N, ... of the sorted item list.
-struct Shard {
-  int index = 0;
-  int count = 1;
-};
-
-Shard parse_shard(const std::string& text) {
-  Shard shard;
-  const size_t slash = text.find('/');
-  size_t used_index = 0, used_count = 0;
-  try {
-    if (slash == std::string::npos) throw std::invalid_argument("no slash");
-    shard.index = std::stoi(text.substr(0, slash), &used_index);
-    shard.count = std::stoi(text.substr(slash + 1), &used_count);
-  } catch (const std::exception&) {
-    used_index = used_count = 0;
-  }
-  if (slash == std::string::npos || used_index != slash || used_index == 0 ||
-      used_count != text.size() - slash - 1 || used_count == 0 || shard.count < 1 ||
-      shard.index < 0 || shard.index >= shard.count) {
-    throw InvalidArgument(
-        "--shard '" + text + "': expected I/N with 0 <= I < N (0-based shard index, shard count)",
-        "shard");
-  }
-  return shard;
-}
-
-// "crash 1, timeout 1": the failed candidates by category, "-" when none failed.
-std::string failure_counts(const std::vector<CandidateResult>& candidates) {
-  std::string text;
-  for (const char* status : {"invalid", "error", "crash", "timeout", "numerics"}) {
-    int count = 0;
-    for (const CandidateResult& c : candidates) count += c.status == status;
-    if (count > 0)
-      text += (text.empty() ? "" : ", ") + std::string(status) + " " + std::to_string(count);
-  }
-  return text.empty() ? "-" : text;
-}
-
-// One unit of work: a case and an implementation.
-struct TuneItem {
-  const ArgSpec* spec;
-  const Implementation* impl;
-};
-
-// Sorted by (op, spec name, implementation, args key): the same order on every machine, whatever
-// the catalog or file order, so that shards of one selection partition it.
-std::vector<TuneItem> sorted_items(const std::vector<ArgSpec>& specs, const std::string& impls) {
-  std::vector<TuneItem> items;
-  for (const ArgSpec& spec : specs) {
-    for (const Implementation* impl : select_impls(find_op(spec.op), impls, specs)) {
-      items.push_back({&spec, impl});
-    }
-  }
-  auto order = [](const TuneItem& item) {
-    return std::make_tuple(std::string_view(item.spec->op), std::string_view(item.spec->name),
-                           item.impl->name(), item.spec->args.key());
-  };
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const TuneItem& a, const TuneItem& b) { return order(a) < order(b); });
-  return items;
 }
 
 struct TuneCommand {
@@ -205,6 +140,7 @@ struct TuneCommand {
         }
         const TuneResult result = tune_case(op, spec.args, *impl, device, options);
         if (show_progress) std::cerr << "\r\033[K" << std::flush;
+        print_retries(spec.op + "/" + spec.name + "/" + std::string(impl->name()), result.retries);
         int valid = 0;
         for (const CandidateResult& c : result.candidates) valid += c.status == "ok";
         const std::string counts =
@@ -219,6 +155,7 @@ struct TuneCommand {
               {"spec", spec.name},
               {"winner", false},
               {"reason", result.reason},
+              {"retries", result.retries},
               {"phases", result.phases.to_json()},
               {"candidates", nlohmann::json::array()}};
           for (const CandidateResult& c : result.candidates) {
@@ -240,6 +177,7 @@ struct TuneCommand {
         record["key"] = {{"device", key.device}, {"op", key.op}, {"impl", key.impl}};
         record["spec"] = spec.name;
         record["phases"] = result.phases.to_json();
+        record["retries"] = result.retries;
         records.push_back(record);
       }
     } catch (const Interrupted&) {

@@ -80,6 +80,7 @@ struct VerifyCommand {
                        record.reason});
         records.push_back(std::move(record));
       }
+      print_retries(spec.op + "/" + spec.name, runner->take_retries());
     }
     table.print(std::cout);
 

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -126,6 +127,10 @@ std::unique_ptr<CaseRunner> make_runner(const IsolationOptions& options,
   worker.timeout_s = options.timeout_s;
   worker.interrupt = interrupt;
   return std::make_unique<WorkerRunner>(worker);
+}
+
+void print_retries(const std::string& item, const std::vector<std::string>& retries) {
+  for (const std::string& retry : retries) std::cerr << item << ": " << retry << "\n";
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

@@ -78,6 +78,10 @@ void add_isolation_options(CLI::App& command, IsolationOptions& options,
 std::unique_ptr<CaseRunner> make_runner(const IsolationOptions& options,
                                         const std::atomic<bool>* interrupt);
 
+// Prints each retried step of `item` ("op/spec/impl") to stderr, --quiet or not: a worker killed
+// from outside says something about the machine (CaseRunner::take_retries).
+void print_retries(const std::string& item, const std::vector<std::string>& retries);
+
 // Writes text to a file, creating parent directories; throws InvalidArgument when it cannot.
 void write_text_file(const std::string& path, const std::string& text);
 

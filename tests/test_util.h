@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -59,6 +62,40 @@ inline CommandResult run_command(const std::string& command) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+// The children of this process and their states from /proc/<pid>/stat ('Z': a zombie, ended
+// but not waited for).
+inline std::map<pid_t, char> child_processes() {
+  std::map<pid_t, char> children;
+  const pid_t self = getpid();
+  std::error_code error;
+  for (std::filesystem::directory_iterator it("/proc", error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c)) != 0;
+        })) {
+      continue;
+    }
+    std::ifstream stat(it->path() / "stat");
+    std::string text;
+    std::getline(stat, text);
+    const size_t close = text.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos || close + 2 > text.size()) continue;
+    std::istringstream rest(text.substr(close + 2));
+    char state = 0;
+    pid_t parent = 0;
+    if (rest >> state >> parent && parent == self) children[std::stoi(name)] = state;
+  }
+  return children;
+}
+
+// How many children of this process are zombies.
+inline int zombie_children() {
+  int zombies = 0;
+  for (const auto& [pid, state] : child_processes()) zombies += state == 'Z';
+  return zombies;
 }
 
 #ifdef TOKAMAX_BIN

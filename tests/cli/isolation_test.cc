@@ -146,7 +146,8 @@ TEST_CASE("the installed tokamax has no fault_injection op and hides the worker 
   CHECK(list.exit_code == 0);
   CHECK_THAT(list.output, !Catch::Contains("fault_injection"));
   const CommandResult help = run_command(kBin + " --help");
-  CHECK_THAT(help.output, !Catch::Contains("worker"));
+  // As a word: the usage line holds the program's path, which may (wt-workers/build/tokamax).
+  CHECK_THAT(help.output, !Catch::Contains(" worker ") && !Catch::Contains("Internal: run"));
   const CommandResult test_list = run_command(kTestCli + " list");
   CHECK_THAT(test_list.output, Catch::Contains("fault_injection"));
 }

@@ -1,13 +1,18 @@
 // The fault-injection op of the test builds: ragged_dot math, misbehaving on demand.
 #include "tests/support/fault_injection_op.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "backends/device.h"
 #include "ops/framework/errors.h"
@@ -15,8 +20,46 @@
 namespace tokamax::testing {
 namespace {
 
+// The search space: one autotuning config each.
 const char* const kModes[] = {"ok",    "wrong", "throw",        "crash",
                               "abort", "hang",  "device_fault", "invalid"};
+// Valid too, for $TOKAMAX_FAULT, but never searched (slow or heavy on purpose).
+const char* const kHostileModes[] = {"oom", "ignore_sigterm", "close_pipe"};
+
+long env_number(const char* name, long fallback) {
+  const char* text = std::getenv(name);
+  return text != nullptr && *text != '\0' ? std::atol(text) : fallback;
+}
+
+// TOKAMAX_FAULT_KILL (fault_injection_op.h): dies here when the environment says so.
+void maybe_killed_in(std::string_view step) {
+  const char* where = std::getenv("TOKAMAX_FAULT_KILL");
+  if (where == nullptr || step != where) return;
+  const char* file = std::getenv("TOKAMAX_FAULT_KILL_FILE");
+  if (file != nullptr && *file != '\0') {
+    std::error_code ignored;
+    const auto kills = std::filesystem::file_size(file, ignored);
+    if (!ignored && static_cast<long>(kills) >= env_number("TOKAMAX_FAULT_KILL_TIMES", 1)) return;
+    std::ofstream(file, std::ios::app) << 'k';  // closed (written) before the kill
+  }
+  std::raise(SIGKILL);
+}
+
+// Allocates and touches 64 MiB at a time until killed. Where no memory limit would stop it,
+// TOKAMAX_FAULT_OOM_MB stands in for one: past it the process sends itself SIGKILL, which is all
+// a parent ever sees of an OOM kill.
+[[noreturn]] void allocate_forever() {
+  constexpr size_t kChunk = size_t{64} << 20;
+  const long limit_mb = env_number("TOKAMAX_FAULT_OOM_MB", 0);
+  std::vector<std::unique_ptr<char[]>> hoard;
+  for (long mb = 0;; mb += 64) {
+    if (limit_mb > 0 && mb >= limit_mb) std::raise(SIGKILL);
+    hoard.emplace_back(new char[kChunk]);
+    // Through a volatile pointer: every page is really written, so it really is resident.
+    volatile char* bytes = hoard.back().get();
+    for (size_t i = 0; i < kChunk; i += 4096) bytes[i] = 1;
+  }
+}
 
 // ragged_dot's problem under the op's own name.
 struct FaultProblem : RaggedDotProblem {
@@ -66,6 +109,16 @@ class FaultyRaggedDot final : public TypedImplementation<FaultProblem, FaultConf
       for (;;) pause();
     }
     if (config.mode == "throw") throw std::runtime_error("injected failure");
+    if (config.mode == "oom") allocate_forever();
+    if (config.mode == "ignore_sigterm") {
+      std::signal(SIGTERM, SIG_IGN);
+      for (;;) pause();
+    }
+    if (config.mode == "close_pipe") {
+      // In a worker stdin is the protocol socket (worker_process.h): the parent reads end of file.
+      shutdown(STDIN_FILENO, SHUT_RDWR);
+      for (;;) pause();
+    }
     if (config.mode == "device_fault") {
       throw DeviceFault(
           "injected: cudaErrorIllegalAddress: an illegal memory access was "
@@ -91,6 +144,15 @@ class FaultInjectionOp final : public RaggedDotOp {
     bound.op = "fault_injection";
     return bound;
   }
+  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override {
+    maybe_killed_in("setup");
+    return RaggedDotOp::make_inputs(args, seed);
+  }
+  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
+                      std::span<const int64_t> index) const override {
+    maybe_killed_in("oracle");
+    return RaggedDotOp::oracle(args, inputs, output, index);
+  }
   std::vector<const Implementation*> implementations() const override {
     static const FaultyRaggedDot faulty("faulty", true);
     static const FaultyRaggedDot steady("steady", false);
@@ -104,9 +166,13 @@ void FaultConfig::validate() const {
   for (const char* known : kModes) {
     if (mode == known) return;
   }
-  throw InvalidArgument(
-      "mode '" + mode + "': expected ok, wrong, throw, crash, abort, hang, device_fault or invalid",
-      "mode");
+  for (const char* known : kHostileModes) {
+    if (mode == known) return;
+  }
+  throw InvalidArgument("mode '" + mode +
+                            "': expected ok, wrong, throw, crash, abort, hang, device_fault, "
+                            "invalid, oom, ignore_sigterm or close_pipe",
+                        "mode");
 }
 
 const RaggedDotOp& fault_injection_op() {

@@ -91,7 +91,7 @@ class AutotuneCache {
   // Read-modify-write of a cache file under an exclusive lock (flock on "<path>.lock"), written to
   // a temporary file and renamed over the original, so concurrent writers lose nothing and a
   // crash never leaves a half-written cache. A corrupt existing file throws InputError and is
-  // left untouched.
+  // left untouched. Temporary files of writers that were killed mid-write are removed.
   static void update_file(const std::string& path,
                           const std::function<void(AutotuneCache&)>& mutate);
   // Writes atomically (temp + rename), creating parent directories.

@@ -24,6 +24,7 @@ void AutotuneCache::save(const std::string& path) const { write_file_atomically(
 void AutotuneCache::update_file(const std::string& path,
                                 const std::function<void(AutotuneCache&)>& mutate) {
   const FileLock lock(path);
+  remove_stale_temp_files(path);     // of writers killed before their rename
   AutotuneCache cache = load(path);  // a corrupt file throws here, before anything is written
   mutate(cache);
   cache.save(path);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "backends/clock.h"
 #include "ops/framework/errors.h"
@@ -53,7 +54,20 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   setup.device = device.id();
   setup.seed = options.seed;
   setup.oracle_budget = options.oracle_budget;
-  runner.setup(setup);
+  // The runner's retries of setup and oracle steps, and the case lost when one died twice.
+  runner.take_retries();  // a previous case's, already reported
+  const auto lost = [&](const CaseLost& e) {
+    result.has_winner = false;
+    result.reason = e.what();
+    result.retries = runner.take_retries();
+    result.phases.total_s = wall_seconds() - begin;
+    return result;
+  };
+  try {
+    runner.setup(setup);
+  } catch (const CaseLost& e) {
+    return lost(e);
+  }
   result.phases.setup_s = wall_seconds() - begin;
   result.candidates.resize(configs.size());
   std::vector<size_t> valid;  // indices into configs of the candidates that may be timed
@@ -84,9 +98,17 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
       options.progress(TuneProgress{candidate, total, best});
     };
   }
+  std::optional<CaseLost> case_lost;  // set: no candidate can run any more
   const TimeFn time = [&](size_t index, const TimingOptions& request) {
+    if (case_lost) throw CandidateFailure("skipped", case_lost->what());
     const nlohmann::json& config = configs[valid[index]];
-    TimeResult timed = runner.time(impl, config, request);
+    TimeResult timed;
+    try {
+      timed = runner.time(impl, config, request);
+    } catch (const CaseLost& e) {
+      case_lost = e;
+      throw CandidateFailure("skipped", e.what());
+    }
     if (timed.status != "ok") {
       throw CandidateFailure(timed.status, timed.reason);
     }
@@ -111,6 +133,8 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
     }
   }
 
+  if (case_lost) return lost(*case_lost);
+
   // Verify fastest-first: the oracle is computed once, only as far as needed.
   // Pruned candidates compete on their partial times too: a fast config that fails
   // verification may have been the bar that aborted the correct ones.
@@ -123,6 +147,7 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   });
   if (ranked.empty()) {
     result.reason = "no valid candidate ran";
+    result.retries = runner.take_retries();
     result.phases.total_s = wall_seconds() - begin;
     return result;
   }
@@ -130,7 +155,13 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   for (CandidateResult* candidate : ranked) {
     if (options.interrupt != nullptr && options.interrupt->load()) throw Interrupted();
     ++result.phases.checks;
-    const CheckResult check = runner.check(impl, candidate->config);
+    CheckResult check;
+    try {
+      check = runner.check(impl, candidate->config);
+    } catch (const CaseLost& e) {
+      result.phases.verify_s = wall_seconds() - verify_begin;
+      return lost(e);
+    }
     if (check.status != "ok") {
       // A crash or hang only now (e.g. on other outputs) still disqualifies the candidate.
       candidate->status = check.status == "unsupported" ? "error" : check.status;
@@ -158,6 +189,7 @@ TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& 
   }
   result.phases.verify_s = wall_seconds() - verify_begin;
   result.phases.total_s = wall_seconds() - begin;
+  result.retries = runner.take_retries();
   if (!result.has_winner) {
     result.reason = "every timed candidate failed verification";
     return result;

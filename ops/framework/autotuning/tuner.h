@@ -65,8 +65,11 @@ struct TunePhases {
 
 struct TuneResult {
   bool has_winner = false;
-  std::string reason;  // why there is no winner
-  CacheEntry entry;    // the winner, ready for the cache
+  std::string reason;  // why there is no winner (CaseLost: the worker died twice in our step)
+  // Steps of ours (setup, oracle) whose worker died and that were retried in a fresh one
+  // (CaseRunner::take_retries).
+  std::vector<std::string> retries;
+  CacheEntry entry;  // the winner, ready for the cache
   std::vector<CandidateResult> candidates;
   double heuristics_time_s = 0.0;  // the heuristics config's median, for the gain
   TunePhases phases;
@@ -75,8 +78,9 @@ struct TuneResult {
 // Enumerates autotuning_configs (plus the heuristics config), skips invalid ones with the
 // reason, times the rest as `strategy` and the budgets allow, and verifies candidates against the
 // oracle fastest-first until one passes: only a verified config can win. A candidate that throws,
-// crashes or hangs is recorded with that status and the search goes on. Throws Interrupted when
-// `interrupt` is raised.
+// crashes or hangs is recorded with that status and the search goes on. A case whose setup or
+// oracle cannot be run (CaseLost) has no winner, the remaining candidates "skipped". Throws
+// Interrupted when `interrupt` is raised.
 TuneResult tune_case(const Op& op, const BoundArgs& args, const Implementation& impl,
                      const Device& device, const TuneOptions& options);
 

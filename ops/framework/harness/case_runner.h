@@ -16,6 +16,11 @@
 //   unsupported (check only) the implementation threw NotImplemented while running
 // The callers add `invalid` (check_config rejected the config) and `numerics` (outputs out of
 // the error bound).
+//
+// Setting the case up and computing its oracle are our code, not a candidate's: a worker that
+// dies there (the OOM killer, an operator's kill -9) is not the candidate's fault. WorkerRunner
+// retries such a step once in a fresh worker (take_retries() says so) and throws CaseLost when it
+// dies again: the case cannot be run, the command goes on with the next one.
 #pragma once
 
 #include <atomic>
@@ -25,6 +30,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -77,11 +83,18 @@ struct BenchOutcome {
   BenchStats stats;           // stats.ok == (status == "ok"); stats.error says why not
 };
 
+// The worker died twice in a step of ours (setting the case up, computing the oracle): once, and
+// again in the fresh worker it was retried in. The message names the step and both deaths.
+class CaseLost : public std::runtime_error {
+ public:
+  explicit CaseLost(const std::string& message) : std::runtime_error(message) {}
+};
+
 class CaseRunner {
  public:
   virtual ~CaseRunner() = default;
   // Makes `setup` the current case (nothing to do when it already is, except dumping). Errors of
-  // the op itself (input generation) throw.
+  // the op itself (input generation) throw; so does CaseLost.
   virtual void setup(const CaseSetup& setup) = 0;
   // Times impl with config on the current case: time_calls, or with warmup_runs == 0 the lean
   // variant of tune's halving (the first call calibrates the batch and counts as a sample when it
@@ -89,13 +102,17 @@ class CaseRunner {
   virtual TimeResult time(const Implementation& impl, const nlohmann::json& config,
                           const TimingOptions& timing) = 0;
   // Runs once into zeroed outputs and compares every output with the oracle; with `dump_dir`
-  // the outputs are written there as .npy.
+  // the outputs are written there as .npy. time(), check() and bench() throw CaseLost when the
+  // case cannot be set up again (after a crash) or its oracle cannot be computed.
   virtual CheckResult check(const Implementation& impl, const nlohmann::json& config,
                             const std::string& dump_dir = "") = 0;
   // Times each job (Google Benchmark); `options.json_path` receives the Google Benchmark JSON of
   // all of them, as run_benchmarks writes it.
   virtual std::vector<BenchOutcome> bench(const std::vector<BenchJob>& jobs,
                                           const BenchOptions& options) = 0;
+  // The steps retried in a fresh worker since the last call, one sentence each: "the worker
+  // died setting up the case (killed by signal 9 (SIGKILL: ...)); retried in a fresh worker".
+  virtual std::vector<std::string> take_retries() { return {}; }
 };
 
 }  // namespace tokamax

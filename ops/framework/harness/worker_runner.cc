@@ -33,21 +33,63 @@ json WorkerRunner::parse_ok(const WorkerProcess::Reply& reply, const std::string
   return response;
 }
 
-void WorkerRunner::ensure_ready() {
-  if (process_ && !process_->alive()) process_.reset();
-  if (!process_) {
-    process_ = std::make_unique<WorkerProcess>(std::vector<std::string>{options_.exe, "worker"});
-    ++starts_;
-    case_ready_ = false;
-    oracle_ready_ = false;
+void WorkerRunner::lost_worker(const std::string& what, const WorkerProcess::Reply& reply,
+                               std::string& first_death) {
+  if (first_death.empty()) {
+    first_death = reply.reason;
+    retries_.push_back("the worker died " + what + " (" + reply.reason +
+                       "); retried in a fresh worker");
+    return;
   }
-  if (!case_ready_ && setup_) {
+  throw CaseLost("the worker died " + what + " twice (" + first_death + "; then, in a fresh " +
+                 "worker, " + reply.reason + ")");
+}
+
+void WorkerRunner::ensure_ready() {
+  std::string first_death;
+  for (;;) {
+    if (process_ && !process_->alive()) process_.reset();
+    if (!process_) {
+      process_ = std::make_unique<WorkerProcess>(std::vector<std::string>{options_.exe, "worker"});
+      ++starts_;
+      case_ready_ = false;
+      oracle_ready_ = false;
+    }
+    if (case_ready_ || !setup_) return;
     const json message = setup_to_json(*setup_);
-    parse_ok(exchange(message, 0.0), "setting up the case");
+    const WorkerProcess::Reply reply = exchange(message, 0.0);
+    if (reply.status != "ok") {
+      lost_worker("setting up the case", reply, first_death);
+      continue;
+    }
+    parse_ok(reply, "setting up the case");  // a refusal is the op's error: not retried
     setup_->dump_dir.clear();  // dumped once; a restarted worker need not write it again
     case_ready_ = true;
     oracle_ready_ = oracle_ready_ || !message.at("dump_dir").get<std::string>().empty();
+    return;
   }
+}
+
+void WorkerRunner::ensure_oracle() {
+  std::string first_death;
+  for (;;) {
+    ensure_ready();
+    if (oracle_ready_) return;
+    const WorkerProcess::Reply reply = exchange(json{{"cmd", "oracle"}}, 0.0);
+    if (reply.status != "ok") {
+      lost_worker("computing the oracle", reply, first_death);
+      continue;
+    }
+    parse_ok(reply, "computing the oracle");
+    oracle_ready_ = true;
+    return;
+  }
+}
+
+std::vector<std::string> WorkerRunner::take_retries() {
+  std::vector<std::string> taken;
+  taken.swap(retries_);
+  return taken;
 }
 
 WorkerProcess::Reply WorkerRunner::request(const json& message, double timeout_s) {
@@ -96,11 +138,7 @@ TimeResult WorkerRunner::time(const Implementation& impl, const json& config,
 
 CheckResult WorkerRunner::check(const Implementation& impl, const json& config,
                                 const std::string& dump_dir) {
-  ensure_ready();
-  if (!oracle_ready_) {
-    parse_ok(exchange(json{{"cmd", "oracle"}}, 0.0), "computing the oracle");
-    oracle_ready_ = true;
-  }
+  ensure_oracle();
   const json message = {{"cmd", "check"},
                         {"impl", std::string(impl.name())},
                         {"config", config},

@@ -5,7 +5,8 @@
 // are JSON lines over a socket on the worker's stdin/stdout (worker_protocol.h); the worker keeps
 // its case's inputs and oracle between requests, so one worker serves every candidate of a case,
 // and the next case too. After a crash or a timeout (the process group is killed) the next request
-// starts a fresh worker and sets the case up again.
+// starts a fresh worker and sets the case up again. A worker that dies setting the case up or
+// computing its oracle is retried once in a fresh worker; a second death throws CaseLost.
 #pragma once
 
 #include <atomic>
@@ -38,13 +39,21 @@ class WorkerRunner final : public CaseRunner {
                     const std::string& dump_dir = "") override;
   std::vector<BenchOutcome> bench(const std::vector<BenchJob>& jobs,
                                   const BenchOptions& options) override;
+  std::vector<std::string> take_retries() override;
 
   // Workers started so far (1 + restarts after crashes and timeouts); for tests and reports.
   int starts() const { return starts_; }
 
  private:
-  // Starts a worker and sets the case up when there is none; throws when that fails.
+  // Starts a worker and sets the case up when there is none; throws when that fails (CaseLost
+  // when the worker died twice).
   void ensure_ready();
+  // ensure_ready(), then the oracle computed in the worker.
+  void ensure_oracle();
+  // The worker died in step `what` (reply: crash). The first time (first_death empty) notes a
+  // retry and keeps the reason there; the second throws CaseLost naming both.
+  void lost_worker(const std::string& what, const WorkerProcess::Reply& reply,
+                   std::string& first_death);
   // One request with the candidate timeout; crash / timeout come back as the reply's status.
   WorkerProcess::Reply request(const nlohmann::json& message, double timeout_s);
   // One exchange with the live worker: a device fault's response becomes a crash; after a
@@ -59,6 +68,7 @@ class WorkerRunner final : public CaseRunner {
   bool case_ready_ = false;    // the live worker holds setup_
   bool oracle_ready_ = false;  // ... and its oracle
   int starts_ = 0;
+  std::vector<std::string> retries_;  // since the last take_retries()
 };
 
 }  // namespace tokamax
