@@ -84,7 +84,9 @@ std::string read_input_file(const std::string& path, uint64_t max_bytes, const s
   const auto fail = [&](const std::string& why) -> InputError {
     return InputError(path, 0, 0, "cannot read " + what + ": " + why);
   };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  // O_NONBLOCK: opening a FIFO waits for a writer otherwise; it changes nothing for the regular
+  // files read below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) throw fail(std::strerror(errno));
   struct Closer {
     int fd;
