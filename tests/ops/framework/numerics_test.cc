@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <set>
+
+#include "ops/framework/random.h"
 
 using namespace tokamax;
 
@@ -88,4 +91,26 @@ TEST_CASE("sample_indices is complete when small and deterministic when sampled"
   CHECK(a.back() == 999999);
   CHECK(std::is_sorted(a.begin(), a.end()));
   CHECK(sample_indices(1000000, 100, 8) != a);
+}
+
+TEST_CASE("sample_indices picks the first distinct draws, with a bitmap or a hash set",
+          "[numerics]") {
+  // The definition: 0, total - 1, then draws in order, repeats skipped, until there are enough.
+  auto by_definition = [](int64_t total, int64_t max_samples, uint64_t seed) {
+    std::set<int64_t> chosen = {0, total - 1};
+    const uint64_t stream = stream_id("oracle_sample");
+    for (uint64_t d = 0; static_cast<int64_t>(chosen.size()) < max_samples; ++d) {
+      chosen.insert(static_cast<int64_t>(uniform01(seed, stream, d) * static_cast<double>(total)));
+    }
+    return std::vector<int64_t>(chosen.begin(), chosen.end());
+  };
+  // Dense samples (the bitmap: many repeated draws) and sparse ones (the hash set).
+  for (const auto& [total, samples] : {std::pair<int64_t, int64_t>{1000, 900},
+                                       {1000, 20},
+                                       {64 * 1000, 1000},
+                                       {1000000, 300},
+                                       {3, 2}}) {
+    CAPTURE(total, samples);
+    CHECK(sample_indices(total, samples, 5) == by_definition(total, samples, 5));
+  }
 }
