@@ -128,10 +128,16 @@ OracleSet sample_oracle(const Op& op, const BoundArgs& args, const TensorMap& in
                         uint64_t seed) {
   OracleSet oracle;
   const double cost = std::max(op.oracle_cost_per_output(args), 1.0);
-  const auto max_samples = static_cast<int64_t>(std::max(budget / cost, 64.0));
+  const double affordable = budget / cost;
   for (const TensorDecl& decl : op.outputs(args)) {
-    oracle[decl.name] = op.oracle(args, inputs, decl.name,
-                                  sample_indices(decl.spec.num_elements(), max_samples, seed));
+    const int64_t total = decl.spec.num_elements();
+    const int64_t max_samples =
+        static_cast<double>(total) <= affordable
+            ? total
+            : static_cast<int64_t>(
+                  std::clamp(affordable, 64.0, static_cast<double>(kMaxOracleSamples)));
+    oracle[decl.name] =
+        op.oracle(args, inputs, decl.name, sample_indices(total, max_samples, seed));
   }
   return oracle;
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ops/framework/random.h"
+#include "ops/gated_linear_unit/api.h"
 
 using namespace tokamax;
 
@@ -113,4 +114,17 @@ TEST_CASE("sample_indices picks the first distinct draws, with a bitmap or a has
     CAPTURE(total, samples);
     CHECK(sample_indices(total, samples, 5) == by_definition(total, samples, 5));
   }
+}
+
+TEST_CASE("sample_oracle checks every output within the budget, else at most kMaxOracleSamples",
+          "[numerics]") {
+  // 6M outputs of 2 multiply-adds each (K = 1): the full oracle costs 1.2e7.
+  const Op& op = gated_linear_unit_op();
+  const BoundArgs args = op.bind({{"x", "f32[3000,1]"}, {"weights", "f32[1,2,2000]"}});
+  const TensorMap inputs = op.make_inputs(args, 1);
+  CHECK(sample_oracle(op, args, inputs, 1.2e7, 0).at("out").index.size() == 6000000);
+  CHECK(sample_oracle(op, args, inputs, 2e5, 0).at("out").index.size() == 100000);
+  // Affordable: 5e6 outputs, more than the cap and fewer than all.
+  CHECK(sample_oracle(op, args, inputs, 1e7, 0).at("out").index.size() ==
+        static_cast<size_t>(kMaxOracleSamples));
 }
