@@ -22,8 +22,9 @@ namespace tokamax {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-// Rows of one head whose t-long rows (logits, P) are held at once: at most 2^24 doubles each.
-constexpr int64_t kChunkElements = int64_t{1} << 24;
+// Rows of one head whose t-long rows (logits, P) are held at once: at most 2^20 doubles (8 MiB)
+// each, buffers the heap reuses from chunk to chunk.
+constexpr int64_t kChunkElements = int64_t{1} << 20;
 
 // One row of the oracle: exact (double) logits of the rounded inputs and the quantities its
 // error bound needs.

@@ -71,7 +71,7 @@ TensorMap DotProductAttentionVjpOp::make_inputs(const BoundArgs& args, uint64_t 
                    .spec);
     VjpRowOptions options;  // P, lse and out only
     options.with_cotangent = false;
-    const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 24) / std::max<int64_t>(p.t, 1));
+    const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(p.t, 1));
     std::vector<int64_t> rows;
     F64Matrix out_rows;
     for (int64_t b = 0; b < p.B; ++b) {

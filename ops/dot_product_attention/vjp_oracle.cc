@@ -19,8 +19,10 @@
 namespace tokamax {
 namespace {
 
-// Rows of one head computed at once (their t-long rows: at most 2^24 doubles each).
-constexpr int64_t kChunkElements = int64_t{1} << 24;
+// Rows of one head computed at once: their t-long rows, at most 2^20 doubles (8 MiB) per
+// quantity, so that the buffers of one chunk are reused from the heap by the next instead of
+// mapped and page-faulted afresh.
+constexpr int64_t kChunkElements = int64_t{1} << 20;
 
 // Each point's value, sum |terms| and propagated errors sum E |input|.
 struct Sums {
@@ -38,16 +40,24 @@ void for_row_chunks(std::span<const int64_t> rows, int64_t t, Fn&& fn) {
   }
 }
 
-// [R, t] (or transposed [t, R]) of one of each row's t-long vectors, times `scale` per row.
+// [R, t] (or transposed [t, R]) of one of each row's t-long vectors, times `scale` per row. The
+// transpose walks 32 x 32 blocks, so that its column writes stay in L1.
 F64Matrix stack(const std::vector<VjpRow>& rows, std::vector<double> VjpRow::*member, int64_t t,
                 bool transposed, const std::vector<double>* row_scale = nullptr) {
   const int64_t R = static_cast<int64_t>(rows.size());
   F64Matrix m{std::vector<double>(static_cast<size_t>(R * t)), transposed ? t : R,
               transposed ? R : t};
-  for (int64_t n = 0; n < R; ++n) {
-    const std::vector<double>& x = rows[n].*member;
-    const double scale = row_scale ? (*row_scale)[n] : 1.0;
-    for (int64_t j = 0; j < t; ++j) (transposed ? m.row(j)[n] : m.row(n)[j]) = scale * x[j];
+  constexpr int64_t kBlock = 32;
+  for (int64_t n0 = 0; n0 < R; n0 += kBlock) {
+    for (int64_t j0 = 0; j0 < t; j0 += kBlock) {
+      for (int64_t n = n0; n < std::min(R, n0 + kBlock); ++n) {
+        const double* x = (rows[n].*member).data();
+        const double scale = row_scale ? (*row_scale)[n] : 1.0;
+        for (int64_t j = j0; j < std::min(t, j0 + kBlock); ++j) {
+          (transposed ? m.row(j)[n] : m.row(n)[j]) = scale * x[j];
+        }
+      }
+    }
   }
   return m;
 }
