@@ -113,11 +113,14 @@ OracleSample dot_product_attention_vjp_oracle(const BoundArgs& args, const Tenso
       const int64_t hq = flat_row % p.H, r = flat_row / p.H % p.T, b = flat_row / (p.H * p.T);
       heads[b * p.H + hq][r].push_back(s);
     }
-    for (const auto& [head, by_row] : heads) {
-      const int64_t b = head / p.H, hq = head % p.H;
+    for (const auto& entry : heads) {
+      // Named, not a structured binding: the row chunks' lambda captures it.
+      const int64_t b = entry.first / p.H, hq = entry.first % p.H;
+      const std::map<int64_t, std::vector<size_t>>& by_row = entry.second;
       const F64Matrix kt = attention_key_columns(p, k, p.D, b, hq / g);  // [D, t]
       std::vector<int64_t> all_rows;
-      for (const auto& entry : by_row) all_rows.push_back(entry.first);
+      all_rows.reserve(by_row.size());
+      for (const auto& row : by_row) all_rows.push_back(row.first);
       for_row_chunks(all_rows, p.t, [&](std::span<const int64_t> rows) {
         const std::vector<VjpRow> vr = attention_vjp_rows(p, inputs, masks, b, hq, rows, options);
         std::vector<DotPoint> points;
@@ -157,9 +160,11 @@ OracleSample dot_product_attention_vjp_oracle(const BoundArgs& args, const Tenso
       groups[index[s] / width % p.h + index[s] / (width * p.h * p.t) * p.h].push_back(s);
     std::vector<int64_t> all_rows(static_cast<size_t>(p.T));
     for (int64_t r = 0; r < p.T; ++r) all_rows[r] = r;
-    for (const auto& [bi, members] : groups) {
-      const int64_t b = bi / p.h, i = bi % p.h;
+    for (const auto& group : groups) {
+      const int64_t b = group.first / p.h, i = group.first % p.h;
+      const std::vector<size_t>& members = group.second;
       std::vector<DotPoint> points;  // (j, col)
+      points.reserve(members.size());
       for (size_t s : members) points.push_back({index[s] / (width * p.h) % p.t, index[s] % width});
       for (int64_t hq = i * g; hq < (i + 1) * g; ++hq) {
         for_row_chunks(all_rows, p.t, [&](std::span<const int64_t> rows) {

@@ -124,6 +124,7 @@ void blocked_drhs(const RaggedDotProblem& p, const TensorMap& inputs,
     for (size_t s : samples) out.terms[s] = p.group_sizes[g];
     // The sampled k (rows of lhs_g^T), each once.
     std::vector<int64_t> ks;
+    ks.reserve(samples.size());
     for (size_t s : samples) ks.push_back(index[s] / N % K);
     std::sort(ks.begin(), ks.end());
     ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
