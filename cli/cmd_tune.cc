@@ -33,7 +33,7 @@ struct TuneCommand {
   std::string json_path;
   uint64_t seed = 0;
   double min_time_s = 0.05;
-  double oracle_budget = 5e8;
+  double oracle_budget = kDefaultOracleBudget;
   std::string strategy = "exhaustive";
   int max_evals = 0;
   double time_budget_s = 0.0;

@@ -37,7 +37,7 @@ struct VerifyCommand {
   std::string device_name;
   ConfigOptions config;
   uint64_t seed = 0;
-  double oracle_budget = 5e8;
+  double oracle_budget = kDefaultOracleBudget;
   double max_memory_gb = 8.0;
   std::string dump_dir;
   std::string json_path;

@@ -95,7 +95,7 @@ T swiglu_oai(T gate, T up) {
 // p each a contraction computed to |g^ - g| <= gamma Mg, |p^ - p| <= gamma Mp (gamma = n u /
 // (1 - n u), u the accumulator's roundoff), act evaluated within kActivationEvalUlps of |g| +
 // |a| and Lipschitz L, and one more rounding of the product (derivation in
-// ops/gated_linear_unit/base_reference.cc):
+// ops/gated_linear_unit/oracle.cc):
 //   |a^ p^ - a p| <= gamma * gated_product_magnitude(...) (+ the output rounding),
 // with a 1% margin for the second-order terms.
 inline double gated_product_magnitude(double g, double a, double p, double Mg, double Mp,

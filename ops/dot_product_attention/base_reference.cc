@@ -1,4 +1,5 @@
-// dot_product_attention: seeded inputs, the float64 oracle and its error model, the reference.
+// dot_product_attention: seeded inputs, the cost and error model of the float64 oracle
+// (oracle.cc), the reference.
 //
 // Dimensions.
 //   *B     batch dimensions, B = prod(*B); b the flattened batch index
@@ -18,98 +19,6 @@
 
 namespace tokamax {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// The inputs as double (the oracle reads each element many times; converting once is cheaper
-// than Tensor::get per read).
-struct DoubleInputs {
-  std::vector<double> q, k, v, bias;
-  std::vector<uint8_t> mask;
-  AttentionBroadcast bias_at, mask_at;
-};
-
-std::vector<double> to_doubles(const Tensor& x) {
-  std::vector<double> out(static_cast<size_t>(x.num_elements()));
-  for (int64_t i = 0; i < x.num_elements(); ++i) out[i] = x.get(i);
-  return out;
-}
-
-DoubleInputs load(const AttentionProblem& p, const TensorMap& inputs) {
-  DoubleInputs in;
-  in.q = to_doubles(inputs.find("q")->second);
-  in.k = to_doubles(inputs.find("k")->second);
-  in.v = to_doubles(inputs.find("v")->second);
-  if (p.bias) {
-    in.bias = to_doubles(inputs.find("bias")->second);
-    in.bias_at = p.bias_layout();
-  }
-  if (p.mask) {
-    const Tensor& mask = inputs.find("mask")->second;
-    in.mask.resize(static_cast<size_t>(mask.num_elements()));
-    for (int64_t i = 0; i < mask.num_elements(); ++i) in.mask[i] = mask.get(i) != 0.0;
-    in.mask_at = p.mask_layout();
-  }
-  return in;
-}
-
-// One row of the oracle: exact (double) logits of the rounded inputs and the quantities its
-// error bound needs.
-struct OracleRow {
-  std::vector<double> p;     // [t] softmax weights, 0 where masked
-  double logit_error = 0.0;  // Delta: max over visible keys of the bound on |logit error| / u
-  double logit_range = 0.0;  // R: max - min of the visible logits
-  double lse = -kInf;        // log sum_j exp(logit_j)
-  bool empty = true;
-};
-
-OracleRow oracle_row(const AttentionProblem& p, const DoubleInputs& in, int64_t b, int64_t hq,
-                     int64_t r) {
-  const int64_t i = hq / p.groups();
-  OracleRow row;
-  row.p.assign(static_cast<size_t>(p.t), 0.0);
-  std::vector<double> logit(static_cast<size_t>(p.t), -kInf);
-  const auto [lo, hi] = p.key_range(b, r);
-  const double* q_row = &in.q[((b * p.T + r) * p.H + hq) * p.D];
-  double max = -kInf, min = kInf;
-  for (int64_t j = lo; j < hi; ++j) {
-    if (p.mask && !in.mask[in.mask_at.offset(b, hq, r, j)]) continue;
-    const double* k_row = &in.k[((b * p.t + j) * p.h + i) * p.D];
-    double dot = 0.0, abs_dot = 0.0;
-    for (int64_t x = 0; x < p.D; ++x) {
-      dot += q_row[x] * k_row[x];
-      abs_dot += std::fabs(q_row[x] * k_row[x]);
-    }
-    double s = p.logits_scale * dot;
-    double bias = 0.0;
-    if (p.bias) bias = in.bias[in.bias_at.offset(b, hq, r, j)];
-    s += bias;
-    if (p.logits_soft_cap > 0.0) s = p.logits_soft_cap * std::tanh(s / p.logits_soft_cap);
-    logit[j] = s;
-    // |computed - exact logit| / u: the D-term dot product in the accumulator type (products
-    // of f32 inputs round too: D + 1 roundings of sum |q k|), the rounding of the scale, of the
-    // bias add and of the cap's divide, tanh and multiply (tanh is 1-Lipschitz, so errors before
-    // it pass through unamplified; a vectorized tanh/exp is good to a few ulp). Generous
-    // constants: the bound has to hold for every implementation's order of operations.
-    const double delta = (p.D + 4.0) * std::fabs(p.logits_scale) * abs_dot + 4.0 * std::fabs(bias) +
-                         8.0 * std::fabs(s);
-    row.logit_error = std::max(row.logit_error, delta);
-    max = std::max(max, s);
-    min = std::min(min, s);
-  }
-  if (max == -kInf) return row;
-  row.empty = false;
-  row.logit_range = max - min;
-  double sum = 0.0;
-  for (int64_t j = lo; j < hi; ++j) {
-    if (logit[j] == -kInf) continue;
-    row.p[j] = std::exp(logit[j] - max);
-    sum += row.p[j];
-  }
-  for (int64_t j = lo; j < hi; ++j) row.p[j] /= sum;
-  row.lse = max + std::log(sum);
-  return row;
-}
 
 // The unit roundoff of the arithmetic implementations run at: f32 (softmax in >= f32), f64
 // for f64 inputs.
@@ -138,74 +47,6 @@ TensorMap DotProductAttentionOp::make_inputs(const BoundArgs& args, uint64_t see
     inputs.emplace("mask", std::move(mask));
   }
   return inputs;
-}
-
-OracleSample DotProductAttentionOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                           std::string_view output,
-                                           std::span<const int64_t> index) const {
-  const AttentionProblem p = AttentionProblem::from(args);
-  if (output != "out" && !(output == "lse" && p.return_residuals)) {
-    throw InvalidArgument("dot_product_attention has no output '" + std::string(output) + "'");
-  }
-  const DoubleInputs in = load(p, inputs);
-  const double u = accumulation_unit(p);
-  // bf16 inputs may run P V with P rounded to bf16 (the cpu kernel's native_bf16 path).
-  const double p_rounding = p.dtype == DType::kBF16 ? unit_roundoff(DType::kBF16) : 0.0;
-  OracleSample sample;
-  sample.index.assign(index.begin(), index.end());
-  sample.value.assign(index.size(), 0.0);
-  sample.magnitude.assign(index.size(), 0.0);
-  if (output == "lse") {
-    // lse [B, H, T]: logits off by Delta move it by Delta too (a log-sum-exp is 1-Lipschitz in
-    // the max norm); the sum's rounding (t terms, exp to a few ulp over the range R) moves it by
-    // u (3t + 2R + 32) absolutely; -inf on rows without a visible key.
-    for (size_t s = 0; s < index.size(); ++s) {
-      const int64_t r = index[s] % p.T, hq = index[s] / p.T % p.H, b = index[s] / (p.T * p.H);
-      const OracleRow row = oracle_row(p, in, b, hq, r);
-      sample.value[s] = row.lse;
-      if (!row.empty) {
-        sample.magnitude[s] =
-            row.logit_error + 3.0 * p.t + 2.0 * row.logit_range + 32.0 + std::fabs(row.lse);
-      }
-    }
-    return sample;
-  }
-  // Sorted indices visit the d columns of a row together: the row is computed once.
-  int64_t cached = -1;
-  OracleRow row;
-  for (size_t s = 0; s < index.size(); ++s) {
-    const int64_t flat_row = index[s] / p.d, c = index[s] % p.d;
-    if (flat_row != cached) {
-      const int64_t hq = flat_row % p.H, r = (flat_row / p.H) % p.T, b = flat_row / (p.H * p.T);
-      row = oracle_row(p, in, b, hq, r);
-      cached = flat_row;
-    }
-    if (row.empty) continue;  // no visible key: exactly zero
-    const int64_t b = flat_row / (p.H * p.T), i = (flat_row % p.H) / p.groups();
-    double value = 0.0, weighted = 0.0;
-    for (int64_t j = 0; j < p.t; ++j) {
-      if (row.p[j] == 0.0) continue;
-      const double vj = in.v[((b * p.t + j) * p.h + i) * p.d + c];
-      value += row.p[j] * vj;
-      weighted += row.p[j] * std::fabs(vj);
-    }
-    // The error bound, relative to W = sum_j p_j |v_j| (every error below scales a term of the
-    // weighted sum, so W bounds what it can add up to, whatever the cancellation in the value):
-    //  - logits off by at most Delta*u each move every p_j by a factor within exp(+-2 Delta u)
-    //    (numerator and denominator): expm1(2 Delta u) W.
-    //  - exp of an argument rounded to u |arg| (arguments, running maxima and rescale factors
-    //    all stay within the row's logit range R), a few ulp per exp, one rounding per online
-    //    rescale (at most one per key), the t-term sums of the denominator and of P V:
-    //    u (3t + 2R + 32) W.
-    //  - P stored in bf16 for P V: u_bf16 W.
-    // The output rounding is the model's output_roundoff * |value|.
-    const double bracket = std::expm1(2.0 * row.logit_error * u) +
-                           u * (3.0 * p.t + 2.0 * row.logit_range + 32.0) + p_rounding;
-    sample.value[s] = value;
-    // error_model() has accumulation_length 1 and roundoff u: the bound is ~ u * magnitude.
-    sample.magnitude[s] = weighted * bracket / u;
-  }
-  return sample;
 }
 
 double DotProductAttentionOp::oracle_cost_per_output(const BoundArgs& args) const {

@@ -1,5 +1,5 @@
-// dot_product_attention_vjp: seeded inputs, the float64 oracle of every gradient and its error
-// model (the reference itself is in vjp_reference.cc).
+// dot_product_attention_vjp: seeded inputs and the error model of the float64 oracle of every
+// gradient (vjp_oracle.cc; the reference itself is in vjp_reference.cc).
 //
 // Dimensions.
 //   *B, T, t, H, h, D, d   as vjp_base.h; b, hq, r, j as there, i = hq / g, x a column of D,
@@ -40,6 +40,7 @@
 
 #include "ops/dot_product_attention/api.h"
 #include "ops/dot_product_attention/vjp_base.h"
+#include "ops/dot_product_attention/vjp_oracle_rows.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/random.h"
 #include "ops/framework/vjp.h"
@@ -47,154 +48,9 @@
 namespace tokamax {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<double> to_doubles(const Tensor& x) {
-  std::vector<double> out(static_cast<size_t>(x.num_elements()));
-  for (int64_t e = 0; e < x.num_elements(); ++e) out[e] = x.get(e);
-  return out;
-}
-
-// The inputs as double, read many times by the oracle.
-struct VjpInputs {
-  std::vector<double> q, k, v, bias, dout;
-  std::vector<uint8_t> mask;
-  AttentionBroadcast bias_at, mask_at;
-};
-
-VjpInputs load(const AttentionProblem& p, const TensorMap& inputs) {
-  VjpInputs in;
-  in.q = to_doubles(inputs.find("q")->second);
-  in.k = to_doubles(inputs.find("k")->second);
-  in.v = to_doubles(inputs.find("v")->second);
-  if (const Tensor* dout = find_tensor(inputs, "dout")) in.dout = to_doubles(*dout);
-  if (p.bias) {
-    in.bias = to_doubles(inputs.find("bias")->second);
-    in.bias_at = p.bias_layout();
-  }
-  if (p.mask) {
-    const Tensor& mask = inputs.find("mask")->second;
-    in.mask.resize(static_cast<size_t>(mask.num_elements()));
-    for (int64_t e = 0; e < mask.num_elements(); ++e) in.mask[e] = mask.get(e) != 0.0;
-    in.mask_at = p.mask_layout();
-  }
-  return in;
-}
-
-// One row (b, hq, r) of the exact backward and its error terms (units of u).
-struct VjpRow {
-  bool empty = true;
-  double lse = -kInf;
-  double eP = 0.0;         // relative error of each P_j
-  std::vector<double> p;   // [t] softmax weights, 0 where masked
-  std::vector<double> ds;  // [t] dS (before the scale)
-  std::vector<double> es;  // [t] the bound on dS's error
-};
-
-// out_rounding: u_out / u when out comes as an input rounded to q's dtype (its rounding enters
-// Dr = dout . out), else 0.
-VjpRow vjp_row(const AttentionProblem& p, const VjpInputs& in, int64_t b, int64_t hq, int64_t r,
-               double u, double out_rounding = 0.0, bool with_cotangent = true,
-               std::vector<double>* out = nullptr) {
-  const int64_t i = hq / p.groups();
-  if (out) out->assign(static_cast<size_t>(p.d), 0.0);  // zeros for a row without keys
-  VjpRow row;
-  row.p.assign(static_cast<size_t>(p.t), 0.0);
-  row.ds.assign(static_cast<size_t>(p.t), 0.0);
-  row.es.assign(static_cast<size_t>(p.t), 0.0);
-  std::vector<double> logit(static_cast<size_t>(p.t), -kInf), gate(static_cast<size_t>(p.t), 1.0);
-  const auto [lo, hi] = p.key_range(b, r);
-  const double* q_row = &in.q[((b * p.T + r) * p.H + hq) * p.D];
-  const double cap = p.logits_soft_cap;
-  double max = -kInf, min = kInf, delta = 0.0;
-  for (int64_t j = lo; j < hi; ++j) {
-    if (p.mask && !in.mask[in.mask_at.offset(b, hq, r, j)]) continue;
-    const double* k_row = &in.k[((b * p.t + j) * p.h + i) * p.D];
-    double dot = 0.0, abs_dot = 0.0;
-    for (int64_t x = 0; x < p.D; ++x) {
-      dot += q_row[x] * k_row[x];
-      abs_dot += std::fabs(q_row[x] * k_row[x]);
-    }
-    double z = p.logits_scale * dot;
-    const double bias = p.bias ? in.bias[in.bias_at.offset(b, hq, r, j)] : 0.0;
-    z += bias;
-    double s = z;
-    if (cap > 0.0) {
-      const double th = std::tanh(z / cap);
-      s = cap * th;
-      gate[j] = 1.0 - th * th;
-    }
-    logit[j] = s;
-    delta = std::max(delta, (p.D + 4.0) * std::fabs(p.logits_scale) * abs_dot +
-                                4.0 * std::fabs(bias) + 8.0 * std::fabs(s));
-    max = std::max(max, s);
-    min = std::min(min, s);
-  }
-  if (max == -kInf) return row;
-  row.empty = false;
-  double sum = 0.0;
-  for (int64_t j = lo; j < hi; ++j) {
-    if (logit[j] == -kInf) continue;
-    row.p[j] = std::exp(logit[j] - max);
-    sum += row.p[j];
-  }
-  for (int64_t j = lo; j < hi; ++j) row.p[j] /= sum;
-  row.lse = max + std::log(sum);
-  row.eP = std::expm1(2.0 * delta * u) / u + 3.0 * p.t + 2.0 * (max - min) + 32.0 +
-           std::fabs(row.lse) + 4.0;
-  if (out) {
-    for (int64_t j = lo; j < hi; ++j) {
-      if (row.p[j] == 0.0) continue;
-      const double* v_row = &in.v[((b * p.t + j) * p.h + i) * p.d];
-      for (int64_t c = 0; c < p.d; ++c) (*out)[c] += row.p[j] * v_row[c];
-    }
-  }
-  if (!with_cotangent) return row;
-  // dP_j, A_j, then Dr = sum_j P_j dP_j and M_D.
-  const double* dout_row = &in.dout[((b * p.T + r) * p.H + hq) * p.d];
-  std::vector<double> dP(static_cast<size_t>(p.t), 0.0), A(static_cast<size_t>(p.t), 0.0);
-  double Dr = 0.0, MD = 0.0;
-  for (int64_t j = lo; j < hi; ++j) {
-    if (row.p[j] == 0.0) continue;
-    const double* v_row = &in.v[((b * p.t + j) * p.h + i) * p.d];
-    for (int64_t c = 0; c < p.d; ++c) {
-      dP[j] += dout_row[c] * v_row[c];
-      A[j] += std::fabs(dout_row[c] * v_row[c]);
-    }
-    Dr += row.p[j] * dP[j];
-    MD += row.p[j] * A[j];
-  }
-  // bf16 inputs: out may be recomputed with P rounded to bf16 (native_all), u_bf16 per term.
-  const double p_rounding = p.dtype == DType::kBF16 ? unit_roundoff(DType::kBF16) / u : 0.0;
-  double ED = MD * (row.eP + p.t + p.d + 4.0 + p_rounding);
-  if (out_rounding > 0.0) {
-    // Dr from the rounded out: each out_c off by u_out |out_c| more.
-    double dout_out = 0.0;
-    for (int64_t c = 0; c < p.d; ++c) {
-      double out_c = 0.0;
-      for (int64_t j = lo; j < hi; ++j) {
-        if (row.p[j] != 0.0) out_c += row.p[j] * in.v[((b * p.t + j) * p.h + i) * p.d + c];
-      }
-      dout_out += std::fabs(dout_row[c] * out_c);
-    }
-    ED += out_rounding * dout_out;
-  }
-  const double kCap = cap > 0.0 ? delta / cap + 4.0 : 0.0;
-  for (int64_t j = lo; j < hi; ++j) {
-    if (row.p[j] == 0.0) continue;
-    row.ds[j] = row.p[j] * (dP[j] - Dr) * gate[j];
-    row.es[j] =
-        row.p[j] * ((row.eP + 4.0 + kCap) * std::fabs(dP[j] - Dr) + (p.d + 1.0) * A[j] + ED);
-  }
-  return row;
-}
-
 DType accumulator(const AttentionProblem& p) {
   return p.dtype == DType::kF64 ? DType::kF64 : DType::kF32;
 }
-
-// n' = n (1 + 2 n u): gamma_n / u for n u <= 1/4.
-double terms_factor(double n, double u) { return n * (1.0 + 2.0 * n * u); }
 
 }  // namespace
 
@@ -208,19 +64,29 @@ TensorMap DotProductAttentionVjpOp::make_inputs(const BoundArgs& args, uint64_t 
   const bool has_lse = args.has("lse"), has_out = args.has("out");
   if (has_lse || has_out) {
     const AttentionProblem p = AttentionProblem::from(args);
-    const VjpInputs in = load(p, inputs);
+    const AttentionMasks masks = load_attention_masks(p, inputs);
     Tensor lse(attention_lse_spec(p));
     Tensor out(dot_product_attention_op()
                    .outputs(primal_args(dot_product_attention_op(), args, cotangents()))[0]
                    .spec);
-    std::vector<double> out_row;
+    VjpRowOptions options;  // P, lse and out only
+    options.with_cotangent = false;
+    const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(p.t, 1));
+    std::vector<int64_t> rows;
+    F64Matrix out_rows;
     for (int64_t b = 0; b < p.B; ++b) {
       for (int64_t hq = 0; hq < p.H; ++hq) {
-        for (int64_t r = 0; r < p.T; ++r) {
-          const VjpRow row = vjp_row(p, in, b, hq, r, 0.0, 0.0, false, &out_row);
-          lse.set((b * p.H + hq) * p.T + r, row.lse);
-          for (int64_t c = 0; c < p.d; ++c)
-            out.set(((b * p.T + r) * p.H + hq) * p.d + c, out_row[c]);
+        for (int64_t r0 = 0; r0 < p.T; r0 += chunk) {
+          rows.clear();
+          for (int64_t r = r0; r < std::min(p.T, r0 + chunk); ++r) rows.push_back(r);
+          const std::vector<VjpRow> vr =
+              attention_vjp_rows(p, inputs, masks, b, hq, rows, options, &out_rows);
+          for (size_t n = 0; n < rows.size(); ++n) {
+            const int64_t r = rows[n];
+            lse.set((b * p.H + hq) * p.T + r, vr[n].lse);
+            for (int64_t c = 0; c < p.d; ++c)
+              out.set(((b * p.T + r) * p.H + hq) * p.d + c, out_rows.row(n)[c]);
+          }
         }
       }
     }
@@ -228,119 +94,6 @@ TensorMap DotProductAttentionVjpOp::make_inputs(const BoundArgs& args, uint64_t 
     if (has_out) inputs.emplace("out", std::move(out));
   }
   return inputs;
-}
-
-OracleSample DotProductAttentionVjpOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                              std::string_view output,
-                                              std::span<const int64_t> index) const {
-  const AttentionProblem p = AttentionProblem::from(args);
-  if (output != "dq" && output != "dk" && output != "dv" && !(output == "dbias" && p.bias)) {
-    throw InvalidArgument("dot_product_attention_vjp has no output '" + std::string(output) + "'");
-  }
-  const VjpInputs in = load(p, inputs);
-  const double u = unit_roundoff(accumulator(p));
-  const double scale = std::fabs(p.logits_scale);
-  const DType out_dtype = output == "dbias" ? p.bias->dtype : p.dtype;
-  const double floor_term = subnormal_floor(out_dtype) / u;
-  const double out_rounding = args.has("out") ? unit_roundoff(p.dtype) / u : 0.0;
-  // bf16 inputs may run dv, dk and dq with P and dS rounded to bf16 (the cpu kernel's
-  // native_all path): one more relative rounding of every term.
-  const double p_rounding =
-      p.dtype == DType::kBF16 && output != "dbias" ? unit_roundoff(DType::kBF16) / u : 0.0;
-  const int64_t g = p.groups();
-  OracleSample sample;
-  sample.index.assign(index.begin(), index.end());
-  sample.value.assign(index.size(), 0.0);
-  sample.magnitude.assign(index.size(), 0.0);
-  std::vector<double> terms(index.size(), 0.0), propagated(index.size(), 0.0);
-  double n = 0.0;
-  if (output == "dq") {
-    // One row per sample; sorted indices visit the D columns of a row together.
-    int64_t cached = -1;
-    VjpRow row;
-    for (size_t s = 0; s < index.size(); ++s) {
-      const int64_t flat_row = index[s] / p.D, x = index[s] % p.D;
-      const int64_t hq = flat_row % p.H, r = (flat_row / p.H) % p.T, b = flat_row / (p.H * p.T);
-      if (flat_row != cached) {
-        row = vjp_row(p, in, b, hq, r, u, out_rounding);
-        cached = flat_row;
-      }
-      if (row.empty) continue;
-      const int64_t i = hq / g;
-      for (int64_t j = 0; j < p.t; ++j) {
-        if (row.p[j] == 0.0) continue;
-        const double kx = in.k[((b * p.t + j) * p.h + i) * p.D + x];
-        sample.value[s] += p.logits_scale * row.ds[j] * kx;
-        terms[s] += scale * std::fabs(row.ds[j] * kx);
-        propagated[s] += scale * row.es[j] * std::fabs(kx);
-      }
-    }
-    n = p.t + 2.0;
-  } else if (output == "dk" || output == "dv") {
-    // Every row of the q heads of one (b, kv head) feeds each of its samples: one sweep per
-    // (b, i) over its g T rows, no row kept.
-    const bool is_dk = output == "dk";
-    const int64_t width = is_dk ? p.D : p.d;
-    std::map<int64_t, std::vector<size_t>> groups;  // b * h + i -> samples
-    for (size_t s = 0; s < index.size(); ++s)
-      groups[index[s] / width % p.h + index[s] / (width * p.h * p.t) * p.h].push_back(s);
-    for (const auto& [bi, members] : groups) {
-      const int64_t b = bi / p.h, i = bi % p.h;
-      for (int64_t hq = i * g; hq < (i + 1) * g; ++hq) {
-        for (int64_t r = 0; r < p.T; ++r) {
-          const VjpRow row = vjp_row(p, in, b, hq, r, u, out_rounding);
-          if (row.empty) continue;
-          const double* q_row = &in.q[((b * p.T + r) * p.H + hq) * p.D];
-          const double* dout_row = &in.dout[((b * p.T + r) * p.H + hq) * p.d];
-          for (size_t s : members) {
-            const int64_t col = index[s] % width, j = index[s] / (width * p.h) % p.t;
-            if (row.p[j] == 0.0) continue;
-            if (is_dk) {
-              sample.value[s] += p.logits_scale * row.ds[j] * q_row[col];
-              terms[s] += scale * std::fabs(row.ds[j] * q_row[col]);
-              propagated[s] += scale * row.es[j] * std::fabs(q_row[col]);
-            } else {
-              const double t_pd = std::fabs(row.p[j] * dout_row[col]);
-              sample.value[s] += row.p[j] * dout_row[col];
-              terms[s] += t_pd;
-              propagated[s] += row.eP * t_pd;
-            }
-          }
-        }
-      }
-    }
-    n = static_cast<double>(g * p.T) + 2.0;
-  } else {
-    // dbias: every row of the problem, each visible entry added to the bias element it
-    // broadcasts from when that element is sampled.
-    std::unordered_map<int64_t, size_t> slot;
-    for (size_t s = 0; s < index.size(); ++s) slot[index[s]] = s;
-    const AttentionBroadcast at = p.bias_layout();
-    double positions = static_cast<double>(p.B * p.H * p.T * p.t) /
-                       static_cast<double>(std::max<int64_t>(p.bias->num_elements(), 1));
-    for (int64_t b = 0; b < p.B; ++b) {
-      for (int64_t hq = 0; hq < p.H; ++hq) {
-        for (int64_t r = 0; r < p.T; ++r) {
-          const VjpRow row = vjp_row(p, in, b, hq, r, u, out_rounding);
-          if (row.empty) continue;
-          for (int64_t j = 0; j < p.t; ++j) {
-            if (row.p[j] == 0.0) continue;
-            const auto it = slot.find(at.offset(b, hq, r, j));
-            if (it == slot.end()) continue;
-            sample.value[it->second] += row.ds[j];
-            terms[it->second] += std::fabs(row.ds[j]);
-            propagated[it->second] += row.es[j];
-          }
-        }
-      }
-    }
-    n = positions + 1.0;
-  }
-  for (size_t s = 0; s < index.size(); ++s) {
-    sample.magnitude[s] =
-        1.05 * (propagated[s] + (terms_factor(n, u) + p_rounding) * terms[s]) + floor_term;
-  }
-  return sample;
 }
 
 double DotProductAttentionVjpOp::oracle_cost_per_output(const BoundArgs& args) const {

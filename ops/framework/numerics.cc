@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <unordered_set>
+#include <vector>
 
 #include "ops/framework/random.h"
 
@@ -89,23 +90,54 @@ std::vector<int64_t> sample_indices(int64_t total, int64_t max_samples, uint64_t
     for (int64_t i = 0; i < total; ++i) index[i] = i;
     return index;
   }
-  std::set<int64_t> chosen = {0, total - 1};
+  // The first and last element, then distinct draws in draw order until there are enough. A
+  // bitmap of the outputs when it is small next to the sample (8 bytes per sample at most),
+  // else a hash set: either holds millions of samples in a fraction of a second, where an
+  // ordered set took seconds (the oracle itself is that fast).
   const uint64_t stream = stream_id("oracle_sample");
-  for (uint64_t draw = 0; static_cast<int64_t>(chosen.size()) < std::max<int64_t>(max_samples, 2);
-       ++draw) {
-    chosen.insert(static_cast<int64_t>(uniform01(seed, stream, draw) * static_cast<double>(total)));
+  const int64_t wanted = std::max<int64_t>(max_samples, 2);
+  auto draw = [&](uint64_t d) {
+    return static_cast<int64_t>(uniform01(seed, stream, d) * static_cast<double>(total));
+  };
+  if (total / 64 <= wanted) {
+    std::vector<uint64_t> chosen(static_cast<size_t>(total / 64 + 1), 0);
+    auto insert = [&](int64_t i) {
+      uint64_t& word = chosen[static_cast<size_t>(i / 64)];
+      const uint64_t bit = uint64_t{1} << (i % 64);
+      const bool fresh = (word & bit) == 0;
+      word |= bit;
+      return fresh;
+    };
+    int64_t count = static_cast<int64_t>(insert(0)) + static_cast<int64_t>(insert(total - 1));
+    for (uint64_t d = 0; count < wanted; ++d) count += insert(draw(d)) ? 1 : 0;
+    index.reserve(static_cast<size_t>(count));
+    for (int64_t i = 0; i < total; ++i) {
+      if (chosen[static_cast<size_t>(i / 64)] >> (i % 64) & 1) index.push_back(i);
+    }
+    return index;
   }
-  return {chosen.begin(), chosen.end()};
+  std::unordered_set<int64_t> chosen = {0, total - 1};
+  chosen.reserve(static_cast<size_t>(2 * wanted));
+  for (uint64_t d = 0; static_cast<int64_t>(chosen.size()) < wanted; ++d) chosen.insert(draw(d));
+  index.assign(chosen.begin(), chosen.end());
+  std::sort(index.begin(), index.end());
+  return index;
 }
 
 OracleSet sample_oracle(const Op& op, const BoundArgs& args, const TensorMap& inputs, double budget,
                         uint64_t seed) {
   OracleSet oracle;
   const double cost = std::max(op.oracle_cost_per_output(args), 1.0);
-  const auto max_samples = static_cast<int64_t>(std::max(budget / cost, 64.0));
+  const double affordable = budget / cost;
   for (const TensorDecl& decl : op.outputs(args)) {
-    oracle[decl.name] = op.oracle(args, inputs, decl.name,
-                                  sample_indices(decl.spec.num_elements(), max_samples, seed));
+    const int64_t total = decl.spec.num_elements();
+    const int64_t max_samples =
+        static_cast<double>(total) <= affordable
+            ? total
+            : static_cast<int64_t>(
+                  std::clamp(affordable, 64.0, static_cast<double>(kMaxOracleSamples)));
+    oracle[decl.name] =
+        op.oracle(args, inputs, decl.name, sample_indices(total, max_samples, seed));
   }
   return oracle;
 }

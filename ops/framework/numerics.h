@@ -47,8 +47,20 @@ Disposition judge(const Comparison& comparison);
 // (seeded, sorted, always including the first and last element).
 std::vector<int64_t> sample_indices(int64_t total, int64_t max_samples, uint64_t seed);
 
+// The default budget of verify and tune (--oracle-budget): float64 multiply-adds of a case's full
+// oracle. The blocked oracles (ops/common/f64_dot.h) run about 3e10 a second on two Zen 5 cores,
+// and a sampled one costs at most about what a full oracle of the budget would (scattered points
+// run ~8x slower per multiply-add but number budget / cost), so a case costs ~0.3 to 2.5 s of
+// oracle there; 2048^3 (8.6e9) is checked at every output.
+inline constexpr double kDefaultOracleBudget = 1e10;
+// At most this many outputs of one tensor are sampled when the full oracle exceeds the budget
+// (ops of few multiply-adds per output would otherwise ask for tens of millions: the oracle's
+// bookkeeping is ~100 bytes a point). A budget that covers the full oracle checks every output.
+inline constexpr int64_t kMaxOracleSamples = int64_t{1} << 22;
+
 // The oracle of every output of a case, sampled once the full oracle would cost more than
-// `budget` float64 multiply-adds (same sample for every implementation).
+// `budget` float64 multiply-adds (same sample for every implementation): budget / cost
+// outputs, at least 64 and at most kMaxOracleSamples.
 using OracleSet = std::map<std::string, OracleSample, std::less<>>;
 OracleSet sample_oracle(const Op& op, const BoundArgs& args, const TensorMap& inputs, double budget,
                         uint64_t seed);

@@ -1,4 +1,5 @@
-// gated_linear_unit: seeded inputs, the float64 oracle, its error model, the reference.
+// gated_linear_unit: seeded inputs, the oracle's cost and error model (the float64 oracle itself
+// is in oracle.cc), the reference.
 //
 // Dimensions.
 //   M      rows of x, *B flattened
@@ -54,62 +55,6 @@ TensorMap GatedLinearUnitBase::make_inputs(const BoundArgs& args, uint64_t seed)
     inputs.emplace("proj_weights", std::move(proj));
   }
   return inputs;
-}
-
-// The error bound, per output. An implementation computes g^ and p^ as K-term contractions in
-// the accumulator (u = its unit roundoff; products of widened inputs, any summation order):
-//   |g^ - g| <= gamma Mg,  |p^ - p| <= gamma Mp,  gamma = n u / (1 - n u),  n = K + 2
-// (numerics.h's gamma; the +2 covers rounding x and weights to the accumulator type). Then
-//   a^ = act~(g^), with act~ the accumulator's evaluation of act: |act~(y) - act(y)| <=
-//        c u (|y| + |act(y)|) (c = kActivationEvalUlps: a few ulps of erf/exp/tanh, and the
-//        cancellation in 1 + erf(y) that makes gelu's absolute error scale with |y|), and
-//        |act(g^) - act(g)| <= L |g^ - g| (L = activation_lipschitz);
-//   out^ = fl(a^ p^), one more rounding of u |a^ p^|, then the output rounding u_out |out|.
-// Expanding |a^ p^ - a p| <= |a^ - a| |p^| + |a| |p^ - p| with |p^| <= |p| + gamma Mp:
-//   |out^ - a p| <= gamma [L Mg (|p| + gamma Mp) + |a| Mp]
-//                 + u [c (|g| + |a| + (1 + L) gamma Mg) + |a| + L gamma Mg] (|p| + gamma Mp)
-//                 + u_out |a p|
-// The first line is gamma * magnitude; the second becomes magnitude's term divided by n (since
-// u <= gamma / n); the third is ErrorModel::output_roundoff. A 1% margin covers the second-order
-// terms left out (u_out times the error itself, |g^| - |g| inside act~'s bound), and f16's
-// subnormal spacing is added as an absolute floor.
-OracleSample GatedLinearUnitOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                       std::string_view output,
-                                       std::span<const int64_t> index) const {
-  if (output != "out") {
-    throw InvalidArgument("gated_linear_unit has no output '" + std::string(output) + "'");
-  }
-  const GluProblem p = GluProblem::from(args);
-  const Tensor& x = inputs.find("x")->second;
-  const GluWeights w = glu_weights(p, inputs);
-  const int64_t K = p.K, N = p.N;
-  const ErrorModel model = error_model(args);
-  const double n = model.accumulation_length;
-  const double n_u = n * model.accumulation_roundoff;
-  const double gamma = n_u / (1.0 - n_u);
-  const double L = activation_lipschitz(p.activation);
-  const double floor_term = subnormal_floor(p.out_dtype()) / n_u;
-  OracleSample sample;
-  sample.index.assign(index.begin(), index.end());
-  sample.value.resize(index.size());
-  sample.magnitude.resize(index.size());
-  for (size_t s = 0; s < index.size(); ++s) {
-    const int64_t row = index[s] / N, col = index[s] % N;
-    double g = 0.0, proj = 0.0, Mg = 0.0, Mp = 0.0;
-    for (int64_t k = 0; k < K; ++k) {
-      const double xk = x.get(row * K + k);
-      const double gate_term = xk * w.get(0, k, col);
-      const double proj_term = xk * w.get(1, k, col);
-      g += gate_term;
-      proj += proj_term;
-      Mg += std::fabs(gate_term);
-      Mp += std::fabs(proj_term);
-    }
-    const double a = apply_activation<double>(p.activation, g);
-    sample.value[s] = a * proj;
-    sample.magnitude[s] = gated_product_magnitude(g, a, proj, Mg, Mp, L, gamma, n) + floor_term;
-  }
-  return sample;
 }
 
 double GatedLinearUnitOp::oracle_cost_per_output(const BoundArgs& args) const {

@@ -1,5 +1,5 @@
-// gated_linear_unit_vjp: seeded inputs, the float64 oracle of every gradient, its error model,
-// the reference.
+// gated_linear_unit_vjp: seeded inputs, the error model of the float64 oracle of every gradient
+// (vjp_oracle.cc), the reference.
 //
 // Dimensions.
 //   M, K, N   as vjp_base.h; H [M, 2N] = [dg | dp]
@@ -9,7 +9,7 @@
 //
 // Error model. An implementation recomputes g^ and p^ as the forward does, |g^ - g| <= gK Mg and
 // |p^ - p| <= gK Mp with gK = gamma_(nK) (the forward's bound, ops/gated_linear_unit/
-// base_reference.cc), then forms H^ in the accumulator. With C2 = activation_curvature (|a''|),
+// oracle.cc), then forms H^ in the accumulator. With C2 = activation_curvature (|a''|),
 // L = activation_lipschitz and c = kActivationEvalUlps (act and act' each evaluated within
 // c u (1 + |y| + |act(y)|)):
 //   |dg^ - dg| <= |dout| [ |a'| gK Mp + (|p| + gK Mp) (C2 gK Mg + c u (1 + |g| + gK Mg) + j) ]
@@ -45,58 +45,6 @@ DType accumulator(const GluProblem& p) {
   return p.x_dtype == DType::kF64 ? DType::kF64 : DType::kF32;
 }
 
-// One row of H in f64 and its error scale E (in units of u).
-struct HRow {
-  std::vector<double> h, e;
-};
-
-HRow h_row(const GluProblem& p, const Tensor& x, const GluWeights& w, const Tensor& dout,
-           int64_t row, double u) {
-  const int64_t K = p.K, N = p.N;
-  const double nK = static_cast<double>(K) + 2.0;
-  const double gK = nK * u / (1.0 - nK * u);
-  const double L = activation_lipschitz(p.activation);
-  const double C2 = activation_curvature(p.activation);
-  const double c = kActivationEvalUlps;
-  HRow r;
-  r.h.assign(static_cast<size_t>(2 * N), 0.0);
-  r.e.assign(static_cast<size_t>(2 * N), 0.0);
-  std::vector<double> g(static_cast<size_t>(N), 0.0), pr(static_cast<size_t>(N), 0.0),
-      Mg(static_cast<size_t>(N), 0.0), Mp(static_cast<size_t>(N), 0.0);
-  for (int64_t k = 0; k < K; ++k) {
-    const double xk = x.get(row * K + k);
-    for (int64_t n = 0; n < N; ++n) {
-      const double tg = xk * w.get(0, k, n), tp = xk * w.get(1, k, n);
-      g[n] += tg;
-      pr[n] += tp;
-      Mg[n] += std::fabs(tg);
-      Mp[n] += std::fabs(tp);
-    }
-  }
-  for (int64_t n = 0; n < N; ++n) {
-    const double d = dout.get(row * N + n);
-    const double a = apply_activation<double>(p.activation, g[n]);
-    const double da = activation_derivative<double>(p.activation, g[n]);
-    const double eg = gK * Mg[n], ep = gK * Mp[n];
-    const double step = p.activation == Activation::kRelu && eg >= std::fabs(g[n]) ? 1.0 : 0.0;
-    const double dg = d * pr[n] * da, dp = d * a;
-    r.h[n] = dg;
-    r.h[N + n] = dp;
-    r.e[n] = (std::fabs(d) * (std::fabs(da) * ep +
-                              (std::fabs(pr[n]) + ep) *
-                                  (C2 * eg + c * u * (1.0 + std::fabs(g[n]) + eg) + step)) +
-              2.0 * u * std::fabs(dg)) /
-             u;
-    r.e[N + n] =
-        (std::fabs(d) * (L * eg + c * u * (std::fabs(g[n]) + std::fabs(a) + (1.0 + L) * eg)) +
-         u * std::fabs(dp)) /
-        u;
-  }
-  return r;
-}
-
-double terms_factor(double n, double u) { return n * (1.0 + 2.0 * n * u); }
-
 }  // namespace
 
 TensorMap GatedLinearUnitVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
@@ -105,72 +53,6 @@ TensorMap GatedLinearUnitVjpOp::make_inputs(const BoundArgs& args, uint64_t seed
       primal_args(gated_linear_unit_op(), args, cotangents()), seed);
   inputs.emplace("dout", normal_tensor(args.tensor("dout"), seed, "dout"));
   return inputs;
-}
-
-OracleSample GatedLinearUnitVjpOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                          std::string_view output,
-                                          std::span<const int64_t> index) const {
-  const GluProblem p = GluProblem::from(args);
-  const bool dx_out = output == "dx";
-  int weight_part = -1;  // 0: the gate's gradient, 1: the projection's, 2: both (fused)
-  if (output == "dweights" && p.fused_weights) weight_part = 2;
-  if (output == "dgate_weights" && !p.fused_weights) weight_part = 0;
-  if (output == "dproj_weights" && !p.fused_weights) weight_part = 1;
-  if (!dx_out && weight_part < 0) {
-    throw InvalidArgument("gated_linear_unit_vjp has no output '" + std::string(output) + "'");
-  }
-  const Tensor& x = inputs.find("x")->second;
-  const Tensor& dout = inputs.find("dout")->second;
-  const GluWeights w = glu_weights(p, inputs);
-  const double u = unit_roundoff(accumulator(p));
-  const int64_t M = p.M, K = p.K, N = p.N;
-  const double floor_term = subnormal_floor(dx_out ? p.x_dtype : p.w_dtype) / u;
-  // Rows of H, computed once each: dx needs its own row, a weight gradient every row.
-  std::unordered_map<int64_t, HRow> rows;
-  auto row_of = [&](int64_t m) -> const HRow& {
-    auto it = rows.find(m);
-    if (it == rows.end()) it = rows.emplace(m, h_row(p, x, w, dout, m, u)).first;
-    return it->second;
-  };
-  OracleSample sample;
-  sample.index.assign(index.begin(), index.end());
-  sample.value.assign(index.size(), 0.0);
-  sample.magnitude.assign(index.size(), 0.0);
-  for (size_t s = 0; s < index.size(); ++s) {
-    double value = 0.0, propagated = 0.0, terms = 0.0, n = 0.0;
-    if (dx_out) {
-      const int64_t m = index[s] / K, k = index[s] % K;
-      const HRow& r = row_of(m);
-      for (int64_t j = 0; j < 2 * N; ++j) {
-        const double wk = w.get(j < N ? 0 : 1, k, j % N);
-        value += r.h[j] * wk;
-        propagated += r.e[j] * std::fabs(wk);
-        terms += std::fabs(r.h[j] * wk);
-      }
-      n = 2.0 * static_cast<double>(N) + 1.0;
-    } else {
-      // [K, 2, N] fused: flat (k, part, n); unfused: (k, n) of one part.
-      int64_t k = 0, j = 0;
-      if (weight_part == 2) {
-        k = index[s] / (2 * N);
-        j = index[s] % (2 * N);  // part * N + n: the column of H
-      } else {
-        k = index[s] / N;
-        j = weight_part * N + index[s] % N;
-      }
-      for (int64_t m = 0; m < M; ++m) {
-        const HRow& r = row_of(m);
-        const double xm = x.get(m * K + k);
-        value += xm * r.h[j];
-        propagated += std::fabs(xm) * r.e[j];
-        terms += std::fabs(xm * r.h[j]);
-      }
-      n = static_cast<double>(M) + 1.0;
-    }
-    sample.value[s] = value;
-    sample.magnitude[s] = 1.01 * (propagated + terms_factor(n, u) * terms) + floor_term;
-  }
-  return sample;
 }
 
 double GatedLinearUnitVjpOp::oracle_cost_per_output(const BoundArgs& args) const {

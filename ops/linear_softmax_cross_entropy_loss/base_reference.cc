@@ -1,5 +1,5 @@
-// linear_softmax_cross_entropy_loss: seeded inputs, the float64 oracle, its error model, the
-// reference.
+// linear_softmax_cross_entropy_loss: seeded inputs, the error model of the float64 oracle
+// (oracle.cc, oracle_logits.cc), the reference.
 //
 // Dimensions.
 //   B      rows of x (tokens), one label each
@@ -45,47 +45,6 @@ namespace {
 // logits (a spread of O(1..10), never all equal).
 constexpr double kLogitStd = 3.0;
 
-// The oracle's view of one row: the loss and its error budget (items 1-3 above, absolute).
-struct RowOracle {
-  double loss = 0.0;
-  double budget = 0.0;
-};
-
-double gamma_f32(double n) {
-  const double nu = n * std::ldexp(1.0, -24);
-  return nu < 0.5 ? nu / (1.0 - nu) : 1.0;
-}
-
-// Row i in float64, with logit magnitudes. z and m are scratch of V doubles.
-template <typename X, typename W>
-RowOracle row_oracle(const LinearSoftmaxCrossEntropyProblem& p, const X* x, const W* w,
-                     int32_t label, int64_t i, std::vector<double>& z, std::vector<double>& m) {
-  const int64_t H = p.H, V = p.V;
-  std::fill(z.begin(), z.end(), 0.0);
-  std::fill(m.begin(), m.end(), 0.0);
-  for (int64_t k = 0; k < H; ++k) {
-    const double a = to_double(x[i * H + k]);
-    const W* w_row = w + k * V;
-    for (int64_t j = 0; j < V; ++j) {
-      const double term = a * to_double(w_row[j]);
-      z[j] += term;
-      m[j] += std::fabs(term);
-    }
-  }
-  const double z_max = *std::max_element(z.begin(), z.end());
-  const double m_max = *std::max_element(m.begin(), m.end());
-  double sum = 0.0;
-  for (int64_t j = 0; j < V; ++j) sum += std::exp(z[j] - z_max);
-  const double lse = z_max + std::log(sum);
-  const double u = std::ldexp(1.0, -24);
-  RowOracle row;
-  row.loss = lse - z[label];
-  row.budget =
-      gamma_f32(static_cast<double>(H) + 1.0) * (m_max + m[label]) +
-      u * (3.0 * static_cast<double>(V) + 32.0 + 3.0 * std::fabs(lse) + std::fabs(z[label]));
-  return row;
-}
-
 }  // namespace
 
 TensorMap LinearSoftmaxCrossEntropyLossOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
@@ -116,63 +75,6 @@ TensorMap LinearSoftmaxCrossEntropyLossOp::make_inputs(const BoundArgs& args, ui
   inputs.emplace("labels", std::move(labels));
   inputs.emplace("w", std::move(w));
   return inputs;
-}
-
-OracleSample LinearSoftmaxCrossEntropyLossOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                                     std::string_view output,
-                                                     std::span<const int64_t> index) const {
-  if (output != "loss") {
-    throw InvalidArgument("linear_softmax_cross_entropy_loss has no output '" +
-                          std::string(output) + "'");
-  }
-  const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
-  const Tensor& labels = inputs.find("labels")->second;
-  check_lsce_labels(p, labels);
-  const int32_t* label = labels.data<int32_t>();
-  const double u = std::ldexp(1.0, -24);
-  OracleSample sample;
-  sample.index.assign(index.begin(), index.end());
-  sample.value.assign(index.size(), 0.0);
-  sample.magnitude.assign(index.size(), 0.0);
-  std::vector<double> z(static_cast<size_t>(p.V)), m(static_cast<size_t>(p.V));
-  dispatch_float(p.x_dtype, [&](auto x_type) {
-    using X = decltype(x_type);
-    dispatch_float(p.w_dtype, [&](auto w_type) {
-      using W = decltype(w_type);
-      const X* x = inputs.find("x")->second.data<X>();
-      const W* w = inputs.find("w")->second.data<W>();
-      if (p.reduction == LsceReduction::kNone) {
-        for (size_t s = 0; s < index.size(); ++s) {
-          if (!lsce_label_counts(label[index[s]], p.V)) continue;  // padding: exactly zero
-          const RowOracle row = row_oracle(p, x, w, label[index[s]], index[s], z, m);
-          sample.value[s] = row.loss;
-          sample.magnitude[s] = row.budget / u;
-        }
-        return;
-      }
-      // A scalar: every row contributes (item 4 of the error model).
-      double total = 0.0, budget = 0.0, abs_total = 0.0;
-      for (int64_t i = 0; i < p.B; ++i) {
-        if (!lsce_label_counts(label[i], p.V)) continue;  // padding: zero loss
-        const RowOracle row = row_oracle(p, x, w, label[i], i, z, m);
-        total += row.loss;
-        abs_total += std::fabs(row.loss);
-        budget += row.budget;
-      }
-      budget += gamma_f32(static_cast<double>(p.B)) * abs_total;
-      double value = total;
-      if (p.reduction == LsceReduction::kMean) {
-        const double rows = static_cast<double>(std::max<int64_t>(p.B, 1));
-        value = total / rows;
-        budget = budget / rows + u * std::fabs(value);
-      }
-      for (size_t s = 0; s < index.size(); ++s) {
-        sample.value[s] = value;
-        sample.magnitude[s] = budget / u;
-      }
-    });
-  });
-  return sample;
 }
 
 double LinearSoftmaxCrossEntropyLossOp::oracle_cost_per_output(const BoundArgs& args) const {

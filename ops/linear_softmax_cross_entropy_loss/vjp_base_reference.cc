@@ -1,5 +1,5 @@
-// linear_softmax_cross_entropy_loss_vjp: seeded inputs, the float64 oracle of dx and dw, their
-// error model, the reference.
+// linear_softmax_cross_entropy_loss_vjp: seeded inputs, the error model of the float64 oracle of
+// dx and dw (vjp_oracle.cc), the reference.
 //
 // Dimensions.
 //   B, H, V      as vjp_base.h
@@ -46,149 +46,6 @@
 #include "ops/linear_softmax_cross_entropy_loss/vjp_base.h"
 
 namespace tokamax {
-namespace {
-
-constexpr double kU = 0x1p-24;  // f32 unit roundoff: the accumulation every implementation uses
-
-double gamma_f32(double n) {
-  const double nu = n * kU;
-  return nu < 0.5 ? nu / (1.0 - nu) : 1.0;
-}
-
-// Half the spacing of `dtype`'s subnormals: the absolute part of rounding to it.
-double subnormal_half_spacing(DType dtype) {
-  switch (dtype) {
-    case DType::kF16:
-      return 0x1p-25;
-    case DType::kBF16:
-      return 0x1p-134;
-    case DType::kF32:
-      return 0x1p-150;
-    default:
-      return 0.0;
-  }
-}
-
-bool is_16bit(DType dtype) { return dtype == DType::kBF16 || dtype == DType::kF16; }
-
-// u_16 of item 3: 0 unless both inputs are 16-bit.
-double dz_roundoff(const LinearSoftmaxCrossEntropyProblem& p) {
-  if (!is_16bit(p.x_dtype) || !is_16bit(p.w_dtype)) return 0.0;
-  return std::max(unit_roundoff(p.x_dtype), unit_roundoff(p.w_dtype));
-}
-
-// One row's softmax statistics in f64 and its log-sum-exp budget L_b (item 1).
-struct RowStats {
-  double lse = 0.0;
-  double lse_budget = 0.0;
-};
-
-// The f64 oracle's view of the inputs: row statistics computed once per row on demand, logits
-// recomputed per element (no [B, V] buffer: the oracle runs on bench-sized cases under tune).
-class Oracle {
- public:
-  Oracle(const LinearSoftmaxCrossEntropyProblem& p, const TensorMap& inputs, std::vector<double> c)
-      : p_(p),
-        x_(inputs.find("x")->second),
-        w_(inputs.find("w")->second),
-        label_(inputs.find("labels")->second.data<int32_t>()),
-        c_(std::move(c)),
-        stats_(static_cast<size_t>(p.B)),
-        have_(static_cast<size_t>(p.B), false),
-        u_dz_(dz_roundoff(p)) {}
-
-  // Whether row b has a gradient at all (its label counts and c_b != 0).
-  bool active(int64_t b) const { return c_[b] != 0.0; }
-
-  // z_b and m_b for every column j (V doubles each), and the row's statistics.
-  const RowStats& row(int64_t b, std::vector<double>& z, std::vector<double>& m) {
-    const int64_t H = p_.H, V = p_.V;
-    z.assign(static_cast<size_t>(V), 0.0);
-    m.assign(static_cast<size_t>(V), 0.0);
-    // Typed rows of w (k outer, j inner: contiguous, vectorizable), not Tensor::get per element:
-    // tune verifies bench-sized cases, where this loop runs B H V times.
-    dispatch_float(p_.w_dtype, [&](auto w_type) {
-      using W = decltype(w_type);
-      const W* w = w_.data<W>();
-      for (int64_t k = 0; k < H; ++k) {
-        const double a = x_.get(b * H + k);
-        const W* w_row = w + k * V;
-        for (int64_t j = 0; j < V; ++j) {
-          const double t = a * to_double(w_row[j]);
-          z[j] += t;
-          m[j] += std::fabs(t);
-        }
-      }
-    });
-    if (!have_[b]) {
-      const double z_max = *std::max_element(z.begin(), z.end());
-      const double m_max = *std::max_element(m.begin(), m.end());
-      double sum = 0.0;
-      for (int64_t j = 0; j < V; ++j) sum += std::exp(z[j] - z_max);
-      RowStats& s = stats_[b];
-      s.lse = z_max + std::log(sum);
-      s.lse_budget = gamma_f32(static_cast<double>(H) + 1.0) * m_max +
-                     kU * (3.0 * static_cast<double>(V) + 32.0 + 3.0 * std::fabs(s.lse));
-      have_[b] = true;
-    }
-    return stats_[b];
-  }
-
-  const RowStats& stats(int64_t b) {
-    if (!have_[b]) row(b, z_scratch_, m_scratch_);
-    return stats_[b];
-  }
-
-  // dz_bj and its error e_bj (items 2-3) from the logit z_bj and its magnitude m_bj.
-  void dz(int64_t b, int64_t j, double z, double m, double& value, double& error) {
-    const RowStats& s = stats(b);
-    const double onehot = label_[b] == j ? 1.0 : 0.0;
-    const double prob = std::exp(z - s.lse);
-    const double eps = gamma_f32(static_cast<double>(p_.H) + 1.0) * m + s.lse_budget +
-                       kU * (std::fabs(z - s.lse) + 8.0);
-    const double c = std::fabs(c_[b]);
-    value = c_[b] * (prob - onehot);
-    error = c * (prob * std::expm1(eps) + 3.0 * kU * (prob + onehot));
-    error += u_dz_ * (std::fabs(value) + error);
-  }
-
-  // The logit (b, j) and its magnitude in f64: H terms.
-  void logit(int64_t b, int64_t j, double& z, double& m) const {
-    z = 0.0;
-    m = 0.0;
-    for (int64_t k = 0; k < p_.H; ++k) {
-      const double t = x_.get(b * p_.H + k) * w_.get(k * p_.V + j);
-      z += t;
-      m += std::fabs(t);
-    }
-  }
-
-  // w[h, :] as doubles.
-  void w_row(int64_t h, std::vector<double>& out) const {
-    out.resize(static_cast<size_t>(p_.V));
-    dispatch_float(p_.w_dtype, [&](auto w_type) {
-      using W = decltype(w_type);
-      const W* w = w_.data<W>() + h * p_.V;
-      for (int64_t j = 0; j < p_.V; ++j) out[j] = to_double(w[j]);
-    });
-  }
-
-  const Tensor& x() const { return x_; }
-  const Tensor& w() const { return w_; }
-
- private:
-  const LinearSoftmaxCrossEntropyProblem& p_;
-  const Tensor& x_;
-  const Tensor& w_;
-  const int32_t* label_;
-  std::vector<double> c_;
-  std::vector<RowStats> stats_;
-  std::vector<bool> have_;
-  std::vector<double> z_scratch_, m_scratch_;
-  double u_dz_;
-};
-
-}  // namespace
 
 TensorMap LinearSoftmaxCrossEntropyLossVjpOp::make_inputs(const BoundArgs& args,
                                                           uint64_t seed) const {
@@ -198,67 +55,6 @@ TensorMap LinearSoftmaxCrossEntropyLossVjpOp::make_inputs(const BoundArgs& args,
   TensorMap inputs = fwd.make_inputs(primal_args(fwd, args, cotangents()), seed);
   inputs.emplace("dloss", normal_tensor(args.tensor("dloss"), seed, "dloss"));
   return inputs;
-}
-
-OracleSample LinearSoftmaxCrossEntropyLossVjpOp::oracle(const BoundArgs& args,
-                                                        const TensorMap& inputs,
-                                                        std::string_view output,
-                                                        std::span<const int64_t> index) const {
-  if (output != "dx" && output != "dw") {
-    throw InvalidArgument("linear_softmax_cross_entropy_loss_vjp has no output '" +
-                          std::string(output) + "'");
-  }
-  const LinearSoftmaxCrossEntropyVjpProblem vp = LinearSoftmaxCrossEntropyVjpProblem::from(args);
-  const LinearSoftmaxCrossEntropyProblem& p = vp.fwd;
-  Oracle o(p, inputs,
-           lsce_vjp_row_weights(vp, inputs.find("labels")->second, inputs.find("dloss")->second));
-  const int64_t B = p.B, H = p.H, V = p.V;
-  OracleSample sample;
-  sample.index.assign(index.begin(), index.end());
-  sample.value.assign(index.size(), 0.0);
-  sample.magnitude.assign(index.size(), 0.0);
-  const DType out_dtype = output == "dx" ? p.x_dtype : p.w_dtype;
-  const double u_out = unit_roundoff(out_dtype);
-  const double out_floor = subnormal_half_spacing(out_dtype);
-  std::vector<double> z, m, w_h;
-  int64_t cached_row = -1;
-  for (size_t s = 0; s < index.size(); ++s) {
-    double value = 0.0, budget = 0.0, terms = 0.0;
-    if (output == "dx") {
-      const int64_t b = index[s] / H, h = index[s] % H;
-      if (!o.active(b)) continue;  // padding or c_b = 0: exactly zero
-      if (b != cached_row) {       // indices are sorted: each row's logits once
-        o.row(b, z, m);
-        cached_row = b;
-      }
-      o.w_row(h, w_h);
-      for (int64_t j = 0; j < V; ++j) {
-        double d = 0.0, e = 0.0;
-        o.dz(b, j, z[j], m[j], d, e);
-        value += d * w_h[j];
-        budget += e * std::fabs(w_h[j]);
-        terms += (std::fabs(d) + e) * std::fabs(w_h[j]);
-      }
-      budget += gamma_f32(static_cast<double>(V) + 1.0) * terms;
-    } else {
-      const int64_t h = index[s] / V, j = index[s] % V;
-      for (int64_t b = 0; b < B; ++b) {
-        if (!o.active(b)) continue;
-        double zb = 0.0, mb = 0.0, d = 0.0, e = 0.0;
-        o.logit(b, j, zb, mb);
-        o.dz(b, j, zb, mb, d, e);
-        const double xv = o.x().get(b * H + h);
-        value += xv * d;
-        budget += e * std::fabs(xv);
-        terms += (std::fabs(d) + e) * std::fabs(xv);
-      }
-      budget += gamma_f32(static_cast<double>(B) + 1.0) * terms;
-    }
-    budget += u_out * (std::fabs(value) + budget) + out_floor;  // item 5
-    sample.value[s] = value;
-    sample.magnitude[s] = budget / kU;
-  }
-  return sample;
 }
 
 double LinearSoftmaxCrossEntropyLossVjpOp::oracle_cost_per_output(const BoundArgs& args) const {
@@ -273,7 +69,7 @@ ErrorModel LinearSoftmaxCrossEntropyLossVjpOp::error_model(const BoundArgs&) con
   // The whole budget, output rounding included, is in the oracle's magnitude (see the top of
   // this file).
   ErrorModel model;
-  model.accumulation_roundoff = kU;
+  model.accumulation_roundoff = 0x1p-24;  // f32's unit roundoff
   model.accumulation_length = 1.0;
   model.output_roundoff = 0.0;
   return model;

@@ -1,4 +1,5 @@
-// ragged_dot: seeded inputs and group sizes, the float64 oracle, its error model, the reference.
+// ragged_dot: seeded inputs and group sizes, the oracle's cost and error model, the reference
+// (the float64 oracle itself is in oracle.cc).
 //
 // Dimensions: as base.h (G owned groups, Gt entries of group_sizes, M, K, N of rhs, out_N).
 #include <algorithm>
@@ -70,111 +71,6 @@ TensorMap RaggedDotOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
     inputs.emplace("rhs_bias", normal_tensor(args.tensor("rhs_bias"), seed, "rhs_bias", 0.5));
   }
   return inputs;
-}
-
-// The error bound with an epilogue. The product y^ of each column is a K-term contraction
-// plus the bias, in the accumulator (u = its unit roundoff, gamma = n u / (1 - n u), n = K + 2:
-// the +2 covers rounding inputs and the bias addition): |y^ - y| <= gamma My, with
-// My = sum |terms| + |bias|. Then
-//   activation: out = act(y): |act~(y^) - act(y)| <= L gamma My + c u (|y| + |act(y)|)
-//     (L = activation_lipschitz, c = kActivationEvalUlps), so magnitude = L My + c (|y| + |a|) / n;
-//   fuse_gateup_activation: out = a p with a = act(gate), p = up (swigluoai: a = h(min(g, 7)),
-//     h(x) = x sigmoid(1.702 x), whose slope is silu's, and p = clamp(up, -7, 7) + 1, one more
-//     rounding of u (|up| + 1)); as gated_linear_unit's bound (ops/gated_linear_unit/
-//     base_reference.cc) with Mg, Mp the gate's and up's My.
-// A 1% margin covers the second-order terms, and f16's subnormal spacing is an absolute floor.
-OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                 std::string_view output, std::span<const int64_t> index) const {
-  if (output != "out")
-    throw InvalidArgument("ragged_dot has no output '" + std::string(output) + "'");
-  const RaggedDotProblem p = RaggedDotProblem::from(args);
-  const Tensor& lhs = inputs.find("lhs")->second;
-  const Tensor& rhs = inputs.find("rhs")->second;
-  const Tensor* bias = p.has_bias ? &inputs.find("rhs_bias")->second : nullptr;
-  const Tensor* scale = p.quantized() ? &inputs.find("rhs_scale")->second : nullptr;
-  const int64_t out_N = p.out_N();
-  const int64_t bk = p.block_k();
-  const ErrorModel model = error_model(args);
-  const double n = model.accumulation_length;
-  const double n_u = n * model.accumulation_roundoff;
-  const double gamma = n_u / (1.0 - n_u);
-  const double floor_term =
-      p.has_epilogue() || p.quantized() ? subnormal_floor(p.out_dtype) / n_u : 0.0;
-  // maybe_quantize_lhs: each row's block scales, as the implementations compute them.
-  std::vector<float> lhs_row(static_cast<size_t>(p.K)), lhs_scales(static_cast<size_t>(p.scale_blocks));
-  std::vector<float> values(static_cast<size_t>(p.K));
-  int64_t scaled_row = -1;
-  // The product of one column plus its bias, and its magnitude: the dequantized weights times
-  // the unquantized lhs; with maybe_quantize_lhs the quantization error of lhs (at most
-  // s_b / 2 per element) joins the magnitude, scaled so that the bound's gamma gives it back.
-  auto column = [&](int64_t row, int64_t g, int64_t col, double& magnitude) {
-    if (p.quantize_lhs && scaled_row != row) {
-      for (int64_t k = 0; k < p.K; ++k) lhs_row[k] = static_cast<float>(lhs.get(row * p.K + k));
-      quantize_row_values(p.rhs_dtype, lhs_row.data(), p.K, bk, values.data(), lhs_scales.data());
-      scaled_row = row;
-    }
-    double value = 0.0, quantization = 0.0;
-    magnitude = 0.0;
-    for (int64_t k = 0; k < p.K; ++k) {
-      double w = rhs.get((g * p.K + k) * p.N + col);
-      if (scale != nullptr) w *= scale->get((g * p.scale_blocks + k / bk) * p.N + col);
-      const double term = lhs.get(row * p.K + k) * w;
-      value += term;
-      magnitude += std::fabs(term);
-      if (p.quantize_lhs) {
-        quantization +=
-            quantization_error(p.rhs_dtype, lhs_row[k], lhs_scales[k / bk]) * std::fabs(w);
-      }
-    }
-    if (p.quantize_lhs) magnitude += quantization / gamma;
-    if (bias != nullptr) {
-      const double b = bias->get(g * p.N + col);
-      value += b;
-      magnitude += std::fabs(b);
-    }
-    return value;
-  };
-  OracleSample sample;
-  sample.index.assign(index.begin(), index.end());
-  sample.value.resize(index.size());
-  sample.magnitude.resize(index.size());
-  for (size_t s = 0; s < index.size(); ++s) {
-    const int64_t row = index[s] / out_N, col = index[s] % out_N;
-    // Outside the owned groups' rows: exactly zero.
-    if (row < p.first_row() || row >= p.rows()) continue;
-    const int64_t g = std::upper_bound(p.group_starts.begin(), p.group_starts.end(), row) -
-                      p.group_starts.begin() - 1;
-    double My = 0.0;
-    const double y = column(row, g, col, My);
-    if (p.gate_up != GateUp::kNone) {
-      double Mp = 0.0;
-      double up = column(row, g, col + out_N, Mp);
-      const double L = activation_lipschitz(gate_activation(p.gate_up));
-      double gate = y, extra = 0.0;
-      if (p.gate_up == GateUp::kSwigluOai) {
-        gate = std::min(y, kSwigluOaiLimit);
-        up = std::clamp(up, -kSwigluOaiLimit, kSwigluOaiLimit) + 1.0;
-        extra = std::fabs(up) / n;  // the rounding of up + 1
-      }
-      const double a = p.gate_up == GateUp::kSwigluOai
-                           ? gate * sigmoid(kSwigluOaiAlpha * gate)
-                           : apply_gate_up<double>(p.gate_up, gate, 1.0);
-      // swigluoai's up + 1 is one more rounding of |up + 1|: as that much more of Mp.
-      sample.value[s] = a * up;
-      sample.magnitude[s] =
-          gated_product_magnitude(gate, a, up, My, Mp + extra * n, L, gamma, n) + floor_term;
-    } else if (p.activation != Activation::kNone) {
-      const double a = apply_activation<double>(p.activation, y);
-      const double L = activation_lipschitz(p.activation);
-      sample.value[s] = a;
-      sample.magnitude[s] =
-          1.01 * (L * My + kActivationEvalUlps * (std::fabs(y) + std::fabs(a)) / n) + floor_term;
-    } else {
-      sample.value[s] = y;
-      sample.magnitude[s] = My + floor_term;
-    }
-  }
-  return sample;
 }
 
 double RaggedDotOp::oracle_cost_per_output(const BoundArgs& args) const {

@@ -1,5 +1,5 @@
-// ragged_dot_vjp: seeded inputs, the float64 oracle of dlhs and drhs, their error model, the
-// reference.
+// ragged_dot_vjp: seeded inputs, the error model of the float64 oracle of dlhs and drhs
+// (vjp_oracle.cc), the reference.
 //
 // Dimensions: as vjp_base.h (G, M, K, N; rows_g the rows of group g).
 //
@@ -32,12 +32,6 @@ DType accumulator(const RaggedDotVjpProblem& p) {
   return p.dout_dtype == DType::kF64 ? DType::kF64 : DType::kF32;
 }
 
-// The group of owned row `row` (first_row() <= row < rows()).
-int64_t group_of(const RaggedDotProblem& p, int64_t row) {
-  return std::upper_bound(p.group_starts.begin(), p.group_starts.end(), row) -
-         p.group_starts.begin() - 1;
-}
-
 }  // namespace
 
 TensorMap RaggedDotVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
@@ -47,55 +41,6 @@ TensorMap RaggedDotVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) cons
                                                  seed);
   inputs.emplace("dout", normal_tensor(args.tensor("dout"), seed, "dout"));
   return inputs;
-}
-
-OracleSample RaggedDotVjpOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                    std::string_view output, std::span<const int64_t> index) const {
-  if (output != "dlhs" && output != "drhs") {
-    throw InvalidArgument("ragged_dot_vjp has no output '" + std::string(output) + "'");
-  }
-  const RaggedDotVjpProblem vp = RaggedDotVjpProblem::from(args);
-  const RaggedDotProblem& p = vp.fwd;
-  const Tensor& lhs = inputs.find("lhs")->second;
-  const Tensor& rhs = inputs.find("rhs")->second;
-  const Tensor& dout = inputs.find("dout")->second;
-  const double u = unit_roundoff(accumulator(vp));
-  // (n + 1) (1 + 2 (n + 1) u): the per-point factor of the header comment.
-  auto factor = [u](int64_t n) {
-    const double terms = static_cast<double>(n) + 1.0;
-    return terms * (1.0 + 2.0 * terms * u);
-  };
-  OracleSample sample;
-  sample.index.assign(index.begin(), index.end());
-  sample.value.assign(index.size(), 0.0);
-  sample.magnitude.assign(index.size(), 0.0);
-  const int64_t K = p.K, N = p.N;
-  for (size_t s = 0; s < index.size(); ++s) {
-    double value = 0.0, magnitude = 0.0;
-    int64_t terms = 0;
-    if (output == "dlhs") {
-      const int64_t row = index[s] / K, k = index[s] % K;
-      if (row < p.first_row() || row >= p.rows()) continue;  // no forward output: zero
-      const int64_t g = group_of(p, row);
-      for (int64_t n = 0; n < N; ++n) {
-        const double t = dout.get(row * N + n) * rhs.get((g * K + k) * N + n);
-        value += t;
-        magnitude += std::fabs(t);
-      }
-      terms = N;
-    } else {
-      const int64_t g = index[s] / (K * N), k = (index[s] / N) % K, n = index[s] % N;
-      for (int64_t row = p.group_starts[g]; row < p.group_starts[g + 1]; ++row) {
-        const double t = lhs.get(row * K + k) * dout.get(row * N + n);
-        value += t;
-        magnitude += std::fabs(t);
-      }
-      terms = p.group_sizes[g];
-    }
-    sample.value[s] = value;
-    sample.magnitude[s] = factor(terms) * magnitude;
-  }
-  return sample;
 }
 
 double RaggedDotVjpOp::oracle_cost_per_output(const BoundArgs& args) const {

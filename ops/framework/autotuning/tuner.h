@@ -39,7 +39,7 @@ struct TuneProgress {
 
 struct TuneOptions {
   uint64_t seed = 0;
-  double oracle_budget = 5e8;
+  double oracle_budget = kDefaultOracleBudget;
   TimingOptions timing;
   Strategy strategy = Strategy::kExhaustive;
   int max_evals = 0;           // candidates timed per case; 0 = unlimited

@@ -48,7 +48,7 @@ struct CaseSetup {
   BoundArgs args;
   std::string device;  // registry name or id (find_device); empty: the default device
   uint64_t seed = 0;
-  double oracle_budget = 5e8;  // float64 multiply-adds before the oracle samples outputs
+  double oracle_budget = kDefaultOracleBudget;  // float64 multiply-adds before sampling
   // When set: inputs and oracle are written there as .npy (verify --dump-dir).
   std::string dump_dir;
 

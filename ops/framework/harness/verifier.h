@@ -18,7 +18,7 @@ struct VerifyOptions {
   const Device* device = nullptr;  // where implementations run; null: the default device
   uint64_t seed = 0;
   // Oracle work per case, in float64 multiply-adds; past it, outputs are sampled.
-  double oracle_budget = 5e8;
+  double oracle_budget = kDefaultOracleBudget;
   // Cases whose inputs + outputs need more bytes than this are skipped.
   double max_case_bytes = 8e9;
   std::string dump_dir;  // when set: DIR/<op>/<spec>/{inputs,oracle,<impl>}/<name>.npy + case.json

@@ -4,6 +4,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <set>
+
+#include "ops/framework/random.h"
+#include "ops/gated_linear_unit/api.h"
 
 using namespace tokamax;
 
@@ -88,4 +92,39 @@ TEST_CASE("sample_indices is complete when small and deterministic when sampled"
   CHECK(a.back() == 999999);
   CHECK(std::is_sorted(a.begin(), a.end()));
   CHECK(sample_indices(1000000, 100, 8) != a);
+}
+
+TEST_CASE("sample_indices picks the first distinct draws, with a bitmap or a hash set",
+          "[numerics]") {
+  // The definition: 0, total - 1, then draws in order, repeats skipped, until there are enough.
+  auto by_definition = [](int64_t total, int64_t max_samples, uint64_t seed) {
+    std::set<int64_t> chosen = {0, total - 1};
+    const uint64_t stream = stream_id("oracle_sample");
+    for (uint64_t d = 0; static_cast<int64_t>(chosen.size()) < max_samples; ++d) {
+      chosen.insert(static_cast<int64_t>(uniform01(seed, stream, d) * static_cast<double>(total)));
+    }
+    return std::vector<int64_t>(chosen.begin(), chosen.end());
+  };
+  // Dense samples (the bitmap: many repeated draws) and sparse ones (the hash set).
+  for (const auto& [total, samples] : {std::pair<int64_t, int64_t>{1000, 900},
+                                       {1000, 20},
+                                       {64 * 1000, 1000},
+                                       {1000000, 300},
+                                       {3, 2}}) {
+    CAPTURE(total, samples);
+    CHECK(sample_indices(total, samples, 5) == by_definition(total, samples, 5));
+  }
+}
+
+TEST_CASE("sample_oracle checks every output within the budget, else at most kMaxOracleSamples",
+          "[numerics]") {
+  // 6M outputs of 2 multiply-adds each (K = 1): the full oracle costs 1.2e7.
+  const Op& op = gated_linear_unit_op();
+  const BoundArgs args = op.bind({{"x", "f32[3000,1]"}, {"weights", "f32[1,2,2000]"}});
+  const TensorMap inputs = op.make_inputs(args, 1);
+  CHECK(sample_oracle(op, args, inputs, 1.2e7, 0).at("out").index.size() == 6000000);
+  CHECK(sample_oracle(op, args, inputs, 2e5, 0).at("out").index.size() == 100000);
+  // Affordable: 5e6 outputs, more than the cap and fewer than all.
+  CHECK(sample_oracle(op, args, inputs, 1e7, 0).at("out").index.size() ==
+        static_cast<size_t>(kMaxOracleSamples));
 }
