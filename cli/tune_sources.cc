@@ -114,6 +114,8 @@ std::vector<ArgSpec> parse_tune_source(std::string_view text, const std::string&
       throw InputError(source_name, line, column, std::string("not valid JSON: ") + whole.what());
     }
     cases = parse_lines(text, source_name);
+  } catch (const json::exception& e) {  // a number past double's range
+    throw InputError(source_name, 0, 0, std::string("not valid JSON: ") + e.what());
   }
   if (cases.empty()) throw InputError(source_name, 0, 0, "no cases to tune");
   return cases;

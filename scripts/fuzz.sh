@@ -33,6 +33,8 @@ fi
 # The limits every finding is judged by: a hang is an input that takes over 10 s, a huge
 # allocation one malloc over 512 MiB or a process over 2 GiB.
 limits=(-timeout=10 -malloc_limit_mb=512 -rss_limit_mb=2048)
+# A fixed seed (FUZZ_SEED): a run, and what it finds, can be repeated.
+seed="${FUZZ_SEED:-1}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
@@ -59,7 +61,7 @@ for target in "${targets[@]}"; do
   fi
   # Bounded fuzzing from the seeds, the regressions and what earlier runs found.
   run_status=0
-  "$binary" "${limits[@]}" -max_total_time="$seconds" -print_final_stats=1 \
+  "$binary" "${limits[@]}" -seed="$seed" -max_total_time="$seconds" -print_final_stats=1 \
             -artifact_prefix="$findings/" "$corpus" "$seeds" "$regressions" > "$log" 2>&1 ||
     run_status=$?
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)

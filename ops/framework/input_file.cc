@@ -77,6 +77,17 @@ nlohmann::json parse_json_input(std::string_view text, const std::string& source
     // nlohmann reports the 1-based byte index of the last character it read: where the error is.
     const auto [line, column] = text_position(text, e.byte == 0 ? 0 : e.byte - 1);
     throw InputError(source, line + first_line - 1, column, parse_error_reason(e));
+  } catch (const nlohmann::json::exception& e) {
+    // A number past double's range (out_of_range.406: "number overflow parsing '1e999'"): at
+    // the number, found by its text.
+    const std::string what = e.what();
+    const size_t quote = what.find('\'');
+    const size_t end = quote == std::string::npos ? quote : what.find('\'', quote + 1);
+    const size_t at = end == std::string::npos ? std::string_view::npos
+                                               : text.find(what.substr(quote + 1, end - quote - 1));
+    const auto [line, column] = at == std::string_view::npos ? std::pair{0, 0} : text_position(text, at);
+    throw InputError(source, line == 0 ? 0 : line + first_line - 1, column,
+                     what.substr(what.find(']') == std::string::npos ? 0 : what.find(']') + 2));
   }
 }
 

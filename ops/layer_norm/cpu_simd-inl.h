@@ -51,7 +51,8 @@ constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 constexpr float kMaxShiftRatio = 16.0f;
 
 // L consecutive elements widened to f32 exactly (bf16 by a 16-bit shift, f16 by vcvtph2ps).
-// Highway's scalar target converts f16 without inf/NaN; there the library's conversion is used.
+// Highway's software targets (SCALAR with GCC, EMU128 with clang) convert f16 without inf/NaN
+// and truncate on the way down; there the library's exact conversions are used, lane by lane.
 template <typename T>
 HWY_INLINE VF LoadWiden(DF d, const T* HWY_RESTRICT src) {
   if constexpr (std::is_same_v<T, float>) {
@@ -60,8 +61,10 @@ HWY_INLINE VF LoadWiden(DF d, const T* HWY_RESTRICT src) {
     return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(),
                                       reinterpret_cast<const hwy::bfloat16_t*>(src)));
   } else {
-#if HWY_TARGET == HWY_SCALAR
-    return hn::Set(d, f16_to_float(*src));
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+    alignas(64) float lanes[kMaxLanes];
+    for (size_t i = 0; i < hn::Lanes(d); ++i) lanes[i] = f16_to_float(src[i]);
+    return hn::LoadU(d, lanes);
 #else
     return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(),
                                       reinterpret_cast<const hwy::float16_t*>(src)));
@@ -184,8 +187,10 @@ HWY_INLINE void StoreNarrow(DF d, VF v, T* HWY_RESTRICT dst, bool native_bf16) {
       StoreVec<kStream>(du16, DemoteBf16(v), reinterpret_cast<uint16_t*>(dst));
     }
   } else {
-#if HWY_TARGET == HWY_SCALAR
-    *dst = float_to_f16(hn::GetLane(v));
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+    alignas(64) float lanes[kMaxLanes];
+    hn::StoreU(v, d, lanes);
+    for (size_t i = 0; i < hn::Lanes(d); ++i) dst[i] = float_to_f16(lanes[i]);
 #else
     // vcvtps2ph with round to nearest even; overflow goes to infinity.
     const hn::Rebind<hwy::float16_t, DF> dh;

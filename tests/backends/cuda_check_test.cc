@@ -9,7 +9,7 @@
 
 using namespace tokamax;
 
-TEST_CASE("a faulted kernel's error loses the context; others do not", "[cuda]") {
+TEST_CASE("a faulted kernel's error loses the context, others do not", "[cuda]") {
   for (const cudaError_t sticky :
        {cudaErrorIllegalAddress, cudaErrorLaunchFailure, cudaErrorMisalignedAddress,
         cudaErrorIllegalInstruction, cudaErrorAssert, cudaErrorHardwareStackError}) {

@@ -27,9 +27,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 
-// Highway's scalar target converts f16 in software without inf/NaN and truncates on the way
-// down; there the library's exact scalar conversions take over. x86 vector targets use F16C.
-#if HWY_TARGET == HWY_SCALAR
+// Highway's software targets (SCALAR with GCC, EMU128 with clang) convert f16 without inf/NaN
+// and truncate on the way down; there the library's exact scalar conversions take over. x86
+// vector targets use F16C.
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 constexpr bool kVectorConvert = false;
 #else
 constexpr bool kVectorConvert = true;
@@ -54,6 +55,10 @@ HWY_INLINE hn::Vec<D> LoadWiden(D d, const In* HWY_RESTRICT src) {
   } else if constexpr (std::is_same_v<In, bf16>) {
     return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(),
                                       reinterpret_cast<const hwy::bfloat16_t*>(src)));
+  } else if constexpr (!kVectorConvert) {
+    HWY_ALIGN hn::TFromD<D> lanes[hn::MaxLanes(D())];
+    for (size_t i = 0; i < hn::Lanes(d); ++i) lanes[i] = Widen<hn::TFromD<D>>(src[i]);
+    return hn::Load(d, lanes);
   } else {
     return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, D>(),
                                       reinterpret_cast<const hwy::float16_t*>(src)));

@@ -2,6 +2,7 @@
 #include "ops/framework/catalog/yaml_json.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <string_view>
@@ -176,6 +177,26 @@ json yaml_to_json(const YAML::Node& node, const std::string& source) {
 }
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  // YAML allows no C0 control character but tab, LF and CR (nor DEL); yaml-cpp 0.7 can loop
+  // forever on some (a NUL after a directive), so they are refused before it sees them.
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
+      int line = 1, column = 1;
+      for (size_t j = 0; j < i; ++j) {
+        if (text[j] == '\n') {
+          ++line;
+          column = 1;
+        } else {
+          ++column;
+        }
+      }
+      char code[8];
+      std::snprintf(code, sizeof(code), "U+%04X", c);
+      throw InputError(source, line, column,
+                       std::string("control character ") + code + " (YAML allows none but tab)");
+    }
+  }
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(text);

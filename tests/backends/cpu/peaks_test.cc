@@ -58,7 +58,7 @@ TEST_CASE("measure_peaks fills every field", "[peaks]") {
   CHECK(positive_finite(peaks.bandwidth_gbps));
 }
 
-TEST_CASE("bandwidth probe arrays: 4 x the LLC within [64, 512] MiB", "[peaks]") {
+TEST_CASE("bandwidth probe arrays: 4 x the LLC within 64..512 MiB", "[peaks]") {
   constexpr int64_t kMiB = int64_t{1} << 20;
   CHECK(cpu::bandwidth_probe_bytes(0) == 64 * kMiB);
   CHECK(cpu::bandwidth_probe_bytes(8 * kMiB) == 64 * kMiB);

@@ -89,7 +89,7 @@ TEST_CASE("layer_norm bind errors name the offending argument", "[layer_norm]") 
   CHECK(bind_error_field(scale_offset) == "scale_offset");
 }
 
-TEST_CASE("layer_norm scale_offset is added to the scale; 0 is the canonical default",
+TEST_CASE("layer_norm scale_offset is added to the scale, 0 is the canonical default",
           "[layer_norm]") {
   const BoundArgs plain = layer_norm_op().bind({{"x", "f32[1,4]"}, {"scale", "f32[4]"}});
   const BoundArgs zero =

@@ -137,7 +137,7 @@ TEST_CASE("cpu layer_norm_vjp autotuning configs are valid and right", "[layer_n
   }
 }
 
-TEST_CASE("cpu layer_norm_vjp config errors name the field; f64 goes to the reference",
+TEST_CASE("cpu layer_norm_vjp config errors name the field, f64 goes to the reference",
           "[layer_norm_vjp]") {
   auto field = [](const json& config) -> std::string {
     try {

@@ -58,7 +58,7 @@ TEST_CASE("lsce api: every implementation gives the hand-computed loss", "[lsce]
   }
 }
 
-TEST_CASE("lsce api: a label outside [0, V) is padding with zero loss, the mean over B",
+TEST_CASE("lsce api: a label outside 0..V-1 is padding with zero loss, the mean over B",
           "[lsce][api]") {
   // logits = x @ w = [[1, 0, 0], [0, 2, 0], [3, 0, 1]]; rows 1 (label -1) and 2 (label V = 3)
   // are padding.

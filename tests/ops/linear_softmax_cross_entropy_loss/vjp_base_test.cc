@@ -155,7 +155,7 @@ TEST_CASE("the lsce_vjp reference passes the oracle's bound", "[lsce_vjp]") {
   }
 }
 
-TEST_CASE("lsce_vjp gives rows with a label outside [0, V) no gradient", "[lsce_vjp]") {
+TEST_CASE("lsce_vjp gives rows with a label outside 0..V-1 no gradient", "[lsce_vjp]") {
   const BoundArgs args = vjp_op().bind(lsce_vjp_json("f32[6,8]", "f32[8,11]", "none"));
   TensorMap inputs = vjp_op().make_inputs(args, 7);
   int32_t* label = inputs.at("labels").data<int32_t>();
