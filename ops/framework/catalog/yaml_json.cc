@@ -1,6 +1,7 @@
 // YAML (yaml-cpp) -> nlohmann::json conversion with the YAML 1.2 core schema.
 #include "ops/framework/catalog/yaml_json.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cmath>
@@ -195,6 +196,35 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
       std::snprintf(code, sizeof(code), "U+%04X", c);
       throw InputError(source, line, column,
                        std::string("control character ") + code + " (YAML allows none but tab)");
+    }
+  }
+  // A ',' where a node starts (first on a line, after a "- " entry, or right after a tag or an
+  // anchor: "!,", "- ,]") sends yaml-cpp 0.7 into an endless loop on some inputs (",4]", "!,",
+  // "!L!s,"); there it is a flow indicator outside a flow collection (a catalog never has one),
+  // so it is refused first.
+  size_t line_start = 0;
+  int line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      line_start = i + 1;
+      ++line;
+      continue;
+    }
+    if (text[i] != ',') continue;
+    size_t j = i;
+    while (j > line_start && (text[j - 1] == ' ' || text[j - 1] == '\t')) --j;
+    bool node_start = j == line_start || text[j - 1] == '-';
+    if (!node_start) {
+      // Right after a tag (!...) or anchor (&...) token: the run of non-blank characters before
+      // the ',' starts with one of their indicators. (An alias before a ',' is an ordinary flow
+      // entry: [*a, *b].)
+      size_t k = j;
+      while (k > line_start && text[k - 1] != ' ' && text[k - 1] != '\t') --k;
+      node_start = k < j && (text[k] == '!' || text[k] == '&');
+    }
+    if (node_start) {
+      throw InputError(source, line, static_cast<int>(i - line_start) + 1,
+                       "YAML syntax error: ',' where a node starts, outside a flow collection");
     }
   }
   std::vector<YAML::Node> documents;
