@@ -9,6 +9,7 @@
 
 #include "backends/cpu/thread_pool.h"
 #include "ops/framework/dtype.h"
+#include "ops/framework/dtype_dispatch.h"
 
 namespace tokamax {
 namespace {
@@ -29,28 +30,6 @@ void copy_rows(const T* src, const StridedView& view, int64_t r0, int64_t r1, in
       double* dst = out.row(r);
       for (int64_t c = c0; c < c1; ++c) dst[c] = to_double(at[c * view.col_stride]);
     }
-  }
-}
-
-template <typename Fn>
-void dispatch_any(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kF64:
-      return fn(double{});
-    case DType::kF32:
-      return fn(float{});
-    case DType::kBF16:
-      return fn(bf16{});
-    case DType::kF16:
-      return fn(f16{});
-    case DType::kI32:
-      return fn(int32_t{});
-    case DType::kBool:
-      return fn(bool{});
-    case DType::kI8:
-      return fn(int8_t{});
-    case DType::kF8E4M3:
-      return fn(f8e4m3{});
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/framework/errors.h"
+#include "ops/framework/input_file.h"
 
 namespace tokamax {
 
@@ -183,15 +184,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
-      int line = 1, column = 1;
-      for (size_t j = 0; j < i; ++j) {
-        if (text[j] == '\n') {
-          ++line;
-          column = 1;
-        } else {
-          ++column;
-        }
-      }
+      const auto [line, column] = text_position(text, i);
       char code[8];
       std::snprintf(code, sizeof(code), "U+%04X", c);
       throw InputError(source, line, column,
