@@ -61,6 +61,18 @@ std::string onednn_cpu_isa_name(dnnl::cpu_isa isa) {
   return "isa " + std::to_string(static_cast<int>(isa));
 }
 
+bool onednn_int8_exact() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx2_vnni:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string onednn_description() {
   const dnnl::version_t* v = dnnl::version();
   std::string text = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +

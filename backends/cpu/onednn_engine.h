@@ -62,6 +62,12 @@ std::string onednn_description();
 // "avx512_core_bf16", ...: the ISA oneDNN's JIT kernels target on this CPU.
 std::string onednn_cpu_isa_name(dnnl::cpu_isa isa);
 
+// Whether oneDNN's int8 matmul accumulates exactly on this CPU. With VNNI (avx2_vnni,
+// avx512_core_vnni and up) each u8 x s8 product goes straight into int32 (vpdpbusd). Without it
+// (avx2, avx512_core) oneDNN 2.x shifts s8 sources to u8 and sums pairs of products in saturating
+// 16-bit (vpmaddubsw): two products of 255 x 127 clip at 32767, and so do the results.
+bool onednn_int8_exact();
+
 // What every oneDNN baseline's describe() starts from: library, description, version and the
 // ISA its kernels run; implementations add what they compose ("composite", "epilogue").
 nlohmann::json onednn_describe();

@@ -76,6 +76,12 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
       if (p.out_dtype == DType::kF64) {
         throw NotImplemented("onednn: an f64 output; the int8 baseline writes f32 and 16-bit");
       }
+      if (!cpu::onednn_int8_exact()) {
+        throw NotImplemented(
+            "onednn: int8 matmul on isa=" + cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
+            ": without VNNI oneDNN sums pairs of u8 x s8 products in saturating 16-bit "
+            "(vpmaddubsw), so its int8 results are not exact");
+      }
       return;
     }
     const std::string lhs(dtype_name(p.lhs_dtype)), rhs(dtype_name(p.rhs_dtype));

@@ -6,8 +6,11 @@
 #include <cstdio>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string_view>
 #include <vector>
+
+#include <yaml-cpp/eventhandler.h>
 
 #include "ops/framework/errors.h"
 #include "ops/framework/input_file.h"
@@ -131,6 +134,64 @@ json scalar_to_json(const YAML::Node& node, const std::string& source) {
   return text;
 }
 
+// Events are only counted: the pass that finds where a second document starts.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  int documents = 0;
+  YAML::Mark last_start;
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    ++documents;
+    last_start = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Refuses a text that holds more than one YAML document, at the second one's start.
+//
+// yaml-cpp 0.7 (Debian 12's) ends a document when its top-level node ends, and starts the next one
+// at the token that follows. A token that no node consumes (a ',' outside a flow collection:
+// "!,", ",4]", "- a\n,") starts a document that holds a null and leaves the token where it was:
+// YAML::LoadAll then makes empty documents at that token forever, allocating as it goes (every
+// hang the catalog fuzzer found). Here the parser runs event by event, and stops at the second
+// document, whatever starts it.
+void check_single_document(const std::string& text, const std::string& source) {
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  DocumentStarts starts;
+  while (parser.HandleNextDocument(starts)) {
+    if (starts.documents < 2) continue;
+    const YamlPos pos = yaml_pos(starts.last_start);
+    const size_t offset = static_cast<size_t>(std::max(starts.last_start.pos, 0));
+    const std::string_view rest = std::string_view(text).substr(std::min(offset, text.size()));
+    if (rest.starts_with("---")) {
+      throw InputError(source, pos.line, pos.column,
+                       "expected a single YAML document, and a second one starts here");
+    }
+    if (rest.starts_with(",")) {
+      throw InputError(source, pos.line, pos.column,
+                       "YAML syntax error: ',' outside a flow collection ([a, b] or {a: b})");
+    }
+    size_t length = rest.empty() ? 0 : 1;  // one character, UTF-8 continuation bytes included
+    while (length < rest.size() && (static_cast<unsigned char>(rest[length]) & 0xC0) == 0x80) {
+      ++length;
+    }
+    throw InputError(source, pos.line, pos.column,
+                     "YAML syntax error: '" + std::string(rest.substr(0, length)) +
+                         "' after the end of the document's top-level node");
+  }
+}
+
 }  // namespace
 
 YamlPos yaml_pos(const YAML::Mark& mark) {
@@ -179,8 +240,8 @@ json yaml_to_json(const YAML::Node& node, const std::string& source) {
 }
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  // YAML allows no C0 control character but tab, LF and CR (nor DEL); yaml-cpp 0.7 can loop
-  // forever on some (a NUL after a directive), so they are refused before it sees them.
+  // YAML allows no C0 control character but tab, LF and CR (nor DEL): refused at their position
+  // before yaml-cpp sees them (its messages for them are positionless).
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
@@ -191,48 +252,14 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
                        std::string("control character ") + code + " (YAML allows none but tab)");
     }
   }
-  // A ',' where a node starts (first on a line, after a "- " entry, or right after a tag or an
-  // anchor: "!,", "- ,]") sends yaml-cpp 0.7 into an endless loop on some inputs (",4]", "!,",
-  // "!L!s,"); there it is a flow indicator outside a flow collection (a catalog never has one),
-  // so it is refused first.
-  size_t line_start = 0;
-  int line = 1;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      line_start = i + 1;
-      ++line;
-      continue;
-    }
-    if (text[i] != ',') continue;
-    size_t j = i;
-    while (j > line_start && (text[j - 1] == ' ' || text[j - 1] == '\t')) --j;
-    bool node_start = j == line_start || text[j - 1] == '-';
-    if (!node_start) {
-      // Right after a tag (!...) or anchor (&...) token: the run of non-blank characters before
-      // the ',' starts with one of their indicators. (An alias before a ',' is an ordinary flow
-      // entry: [*a, *b].)
-      size_t k = j;
-      while (k > line_start && text[k - 1] != ' ' && text[k - 1] != '\t') --k;
-      node_start = k < j && (text[k] == '!' || text[k] == '&');
-    }
-    if (node_start) {
-      throw InputError(source, line, static_cast<int>(i - line_start) + 1,
-                       "YAML syntax error: ',' where a node starts, outside a flow collection");
-    }
-  }
-  std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(text);
+    check_single_document(text, source);
+    // The first document only: LoadAll would loop on the input check_single_document refuses.
+    return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     const YamlPos pos = yaml_pos(e.mark);
     throw InputError(source, pos.line, pos.column, "YAML syntax error: " + e.msg);
   }
-  if (documents.empty()) return YAML::Node();
-  if (documents.size() > 1) {
-    yaml_fail(source, documents[1],
-              "expected a single YAML document, found " + std::to_string(documents.size()));
-  }
-  return documents[0];
 }
 
 }  // namespace tokamax

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "ops/framework/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
@@ -71,4 +72,37 @@ TEST_CASE("deeply nested YAML is refused at its line", "[catalog]") {
   // Past yaml-cpp's own parser limit: its error, still an InputError.
   const std::string deeper = "a: " + std::string(100000, '[');
   CHECK_THROWS_AS(parse_yaml(deeper, "deeper.yaml"), InputError);
+}
+
+TEST_CASE("a token no YAML node consumes is refused at its position, without looping",
+          "[catalog]") {
+  // yaml-cpp 0.7's LoadAll made empty documents at such a token forever (gigabytes within
+  // seconds); the inputs are the catalog fuzzer's, minimized.
+  struct Case {
+    std::string text;
+    std::string where;
+  };
+  const std::vector<Case> cases = {
+      {",4096,4096]", "t.yaml:1:1: YAML syntax error: ',' outside a flow collection"},
+      {"!,", "t.yaml:1:2: YAML syntax error: ',' outside a flow collection"},
+      {"!L!s,", "t.yaml:1:5: YAML syntax error: ',' outside a flow collection"},
+      {"{op: ragged_dot, specs: []}\n,  group_sizes: [1]\n",
+       "t.yaml:2:1: YAML syntax error: ',' outside a flow collection"},
+      // Other tokens after the top-level node (LoadAll read them as further documents).
+      {"[a]\n- b\n", "t.yaml:2:1: YAML syntax error: '-' after the end of the document's"},
+      {"{a: 1} \xc3\xa9", "t.yaml:1:8: YAML syntax error: '\xc3\xa9' after the end of the"},
+  };
+  const auto start = std::chrono::steady_clock::now();
+  for (const Case& c : cases) {
+    INFO(c.text);
+    CHECK_THROWS_WITH(parse_yaml(c.text, "t.yaml"), Contains(c.where));
+    CHECK_THROWS_WITH(parse_catalog(c.text, "t.yaml"), Contains(c.where));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  // A second document is refused where it starts; one document with its markers is fine.
+  CHECK_THROWS_WITH(parse_yaml("a: 1\n---\nb: 2\n", "two.yaml"),
+                    Contains("two.yaml:2:1: expected a single YAML document"));
+  CHECK(parse_yaml("---\na: 1\n...\n", "one.yaml")["a"].as<int>() == 1);
+  CHECK(parse_yaml("", "empty.yaml").IsNull());
+  CHECK(parse_yaml("[a, b]", "flow.yaml").size() == 2);
 }
