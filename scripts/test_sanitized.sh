@@ -4,8 +4,8 @@
 #   build-asan/  clang, AddressSanitizer + UndefinedBehaviorSanitizer (-fno-sanitize-recover):
 #                the library, the CLI, every test, and the libFuzzer targets. ctest runs the
 #                whole suite but the tests listed in ASAN_EXCLUDE below (the fuzz targets'
-#                corpus and regression replays included), then scripts/fuzz.sh fuzzes the
-#                targets of FUZZ_TARGETS for FUZZ_SECONDS each.
+#                corpus and regression replays included), then scripts/fuzz.sh fuzzes every
+#                target for FUZZ_SECONDS each.
 #   build-tsan/  clang, ThreadSanitizer: the tests of the thread pool, the worker protocol and
 #                processes, and the cache's locking (TSAN_TAGS below).
 #
@@ -60,15 +60,10 @@ if [ "$run_asan" -eq 1 ]; then
   echo "test_sanitized: ASan+UBSan suite: $(elapsed "$start")"
 fi
 
-# Fuzzed in CI: every target but `catalog`, whose corpus and regressions ctest replays above.
-# Fuzzing it finds parser hangs inside yaml-cpp 0.7 (Debian's) faster than they can be guarded
-# against from outside (docs/hardening.md); `scripts/fuzz.sh catalog` runs it by hand.
-FUZZ_TARGETS="autotune_cache bench_json config tensor_spec tune_record"
-
 if [ "$run_fuzz" -eq 1 ]; then
   start=$(date +%s)
-  # shellcheck disable=SC2086
-  scripts/fuzz.sh --build-dir build-asan --seconds "${FUZZ_SECONDS:-60}" $FUZZ_TARGETS
+  # Every target of build-asan/fuzz/targets.txt.
+  scripts/fuzz.sh --build-dir build-asan --seconds "${FUZZ_SECONDS:-60}"
   echo "test_sanitized: fuzzing: $(elapsed "$start")"
 fi
 
