@@ -24,14 +24,17 @@ const LinearSoftmaxCrossEntropyLossOp& linear_softmax_cross_entropy_loss_op() {
   return op;
 }
 
-Tensor linear_softmax_cross_entropy_loss(const Tensor& x, const Tensor& labels, const Tensor& w,
-                                         const LinearSoftmaxCrossEntropyOptions& options) {
+namespace {
+
+TensorMap run(const Tensor& x, const Tensor& labels, const Tensor& w,
+              const LinearSoftmaxCrossEntropyOptions& options, bool return_residuals) {
   const LinearSoftmaxCrossEntropyLossOp& op = linear_softmax_cross_entropy_loss_op();
-  const BoundArgs bound =
-      op.bind({{"x", x.spec().to_string()},
-               {"labels", labels.spec().to_string()},
-               {"w", w.spec().to_string()},
-               {"reduction", std::string(lsce_reduction_name(options.reduction))}});
+  nlohmann::json args = {{"x", x.spec().to_string()},
+                         {"labels", labels.spec().to_string()},
+                         {"w", w.spec().to_string()},
+                         {"reduction", std::string(lsce_reduction_name(options.reduction))}};
+  if (return_residuals) args["return_residuals"] = true;
+  const BoundArgs bound = op.bind(args);
   // Values, not shapes: checked here too so that "auto" fails on a bad label before it tries
   // (and falls back across) any implementation.
   check_lsce_labels(LinearSoftmaxCrossEntropyProblem::from(bound), labels);
@@ -41,7 +44,21 @@ Tensor linear_softmax_cross_entropy_loss(const Tensor& x, const Tensor& labels, 
   inputs.emplace("w", w);
   TensorMap outputs = op.allocate_outputs(bound);
   dispatch(op, bound, options.implementation, options.config, inputs, outputs);
-  return outputs.at("loss");
+  return outputs;
+}
+
+}  // namespace
+
+Tensor linear_softmax_cross_entropy_loss(const Tensor& x, const Tensor& labels, const Tensor& w,
+                                         const LinearSoftmaxCrossEntropyOptions& options) {
+  return run(x, labels, w, options, false).at("loss");
+}
+
+LinearSoftmaxCrossEntropyWithResiduals linear_softmax_cross_entropy_loss_with_residuals(
+    const Tensor& x, const Tensor& labels, const Tensor& w,
+    const LinearSoftmaxCrossEntropyOptions& options) {
+  TensorMap outputs = run(x, labels, w, options, true);
+  return {outputs.at("loss"), outputs.at("lse")};
 }
 
 }  // namespace tokamax

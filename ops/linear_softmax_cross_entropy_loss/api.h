@@ -34,4 +34,16 @@ Tensor linear_softmax_cross_entropy_loss(const Tensor& x,       // [B, H]
                                          const Tensor& w,       // [H, V]
                                          const LinearSoftmaxCrossEntropyOptions& options = {});
 
+struct LinearSoftmaxCrossEntropyWithResiduals {
+  Tensor loss;  // as linear_softmax_cross_entropy_loss's
+  Tensor lse;   // [B] f32, every row's log-sum-exp: linear_softmax_cross_entropy_loss_vjp's `lse`
+};
+
+// The loss and its residual (return_residuals: true).
+LinearSoftmaxCrossEntropyWithResiduals linear_softmax_cross_entropy_loss_with_residuals(
+    const Tensor& x,       // [B, H]
+    const Tensor& labels,  // [B] i32
+    const Tensor& w,       // [H, V]
+    const LinearSoftmaxCrossEntropyOptions& options = {});
+
 }  // namespace tokamax

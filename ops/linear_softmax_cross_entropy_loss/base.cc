@@ -7,6 +7,7 @@
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
 
 #include <string>
+#include <vector>
 
 #include "ops/framework/errors.h"
 
@@ -78,6 +79,8 @@ LinearSoftmaxCrossEntropyProblem LinearSoftmaxCrossEntropyProblem::from(const Bo
   p.x_dtype = x.dtype;
   p.w_dtype = w.dtype;
   p.reduction = parse_lsce_reduction(args.option("reduction").get<std::string>());
+  p.return_residuals =
+      args.has("return_residuals") && args.option("return_residuals").get<bool>();
   return p;
 }
 
@@ -94,9 +97,10 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) cons
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();
     if (key != "x" && key != "labels" && key != "w" && key != "reduction" &&
-        key != "padded_labels") {
+        key != "padded_labels" && key != "return_residuals") {
       throw InvalidArgument(prefix() + "unknown argument '" + key +
-                                "' (expected x, labels, w, reduction, padded_labels)",
+                                "' (expected x, labels, w, reduction, padded_labels, "
+                                "return_residuals)",
                             key);
     }
   }
@@ -150,6 +154,16 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) cons
     }
     padded = value.get<double>();
   }
+  bool residuals = false;
+  if (args.contains("return_residuals") && !args.at("return_residuals").is_null()) {
+    const json& value = args.at("return_residuals");
+    if (!value.is_boolean()) {
+      throw InvalidArgument(prefix() + "return_residuals must be true or false, got " +
+                                value.dump(),
+                            "return_residuals");
+    }
+    residuals = value.get<bool>();
+  }
   BoundArgs bound;
   bound.op = kOp;
   bound.args = {{"x", x.to_string()},
@@ -158,6 +172,7 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) cons
                 {"reduction", reduction}};
   // The default stays out of the canonical form, so cases without padding keep their keys.
   if (padded > 0.0) bound.args["padded_labels"] = padded;
+  if (residuals) bound.args["return_residuals"] = true;
   return bound;
 }
 
@@ -169,7 +184,9 @@ std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossOp::outputs(const BoundArgs
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
   TensorSpec loss{DType::kF32, {}};
   if (p.reduction == LsceReduction::kNone) loss.dims = {p.B};
-  return {{"loss", loss}};
+  std::vector<TensorDecl> decls = {{"loss", loss}};
+  if (p.return_residuals) decls.push_back({"lse", TensorSpec{DType::kF32, {p.B}}});
+  return decls;
 }
 
 double LinearSoftmaxCrossEntropyLossOp::flops(const BoundArgs& args) const {
@@ -181,11 +198,11 @@ double LinearSoftmaxCrossEntropyLossOp::flops(const BoundArgs& args) const {
 }
 
 double LinearSoftmaxCrossEntropyLossOp::bytes(const BoundArgs& args) const {
-  // x, w and labels read once, the loss written once: the logits never reach memory.
+  // x, w and labels read once, the loss (and lse) written once: the logits never reach memory.
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
   return static_cast<double>(p.B) * p.H * dtype_size(p.x_dtype) +
          static_cast<double>(p.H) * p.V * dtype_size(p.w_dtype) + 4.0 * p.B +
-         4.0 * static_cast<double>(p.output_elements());
+         4.0 * static_cast<double>(p.output_elements()) + (p.return_residuals ? 4.0 * p.B : 0.0);
 }
 
 }  // namespace tokamax

@@ -10,7 +10,9 @@
 // "sum" and "mean" a scalar f32[]. A label outside [0, V) (padding, typically -1) contributes
 // zero loss, and "mean" still divides by B, as upstream's (a one-hot of such a label is zero).
 // `padded_labels` (catalogs only, default 0) is the fraction of rows whose generated label is
-// -1.
+// -1. `return_residuals: true` adds a second output lse f32[B], each row's log-sum-exp
+// logsumexp_j(z_ij) (padding rows included): the residual the VJP op takes as its `lse` input,
+// as upstream's forward saves it for its backward.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,7 @@ struct LinearSoftmaxCrossEntropyProblem {
   DType x_dtype = DType::kF32;
   DType w_dtype = DType::kBF16;
   LsceReduction reduction = LsceReduction::kSum;
+  bool return_residuals = false;  // outputs lse [B] f32 beside the loss
 
   // Elements of the output "loss": B for reduction none, else 1 (a scalar).
   int64_t output_elements() const { return reduction == LsceReduction::kNone ? B : 1; }
@@ -51,9 +54,7 @@ void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p,
 // Whether a row's label counts: in [0, V). Other labels (padding) give the row zero loss.
 inline bool lsce_label_counts(int32_t label, int64_t V) { return label >= 0 && label < V; }
 
-// The base class of the forward op. A `linear_softmax_cross_entropy_loss_vjp` op would derive
-// from the same problem view (and reuse bind's tensor checks), taking the forward's per-row
-// log-sum-exp as its residual.
+// The base class of the forward op.
 class LinearSoftmaxCrossEntropyLossOp : public Op {
  public:
   std::string_view name() const override { return LinearSoftmaxCrossEntropyProblem::kOp; }
@@ -76,6 +77,7 @@ class LinearSoftmaxCrossEntropyLossOp : public Op {
 
 // The portable reference: any float dtypes, logits and log-sum-exp accumulated in `Acc`, the
 // reduction too. With Acc = double it is the float64 oracle of the whole output. Checks labels.
+// `lse`, when given, gets every row's log-sum-exp (the residual of return_residuals).
 template <typename Acc>
 void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProblem& problem,
                                             // Inputs.
@@ -83,6 +85,7 @@ void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProbl
                                             const Tensor& labels,  // [B] i32
                                             const Tensor& w,       // [H, V]
                                             // Outputs.
-                                            Tensor& loss);  // [B] or [] f32
+                                            Tensor& loss,             // [B] or [] f32
+                                            Tensor* lse = nullptr);  // [B] f32
 
 }  // namespace tokamax

@@ -20,6 +20,8 @@
 //      same again for its rescale factors; the sum of V terms and the block merges add at most
 //      (V + V/chunk) u. With the log, max + log(sum) and lse - z_label roundings this stays below
 //      u (3V + 32 + 3|lse| + |z_label|).
+//   (lse, the residual of return_residuals, has the budget of items 2 and 3 without the label
+//   logit's parts: gamma_{H+1} max_j m_ij + u (3V + 32 + 3|lse|).)
 //   4. sum: the per-row budgets add up, plus gamma_B sum_i |loss_i| for the B-term sum; mean:
 //      that over B, plus one rounding of the division.
 // ErrorModel's generic bound is gamma(length * u) * magnitude + u_out |value|. We set length = 1
@@ -95,11 +97,12 @@ ErrorModel LinearSoftmaxCrossEntropyLossOp::error_model(const BoundArgs&) const 
 template <typename Acc>
 void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProblem& p,
                                             const Tensor& x, const Tensor& labels, const Tensor& w,
-                                            Tensor& loss) {
+                                            Tensor& loss, Tensor* lse) {
   check_lsce_labels(p, labels);
   const int64_t B = p.B, H = p.H, V = p.V;
   const int32_t* label = labels.data<int32_t>();
   float* out = loss.data<float>();
+  float* lse_out = lse != nullptr ? lse->data<float>() : nullptr;
   std::vector<Acc> z(static_cast<size_t>(V));
   Acc total = Acc(0);
   dispatch_float(p.x_dtype, [&](auto x_type) {
@@ -109,9 +112,10 @@ void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProbl
       const X* x_data = x.data<X>();
       const W* w_data = w.data<W>();
       for (int64_t i = 0; i < B; ++i) {
-        if (!lsce_label_counts(label[i], V)) {  // padding: zero loss, still counted in the mean
+        const bool counts = lsce_label_counts(label[i], V);
+        if (!counts) {  // padding: zero loss, still counted in the mean
           if (p.reduction == LsceReduction::kNone) out[i] = 0.0f;
-          continue;
+          if (lse_out == nullptr) continue;  // its logits only matter for lse
         }
         std::fill(z.begin(), z.end(), Acc(0));
         // k-outer, j-inner: w rows are contiguous and each logit still sums its H terms in
@@ -124,7 +128,10 @@ void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProbl
         const Acc z_max = *std::max_element(z.begin(), z.end());
         Acc sum = Acc(0);
         for (int64_t j = 0; j < V; ++j) sum += std::exp(z[j] - z_max);
-        const Acc row_loss = z_max + std::log(sum) - z[label[i]];
+        const Acc row_lse = z_max + std::log(sum);
+        if (lse_out != nullptr) lse_out[i] = static_cast<float>(row_lse);
+        if (!counts) continue;
+        const Acc row_loss = row_lse - z[label[i]];
         if (p.reduction == LsceReduction::kNone) {
           out[i] = static_cast<float>(row_loss);
         } else {
@@ -141,17 +148,19 @@ void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProbl
 
 template void linear_softmax_cross_entropy_reference<float>(const LinearSoftmaxCrossEntropyProblem&,
                                                             const Tensor&, const Tensor&,
-                                                            const Tensor&, Tensor&);
+                                                            const Tensor&, Tensor&, Tensor*);
 template void linear_softmax_cross_entropy_reference<double>(
-    const LinearSoftmaxCrossEntropyProblem&, const Tensor&, const Tensor&, const Tensor&, Tensor&);
+    const LinearSoftmaxCrossEntropyProblem&, const Tensor&, const Tensor&, const Tensor&, Tensor&,
+    Tensor*);
 
 namespace {
 
 void run_reference(const LinearSoftmaxCrossEntropyProblem& p, const TensorMap& inputs,
                    TensorMap& outputs) {
   // f32 accumulation, as upstream's XLA reference computes the logits and the softmax in f32.
-  linear_softmax_cross_entropy_reference<float>(p, inputs.at("x"), inputs.at("labels"),
-                                                inputs.at("w"), outputs.at("loss"));
+  linear_softmax_cross_entropy_reference<float>(
+      p, inputs.at("x"), inputs.at("labels"), inputs.at("w"), outputs.at("loss"),
+      p.return_residuals ? &outputs.at("lse") : nullptr);
 }
 
 }  // namespace

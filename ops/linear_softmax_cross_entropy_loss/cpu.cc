@@ -114,6 +114,10 @@ class CpuLinearSoftmaxCrossEntropy final
     if (p.reduction == LsceReduction::kMean) {
       out[0] = static_cast<float>(total / static_cast<double>(std::max<int64_t>(p.B, 1)));
     }
+    if (p.return_residuals) {  // every row's, padding included
+      float* lse_out = outputs.at("lse").data<float>();
+      for (int64_t i = 0; i < p.B; ++i) lse_out[i] = static_cast<float>(lse[i]);
+    }
   }
 };
 

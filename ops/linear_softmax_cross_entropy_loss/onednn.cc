@@ -46,6 +46,10 @@ class OneDnnLinearSoftmaxCrossEntropy final
 
   void check(const LinearSoftmaxCrossEntropyProblem& p, const Device&) const override {
     check_lsce_onednn_args(p);
+    if (p.return_residuals) {
+      throw NotImplemented(
+          "onednn: return_residuals (the in-place logsoftmax does not keep its row statistics)");
+    }
     const std::string why = cpu::onednn_matmul_unavailable(lsce_onednn_type(p.x_dtype));
     if (!why.empty())
       throw NotImplemented("onednn: " + std::string(dtype_name(p.x_dtype)) +

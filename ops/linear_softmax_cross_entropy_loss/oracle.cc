@@ -29,13 +29,18 @@ struct RowOracle {
   double budget = 0.0;
 };
 
+// A row's log-sum-exp budget (items 1-3 without the label logit's parts).
+double lse_budget(const LinearSoftmaxCrossEntropyProblem& p, const LsceRowStats& s) {
+  return gamma_f32(static_cast<double>(p.H) + 1.0) * s.m_max +
+         kU * (3.0 * static_cast<double>(p.V) + 32.0 + 3.0 * std::fabs(s.lse()));
+}
+
 RowOracle row_oracle(const LinearSoftmaxCrossEntropyProblem& p, const LsceRowStats& s) {
   const double lse = s.lse();
   RowOracle row;
   row.loss = lse - s.z_label;
-  row.budget =
-      gamma_f32(static_cast<double>(p.H) + 1.0) * (s.m_max + s.m_label) +
-      kU * (3.0 * static_cast<double>(p.V) + 32.0 + 3.0 * std::fabs(lse) + std::fabs(s.z_label));
+  row.budget = lse_budget(p, s) + gamma_f32(static_cast<double>(p.H) + 1.0) * s.m_label +
+               kU * std::fabs(s.z_label);
   return row;
 }
 
@@ -98,9 +103,28 @@ OracleSample linear_softmax_cross_entropy_oracle(const BoundArgs& args, const Te
   return sample;
 }
 
+OracleSample linear_softmax_cross_entropy_lse_oracle(const BoundArgs& args,
+                                                     const TensorMap& inputs,
+                                                     std::span<const int64_t> index,
+                                                     OracleMethod method) {
+  const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
+  check_lsce_labels(p, inputs.find("labels")->second);
+  const std::vector<LsceRowStats> stats = lsce_row_stats(p, inputs, index, method);
+  OracleSample sample;
+  sample.index.assign(index.begin(), index.end());
+  for (const LsceRowStats& s : stats) {
+    sample.value.push_back(s.lse());
+    sample.magnitude.push_back(lse_budget(p, s) / kU);
+  }
+  return sample;
+}
+
 OracleSample LinearSoftmaxCrossEntropyLossOp::oracle(const BoundArgs& args, const TensorMap& inputs,
                                                      std::string_view output,
                                                      std::span<const int64_t> index) const {
+  if (output == "lse" && LinearSoftmaxCrossEntropyProblem::from(args).return_residuals) {
+    return linear_softmax_cross_entropy_lse_oracle(args, inputs, index, OracleMethod::kBlocked);
+  }
   if (output != "loss") {
     throw InvalidArgument("linear_softmax_cross_entropy_loss has no output '" +
                           std::string(output) + "'");

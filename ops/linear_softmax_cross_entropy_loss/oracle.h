@@ -17,6 +17,12 @@ OracleSample linear_softmax_cross_entropy_oracle(const BoundArgs& args, const Te
                                                  std::span<const int64_t> index,
                                                  OracleMethod method);
 
+// The oracle of the residual lse at rows `index` (return_residuals: every row's log-sum-exp).
+OracleSample linear_softmax_cross_entropy_lse_oracle(const BoundArgs& args,
+                                                     const TensorMap& inputs,
+                                                     std::span<const int64_t> index,
+                                                     OracleMethod method);
+
 // The oracle of dx or dw (the VJP op's oracle with a chosen method).
 OracleSample linear_softmax_cross_entropy_vjp_oracle(const BoundArgs& args, const TensorMap& inputs,
                                                      std::string_view output,

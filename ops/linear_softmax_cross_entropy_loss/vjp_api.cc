@@ -29,19 +29,21 @@ const LinearSoftmaxCrossEntropyLossVjpOp& linear_softmax_cross_entropy_loss_vjp_
 
 LinearSoftmaxCrossEntropyGradients linear_softmax_cross_entropy_loss_vjp(
     const Tensor& x, const Tensor& labels, const Tensor& w, const Tensor& dloss,
-    const LinearSoftmaxCrossEntropyVjpOptions& options) {
+    const LinearSoftmaxCrossEntropyVjpOptions& options, const Tensor* lse) {
   const LinearSoftmaxCrossEntropyLossVjpOp& op = linear_softmax_cross_entropy_loss_vjp_op();
-  const BoundArgs bound =
-      op.bind({{"x", x.spec().to_string()},
-               {"labels", labels.spec().to_string()},
-               {"w", w.spec().to_string()},
-               {"reduction", std::string(lsce_reduction_name(options.reduction))},
-               {"dloss", dloss.spec().to_string()}});
+  nlohmann::json args = {{"x", x.spec().to_string()},
+                         {"labels", labels.spec().to_string()},
+                         {"w", w.spec().to_string()},
+                         {"reduction", std::string(lsce_reduction_name(options.reduction))},
+                         {"dloss", dloss.spec().to_string()}};
+  if (lse != nullptr) args["lse"] = lse->spec().to_string();
+  const BoundArgs bound = op.bind(args);
   TensorMap inputs;
   inputs.emplace("x", x);
   inputs.emplace("labels", labels);
   inputs.emplace("w", w);
   inputs.emplace("dloss", dloss);
+  if (lse != nullptr) inputs.emplace("lse", *lse);
   TensorMap outputs = op.allocate_outputs(bound);
   dispatch(op, bound, options.implementation, options.config, inputs, outputs);
   return {outputs.at("dx"), outputs.at("dw")};

@@ -35,13 +35,16 @@ struct LinearSoftmaxCrossEntropyGradients {
 };
 
 // The gradients of linear_softmax_cross_entropy_loss(x, labels, w, reduction) for the cotangent
-// dloss of its loss. Throws InvalidArgument naming the argument when shapes or dtypes disagree
-// or a label is not i32[B].
+// dloss of its loss. `lse` [B] f32, the forward's residual
+// (linear_softmax_cross_entropy_loss_with_residuals), spares the kernel recomputing the row
+// statistics. Throws InvalidArgument naming the argument when shapes or dtypes disagree or a
+// label is not i32[B].
 LinearSoftmaxCrossEntropyGradients linear_softmax_cross_entropy_loss_vjp(
     const Tensor& x,       // [B, H]
     const Tensor& labels,  // [B] i32
     const Tensor& w,       // [H, V]
     const Tensor& dloss,   // f32[B] (none) or f32[] (sum, mean)
-    const LinearSoftmaxCrossEntropyVjpOptions& options = {});
+    const LinearSoftmaxCrossEntropyVjpOptions& options = {},
+    const Tensor* lse = nullptr);  // [B] f32
 
 }  // namespace tokamax

@@ -16,6 +16,7 @@ LinearSoftmaxCrossEntropyVjpProblem LinearSoftmaxCrossEntropyVjpProblem::from(
     const BoundArgs& args) {
   LinearSoftmaxCrossEntropyVjpProblem p;
   p.fwd = LinearSoftmaxCrossEntropyProblem::from(args);
+  p.has_lse = args.has("lse");
   return p;
 }
 
@@ -55,12 +56,50 @@ const Op* LinearSoftmaxCrossEntropyLossVjpOp::primal() const {
 }
 
 BoundArgs LinearSoftmaxCrossEntropyLossVjpOp::bind_canonical(const nlohmann::json& args) const {
-  return bind_vjp(linear_softmax_cross_entropy_loss_op(), name(), args, cotangents());
+  const std::string prefix = std::string(name()) + ": ";
+  // lse is the VJP's own input (the forward's residual): taken out before the forward binds the
+  // rest, checked against the bound shape, and kept in the canonical args only when given.
+  nlohmann::json forward = args;
+  nlohmann::json lse;
+  if (args.is_object()) {
+    if (args.contains("return_residuals")) {
+      throw InvalidArgument(prefix + "return_residuals is the forward's option (its lse output "
+                                     "is this op's optional input 'lse')",
+                            "return_residuals");
+    }
+    if (args.contains("lse")) {
+      lse = args.at("lse");
+      forward.erase("lse");
+    }
+  }
+  BoundArgs bound =
+      bind_vjp(linear_softmax_cross_entropy_loss_op(), name(), forward, cotangents());
+  if (lse.is_null()) return bound;
+  const TensorSpec want{DType::kF32, {LinearSoftmaxCrossEntropyProblem::from(bound).B}};
+  if (!lse.is_string()) {
+    throw InvalidArgument(
+        prefix + "lse must be a tensor spec like " + want.to_string() + ", got " + lse.dump(),
+        "lse");
+  }
+  TensorSpec spec;
+  try {
+    spec = parse_tensor_spec(lse.get<std::string>());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(prefix + "lse " + e.what(), "lse");
+  }
+  if (spec != want) {
+    throw InvalidArgument(prefix + "lse must be " + want.to_string() +
+                              " (the forward's per-row log-sum-exp), got " + spec.to_string(),
+                          "lse");
+  }
+  bound.args["lse"] = spec.to_string();
+  return bound;
 }
 
 std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossVjpOp::inputs(const BoundArgs& args) const {
   std::vector<TensorDecl> decls = linear_softmax_cross_entropy_loss_op().inputs(args);
   decls.push_back({"dloss", args.tensor("dloss")});
+  if (args.has("lse")) decls.push_back({"lse", args.tensor("lse")});
   return decls;
 }
 
@@ -71,8 +110,8 @@ std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossVjpOp::outputs(const BoundA
 double LinearSoftmaxCrossEntropyLossVjpOp::flops(const BoundArgs& args) const {
   // The gradient's own work: the logits (x w), dx = dz w^T and dw = x^T dz, three products of
   // the forward's size, plus the softmax and dz per logit (max, subtract, exp, add, scale: 5).
-  // Kernels that first recompute the per-row log-sum-exp (the forward's outputs are not inputs
-  // here) run a fourth product that is not counted: GFLOP/s compare like with like.
+  // Kernels that first recompute the per-row log-sum-exp (when lse is not an input) run a fourth
+  // product that is not counted: GFLOP/s compare like with like.
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
   const double logits = static_cast<double>(p.B) * static_cast<double>(p.V);
   return 6.0 * logits * static_cast<double>(p.H) + 5.0 * logits;
@@ -83,7 +122,7 @@ double LinearSoftmaxCrossEntropyLossVjpOp::bytes(const BoundArgs& args) const {
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
   return 2.0 * static_cast<double>(p.B) * p.H * dtype_size(p.x_dtype) +
          2.0 * static_cast<double>(p.H) * p.V * dtype_size(p.w_dtype) + 4.0 * p.B +
-         4.0 * static_cast<double>(p.output_elements());
+         4.0 * static_cast<double>(p.output_elements()) + (args.has("lse") ? 4.0 * p.B : 0.0);
 }
 
 }  // namespace tokamax

@@ -16,6 +16,11 @@
 //   dw     = x^T dz                              [H, V], a contraction over B
 // dx has x's spec and dw w's (the gradient of an input is of that input's type). labels get no
 // gradient.
+//
+// Optional input lse f32[B]: the forward's residual (return_residuals), each row's log-sum-exp.
+// Given, the cpu kernel takes p = exp(z - lse) from it (three products); without it, the kernel
+// first recomputes the row statistics (a fourth). The reference and the oneDNN composite compute
+// the softmax from the logits either way.
 #pragma once
 
 #include <string_view>
@@ -29,10 +34,12 @@
 namespace tokamax {
 
 // The parsed view of linear_softmax_cross_entropy_loss_vjp's BoundArgs: the forward problem
-// (dloss is f32 of the forward output's shape, so it needs no field of its own).
+// (dloss is f32 of the forward output's shape, so it needs no field of its own) and whether the
+// residual lse is an input.
 struct LinearSoftmaxCrossEntropyVjpProblem {
   static constexpr std::string_view kOp = "linear_softmax_cross_entropy_loss_vjp";
   LinearSoftmaxCrossEntropyProblem fwd;
+  bool has_lse = false;
   static LinearSoftmaxCrossEntropyVjpProblem from(const BoundArgs& args);
 };
 
@@ -47,7 +54,8 @@ class LinearSoftmaxCrossEntropyLossVjpOp : public Op {
   std::string_view name() const override { return LinearSoftmaxCrossEntropyVjpProblem::kOp; }
   std::string_view summary() const override {
     return "linear_softmax_cross_entropy_loss's VJP: dx = dz w^T, dw = x^T dz with dz = c (p - "
-           "onehot), the logits recomputed per V chunk, never materialised";
+           "onehot), the logits recomputed per V chunk, never materialised; optional residual "
+           "lse [B] f32 (the forward's, with return_residuals)";
   }
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dloss"}; }

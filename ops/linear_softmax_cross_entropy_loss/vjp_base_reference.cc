@@ -43,6 +43,7 @@
 #include "ops/framework/reference_implementation.h"
 #include "ops/framework/vjp.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
+#include "ops/linear_softmax_cross_entropy_loss/oracle_logits.h"
 #include "ops/linear_softmax_cross_entropy_loss/vjp_base.h"
 
 namespace tokamax {
@@ -50,10 +51,24 @@ namespace tokamax {
 TensorMap LinearSoftmaxCrossEntropyLossVjpOp::make_inputs(const BoundArgs& args,
                                                           uint64_t seed) const {
   // The forward's inputs (logits spanning about +-12, edge classes pinned, padding) and a
-  // cotangent ~ N(0, 1): a loss scale of O(1), per row for reduction none.
+  // cotangent ~ N(0, 1): a loss scale of O(1), per row for reduction none. lse, when asked for,
+  // exactly as the forward defines it (every row's, in f64 by the oracle's blocked logits,
+  // rounded once to f32).
   const LinearSoftmaxCrossEntropyLossOp& fwd = linear_softmax_cross_entropy_loss_op();
-  TensorMap inputs = fwd.make_inputs(primal_args(fwd, args, cotangents()), seed);
+  BoundArgs forward_args = primal_args(fwd, args, cotangents());
+  forward_args.args.erase("lse");
+  TensorMap inputs = fwd.make_inputs(forward_args, seed);
   inputs.emplace("dloss", normal_tensor(args.tensor("dloss"), seed, "dloss"));
+  if (args.has("lse")) {
+    const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
+    std::vector<int64_t> rows(static_cast<size_t>(p.B));
+    for (int64_t b = 0; b < p.B; ++b) rows[b] = b;
+    const std::vector<LsceRowStats> stats =
+        lsce_row_stats(p, inputs, rows, OracleMethod::kBlocked);
+    Tensor lse(args.tensor("lse"));
+    for (int64_t b = 0; b < p.B; ++b) lse.set(b, stats[b].lse());
+    inputs.emplace("lse", std::move(lse));
+  }
   return inputs;
 }
 

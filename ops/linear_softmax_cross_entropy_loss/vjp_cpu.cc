@@ -105,11 +105,16 @@ class CpuLinearSoftmaxCrossEntropyVjp final
     const std::vector<double> weights = lsce_vjp_row_weights(p, labels, inputs.at("dloss"));
     const void* x = inputs.at("x").raw();
     const void* w = inputs.at("w").raw();
-    // Pass 1: each row's log-sum-exp (the forward's fused kernel; its outputs are not this op's
-    // inputs). One more logits product, but no [B, V] buffer.
+    // Pass 1: each row's log-sum-exp: the residual when given, else the forward's fused kernel
+    // (one more logits product, but no [B, V] buffer).
     std::vector<double> lse(static_cast<size_t>(p.fwd.B)), label_logit(lse.size());
-    lsce_cpu_row_stats(p.fwd, stats_options(p.fwd, c.num_threads, device), x,
-                       labels.data<int32_t>(), w, lse.data(), label_logit.data());
+    if (p.has_lse) {
+      const float* given = inputs.at("lse").data<float>();
+      for (int64_t b = 0; b < p.fwd.B; ++b) lse[b] = given[b];
+    } else {
+      lsce_cpu_row_stats(p.fwd, stats_options(p.fwd, c.num_threads, device), x,
+                         labels.data<int32_t>(), w, lse.data(), label_logit.data());
+    }
     // Pass 2: dz per chunk, straight into dx and dw.
     LsceVjpCpuKernelOptions o;
     o.chunk_v = c.chunk_v;

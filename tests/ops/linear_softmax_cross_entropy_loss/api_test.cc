@@ -85,6 +85,34 @@ TEST_CASE("lsce api: a label outside 0..V-1 is padding with zero loss, the mean 
   }
 }
 
+TEST_CASE("lsce api: with residuals, every row's log-sum-exp, padding rows too",
+          "[lsce][api]") {
+  // logits = [[1, 0, 0], [0, 2, 0]]; row 1 is padding (label -1): zero loss, but its lse is
+  // still the residual the VJP takes.
+  Tensor x(TensorSpec{DType::kF32, {2, 2}});
+  Tensor w(TensorSpec{DType::kF32, {2, 3}});
+  const float xv[] = {1, 0, 0, 2}, wv[] = {1, 0, 0, 0, 1, 0};
+  for (int i = 0; i < 4; ++i) x.data<float>()[i] = xv[i];
+  for (int i = 0; i < 6; ++i) w.data<float>()[i] = wv[i];
+  const Tensor labels = labels_of({0, -1});
+  const double lse0 = std::log(std::exp(1.0) + 2.0), lse1 = std::log(std::exp(2.0) + 2.0);
+  for (const char* impl : {"auto", "cpu", "reference"}) {
+    INFO(impl);
+    const LinearSoftmaxCrossEntropyWithResiduals r =
+        linear_softmax_cross_entropy_loss_with_residuals(x, labels, w,
+                                                         with(impl, LsceReduction::kNone));
+    REQUIRE(r.lse.spec().to_string() == "f32[2]");
+    CHECK(r.lse.get(0) == Approx(lse0).epsilon(1e-6));
+    CHECK(r.lse.get(1) == Approx(lse1).epsilon(1e-6));
+    CHECK(r.loss.get(0) == Approx(lse0 - 1.0).epsilon(1e-6));
+    CHECK(r.loss.get(1) == 0.0);
+  }
+  // oneDNN's in-place logsoftmax keeps no row statistics: it declines, with that reason.
+  CHECK_THROWS_WITH(linear_softmax_cross_entropy_loss_with_residuals(
+                        x, labels, w, with("onednn", LsceReduction::kSum)),
+                    Catch::Contains("return_residuals"));
+}
+
 TEST_CASE("lsce api validates arguments by name", "[lsce][api]") {
   const Tensor x(TensorSpec{DType::kBF16, {3, 4}});
   const Tensor w(TensorSpec{DType::kBF16, {4, 10}});

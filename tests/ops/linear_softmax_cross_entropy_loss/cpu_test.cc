@@ -184,3 +184,45 @@ TEST_CASE("lsce empty extents: no rows, no hidden size, one class", "[lsce]") {
     CHECK(run_lsce(one_class, op.make_inputs(one_class, 0), impl).get(0) == 0.0);
   }
 }
+
+TEST_CASE("lsce cpu and reference write the residual lse within its bound, and a shifted lse fails",
+          "[lsce]") {
+  const auto& op = linear_softmax_cross_entropy_loss_op();
+  for (const std::string reduction : {"none", "mean"}) {
+    const BoundArgs args = op.bind({{"x", "bf16[40,64]"},
+                                    {"w", "bf16[64,900]"},
+                                    {"reduction", reduction},
+                                    {"padded_labels", 0.25},
+                                    {"return_residuals", true}});
+    REQUIRE(op.outputs(args).size() == 2);
+    CHECK(op.outputs(args)[1].name == "lse");
+    CHECK(op.outputs(args)[1].spec.to_string() == "f32[40]");
+    const TensorMap inputs = op.make_inputs(args, 6);
+    std::vector<int64_t> rows(40);
+    std::iota(rows.begin(), rows.end(), 0);
+    const OracleSample oracle = op.oracle(args, inputs, "lse", rows);
+    const ErrorModel model = op.error_model(args);
+    for (const char* impl : {"cpu", "reference"}) {
+      CAPTURE(reduction, impl);
+      const Implementation& implementation = op.implementation(impl);
+      TensorMap outputs = op.allocate_outputs(args);
+      run_json(implementation, args,
+               heuristics_config_json(implementation, args, cpu::host_device()), inputs, outputs);
+      const Tensor& lse = outputs.at("lse");
+      CHECK(judge(compare_to_oracle(lse, oracle, model)) == Disposition::kPassed);
+      // The loss beside it is unchanged by the extra output.
+      CHECK(judge(compare(args, inputs, outputs.at("loss"))) == Disposition::kPassed);
+      // lse is a log: a value off by 1e-3 (a lost term of the sum) is caught.
+      Tensor shifted(lse.spec());
+      for (int64_t i = 0; i < lse.num_elements(); ++i) shifted.set(i, lse.get(i));
+      shifted.set(7, lse.get(7) + 1e-3);
+      CHECK(judge(compare_to_oracle(shifted, oracle, model)) == Disposition::kFailed);
+    }
+  }
+  // Only a bool.
+  CHECK_THROWS_AS(op.bind({{"x", "f32[2,3]"}, {"w", "f32[3,4]"}, {"return_residuals", "yes"}}),
+                  InvalidArgument);
+  // The default stays out of the canonical args.
+  CHECK_FALSE(op.bind({{"x", "f32[2,3]"}, {"w", "f32[3,4]"}, {"return_residuals", false}})
+                  .has("return_residuals"));
+}

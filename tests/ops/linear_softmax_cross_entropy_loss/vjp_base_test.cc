@@ -103,6 +103,48 @@ TEST_CASE("lsce_vjp bind errors name the offending argument", "[lsce_vjp]") {
   CHECK(bind_error_field(unknown) == "dx");
 }
 
+TEST_CASE("lsce_vjp takes the forward's residual lse as an optional f32[B] input", "[lsce_vjp]") {
+  json with_lse = kSum;
+  with_lse["lse"] = "f32[16]";
+  const BoundArgs bound = vjp_op().bind(with_lse);
+  CHECK(bound.args.at("lse") == "f32[16]");
+  const std::vector<TensorDecl> inputs = vjp_op().inputs(bound);
+  CHECK(inputs.back().name == "lse");
+  CHECK_FALSE(vjp_op().bind(kSum).has("lse"));
+  CHECK(vjp_op().bytes(bound) == vjp_op().bytes(vjp_op().bind(kSum)) + 4.0 * 16);
+  for (const json& bad : {json("f32[15]"), json("bf16[16]"), json("f32[16,1]"), json(16),
+                          json("f32[")}) {
+    json args = kSum;
+    args["lse"] = bad;
+    CAPTURE(bad.dump());
+    CHECK(bind_error_field(args) == "lse");
+  }
+  json shape = kSum;
+  shape["lse"] = "f32[15]";
+  CHECK(bind_error(shape).find("f32[16]") != std::string::npos);  // says what it wants
+  json residuals = kSum;
+  residuals["return_residuals"] = true;  // the forward's option, not the VJP's
+  CHECK(bind_error_field(residuals) == "return_residuals");
+  // Generated as the forward defines it: its residual output, to rounding.
+  const BoundArgs args = vjp_op().bind(
+      {{"x", "f32[12,20]"}, {"w", "f32[20,90]"}, {"padded_labels", 0.3}, {"dloss", "f32[]"},
+       {"lse", "f32[12]"}});
+  const TensorMap made = vjp_op().make_inputs(args, 5);
+  TensorMap forward_inputs;
+  for (const char* name : {"x", "labels", "w"}) forward_inputs.emplace(name, made.at(name));
+  const LinearSoftmaxCrossEntropyOptions ref = [] {
+    LinearSoftmaxCrossEntropyOptions o;
+    o.implementation = "reference";
+    return o;
+  }();
+  const Tensor lse = linear_softmax_cross_entropy_loss_with_residuals(
+                         made.at("x"), made.at("labels"), made.at("w"), ref)
+                         .lse;
+  for (int64_t b = 0; b < 12; ++b) {
+    CHECK(made.at("lse").get(b) == Approx(lse.get(b)).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("lsce_vjp's row weights check labels and dloss", "[lsce_vjp]") {
   const BoundArgs args = vjp_op().bind(lsce_vjp_json("f32[4,3]", "f32[3,5]", "mean"));
   const LinearSoftmaxCrossEntropyVjpProblem p = LinearSoftmaxCrossEntropyVjpProblem::from(args);
@@ -139,6 +181,10 @@ TEST_CASE("lsce_vjp's oracle matches central finite differences of the forward",
   }
   check_vjp_by_finite_differences(vjp_op(), lsce_vjp_json("f64[5,1]", "f64[1,6]", "sum"), 3, 20);
   check_vjp_by_finite_differences(vjp_op(), lsce_vjp_json("f64[3,4]", "f64[4,2]", "mean"), 4, 20);
+  // The residual lse is an input the gradient does not depend on (it is a function of x, w).
+  json with_lse = lsce_vjp_json("f64[6,5]", "f64[5,9]", "mean", 0.3);
+  with_lse["lse"] = "f32[6]";
+  check_vjp_by_finite_differences(vjp_op(), with_lse, 5, 20);
 }
 
 TEST_CASE("the lsce_vjp reference passes the oracle's bound", "[lsce_vjp]") {
@@ -207,6 +253,24 @@ TEST_CASE("tokamax::linear_softmax_cross_entropy_loss_vjp returns both gradients
     options.implementation = impl;
     const LinearSoftmaxCrossEntropyGradients grads = linear_softmax_cross_entropy_loss_vjp(
         inputs.at("x"), inputs.at("labels"), inputs.at("w"), inputs.at("dloss"), options);
+    TensorMap outputs = {{"dx", grads.dx}, {"dw", grads.dw}};
+    check_lsce_vjp_outputs(args, inputs, outputs);
+  }
+  // With the forward's residual: the same gradients.
+  const LinearSoftmaxCrossEntropyOptions forward_options = [] {
+    LinearSoftmaxCrossEntropyOptions o;
+    o.reduction = LsceReduction::kMean;
+    return o;
+  }();
+  const Tensor lse = linear_softmax_cross_entropy_loss_with_residuals(
+                         inputs.at("x"), inputs.at("labels"), inputs.at("w"), forward_options)
+                         .lse;
+  for (const char* impl : {"auto", "reference", "cpu"}) {
+    CAPTURE(impl);
+    options.implementation = impl;
+    const LinearSoftmaxCrossEntropyGradients grads =
+        linear_softmax_cross_entropy_loss_vjp(inputs.at("x"), inputs.at("labels"), inputs.at("w"),
+                                              inputs.at("dloss"), options, &lse);
     TensorMap outputs = {{"dx", grads.dx}, {"dw", grads.dw}};
     check_lsce_vjp_outputs(args, inputs, outputs);
   }

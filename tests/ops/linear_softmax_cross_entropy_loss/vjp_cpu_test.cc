@@ -1,6 +1,7 @@
 // Tests for the cpu linear_softmax_cross_entropy_loss_vjp implementation against the oracle over
 // shapes, dtypes and configs (its autotuning space included), and its config checks.
 #include <catch2/catch.hpp>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,38 @@ TEST_CASE("cpu lsce_vjp passes the oracle across shapes, dtypes and configs", "[
       CAPTURE(args.key(), config.dump());
       check_lsce_vjp_outputs(args, inputs, run_lsce_vjp(cpu_impl(), args, inputs, config));
     }
+  }
+}
+
+TEST_CASE("cpu lsce_vjp with the residual lse passes the oracle, and uses it", "[lsce_vjp]") {
+  const auto& op = linear_softmax_cross_entropy_loss_vjp_op();
+  for (json args_json : {lsce_vjp_json("f32[8,32]", "f32[32,1000]", "none"),
+                         lsce_vjp_json("bf16[40,64]", "bf16[64,1025]", "mean", 0.2),
+                         lsce_vjp_json("f16[12,40]", "f16[40,257]", "sum", 0.25),
+                         lsce_vjp_json("f32[20,48]", "bf16[48,600]", "mean")}) {
+    const int64_t B = parse_tensor_spec(args_json.at("x").get<std::string>()).dims[0];
+    args_json["lse"] = "f32[" + std::to_string(B) + "]";
+    const BoundArgs args = op.bind(args_json);
+    const TensorMap inputs = op.make_inputs(args, 9);
+    std::vector<json> configs = {json()};
+    for (const json& c : path_configs(false)) configs.push_back(c);
+    for (const json& config : configs) {
+      CAPTURE(args.key(), config.dump());
+      check_lsce_vjp_outputs(args, inputs, run_lsce_vjp(cpu_impl(), args, inputs, config));
+    }
+    // An lse one too large scales every probability by 1/e: the kernel read it, so it fails.
+    TensorMap wrong = inputs;
+    Tensor shifted(inputs.at("lse").spec());
+    for (int64_t b = 0; b < B; ++b) shifted.set(b, inputs.at("lse").get(b) + 1.0);
+    wrong.erase("lse");
+    wrong.emplace("lse", shifted);
+    const TensorMap outputs = run_lsce_vjp(cpu_impl(), args, wrong, json());
+    const Tensor& dw = outputs.at("dw");
+    std::vector<int64_t> all(static_cast<size_t>(dw.num_elements()));
+    std::iota(all.begin(), all.end(), int64_t{0});
+    const Comparison c =
+        compare_to_oracle(dw, op.oracle(args, inputs, "dw", all), op.error_model(args));
+    CHECK(c.violations > 0);
   }
 }
 
