@@ -119,12 +119,15 @@ void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char
   std::fill_n(w.m.data(), rows, kNegInf);
   std::fill_n(w.l.data(), rows, 0.0f);
   const int64_t stat0 = (b * p.H + hq) * p.T + r0;
+  // The task's q rows are the lhs of every S block: packed once.
+  const PackedGemmOperand q_packed =
+      out && lse_in ? PackedGemmOperand{}
+                    : pack_gemm_lhs(c.q_rows(b, hq, r0), rows, p.D, c.inputs_gemm, w.q_packed);
   for (int64_t j0 = 0; j0 < p.t && !(out && lse_in); j0 += c.bkv) {
     const int64_t cols = std::min(c.bkv, p.t - j0);
     if (!block_visible(p, b, r0, rows, j0, cols)) continue;
     float* s = w.s.data();
-    cpu_gemm_f32(c.q_rows(b, hq, r0), c.k_rows(b, i, j0, true), rows, cols, p.D, s, cols, false,
-                 c.inputs_gemm);
+    cpu_gemm_f32(q_packed, c.k_rows(b, i, j0, true), cols, s, cols, false, c.inputs_gemm);
     finish_logits(c, b, hq, r0, rows, j0, cols, s, w.gate.data());
     for (int64_t rr = 0; rr < rows; ++rr) {
       float* row = s + rr * cols;
@@ -191,6 +194,14 @@ void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta
   float* dV = w.acc2.data();
   std::fill_n(dK, cols * p.D, 0.0f);
   std::fill_n(dV, cols * p.d, 0.0f);
+  // The block's keys and values are the rhs of three products for every row block: packed once.
+  const PackedGemmOperand kt =
+      pack_gemm_rhs(c.k_rows(b, i, j0, true), p.D, cols, c.inputs_gemm, w.kt_packed);
+  const PackedGemmOperand vt =
+      pack_gemm_rhs(c.v_rows(b, i, j0, true), p.d, cols, c.inputs_gemm, w.vt_packed);
+  const CpuGemmOptions ds_gemm = c.inputs_gemm_if(c.round_p);
+  const PackedGemmOperand k_block =
+      pack_gemm_rhs(c.k_rows(b, i, j0, false), cols, p.D, ds_gemm, w.k_packed);
   for (int64_t hq = i * g; hq < (i + 1) * g; ++hq) {
     for (int64_t r0 = 0; r0 < p.T; r0 += c.bq) {
       const int64_t rows = std::min(c.bq, p.T - r0);
@@ -199,8 +210,7 @@ void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta
       float* s = w.s.data();
       float* dp = w.dp.data();
       const float* gate = w.gate.data();
-      cpu_gemm_f32(c.q_rows(b, hq, r0), c.k_rows(b, i, j0, true), rows, cols, p.D, s, cols, false,
-                   c.inputs_gemm);
+      cpu_gemm_f32(c.q_rows(b, hq, r0), kt, rows, s, cols, false, c.inputs_gemm);
       finish_logits(c, b, hq, r0, rows, j0, cols, s, w.gate.data());
       // P = exp(S - lse): the forward's normalised weights, 0 where masked.
       for (int64_t rr = 0; rr < rows; ++rr) cpu_exp_shift_sum(s + rr * cols, cols, lse[stat0 + rr]);
@@ -213,8 +223,7 @@ void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta
       cpu_gemm_f32(p_t, c.dout_rows(b, hq, r0), cols, p.d, rows, dV, p.d, true,
                    c.inputs_gemm_if(c.round_p));
       // dP = dout v^T, then dS = P (dP - Dr) (cap') in place.
-      cpu_gemm_f32(c.dout_rows(b, hq, r0), c.v_rows(b, i, j0, true), rows, cols, p.d, dp, cols,
-                   false, c.inputs_gemm);
+      cpu_gemm_f32(c.dout_rows(b, hq, r0), vt, rows, dp, cols, false, c.inputs_gemm);
       for (int64_t rr = 0; rr < rows; ++rr) {
         const float Dr = delta[stat0 + rr];
         const float* P = s + rr * cols;
@@ -241,9 +250,8 @@ void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta
       ds_t.transposed = true;
       cpu_gemm_f32(ds_t, c.q_rows(b, hq, r0), cols, p.D, rows, dK, p.D, true,
                    c.inputs_gemm_if(c.round_p));
-      cpu_gemm_f32(ds, c.k_rows(b, i, j0, false), rows, p.D, cols,
-                   dq_acc + ((b * p.T + r0) * p.H + hq) * p.D, p.H * p.D, true,
-                   c.inputs_gemm_if(c.round_p));
+      cpu_gemm_f32(ds, k_block, rows, dq_acc + ((b * p.T + r0) * p.H + hq) * p.D, p.H * p.D,
+                   true, ds_gemm);
     }
   }
   cpu_scale_row(dK, cols * p.D, c.scale);

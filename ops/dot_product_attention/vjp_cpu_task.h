@@ -59,6 +59,9 @@ struct VjpScratch {
   std::vector<float> s, gate, dp, acc, acc2, row, row2, m, l;
   std::vector<float> dq, dbias;     // the thread's f32 copies of dq and dbias (pass 2)
   std::vector<uint16_t> p16, ds16;  // P and dS rounded to bf16 bits (native_all)
+  // Operands packed once per task and reused by every block of the other side: pass 1's q
+  // rows; pass 2's k^T (S), v^T (dP) and k (dq).
+  std::vector<float> q_packed, kt_packed, vt_packed, k_packed;
 };
 VjpScratch& vjp_scratch();
 

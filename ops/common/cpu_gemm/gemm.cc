@@ -25,10 +25,112 @@ float* scratch_floats(size_t count) {
   return buffer.floats(count);
 }
 
-}  // namespace
+// The blocking of one product: what packing and the loops below agree on.
+struct Plan {
+  MicroKernelShape shape;
+  int64_t mr = 0, nr = 0, tk = 0, tn = 0;
+  bool native = false;
+  // 32-bit words of one packed k row segment of `depth` (bf16 pairs halve it).
+  int64_t words(int64_t depth) const { return native ? (depth + 1) / 2 : depth; }
+};
 
-void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,
-                  float* c, int64_t ldc, bool accumulate, const CpuGemmOptions& options) {
+Plan make_plan(int64_t N, int64_t K, const CpuGemmOptions& options) {
+  const int lanes = cpu::simd_f32_lanes();
+  Plan plan;
+  plan.shape = MicroKernelShape{options.mr, options.nr_vectors};
+  if (plan.shape.mr == 0 && plan.shape.nr_vectors == 0) plan.shape = micro_kernel_shapes(lanes)[0];
+  if (!has_micro_kernel_shape(lanes, plan.shape.mr, plan.shape.nr_vectors)) {
+    throw NotImplemented("cpu gemm: no " + std::to_string(plan.shape.mr) + "x" +
+                         std::to_string(plan.shape.nr_vectors) + " micro-kernel for the " +
+                         cpu::simd_target_name() + " target");
+  }
+  plan.native = options.native_bf16;
+  if (plan.native && !gemm_has_native_bf16()) {
+    throw NotImplemented("cpu gemm: native bf16 needs bf16 operands and a CPU with avx512_bf16");
+  }
+  plan.mr = plan.shape.mr;
+  plan.nr = int64_t{plan.shape.nr_vectors} * lanes;
+  plan.tk = std::max<int64_t>(2, std::min(options.tk, K));
+  plan.tn = round_up(std::max<int64_t>(1, std::min(options.tn, N)), plan.nr);
+  return plan;
+}
+
+void check_native_dtype(const Plan& plan, DType dtype) {
+  if (plan.native && dtype != DType::kBF16) {
+    throw NotImplemented("cpu gemm: native bf16 needs bf16 operands and a CPU with avx512_bf16");
+  }
+}
+
+// A's K block [k0, k0 + depth) of all M rows -> [ceil(M / mr)][depth][mr] (or pairs).
+void pack_a_block(const GemmOperand& a, int64_t M, int64_t k0, int64_t depth, const Plan& plan,
+                  float* out) {
+  const char* data = static_cast<const char*>(a.data);
+  const int64_t size = static_cast<int64_t>(dtype_size(a.dtype));
+  // A transposed is stored [K, M]: its micro-panel layout [panels][depth][mr] is the rhs
+  // panel layout of the stored rows with mr columns per strip, so the rhs packer builds it.
+  if (a.transposed && plan.native) {
+    pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(data) + k0 * a.ld, a.ld, depth, M, plan.mr,
+                         reinterpret_cast<uint32_t*>(out));
+  } else if (a.transposed) {
+    pack_rhs_panel(a.dtype, data + k0 * a.ld * size, a.ld, depth, M, plan.mr, out);
+  } else if (plan.native) {
+    pack_lhs_block_pairs(reinterpret_cast<const bf16*>(data) + k0, a.ld, M, depth, plan.mr,
+                         reinterpret_cast<uint32_t*>(out));
+  } else {
+    pack_lhs_block(a.dtype, data + k0 * size, a.ld, M, depth, plan.mr, out);
+  }
+}
+
+// B's K block [k0, k0 + depth) of columns [n0, n0 + cols) -> [ceil(cols / nr)][depth][nr] (or
+// pairs).
+void pack_b_panel(const GemmOperand& b, int64_t k0, int64_t depth, int64_t n0, int64_t cols,
+                  const Plan& plan, float* out) {
+  const char* data = static_cast<const char*>(b.data);
+  const int64_t size = static_cast<int64_t>(dtype_size(b.dtype));
+  // B transposed is stored [N, K]: its strips [depth][nr] are the lhs micro-panel layout of the
+  // stored rows with nr rows per panel, so the lhs packer (register transposes) builds them.
+  if (b.transposed && plan.native) {
+    pack_lhs_block_pairs(reinterpret_cast<const bf16*>(data) + n0 * b.ld + k0, b.ld, cols, depth,
+                         plan.nr, reinterpret_cast<uint32_t*>(out));
+  } else if (plan.native) {
+    pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(data) + k0 * b.ld + n0, b.ld, depth, cols,
+                         plan.nr, reinterpret_cast<uint32_t*>(out));
+  } else if (b.transposed) {
+    pack_lhs_block(b.dtype, data + (n0 * b.ld + k0) * size, b.ld, cols, depth, plan.nr, out);
+  } else {
+    pack_rhs_panel(b.dtype, data + (k0 * b.ld + n0) * size, b.ld, depth, cols, plan.nr, out);
+  }
+}
+
+// Where the packed A block of k0 starts, and the packed B panel of (k0, n0): every block before
+// k0 is a full tk deep.
+int64_t a_block_offset(const Plan& plan, int64_t M, int64_t k0) {
+  return round_up(M, plan.mr) * (k0 / plan.tk) * plan.words(plan.tk);
+}
+int64_t b_panel_offset(const Plan& plan, int64_t N, int64_t K, int64_t k0, int64_t n0) {
+  const int64_t depth = std::min(plan.tk, K - k0);
+  return round_up(N, plan.nr) * (k0 / plan.tk) * plan.words(plan.tk) + n0 * plan.words(depth);
+}
+
+PackedGemmOperand describe(const Plan& plan, const float* data, bool is_lhs, int64_t extent,
+                           int64_t K) {
+  return {data, is_lhs, extent, K, plan.shape.mr, plan.shape.nr_vectors, plan.tk, plan.tn,
+          plan.native};
+}
+
+void check_packed(const PackedGemmOperand& packed, bool is_lhs, const Plan& plan, int64_t K) {
+  if (packed.is_lhs != is_lhs || packed.K != K || packed.mr != plan.shape.mr ||
+      packed.nr_vectors != plan.shape.nr_vectors || packed.tk != plan.tk ||
+      packed.native != plan.native || (!is_lhs && packed.tn != plan.tn)) {
+    throw InvalidArgument("cpu gemm: a packed operand used with other options than it was "
+                          "packed for");
+  }
+}
+
+// C[M, N] (+)= A B, each side given either as a strided operand or packed.
+void gemm(const GemmOperand* a, const PackedGemmOperand* packed_a, const GemmOperand* b,
+          const PackedGemmOperand* packed_b, int64_t M, int64_t N, int64_t K, float* c,
+          int64_t ldc, bool accumulate, const CpuGemmOptions& options) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) {
@@ -36,108 +138,123 @@ void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t
     }
     return;
   }
-  const int lanes = cpu::simd_f32_lanes();
-  MicroKernelShape shape{options.mr, options.nr_vectors};
-  if (shape.mr == 0 && shape.nr_vectors == 0) shape = micro_kernel_shapes(lanes)[0];
-  if (!has_micro_kernel_shape(lanes, shape.mr, shape.nr_vectors)) {
-    throw NotImplemented("cpu gemm: no " + std::to_string(shape.mr) + "x" +
-                         std::to_string(shape.nr_vectors) + " micro-kernel for the " +
-                         cpu::simd_target_name() + " target");
-  }
-  const bool native = options.native_bf16;
-  if (native && (!gemm_has_native_bf16() || a.dtype != DType::kBF16 || b.dtype != DType::kBF16)) {
-    throw NotImplemented("cpu gemm: native bf16 needs bf16 operands and a CPU with avx512_bf16");
-  }
-  const int64_t mr = shape.mr, nr = int64_t{shape.nr_vectors} * lanes;
-  const int64_t tk = std::max<int64_t>(2, std::min(options.tk, K));
-  const int64_t tn = round_up(std::max<int64_t>(1, std::min(options.tn, N)), nr);
-  const int64_t lhs_elems = round_up(M, mr) * round_up(tk, 2);
-  const int64_t rhs_elems = tn * round_up(tk, 2);
+  const Plan plan = make_plan(N, K, options);
+  if (a) check_native_dtype(plan, a->dtype);
+  if (b) check_native_dtype(plan, b->dtype);
+  if (packed_a) check_packed(*packed_a, true, plan, K);
+  if (packed_b) check_packed(*packed_b, false, plan, K);
+  const int64_t lhs_elems = a ? round_up(M, plan.mr) * round_up(plan.tk, 2) : 0;
+  const int64_t rhs_elems = b ? plan.tn * round_up(plan.tk, 2) : 0;
   float* lhs_block = scratch_floats(static_cast<size_t>(lhs_elems + rhs_elems + 16));
   float* rhs_panel = lhs_block + round_up(lhs_elems, 16);
-  const size_t a_size = dtype_size(a.dtype), b_size = dtype_size(b.dtype);
-  const char* a_data = static_cast<const char*>(a.data);
-  const char* b_data = static_cast<const char*>(b.data);
 
-  for (int64_t k0 = 0; k0 < K; k0 += tk) {
-    const int64_t depth = std::min(tk, K - k0);
+  for (int64_t k0 = 0; k0 < K; k0 += plan.tk) {
+    const int64_t depth = std::min(plan.tk, K - k0);
     BlockArgs args{};
-    args.lhs_block = lhs_block;
     args.rows = M;
     args.depth = depth;
     args.ldc = ldc;
     args.accumulate = accumulate || k0 > 0;
-    args.mr = shape.mr;
-    args.nr_vectors = shape.nr_vectors;
+    args.mr = plan.shape.mr;
+    args.nr_vectors = plan.shape.nr_vectors;
     args.rhs_packed = true;
-    // A transposed is stored [K, M]: its micro-panel layout [panels][depth][mr] is the rhs
-    // panel layout of the stored rows with mr columns per strip, so the rhs packer builds it.
-    if (a.transposed && native) {
-      pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(a_data) + k0 * a.ld, a.ld, depth, M, mr,
-                           reinterpret_cast<uint32_t*>(lhs_block));
-    } else if (a.transposed) {
-      pack_rhs_panel(a.dtype, a_data + k0 * a.ld * static_cast<int64_t>(a_size), a.ld, depth, M,
-                     mr, lhs_block);
-    } else if (native) {
-      pack_lhs_block_pairs(reinterpret_cast<const bf16*>(a_data) + k0, a.ld, M, depth, mr,
-                           reinterpret_cast<uint32_t*>(lhs_block));
+    if (a) {
+      pack_a_block(*a, M, k0, depth, plan, lhs_block);
+      args.lhs_block = lhs_block;
     } else {
-      pack_lhs_block(a.dtype, a_data + k0 * static_cast<int64_t>(a_size), a.ld, M, depth, mr,
-                     lhs_block);
+      args.lhs_block = packed_a->data + a_block_offset(plan, M, k0);
     }
-    for (int64_t n0 = 0; n0 < N; n0 += tn) {
-      const int64_t cols = std::min(tn, N - n0);
+    for (int64_t n0 = 0; n0 < N; n0 += plan.tn) {
+      const int64_t cols = std::min(plan.tn, N - n0);
       args.cols = cols;
       args.out = c + n0;
-      // Prefetch the panel after this one (the next columns of this K block, or the first of
-      // the next) into L2 while this one is multiplied: with few rows of A, reading B from
-      // memory is otherwise a stall at every panel.
-      const int64_t next_n0 = n0 + tn < N ? n0 + tn : 0;
-      const int64_t next_k0 = n0 + tn < N ? k0 : k0 + tk;
       args.next_rhs = {};
-      if (next_k0 < K) {
-        const int64_t next_depth = std::min(tk, K - next_k0);
-        const int64_t next_cols = std::min(tn, N - next_n0);
-        if (b.transposed) {
-          args.next_rhs.base = b_data + (next_n0 * b.ld + next_k0) * static_cast<int64_t>(b_size);
-          args.next_rhs.rows = next_cols;
-          args.next_rhs.bytes = next_depth * static_cast<int64_t>(b_size);
-        } else {
-          args.next_rhs.base = b_data + (next_k0 * b.ld + next_n0) * static_cast<int64_t>(b_size);
-          args.next_rhs.rows = next_depth;
-          args.next_rhs.bytes = next_cols * static_cast<int64_t>(b_size);
+      if (b) {
+        // Prefetch the panel after this one (the next columns of this K block, or the first of
+        // the next) into L2 while this one is multiplied: with few rows of A, reading B from
+        // memory is otherwise a stall at every panel.
+        const int64_t next_n0 = n0 + plan.tn < N ? n0 + plan.tn : 0;
+        const int64_t next_k0 = n0 + plan.tn < N ? k0 : k0 + plan.tk;
+        if (next_k0 < K) {
+          const int64_t b_size = static_cast<int64_t>(dtype_size(b->dtype));
+          const char* b_data = static_cast<const char*>(b->data);
+          const int64_t next_depth = std::min(plan.tk, K - next_k0);
+          const int64_t next_cols = std::min(plan.tn, N - next_n0);
+          if (b->transposed) {
+            args.next_rhs.base = b_data + (next_n0 * b->ld + next_k0) * b_size;
+            args.next_rhs.rows = next_cols;
+            args.next_rhs.bytes = next_depth * b_size;
+          } else {
+            args.next_rhs.base = b_data + (next_k0 * b->ld + next_n0) * b_size;
+            args.next_rhs.rows = next_depth;
+            args.next_rhs.bytes = next_cols * b_size;
+          }
+          args.next_rhs.stride = b->ld * b_size;
         }
-        args.next_rhs.stride = b.ld * static_cast<int64_t>(b_size);
-      }
-      if (native) {
-        const bf16* bt = reinterpret_cast<const bf16*>(b_data);
-        // B transposed is stored [N, K]: its strips [depth][nr] are the lhs micro-panel layout of
-        // the stored rows with nr rows per panel, so the lhs packer (register transposes) builds
-        // them.
-        if (b.transposed) {
-          pack_lhs_block_pairs(bt + n0 * b.ld + k0, b.ld, cols, depth, nr,
-                               reinterpret_cast<uint32_t*>(rhs_panel));
-        } else {
-          pack_rhs_panel_pairs(bt + k0 * b.ld + n0, b.ld, depth, cols, nr,
-                               reinterpret_cast<uint32_t*>(rhs_panel));
-        }
+        pack_b_panel(*b, k0, depth, n0, cols, plan, rhs_panel);
         args.rhs = rhs_panel;
+      } else {
+        args.rhs = packed_b->data + b_panel_offset(plan, N, K, k0, n0);
+      }
+      if (plan.native) {
         if (!block_product_bf16(args)) throw NotImplemented("cpu gemm: no such bf16 micro-kernel");
         continue;
       }
-      if (b.transposed) {
-        pack_lhs_block(b.dtype, b_data + (n0 * b.ld + k0) * static_cast<int64_t>(b_size), b.ld,
-                       cols, depth, nr, rhs_panel);
-      } else {
-        pack_rhs_panel(b.dtype, b_data + (k0 * b.ld + n0) * static_cast<int64_t>(b_size), b.ld,
-                       depth, cols, nr, rhs_panel);
-      }
-      args.rhs = rhs_panel;
-      args.rhs_strip_stride = depth * nr;
-      args.ldb = nr;
+      args.rhs_strip_stride = depth * plan.nr;
+      args.ldb = plan.nr;
       if (!block_product_f32(args)) throw NotImplemented("cpu gemm: no such f32 micro-kernel");
     }
   }
+}
+
+}  // namespace
+
+PackedGemmOperand pack_gemm_lhs(const GemmOperand& a, int64_t M, int64_t K,
+                                const CpuGemmOptions& options, std::vector<float>& storage) {
+  // N does not shape A's blocks: any extent gives the same tk.
+  const Plan plan = make_plan(1, std::max<int64_t>(K, 1), options);
+  check_native_dtype(plan, a.dtype);
+  const int64_t total = K > 0 ? a_block_offset(plan, M, round_up(K, plan.tk)) : 0;
+  if (static_cast<int64_t>(storage.size()) < total) storage.resize(static_cast<size_t>(total));
+  for (int64_t k0 = 0; k0 < K && M > 0; k0 += plan.tk) {
+    pack_a_block(a, M, k0, std::min(plan.tk, K - k0), plan,
+                 storage.data() + a_block_offset(plan, M, k0));
+  }
+  return describe(plan, storage.data(), true, M, K);
+}
+
+PackedGemmOperand pack_gemm_rhs(const GemmOperand& b, int64_t K, int64_t N,
+                                const CpuGemmOptions& options, std::vector<float>& storage) {
+  const Plan plan = make_plan(N, std::max<int64_t>(K, 1), options);
+  check_native_dtype(plan, b.dtype);
+  int64_t total = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += plan.tk) {
+    total += round_up(N, plan.nr) * plan.words(std::min(plan.tk, K - k0));
+  }
+  if (static_cast<int64_t>(storage.size()) < total) storage.resize(static_cast<size_t>(total));
+  for (int64_t k0 = 0; k0 < K && N > 0; k0 += plan.tk) {
+    const int64_t depth = std::min(plan.tk, K - k0);
+    for (int64_t n0 = 0; n0 < N; n0 += plan.tn) {
+      pack_b_panel(b, k0, depth, n0, std::min(plan.tn, N - n0), plan,
+                   storage.data() + b_panel_offset(plan, N, K, k0, n0));
+    }
+  }
+  return describe(plan, storage.data(), false, N, K);
+}
+
+void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,
+                  float* c, int64_t ldc, bool accumulate, const CpuGemmOptions& options) {
+  gemm(&a, nullptr, &b, nullptr, M, N, K, c, ldc, accumulate, options);
+}
+
+void cpu_gemm_f32(const GemmOperand& a, const PackedGemmOperand& b, int64_t M, float* c,
+                  int64_t ldc, bool accumulate, const CpuGemmOptions& options) {
+  gemm(&a, nullptr, nullptr, &b, M, b.extent, b.K, c, ldc, accumulate, options);
+}
+
+void cpu_gemm_f32(const PackedGemmOperand& a, const GemmOperand& b, int64_t N, float* c,
+                  int64_t ldc, bool accumulate, const CpuGemmOptions& options) {
+  gemm(nullptr, &a, &b, nullptr, a.extent, N, a.K, c, ldc, accumulate, options);
 }
 
 }  // namespace tokamax

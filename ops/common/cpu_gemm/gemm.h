@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ops/framework/dtype.h"
 
@@ -39,6 +40,28 @@ struct CpuGemmOptions {
   bool native_bf16 = false;
 };
 
+// An operand packed once for several products that share it (attention's backward reuses a
+// block of keys against every block of queries): the packed blocks in the order cpu_gemm_f32
+// consumes them, so a product that takes it packs nothing for that side. A (lhs): for each K
+// block, [ceil(M / mr)][depth][mr]; B (rhs): for each K block, for each panel of tn columns,
+// [ceil(cols / nr)][depth][nr] (native bf16: depth -> ceil(depth / 2) pairs). Only valid with
+// the CpuGemmOptions it was packed for (checked) and while its storage lives.
+struct PackedGemmOperand {
+  const float* data = nullptr;
+  bool is_lhs = false;
+  int64_t extent = 0;  // M for A, N for B
+  int64_t K = 0;
+  int mr = 0, nr_vectors = 0;
+  int64_t tk = 0, tn = 0;
+  bool native = false;
+};
+
+// Packs A [M, K] (is_lhs) or B [K, N] for `options` into `storage` (grown, never shrunk).
+PackedGemmOperand pack_gemm_lhs(const GemmOperand& a, int64_t M, int64_t K,
+                                const CpuGemmOptions& options, std::vector<float>& storage);
+PackedGemmOperand pack_gemm_rhs(const GemmOperand& b, int64_t K, int64_t N,
+                                const CpuGemmOptions& options, std::vector<float>& storage);
+
 // C[M, N] (+)= A[M, K] @ B[K, N] in f32 accumulators, row stride ldc. `accumulate` adds to C;
 // otherwise C is overwritten (K = 0 writes zeros). Either operand may be transposed (A stored
 // [K, M]: ragged_dot_vjp's lhs^T dout, whose contraction is over rows). Uses per-thread
@@ -46,5 +69,11 @@ struct CpuGemmOptions {
 // NotImplemented for a micro-tile shape this CPU lacks or native_bf16 where it cannot run.
 void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,
                   float* c, int64_t ldc, bool accumulate, const CpuGemmOptions& options = {});
+// The same with one side packed beforehand (its extents are the packed ones). Throws
+// InvalidArgument if the packed operand does not match `options` or the other extents.
+void cpu_gemm_f32(const GemmOperand& a, const PackedGemmOperand& b, int64_t M, float* c,
+                  int64_t ldc, bool accumulate, const CpuGemmOptions& options = {});
+void cpu_gemm_f32(const PackedGemmOperand& a, const GemmOperand& b, int64_t N, float* c,
+                  int64_t ldc, bool accumulate, const CpuGemmOptions& options = {});
 
 }  // namespace tokamax

@@ -23,6 +23,7 @@ struct Case {
   bool native;
   bool accumulate;
   bool a_transposed = false;  // A stored as A^T [K, M]
+  int packed = 0;              // 0: both strided; 1: A packed beforehand; 2: B packed beforehand
 };
 
 // Stores `values` as `dtype` and returns them rounded to what was stored.
@@ -62,8 +63,18 @@ void check_case(const Case& t) {
   options.native_bf16 = t.native;
   options.tk = 40;  // several K blocks
   options.tn = 48;  // several panels
-  cpu_gemm_f32({t.dtype, a_bytes.data(), lda, t.a_transposed}, {t.dtype, b_bytes.data(), ldb, t.transposed},
-               t.M, t.N, t.K, c.data(), ldc, t.accumulate, options);
+  const GemmOperand a_op{t.dtype, a_bytes.data(), lda, t.a_transposed};
+  const GemmOperand b_op{t.dtype, b_bytes.data(), ldb, t.transposed};
+  std::vector<float> storage(3, 1e30f);  // grown by the packer; stale contents must not matter
+  if (t.packed == 1) {
+    const PackedGemmOperand packed = pack_gemm_lhs(a_op, t.M, t.K, options, storage);
+    cpu_gemm_f32(packed, b_op, t.N, c.data(), ldc, t.accumulate, options);
+  } else if (t.packed == 2) {
+    const PackedGemmOperand packed = pack_gemm_rhs(b_op, t.K, t.N, options, storage);
+    cpu_gemm_f32(a_op, packed, t.M, c.data(), ldc, t.accumulate, options);
+  } else {
+    cpu_gemm_f32(a_op, b_op, t.M, t.N, t.K, c.data(), ldc, t.accumulate, options);
+  }
   for (int64_t i = 0; i < t.M; ++i) {
     for (int64_t j = 0; j < t.N; ++j) {
       double want = t.accumulate ? 0.5 : 0.0, magnitude = 0.0;
@@ -94,6 +105,47 @@ TEST_CASE("cpu_gemm_f32 matches a double product for every operand layout and dt
       }
     }
   }
+}
+
+TEST_CASE("cpu_gemm_f32 with one side packed beforehand matches, for every layout and K block",
+          "[cpu_gemm]") {
+  for (int packed : {1, 2}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (bool transposed : {false, true}) {
+        for (bool a_transposed : {false, true}) {
+          // K = 101: three K blocks of 40 and a short one; N = 53: two panels of 48 and a part.
+          check_case({37, 53, 101, transposed, dtype, false, true, a_transposed, packed});
+          check_case({1, 5, 3, transposed, dtype, false, false, a_transposed, packed});
+          if (gemm_has_native_bf16() && dtype == DType::kBF16) {
+            check_case({29, 70, 67, transposed, dtype, true, false, a_transposed, packed});
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a packed operand is reused across products and refused with other options",
+          "[cpu_gemm]") {
+  // B = identity [4, 4]: A B = A for every A, from one packing.
+  std::vector<float> identity(16, 0.0f), a(8), c(8);
+  for (int i = 0; i < 4; ++i) identity[i * 5] = 1.0f;
+  CpuGemmOptions options;
+  std::vector<float> storage;
+  const PackedGemmOperand b =
+      pack_gemm_rhs({DType::kF32, identity.data(), 4, false}, 4, 4, options, storage);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 8; ++i) a[i] = static_cast<float>(i * (round + 1));
+    cpu_gemm_f32({DType::kF32, a.data(), 4, false}, b, 2, c.data(), 4, false, options);
+    CHECK(c == a);
+  }
+  CpuGemmOptions other = options;
+  other.tk = 2;  // other K blocks than it was packed with
+  CHECK_THROWS_AS(cpu_gemm_f32({DType::kF32, a.data(), 4, false}, b, 2, c.data(), 4, false, other),
+                  InvalidArgument);
+  // A B with a packed B offered as A.
+  CHECK_THROWS_AS(cpu_gemm_f32(b, {DType::kF32, a.data(), 4, false}, 4, c.data(), 4, false, options),
+                  InvalidArgument);
 }
 
 TEST_CASE("cpu_gemm_f32 native bf16 path matches, odd depth included", "[cpu_gemm]") {
