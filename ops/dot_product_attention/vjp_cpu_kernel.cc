@@ -14,9 +14,11 @@
 //   dv += P^T dout,  dP = dout v^T,  dS = P (dP - Dr) (cap'),  dk += dS^T q,  dq += dS k
 // The task owns its [bkv, D] and [bkv, d] accumulators, so dk and dv need no reduction; dq
 // rows are shared by every key block, so each thread adds into its own f32 copy of dq (O(T D)
-// per thread, not O(T t); kept in thread_local scratch between calls) and the copies are summed
-// at the end (dbias likewise). The five block products run on cpu_gemm_f32 with the transposes
-// as strided operands; nothing [T, t] is ever allocated. bf16 inputs (bf16_path): native_dot
+// per thread, not O(T t); kept between calls) and the copies are summed at the end (dbias
+// likewise). The five block products run on cpu_gemm_f32. Inputs are packed once per use, not
+// once per block pair: q and dout row blocks once per call, in waves of kv heads (both layouts
+// each: lhs of S / dP, rhs of dk / dv), and k^T, v^T, k once per key block; only P, P^T, dS and
+// dS^T are packed per block pair. Nothing [T, t] is ever allocated. bf16 inputs (bf16_path): native_dot
 // runs S and dP, the products of two inputs, on vdpbf16ps; native_all also dv, dk, dq and
 // pass 1's P v, with P and dS rounded to bf16 for them (f32 accumulation throughout).
 #include "ops/dot_product_attention/vjp_cpu_kernel.h"
@@ -61,7 +63,7 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                                           const Tensor& k, const Tensor& v, const Tensor* bias,
                                           const Tensor* mask, const Tensor& dout, const Tensor* lse,
                                           const Tensor* out, Tensor& dq, Tensor& dk, Tensor& dv,
-                                          Tensor* dbias) {
+                                          Tensor* dbias, int64_t wave_bytes) {
   if (p.dtype == DType::kF64) {
     throw NotImplemented("cpu dot_product_attention_vjp: f64 (the GEMMs run in f32)");
   }
@@ -109,34 +111,67 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                        lse_rows.data(), delta.data());
   });
 
-  // Pass 2: dk, dv per key block; dq and dbias into per-thread copies, summed afterwards.
+  // Pass 2: dk, dv per key block; dq and dbias into per-thread copies, summed afterwards. The kv
+  // heads run in waves: each wave first packs the q and dout row blocks of its q heads (once,
+  // for all its key blocks), then runs its key blocks. A wave holds as many kv heads as fit in
+  // wave_bytes of packed rows (one at least), so the packing stays O(T D), never O(B H T D).
   const int64_t nkv = ceil_div(p.t, c.bkv);
-  const int64_t tasks = p.B * p.h * nkv;
-  const int used = cpu::thread_pool().threads_for(tasks, threads);
-  // Each thread's copies live in its thread_local scratch (kept between calls: a fresh 4 MiB
-  // allocation per call would be zeroed page by page by the kernel); copies[thread] points at
-  // them once the thread has zeroed them for this call.
-  std::vector<float*> dq_copies(static_cast<size_t>(std::max(used, 1)), nullptr);
-  std::vector<float*> dbias_copies(dq_copies.size(), nullptr);
+  const int64_t g = p.groups();
+  const int used = cpu::thread_pool().threads_for(p.B * p.h * nkv, threads);
+  // The copies of thread index k live in dq_store[k] / dbias_store[k], kept between calls (a
+  // fresh 4 MiB allocation per call would be zeroed page by page by the kernel); copies[k]
+  // points at them once index k has zeroed them for this call. Indexed by the loop's thread
+  // index, not owned by an OS thread: every wave's loop sees the same buffers.
+  // (The loop bodies run on other threads: they reach these thread_locals through references.)
+  thread_local std::vector<std::vector<float>> dq_store_of_caller, dbias_store_of_caller;
+  std::vector<std::vector<float>>& dq_store = dq_store_of_caller;
+  std::vector<std::vector<float>>& dbias_store = dbias_store_of_caller;
+  const size_t copies = static_cast<size_t>(std::max(used, 1));
+  if (dq_store.size() < copies) dq_store.resize(copies);
+  if (dbias_store.size() < copies) dbias_store.resize(copies);
+  std::vector<float*> dq_copies(copies, nullptr);
+  std::vector<float*> dbias_copies(copies, nullptr);
   const int64_t dq_size = q.num_elements(), dbias_size = dbias ? dbias->num_elements() : 0;
-  cpu::parallel_for(tasks, threads, [&](int64_t task, int thread) {
-    float*& dq_acc = dq_copies[static_cast<size_t>(thread)];
-    float*& dbias_acc = dbias_copies[static_cast<size_t>(thread)];
-    if (!dq_acc) {
-      VjpScratch& w = vjp_scratch();
-      grow(w.dq, dq_size);
-      std::fill_n(w.dq.data(), dq_size, 0.0f);
-      dq_acc = w.dq.data();
-      if (dbias) {
-        grow(w.dbias, dbias_size);
-        std::fill_n(w.dbias.data(), dbias_size, 0.0f);
-        dbias_acc = w.dbias.data();
+  const int64_t head_bytes = g * round_up(p.T, 64) * 2 * (p.D + p.d) * 4;
+  const int64_t wave_heads = std::clamp<int64_t>(wave_bytes / std::max<int64_t>(head_bytes, 1),
+                                                 1, p.B * p.h);
+  // Kept between calls, grown as needed: four buffers per packed row block.
+  thread_local std::vector<std::vector<float>> storage_of_caller;
+  thread_local std::vector<VjpRowOperands> packed_of_caller;
+  std::vector<std::vector<float>>& storage = storage_of_caller;
+  std::vector<VjpRowOperands>& packed = packed_of_caller;
+  for (int64_t wave0 = 0; wave0 < p.B * p.h; wave0 += wave_heads) {
+    const int64_t heads = std::min(wave_heads, p.B * p.h - wave0);
+    const int64_t blocks = heads * g * nq;  // per kv head: g q heads x nq row blocks
+    if (static_cast<int64_t>(storage.size()) < 4 * blocks) storage.resize(4 * blocks);
+    if (static_cast<int64_t>(packed.size()) < blocks) packed.resize(blocks);
+    cpu::parallel_for(blocks, threads, [&](int64_t block, int) {
+      const int64_t bi = wave0 + block / (g * nq), hq = (bi % p.h) * g + block / nq % g;
+      const int64_t r0 = block % nq * c.bq;
+      packed[block] = vjp_pack_rows(c, bi / p.h, hq, r0, std::min(c.bq, p.T - r0),
+                                    storage.data() + 4 * block);
+    });
+    cpu::parallel_for(heads * nkv, threads, [&](int64_t task, int thread) {
+      float*& dq_acc = dq_copies[static_cast<size_t>(thread)];
+      float*& dbias_acc = dbias_copies[static_cast<size_t>(thread)];
+      if (!dq_acc) {
+        std::vector<float>& dq_copy = dq_store[static_cast<size_t>(thread)];
+        grow(dq_copy, dq_size);
+        std::fill_n(dq_copy.data(), dq_size, 0.0f);
+        dq_acc = dq_copy.data();
+        if (dbias) {
+          std::vector<float>& dbias_copy = dbias_store[static_cast<size_t>(thread)];
+          grow(dbias_copy, dbias_size);
+          std::fill_n(dbias_copy.data(), dbias_size, 0.0f);
+          dbias_acc = dbias_copy.data();
+        }
       }
-    }
-    const int64_t j0 = (task % nkv) * c.bkv, bi = task / nkv;
-    vjp_key_block(c, lse_rows.data(), delta.data(), bi / p.h, bi % p.h, j0,
-                  std::min(c.bkv, p.t - j0), dq_acc, dbias_acc, dk, dv);
-  });
+      const int64_t j0 = (task % nkv) * c.bkv, head = task / nkv, bi = wave0 + head;
+      vjp_key_block(c, lse_rows.data(), delta.data(), bi / p.h, bi % p.h, j0,
+                    std::min(c.bkv, p.t - j0), packed.data() + head * g * nq, dq_acc, dbias_acc,
+                    dk, dv);
+    });
+  }
   reduce_copies(dq_copies, q.num_elements(), c.scale, p.dtype, dq.raw(), threads);
   if (dbias) {
     reduce_copies(dbias_copies, dbias->num_elements(), 1.0f, dbias->dtype(), dbias->raw(), threads);

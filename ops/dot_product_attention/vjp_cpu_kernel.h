@@ -17,6 +17,9 @@ namespace tokamax {
 // Computes every gradient on the thread pool. Scratch: per thread O(bq bkv) tiles and one f32
 // copy of dq (and of dbias with a bias); [B, H, T] f32 row statistics. Throws NotImplemented for
 // f64.
+// The packed q and dout row blocks of one wave of kv heads stay under this (one head at least).
+inline constexpr int64_t kAttentionVjpWaveBytes = int64_t{64} << 20;
+
 void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                                           const CpuAttentionVjpConfig& config,
                                           // Inputs.
@@ -32,6 +35,7 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                                           Tensor& dq,      // q's spec
                                           Tensor& dk,      // k's spec
                                           Tensor& dv,      // v's spec
-                                          Tensor* dbias);  // bias's spec, or null
+                                          Tensor* dbias,  // bias's spec, or null
+                                          int64_t wave_bytes = kAttentionVjpWaveBytes);
 
 }  // namespace tokamax

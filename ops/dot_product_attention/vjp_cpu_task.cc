@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/framework/dtype_dispatch.h"
@@ -177,11 +178,22 @@ void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char
   }
 }
 
+VjpRowOperands vjp_pack_rows(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0,
+                             int64_t rows, std::vector<float>* storage) {
+  const AttentionProblem& p = c.p;
+  VjpRowOperands o;
+  o.q_lhs = pack_gemm_lhs(c.q_rows(b, hq, r0), rows, p.D, c.inputs_gemm, storage[0]);
+  o.q_rhs = pack_gemm_rhs(c.q_rows(b, hq, r0), rows, p.D, c.weights_gemm(), storage[1]);
+  o.dout_lhs = pack_gemm_lhs(c.dout_rows(b, hq, r0), rows, p.d, c.inputs_gemm, storage[2]);
+  o.dout_rhs = pack_gemm_rhs(c.dout_rows(b, hq, r0), rows, p.d, c.weights_gemm(), storage[3]);
+  return o;
+}
+
 // Pass 2 task: dk and dv of keys [j0, j0 + cols) of kv head i; dq (and dbias) into the
 // thread's copies.
 void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta, int64_t b,
-                   int64_t i, int64_t j0, int64_t cols, float* dq_acc, float* dbias_acc, Tensor& dk,
-                   Tensor& dv) {
+                   int64_t i, int64_t j0, int64_t cols, const VjpRowOperands* packed_rows,
+                   float* dq_acc, float* dbias_acc, Tensor& dk, Tensor& dv) {
   const AttentionProblem& p = c.p;
   const int64_t g = p.groups();
   VjpScratch& w = vjp_scratch();
@@ -199,7 +211,8 @@ void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta
       pack_gemm_rhs(c.k_rows(b, i, j0, true), p.D, cols, c.inputs_gemm, w.kt_packed);
   const PackedGemmOperand vt =
       pack_gemm_rhs(c.v_rows(b, i, j0, true), p.d, cols, c.inputs_gemm, w.vt_packed);
-  const CpuGemmOptions ds_gemm = c.inputs_gemm_if(c.round_p);
+  const CpuGemmOptions ds_gemm = c.weights_gemm();
+  const int64_t nq = ceil_div(p.T, c.bq);
   const PackedGemmOperand k_block =
       pack_gemm_rhs(c.k_rows(b, i, j0, false), cols, p.D, ds_gemm, w.k_packed);
   for (int64_t hq = i * g; hq < (i + 1) * g; ++hq) {
@@ -207,10 +220,11 @@ void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta
       const int64_t rows = std::min(c.bq, p.T - r0);
       if (!block_visible(p, b, r0, rows, j0, cols)) continue;
       const int64_t stat0 = (b * p.H + hq) * p.T + r0;
+      const VjpRowOperands& row_ops = packed_rows[(hq - i * g) * nq + r0 / c.bq];
       float* s = w.s.data();
       float* dp = w.dp.data();
       const float* gate = w.gate.data();
-      cpu_gemm_f32(c.q_rows(b, hq, r0), kt, rows, s, cols, false, c.inputs_gemm);
+      cpu_gemm_f32(row_ops.q_lhs, kt, s, cols, false, c.inputs_gemm);
       finish_logits(c, b, hq, r0, rows, j0, cols, s, w.gate.data());
       // P = exp(S - lse): the forward's normalised weights, 0 where masked.
       for (int64_t rr = 0; rr < rows; ++rr) cpu_exp_shift_sum(s + rr * cols, cols, lse[stat0 + rr]);
@@ -220,10 +234,9 @@ void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta
         round_to_bf16(s, rows * cols, w.p16);
         p_t = {DType::kBF16, w.p16.data(), cols, true};
       }
-      cpu_gemm_f32(p_t, c.dout_rows(b, hq, r0), cols, p.d, rows, dV, p.d, true,
-                   c.inputs_gemm_if(c.round_p));
+      cpu_gemm_f32(p_t, row_ops.dout_rhs, cols, dV, p.d, true, ds_gemm);
       // dP = dout v^T, then dS = P (dP - Dr) (cap') in place.
-      cpu_gemm_f32(c.dout_rows(b, hq, r0), vt, rows, dp, cols, false, c.inputs_gemm);
+      cpu_gemm_f32(row_ops.dout_lhs, vt, dp, cols, false, c.inputs_gemm);
       for (int64_t rr = 0; rr < rows; ++rr) {
         const float Dr = delta[stat0 + rr];
         const float* P = s + rr * cols;
@@ -248,8 +261,7 @@ void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta
       }
       GemmOperand ds_t = ds;
       ds_t.transposed = true;
-      cpu_gemm_f32(ds_t, c.q_rows(b, hq, r0), cols, p.D, rows, dK, p.D, true,
-                   c.inputs_gemm_if(c.round_p));
+      cpu_gemm_f32(ds_t, row_ops.q_rhs, cols, dK, p.D, true, ds_gemm);
       cpu_gemm_f32(ds, k_block, rows, dq_acc + ((b * p.T + r0) * p.H + hq) * p.D, p.H * p.D,
                    true, ds_gemm);
     }

@@ -39,6 +39,8 @@ struct VjpTaskContext {
   CpuGemmOptions inputs_gemm_if(bool rounded) const {
     return rounded ? inputs_gemm : CpuGemmOptions{};
   }
+  // The options of the products with P or dS (dv, dk, dq).
+  CpuGemmOptions weights_gemm() const { return inputs_gemm_if(round_p); }
   GemmOperand q_rows(int64_t b, int64_t hq, int64_t r0) const {
     return {x, q + ((b * p.T + r0) * p.H + hq) * p.D * xs, p.H * p.D, false};
   }
@@ -53,11 +55,10 @@ struct VjpTaskContext {
   }
 };
 
-// Per-thread scratch: the [bq, bkv] tiles of one block, the dk/dv accumulators of a pass-2
-// task and the thread's f32 copies of dq and dbias. It grows once and is kept between calls.
+// Per-thread scratch: the [bq, bkv] tiles of one block and the dk/dv accumulators of a pass-2
+// task. It grows once and is kept between calls.
 struct VjpScratch {
   std::vector<float> s, gate, dp, acc, acc2, row, row2, m, l;
-  std::vector<float> dq, dbias;     // the thread's f32 copies of dq and dbias (pass 2)
   std::vector<uint16_t> p16, ds16;  // P and dS rounded to bf16 bits (native_all)
   // Operands packed once per task and reused by every block of the other side: pass 1's q
   // rows; pass 2's k^T (S), v^T (dP) and k (dq).
@@ -75,11 +76,22 @@ inline void grow(std::vector<float>& x, int64_t n) {
 void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
                         int64_t hq, int64_t r0, int64_t rows, float* lse_out, float* delta);
 
+// q and dout of one row block (rows r0.. of q head hq) packed for every key block of pass 2: q
+// as the lhs of S and the rhs of dk, dout as the lhs of dP and the rhs of dv. Packed once per
+// call instead of once per key block.
+struct VjpRowOperands {
+  PackedGemmOperand q_lhs, q_rhs, dout_lhs, dout_rhs;
+};
+// `storage` holds four buffers (grown, kept by the caller).
+VjpRowOperands vjp_pack_rows(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0,
+                             int64_t rows, std::vector<float>* storage);
+
 // Pass 2 task: dk and dv of keys [j0, j0 + cols) of kv head i, written to dk and dv; dq (before
 // the scale) and dbias added into the thread's copies dq_acc [B, T, H, D] and dbias_acc (null
 // without a bias).
+// rows[(hq - i g) * ceil(T / bq) + r0 / bq] are the packed row blocks of kv head i's q heads.
 void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta, int64_t b,
-                   int64_t i, int64_t j0, int64_t cols, float* dq_acc, float* dbias_acc, Tensor& dk,
-                   Tensor& dv);
+                   int64_t i, int64_t j0, int64_t cols, const VjpRowOperands* rows,
+                   float* dq_acc, float* dbias_acc, Tensor& dk, Tensor& dv);
 
 }  // namespace tokamax

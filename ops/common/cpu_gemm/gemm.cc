@@ -257,4 +257,13 @@ void cpu_gemm_f32(const PackedGemmOperand& a, const GemmOperand& b, int64_t N, f
   gemm(nullptr, &a, &b, nullptr, a.extent, N, a.K, c, ldc, accumulate, options);
 }
 
+void cpu_gemm_f32(const PackedGemmOperand& a, const PackedGemmOperand& b, float* c, int64_t ldc,
+                  bool accumulate, const CpuGemmOptions& options) {
+  if (a.K != b.K) {
+    throw InvalidArgument("cpu gemm: packed operands of different depths (" +
+                          std::to_string(a.K) + " and " + std::to_string(b.K) + ")");
+  }
+  gemm(nullptr, &a, nullptr, &b, a.extent, b.extent, a.K, c, ldc, accumulate, options);
+}
+
 }  // namespace tokamax

@@ -75,5 +75,7 @@ void cpu_gemm_f32(const GemmOperand& a, const PackedGemmOperand& b, int64_t M, f
                   int64_t ldc, bool accumulate, const CpuGemmOptions& options = {});
 void cpu_gemm_f32(const PackedGemmOperand& a, const GemmOperand& b, int64_t N, float* c,
                   int64_t ldc, bool accumulate, const CpuGemmOptions& options = {});
+void cpu_gemm_f32(const PackedGemmOperand& a, const PackedGemmOperand& b, float* c, int64_t ldc,
+                  bool accumulate, const CpuGemmOptions& options = {});
 
 }  // namespace tokamax

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/dot_product_attention/vjp_cpu_kernel.h"
 #include "ops/dot_product_attention/vjp_api.h"
 #include "ops/framework/errors.h"
 #include "tests/ops/dot_product_attention/vjp_test_util.h"
@@ -29,6 +30,33 @@ TEST_CASE("cpu dot_product_attention_vjp matches the oracle for every option", "
       const json small = {{"block_q", 5}, {"block_kv", 3}, {"num_threads", 0}};
       check_attention_vjp_outputs(args, inputs, run_attention_vjp(cpu_impl(), args, inputs, small));
     }
+  }
+}
+
+TEST_CASE("cpu dot_product_attention_vjp packs q and dout in waves of kv heads", "[attention_vjp]") {
+  // wave_bytes = 1: one kv head per wave (batch 2 x 2 kv heads: four waves), with GQA, a bias
+  // (dbias accumulates across waves) and uneven blocks on two threads.
+  for (const json& args_json :
+       {json{{"q", "f32[2,9,4,8]"}, {"k", "f32[2,11,2,8]"}, {"v", "f32[2,11,2,8]"},
+             {"dout", "f32[2,9,4,8]"}, {"bias", "f32[2,4,9,11]"}},
+        json{{"q", "bf16[2,12,6,8]"}, {"k", "bf16[2,10,2,8]"}, {"v", "bf16[2,10,2,8]"},
+             {"dout", "bf16[2,12,6,8]"}, {"is_causal", true}}}) {
+    CAPTURE(args_json.dump());
+    const BoundArgs args = bind_attention_vjp(args_json);
+    const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 8);
+    const AttentionVjpProblem p = AttentionVjpProblem::from(args);
+    CpuAttentionVjpConfig config;
+    config.block_q = 5;
+    config.block_kv = 3;
+    config.num_threads = 2;
+    TensorMap outputs = dot_product_attention_vjp_op().allocate_outputs(args);
+    const bool has_bias = args_json.contains("bias");
+    dot_product_attention_vjp_cpu_kernel(
+        p.fwd, config, inputs.at("q"), inputs.at("k"), inputs.at("v"),
+        has_bias ? &inputs.at("bias") : nullptr, nullptr, inputs.at("dout"), nullptr, nullptr,
+        outputs.at("dq"), outputs.at("dk"), outputs.at("dv"),
+        has_bias ? &outputs.at("dbias") : nullptr, /*wave_bytes=*/1);
+    check_attention_vjp_outputs(args, inputs, outputs);
   }
 }
 
