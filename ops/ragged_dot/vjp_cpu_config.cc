@@ -66,12 +66,17 @@ CpuRaggedDotVjpConfig cpu_ragged_dot_vjp_heuristics_config(const RaggedDotVjpPro
   c.panel_n = static_cast<int>(
       std::clamp<int64_t>(l2 / (2 * int64_t{c.tile_k} * 4) / c.nr * c.nr, c.nr, 4096));
   // tm: each task packs its panel columns once for its tm rows (1/tm of the multiply-adds), and
-  // tn: its rows once per tn columns. 36 micro-panels (504 rows at mr = 14) by two panels beat
-  // 18 by one on every bench_cpu case (square_2048 f32 73% of the FMA peak against 65%, bf16
-  // 75% against 71%, the skewed routing 9-13% faster; measured on the 2-core Zen 5).
-  c.tile_n = static_cast<int>(2 * std::max<int64_t>(c.nr, c.panel_n));
+  // tn: its rows once per tn columns. About 512 rows by at least 512 columns (two panels at
+  // least): on the 2-core Zen 5 (mr = 14, panels of 288) 36 micro-panels by two panels beat 18 by
+  // one on every bench_cpu case (square_2048 f32 73% of the FMA peak against 65%, bf16 75%
+  // against 71%, the skewed routing 9-13% faster); on Zen 3 (AVX2, mr = 6, panels of 128) 516
+  // rows by 512 columns (the heuristic gives 504) beat 216 by 256 in each of three interleaved rounds (square_2048 f32
+  // 5-run medians 279-362 ms against 348-382, skewed 75-91 against 79-103).
+  c.tile_n = static_cast<int>(round_up(std::max<int64_t>({c.nr, 2 * int64_t{c.panel_n}, 512}),
+                                       c.panel_n));
   c.tile_m = static_cast<int>(std::clamp<int64_t>(
-      round_up(std::max<int64_t>({vp.max_group_rows(), p.K, 1}), c.mr), c.mr, 36 * int64_t{c.mr}));
+      round_up(std::max<int64_t>({vp.max_group_rows(), p.K, 1}), c.mr), c.mr,
+      round_up(500, c.mr)));
   const double multiply_adds = 2.0 * static_cast<double>(p.owned_rows()) * p.K * p.N;
   const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : std::max(1, device.cores);
   auto tasks = [&](const CpuRaggedDotVjpConfig& t) {
