@@ -50,23 +50,29 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
   c.mr = shape.mr;
   c.nr = shape.nr_vectors * lanes;
   // As the forward's: an lhs micro-panel [mr, tk] in half of L1, a packed panel [tk, pn] in half
-  // of L2, 18 micro-panels per task so that each packed panel serves many rows.
+  // of L2. A task packs its rows once per tn columns and its columns once per tm rows, so tasks
+  // are large: about 500 rows by at least 512 columns (two panels at least), as ragged_dot_vjp's.
+  // On Zen 3 (AVX2, mr = 6, panels of 128) 504 x 512 against the earlier 18 micro-panels by one
+  // panel (108 x 128), llama_mlp_f32_512x1024x2816, two interleaved rounds of 5 runs: best
+  // 158 ms against 232-249 ms.
   c.tile_k = static_cast<int>(std::clamp<int64_t>(l1 / (2 * int64_t{c.mr} * 4) / 32 * 32, 32, 512));
   c.panel_n = static_cast<int>(
       std::clamp<int64_t>(l2 / (2 * int64_t{c.tile_k} * 4) / c.nr * c.nr, c.nr, 4096));
-  c.tile_n = c.panel_n;
-  c.tile_m = static_cast<int>(
-      std::clamp<int64_t>(round_up(std::max<int64_t>({p.M, p.K, 1}), c.mr), c.mr, 18 * int64_t{c.mr}));
+  c.tile_n = static_cast<int>(round_up(std::max<int64_t>({c.nr, 2 * int64_t{c.panel_n}, 512}),
+                                       c.panel_n));
+  c.tile_m = static_cast<int>(std::clamp<int64_t>(round_up(std::max<int64_t>({p.M, p.K, 1}), c.mr),
+                                                  c.mr, round_up(500, c.mr)));
   const double multiply_adds = 6.0 * static_cast<double>(p.M) * p.K * p.N;
   const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : std::max(1, device.cores);
-  // Enough tasks in each phase for the cores to balance (4 per core where the shape allows):
-  // the phases tile both dimensions, so tm shrinks only when columns cannot make up for it.
+  // Enough tasks in each phase for the cores to balance (2 per core where the shape allows; the
+  // scheduler is dynamic): the phases tile both dimensions, so tm shrinks only when columns
+  // cannot make up for it.
   auto tasks = [&](const CpuGluVjpConfig& t) {
     const int64_t row_tiles = ceil_div(std::max<int64_t>(p.M, 1), t.tile_m);
     return std::min(row_tiles * ceil_div(std::max<int64_t>(p.N, 1), t.tile_n),
                     row_tiles * ceil_div(std::max<int64_t>(p.K, 1), t.tile_n));
   };
-  while (threads > 1 && tasks(c) < 4 * threads && c.tile_m > 4 * c.mr) {
+  while (threads > 1 && tasks(c) < 2 * threads && c.tile_m > 4 * c.mr) {
     c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
   }
   c.num_threads = threads == 1 ? 1 : 0;
