@@ -8,7 +8,10 @@
 // dimension. Both run through cpu_gemm_f32 (its packed panels and micro-kernels, ~90% of the FMA
 // peak on large tiles), one task per output tile [tm, tn] of either gradient, all in one
 // dynamically scheduled loop so that a skewed routing still balances: a task computes its whole
-// contraction, so no two tasks write one element and nothing is reduced afterwards.
+// contraction, so no two tasks write one element and nothing is reduced afterwards. The B operand
+// of a column block (rhs[g]^T's or dout_g's columns, over the whole contraction) is packed once
+// and shared by the tasks of its row tiles when it has several, in waves of at most 64 MiB of
+// packed slabs: the loop of a wave first packs its slabs, then runs their tasks.
 #include "ops/ragged_dot/vjp_cpu_kernel.h"
 
 #include <algorithm>
@@ -42,7 +45,7 @@ struct Task {
 
 void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDotVjpConfig& c,
                                const Tensor& lhs, const Tensor& rhs, const Tensor& dout,
-                               Tensor& dlhs, Tensor& drhs) {
+                               Tensor& dlhs, Tensor& drhs, int64_t wave_bytes) {
   const RaggedDotProblem& p = vp.fwd;
   const int64_t M = p.M, K = p.K, N = p.N;
   const size_t lhs_size = dtype_size(p.lhs_dtype), rhs_size = dtype_size(p.rhs_dtype);
@@ -56,32 +59,6 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
   if (K == 0) return;
 
   const int64_t tm = c.tile_m, tn = c.tile_n;
-  std::vector<Task> tasks;
-  for (int64_t g = 0; g < p.G; ++g) {
-    const int64_t rows_g = p.group_sizes[g];
-    if (rows_g == 0) {
-      tasks.push_back({Task::kZeroDrhs, g, 0, 0, 0, 0});
-      continue;
-    }
-    for (int64_t r0 = 0; r0 < K; r0 += tm) {
-      for (int64_t c0 = 0; c0 < N; c0 += tn) {
-        tasks.push_back({Task::kDrhs, g, r0, std::min(tm, K - r0), c0, std::min(tn, N - c0)});
-      }
-    }
-    for (int64_t r0 = 0; r0 < rows_g; r0 += tm) {
-      for (int64_t c0 = 0; c0 < K; c0 += tn) {
-        tasks.push_back({Task::kDlhs, g, r0, std::min(tm, rows_g - r0), c0, std::min(tn, K - c0)});
-      }
-    }
-  }
-  // The largest tiles first: the dynamic schedule then ends on small ones.
-  std::stable_sort(tasks.begin(), tasks.end(), [&](const Task& a, const Task& b) {
-    auto work = [&](const Task& t) {
-      return t.rows * t.cols * (t.kind == Task::kDlhs ? N : p.group_sizes[t.g]);
-    };
-    return work(a) > work(b);
-  });
-
   const int lanes = cpu::simd_f32_lanes();
   CpuGemmOptions gemm;
   gemm.mr = c.mr;
@@ -94,49 +71,133 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
   const char* dout_data = static_cast<const char*>(dout.raw());
   const bool dlhs_f32 = p.lhs_dtype == DType::kF32, drhs_f32 = p.rhs_dtype == DType::kF32;
 
-  cpu::parallel_for(static_cast<int64_t>(tasks.size()), c.num_threads, [&](int64_t i, int) {
-    const Task& t = tasks[static_cast<size_t>(i)];
-    const int64_t s_g = p.group_starts[t.g];
-    if (t.kind == Task::kZeroDrhs) {
-      std::memset(drhs_data + t.g * K * N * static_cast<int64_t>(rhs_size), 0,
-                  static_cast<size_t>(K * N) * rhs_size);
-      return;
+  // The B operand of a column block [c0, c0 + cols) of either gradient of group g: rhs[g]^T for
+  // dlhs (contraction N), dout_g for drhs (contraction rows_g).
+  auto b_operand = [&](Task::Kind kind, int64_t g, int64_t c0) -> GemmOperand {
+    if (kind == Task::kDlhs) {
+      return {p.rhs_dtype, rhs_data + (g * K + c0) * N * static_cast<int64_t>(rhs_size), N, true};
     }
-    GemmOperand a, b;
-    int64_t depth = 0;
-    char* out = nullptr;
-    int64_t ld_out = 0;
-    DType out_dtype = DType::kF32;
-    if (t.kind == Task::kDlhs) {
-      // dlhs[s_g + r0 + r, c0 + j] = sum_n dout[s_g + r0 + r, n] rhs[g, c0 + j, n].
-      a = {vp.dout_dtype, dout_data + (s_g + t.r0) * N * static_cast<int64_t>(dout_size), N,
-           false};
-      b = {p.rhs_dtype, rhs_data + (t.g * K + t.c0) * N * static_cast<int64_t>(rhs_size), N, true};
-      depth = N;
-      out_dtype = p.lhs_dtype;
-      out = dlhs_data + ((s_g + t.r0) * K + t.c0) * static_cast<int64_t>(lhs_size);
-      ld_out = K;
-    } else {
-      // drhs[g, r0 + r, c0 + j] = sum_m lhs[s_g + m, r0 + r] dout[s_g + m, c0 + j].
-      a = {p.lhs_dtype, lhs_data + (s_g * K + t.r0) * static_cast<int64_t>(lhs_size), K, true};
-      b = {vp.dout_dtype, dout_data + (s_g * N + t.c0) * static_cast<int64_t>(dout_size), N,
-           false};
-      depth = p.group_sizes[t.g];
-      out_dtype = p.rhs_dtype;
-      out = drhs_data + ((t.g * K + t.r0) * N + t.c0) * static_cast<int64_t>(rhs_size);
-      ld_out = N;
+    return {vp.dout_dtype,
+            dout_data + (p.group_starts[g] * N + c0) * static_cast<int64_t>(dout_size), N, false};
+  };
+  // Slabs: one per (gradient, group, column block), packed once and shared by the tasks of all
+  // its row tiles, in waves of at most wave_bytes (one slab at least).
+  struct Slab {
+    Task::Kind kind;
+    int64_t g, c0, cols, depth;
+  };
+  std::vector<Slab> slabs;
+  std::vector<Task> zero_tasks;
+  std::vector<std::vector<Task>> slab_tasks;
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t rows_g = p.group_sizes[g];
+    if (rows_g == 0) {
+      zero_tasks.push_back({Task::kZeroDrhs, g, 0, 0, 0, 0});
+      continue;
     }
-    const bool f32_out = t.kind == Task::kDlhs ? dlhs_f32 : drhs_f32;
-    if (f32_out) {
-      cpu_gemm_f32(a, b, t.rows, t.cols, depth, reinterpret_cast<float*>(out), ld_out, false,
-                   gemm);
-      return;
+    for (int64_t c0 = 0; c0 < N; c0 += tn) {
+      slabs.push_back({Task::kDrhs, g, c0, std::min(tn, N - c0), rows_g});
+      slab_tasks.emplace_back();
+      for (int64_t r0 = 0; r0 < K; r0 += tm) {
+        slab_tasks.back().push_back(
+            {Task::kDrhs, g, r0, std::min(tm, K - r0), c0, std::min(tn, N - c0)});
+      }
     }
-    // 16-bit gradients: the f32 tile, then one rounding per element on the store.
-    float* tile = scratch_floats(static_cast<size_t>(t.rows * t.cols));
-    cpu_gemm_f32(a, b, t.rows, t.cols, depth, tile, t.cols, false, gemm);
-    store_rows(tile, t.cols, t.rows, t.cols, out_dtype, out, ld_out);
+    for (int64_t c0 = 0; c0 < K; c0 += tn) {
+      slabs.push_back({Task::kDlhs, g, c0, std::min(tn, K - c0), N});
+      slab_tasks.emplace_back();
+      for (int64_t r0 = 0; r0 < rows_g; r0 += tm) {
+        slab_tasks.back().push_back(
+            {Task::kDlhs, g, r0, std::min(tm, rows_g - r0), c0, std::min(tn, K - c0)});
+      }
+    }
+  }
+  cpu::parallel_for(static_cast<int64_t>(zero_tasks.size()), c.num_threads, [&](int64_t i, int) {
+    std::memset(drhs_data + zero_tasks[i].g * K * N * static_cast<int64_t>(rhs_size), 0,
+                static_cast<size_t>(K * N) * rhs_size);
   });
+
+  // Kept between calls, grown as needed (the loop bodies run on other threads: they reach the
+  // thread_local through a reference).
+  thread_local std::vector<std::vector<float>> storage_of_caller;
+  std::vector<std::vector<float>>& storage = storage_of_caller;
+  const int64_t slab_count = static_cast<int64_t>(slabs.size());
+  for (int64_t first = 0; first < slab_count;) {
+    // A slab with one row tile gains nothing from packing ahead (its panels would go to memory
+    // and back instead of staying in L2): its task packs as it goes, and costs the wave nothing.
+    auto shared = [&](int64_t slab) { return slab_tasks[static_cast<size_t>(slab)].size() > 1; };
+    auto slab_bytes = [&](int64_t slab) {
+      return shared(slab) ? 4 * slabs[slab].depth * round_up(slabs[slab].cols, c.nr) : 0;
+    };
+    int64_t last = first, bytes = 0;
+    while (last < slab_count && (last == first || bytes + slab_bytes(last) <= wave_bytes)) {
+      bytes += slab_bytes(last);
+      ++last;
+    }
+    const int64_t count = last - first;
+    if (static_cast<int64_t>(storage.size()) < count) storage.resize(static_cast<size_t>(count));
+    std::vector<PackedGemmOperand> packed(static_cast<size_t>(count));
+    cpu::parallel_for(count, c.num_threads, [&](int64_t i, int) {
+      if (!shared(first + i)) return;
+      const Slab& slab = slabs[static_cast<size_t>(first + i)];
+      packed[i] = pack_gemm_rhs(b_operand(slab.kind, slab.g, slab.c0), slab.depth, slab.cols,
+                                gemm, storage[static_cast<size_t>(i)]);
+    });
+    // The wave's tasks, the largest first: the dynamic schedule then ends on small ones.
+    std::vector<std::pair<int64_t, Task>> tasks;  // (slab within the wave, task)
+    for (int64_t i = 0; i < count; ++i) {
+      for (const Task& t : slab_tasks[static_cast<size_t>(first + i)]) tasks.push_back({i, t});
+    }
+    std::stable_sort(tasks.begin(), tasks.end(), [&](const auto& a, const auto& b) {
+      auto work = [&](const Task& t) {
+        return t.rows * t.cols * (t.kind == Task::kDlhs ? N : p.group_sizes[t.g]);
+      };
+      return work(a.second) > work(b.second);
+    });
+    cpu::parallel_for(static_cast<int64_t>(tasks.size()), c.num_threads, [&](int64_t i, int) {
+      // (Plain references, not a structured binding: the lambda below captures them.)
+      const int64_t slab = tasks[static_cast<size_t>(i)].first;
+      const Task& t = tasks[static_cast<size_t>(i)].second;
+      const int64_t s_g = p.group_starts[t.g];
+      GemmOperand a;
+      char* out = nullptr;
+      int64_t ld_out = 0;
+      DType out_dtype = DType::kF32;
+      if (t.kind == Task::kDlhs) {
+        // dlhs[s_g + r0 + r, c0 + j] = sum_n dout[s_g + r0 + r, n] rhs[g, c0 + j, n].
+        a = {vp.dout_dtype, dout_data + (s_g + t.r0) * N * static_cast<int64_t>(dout_size), N,
+             false};
+        out_dtype = p.lhs_dtype;
+        out = dlhs_data + ((s_g + t.r0) * K + t.c0) * static_cast<int64_t>(lhs_size);
+        ld_out = K;
+      } else {
+        // drhs[g, r0 + r, c0 + j] = sum_m lhs[s_g + m, r0 + r] dout[s_g + m, c0 + j].
+        a = {p.lhs_dtype, lhs_data + (s_g * K + t.r0) * static_cast<int64_t>(lhs_size), K, true};
+        out_dtype = p.rhs_dtype;
+        out = drhs_data + ((t.g * K + t.r0) * N + t.c0) * static_cast<int64_t>(rhs_size);
+        ld_out = N;
+      }
+      const bool f32_out = t.kind == Task::kDlhs ? dlhs_f32 : drhs_f32;
+      const int64_t depth = slabs[static_cast<size_t>(first + slab)].depth;
+      auto product = [&](float* c_out, int64_t ldc) {
+        if (shared(first + slab)) {
+          cpu_gemm_f32(a, packed[static_cast<size_t>(slab)], t.rows, c_out, ldc, false, gemm);
+        } else {
+          cpu_gemm_f32(a, b_operand(t.kind, t.g, t.c0), t.rows, t.cols, depth, c_out, ldc, false,
+                       gemm);
+        }
+      };
+      if (f32_out) {
+        product(reinterpret_cast<float*>(out), ld_out);
+        return;
+      }
+      // 16-bit gradients: the f32 tile, then one rounding per element on the store.
+      float* tile = scratch_floats(static_cast<size_t>(t.rows * t.cols));
+      product(tile, t.cols);
+      store_rows(tile, t.cols, t.rows, t.cols, out_dtype, out, ld_out);
+    });
+    first = last;
+  }
 }
 
 }  // namespace tokamax

@@ -12,6 +12,9 @@ namespace tokamax {
 // dlhs = dout rhs[g]^T per group and drhs[g] = lhs_g^T dout_g, threaded over tiles of both;
 // rows without a forward output get dlhs = 0, empty groups drhs[g] = 0. `c` is validated and
 // checked against the problem.
+// The packed B slabs of one wave stay under this (one slab at least).
+inline constexpr int64_t kRaggedDotVjpWaveBytes = int64_t{64} << 20;
+
 void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& p, const CpuRaggedDotVjpConfig& c,
                                // Inputs.
                                const Tensor& lhs,   // [M, K], full array
@@ -19,6 +22,7 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& p, const CpuRaggedDotV
                                const Tensor& dout,  // [M, N] out_dtype, full array
                                // Outputs.
                                Tensor& dlhs,   // [M, K] lhs's dtype
-                               Tensor& drhs);  // [G, K, N] rhs's dtype
+                               Tensor& drhs,  // [G, K, N] rhs's dtype
+                               int64_t wave_bytes = kRaggedDotVjpWaveBytes);
 
 }  // namespace tokamax

@@ -9,6 +9,9 @@
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/vjp_api.h"
 #include "ops/ragged_dot/vjp_cpu_config.h"
+#include "ops/ragged_dot/vjp_cpu_kernel.h"
+#include "backends/cpu/cpu_device.h"
+#include <cmath>
 #include "tests/ops/ragged_dot/vjp_test_util.h"
 
 using namespace tokamax;
@@ -79,6 +82,29 @@ TEST_CASE("cpu ragged_dot_vjp passes the oracle across shapes, dtypes and config
       CAPTURE(args.key(), config.dump());
       check_ragged_dot_vjp_outputs(args, inputs, run_ragged_dot_vjp(cpu_impl(), args, inputs, config));
     }
+  }
+}
+
+TEST_CASE("cpu ragged_dot_vjp packs its B slabs in waves, one slab per wave at the least",
+          "[ragged_dot_vjp]") {
+  // wave_bytes = 1: every (gradient, group, column block) slab is a wave of its own; each output
+  // element starts as NaN, so one a wave misses fails.
+  for (const json& args_json : test_cases()) {
+    const BoundArgs args = ragged_dot_vjp_op().bind(args_json);
+    const TensorMap inputs = ragged_dot_vjp_op().make_inputs(args, 4);
+    const RaggedDotVjpProblem p = RaggedDotVjpProblem::from(args);
+    CpuRaggedDotVjpConfig config = cpu_ragged_dot_vjp_heuristics_config(p, cpu::host_device());
+    config.tile_m = 2 * config.mr + 1;
+    config.tile_n = 5;
+    config.num_threads = 2;
+    TensorMap outputs = ragged_dot_vjp_op().allocate_outputs(args);
+    for (auto& [name, tensor] : outputs) {
+      for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.set(i, std::nan(""));
+    }
+    CAPTURE(args.key());
+    ragged_dot_vjp_cpu_kernel(p, config, inputs.at("lhs"), inputs.at("rhs"), inputs.at("dout"),
+                              outputs.at("dlhs"), outputs.at("drhs"), /*wave_bytes=*/1);
+    check_ragged_dot_vjp_outputs(args, inputs, outputs);
   }
 }
 
