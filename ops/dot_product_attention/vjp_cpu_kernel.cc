@@ -18,9 +18,9 @@
 // likewise). The five block products run on cpu_gemm_f32. Inputs are packed once per use, not
 // once per block pair: q and dout row blocks once per call, in waves of kv heads (both layouts
 // each: lhs of S / dP, rhs of dk / dv), and k^T, v^T, k once per key block; only P, P^T, dS and
-// dS^T are packed per block pair. Nothing [T, t] is ever allocated. bf16 inputs (bf16_path): native_dot
-// runs S and dP, the products of two inputs, on vdpbf16ps; native_all also dv, dk, dq and
-// pass 1's P v, with P and dS rounded to bf16 for them (f32 accumulation throughout).
+// dS^T are packed per block pair. Nothing [T, t] is ever allocated. bf16 inputs (bf16_path):
+// native_dot runs S and dP, the products of two inputs, on vdpbf16ps; native_all also dv, dk,
+// dq and pass 1's P v, with P and dS rounded to bf16 for them (f32 accumulation throughout).
 #include "ops/dot_product_attention/vjp_cpu_kernel.h"
 
 #include <algorithm>

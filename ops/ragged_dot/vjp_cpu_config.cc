@@ -70,8 +70,9 @@ CpuRaggedDotVjpConfig cpu_ragged_dot_vjp_heuristics_config(const RaggedDotVjpPro
   // least): on the 2-core Zen 5 (mr = 14, panels of 288) 36 micro-panels by two panels beat 18 by
   // one on every bench_cpu case (square_2048 f32 73% of the FMA peak against 65%, bf16 75%
   // against 71%, the skewed routing 9-13% faster); on Zen 3 (AVX2, mr = 6, panels of 128) 516
-  // rows by 512 columns (the heuristic gives 504) beat 216 by 256 in each of three interleaved rounds (square_2048 f32
-  // 5-run medians 279-362 ms against 348-382, skewed 75-91 against 79-103).
+  // rows by 512 columns (the heuristic gives 504) beat 216 by 256 in each of three interleaved
+  // rounds (square_2048 f32 5-run medians 279-362 ms against 348-382, skewed 75-91 against
+  // 79-103).
   c.tile_n = static_cast<int>(round_up(std::max<int64_t>({c.nr, 2 * int64_t{c.panel_n}, 512}),
                                        c.panel_n));
   c.tile_m = static_cast<int>(std::clamp<int64_t>(

@@ -35,9 +35,8 @@ float* scratch_floats(size_t count) {
 
 // One output tile: rows [r0, r0 + rows) and columns [c0, c0 + cols) of dlhs's group g rows
 // (r0 relative to s_g, columns a K range) or of drhs[g] (rows a K range, columns an N range).
-// An empty group's drhs task zeroes drhs[g].
 struct Task {
-  enum Kind { kDlhs, kDrhs, kZeroDrhs } kind;
+  enum Kind { kDlhs, kDrhs } kind;
   int64_t g, r0, rows, c0, cols;
 };
 
@@ -87,34 +86,32 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
     int64_t g, c0, cols, depth;
   };
   std::vector<Slab> slabs;
-  std::vector<Task> zero_tasks;
   std::vector<std::vector<Task>> slab_tasks;
+  // The slabs of one gradient of group g: column blocks of `width`, each with its row tiles of
+  // `height` rows, contracting over `depth`.
+  auto add_slabs = [&](Task::Kind kind, int64_t g, int64_t height, int64_t width, int64_t depth) {
+    for (int64_t c0 = 0; c0 < width; c0 += tn) {
+      const int64_t cols = std::min(tn, width - c0);
+      slabs.push_back({kind, g, c0, cols, depth});
+      slab_tasks.emplace_back();
+      for (int64_t r0 = 0; r0 < height; r0 += tm) {
+        slab_tasks.back().push_back({kind, g, r0, std::min(tm, height - r0), c0, cols});
+      }
+    }
+  };
+  std::vector<int64_t> empty_groups;  // their drhs[g] is zeroed
   for (int64_t g = 0; g < p.G; ++g) {
     const int64_t rows_g = p.group_sizes[g];
     if (rows_g == 0) {
-      zero_tasks.push_back({Task::kZeroDrhs, g, 0, 0, 0, 0});
+      empty_groups.push_back(g);
       continue;
     }
-    for (int64_t c0 = 0; c0 < N; c0 += tn) {
-      slabs.push_back({Task::kDrhs, g, c0, std::min(tn, N - c0), rows_g});
-      slab_tasks.emplace_back();
-      for (int64_t r0 = 0; r0 < K; r0 += tm) {
-        slab_tasks.back().push_back(
-            {Task::kDrhs, g, r0, std::min(tm, K - r0), c0, std::min(tn, N - c0)});
-      }
-    }
-    for (int64_t c0 = 0; c0 < K; c0 += tn) {
-      slabs.push_back({Task::kDlhs, g, c0, std::min(tn, K - c0), N});
-      slab_tasks.emplace_back();
-      for (int64_t r0 = 0; r0 < rows_g; r0 += tm) {
-        slab_tasks.back().push_back(
-            {Task::kDlhs, g, r0, std::min(tm, rows_g - r0), c0, std::min(tn, K - c0)});
-      }
-    }
+    add_slabs(Task::kDrhs, g, K, N, rows_g);
+    add_slabs(Task::kDlhs, g, rows_g, K, N);
   }
-  cpu::parallel_for(static_cast<int64_t>(zero_tasks.size()), c.num_threads, [&](int64_t i, int) {
-    std::memset(drhs_data + zero_tasks[i].g * K * N * static_cast<int64_t>(rhs_size), 0,
-                static_cast<size_t>(K * N) * rhs_size);
+  const int64_t group_bytes = K * N * static_cast<int64_t>(rhs_size);
+  cpu::parallel_for(static_cast<int64_t>(empty_groups.size()), c.num_threads, [&](int64_t i, int) {
+    std::memset(drhs_data + empty_groups[i] * group_bytes, 0, static_cast<size_t>(group_bytes));
   });
 
   // Kept between calls, grown as needed (the loop bodies run on other threads: they reach the

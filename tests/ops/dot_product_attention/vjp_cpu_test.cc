@@ -33,7 +33,8 @@ TEST_CASE("cpu dot_product_attention_vjp matches the oracle for every option", "
   }
 }
 
-TEST_CASE("cpu dot_product_attention_vjp packs q and dout in waves of kv heads", "[attention_vjp]") {
+TEST_CASE("cpu dot_product_attention_vjp packs q and dout in waves of kv heads",
+          "[attention_vjp]") {
   // wave_bytes = 1: one kv head per wave (batch 2 x 2 kv heads: four waves), with GQA, a bias
   // (dbias accumulates across waves) and uneven blocks on two threads.
   for (const json& args_json :

@@ -144,8 +144,9 @@ TEST_CASE("a packed operand is reused across products and refused with other opt
   CHECK_THROWS_AS(cpu_gemm_f32({DType::kF32, a.data(), 4, false}, b, 2, c.data(), 4, false, other),
                   InvalidArgument);
   // A B with a packed B offered as A.
-  CHECK_THROWS_AS(cpu_gemm_f32(b, {DType::kF32, a.data(), 4, false}, 4, c.data(), 4, false, options),
-                  InvalidArgument);
+  CHECK_THROWS_AS(
+      cpu_gemm_f32(b, {DType::kF32, a.data(), 4, false}, 4, c.data(), 4, false, options),
+      InvalidArgument);
 }
 
 TEST_CASE("cpu_gemm_f32 native bf16 path matches, odd depth included", "[cpu_gemm]") {
