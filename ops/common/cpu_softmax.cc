@@ -54,7 +54,7 @@ float ExpShiftSum(float* x, int64_t n, float shift, float scale) {
     const auto mask = hn::FirstN(d, rest);
     const auto v = MaskedLoadFirstN(d, x + i, rest);
     const auto e = hn::IfThenElseZero(mask, ExpNonPositive(d, hn::MulSub(v, a, s)));
-    hn::BlendedStore(e, mask, d, x + i);
+    StoreFirstN(e, d, x + i, rest);
     sum0 = hn::Add(sum0, e);
   }
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));

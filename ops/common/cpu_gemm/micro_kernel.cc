@@ -94,11 +94,10 @@ HWY_INLINE void MicroTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* 
         const hn::Vec<D> sum = accumulate ? hn::Add(acc[r][v], hn::LoadU(d, dst)) : acc[r][v];
         hn::StoreU(sum, d, dst);
       } else {
-        const auto mask = hn::FirstN(d, static_cast<size_t>(valid));
         const hn::Vec<D> sum =
             accumulate ? hn::Add(acc[r][v], MaskedLoadFirstN(d, dst, static_cast<size_t>(valid)))
                        : acc[r][v];
-        hn::BlendedStore(sum, mask, d, dst);
+        StoreFirstN(sum, d, dst, static_cast<size_t>(valid));
       }
     }
   }

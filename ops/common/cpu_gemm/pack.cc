@@ -74,7 +74,7 @@ void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_
           if (c < width) {
             const int64_t fill = std::min(L, nr - c);
             const auto v = MaskedLoadFirstN(df, src + c0 + c, static_cast<size_t>(width - c));
-            hn::BlendedStore(v, hn::FirstN(df, static_cast<size_t>(fill)), df, dst + c);
+            StoreFirstN(v, df, dst + c, static_cast<size_t>(fill));
             c += fill;
             for (; c < nr; ++c) dst[c] = Acc(0);
             continue;

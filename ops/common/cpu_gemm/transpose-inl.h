@@ -21,6 +21,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "ops/common/masked_load-inl.h"
 #include "ops/framework/dtype.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -136,8 +137,8 @@ HWY_INLINE void Transpose(__m256 r[8]) {
 }
 
 HWY_INLINE void StoreLanes(float* dst, int64_t mr, __m256 v) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(mr)), lane), v);
+  const hn::Full256<float> d;
+  StoreFirstN(hn::Vec<decltype(d)>{v}, d, dst, static_cast<size_t>(mr));
 }
 #else
 constexpr int64_t kTransposeLanes = 0;  // no register transposition: PackLhsScalar
