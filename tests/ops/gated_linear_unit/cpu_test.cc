@@ -14,6 +14,7 @@
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
+#include "ops/gated_linear_unit/cpu_kernel.h"
 #include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
@@ -111,6 +112,50 @@ TEST_CASE("cpu gated_linear_unit matches the oracle for split N, small tiles, th
     for (const json& a : {args, f32_args, unfused_args}) {
       CAPTURE(a.dump());
       const Comparison c = run_and_compare(a, config);
+      CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
+      CHECK(c.violations == 0);
+      CHECK(c.nonfinite == 0);
+    }
+  }
+}
+
+TEST_CASE("cpu gated_linear_unit packs x once per row tile, in waves of one tile at the least",
+          "[glu]") {
+  // Several column tasks per row tile share its packed x rows. wave_bytes = 1 makes every row
+  // tile a wave of its own (pack, then its tasks); the output starts as NaN, so a task that read
+  // another tile's packed rows or a missed tile fails the oracle.
+  const int lanes = cpu::simd_f32_lanes();
+  for (const json& args_json :
+       {json{{"x", "f32[61,45]"}, {"weights", "f32[45,2,70]"}, {"activation", "gelu"}},
+        json{{"x", "bf16[3,29,53]"}, {"weights", "bf16[53,2,67]"}, {"activation", "silu"}},
+        json{{"x", "f32[40,45]"},
+             {"gate_weights", "f32[45,70]"},
+             {"proj_weights", "f32[45,70]"},
+             {"activation", "sigmoid"}}}) {
+    const GatedLinearUnitOp& op = gated_linear_unit_op();
+    const BoundArgs args = op.bind(args_json);
+    const GluProblem p = GluProblem::from(args);
+    const TensorMap inputs = op.make_inputs(args, 3);
+    for (int64_t wave_bytes : {int64_t{1}, kGluPackedRowsWaveBytes}) {
+      CAPTURE(args_json.dump(), wave_bytes);
+      CpuGluConfig config;
+      const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
+      config.mr = shape.mr;
+      config.nr = shape.nr_vectors * lanes;
+      config.tile_m = 13;
+      config.tile_n = 16;
+      config.tile_k = 16;
+      config.panel_n = 2 * lanes;
+      config.num_threads = 2;
+      TensorMap outputs = op.allocate_outputs(args);
+      Tensor& out = outputs.at("out");
+      for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
+      gated_linear_unit_cpu_kernel(p, clamp_to_problem(config, p), inputs.at("x"),
+                                   glu_weights(p, inputs), out, wave_bytes);
+      std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+      for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+      const Comparison c =
+          compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
       CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
       CHECK(c.violations == 0);
       CHECK(c.nonfinite == 0);
