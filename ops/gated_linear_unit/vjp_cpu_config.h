@@ -20,7 +20,8 @@
 namespace tokamax {
 
 struct CpuGluVjpConfig {
-  int tile_m = 252;   // tm
+  // tm: the most rows of a tile; the kernel cuts M (and K, for dW) evenly under it.
+  int tile_m = 252;
   int tile_n = 288;   // tn
   int tile_k = 256;   // tk
   int panel_n = 512;  // pn

@@ -88,7 +88,8 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   // page-faulted and zeroed by the kernel each time (7% of a llama-MLP call, measured).
   thread_local cpu::ScratchBuffer h_buffer;
   float* h = h_buffer.floats(static_cast<size_t>(M * N2));
-  const int64_t tm = c.tile_m;
+  // tile_m caps the row tiles of phases 1-2 (over M) and 3 (over K); each is cut evenly.
+  const int64_t tm = even_tile(M, c.tile_m, c.mr), tk_rows = even_tile(K, c.tile_m, c.mr);
 
   const int64_t tn = c.tile_n;
   const size_t d_size = dtype_size(dout.dtype());
@@ -142,16 +143,16 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
     }
   });
 
-  // Phase 3: dW tiles [tm (K range), tn (columns of one half)] = x^T H.
+  // Phase 3: dW tiles [tk_rows (K range), tn (columns of one half)] = x^T H.
   struct Tile {
     int part;
     int64_t k0, rows, n0, cols;  // n0 within the part's N columns
   };
   std::vector<Tile> tiles;
   for (int part = 0; part < 2; ++part) {
-    for (int64_t k0 = 0; k0 < K; k0 += tm) {
+    for (int64_t k0 = 0; k0 < K; k0 += tk_rows) {
       for (int64_t n0 = 0; n0 < N; n0 += tn) {
-        tiles.push_back({part, k0, std::min(tm, K - k0), n0, std::min(tn, N - n0)});
+        tiles.push_back({part, k0, std::min(tk_rows, K - k0), n0, std::min(tn, N - n0)});
       }
     }
   }

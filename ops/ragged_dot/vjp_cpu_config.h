@@ -21,7 +21,9 @@
 namespace tokamax {
 
 struct CpuRaggedDotVjpConfig {
-  int tile_m = 252;   // tm: rows per task (tall tasks pack each panel once for many rows)
+  // tm: the most rows per task, each group cut evenly under it (tall tasks pack each panel once
+  // for many rows).
+  int tile_m = 252;
   int tile_n = 512;   // tn: columns per task
   int tile_k = 256;   // tk: depth of a packed panel; an lhs micro-panel [mr, tk] stays in L1
   int panel_n = 512;  // pn: columns of one packed panel [tk, pn]; stays in L2

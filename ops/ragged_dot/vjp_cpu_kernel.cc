@@ -94,8 +94,10 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
       const int64_t cols = std::min(tn, width - c0);
       slabs.push_back({kind, g, c0, cols, depth});
       slab_tasks.emplace_back();
-      for (int64_t r0 = 0; r0 < height; r0 += tm) {
-        slab_tasks.back().push_back({kind, g, r0, std::min(tm, height - r0), c0, cols});
+      // Row tiles of at most tm, cut evenly (micro_tile.h's even_tile: no sliver task).
+      const int64_t tile = even_tile(height, tm, c.mr);
+      for (int64_t r0 = 0; r0 < height; r0 += tile) {
+        slab_tasks.back().push_back({kind, g, r0, std::min(tile, height - r0), c0, cols});
       }
     }
   };

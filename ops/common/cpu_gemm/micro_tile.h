@@ -15,6 +15,15 @@ inline constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b
 inline constexpr int64_t round_up(int64_t a, int64_t multiple) {
   return ceil_div(a, multiple) * multiple;
 }
+// The tile that cuts `extent` into as few tiles of at most `max_tile` as possible, all of about
+// one size (rounded up to `multiple`), so that no sliver is left at the end: 512 rows under a
+// 504-row cap are tiles of 258 and 254, not 504 and an 8-row tile that repacks a whole operand
+// for 8 rows. At most max_tile when max_tile is a multiple of `multiple`.
+inline constexpr int64_t even_tile(int64_t extent, int64_t max_tile, int64_t multiple) {
+  if (extent <= 0 || max_tile <= 0) return max_tile > 0 ? max_tile : 1;
+  const int64_t fitted = round_up(ceil_div(extent, ceil_div(extent, max_tile)), multiple);
+  return fitted < max_tile ? fitted : max_tile;
+}
 
 // A register-blocked micro-tile: mr rows x nr_vectors vectors of accumulators.
 struct MicroKernelShape {
