@@ -15,10 +15,11 @@
 // GEMMs, on Wg columns n0.. and Wp columns n0... Either way the f32 results land
 // in the thread's scratch [tm, 2 tn] (gate left, projection right), are combined in place by
 // cpu_glu_row while still in L2, and are stored (rounded once, to x's dtype) to the output.
-// When N is split into several column tasks, the x rows of each row tile are packed once, before
-// its tasks, instead of once per task (a token batch as one row tile with N in 8 tasks packed
-// x 8 times: 5% of a llama-MLP call on Zen 3); row tiles go in waves under wave_bytes of packed
-// rows.
+// Operands that several tasks share are packed once, before those tasks: the x rows of a row
+// tile when N has several column tiles (a token batch as one row tile with N in 8 tasks packed
+// x 8 times: 5% of a llama-MLP call on Zen 3), the weight columns of a column tile when M has
+// several row tiles (each row tile re-packed all of W). x in waves of row tiles, W in waves of
+// column tiles within them, each under half of wave_bytes of packed operands.
 #include "ops/gated_linear_unit/cpu_kernel.h"
 
 #include <algorithm>
@@ -87,74 +88,100 @@ void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, co
   auto x_rows = [&](int64_t m0) {
     return GemmOperand{p.x_dtype, x_data + m0 * K * static_cast<int64_t>(x_size), K, false};
   };
-  // x packed once per row tile when several tasks share it: the buffers of the calling thread,
-  // kept between calls (a fresh allocation per call would be zeroed page by page).
-  const bool share_rows = nn > 1 && K > 0;
-  thread_local std::vector<std::vector<float>> packed_storage_of_caller;
-  thread_local std::vector<PackedGemmOperand> packed_of_caller;
-  std::vector<std::vector<float>>& packed_storage = packed_storage_of_caller;
-  std::vector<PackedGemmOperand>& packed = packed_of_caller;
-  const int64_t tile_bytes = round_up(tm, c.mr) * round_up(K, c.tile_k) * 4;
-  const int64_t wave_tiles =
-      share_rows ? std::clamp<int64_t>(wave_bytes / std::max<int64_t>(tile_bytes, 1), 1, nm) : nm;
-  if (share_rows && static_cast<int64_t>(packed.size()) < wave_tiles) {
-    packed.resize(static_cast<size_t>(wave_tiles));
-    packed_storage.resize(static_cast<size_t>(wave_tiles));
+  // The B operands of column tile n_i: all of W [K, 2N] (whole_n), or the gate then the
+  // projection columns [n0, n0 + cols).
+  auto w_columns = [&](int64_t n_i, int part) {
+    const char* base = whole_n ? gate_data : (part == 0 ? gate_data : proj_data);
+    return GemmOperand{p.w_dtype, base + n_i * tn * static_cast<int64_t>(w_size), weights.ld,
+                       false};
+  };
+  const int64_t parts = whole_n ? 1 : 2;
+  auto w_cols = [&](int64_t n_i) { return whole_n ? 2 * N : std::min(tn, N - n_i * tn); };
+  // Operands shared by several tasks are packed once, ahead of them: a row tile's x rows when N
+  // has several column tiles, a column tile's weights when M has several row tiles. In the
+  // buffers of the calling thread, kept between calls (a fresh allocation per call would be
+  // zeroed page by page); x row tiles in waves of at most half of wave_bytes, weight column
+  // tiles likewise within each x wave (one tile per wave at the least).
+  const bool share_x = nn > 1 && K > 0, share_w = nm > 1 && K > 0;
+  const int64_t half_budget = std::max<int64_t>(wave_bytes / 2, 1);
+  const int64_t x_tile_bytes = round_up(tm, c.mr) * round_up(K, c.tile_k) * 4;
+  const int64_t w_tile_bytes = parts * round_up(w_cols(0), c.nr) * round_up(K, c.tile_k) * 4;
+  const int64_t x_wave =
+      share_x ? std::clamp<int64_t>(half_budget / std::max<int64_t>(x_tile_bytes, 1), 1, nm) : nm;
+  const int64_t w_wave =
+      share_w ? std::clamp<int64_t>(half_budget / std::max<int64_t>(w_tile_bytes, 1), 1, nn) : nn;
+  thread_local std::vector<std::vector<float>> x_storage_of_caller, w_storage_of_caller;
+  thread_local std::vector<PackedGemmOperand> x_packed_of_caller, w_packed_of_caller;
+  std::vector<std::vector<float>>& x_storage = x_storage_of_caller;
+  std::vector<std::vector<float>>& w_storage = w_storage_of_caller;
+  std::vector<PackedGemmOperand>& x_packed = x_packed_of_caller;
+  std::vector<PackedGemmOperand>& w_packed = w_packed_of_caller;
+  if (share_x && static_cast<int64_t>(x_packed.size()) < x_wave) {
+    x_packed.resize(static_cast<size_t>(x_wave));
+    x_storage.resize(static_cast<size_t>(x_wave));
+  }
+  if (share_w && static_cast<int64_t>(w_packed.size()) < parts * w_wave) {
+    w_packed.resize(static_cast<size_t>(parts * w_wave));
+    w_storage.resize(static_cast<size_t>(parts * w_wave));
   }
 
-  for (int64_t wave0 = 0; wave0 < nm; wave0 += wave_tiles) {
-    const int64_t tiles = std::min(wave_tiles, nm - wave0);
-    if (share_rows) {
-      cpu::parallel_for(tiles, c.num_threads, [&](int64_t t, int) {
-        const int64_t m0 = (wave0 + t) * tm;
-        packed[t] = pack_gemm_lhs(x_rows(m0), std::min(tm, M - m0), K, gemm, packed_storage[t]);
+  for (int64_t x0 = 0; x0 < nm; x0 += x_wave) {
+    const int64_t x_tiles = std::min(x_wave, nm - x0);
+    if (share_x) {
+      cpu::parallel_for(x_tiles, c.num_threads, [&](int64_t t, int) {
+        const int64_t m0 = (x0 + t) * tm;
+        x_packed[t] = pack_gemm_lhs(x_rows(m0), std::min(tm, M - m0), K, gemm, x_storage[t]);
       });
     }
-    // Row tiles outer, column tiles inner: consecutive tasks of one thread share the x rows, which
-    // stay in cache when N is split.
-    cpu::parallel_for(tiles * nn, c.num_threads, [&](int64_t task, int) {
-      const int64_t m_i = wave0 + task / nn, n_i = task % nn;
-      const int64_t m0 = m_i * tm, rows = std::min(tm, M - m0);
-      const int64_t n0 = n_i * tn, cols = std::min(tn, N - n0);
-      float* scratch = scratch_floats(static_cast<size_t>(tm * ld_scratch));
-      GemmOperand b;
-      b.dtype = p.w_dtype;
-      b.ld = weights.ld;
-      // One product of the task's x rows (packed ahead or here) by `cols` columns of b.
-      auto product = [&](int64_t product_cols, float* dst) {
-        if (share_rows) {
-          cpu_gemm_f32(packed[task / nn], b, product_cols, dst, ld_scratch, false, gemm);
+    for (int64_t w0 = 0; w0 < nn; w0 += w_wave) {
+      const int64_t w_tiles = std::min(w_wave, nn - w0);
+      if (share_w) {
+        cpu::parallel_for(parts * w_tiles, c.num_threads, [&](int64_t i, int) {
+          const int64_t n_i = w0 + i / parts;
+          w_packed[i] = pack_gemm_rhs(w_columns(n_i, static_cast<int>(i % parts)), K, w_cols(n_i),
+                                      gemm, w_storage[i]);
+        });
+      }
+      // Row tiles outer, column tiles inner: consecutive tasks of one thread share the x rows.
+      cpu::parallel_for(x_tiles * w_tiles, c.num_threads, [&](int64_t task, int) {
+        const int64_t x_i = task / w_tiles, w_i = task % w_tiles;
+        const int64_t m0 = (x0 + x_i) * tm, rows = std::min(tm, M - m0);
+        const int64_t n_i = w0 + w_i, n0 = n_i * tn, cols = std::min(tn, N - n0);
+        float* scratch = scratch_floats(static_cast<size_t>(tm * ld_scratch));
+        // Part j of the task's product (whole_n: all 2N columns; else gate, then projection)
+        // into its scratch columns, each side packed ahead or here.
+        for (int j = 0; j < parts; ++j) {
+          float* dst = scratch + j * tn;
+          const int64_t width = w_cols(n_i);
+          if (share_x && share_w) {
+            cpu_gemm_f32(x_packed[x_i], w_packed[w_i * parts + j], dst, ld_scratch, false, gemm);
+          } else if (share_x) {
+            cpu_gemm_f32(x_packed[x_i], w_columns(n_i, j), width, dst, ld_scratch, false, gemm);
+          } else if (share_w) {
+            cpu_gemm_f32(x_rows(m0), w_packed[w_i * parts + j], rows, dst, ld_scratch, false, gemm);
+          } else {
+            cpu_gemm_f32(x_rows(m0), w_columns(n_i, j), rows, width, K, dst, ld_scratch, false,
+                         gemm);
+          }
+        }
+        // Epilogue: act(gate) * proj, straight into an f32 output; for 16-bit outputs in place over
+        // the gate tile, then one rounding per element on the store.
+        if (f32_out) {
+          float* dst = reinterpret_cast<float*>(out_data) + m0 * N + n0;
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* gate = scratch + r * ld_scratch;
+            cpu_glu_row(activation, gate, gate + tn, dst + r * N, cols);
+          }
         } else {
-          cpu_gemm_f32(x_rows(m0), b, rows, product_cols, K, dst, ld_scratch, false, gemm);
+          for (int64_t r = 0; r < rows; ++r) {
+            float* gate = scratch + r * ld_scratch;
+            cpu_glu_row(activation, gate, gate + tn, gate, cols);
+          }
+          store_rows(scratch, ld_scratch, rows, cols, p.x_dtype,
+                     out_data + (m0 * N + n0) * static_cast<int64_t>(x_size), N);
         }
-      };
-      if (whole_n) {
-        // W [K, 2N] in one product: scratch row r = [gate (N) | projection (N)].
-        b.data = gate_data;
-        product(2 * N, scratch);
-      } else {
-        b.data = gate_data + n0 * static_cast<int64_t>(w_size);
-        product(cols, scratch);
-        b.data = proj_data + n0 * static_cast<int64_t>(w_size);
-        product(cols, scratch + tn);
-      }
-      // Epilogue: act(gate) * proj, straight into an f32 output; for 16-bit outputs in place over
-      // the gate tile, then one rounding per element on the store.
-      if (f32_out) {
-        float* dst = reinterpret_cast<float*>(out_data) + m0 * N + n0;
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* gate = scratch + r * ld_scratch;
-          cpu_glu_row(activation, gate, gate + tn, dst + r * N, cols);
-        }
-      } else {
-        for (int64_t r = 0; r < rows; ++r) {
-          float* gate = scratch + r * ld_scratch;
-          cpu_glu_row(activation, gate, gate + tn, gate, cols);
-        }
-        store_rows(scratch, ld_scratch, rows, cols, p.x_dtype,
-                   out_data + (m0 * N + n0) * static_cast<int64_t>(x_size), N);
-      }
-    });
+      });
+    }
   }
 }
 

@@ -16,21 +16,22 @@
 
 namespace tokamax {
 
-// The most bytes of x packed ahead of the tasks at once: when N is split into several column
-// tasks, each row tile's x rows are packed once for all of them, row tiles in waves of at most
-// this many packed bytes (one tile at least).
-inline constexpr int64_t kGluPackedRowsWaveBytes = int64_t{64} << 20;
+// The most bytes of operands packed ahead of the tasks at once: a row tile's x rows shared by
+// several column tasks and a column tile's weights shared by several row tasks are each packed
+// once, in waves of row tiles and of column tiles within them, each side under half of this
+// (one tile at least).
+inline constexpr int64_t kGluPackedWaveBytes = int64_t{64} << 20;
 
 // Runs the clamped config `c` (clamp_to_problem) over tasks (row tile, column tile) on the
 // process thread pool. Throws NotImplemented for f64 operands (the kernel accumulates in f32
 // only), a micro-tile this CPU lacks, or native_dot where it cannot run. `wave_bytes` bounds the
-// packed x rows held at once (tests lower it to force one row tile per wave).
+// packed operands held at once (tests lower it to force one tile per wave).
 void gated_linear_unit_cpu_kernel(const GluProblem& problem, const CpuGluConfig& c,
                                   // Inputs.
                                   const Tensor& x,            // [M, K] (*B flattened)
                                   const GluWeights& weights,  // Wg, Wp [K, N] (row stride ld)
                                   // Outputs.
                                   Tensor& out,  // [M, N] x's dtype
-                                  int64_t wave_bytes = kGluPackedRowsWaveBytes);
+                                  int64_t wave_bytes = kGluPackedWaveBytes);
 
 }  // namespace tokamax

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
@@ -119,11 +120,12 @@ TEST_CASE("cpu gated_linear_unit matches the oracle for split N, small tiles, th
   }
 }
 
-TEST_CASE("cpu gated_linear_unit packs x once per row tile, in waves of one tile at the least",
+TEST_CASE("cpu gated_linear_unit packs shared operands once, in waves of one tile at the least",
           "[glu]") {
-  // Several column tasks per row tile share its packed x rows. wave_bytes = 1 makes every row
-  // tile a wave of its own (pack, then its tasks); the output starts as NaN, so a task that read
-  // another tile's packed rows or a missed tile fails the oracle.
+  // Column tasks of a row tile share its packed x rows, row tasks of a column tile its packed
+  // weights (tile_n = 0: all of [Wg | Wp] in one product). wave_bytes = 1 makes every tile a wave
+  // of its own; the output starts as NaN, so a task that read another tile's packed operand or a
+  // missed tile fails the oracle.
   const int lanes = cpu::simd_f32_lanes();
   for (const json& args_json :
        {json{{"x", "f32[61,45]"}, {"weights", "f32[45,2,70]"}, {"activation", "gelu"}},
@@ -136,14 +138,18 @@ TEST_CASE("cpu gated_linear_unit packs x once per row tile, in waves of one tile
     const BoundArgs args = op.bind(args_json);
     const GluProblem p = GluProblem::from(args);
     const TensorMap inputs = op.make_inputs(args, 3);
-    for (int64_t wave_bytes : {int64_t{1}, kGluPackedRowsWaveBytes}) {
-      CAPTURE(args_json.dump(), wave_bytes);
+    for (const std::pair<int64_t, int>& run :
+         {std::pair{int64_t{1}, 16}, std::pair{kGluPackedWaveBytes, 16}, std::pair{int64_t{1}, 0},
+          std::pair{kGluPackedWaveBytes, 0}}) {
+      const int64_t wave_bytes = run.first;
+      const int tile_n = run.second;
+      CAPTURE(args_json.dump(), wave_bytes, tile_n);
       CpuGluConfig config;
       const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
       config.mr = shape.mr;
       config.nr = shape.nr_vectors * lanes;
       config.tile_m = 13;
-      config.tile_n = 16;
+      config.tile_n = tile_n;
       config.tile_k = 16;
       config.panel_n = 2 * lanes;
       config.num_threads = 2;
