@@ -16,6 +16,7 @@
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
 #include "ops/gated_linear_unit/cpu_kernel.h"
+#include "tests/ops/gated_linear_unit/glu_test_util.h"
 #include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
@@ -53,10 +54,7 @@ Comparison run_and_compare(const json& args_json, const json& config, TensorMap*
   check_args(cpu_impl(), args);
   check_config_json(cpu_impl(), args, config);
   run_json(cpu_impl(), args, config, inputs, outputs);
-  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-  const Comparison c =
-      compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+  const Comparison c = glu_testing::compare_all(args, inputs, out);
   if (keep != nullptr) {
     *keep = outputs;
     for (auto& [name, tensor] : inputs) keep->emplace(name, tensor);
@@ -158,10 +156,7 @@ TEST_CASE("cpu gated_linear_unit packs shared operands once, in waves of one til
       for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
       gated_linear_unit_cpu_kernel(p, clamp_to_problem(config, p), inputs.at("x"),
                                    glu_weights(p, inputs), out, wave_bytes);
-      std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-      for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-      const Comparison c =
-          compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+      const Comparison c = glu_testing::compare_all(args, inputs, out);
       CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
       CHECK(c.violations == 0);
       CHECK(c.nonfinite == 0);
@@ -204,10 +199,7 @@ TEST_CASE("gated_linear_unit error model fails a perturbed output", "[glu]") {
     // activation in bf16): the bound must catch it.
     const int64_t target = 37;
     perturbed.set(target, out.get(target) * 1.02 + 0.02);
-    std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-    for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-    const Comparison c =
-        compare_to_oracle(perturbed, op.oracle(args, kept, "out", index), op.error_model(args));
+    const Comparison c = glu_testing::compare_all(args, kept, perturbed);
     CHECK(c.violations == 1);
     CHECK(c.worst_index == target);
     CHECK(judge(c) == Disposition::kFailed);

@@ -8,6 +8,7 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
 #include "ops/gated_linear_unit/api.h"
+#include "tests/ops/gated_linear_unit/glu_test_util.h"
 #include "tests/ops/impl_calls.h"
 
 using namespace tokamax;
@@ -50,10 +51,7 @@ TEST_CASE("onednn gated_linear_unit matches the oracle", "[glu]") {
     // Twice: the second call reuses the cached primitive and the intermediate buffer.
     for (int call = 0; call < 2; ++call) {
       run_json(onednn(), args, json::object(), inputs, outputs);
-      std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-      for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-      const Comparison c =
-          compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+      const Comparison c = glu_testing::compare_all(args, inputs, out);
       CAPTURE(call, c.max_abs_error, c.bound, c.worst_ratio);
       CHECK(c.violations == 0);
       CHECK(c.nonfinite == 0);
@@ -72,10 +70,7 @@ TEST_CASE("onednn gated_linear_unit matches the oracle over several row chunks",
   for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
   // 40 rows per chunk: chunks of 40, 40 and a last one of 31 rows (two primitive shapes).
   run_json(onednn(), args, {{"chunk_rows", 40}}, inputs, outputs);
-  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-  const Comparison c =
-      compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+  const Comparison c = glu_testing::compare_all(args, inputs, out);
   CAPTURE(c.max_abs_error, c.bound, c.worst_ratio, c.worst_index);
   CHECK(c.violations == 0);
   CHECK(c.nonfinite == 0);
