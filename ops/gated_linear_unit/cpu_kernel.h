@@ -13,14 +13,9 @@
 #include "ops/framework/tensor.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
+#include "ops/gated_linear_unit/cpu_products.h"
 
 namespace tokamax {
-
-// The most bytes of operands packed ahead of the tasks at once: a row tile's x rows shared by
-// several column tasks and a column tile's weights shared by several row tasks are each packed
-// once, in waves of row tiles and of column tiles within them, each side under half of this
-// (one tile at least).
-inline constexpr int64_t kGluPackedWaveBytes = int64_t{64} << 20;
 
 // Runs the clamped config `c` (clamp_to_problem) over tasks (row tile, column tile) on the
 // process thread pool. Throws NotImplemented for f64 operands (the kernel accumulates in f32

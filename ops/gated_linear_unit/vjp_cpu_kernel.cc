@@ -4,7 +4,8 @@
 //
 // Phase 1, one task per tile [tm, tn] of H: the gate and projection products of those columns
 // again (g and p are not saved by the forward; recomputing them costs one forward, storing them
-// M 2N floats of traffic each way), then H = [dout p act'(g) | dout act(g)] in place over them.
+// M 2N floats of traffic each way), then H = [dout p act'(g) | dout act(g)] in place over them;
+// the forward's task loop (glu_products), so shared x rows and weight columns are packed once.
 // H stays in an f32 buffer [M, 2N] (the size of the forward's pre-activations, never [M, M]).
 // Phase 2, one task per tile [tm, tn] of dx: dx = H W^T (W read transposed: its rows are
 // contiguous along the contraction 2N). Phase 3, one task per tile [tm, tn] of the weight
@@ -26,6 +27,7 @@
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/dtype_dispatch.h"
+#include "ops/gated_linear_unit/cpu_products.h"
 
 namespace tokamax {
 namespace {
@@ -96,25 +98,26 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   const char* d_data = static_cast<const char*>(dout.raw());
 
   // Phase 1: H tiles [tm, tn]: the gate and projection columns [n0, n0 + cols) of rows
-  // [m0, m0 + rows), then H in place.
-  const int64_t h_cols = ceil_div(N, tn);
-  cpu::parallel_for(ceil_div(M, tm) * h_cols, c.num_threads, [&](int64_t task, int) {
-    const int64_t m0 = task / h_cols * tm, rows = std::min(tm, M - m0);
-    const int64_t n0 = task % h_cols * tn, cols = std::min(tn, N - n0);
-    float* h_gate = h + m0 * N2 + n0;
-    float* h_proj = h_gate + N;
-    const GemmOperand xa{p.x_dtype, x_data + m0 * K * static_cast<int64_t>(x_size), K, false};
-    const int64_t w_off = n0 * static_cast<int64_t>(w_size);
-    cpu_gemm_f32(xa, {p.w_dtype, gate + w_off, w.ld, false}, rows, cols, K, h_gate, N2, false,
-                 gemm);
-    cpu_gemm_f32(xa, {p.w_dtype, proj + w_off, w.ld, false}, rows, cols, K, h_proj, N2, false,
-                 gemm);
-    for (int64_t r = 0; r < rows; ++r) {
-      glu_vjp_h_row(p.activation, dout.dtype(),
-                    d_data + ((m0 + r) * N + n0) * static_cast<int64_t>(d_size), cols,
-                    h_gate + r * N2, h_proj + r * N2);
-    }
-  });
+  // [m0, m0 + rows) straight into H (row r = [gate (N) | projection (N)], the fused weights'
+  // layout: all of N in one product when it fits a tile), then H in place. The forward's task
+  // loop, with each shared operand packed once (cpu_products.h).
+  GluProductTiles h_tiles;
+  h_tiles.tm = tm;
+  h_tiles.tn = std::min<int64_t>(tn, N);
+  h_tiles.whole_n = p.fused_weights && tn >= N;
+  h_tiles.gemm = gemm;
+  h_tiles.num_threads = c.num_threads;
+  glu_products(
+      p, h_tiles, x, w, N2,
+      [&](const GluTask& t, int part) { return h + t.m0 * N2 + part * N + t.n0; },
+      [&](const GluTask& t) {
+        float* h_gate = h + t.m0 * N2 + t.n0;
+        for (int64_t r = 0; r < t.rows; ++r) {
+          glu_vjp_h_row(p.activation, dout.dtype(),
+                        d_data + ((t.m0 + r) * N + t.n0) * static_cast<int64_t>(d_size), t.cols,
+                        h_gate + r * N2, h_gate + N + r * N2);
+        }
+      });
 
   // Phase 2: dx tiles [tm, tn (a K range)] = H W^T; W [K, 2N] read transposed (fused: one
   // contraction over 2N; unfused: the two halves' products summed).
