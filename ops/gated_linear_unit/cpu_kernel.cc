@@ -18,19 +18,12 @@
 // (cpu_products.h), which the backward's first phase runs too.
 #include "ops/gated_linear_unit/cpu_kernel.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <new>
 #include <string>
-#include <vector>
 
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
-#include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_activation.h"
 #include "ops/common/cpu_gemm/gemm.h"
-#include "ops/common/cpu_gemm/micro_kernel.h"
-#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/cpu_products.h"
