@@ -15,7 +15,7 @@
 // in the thread's scratch [tm, 2 tn] (gate left, projection right), are combined in place by
 // cpu_glu_row while still in L2, and are stored (rounded once, to x's dtype) to the output. The
 // task loop and its products, with each shared operand packed once, are glu_products
-// (cpu_products.h), which the backward's first phase runs too.
+// (cpu_products_kernel.h), which the backward's first phase runs too.
 #include "ops/gated_linear_unit/cpu_kernel.h"
 
 #include <string>
@@ -26,7 +26,7 @@
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
-#include "ops/gated_linear_unit/cpu_products.h"
+#include "ops/gated_linear_unit/cpu_products_kernel.h"
 
 namespace tokamax {
 namespace {

@@ -13,7 +13,7 @@
 #include "ops/framework/tensor.h"
 #include "ops/gated_linear_unit/base.h"
 #include "ops/gated_linear_unit/cpu_config.h"
-#include "ops/gated_linear_unit/cpu_products.h"
+#include "ops/gated_linear_unit/cpu_products_kernel.h"
 
 namespace tokamax {
 

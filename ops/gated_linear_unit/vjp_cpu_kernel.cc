@@ -27,7 +27,7 @@
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/dtype_dispatch.h"
-#include "ops/gated_linear_unit/cpu_products.h"
+#include "ops/gated_linear_unit/cpu_products_kernel.h"
 
 namespace tokamax {
 namespace {
@@ -100,7 +100,7 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   // Phase 1: H tiles [tm, tn]: the gate and projection columns [n0, n0 + cols) of rows
   // [m0, m0 + rows) straight into H (row r = [gate (N) | projection (N)], the fused weights'
   // layout: all of N in one product when it fits a tile), then H in place. The forward's task
-  // loop, with each shared operand packed once (cpu_products.h).
+  // loop, with each shared operand packed once (cpu_products_kernel.h).
   GluProductTiles h_tiles;
   h_tiles.tm = tm;
   h_tiles.tn = std::min<int64_t>(tn, N);

@@ -1,6 +1,6 @@
 // gated_linear_unit on CPU: the products of the forward and of the backward's first phase.
 //
-// Dimensions: as cpu_products.h (M, K, N, tm, tn); nm, nn the task counts along M and N.
+// Dimensions: as cpu_products_kernel.h (M, K, N, tm, tn); nm, nn the task counts along M and N.
 //
 // Operands that several tasks share are packed once, before those tasks: the x rows of a row
 // tile when N has several column tiles (a token batch as one row tile with N in 8 tasks packed
@@ -9,7 +9,7 @@
 // column tiles within them, each under half of wave_bytes of packed operands. The packed
 // buffers belong to the calling thread and are kept between calls (a fresh allocation per call
 // would be zeroed page by page).
-#include "ops/gated_linear_unit/cpu_products.h"
+#include "ops/gated_linear_unit/cpu_products_kernel.h"
 
 #include <algorithm>
 #include <vector>
@@ -20,9 +20,11 @@
 
 namespace tokamax {
 
-void glu_products(const GluProblem& p, const GluProductTiles& tiles, const Tensor& x,
-                  const GluWeights& weights, int64_t ld,
-                  const std::function<float*(const GluTask&, int part)>& dst,
+void glu_products(const GluProblem& p, const GluProductTiles& tiles,
+                  // Inputs.
+                  const Tensor& x, const GluWeights& weights,
+                  // Outputs.
+                  int64_t ld, const std::function<float*(const GluTask&, int part)>& dst,
                   const std::function<void(const GluTask&)>& epilogue, int64_t wave_bytes) {
   const int64_t M = p.M, K = p.K, N = p.N;
   if (M == 0 || N == 0) return;

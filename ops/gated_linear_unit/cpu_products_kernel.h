@@ -40,9 +40,13 @@ struct GluTask {
 // (whole_n: all 2N columns, gate then projection), part 1 the projection columns; each is
 // written in f32 to dst(task, part), row stride ld (overwritten). epilogue and dst run on the
 // task's thread. `wave_bytes` bounds the packed operands held at once (tests lower it).
-void glu_products(const GluProblem& p, const GluProductTiles& tiles, const Tensor& x,
-                  const GluWeights& weights, int64_t ld,
-                  const std::function<float*(const GluTask&, int part)>& dst,
+void glu_products(const GluProblem& p, const GluProductTiles& tiles,
+                  // Inputs.
+                  const Tensor& x,            // [M, K], full array
+                  const GluWeights& weights,  // Wg, Wp [K, N] (row stride ld), full arrays
+                  // Outputs.
+                  int64_t ld,  // row stride of every dst tile
+                  const std::function<float*(const GluTask&, int part)>& dst,  // [rows, width]
                   const std::function<void(const GluTask&)>& epilogue,
                   int64_t wave_bytes = kGluPackedWaveBytes);
 
