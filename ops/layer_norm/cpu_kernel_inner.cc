@@ -430,7 +430,7 @@ void BlockInnerAxisPairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int
           hn::MulAdd(hn::Sub(e, hn::LoadU(d, mean + j)), hn::Mul(hn::LoadU(d, rstd + j), s), b);
       const VF yo = hn::MulAdd(hn::Sub(o, hn::LoadU(d, mean + j + L)),
                                hn::Mul(hn::LoadU(d, rstd + j + L), s), b);
-      StorePairBf16<kStream>(ye, yo, yc + j);
+      StorePairBf16<kStream>(ye, yo, yc + j, /*native=*/true);
     }
   }
   next_lines.Finish();

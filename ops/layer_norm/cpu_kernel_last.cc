@@ -280,7 +280,8 @@ HWY_INLINE void RowGroup8Pairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT ou
         e = hn::Mul(e, r[k]);
         o = hn::Mul(o, r[k]);
       }
-      StorePairBf16<kStream>(hn::MulAdd(e, se, be), hn::MulAdd(o, so, bo), out + k * C + c);
+      StorePairBf16<kStream>(hn::MulAdd(e, se, be), hn::MulAdd(o, so, bo), out + k * C + c,
+                             /*native=*/true);
     }
   }
   if (prefetched < prefetch_bytes)

@@ -80,20 +80,24 @@ HWY_INLINE VF LoadWidenPartial(DF d, const T* HWY_RESTRICT src, size_t count) {
   return LoadWiden(d, padded);
 }
 
-// f32 -> bf16 rounded to nearest even, exactly as float_to_bf16: add 0x7FFF plus the lowest kept
-// bit and truncate; NaNs are forced quiet instead (rounding could carry them into infinity).
+// v rounded to bf16 (nearest even, exactly as float_to_bf16: add 0x7FFF plus the lowest kept bit
+// and truncate) in the high 16 bits of each 32-bit lane, the low bits garbage; NaNs are forced
+// quiet instead (rounding could carry them into infinity).
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundBf16High(VF v) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto rounded = hn::Add(bits, hn::Add(lsb, hn::Set(du, 0x7FFFu)));
+  const auto quiet_nan = hn::Or(bits, hn::Set(du, 0x00400000u));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+}
+
+// f32 -> bf16 rounded to nearest even (RoundBf16High), narrowed to 16-bit lanes.
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> DemoteBf16(VF v) {
-  const hn::RebindToUnsigned<DF> du32;
   const hn::RebindToSigned<DF> di32;
   const hn::Rebind<uint16_t, DF> du16;
-  const auto bits = hn::BitCast(du32, v);
-  const auto high = hn::ShiftRight<16>(bits);
-  const auto bias = hn::Add(hn::Set(du32, 0x7FFFu), hn::And(high, hn::Set(du32, 1u)));
-  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, bias));
-  const auto quiet_nan = hn::Or(high, hn::Set(du32, 0x40u));
-  const auto result = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
   // Every lane is < 2^16, so the saturating i32 -> u16 demotion is exact.
-  return hn::DemoteTo(du16, hn::BitCast(di32, result));
+  return hn::DemoteTo(du16, hn::BitCast(di32, hn::ShiftRight<16>(RoundBf16High(v))));
 }
 
 // f32 -> bf16 by vcvtneps2bf16 (avx512_bf16): round to nearest even in one instruction instead
@@ -113,44 +117,77 @@ constexpr bool kHasNativeBf16Path = false;
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> DemoteBf16Native(VF v) { return DemoteBf16(v); }
 #endif
 
-// bf16 pairs (AVX-512 with avx512_bf16 only): 2L bf16 read as L 32-bit words widen to f32 in one
-// instruction per L lanes, without reordering across lanes: `even` gets elements 0, 2, 4, ...
-// (the low halves of the words, shifted up), `odd` elements 1, 3, 5, ... (the high halves,
-// masked). Kernels whose lanes are independent columns keep their per-column data in this
-// order ("pair order": for the 2L columns of a pair at j, lane k of [j, j + L) is column j + 2k,
-// lane k of [j + L, j + 2L) column j + 2k + 1) and never reorder, and StorePairBf16 rounds both
-// back into 2L bf16 in memory order: half the widening and output work of LoadWiden/StoreNarrow.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr bool kHasBf16PairPath = true;
-HWY_INLINE void LoadWidenPair(const bf16* HWY_RESTRICT src, VF& even, VF& odd) {
-  const __m512i words = _mm512_loadu_si512(src);
-  even = VF{_mm512_castsi512_ps(_mm512_slli_epi32(words, 16))};
-  odd = VF{_mm512_castsi512_ps(
-      _mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))))};
-}
-// Rounds `even` and `odd` (nearest even by vcvtne2ps2bf16; subnormals flush to zero, as
-// DemoteBf16Native) and stores the 2L bf16 in memory order; with kStream non-temporally (dst
-// 64-byte aligned).
-template <bool kStream>
-HWY_INLINE void StorePairBf16(VF even, VF odd, bf16* HWY_RESTRICT dst) {
-  __m512i halves;  // words 0..15: even rounded, 16..31: odd rounded
-  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
-  const __m512i interleave =
-      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  const __m512i words = _mm512_permutexvar_epi16(interleave, halves);
+// v stored; with kStream by a non-temporal store, which needs `dst` aligned to the vector's size
+// (the launch checks that).
+template <bool kStream, class D, class V>
+HWY_INLINE void StoreVec(D d, V v, hn::TFromD<D>* HWY_RESTRICT dst) {
   if constexpr (kStream) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), words);
+    hn::Stream(v, d, dst);
   } else {
-    _mm512_storeu_si512(dst, words);
+    hn::StoreU(v, d, dst);
   }
 }
+
+// bf16 pairs: 2L bf16 read as L 32-bit words widen to f32 with two ALU operations per 2L lanes
+// (LoadWiden: a widening shuffle and a shift per L), without reordering across lanes: `even`
+// gets elements 0, 2, 4, ... (the low halves of the words, shifted up), `odd` elements 1, 3,
+// 5, ... (the high halves, masked). Kernels whose lanes are independent columns, or that only
+// sum across lanes, keep their per-column data in this order ("pair order": for the 2L columns
+// of a pair at j, lane k of [j, j + L) is column j + 2k, lane k of [j + L, j + 2L) column
+// j + 2k + 1) and never reorder, and StorePairBf16 rounds both back into 2L bf16 in memory
+// order: about half the widening and output work of LoadWiden/StoreNarrow. Not on the SCALAR
+// target (one lane: a pair would be a vector of two bf16 in one f32 lane).
+constexpr bool kHasPairPath = HWY_TARGET != HWY_SCALAR;
+HWY_INLINE void LoadWidenPair(const bf16* HWY_RESTRICT src, VF& even, VF& odd) {
+  const DF d;
+  const hn::RebindToUnsigned<DF> du;
+  const auto words = hn::LoadU(du, reinterpret_cast<const uint32_t*>(src));
+  even = hn::BitCast(d, hn::ShiftLeft<16>(words));
+  odd = hn::BitCast(d, hn::And(words, hn::Set(du, 0xFFFF0000u)));
+}
+
+// The forward's pair kernels round with vcvtne2ps2bf16 (AVX-512 with avx512_bf16), so they exist
+// on those targets only; StorePairBf16 with native = false rounds exactly on every pair target.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr bool kHasBf16PairPath = true;
 #else
 constexpr bool kHasBf16PairPath = false;
-HWY_INLINE void LoadWidenPair(const bf16* HWY_RESTRICT, VF&, VF&) {}
-template <bool kStream>
-HWY_INLINE void StorePairBf16(VF, VF, bf16* HWY_RESTRICT) {}
 #endif
+
+// Rounds `even` and `odd` (pair order) to bf16 and stores the 2L bf16 in memory order; with
+// kStream non-temporally (dst aligned to 4L bytes). native (AVX-512 with avx512_bf16 only:
+// callers check the CPU): nearest even by vcvtne2ps2bf16, which flushes subnormals to zero as
+// DemoteBf16Native; otherwise exact (RoundBf16High) and recombined by one 16-bit blend.
+template <bool kStream>
+HWY_INLINE void StorePairBf16(VF even, VF odd, bf16* HWY_RESTRICT dst, bool native) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (native) {
+    __m512i halves;  // words 0..15: even rounded, 16..31: odd rounded
+    asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
+    const __m512i interleave =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                         6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i words = _mm512_permutexvar_epi16(interleave, halves);
+    if constexpr (kStream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), words);
+    } else {
+      _mm512_storeu_si512(dst, words);
+    }
+    return;
+  }
+#else
+  (void)native;
+#endif
+#if HWY_TARGET != HWY_SCALAR  // kHasPairPath
+  const hn::Repartition<uint16_t, DF> du16;  // 2L lanes
+  // Lane 2k (the low half of word k): even's rounded high half shifted down; lane 2k + 1: odd's.
+  const auto words = hn::OddEven(hn::BitCast(du16, RoundBf16High(odd)),
+                                 hn::BitCast(du16, hn::ShiftRight<16>(RoundBf16High(even))));
+  StoreVec<kStream>(du16, words, reinterpret_cast<uint16_t*>(dst));
+#else
+  (void)even, (void)odd, (void)dst;
+#endif
+}
 
 // One f32 rounded to T (nearest even), as the scalar columns and partial vectors do.
 template <typename T>
@@ -164,17 +201,8 @@ HWY_INLINE T Narrow(float v) {
   }
 }
 
-// L lanes rounded to T (nearest even) and stored; with kStream by a non-temporal store, which
-// needs `dst` aligned to the narrow vector's size (the launch checks that).
-template <bool kStream, class D, class V>
-HWY_INLINE void StoreVec(D d, V v, hn::TFromD<D>* HWY_RESTRICT dst) {
-  if constexpr (kStream) {
-    hn::Stream(v, d, dst);
-  } else {
-    hn::StoreU(v, d, dst);
-  }
-}
-
+// L lanes rounded to T (nearest even) and stored; with kStream non-temporally (dst aligned to the
+// narrow vector's size).
 template <typename T, bool kStream>
 HWY_INLINE void StoreNarrow(DF d, VF v, T* HWY_RESTRICT dst, bool native_bf16) {
   if constexpr (std::is_same_v<T, float>) {

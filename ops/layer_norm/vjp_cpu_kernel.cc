@@ -79,7 +79,8 @@ void layer_norm_vjp_cpu_kernel(const LayerNormVjpProblem& p, const CpuLayerNormV
     cpu::parallel_for(tasks, launch.num_threads, [&](int64_t task, int thread) {
       float* acc = partial.data() + static_cast<size_t>(thread) * 2 * C_pad;
       const int64_t begin = task * per_task, end = std::min(units, begin + per_task);
-      layer_norm_vjp_last_axis_task(args, begin, end, acc, acc + C_pad);
+      layer_norm_vjp_last_axis_task(args, begin, end, thread_scratch(static_cast<size_t>(3 * C)),
+                                    acc, acc + C_pad);
     });
   } else {
     const int64_t w_pad = ceil_div(tI, L) * L;

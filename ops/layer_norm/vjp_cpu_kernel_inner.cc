@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "ops/layer_norm/vjp_cpu_tasks.h"
 
@@ -43,17 +44,27 @@ constexpr int64_t kPrefetchRows = 8;
 
 // One block: x, dout, dx point at [o, 0, i0] of [O, C, I]; element (c, j) is at c * I + j.
 // `stats` [4 * w_pad] f32 scratch; dscale_acc / doffset_acc [C_pad] per-thread partial sums.
+// bf16 columns [0, w2) go in pairs of vectors (LoadWidenPair, StorePairBf16): their statistics
+// sit in pair order in `stats`, which only this block reads, and the reductions over a row's
+// columns ignore the order. On AVX2 this kernel is bound by its ALU work, like the last-axis
+// one; the pairs halve the widening and most of the rounding's recombination.
 template <typename T, bool kMean, bool kStream>
 void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* HWY_RESTRICT dy,
               T* HWY_RESTRICT dx, int64_t w, const T* HWY_RESTRICT next_x,
               const T* HWY_RESTRICT next_dy, int64_t next_w, float* HWY_RESTRICT stats,
               float* HWY_RESTRICT dscale_acc, float* HWY_RESTRICT doffset_acc) {
+  constexpr bool kPairs = std::is_same_v<T, bf16> && kHasPairPath;
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t P = 2 * L;
   const int64_t C = a.C, I = a.I;
   const float* HWY_RESTRICT s = a.scale;
+  const int64_t w2 = kPairs ? w / P * P : 0;
   const int64_t w_main = w / L * L, w_pad = (w + L - 1) / L * L;
   const float inv_C = 1.0f / static_cast<float>(C);
+  // Non-temporal pair stores write 4L bytes: the launch's alignment check covers L elements only.
+  const bool pair_stream =
+      kStream && I % P == 0 && reinterpret_cast<uintptr_t>(dx) % (P * sizeof(T)) == 0;
   // [w_pad] each. Layer norm: sum x then the mean, sum g then gbar, sum (x - mean)^2 then rstd,
   // sum g (x - mean) then h. RMSNorm: sum x^2 then rstd (a2), sum g x then h (a3); a0, a1 zero.
   float* HWY_RESTRICT a0 = stats;
@@ -73,9 +84,9 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
       PrefetchRange(dc + kPrefetchRows * I, row_bytes);
     }
     const VF sv = hn::Set(d, s[c]);
-    for (int64_t j = 0; j < w_main; j += L) {
-      const VF xv = LoadWiden(d, xc + j);
-      const VF g = hn::Mul(LoadWiden(d, dc + j), sv);
+    // The columns at j (x and dout widened).
+    auto sums = [&](VF xv, VF dyv, int64_t j) {
+      const VF g = hn::Mul(dyv, sv);
       if constexpr (kMean) {
         hn::StoreU(hn::Add(hn::LoadU(d, a0 + j), xv), d, a0 + j);
         hn::StoreU(hn::Add(hn::LoadU(d, a1 + j), g), d, a1 + j);
@@ -83,8 +94,19 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
         hn::StoreU(hn::MulAdd(xv, xv, hn::LoadU(d, a2 + j)), d, a2 + j);
         hn::StoreU(hn::MulAdd(g, xv, hn::LoadU(d, a3 + j)), d, a3 + j);
       }
+    };
+    int64_t j = 0;
+    if constexpr (kPairs) {
+      for (; j < w2; j += P) {
+        VF xe, xo, ye, yo;
+        LoadWidenPair(xc + j, xe, xo);
+        LoadWidenPair(dc + j, ye, yo);
+        sums(xe, ye, j);
+        sums(xo, yo, j + L);
+      }
     }
-    for (int64_t j = w_main; j < w; ++j) {
+    for (; j < w_main; j += L) sums(LoadWiden(d, xc + j), LoadWiden(d, dc + j), j);
+    for (j = w_main; j < w; ++j) {
       const float xv = WidenScalar(xc[j]), g = WidenScalar(dc[j]) * s[c];
       if constexpr (kMean) {
         a0[j] += xv;
@@ -106,13 +128,24 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
       const T* HWY_RESTRICT xc = x + c * I;
       const T* HWY_RESTRICT dc = dy + c * I;
       const VF sv = hn::Set(d, s[c]);
-      for (int64_t j = 0; j < w_main; j += L) {
-        const VF dv = hn::Sub(LoadWiden(d, xc + j), hn::LoadU(d, a0 + j));
-        const VF g = hn::Mul(LoadWiden(d, dc + j), sv);
+      auto sums = [&](VF xv, VF dyv, int64_t j) {
+        const VF dv = hn::Sub(xv, hn::LoadU(d, a0 + j));
+        const VF g = hn::Mul(dyv, sv);
         hn::StoreU(hn::MulAdd(dv, dv, hn::LoadU(d, a2 + j)), d, a2 + j);
         hn::StoreU(hn::MulAdd(g, dv, hn::LoadU(d, a3 + j)), d, a3 + j);
+      };
+      int64_t j = 0;
+      if constexpr (kPairs) {
+        for (; j < w2; j += P) {
+          VF xe, xo, ye, yo;
+          LoadWidenPair(xc + j, xe, xo);
+          LoadWidenPair(dc + j, ye, yo);
+          sums(xe, ye, j);
+          sums(xo, yo, j + L);
+        }
       }
-      for (int64_t j = w_main; j < w; ++j) {
+      for (; j < w_main; j += L) sums(LoadWiden(d, xc + j), LoadWiden(d, dc + j), j);
+      for (j = w_main; j < w; ++j) {
         const float dv = WidenScalar(xc[j]) - a0[j], g = WidenScalar(dc[j]) * s[c];
         a2[j] = std::fma(dv, dv, a2[j]);
         a3[j] = std::fma(g, dv, a3[j]);
@@ -134,24 +167,44 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
     const T* HWY_RESTRICT dc = dy + c * I;
     T* HWY_RESTRICT oc = dx + c * I;
     const VF sv = hn::Set(d, s[c]);
-    VF ds = hn::Zero(d), db = hn::Zero(d);
+    VF ds0 = hn::Zero(d), db0 = hn::Zero(d), ds1 = hn::Zero(d), db1 = hn::Zero(d);
     int64_t prefetched = 0;
-    for (int64_t j = 0; j < w_main; j += L) {
+    auto prefetch_next = [&] {
       if (prefetched < next_bytes) {
         hwy::Prefetch(reinterpret_cast<const char*>(next_x + c * I) + prefetched);
         hwy::Prefetch(reinterpret_cast<const char*>(next_dy + c * I) + prefetched);
         prefetched += 64;
       }
-      const VF dyv = LoadWiden(d, dc + j);
-      const VF xhat = hn::Mul(hn::Sub(LoadWiden(d, xc + j), hn::LoadU(d, a0 + j)),
-                              hn::LoadU(d, a2 + j));
+    };
+    // dx of the columns at j; their dout * xhat and dout added to ds and db.
+    auto out = [&](VF xv, VF dyv, int64_t j, VF& ds, VF& db) {
+      const VF xhat = hn::Mul(hn::Sub(xv, hn::LoadU(d, a0 + j)), hn::LoadU(d, a2 + j));
       const VF g = hn::Mul(dyv, sv);
-      const VF out = hn::Mul(hn::LoadU(d, a2 + j),
-                             hn::NegMulAdd(xhat, hn::LoadU(d, a3 + j),
-                                           hn::Sub(g, hn::LoadU(d, a1 + j))));
-      StoreNarrow<T, kStream>(d, out, oc + j, a.native_bf16);
       ds = hn::MulAdd(dyv, xhat, ds);
       db = hn::Add(db, dyv);
+      return hn::Mul(hn::LoadU(d, a2 + j),
+                     hn::NegMulAdd(xhat, hn::LoadU(d, a3 + j), hn::Sub(g, hn::LoadU(d, a1 + j))));
+    };
+    int64_t j = 0;
+    if constexpr (kPairs) {
+      for (; j < w2; j += P) {
+        prefetch_next();
+        VF xe, xo, ye, yo;
+        LoadWidenPair(xc + j, xe, xo);
+        LoadWidenPair(dc + j, ye, yo);
+        const VF oe = out(xe, ye, j, ds0, db0);
+        const VF oo = out(xo, yo, j + L, ds1, db1);
+        if (pair_stream) {
+          StorePairBf16<kStream>(oe, oo, oc + j, a.native_bf16);
+        } else {
+          StorePairBf16<false>(oe, oo, oc + j, a.native_bf16);
+        }
+      }
+    }
+    for (; j < w_main; j += L) {
+      prefetch_next();
+      StoreNarrow<T, kStream>(d, out(LoadWiden(d, xc + j), LoadWiden(d, dc + j), j, ds0, db0),
+                              oc + j, a.native_bf16);
     }
     if (prefetched < next_bytes) {
       PrefetchRange(reinterpret_cast<const char*>(next_x + c * I) + prefetched,
@@ -159,8 +212,9 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
       PrefetchRange(reinterpret_cast<const char*>(next_dy + c * I) + prefetched,
                     next_bytes - prefetched);
     }
-    float ds_c = hn::GetLane(hn::SumOfLanes(d, ds)), db_c = hn::GetLane(hn::SumOfLanes(d, db));
-    for (int64_t j = w_main; j < w; ++j) {
+    float ds_c = hn::GetLane(hn::SumOfLanes(d, hn::Add(ds0, ds1)));
+    float db_c = hn::GetLane(hn::SumOfLanes(d, hn::Add(db0, db1)));
+    for (j = w_main; j < w; ++j) {
       const float dyv = WidenScalar(dc[j]);
       const float xhat = (WidenScalar(xc[j]) - a0[j]) * a2[j];
       const float g = dyv * s[c];

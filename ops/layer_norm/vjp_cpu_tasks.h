@@ -34,9 +34,11 @@ struct LayerNormVjpTaskArgs {
 
 // Rows [row_begin, row_end) of a last-axis problem, dispatched to this CPU's SIMD target.
 // dscale and doffset partial sums of these rows are added to `dscale_acc` / `doffset_acc`
-// ([C_pad] f32 each, per thread).
+// ([C_pad] f32 each, per thread). `scratch`: a per-thread f32 scratch of 3 * C (bf16 rows in
+// pairs of vectors keep the scale and their partial sums there in pair order).
 void layer_norm_vjp_last_axis_task(const LayerNormVjpTaskArgs& args, int64_t row_begin,
-                                   int64_t row_end, float* dscale_acc, float* doffset_acc);
+                                   int64_t row_end, float* scratch, float* dscale_acc,
+                                   float* doffset_acc);
 
 // One block of w inner elements at flat offset `offset_elements` ([o, 0, i0]) of an [O, C, I]
 // problem; the block the same thread does next (next_w = 0: none) is prefetched during the
