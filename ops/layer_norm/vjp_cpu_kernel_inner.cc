@@ -67,6 +67,7 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
       kStream && I % P == 0 && reinterpret_cast<uintptr_t>(dx) % (P * sizeof(T)) == 0;
   // [w_pad] each. Layer norm: sum x then the mean, sum g then gbar, sum (x - mean)^2 then rstd,
   // sum g (x - mean) then h. RMSNorm: sum x^2 then rstd (a2), sum g x then h (a3); a0, a1 zero.
+  // Pass 3 reads them as its per-column constants (below).
   float* HWY_RESTRICT a0 = stats;
   float* HWY_RESTRICT a1 = stats + w_pad;
   float* HWY_RESTRICT a2 = stats + 2 * w_pad;
@@ -153,14 +154,19 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
     }
   }
   // rstd = 1 / sqrt(sum_sq / C + eps), h = rstd * (sum g (x - mean)) / C, vectorized (std::sqrt
-  // in a loop stays scalar for errno).
+  // in a loop stays scalar for errno); then pass 3's per-column constants, as the last-axis
+  // kernel's: a0 = -mean rstd, a1 = -rstd gbar, a2 = rstd, a3 = rstd h.
   for (int64_t j = 0; j < w_pad; j += L) {
     const VF r = hn::Div(one, hn::Sqrt(hn::MulAdd(hn::LoadU(d, a2 + j), k_inv_C, k_eps)));
+    const VF h = hn::Mul(r, hn::Mul(hn::LoadU(d, a3 + j), k_inv_C));
+    hn::StoreU(hn::Neg(hn::Mul(hn::LoadU(d, a0 + j), r)), d, a0 + j);
+    hn::StoreU(hn::Neg(hn::Mul(r, hn::LoadU(d, a1 + j))), d, a1 + j);
     hn::StoreU(r, d, a2 + j);
-    hn::StoreU(hn::Mul(r, hn::Mul(hn::LoadU(d, a3 + j), k_inv_C)), d, a3 + j);
+    hn::StoreU(hn::Mul(r, h), d, a3 + j);
   }
   // Pass 3 (L2 -> memory), row by row (sequential write streams): dx = rstd * ((g - gbar) -
-  // xhat * h); a line of the next block per output vector.
+  // xhat * h) as two FMAs, dout * (rstd s) + (-(rstd h) xhat - rstd gbar), with xhat = x rstd -
+  // mean rstd (one more); a line of the next block per output vector.
   const int64_t next_bytes = next_w * static_cast<int64_t>(sizeof(T));
   for (int64_t c = 0; c < C; ++c) {
     const T* HWY_RESTRICT xc = x + c * I;
@@ -178,12 +184,12 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
     };
     // dx of the columns at j; their dout * xhat and dout added to ds and db.
     auto out = [&](VF xv, VF dyv, int64_t j, VF& ds, VF& db) {
-      const VF xhat = hn::Mul(hn::Sub(xv, hn::LoadU(d, a0 + j)), hn::LoadU(d, a2 + j));
-      const VF g = hn::Mul(dyv, sv);
+      const VF r = hn::LoadU(d, a2 + j);
+      const VF xhat = hn::MulAdd(xv, r, hn::LoadU(d, a0 + j));
       ds = hn::MulAdd(dyv, xhat, ds);
       db = hn::Add(db, dyv);
-      return hn::Mul(hn::LoadU(d, a2 + j),
-                     hn::NegMulAdd(xhat, hn::LoadU(d, a3 + j), hn::Sub(g, hn::LoadU(d, a1 + j))));
+      return hn::MulAdd(dyv, hn::Mul(r, sv),
+                        hn::NegMulAdd(xhat, hn::LoadU(d, a3 + j), hn::LoadU(d, a1 + j)));
     };
     int64_t j = 0;
     if constexpr (kPairs) {
@@ -216,9 +222,8 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
     float db_c = hn::GetLane(hn::SumOfLanes(d, hn::Add(db0, db1)));
     for (j = w_main; j < w; ++j) {
       const float dyv = WidenScalar(dc[j]);
-      const float xhat = (WidenScalar(xc[j]) - a0[j]) * a2[j];
-      const float g = dyv * s[c];
-      oc[j] = Narrow<T>(a2[j] * ((g - a1[j]) - xhat * a3[j]));
+      const float xhat = std::fma(WidenScalar(xc[j]), a2[j], a0[j]);
+      oc[j] = Narrow<T>(std::fma(dyv, a2[j] * s[c], std::fma(-xhat, a3[j], a1[j])));
       ds_c = std::fma(dyv, xhat, ds_c);
       db_c += dyv;
     }
