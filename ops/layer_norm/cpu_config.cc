@@ -35,17 +35,20 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // f32 lanes of the widest vector the device offers (the cache-line-sized unit of a block).
 int64_t lanes(const cpu::CpuInfo& device) { return std::max<int64_t>(device.simd_bytes / 4, 1); }
 
-// tI: the blocks of the `reads` input arrays [C, tI] (x; x and dout for the VJP: read from
-// memory once, re-read from L2) and the next ones (prefetched while these compute) in a quarter
-// of L2, leaving room for the output lines in flight and the other data; a multiple of L, at most I
-// rounded up to L and at most 2048 (a 4 KiB page of bf16 per row: past that, runs are no longer and
-// the block only costs L2). Measured on the AlphaFold axis-0 shapes (C = 128 bf16, 1 MiB L2): tI
-// 512 beats 2048 by 1.2-1.3x.
-int64_t inner_block_for(const LayerNormProblem& p, const cpu::CpuInfo& device, int reads) {
+// tI: the block of x [C, tI] and the next one (prefetched while this one computes) in a quarter
+// of L2, leaving room for the output lines in flight and the other data (the VJP's dout blocks
+// go beside them: half of L2 in all); a multiple of L, at most I rounded up to L and at most 2048
+// (a 4 KiB page of bf16 per row: past that, runs are no longer and the block only costs L2).
+// Measured on the AlphaFold axis-0 shapes (C = 128 bf16, 1 MiB L2): tI 512 beats 2048 by
+// 1.2-1.3x. The VJP's blocks took a quarter of L2 for x and dout together until measured on
+// Zen 3 (512 KiB L2, 384res_128chan_axis0, 3 interleaved rounds): bf16 7.3-8.1 ms at tI 256
+// against 8.2-11.0 ms at 128, f32 10.6-12.9 ms at 128 against 11.3-14.6 ms at 64; twice that
+// again was no faster.
+int64_t inner_block_for(const LayerNormProblem& p, const cpu::CpuInfo& device) {
   const int64_t L = lanes(device);
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : (1 << 20);
-  const int64_t fit = l2 / (8 * int64_t{reads}) /
-                      (static_cast<int64_t>(dtype_size(p.x_dtype)) * std::max<int64_t>(p.C, 1));
+  const int64_t fit =
+      l2 / 8 / (static_cast<int64_t>(dtype_size(p.x_dtype)) * std::max<int64_t>(p.C, 1));
   int64_t tI = std::clamp<int64_t>(fit / L * L, L, 2048);
   return std::min(tI, ceil_div(p.I, L) * L);
 }
@@ -108,7 +111,7 @@ CpuLayerNormConfig cpu_layer_norm_heuristics_config(const LayerNormProblem& p, c
     c.rows_per_task = static_cast<int>(units_per_task_for(p, p.C, p.O, device, reads));
     return c;
   }
-  const int64_t tI = inner_block_for(p, device, reads);
+  const int64_t tI = inner_block_for(p, device);
   c.inner_block = static_cast<int>(tI);
   // Consecutive blocks of a task continue the same C row streams, and each block prefetches its
   // successor in the task, so tasks take several: kBlocksPerTask, or fewer for balance (4 tasks
