@@ -42,6 +42,27 @@ namespace {
 // How many rows of a block ahead pass 1 prefetches x and dout.
 constexpr int64_t kPrefetchRows = 8;
 
+// Calls body(x, dout, j) for the whole vectors of one row's columns [0, w_main), widened: in
+// pairs of vectors over [0, w2) (bf16 only; the even vector at j, the odd one at j + L: pair
+// order), then one vector at a time.
+template <typename T, class Body>
+HWY_INLINE void ForEachColumnVector(const T* HWY_RESTRICT xc, const T* HWY_RESTRICT dc,
+                                    int64_t w2, int64_t w_main, const Body& body) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t j = 0;
+  if constexpr (std::is_same_v<T, bf16> && kHasPairPath) {
+    for (; j < w2; j += 2 * L) {
+      VF xe, xo, ye, yo;
+      LoadWidenPair(xc + j, xe, xo);
+      LoadWidenPair(dc + j, ye, yo);
+      body(xe, ye, j);
+      body(xo, yo, j + L);
+    }
+  }
+  for (; j < w_main; j += L) body(LoadWiden(d, xc + j), LoadWiden(d, dc + j), j);
+}
+
 // One block: x, dout, dx point at [o, 0, i0] of [O, C, I]; element (c, j) is at c * I + j.
 // `stats` [4 * w_pad] f32 scratch; dscale_acc / doffset_acc [C_pad] per-thread partial sums.
 // bf16 columns [0, w2) go in pairs of vectors (LoadWidenPair, StorePairBf16): their statistics
@@ -96,18 +117,8 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
         hn::StoreU(hn::MulAdd(g, xv, hn::LoadU(d, a3 + j)), d, a3 + j);
       }
     };
-    int64_t j = 0;
-    if constexpr (kPairs) {
-      for (; j < w2; j += P) {
-        VF xe, xo, ye, yo;
-        LoadWidenPair(xc + j, xe, xo);
-        LoadWidenPair(dc + j, ye, yo);
-        sums(xe, ye, j);
-        sums(xo, yo, j + L);
-      }
-    }
-    for (; j < w_main; j += L) sums(LoadWiden(d, xc + j), LoadWiden(d, dc + j), j);
-    for (j = w_main; j < w; ++j) {
+    ForEachColumnVector(xc, dc, w2, w_main, sums);
+    for (int64_t j = w_main; j < w; ++j) {
       const float xv = WidenScalar(xc[j]), g = WidenScalar(dc[j]) * s[c];
       if constexpr (kMean) {
         a0[j] += xv;
@@ -135,18 +146,8 @@ void BlockVjp(const LayerNormVjpTaskArgs& a, const T* HWY_RESTRICT x, const T* H
         hn::StoreU(hn::MulAdd(dv, dv, hn::LoadU(d, a2 + j)), d, a2 + j);
         hn::StoreU(hn::MulAdd(g, dv, hn::LoadU(d, a3 + j)), d, a3 + j);
       };
-      int64_t j = 0;
-      if constexpr (kPairs) {
-        for (; j < w2; j += P) {
-          VF xe, xo, ye, yo;
-          LoadWidenPair(xc + j, xe, xo);
-          LoadWidenPair(dc + j, ye, yo);
-          sums(xe, ye, j);
-          sums(xo, yo, j + L);
-        }
-      }
-      for (; j < w_main; j += L) sums(LoadWiden(d, xc + j), LoadWiden(d, dc + j), j);
-      for (j = w_main; j < w; ++j) {
+      ForEachColumnVector(xc, dc, w2, w_main, sums);
+      for (int64_t j = w_main; j < w; ++j) {
         const float dv = WidenScalar(xc[j]) - a0[j], g = WidenScalar(dc[j]) * s[c];
         a2[j] = std::fma(dv, dv, a2[j]);
         a3[j] = std::fma(g, dv, a3[j]);

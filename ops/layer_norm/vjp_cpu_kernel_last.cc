@@ -43,6 +43,75 @@ constexpr int kRows = 4;
 // How many row groups ahead pass 3 prefetches x and dout.
 constexpr int kPrefetchGroups = 4;
 
+// A group's statistics from pass 1's per-row vector sums a0, a1: layer norm's mean and gbar
+// (rstd and h come from pass 2: CentredStats); RMSNorm's rstd and h (mean and gbar zero).
+template <bool kMean, int kRowsG>
+HWY_INLINE void SumsStats(const VF* a0, const VF* a1, float inv_C, float eps, float* mean,
+                          float* rstd, float* gbar, float* h) {
+  const DF d;
+  for (int k = 0; k < kRowsG; ++k) {
+    const float s0 = hn::GetLane(hn::SumOfLanes(d, a0[k]));
+    const float s1 = hn::GetLane(hn::SumOfLanes(d, a1[k]));
+    if constexpr (kMean) {
+      mean[k] = s0 * inv_C;
+      gbar[k] = s1 * inv_C;
+    } else {
+      mean[k] = 0.0f;
+      gbar[k] = 0.0f;
+      rstd[k] = 1.0f / std::sqrt(s0 * inv_C + eps);
+      h[k] = rstd[k] * (s1 * inv_C);  // mean(g xhat) = rstd * mean(g x)
+    }
+  }
+}
+
+// Layer norm's rstd and h from pass 2's centred sums a0 = sum (x - mean)^2, a1 = sum g (x - mean).
+template <int kRowsG>
+HWY_INLINE void CentredStats(const VF* a0, const VF* a1, float inv_C, float eps, float* rstd,
+                             float* h) {
+  const DF d;
+  for (int k = 0; k < kRowsG; ++k) {
+    rstd[k] = 1.0f / std::sqrt(hn::GetLane(hn::SumOfLanes(d, a0[k])) * inv_C + eps);
+    h[k] = rstd[k] * (hn::GetLane(hn::SumOfLanes(d, a1[k])) * inv_C);
+  }
+}
+
+// Pass 3's per-row constants: mean rstd, rstd, rstd h and -(rstd gbar), broadcast.
+template <int kRowsG>
+HWY_INLINE void OutputConstants(const float* mean, const float* rstd, const float* gbar,
+                                const float* h, VF* mr, VF* r, VF* rh, VF* nrgb) {
+  const DF d;
+  for (int k = 0; k < kRowsG; ++k) {
+    mr[k] = hn::Set(d, mean[k] * rstd[k]);
+    r[k] = hn::Set(d, rstd[k]);
+    rh[k] = hn::Set(d, rstd[k] * h[k]);
+    nrgb[k] = hn::Set(d, -(rstd[k] * gbar[k]));
+  }
+}
+
+// Calls group(rows, r, prefetch_x, prefetch_dy, prefetch_bytes) for a task's groups of kRows
+// rows starting at row r, then for its last rows one at a time (rows: an integral_constant, the
+// group's row count). The task's first groups are prefetched at once (their misses overlap
+// instead of queueing behind each other until the stream of prefetches ahead has started); each
+// group is given the rows kPrefetchGroups groups ahead that lie in the task.
+template <typename T, class Group>
+HWY_INLINE void ForEachRowGroup(const T* x, const T* dy, int64_t C, int64_t row_begin,
+                                int64_t row_end, const Group& group) {
+  const int64_t row_bytes = C * static_cast<int64_t>(sizeof(T));
+  const int64_t head = std::min<int64_t>(row_end - row_begin, kPrefetchGroups * kRows);
+  PrefetchRange(x + row_begin * C, head * row_bytes);
+  PrefetchRange(dy + row_begin * C, head * row_bytes);
+  int64_t r = row_begin;
+  for (; r + kRows <= row_end; r += kRows) {
+    const int64_t ahead = r + kPrefetchGroups * kRows;
+    group(std::integral_constant<int, kRows>{}, r, reinterpret_cast<const char*>(x + ahead * C),
+          reinterpret_cast<const char*>(dy + ahead * C),
+          std::clamp<int64_t>(row_end - ahead, 0, kRows) * row_bytes);
+  }
+  for (; r < row_end; ++r) {
+    group(std::integral_constant<int, 1>{}, r, nullptr, nullptr, int64_t{0});
+  }
+}
+
 // The vector at column c of a row: whole (full = true) or the first `rest` lanes, zeros after.
 template <typename T>
 HWY_INLINE VF LoadRow(DF d, const T* HWY_RESTRICT row, int64_t c, bool full, size_t rest) {
@@ -84,19 +153,7 @@ HWY_INLINE void RowGroupVjp(const T* HWY_RESTRICT x, const T* HWY_RESTRICT dy, T
     }
   }
   float mean[kRowsG], rstd[kRowsG], gbar[kRowsG], h[kRowsG];
-  for (int k = 0; k < kRowsG; ++k) {
-    const float s0 = hn::GetLane(hn::SumOfLanes(d, a0[k]));
-    const float s1 = hn::GetLane(hn::SumOfLanes(d, a1[k]));
-    if constexpr (kMean) {
-      mean[k] = s0 * inv_C;
-      gbar[k] = s1 * inv_C;
-    } else {
-      mean[k] = 0.0f;
-      gbar[k] = 0.0f;
-      rstd[k] = 1.0f / std::sqrt(s0 * inv_C + eps);
-      h[k] = rstd[k] * (s1 * inv_C);  // mean(g xhat) = rstd * mean(g x)
-    }
-  }
+  SumsStats<kMean, kRowsG>(a0, a1, inv_C, eps, mean, rstd, gbar, h);
   if constexpr (kMean) {
     // Pass 2 (L1): sum (x - mean)^2 and sum g (x - mean); padded lanes masked out of the first
     // (their g is zero).
@@ -117,10 +174,7 @@ HWY_INLINE void RowGroupVjp(const T* HWY_RESTRICT x, const T* HWY_RESTRICT dy, T
         a1[k] = hn::MulAdd(g, dv, a1[k]);
       }
     }
-    for (int k = 0; k < kRowsG; ++k) {
-      rstd[k] = 1.0f / std::sqrt(hn::GetLane(hn::SumOfLanes(d, a0[k])) * inv_C + eps);
-      h[k] = rstd[k] * (hn::GetLane(hn::SumOfLanes(d, a1[k])) * inv_C);
-    }
+    CentredStats<kRowsG>(a0, a1, inv_C, eps, rstd, h);
   }
   // Pass 3 (L1 -> memory): dx = rstd * ((g - gbar) - xhat * h), rearranged into two FMAs per
   // vector, dout * (rstd s) + (-(rstd h) xhat - rstd gbar), with xhat = x rstd - mean rstd (one
@@ -129,12 +183,7 @@ HWY_INLINE void RowGroupVjp(const T* HWY_RESTRICT x, const T* HWY_RESTRICT dy, T
   // registers, then added to the thread's partial sums once per group. A line of the rows
   // kPrefetchGroups groups ahead per output vector (never a burst).
   VF mr[kRowsG], r[kRowsG], rh[kRowsG], nrgb[kRowsG];
-  for (int k = 0; k < kRowsG; ++k) {
-    mr[k] = hn::Set(d, mean[k] * rstd[k]);
-    r[k] = hn::Set(d, rstd[k]);
-    rh[k] = hn::Set(d, rstd[k] * h[k]);
-    nrgb[k] = hn::Set(d, -(rstd[k] * gbar[k]));
-  }
+  OutputConstants<kRowsG>(mean, rstd, gbar, h, mr, r, rh, nrgb);
   int64_t prefetched = 0;
   for (int64_t c = 0; c < C_end; c += L) {
     const bool full = c < C_main;
@@ -205,19 +254,7 @@ HWY_INLINE void RowGroupVjpPairs(const bf16* HWY_RESTRICT x, const bf16* HWY_RES
     }
   }
   float mean[kRowsG], rstd[kRowsG], gbar[kRowsG], h[kRowsG];
-  for (int k = 0; k < kRowsG; ++k) {
-    const float s0 = hn::GetLane(hn::SumOfLanes(d, a0[k]));
-    const float s1 = hn::GetLane(hn::SumOfLanes(d, a1[k]));
-    if constexpr (kMean) {
-      mean[k] = s0 * inv_C;
-      gbar[k] = s1 * inv_C;
-    } else {
-      mean[k] = 0.0f;
-      gbar[k] = 0.0f;
-      rstd[k] = 1.0f / std::sqrt(s0 * inv_C + eps);
-      h[k] = rstd[k] * (s1 * inv_C);
-    }
-  }
+  SumsStats<kMean, kRowsG>(a0, a1, inv_C, eps, mean, rstd, gbar, h);
   if constexpr (kMean) {
     // Pass 2 (L1): sum (x - mean)^2 and sum g (x - mean).
     VF m[kRowsG];
@@ -236,20 +273,12 @@ HWY_INLINE void RowGroupVjpPairs(const bf16* HWY_RESTRICT x, const bf16* HWY_RES
         a1[k] = hn::MulAdd(hn::Mul(yo, so), dof, hn::MulAdd(hn::Mul(ye, se), de, a1[k]));
       }
     }
-    for (int k = 0; k < kRowsG; ++k) {
-      rstd[k] = 1.0f / std::sqrt(hn::GetLane(hn::SumOfLanes(d, a0[k])) * inv_C + eps);
-      h[k] = rstd[k] * (hn::GetLane(hn::SumOfLanes(d, a1[k])) * inv_C);
-    }
+    CentredStats<kRowsG>(a0, a1, inv_C, eps, rstd, h);
   }
   // Pass 3 (L1 -> memory), RowGroupVjp's arithmetic on both vectors of a pair; a line of the rows
   // kPrefetchGroups groups ahead per row and pair.
   VF mr[kRowsG], r[kRowsG], rh[kRowsG], nrgb[kRowsG];
-  for (int k = 0; k < kRowsG; ++k) {
-    mr[k] = hn::Set(d, mean[k] * rstd[k]);
-    r[k] = hn::Set(d, rstd[k]);
-    rh[k] = hn::Set(d, rstd[k] * h[k]);
-    nrgb[k] = hn::Set(d, -(rstd[k] * gbar[k]));
-  }
+  OutputConstants<kRowsG>(mean, rstd, gbar, h, mr, r, rh, nrgb);
   int64_t prefetched = 0;
   for (int64_t c = 0; c < C; c += P) {
     const VF se = hn::LoadU(d, s_p + c), so = hn::LoadU(d, s_p + c + L);
@@ -294,7 +323,6 @@ void RowsVjpPairs(const LayerNormVjpTaskArgs& a, int64_t row_begin, int64_t row_
   const bf16* HWY_RESTRICT dy = static_cast<const bf16*>(a.dout);
   bf16* HWY_RESTRICT dx = static_cast<bf16*>(a.dx);
   const int64_t C = a.C, L = static_cast<int64_t>(hn::Lanes(DF()));
-  const int64_t row_bytes = C * static_cast<int64_t>(sizeof(bf16));
   float* HWY_RESTRICT s_p = scratch;
   float* HWY_RESTRICT dscale_p = scratch + C;
   float* HWY_RESTRICT doffset_p = scratch + 2 * C;
@@ -305,23 +333,12 @@ void RowsVjpPairs(const LayerNormVjpTaskArgs& a, int64_t row_begin, int64_t row_
     }
   }
   std::fill(dscale_p, dscale_p + 2 * C, 0.0f);
-  const int64_t head = std::min<int64_t>(row_end - row_begin, kPrefetchGroups * kRows);
-  PrefetchRange(x + row_begin * C, head * row_bytes);
-  PrefetchRange(dy + row_begin * C, head * row_bytes);
-  int64_t r = row_begin;
-  for (; r + kRows <= row_end; r += kRows) {
-    const int64_t p = (r + kPrefetchGroups * kRows) * C;
-    const int64_t ahead =
-        std::clamp<int64_t>(row_end - (r + kPrefetchGroups * kRows), 0, kRows) * row_bytes;
-    RowGroupVjpPairs<kMean, kStream, kRows>(
-        x + r * C, dy + r * C, dx + r * C, C, s_p, a.eps, dscale_p, doffset_p,
-        reinterpret_cast<const char*>(x + p), reinterpret_cast<const char*>(dy + p), ahead,
-        a.native_bf16);
-  }
-  for (; r < row_end; ++r) {
-    RowGroupVjpPairs<kMean, kStream, 1>(x + r * C, dy + r * C, dx + r * C, C, s_p, a.eps,
-                                        dscale_p, doffset_p, nullptr, nullptr, 0, a.native_bf16);
-  }
+  ForEachRowGroup(x, dy, C, row_begin, row_end,
+                  [&](auto rows, int64_t r, const char* px, const char* pdy, int64_t bytes) {
+                    RowGroupVjpPairs<kMean, kStream, decltype(rows)::value>(
+                        x + r * C, dy + r * C, dx + r * C, C, s_p, a.eps, dscale_p, doffset_p,
+                        px, pdy, bytes, a.native_bf16);
+                  });
   for (int64_t c = 0; c < C; c += 2 * L) {
     for (int64_t k = 0; k < L; ++k) {
       dscale_acc[c + 2 * k] += dscale_p[c + k];
@@ -347,29 +364,12 @@ void RowsVjp(const LayerNormVjpTaskArgs& a, int64_t row_begin, int64_t row_end,
   const T* HWY_RESTRICT dy = static_cast<const T*>(a.dout);
   T* HWY_RESTRICT dx = static_cast<T*>(a.dx);
   const int64_t C = a.C;
-  const int64_t row_bytes = C * static_cast<int64_t>(sizeof(T));
-  // The task's first groups at once: their misses overlap instead of queueing behind each other
-  // until the stream of prefetches ahead has started.
-  const int64_t head = std::min<int64_t>(row_end - row_begin, kPrefetchGroups * kRows);
-  PrefetchRange(x + row_begin * C, head * row_bytes);
-  PrefetchRange(dy + row_begin * C, head * row_bytes);
-  // Bytes of the rows kPrefetchGroups groups past r that lie in the task.
-  auto ahead = [&](int64_t r, int64_t rows) {
-    return std::clamp<int64_t>(row_end - (r + kPrefetchGroups * rows), 0, rows) * row_bytes;
-  };
-  int64_t r = row_begin;
-  for (; r + kRows <= row_end; r += kRows) {
-    const int64_t p = (r + kPrefetchGroups * kRows) * C;
-    RowGroupVjp<T, kMean, kStream, kRows>(
-        x + r * C, dy + r * C, dx + r * C, C, a.scale, a.eps, dscale_acc, doffset_acc,
-        reinterpret_cast<const char*>(x + p), reinterpret_cast<const char*>(dy + p),
-        ahead(r, kRows), a.native_bf16);
-  }
-  for (; r < row_end; ++r) {
-    RowGroupVjp<T, kMean, kStream, 1>(x + r * C, dy + r * C, dx + r * C, C, a.scale, a.eps,
-                                      dscale_acc, doffset_acc, nullptr, nullptr, 0,
-                                      a.native_bf16);
-  }
+  ForEachRowGroup(x, dy, C, row_begin, row_end,
+                  [&](auto rows, int64_t r, const char* px, const char* pdy, int64_t bytes) {
+                    RowGroupVjp<T, kMean, kStream, decltype(rows)::value>(
+                        x + r * C, dy + r * C, dx + r * C, C, a.scale, a.eps, dscale_acc,
+                        doffset_acc, px, pdy, bytes, a.native_bf16);
+                  });
   // Non-temporal stores are weakly ordered: drain them (sfence) on the thread that issued them
   // before the loop reports the task done.
   if constexpr (kStream) hwy::FlushStream();
