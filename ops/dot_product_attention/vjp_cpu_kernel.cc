@@ -8,7 +8,9 @@
 // the online softmax (or P = exp(S - lse) when lse is given), O = P v in a [bq, d] tile, then
 // the row statistics the backward needs: lse and Dr = rowsum(dout * out) ([B, H, T] f32 each,
 // O(T), never out itself). With the forward's out as an input, Dr needs no product and lse
-// (unless given too) only S; with both, pass 1 reads out and dout and nothing else.
+// (unless given too) only S; with both, pass 1 reads out and dout and nothing else. Each key
+// block's k^T and v are packed once per call, in waves of kv heads, for all the row blocks of
+// their q heads.
 // Pass 2, one task per (b, kv head, key block): for every row block of the g q heads that can
 // see the block, S is recomputed and P = exp(S - lse) (exactly the forward's P), then
 //   dv += P^T dout,  dP = dout v^T,  dS = P (dP - Dr) (cap'),  dk += dS^T q,  dq += dS k
@@ -17,8 +19,8 @@
 // per thread, not O(T t); kept between calls) and the copies are summed at the end (dbias
 // likewise). The five block products run on cpu_gemm_f32. Inputs are packed once per use, not
 // once per block pair: q and dout row blocks once per call, in waves of kv heads (both layouts
-// each: lhs of S / dP, rhs of dk / dv), and k^T, v^T, k once per key block; only P, P^T, dS and
-// dS^T are packed per block pair. Nothing [T, t] is ever allocated. bf16 inputs (bf16_path):
+// each: lhs of S / dP, rhs of dk / dv), and k^T, v^T, k once per key block (pass 1's k^T and v
+// likewise); only P, P^T, dS and dS^T are packed per block pair. Nothing [T, t] is ever allocated. bf16 inputs (bf16_path):
 // native_dot runs S and dP, the products of two inputs, on vdpbf16ps; native_all also dv, dk,
 // dq and pass 1's P v, with P and dS rounded to bf16 for them (f32 accumulation throughout).
 #include "ops/dot_product_attention/vjp_cpu_kernel.h"
@@ -105,18 +107,47 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
   const float* lse_in = lse ? lse->data<float>() : nullptr;
   const char* out_in = out ? static_cast<const char*>(out->raw()) : nullptr;
   const int64_t nq = ceil_div(p.T, c.bq);
-  cpu::parallel_for(p.B * p.H * nq, threads, [&](int64_t task, int) {
-    const int64_t r0 = (task % nq) * c.bq, bh = task / nq;
-    vjp_row_statistics(c, lse_in, out_in, bh / p.H, bh % p.H, r0, std::min(c.bq, p.T - r0),
-                       lse_rows.data(), delta.data());
-  });
+  const int64_t nkv = ceil_div(p.t, c.bkv);
+  const int64_t g = p.groups();
+  // The kv heads run in waves: each wave first packs k^T and v of its key blocks (once, for the
+  // g nq row blocks that read each), then runs its q heads' row blocks; as many kv heads as fit
+  // in wave_bytes of packed keys (one at least). Given lse and out, pass 1 runs no product and
+  // packs nothing; given out alone, only S: no v.
+  const bool keys_needed = !(out_in && lse_in), with_v = !out_in;
+  const int64_t key_head_bytes = round_up(p.t, 64) * (p.D + (with_v ? p.d : 0)) * 4;
+  const int64_t key_wave_heads = std::clamp<int64_t>(
+      wave_bytes / std::max<int64_t>(key_head_bytes, 1), 1, p.B * p.h);
+  // Kept between calls, grown as needed: two buffers per packed key block.
+  thread_local std::vector<std::vector<float>> key_storage_of_caller;
+  thread_local std::vector<VjpKeyOperands> keys_of_caller;
+  std::vector<std::vector<float>>& key_storage = key_storage_of_caller;
+  std::vector<VjpKeyOperands>& keys = keys_of_caller;
+  for (int64_t wave0 = 0; wave0 < p.B * p.h; wave0 += key_wave_heads) {
+    const int64_t heads = std::min(key_wave_heads, p.B * p.h - wave0);
+    if (keys_needed) {
+      const int64_t blocks = heads * nkv;
+      if (static_cast<int64_t>(key_storage.size()) < 2 * blocks) key_storage.resize(2 * blocks);
+      if (static_cast<int64_t>(keys.size()) < blocks) keys.resize(blocks);
+      cpu::parallel_for(blocks, threads, [&](int64_t block, int) {
+        const int64_t bi = wave0 + block / nkv, j0 = block % nkv * c.bkv;
+        keys[block] = vjp_pack_keys(c, bi / p.h, bi % p.h, j0, std::min(c.bkv, p.t - j0), with_v,
+                                    key_storage.data() + 2 * block);
+      });
+    }
+    // Per kv head: g q heads x nq row blocks.
+    cpu::parallel_for(heads * g * nq, threads, [&](int64_t task, int) {
+      const int64_t head = task / (g * nq), bi = wave0 + head;
+      const int64_t hq = (bi % p.h) * g + task / nq % g, r0 = task % nq * c.bq;
+      vjp_row_statistics(c, lse_in, out_in, bi / p.h, hq, r0, std::min(c.bq, p.T - r0),
+                         keys_needed ? keys.data() + head * nkv : nullptr, lse_rows.data(),
+                         delta.data());
+    });
+  }
 
   // Pass 2: dk, dv per key block; dq and dbias into per-thread copies, summed afterwards. The kv
   // heads run in waves: each wave first packs the q and dout row blocks of its q heads (once,
   // for all its key blocks), then runs its key blocks. A wave holds as many kv heads as fit in
   // wave_bytes of packed rows (one at least), so the packing stays O(T D), never O(B H T D).
-  const int64_t nkv = ceil_div(p.t, c.bkv);
-  const int64_t g = p.groups();
   const int used = cpu::thread_pool().threads_for(p.B * p.h * nkv, threads);
   // The copies of thread index k live in dq_store[k] / dbias_store[k], kept between calls (a
   // fresh 4 MiB allocation per call would be zeroed page by page by the kernel); copies[k]

@@ -104,9 +104,9 @@ VjpScratch& vjp_scratch() {
 // Pass 1 task: lse and Dr of rows [r0, r0 + rows) of head hq. With out given, Dr is
 // dout . out and only lse (when not given either) needs the logits: no P V product.
 void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
-                        int64_t hq, int64_t r0, int64_t rows, float* lse_out, float* delta) {
+                        int64_t hq, int64_t r0, int64_t rows, const VjpKeyOperands* keys,
+                        float* lse_out, float* delta) {
   const AttentionProblem& p = c.p;
-  const int64_t i = hq / p.groups();
   VjpScratch& w = vjp_scratch();
   grow(w.s, c.bq * c.bkv);
   grow(w.gate, c.bq * c.bkv);
@@ -128,7 +128,8 @@ void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char
     const int64_t cols = std::min(c.bkv, p.t - j0);
     if (!block_visible(p, b, r0, rows, j0, cols)) continue;
     float* s = w.s.data();
-    cpu_gemm_f32(q_packed, c.k_rows(b, i, j0, true), cols, s, cols, false, c.inputs_gemm);
+    const VjpKeyOperands& key_ops = keys[j0 / c.bkv];
+    cpu_gemm_f32(q_packed, key_ops.kt, s, cols, false, c.inputs_gemm);
     finish_logits(c, b, hq, r0, rows, j0, cols, s, w.gate.data());
     for (int64_t rr = 0; rr < rows; ++rr) {
       float* row = s + rr * cols;
@@ -153,8 +154,7 @@ void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char
       round_to_bf16(s, rows * cols, w.p16);
       p_rows = {DType::kBF16, w.p16.data(), cols, false};
     }
-    cpu_gemm_f32(p_rows, c.v_rows(b, i, j0, false), rows, p.d, cols, O, p.d, true,
-                 c.inputs_gemm_if(c.round_p));
+    cpu_gemm_f32(p_rows, key_ops.v, rows, O, p.d, true, c.weights_gemm());
   }
   for (int64_t rr = 0; rr < rows; ++rr) {
     float lse = 0.0f, inv = 1.0f;
@@ -176,6 +176,17 @@ void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char
     lse_out[stat0 + rr] = lse;
     delta[stat0 + rr] = dot * inv;
   }
+}
+
+VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int64_t j0,
+                             int64_t cols, bool with_v, std::vector<float>* storage) {
+  const AttentionProblem& p = c.p;
+  VjpKeyOperands o;
+  o.kt = pack_gemm_rhs(c.k_rows(b, i, j0, true), p.D, cols, c.inputs_gemm, storage[0]);
+  if (with_v) {
+    o.v = pack_gemm_rhs(c.v_rows(b, i, j0, false), cols, p.d, c.weights_gemm(), storage[1]);
+  }
+  return o;
 }
 
 VjpRowOperands vjp_pack_rows(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0,

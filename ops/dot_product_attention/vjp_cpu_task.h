@@ -61,7 +61,8 @@ struct VjpScratch {
   std::vector<float> s, gate, dp, acc, acc2, row, row2, m, l;
   std::vector<uint16_t> p16, ds16;  // P and dS rounded to bf16 bits (native_all)
   // Operands packed once per task and reused by every block of the other side: pass 1's q
-  // rows; pass 2's k^T (S), v^T (dP) and k (dq).
+  // rows; pass 2's k^T (S), v^T (dP) and k (dq). (Pass 1's key blocks are packed by the
+  // driver: vjp_pack_keys.)
   std::vector<float> q_packed, kt_packed, vt_packed, k_packed;
 };
 VjpScratch& vjp_scratch();
@@ -70,11 +71,23 @@ inline void grow(std::vector<float>& x, int64_t n) {
   if (static_cast<int64_t>(x.size()) < n) x.resize(static_cast<size_t>(n));
 }
 
+// k and v of one key block (keys j0.. of kv head i) packed for every row block of pass 1: k^T
+// as the rhs of S, v (with_v) as the rhs of P v. Packed once per call instead of once per (row
+// block, key block) pair.
+struct VjpKeyOperands {
+  PackedGemmOperand kt, v;
+};
+// `storage` holds two buffers (grown, kept by the caller).
+VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int64_t j0,
+                             int64_t cols, bool with_v, std::vector<float>* storage);
+
 // Pass 1 task: lse and Dr = rowsum(dout * out) of rows [r0, r0 + rows) of q head hq into
 // lse_out and delta ([B, H, T] f32 each). lse_in (or null) is the given lse, out (or null) the
-// given forward output.
+// given forward output. keys[j0 / bkv] are the packed key blocks of q head hq's kv head (v
+// packed unless out is given; unused, may be null, when lse and out are both given).
 void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
-                        int64_t hq, int64_t r0, int64_t rows, float* lse_out, float* delta);
+                        int64_t hq, int64_t r0, int64_t rows, const VjpKeyOperands* keys,
+                        float* lse_out, float* delta);
 
 // q and dout of one row block (rows r0.. of q head hq) packed for every key block of pass 2: q
 // as the lhs of S and the rhs of dk, dout as the lhs of dP and the rhs of dv. Packed once per
