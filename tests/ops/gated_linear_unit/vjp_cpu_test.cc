@@ -4,11 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/vjp_api.h"
+#include "ops/gated_linear_unit/vjp_base.h"
+#include "ops/gated_linear_unit/vjp_cpu_config.h"
 #include "tests/ops/gated_linear_unit/vjp_test_util.h"
 
 using namespace tokamax;
@@ -73,5 +76,30 @@ TEST_CASE("onednn gated_linear_unit_vjp passes the oracle on f32 and declines 16
     }
     const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(args, 9);
     check_glu_vjp_outputs(args, inputs, run_glu_vjp(onednn, args, inputs, {}));
+  }
+}
+
+TEST_CASE("cpu gated_linear_unit_vjp heuristics cut the rows in a multiple of the cores",
+          "[glu_vjp]") {
+  // The dx phase runs one task per row tile when K fits one column tile: 5 tiles on 2 cores would
+  // take 3 rounds. A row count that already divides among the cores keeps its tiles (tile_m also
+  // caps the dW phase's K tiles).
+  for (const int cores : {2, 3, 4}) {
+    cpu::CpuInfo info = cpu::host_cpu();
+    info.cores = cores;
+    const cpu::CpuDevice device{info, false};
+    for (const json& args_json :
+         {json{{"x", "f32[2048,384]"}, {"weights", "f32[384,2,768]"}, {"activation", "silu"},
+               {"dout", "f32[2048,768]"}},
+          json{{"x", "f32[4000,256]"}, {"weights", "f32[256,2,512]"}, {"dout", "f32[4000,512]"}}}) {
+      const GluVjpProblem p =
+          GluVjpProblem::from(gated_linear_unit_vjp_op().bind(args_json));
+      const CpuGluVjpConfig c = cpu_glu_vjp_heuristics_config(p, device);
+      CAPTURE(cores, args_json.dump(), c.tile_m);
+      const int64_t tiles = (p.fwd.M + c.tile_m - 1) / c.tile_m;
+      CHECK(tiles % cores == 0);
+      CHECK(c.tile_m % c.mr == 0);
+      CHECK(tiles * c.tile_m - p.fwd.M < c.tile_m);  // no empty tile
+    }
   }
 }
