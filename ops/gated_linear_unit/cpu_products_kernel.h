@@ -11,16 +11,16 @@
 #include <functional>
 
 #include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/cpu_gemm/tiles.h"
 #include "ops/framework/tensor.h"
 #include "ops/gated_linear_unit/base.h"
 
 namespace tokamax {
 
-// The most bytes of operands packed ahead of the tasks at once: a row tile's x rows shared by
-// several column tasks and a column tile's weights shared by several row tasks are each packed
-// once, in waves of row tiles and of column tiles within them, each side under half of this
-// (one tile at least).
-inline constexpr int64_t kGluPackedWaveBytes = int64_t{64} << 20;
+// The most bytes of operands packed ahead of the tasks at once (cpu_gemm_tiles' waves): a row
+// tile's x rows shared by several column tasks and a column tile's weights shared by several row
+// tasks are each packed once.
+inline constexpr int64_t kGluPackedWaveBytes = kGemmTilesWaveBytes;
 
 struct GluProductTiles {
   int64_t tm = 0;

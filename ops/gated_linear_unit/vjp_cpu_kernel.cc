@@ -1,31 +1,30 @@
-// gated_linear_unit_vjp on CPU: two phases of GEMM tasks on the shared engine.
+// gated_linear_unit_vjp on CPU: three phases of GEMM tasks on the shared engine.
 //
 // Dimensions: as vjp_cpu_config.h (tm, tn, tk, pn, mr, nr); W = [Wg | Wp] [K, 2N].
 //
 // Phase 1, one task per tile [tm, tn] of H: the gate and projection products of those columns
 // again (g and p are not saved by the forward; recomputing them costs one forward, storing them
 // M 2N floats of traffic each way), then H = [dout p act'(g) | dout act(g)] in place over them;
-// the forward's task loop (glu_products), so shared x rows and weight columns are packed once.
-// H stays in an f32 buffer [M, 2N] (the size of the forward's pre-activations, never [M, M]).
-// Phase 2, one task per tile [tm, tn] of dx: dx = H W^T (W read transposed: its rows are
-// contiguous along the contraction 2N). Phase 3, one task per tile [tm, tn] of the weight
-// gradients: dW = x^T H (x read transposed: the contraction is over rows). Tiles in both
-// dimensions keep every task tm rows tall (each packed panel serves tm rows) while still giving
-// the cores enough tasks at token-batch M. Every task computes its whole contraction, so no two
-// tasks write one element and nothing is reduced afterwards.
+// the forward's task loop (glu_products). H stays in an f32 buffer [M, 2N] (the size of the
+// forward's pre-activations, never [M, M]). Phase 2, one task per tile [tm, tn] of dx: dx = H W^T
+// (W read transposed: its rows are contiguous along the contraction 2N). Phase 3, one task per
+// tile [tm, tn] of the weight gradients: dW = x^T H (x read transposed: the contraction is over
+// rows). All three run on cpu_gemm_tiles (ops/common/cpu_gemm/tiles.h), which packs an operand
+// tile that several tasks read once. Tiles in both dimensions keep every task tm rows tall
+// while still giving the cores enough tasks at token-batch M. Every task computes its whole
+// contraction, so no two tasks write one element and nothing is reduced afterwards.
 #include "ops/gated_linear_unit/vjp_cpu_kernel.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
-#include "backends/cpu/thread_pool.h"
 #include "ops/common/activation.h"
 #include "ops/common/cpu_activation.h"
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
+#include "ops/common/cpu_gemm/tiles.h"
 #include "ops/framework/dtype_dispatch.h"
 #include "ops/gated_linear_unit/cpu_products_kernel.h"
 
@@ -120,60 +119,81 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
       });
 
   // Phase 2: dx tiles [tm, tn (a K range)] = H W^T; W [K, 2N] read transposed (fused: one
-  // contraction over 2N; unfused: the two halves' products summed).
-  const int64_t dx_cols = ceil_div(K, tn);
+  // contraction over 2N; unfused: the two halves' products summed). A row tile of H is packed
+  // once for all its column tiles, a column tile of W^T once for all its row tiles.
   const bool f32_x = p.x_dtype == DType::kF32;
-  cpu::parallel_for(ceil_div(M, tm) * dx_cols, c.num_threads, [&](int64_t task, int) {
-    const int64_t m0 = task / dx_cols * tm, rows = std::min(tm, M - m0);
-    const int64_t k0 = task % dx_cols * tn, cols = std::min(tn, K - k0);
-    const float* h_rows = h + m0 * N2;
-    const int64_t w_row = k0 * w.ld * static_cast<int64_t>(w_size);
-    float* out = f32_x ? reinterpret_cast<float*>(dx_data) + m0 * K + k0
-                       : scratch_floats(static_cast<size_t>(rows * cols));
-    const int64_t ld_out = f32_x ? K : cols;
-    if (p.fused_weights) {
-      cpu_gemm_f32({DType::kF32, h_rows, N2, false}, {p.w_dtype, gate + w_row, w.ld, true}, rows,
-                   cols, N2, out, ld_out, false, gemm);
-    } else {
-      cpu_gemm_f32({DType::kF32, h_rows, N2, false}, {p.w_dtype, gate + w_row, w.ld, true}, rows,
-                   cols, N, out, ld_out, false, gemm);
-      cpu_gemm_f32({DType::kF32, h_rows + N, N2, false}, {p.w_dtype, proj + w_row, w.ld, true},
-                   rows, cols, N, out, ld_out, true, gemm);
-    }
-    if (!f32_x) {
-      store_rows(out, cols, rows, cols, p.x_dtype,
-                 dx_data + (m0 * K + k0) * static_cast<int64_t>(x_size), K);
-    }
-  });
-
-  // Phase 3: dW tiles [tk_rows (K range), tn (columns of one half)] = x^T H.
-  struct Tile {
-    int part;
-    int64_t k0, rows, n0, cols;  // n0 within the part's N columns
+  GemmTileGrid dx_grid;
+  dx_grid.rows = gemm_spans(M, tm);
+  dx_grid.cols = gemm_spans(K, tn);
+  dx_grid.K = p.fused_weights ? N2 : N;
+  dx_grid.products = p.fused_weights ? 1 : 2;
+  dx_grid.sum_products = true;
+  dx_grid.gemm = gemm;
+  dx_grid.num_threads = c.num_threads;
+  // A dx tile: in dx itself (f32), or an f32 scratch of the task's thread, rounded in the
+  // epilogue.
+  auto dx_tile = [&](int64_t i, int64_t j) {
+    const GemmSpan r = dx_grid.rows[i], k = dx_grid.cols[j];
+    return f32_x ? GemmOut{reinterpret_cast<float*>(dx_data) + r.begin * K + k.begin, K}
+                 : GemmOut{scratch_floats(static_cast<size_t>(r.extent * k.extent)), k.extent};
   };
-  std::vector<Tile> tiles;
-  for (int part = 0; part < 2; ++part) {
-    for (int64_t k0 = 0; k0 < K; k0 += tk_rows) {
-      for (int64_t n0 = 0; n0 < N; n0 += tn) {
-        tiles.push_back({part, k0, std::min(tk_rows, K - k0), n0, std::min(tn, N - n0)});
-      }
-    }
-  }
+  cpu_gemm_tiles(
+      dx_grid,
+      [&](int64_t i, int part) {
+        return GemmOperand{DType::kF32, h + dx_grid.rows[i].begin * N2 + part * N, N2, false};
+      },
+      [&](int64_t j, int part) {
+        const char* base = part == 0 ? gate : proj;
+        return GemmOperand{p.w_dtype, base + dx_grid.cols[j].begin * w.ld * w_size, w.ld, true};
+      },
+      [&](int64_t i, int64_t j, int) { return dx_tile(i, j); },
+      [&](int64_t i, int64_t j) {
+        if (f32_x) return;
+        const GemmSpan r = dx_grid.rows[i], k = dx_grid.cols[j];
+        store_rows(dx_tile(i, j).c, k.extent, r.extent, k.extent, p.x_dtype,
+                   dx_data + (r.begin * K + k.begin) * static_cast<int64_t>(x_size), K);
+      });
+
+  // Phase 3: dW tiles [tk_rows (K range), tn (columns of one half)] = x^T H: the column tiles
+  // of both halves in one grid over H's 2N columns (none straddles the halves). A row tile of
+  // x^T is packed once for all the column tiles, a column tile of H once for all the row tiles.
   const bool f32_w = p.w_dtype == DType::kF32;
-  cpu::parallel_for(static_cast<int64_t>(tiles.size()), c.num_threads, [&](int64_t i, int) {
-    const Tile& t = tiles[static_cast<size_t>(i)];
-    char* base = static_cast<char*>(t.part == 0 ? dw.gate : dw.proj);
-    char* dst = base + (t.k0 * dw.ld + t.n0) * static_cast<int64_t>(w_size);
-    const GemmOperand xt{p.x_dtype, x_data + t.k0 * static_cast<int64_t>(x_size), K, true};
-    const GemmOperand hb{DType::kF32, h + t.part * N + t.n0, N2, false};
-    if (f32_w) {
-      cpu_gemm_f32(xt, hb, t.rows, t.cols, M, reinterpret_cast<float*>(dst), dw.ld, false, gemm);
-      return;
-    }
-    float* tile = scratch_floats(static_cast<size_t>(t.rows * t.cols));
-    cpu_gemm_f32(xt, hb, t.rows, t.cols, M, tile, t.cols, false, gemm);
-    store_rows(tile, t.cols, t.rows, t.cols, p.w_dtype, dst, dw.ld);
-  });
+  GemmTileGrid dw_grid;
+  dw_grid.rows = gemm_spans(K, tk_rows);
+  for (int part = 0; part < 2; ++part) {
+    for (const GemmSpan& s : gemm_spans(N, tn)) dw_grid.cols.push_back({part * N + s.begin, s.extent});
+  }
+  dw_grid.K = M;
+  dw_grid.gemm = gemm;
+  dw_grid.num_threads = c.num_threads;
+  // Where the tile's weight gradient starts in its output (gate or projection half).
+  auto dw_dst = [&](int64_t i, int64_t j) {
+    const int64_t col = dw_grid.cols[j].begin, part = col >= N ? 1 : 0;
+    char* base = static_cast<char*>(part == 0 ? dw.gate : dw.proj);
+    return base + (dw_grid.rows[i].begin * dw.ld + col - part * N) * static_cast<int64_t>(w_size);
+  };
+  auto dw_tile = [&](int64_t i, int64_t j) {
+    return f32_w ? GemmOut{reinterpret_cast<float*>(dw_dst(i, j)), dw.ld}
+                 : GemmOut{scratch_floats(static_cast<size_t>(dw_grid.rows[i].extent *
+                                                              dw_grid.cols[j].extent)),
+                           dw_grid.cols[j].extent};
+  };
+  cpu_gemm_tiles(
+      dw_grid,
+      [&](int64_t i, int) {
+        return GemmOperand{p.x_dtype, x_data + dw_grid.rows[i].begin * static_cast<int64_t>(x_size),
+                           K, true};
+      },
+      [&](int64_t j, int) {
+        return GemmOperand{DType::kF32, h + dw_grid.cols[j].begin, N2, false};
+      },
+      [&](int64_t i, int64_t j, int) { return dw_tile(i, j); },
+      [&](int64_t i, int64_t j) {
+        if (f32_w) return;
+        const int64_t cols = dw_grid.cols[j].extent;
+        store_rows(dw_tile(i, j).c, cols, dw_grid.rows[i].extent, cols, p.w_dtype, dw_dst(i, j),
+                   dw.ld);
+      });
 }
 
 }  // namespace tokamax
