@@ -4,6 +4,7 @@
 #include "ops/common/cpu_gemm/tiles.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <vector>
@@ -28,9 +29,11 @@ void check_case(const Case& t, int64_t wave_bytes) {
   const int P = t.products;
   std::vector<std::vector<float>> a(P), b(P);
   uint64_t counter = 0;
+  // (At least one row of K: with K = 0 the operands still point into storage.)
+  const int64_t depth = std::max<int64_t>(t.K, 1);
   for (int p = 0; p < P; ++p) {
-    a[p].resize(static_cast<size_t>(t.M * t.K));
-    b[p].resize(static_cast<size_t>(t.K * t.N));
+    a[p].resize(static_cast<size_t>(t.M * depth));
+    b[p].resize(static_cast<size_t>(depth * t.N));
     for (float& x : a[p]) x = static_cast<float>(uniform01(3, p, counter++) * 2 - 1);
     for (float& x : b[p]) x = static_cast<float>(uniform01(4, p, counter++) * 2 - 1);
   }
