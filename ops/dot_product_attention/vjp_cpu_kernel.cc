@@ -20,9 +20,10 @@
 // likewise). The five block products run on cpu_gemm_f32. Inputs are packed once per use, not
 // once per block pair: q and dout row blocks once per call, in waves of kv heads (both layouts
 // each: lhs of S / dP, rhs of dk / dv), and k^T, v^T, k once per key block (pass 1's k^T and v
-// likewise); only P, P^T, dS and dS^T are packed per block pair. Nothing [T, t] is ever allocated. bf16 inputs (bf16_path):
-// native_dot runs S and dP, the products of two inputs, on vdpbf16ps; native_all also dv, dk,
-// dq and pass 1's P v, with P and dS rounded to bf16 for them (f32 accumulation throughout).
+// likewise); only P, P^T, dS and dS^T are packed per block pair. Nothing [T, t] is ever
+// allocated. bf16 inputs (bf16_path): native_dot runs S and dP, the products of two inputs, on
+// vdpbf16ps; native_all also dv, dk, dq and pass 1's P v, with P and dS rounded to bf16 for them
+// (f32 accumulation throughout).
 #include "ops/dot_product_attention/vjp_cpu_kernel.h"
 
 #include <algorithm>
@@ -112,11 +113,13 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
   // The kv heads run in waves: each wave first packs k^T and v of its key blocks (once, for the
   // g nq row blocks that read each), then runs its q heads' row blocks; as many kv heads as fit
   // in wave_bytes of packed keys (one at least). Given lse and out, pass 1 runs no product and
-  // packs nothing; given out alone, only S: no v.
+  // packs nothing (one wave); given out alone, only S: no v.
   const bool keys_needed = !(out_in && lse_in), with_v = !out_in;
   const int64_t key_head_bytes = round_up(p.t, 64) * (p.D + (with_v ? p.d : 0)) * 4;
-  const int64_t key_wave_heads = std::clamp<int64_t>(
-      wave_bytes / std::max<int64_t>(key_head_bytes, 1), 1, p.B * p.h);
+  const int64_t key_wave_heads =
+      keys_needed
+          ? std::clamp<int64_t>(wave_bytes / std::max<int64_t>(key_head_bytes, 1), 1, p.B * p.h)
+          : p.B * p.h;
   // Kept between calls, grown as needed: two buffers per packed key block.
   thread_local std::vector<std::vector<float>> key_storage_of_caller;
   thread_local std::vector<VjpKeyOperands> keys_of_caller;

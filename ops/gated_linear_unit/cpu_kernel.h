@@ -27,6 +27,6 @@ void gated_linear_unit_cpu_kernel(const GluProblem& problem, const CpuGluConfig&
                                   const GluWeights& weights,  // Wg, Wp [K, N] (row stride ld)
                                   // Outputs.
                                   Tensor& out,  // [M, N] x's dtype
-                                  int64_t wave_bytes = kGluPackedWaveBytes);
+                                  int64_t wave_bytes = kGemmTilesWaveBytes);
 
 }  // namespace tokamax

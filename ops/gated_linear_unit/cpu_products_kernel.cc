@@ -35,7 +35,8 @@ void glu_products(const GluProblem& p, const GluProductTiles& tiles,
   grid.num_threads = tiles.num_threads;
   auto task = [&](int64_t i, int64_t j) {
     const GemmSpan r = grid.rows[i], c = grid.cols[j];
-    return whole_n ? GluTask{r.begin, r.extent, 0, N} : GluTask{r.begin, r.extent, c.begin, c.extent};
+    return whole_n ? GluTask{r.begin, r.extent, 0, N}
+                   : GluTask{r.begin, r.extent, c.begin, c.extent};
   };
   cpu_gemm_tiles(
       grid,

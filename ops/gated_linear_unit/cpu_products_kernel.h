@@ -17,11 +17,6 @@
 
 namespace tokamax {
 
-// The most bytes of operands packed ahead of the tasks at once (cpu_gemm_tiles' waves): a row
-// tile's x rows shared by several column tasks and a column tile's weights shared by several row
-// tasks are each packed once.
-inline constexpr int64_t kGluPackedWaveBytes = kGemmTilesWaveBytes;
-
 struct GluProductTiles {
   int64_t tm = 0;
   int64_t tn = 0;
@@ -39,7 +34,9 @@ struct GluTask {
 // Runs every task: its products, then epilogue(task). Part 0 of a task is the gate columns
 // (whole_n: all 2N columns, gate then projection), part 1 the projection columns; each is
 // written in f32 to dst(task, part), row stride ld (overwritten). epilogue and dst run on the
-// task's thread. `wave_bytes` bounds the packed operands held at once (tests lower it).
+// task's thread. A row tile's x rows shared by several column tasks and a column tile's weights
+// shared by several row tasks are each packed once (cpu_gemm_tiles); `wave_bytes` bounds the
+// packed operands held at once (tests lower it).
 void glu_products(const GluProblem& p, const GluProductTiles& tiles,
                   // Inputs.
                   const Tensor& x,            // [M, K], full array
@@ -48,6 +45,6 @@ void glu_products(const GluProblem& p, const GluProductTiles& tiles,
                   int64_t ld,  // row stride of every dst tile
                   const std::function<float*(const GluTask&, int part)>& dst,  // [rows, width]
                   const std::function<void(const GluTask&)>& epilogue,
-                  int64_t wave_bytes = kGluPackedWaveBytes);
+                  int64_t wave_bytes = kGemmTilesWaveBytes);
 
 }  // namespace tokamax

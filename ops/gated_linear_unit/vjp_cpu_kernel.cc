@@ -161,7 +161,9 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   GemmTileGrid dw_grid;
   dw_grid.rows = gemm_spans(K, tk_rows);
   for (int part = 0; part < 2; ++part) {
-    for (const GemmSpan& s : gemm_spans(N, tn)) dw_grid.cols.push_back({part * N + s.begin, s.extent});
+    for (const GemmSpan& s : gemm_spans(N, tn)) {
+      dw_grid.cols.push_back({part * N + s.begin, s.extent});
+    }
   }
   dw_grid.K = M;
   dw_grid.gemm = gemm;

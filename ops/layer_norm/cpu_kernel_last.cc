@@ -317,14 +317,8 @@ void RowsLastAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t row_begi
       // scale and offset in pair order, after the row groups in the scratch.
       float* HWY_RESTRICT scale_p = row + kRowGroup * C_pad;
       float* HWY_RESTRICT offset_p = scale_p + C_pad;
-      for (int64_t c = 0; c < C; c += P) {
-        for (int64_t k = 0; k < L; ++k) {
-          scale_p[c + k] = scale[c + 2 * k];
-          scale_p[c + L + k] = scale[c + 2 * k + 1];
-          offset_p[c + k] = offset[c + 2 * k];
-          offset_p[c + L + k] = offset[c + 2 * k + 1];
-        }
-      }
+      ToPairOrder(scale, C, scale_p);
+      ToPairOrder(offset, C, offset_p);
       for (; r + kRowGroup <= row_end; r += kRowGroup) {
         RowGroup8Pairs<subtract_mean, kStream>(x + r * C, out + r * C, C, scale_p, offset_p, eps,
                                                prefetch_bytes(r, kRowGroup), kPrefetchGroups);

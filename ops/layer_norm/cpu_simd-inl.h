@@ -146,6 +146,30 @@ HWY_INLINE void LoadWidenPair(const bf16* HWY_RESTRICT src, VF& even, VF& odd) {
   odd = hn::BitCast(d, hn::And(words, hn::Set(du, 0xFFFF0000u)));
 }
 
+// C per-column f32 values (C a multiple of 2L) put in pair order: dst[c + k] = src[c + 2k],
+// dst[c + L + k] = src[c + 2k + 1] for each pair at c.
+HWY_INLINE void ToPairOrder(const float* HWY_RESTRICT src, int64_t C, float* HWY_RESTRICT dst) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  for (int64_t c = 0; c < C; c += 2 * L) {
+    for (int64_t k = 0; k < L; ++k) {
+      dst[c + k] = src[c + 2 * k];
+      dst[c + L + k] = src[c + 2 * k + 1];
+    }
+  }
+}
+
+// The inverse of ToPairOrder, added to dst (memory order).
+HWY_INLINE void AddFromPairOrder(const float* HWY_RESTRICT src, int64_t C,
+                                 float* HWY_RESTRICT dst) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  for (int64_t c = 0; c < C; c += 2 * L) {
+    for (int64_t k = 0; k < L; ++k) {
+      dst[c + 2 * k] += src[c + k];
+      dst[c + 2 * k + 1] += src[c + L + k];
+    }
+  }
+}
+
 // The forward's pair kernels round with vcvtne2ps2bf16 (AVX-512 with avx512_bf16), so they exist
 // on those targets only; StorePairBf16 with native = false rounds exactly on every pair target.
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL

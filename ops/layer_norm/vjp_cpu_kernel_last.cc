@@ -322,16 +322,11 @@ void RowsVjpPairs(const LayerNormVjpTaskArgs& a, int64_t row_begin, int64_t row_
   const bf16* HWY_RESTRICT x = static_cast<const bf16*>(a.x);
   const bf16* HWY_RESTRICT dy = static_cast<const bf16*>(a.dout);
   bf16* HWY_RESTRICT dx = static_cast<bf16*>(a.dx);
-  const int64_t C = a.C, L = static_cast<int64_t>(hn::Lanes(DF()));
+  const int64_t C = a.C;
   float* HWY_RESTRICT s_p = scratch;
   float* HWY_RESTRICT dscale_p = scratch + C;
   float* HWY_RESTRICT doffset_p = scratch + 2 * C;
-  for (int64_t c = 0; c < C; c += 2 * L) {
-    for (int64_t k = 0; k < L; ++k) {
-      s_p[c + k] = a.scale[c + 2 * k];
-      s_p[c + L + k] = a.scale[c + 2 * k + 1];
-    }
-  }
+  ToPairOrder(a.scale, C, s_p);
   std::fill(dscale_p, dscale_p + 2 * C, 0.0f);
   ForEachRowGroup(x, dy, C, row_begin, row_end,
                   [&](auto rows, int64_t r, const char* px, const char* pdy, int64_t bytes) {
@@ -339,14 +334,8 @@ void RowsVjpPairs(const LayerNormVjpTaskArgs& a, int64_t row_begin, int64_t row_
                         x + r * C, dy + r * C, dx + r * C, C, s_p, a.eps, dscale_p, doffset_p,
                         px, pdy, bytes, a.native_bf16);
                   });
-  for (int64_t c = 0; c < C; c += 2 * L) {
-    for (int64_t k = 0; k < L; ++k) {
-      dscale_acc[c + 2 * k] += dscale_p[c + k];
-      dscale_acc[c + 2 * k + 1] += dscale_p[c + L + k];
-      doffset_acc[c + 2 * k] += doffset_p[c + k];
-      doffset_acc[c + 2 * k + 1] += doffset_p[c + L + k];
-    }
-  }
+  AddFromPairOrder(dscale_p, C, dscale_acc);
+  AddFromPairOrder(doffset_p, C, doffset_acc);
   if constexpr (kStream) hwy::FlushStream();
 }
 

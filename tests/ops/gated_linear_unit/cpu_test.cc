@@ -10,6 +10,7 @@
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
+#include "ops/common/cpu_gemm/tiles.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
 #include "ops/gated_linear_unit/api.h"
@@ -137,8 +138,8 @@ TEST_CASE("cpu gated_linear_unit packs shared operands once, in waves of one til
     const GluProblem p = GluProblem::from(args);
     const TensorMap inputs = op.make_inputs(args, 3);
     for (const std::pair<int64_t, int>& run :
-         {std::pair{int64_t{1}, 16}, std::pair{kGluPackedWaveBytes, 16}, std::pair{int64_t{1}, 0},
-          std::pair{kGluPackedWaveBytes, 0}}) {
+         {std::pair{int64_t{1}, 16}, std::pair{kGemmTilesWaveBytes, 16}, std::pair{int64_t{1}, 0},
+          std::pair{kGemmTilesWaveBytes, 0}}) {
       const int64_t wave_bytes = run.first;
       const int tile_n = run.second;
       CAPTURE(args_json.dump(), wave_bytes, tile_n);

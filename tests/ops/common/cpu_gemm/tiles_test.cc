@@ -47,7 +47,8 @@ void check_case(const Case& t, int64_t wave_bytes) {
   grid.sum_products = t.sum_products;
   grid.same_a = t.same_a;
   grid.num_threads = 2;
-  const int64_t nm = static_cast<int64_t>(grid.rows.size()), nn = static_cast<int64_t>(grid.cols.size());
+  const int64_t nm = static_cast<int64_t>(grid.rows.size());
+  const int64_t nn = static_cast<int64_t>(grid.cols.size());
   // Counted on the pool's threads (Catch's assertions are not thread-safe): epilogue calls per
   // tile, and epilogues that found their tile unwritten.
   std::vector<std::atomic<int>> epilogues(static_cast<size_t>(nm * nn));
