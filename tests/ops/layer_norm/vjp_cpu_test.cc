@@ -86,6 +86,29 @@ TEST_CASE("cpu layer_norm_vjp is right for every task split, inner block and thr
   }
 }
 
+TEST_CASE("cpu layer_norm_vjp sums a block's rows in groups and then the rest",
+          "[layer_norm_vjp]") {
+  // Non-last axes sum kRowSums (4) rows of a block at a time, then the last C % 4 one by one:
+  // C = 2, 3 (no full group), 5, 23 (groups and 1 or 3 rows left); 40 columns take bf16 pairs,
+  // a single vector and scalar columns; layer norm and RMSNorm.
+  for (const int64_t C : {2, 3, 5, 23}) {
+    for (const std::string dtype : {"bf16", "f16", "f32"}) {
+      for (const bool subtract_mean : {true, false}) {
+        const std::string x = dtype + "[2," + std::to_string(C) + ",40]";
+        const std::string params = "f32[" + std::to_string(C) + "]";
+        json args_json{{"x", x}, {"dout", x}, {"axis", 1}, {"scale", params},
+                       {"subtract_mean", subtract_mean}};
+        if (subtract_mean) args_json["offset"] = params;
+        INFO(args_json.dump());
+        const BoundArgs args = layer_norm_vjp_op().bind(args_json);
+        for (const int inner_block : {40, 16}) {
+          check_cpu(args, json{{"inner_block", inner_block}, {"rows_per_task", 2}});
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("cpu layer_norm_vjp survives a far mean and many rows", "[layer_norm_vjp]") {
   // x = 1e4 + N (f32) or 200 + N (bf16): the two-pass statistics keep the variance; many rows
   // (dscale and doffset sum 4096 terms) split over threads.
