@@ -10,13 +10,13 @@
 // The C elements of a row are I apart, so vectorizing along the row would gather. A block of w
 // contiguous inner elements is w independent rows instead; vectors run across them and every
 // reduction over C is a loop of vector adds into per-column accumulators (an f32 scratch of
-// 4 * w_pad in L1), four rows at a time summed in registers first. Pass 1 reads the block of x and dout ([C, w] each, rows I apart) from memory
-// and sums x and g = dout * s per column (RMSNorm: x^2 and g * x); pass 2 (layer norm only)
-// re-reads the block from L2 for the centred sums (x - mean)^2 and g * (x - mean); pass 3
-// re-reads it once more and writes dx, reducing each row's dout * xhat and dout across the
-// block's columns into the thread's dscale / doffset partial sums (one horizontal sum per row
-// and block), while prefetching the task's next block. Columns past the last multiple of L are
-// scalar.
+// 4 * w_pad in L1), four rows at a time summed in registers first. Pass 1 reads the block of x
+// and dout ([C, w] each, rows I apart) from memory and sums x and g = dout * s per column
+// (RMSNorm: x^2 and g * x); pass 2 (layer norm only) re-reads the block from L2 for the centred
+// sums (x - mean)^2 and g * (x - mean); pass 3 re-reads it once more and writes dx, reducing
+// each row's dout * xhat and dout across the block's columns into the thread's dscale / doffset
+// partial sums (one horizontal sum per row and block), while prefetching the task's next block.
+// Columns past the last multiple of L are scalar.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
