@@ -340,14 +340,16 @@ void TwoPassPairs(DF d, const bf16* HWY_RESTRICT x, int64_t I, int64_t C, int64_
   chunks(std::true_type());
 }
 
-// BlockInnerAxis for bf16 on AVX-512 with avx512_bf16, columns [0, w2) with w2 a multiple of 2L:
-// the same passes over pairs of vectors (LoadWidenPair, StorePairBf16), per-column statistics in
-// pair order. `stats` as BlockInnerAxis's.
+// BlockInnerAxis for bf16 columns [0, w2) with w2 a multiple of 2L, on every SIMD target: the
+// same passes over pairs of vectors (LoadWidenPair, StorePairBf16: rounded by vcvtne2ps2bf16 when
+// `native`, else exactly), per-column statistics in pair order. `stats` as BlockInnerAxis's. On
+// AVX2 the generic kernel is bound by its widening and rounding (a pack and a cross-lane permute
+// per 8 lanes); the pairs halve them.
 template <bool subtract_mean, bool kStream>
 void BlockInnerAxisPairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int64_t C, int64_t I,
                          int64_t w2, const bf16* HWY_RESTRICT next, int64_t next_w,
                          const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
-                         float eps, float* HWY_RESTRICT stats) {
+                         float eps, float* HWY_RESTRICT stats, bool native_bf16) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const int64_t P = 2 * L;  // columns of a pair of vectors: 64 bytes of bf16, a cache line
@@ -430,7 +432,7 @@ void BlockInnerAxisPairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int
           hn::MulAdd(hn::Sub(e, hn::LoadU(d, mean + j)), hn::Mul(hn::LoadU(d, rstd + j), s), b);
       const VF yo = hn::MulAdd(hn::Sub(o, hn::LoadU(d, mean + j + L)),
                                hn::Mul(hn::LoadU(d, rstd + j + L), s), b);
-      StorePairBf16<kStream>(ye, yo, yc + j, /*native=*/true);
+      StorePairBf16<kStream>(ye, yo, yc + j, native_bf16);
     }
   }
   next_lines.Finish();
@@ -442,22 +444,22 @@ void InnerAxisTask(DType dtype, const void* x, void* out, int64_t offset_element
                    bool stream, bool native_bf16, float* stats) {
   DispatchType(dtype, subtract_mean, stream, [&](auto type, auto mode, auto streaming) {
     using T = decltype(type);
-    if constexpr (std::is_same_v<T, bf16> && kHasBf16PairPath) {
-      // The pair kernel on whole lines of columns (its non-temporal stores need them 64-byte
-      // aligned), the generic one on the rest of the block.
+    if constexpr (std::is_same_v<T, bf16> && kHasPairPath) {
+      // The pair kernel on whole lines of columns (its non-temporal stores need them aligned),
+      // the generic one on the rest of the block.
       const int64_t P = 2 * static_cast<int64_t>(hn::Lanes(DF()));
       const int64_t w2 = w / P * P;
       const bf16* xb = static_cast<const bf16*>(x) + offset_elements;
       bf16* ob = static_cast<bf16*>(out) + offset_elements;
-      if (native_bf16 && w2 > 0) {
+      if (w2 > 0) {
         const bool aligned = reinterpret_cast<uintptr_t>(ob) % 64 == 0 && I % P == 0;
         const bf16* next = static_cast<const bf16*>(x) + next_offset_elements;
         if (decltype(streaming)::value && aligned) {
           BlockInnerAxisPairs<decltype(mode)::value, true>(xb, ob, C, I, w2, next, next_w, scale,
-                                                           offset, eps, stats);
+                                                           offset, eps, stats, native_bf16);
         } else {
           BlockInnerAxisPairs<decltype(mode)::value, false>(xb, ob, C, I, w2, next, next_w, scale,
-                                                            offset, eps, stats);
+                                                            offset, eps, stats, native_bf16);
         }
         if (w2 < w) {
           BlockInnerAxis<T, decltype(mode)::value, false>(xb + w2, ob + w2, C, I, w - w2, next, 0,

@@ -9,10 +9,11 @@
 //
 // A row is contiguous; L lanes of the row per vector, partial vectors at the end of rows whose C
 // is not a multiple of L go through a zero-padded copy in a scratch (masked out of the sums).
-// Both kernels (RowGroup; RowGroup8Pairs for bf16 on AVX-512 with avx512_bf16, the AlphaFold
-// shapes) take mean and variance from one pass of shifted sums over the group's rows (memory),
-// then write the output widening the rows again (now in L1); a group with a row whose shift
-// lies far from its mean (kMaxShiftRatio) takes corrected two-pass sums from L1 in between.
+// Both kernels (RowGroup, with bf16 pairs of vectors on every SIMD target for C a multiple of 2L;
+// RowGroup8Pairs for bf16 on AVX-512 with avx512_bf16, the AlphaFold shapes) take mean and
+// variance from one pass of shifted sums over the group's rows (memory), then write the output
+// widening the rows again (now in L1); a group with a row whose shift lies far from its mean
+// (kMaxShiftRatio) takes corrected two-pass sums from L1 in between.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -48,7 +49,11 @@ constexpr int kPrefetchGroups = 4;
 // Against the earlier kernel that widened whole rows into the scratch and took a centred second
 // pass: f32 [384*384, 128] one thread 3.2-3.4 -> 2.8-3.0 ms, C = 64 1.63-1.67 -> 1.31-1.34 ms;
 // f16 unchanged (2.06-2.08 ms, also with the 8-row transposing reduction for its sums).
-template <typename T, bool subtract_mean, bool kStream, int kRows>
+// kPairs (bf16 rows with C a multiple of 2L, on every pair target): rows are widened and rounded
+// back in pairs of vectors (LoadWidenPair, StorePairBf16; pair order, which the row sums ignore),
+// and `scale` / `offset` come in pair order. On AVX2 the one-vector path is bound by its widening
+// and rounding (a pack and a cross-lane permute per 8 lanes); the pairs halve them.
+template <typename T, bool subtract_mean, bool kStream, int kRows, bool kPairs = false>
 HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C, int64_t C_pad,
                          const float* HWY_RESTRICT scale, const float* HWY_RESTRICT offset,
                          float eps, float* HWY_RESTRICT row, int64_t prefetch_bytes,
@@ -79,6 +84,21 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
       acc_sq[k] = hn::Zero(d);
     }
     int64_t c = 0;
+    if constexpr (kPairs) {
+      for (; c < C; c += 2 * L) {
+        for (int k = 0; k < kRows; ++k) {
+          VF e, o;
+          LoadWidenPair(x + k * C + c, e, o);
+          if constexpr (kCentred) {
+            e = hn::Sub(e, hn::Set(d, centre[k]));
+            o = hn::Sub(o, hn::Set(d, centre[k]));
+            acc[k] = hn::Add(acc[k], hn::Add(e, o));
+          }
+          acc_sq[k] = hn::MulAdd(o, o, hn::MulAdd(e, e, acc_sq[k]));
+        }
+      }
+      return;
+    }
     for (; c < C_main; c += L) {
       for (int k = 0; k < kRows; ++k) {
         VF v = LoadWiden(d, x + k * C + c);
@@ -135,6 +155,23 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
   }
   int64_t prefetched = 0;  // bytes
   int64_t c = 0;
+  if constexpr (kPairs) {
+    for (; c < C; c += 2 * L) {
+      const VF se = hn::LoadU(d, scale + c), so = hn::LoadU(d, scale + c + L);
+      const VF be = hn::LoadU(d, offset + c), bo = hn::LoadU(d, offset + c + L);
+      for (int k = 0; k < kRows; ++k) {
+        if (prefetched < prefetch_bytes) {
+          hwy::Prefetch(prefetch + prefetched);
+          prefetched += 64;
+        }
+        VF e, o;
+        LoadWidenPair(x + k * C + c, e, o);
+        StorePairBf16<kStream>(hn::MulAdd(hn::Sub(e, m[k]), hn::Mul(r[k], se), be),
+                               hn::MulAdd(hn::Sub(o, m[k]), hn::Mul(r[k], so), bo),
+                               out + k * C + c, native_bf16);
+      }
+    }
+  }
   for (; c < C_main; c += L) {
     const VF s = hn::LoadU(d, scale + c), b = hn::LoadU(d, offset + c);
     for (int k = 0; k < kRows; ++k) {
@@ -326,6 +363,29 @@ void RowsLastAxis(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t row_begi
     }
   }
 #endif
+  if constexpr (std::is_same_v<T, bf16> && kHasPairPath) {
+    const int64_t P = 2 * L;
+    // Non-temporal pair stores need every row aligned to 4L bytes: C a multiple of P and an
+    // aligned base.
+    if (r < row_end && C % P == 0 &&
+        (!kStream || reinterpret_cast<uintptr_t>(out) % (2 * P) == 0)) {
+      // scale and offset in pair order, after the row group in the scratch.
+      float* HWY_RESTRICT scale_p = row + kRowGroup * C_pad;
+      float* HWY_RESTRICT offset_p = scale_p + C_pad;
+      ToPairOrder(scale, C, scale_p);
+      ToPairOrder(offset, C, offset_p);
+      for (; r + kRowGroup <= row_end; r += kRowGroup) {
+        RowGroup<T, subtract_mean, kStream, kRowGroup, true>(
+            x + r * C, out + r * C, C, C_pad, scale_p, offset_p, eps, row,
+            prefetch_bytes(r, kRowGroup), native_bf16, kPrefetchGroups);
+      }
+      for (; r < row_end; ++r) {
+        RowGroup<T, subtract_mean, kStream, 1, true>(x + r * C, out + r * C, C, C_pad, scale_p,
+                                                     offset_p, eps, row, prefetch_bytes(r, 1),
+                                                     native_bf16, kPrefetchGroups);
+      }
+    }
+  }
   for (; r + kRowGroup <= row_end; r += kRowGroup) {
     RowGroup<T, subtract_mean, kStream, kRowGroup>(x + r * C, out + r * C, C, C_pad, scale, offset,
                                                    eps, row, prefetch_bytes(r, kRowGroup),

@@ -170,14 +170,6 @@ HWY_INLINE void AddFromPairOrder(const float* HWY_RESTRICT src, int64_t C,
   }
 }
 
-// The forward's pair kernels round with vcvtne2ps2bf16 (AVX-512 with avx512_bf16), so they exist
-// on those targets only; StorePairBf16 with native = false rounds exactly on every pair target.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr bool kHasBf16PairPath = true;
-#else
-constexpr bool kHasBf16PairPath = false;
-#endif
-
 // Rounds `even` and `odd` (pair order) to bf16 and stores the 2L bf16 in memory order; with
 // kStream non-temporally (dst aligned to 4L bytes). native (AVX-512 with avx512_bf16 only:
 // callers check the CPU): nearest even by vcvtne2ps2bf16, which flushes subnormals to zero as

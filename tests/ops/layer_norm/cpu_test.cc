@@ -86,10 +86,11 @@ TEST_CASE("cpu layer_norm is right for every task split and inner block", "[laye
 }
 
 TEST_CASE("cpu layer_norm bf16 pair kernels are right at their edges", "[layer_norm]") {
-  // On AVX-512 with avx512_bf16 (elsewhere these take the generic kernels): last axis with C a
-  // multiple of 32 (pair kernel, 8-row groups with vectorized statistics, then single rows);
-  // strided axes with whole 32-column lines and a generic remainder, one and two lines per
-  // pass-2 chunk, several blocks per task (the next block prefetched, across outer indices).
+  // On every SIMD target but scalar (native rounding on AVX-512 with avx512_bf16, exact
+  // elsewhere and with native_bf16 false): last axis with C a multiple of 2L (pair kernels: on
+  // AVX-512 8-row groups with vectorized statistics, elsewhere RowGroup's pairs; then single
+  // rows); strided axes with whole pairs of columns and a generic remainder, one and two lines
+  // per pass-2 chunk, several blocks per task (the next block prefetched, across outer indices).
   INFO("SIMD target: " << cpu::simd_target_name()
                        << ", native bf16: " << layer_norm_cpu_has_native_bf16());
   for (const json& args_json :
