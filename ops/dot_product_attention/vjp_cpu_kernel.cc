@@ -1,29 +1,23 @@
-// dot_product_attention_vjp on CPU: the flash-style backward, two passes of block tasks on the
+// dot_product_attention_vjp on CPU: the flash-style backward, one pass of row-block tasks on the
 // shared GEMM engine.
 //
 // Dimensions: as vjp_cpu_kernel.h (B, T, t, H, h, g, D, d, bq, bkv); rows / cols the extents of
 // one [bq, bkv] block at the edges; r0, j0 its first row and key.
 //
-// Pass 1, one task per (b, q head, row block): the forward again, S = q k^T block by block with
-// the online softmax (or P = exp(S - lse) when lse is given), O = P v in a [bq, d] tile, then
-// the row statistics the backward needs: lse and Dr = rowsum(dout * out) ([B, H, T] f32 each,
-// O(T), never out itself). With the forward's out as an input, Dr needs no product and lse
-// (unless given too) only S; with both, pass 1 reads out and dout and nothing else. Each key
-// block's k^T and v are packed once per call, in waves of kv heads, for all the row blocks of
-// their q heads.
-// Pass 2, one task per (b, kv head, key block): for every row block of the g q heads that can
-// see the block, S is recomputed and P = exp(S - lse) (exactly the forward's P), then
-//   dv += P^T dout,  dP = dout v^T,  dS = P (dP - Dr) (cap'),  dk += dS^T q,  dq += dS k
-// The task owns its [bkv, D] and [bkv, d] accumulators, so dk and dv need no reduction; dq
-// rows are shared by every key block, so each thread adds into its own f32 copy of dq (O(T D)
-// per thread, not O(T t); kept between calls) and the copies are summed at the end (dbias
-// likewise). The five block products run on cpu_gemm_f32. Inputs are packed once per use, not
-// once per block pair: q and dout row blocks once per call, in waves of kv heads (both layouts
-// each: lhs of S / dP, rhs of dk / dv), and k^T, v^T, k once per key block (pass 1's k^T and v
-// likewise); only P, P^T, dS and dS^T are packed per block pair. Nothing [T, t] is ever
-// allocated. bf16 inputs (bf16_path): native_dot runs S and dP, the products of two inputs, on
-// vdpbf16ps; native_all also dv, dk, dq and pass 1's P v, with P and dS rounded to bf16 for them
-// (f32 accumulation throughout).
+// One task per (b, q head, row block) (vjp_row_block): S = q k^T and dP = dout v^T for every key
+// block its rows can see, kept in [bq, t] strips of the thread's scratch; the row statistics
+// from them (lse unless given, and Dr = rowsum(P dP), or dout . out when out is given); then,
+// per key block, dS = P (dP - Dr) (cap'), dv += P^T dout, dk += dS^T q, dq += dS k. That is the
+// five products of the backward and no more: the forward's P v is never recomputed for Dr
+// (an earlier two-pass design ran it and S once more in a first pass, 7 products; the strips
+// cost 2 bq t floats per thread, O(T), never [T, t]). The task owns its dq rows; dk and dv
+// (summed over the g q heads of a kv head and over row blocks) and dbias go into per-thread f32
+// copies (O(t D) per thread; kept between calls), summed at the end. The kv heads run in waves:
+// each wave packs the k^T, v^T and k of its key blocks once, for all the row blocks of its q
+// heads, as many kv heads as fit in wave_bytes. Only P^T, dS and dS^T are packed per block pair.
+// bf16 inputs (bf16_path): native_dot runs S and dP, the products of two inputs, on vdpbf16ps;
+// native_all also dv, dk and dq, with P and dS rounded to bf16 for them (f32 accumulation
+// throughout).
 #include "ops/dot_product_attention/vjp_cpu_kernel.h"
 
 #include <algorithm>
@@ -101,114 +95,75 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
     for (int64_t e = 0; e < bias->num_elements(); ++e) c.bias[e] = static_cast<float>(bias->get(e));
   }
   const int threads = config.num_threads;
-
-  // Pass 1: lse (unless given) and Dr per row.
-  std::vector<float> lse_rows(static_cast<size_t>(p.B * p.H * p.T));
-  std::vector<float> delta(lse_rows.size());
   const float* lse_in = lse ? lse->data<float>() : nullptr;
   const char* out_in = out ? static_cast<const char*>(out->raw()) : nullptr;
   const int64_t nq = ceil_div(p.T, c.bq);
   const int64_t nkv = ceil_div(p.t, c.bkv);
   const int64_t g = p.groups();
-  // The kv heads run in waves: each wave first packs k^T and v of its key blocks (once, for the
-  // g nq row blocks that read each), then runs its q heads' row blocks; as many kv heads as fit
-  // in wave_bytes of packed keys (one at least). Given lse and out, pass 1 runs no product and
-  // packs nothing (one wave); given out alone, only S: no v.
-  const bool keys_needed = !(out_in && lse_in), with_v = !out_in;
-  const int64_t key_head_bytes = round_up(p.t, 64) * (p.D + (with_v ? p.d : 0)) * 4;
-  const int64_t key_wave_heads =
-      keys_needed
-          ? std::clamp<int64_t>(wave_bytes / std::max<int64_t>(key_head_bytes, 1), 1, p.B * p.h)
-          : p.B * p.h;
-  // Kept between calls, grown as needed: two buffers per packed key block.
+  // The per-thread copies of dk, dv and dbias of thread index k live in store[k], kept between
+  // calls (a fresh allocation per call would be zeroed page by page by the kernel); copies[k]
+  // points at them once index k has zeroed them for this call. Indexed by the loop's thread
+  // index, not owned by an OS thread: every wave's loop sees the same buffers. (The loop bodies
+  // run on other threads: they reach these thread_locals through references.)
+  const int used = cpu::thread_pool().threads_for(p.B * p.H * nq, threads);
+  const size_t copies = static_cast<size_t>(std::max(used, 1));
+  thread_local std::vector<std::vector<float>> dk_store_of_caller, dv_store_of_caller,
+      dbias_store_of_caller;
+  std::vector<std::vector<float>>& dk_store = dk_store_of_caller;
+  std::vector<std::vector<float>>& dv_store = dv_store_of_caller;
+  std::vector<std::vector<float>>& dbias_store = dbias_store_of_caller;
+  for (auto* store : {&dk_store, &dv_store, &dbias_store}) {
+    if (store->size() < copies) store->resize(copies);
+  }
+  std::vector<VjpKeyAccumulators> accumulators(copies);
+  std::vector<float*> dk_copies(copies, nullptr), dv_copies(copies, nullptr),
+      dbias_copies(copies, nullptr);
+  const int64_t dk_size = k.num_elements(), dv_size = v.num_elements();
+  const int64_t dbias_size = dbias ? dbias->num_elements() : 0;
+  auto zeroed = [](std::vector<float>& buffer, int64_t n) {
+    grow(buffer, n);
+    std::fill_n(buffer.data(), n, 0.0f);
+    return buffer.data();
+  };
+  // Waves of kv heads: the packed k^T, v^T and k of a wave's key blocks stay under wave_bytes
+  // (one kv head at least).
+  const int64_t key_head_bytes = round_up(p.t, 64) * (2 * p.D + p.d) * 4;
+  const int64_t wave_heads = std::clamp<int64_t>(
+      wave_bytes / std::max<int64_t>(key_head_bytes, 1), 1, p.B * p.h);
+  // Kept between calls, grown as needed: three buffers per packed key block.
   thread_local std::vector<std::vector<float>> key_storage_of_caller;
   thread_local std::vector<VjpKeyOperands> keys_of_caller;
   std::vector<std::vector<float>>& key_storage = key_storage_of_caller;
   std::vector<VjpKeyOperands>& keys = keys_of_caller;
-  for (int64_t wave0 = 0; wave0 < p.B * p.h; wave0 += key_wave_heads) {
-    const int64_t heads = std::min(key_wave_heads, p.B * p.h - wave0);
-    if (keys_needed) {
-      const int64_t blocks = heads * nkv;
-      if (static_cast<int64_t>(key_storage.size()) < 2 * blocks) key_storage.resize(2 * blocks);
-      if (static_cast<int64_t>(keys.size()) < blocks) keys.resize(blocks);
-      cpu::parallel_for(blocks, threads, [&](int64_t block, int) {
-        const int64_t bi = wave0 + block / nkv, j0 = block % nkv * c.bkv;
-        keys[block] = vjp_pack_keys(c, bi / p.h, bi % p.h, j0, std::min(c.bkv, p.t - j0), with_v,
-                                    key_storage.data() + 2 * block);
-      });
-    }
-    // Per kv head: g q heads x nq row blocks.
-    cpu::parallel_for(heads * g * nq, threads, [&](int64_t task, int) {
-      const int64_t head = task / (g * nq), bi = wave0 + head;
-      const int64_t hq = (bi % p.h) * g + task / nq % g, r0 = task % nq * c.bq;
-      vjp_row_statistics(c, lse_in, out_in, bi / p.h, hq, r0, std::min(c.bq, p.T - r0),
-                         keys_needed ? keys.data() + head * nkv : nullptr, lse_rows.data(),
-                         delta.data());
-    });
-  }
-
-  // Pass 2: dk, dv per key block; dq and dbias into per-thread copies, summed afterwards. The kv
-  // heads run in waves: each wave first packs the q and dout row blocks of its q heads (once,
-  // for all its key blocks), then runs its key blocks. A wave holds as many kv heads as fit in
-  // wave_bytes of packed rows (one at least), so the packing stays O(T D), never O(B H T D).
-  const int used = cpu::thread_pool().threads_for(p.B * p.h * nkv, threads);
-  // The copies of thread index k live in dq_store[k] / dbias_store[k], kept between calls (a
-  // fresh 4 MiB allocation per call would be zeroed page by page by the kernel); copies[k]
-  // points at them once index k has zeroed them for this call. Indexed by the loop's thread
-  // index, not owned by an OS thread: every wave's loop sees the same buffers.
-  // (The loop bodies run on other threads: they reach these thread_locals through references.)
-  thread_local std::vector<std::vector<float>> dq_store_of_caller, dbias_store_of_caller;
-  std::vector<std::vector<float>>& dq_store = dq_store_of_caller;
-  std::vector<std::vector<float>>& dbias_store = dbias_store_of_caller;
-  const size_t copies = static_cast<size_t>(std::max(used, 1));
-  if (dq_store.size() < copies) dq_store.resize(copies);
-  if (dbias_store.size() < copies) dbias_store.resize(copies);
-  std::vector<float*> dq_copies(copies, nullptr);
-  std::vector<float*> dbias_copies(copies, nullptr);
-  const int64_t dq_size = q.num_elements(), dbias_size = dbias ? dbias->num_elements() : 0;
-  const int64_t head_bytes = g * round_up(p.T, 64) * 2 * (p.D + p.d) * 4;
-  const int64_t wave_heads = std::clamp<int64_t>(wave_bytes / std::max<int64_t>(head_bytes, 1),
-                                                 1, p.B * p.h);
-  // Kept between calls, grown as needed: four buffers per packed row block.
-  thread_local std::vector<std::vector<float>> storage_of_caller;
-  thread_local std::vector<VjpRowOperands> packed_of_caller;
-  std::vector<std::vector<float>>& storage = storage_of_caller;
-  std::vector<VjpRowOperands>& packed = packed_of_caller;
   for (int64_t wave0 = 0; wave0 < p.B * p.h; wave0 += wave_heads) {
     const int64_t heads = std::min(wave_heads, p.B * p.h - wave0);
-    const int64_t blocks = heads * g * nq;  // per kv head: g q heads x nq row blocks
-    if (static_cast<int64_t>(storage.size()) < 4 * blocks) storage.resize(4 * blocks);
-    if (static_cast<int64_t>(packed.size()) < blocks) packed.resize(blocks);
+    const int64_t blocks = heads * nkv;
+    if (static_cast<int64_t>(key_storage.size()) < 3 * blocks) key_storage.resize(3 * blocks);
+    if (static_cast<int64_t>(keys.size()) < blocks) keys.resize(blocks);
     cpu::parallel_for(blocks, threads, [&](int64_t block, int) {
-      const int64_t bi = wave0 + block / (g * nq), hq = (bi % p.h) * g + block / nq % g;
-      const int64_t r0 = block % nq * c.bq;
-      packed[block] = vjp_pack_rows(c, bi / p.h, hq, r0, std::min(c.bq, p.T - r0),
-                                    storage.data() + 4 * block);
+      const int64_t bi = wave0 + block / nkv, j0 = block % nkv * c.bkv;
+      keys[block] = vjp_pack_keys(c, bi / p.h, bi % p.h, j0, std::min(c.bkv, p.t - j0),
+                                  key_storage.data() + 3 * block);
     });
-    cpu::parallel_for(heads * nkv, threads, [&](int64_t task, int thread) {
-      float*& dq_acc = dq_copies[static_cast<size_t>(thread)];
-      float*& dbias_acc = dbias_copies[static_cast<size_t>(thread)];
-      if (!dq_acc) {
-        std::vector<float>& dq_copy = dq_store[static_cast<size_t>(thread)];
-        grow(dq_copy, dq_size);
-        std::fill_n(dq_copy.data(), dq_size, 0.0f);
-        dq_acc = dq_copy.data();
-        if (dbias) {
-          std::vector<float>& dbias_copy = dbias_store[static_cast<size_t>(thread)];
-          grow(dbias_copy, dbias_size);
-          std::fill_n(dbias_copy.data(), dbias_size, 0.0f);
-          dbias_acc = dbias_copy.data();
-        }
+    // Per kv head: g q heads x nq row blocks.
+    cpu::parallel_for(heads * g * nq, threads, [&](int64_t task, int thread) {
+      const size_t k_index = static_cast<size_t>(thread);
+      VjpKeyAccumulators& acc = accumulators[k_index];
+      if (!acc.dk) {
+        acc.dk = dk_copies[k_index] = zeroed(dk_store[k_index], dk_size);
+        acc.dv = dv_copies[k_index] = zeroed(dv_store[k_index], dv_size);
+        if (dbias) acc.dbias = dbias_copies[k_index] = zeroed(dbias_store[k_index], dbias_size);
       }
-      const int64_t j0 = (task % nkv) * c.bkv, head = task / nkv, bi = wave0 + head;
-      vjp_key_block(c, lse_rows.data(), delta.data(), bi / p.h, bi % p.h, j0,
-                    std::min(c.bkv, p.t - j0), packed.data() + head * g * nq, dq_acc, dbias_acc,
-                    dk, dv);
+      const int64_t head = task / (g * nq), bi = wave0 + head;
+      const int64_t hq = (bi % p.h) * g + task / nq % g, r0 = task % nq * c.bq;
+      vjp_row_block(c, lse_in, out_in, bi / p.h, hq, r0, std::min(c.bq, p.T - r0),
+                    keys.data() + head * nkv, acc, dq);
     });
   }
-  reduce_copies(dq_copies, q.num_elements(), c.scale, p.dtype, dq.raw(), threads);
+  reduce_copies(dk_copies, dk_size, c.scale, p.dtype, dk.raw(), threads);
+  reduce_copies(dv_copies, dv_size, 1.0f, p.dtype, dv.raw(), threads);
   if (dbias) {
-    reduce_copies(dbias_copies, dbias->num_elements(), 1.0f, dbias->dtype(), dbias->raw(), threads);
+    reduce_copies(dbias_copies, dbias_size, 1.0f, dbias->dtype(), dbias->raw(), threads);
   }
 }
 

@@ -1,5 +1,5 @@
-// dot_product_attention_vjp on CPU: the task bodies of the backward's two passes (the block
-// products, the logits' epilogue, P, dP and dS); the driver is vjp_cpu_kernel.cc.
+// dot_product_attention_vjp on CPU: the row-block task of the backward (the block products, the
+// logits' epilogue, P, dP and dS) and the key packing; the driver is vjp_cpu_kernel.cc.
 //
 // Dimensions: as vjp_cpu_task.h (B, T, t, H, h, g, D, d, bq, bkv, rows, cols); r0, j0 the first
 // row and key of a block.
@@ -101,187 +101,152 @@ VjpScratch& vjp_scratch() {
   return s;
 }
 
-// Pass 1 task: lse and Dr of rows [r0, r0 + rows) of head hq. With out given, Dr is
-// dout . out and only lse (when not given either) needs the logits: no P V product.
-void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
-                        int64_t hq, int64_t r0, int64_t rows, const VjpKeyOperands* keys,
-                        float* lse_out, float* delta) {
+VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int64_t j0,
+                             int64_t cols, std::vector<float>* storage) {
   const AttentionProblem& p = c.p;
+  VjpKeyOperands o;
+  o.kt = pack_gemm_rhs(c.k_rows(b, i, j0, true), p.D, cols, c.inputs_gemm, storage[0]);
+  o.vt = pack_gemm_rhs(c.v_rows(b, i, j0, true), p.d, cols, c.inputs_gemm, storage[1]);
+  o.k = pack_gemm_rhs(c.k_rows(b, i, j0, false), cols, p.D, c.weights_gemm(), storage[2]);
+  return o;
+}
+
+void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
+                   int64_t hq, int64_t r0, int64_t rows, const VjpKeyOperands* keys,
+                   const VjpKeyAccumulators& acc, Tensor& dq) {
+  const AttentionProblem& p = c.p;
+  const int64_t i = hq / p.groups();
+  const int64_t nkv = ceil_div(p.t, c.bkv), tile = c.bq * c.bkv;
   VjpScratch& w = vjp_scratch();
-  grow(w.s, c.bq * c.bkv);
-  grow(w.gate, c.bq * c.bkv);
-  grow(w.acc, c.bq * p.d);
+  grow(w.s, nkv * tile);
+  grow(w.dp, nkv * tile);
+  if (c.cap > 0.0f) grow(w.gate, nkv * tile);
+  grow(w.dq, c.bq * p.D);
   grow(w.row, p.d);
   grow(w.row2, p.d);
   grow(w.m, c.bq);
   grow(w.l, c.bq);
-  float* O = w.acc.data();
-  std::fill_n(O, rows * p.d, 0.0f);
-  std::fill_n(w.m.data(), rows, kNegInf);
-  std::fill_n(w.l.data(), rows, 0.0f);
   const int64_t stat0 = (b * p.H + hq) * p.T + r0;
-  // The task's q rows are the lhs of every S block: packed once.
-  const PackedGemmOperand q_packed =
-      out && lse_in ? PackedGemmOperand{}
-                    : pack_gemm_lhs(c.q_rows(b, hq, r0), rows, p.D, c.inputs_gemm, w.q_packed);
-  for (int64_t j0 = 0; j0 < p.t && !(out && lse_in); j0 += c.bkv) {
-    const int64_t cols = std::min(c.bkv, p.t - j0);
-    if (!block_visible(p, b, r0, rows, j0, cols)) continue;
-    float* s = w.s.data();
-    const VjpKeyOperands& key_ops = keys[j0 / c.bkv];
-    cpu_gemm_f32(q_packed, key_ops.kt, s, cols, false, c.inputs_gemm);
-    finish_logits(c, b, hq, r0, rows, j0, cols, s, w.gate.data());
-    for (int64_t rr = 0; rr < rows; ++rr) {
-      float* row = s + rr * cols;
-      if (lse_in) {
-        cpu_exp_shift_sum(row, cols, lse_in[stat0 + rr]);
-        continue;
-      }
-      // The online softmax: shift by the running maximum, rescale what O has so far.
-      const float m_new = std::max(w.m[rr], cpu_row_max(row, cols));
-      if (m_new == kNegInf) {
-        std::fill_n(row, cols, 0.0f);
-        continue;
-      }
-      const float alpha = w.m[rr] == kNegInf ? 0.0f : std::exp(w.m[rr] - m_new);
-      if (alpha != 1.0f && !out) cpu_scale_row(O + rr * p.d, p.d, alpha);
-      w.l[rr] = w.l[rr] * alpha + cpu_exp_shift_sum(row, cols, m_new);
-      w.m[rr] = m_new;
+  // The task's rows: q as the lhs of S and the rhs of dk, dout as the lhs of dP and the rhs of
+  // dv, packed once for every key block.
+  const CpuGemmOptions ds_gemm = c.weights_gemm();
+  const PackedGemmOperand q_lhs =
+      pack_gemm_lhs(c.q_rows(b, hq, r0), rows, p.D, c.inputs_gemm, w.rows_storage[0]);
+  const PackedGemmOperand q_rhs =
+      pack_gemm_rhs(c.q_rows(b, hq, r0), rows, p.D, ds_gemm, w.rows_storage[1]);
+  const PackedGemmOperand dout_lhs =
+      pack_gemm_lhs(c.dout_rows(b, hq, r0), rows, p.d, c.inputs_gemm, w.rows_storage[2]);
+  const PackedGemmOperand dout_rhs =
+      pack_gemm_rhs(c.dout_rows(b, hq, r0), rows, p.d, ds_gemm, w.rows_storage[3]);
+  // The key blocks the rows can see (causal, window, sequence lengths), each with its tiles.
+  auto for_each_block = [&](auto&& body) {
+    for (int64_t jb = 0; jb < nkv; ++jb) {
+      const int64_t j0 = jb * c.bkv, cols = std::min(c.bkv, p.t - j0);
+      if (!block_visible(p, b, r0, rows, j0, cols)) continue;
+      body(j0, cols, w.s.data() + jb * tile, w.dp.data() + jb * tile,
+           c.cap > 0.0f ? w.gate.data() + jb * tile : nullptr, keys[jb]);
     }
-    if (out) continue;
-    GemmOperand p_rows{DType::kF32, s, cols, false};
+  };
+
+  // Sweep 1: the two products of inputs, the finished logits and each row's maximum.
+  std::fill_n(w.m.data(), rows, kNegInf);
+  for_each_block([&](int64_t j0, int64_t cols, float* s, float* dp, float* gate,
+                     const VjpKeyOperands& key) {
+    cpu_gemm_f32(q_lhs, key.kt, s, cols, false, c.inputs_gemm);
+    finish_logits(c, b, hq, r0, rows, j0, cols, s, gate);
+    cpu_gemm_f32(dout_lhs, key.vt, dp, cols, false, c.inputs_gemm);
+    if (!lse_in) {
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        w.m[rr] = std::max(w.m[rr], cpu_row_max(s + rr * cols, cols));
+      }
+    }
+  });
+  // P = exp(S - lse) in place: given lse, directly; else exp(S - m) over the row's sum l, with
+  // lse = m + log l (a row that sees no key: P = 0).
+  std::fill_n(w.l.data(), rows, 0.0f);
+  for_each_block([&](int64_t, int64_t cols, float* s, float*, float*, const VjpKeyOperands&) {
+    for (int64_t rr = 0; rr < rows; ++rr) {
+      const float shift = lse_in ? lse_in[stat0 + rr] : w.m[rr];
+      w.l[rr] += cpu_exp_shift_sum(s + rr * cols, cols, shift);
+    }
+  });
+  if (!lse_in) {
+    for_each_block([&](int64_t, int64_t cols, float* s, float*, float*, const VjpKeyOperands&) {
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        if (w.l[rr] > 0.0f) cpu_scale_row(s + rr * cols, cols, 1.0f / w.l[rr]);
+      }
+    });
+  }
+  // Dr = rowsum(dout * out): dout . out when out is given, else rowsum(P dP) (the same sum,
+  // since out = P v and dP = dout v^T). Kept in w.l.
+  float* delta = w.l.data();
+  if (out) {
+    for (int64_t rr = 0; rr < rows; ++rr) {
+      load_row(c, c.dout, b, hq, r0 + rr, w.row.data());
+      load_row(c, out, b, hq, r0 + rr, w.row2.data());
+      float dot = 0.0f;
+      for (int64_t e = 0; e < p.d; ++e) dot += w.row[e] * w.row2[e];
+      delta[rr] = dot;
+    }
+  } else {
+    std::fill_n(delta, rows, 0.0f);
+    for_each_block([&](int64_t, int64_t cols, float* s, float* dp, float*,
+                       const VjpKeyOperands&) {
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const float* P = s + rr * cols;
+        const float* dP = dp + rr * cols;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < cols; ++j) dot += P[j] * dP[j];
+        delta[rr] += dot;
+      }
+    });
+  }
+
+  // Sweep 2: dS, then the three products with P or dS.
+  float* dQ = w.dq.data();
+  std::fill_n(dQ, rows * p.D, 0.0f);
+  for_each_block([&](int64_t j0, int64_t cols, float* s, float* dp, float* gate,
+                     const VjpKeyOperands& key) {
+    // dv += P^T dout (P read transposed: the contraction runs over rows).
+    GemmOperand p_t{DType::kF32, s, cols, true};
     if (c.round_p) {
       round_to_bf16(s, rows * cols, w.p16);
-      p_rows = {DType::kBF16, w.p16.data(), cols, false};
+      p_t = {DType::kBF16, w.p16.data(), cols, true};
     }
-    cpu_gemm_f32(p_rows, key_ops.v, rows, O, p.d, true, c.weights_gemm());
-  }
-  for (int64_t rr = 0; rr < rows; ++rr) {
-    float lse = 0.0f, inv = 1.0f;
-    if (lse_in) {
-      lse = lse_in[stat0 + rr];
-    } else {
-      lse = w.l[rr] > 0.0f ? w.m[rr] + std::log(w.l[rr]) : kNegInf;
-      inv = w.l[rr] > 0.0f ? 1.0f / w.l[rr] : 0.0f;
-    }
-    load_row(c, c.dout, b, hq, r0 + rr, w.row.data());
-    const float* o_row = O + rr * p.d;
-    if (out) {
-      load_row(c, out, b, hq, r0 + rr, w.row2.data());
-      o_row = w.row2.data();
-      inv = 1.0f;
-    }
-    float dot = 0.0f;
-    for (int64_t e = 0; e < p.d; ++e) dot += w.row[e] * o_row[e];
-    lse_out[stat0 + rr] = lse;
-    delta[stat0 + rr] = dot * inv;
-  }
-}
-
-VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int64_t j0,
-                             int64_t cols, bool with_v, std::vector<float>* storage) {
-  const AttentionProblem& p = c.p;
-  VjpKeyOperands o;
-  o.kt = pack_gemm_rhs(c.k_rows(b, i, j0, true), p.D, cols, c.inputs_gemm, storage[0]);
-  if (with_v) {
-    o.v = pack_gemm_rhs(c.v_rows(b, i, j0, false), cols, p.d, c.weights_gemm(), storage[1]);
-  }
-  return o;
-}
-
-VjpRowOperands vjp_pack_rows(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0,
-                             int64_t rows, std::vector<float>* storage) {
-  const AttentionProblem& p = c.p;
-  VjpRowOperands o;
-  o.q_lhs = pack_gemm_lhs(c.q_rows(b, hq, r0), rows, p.D, c.inputs_gemm, storage[0]);
-  o.q_rhs = pack_gemm_rhs(c.q_rows(b, hq, r0), rows, p.D, c.weights_gemm(), storage[1]);
-  o.dout_lhs = pack_gemm_lhs(c.dout_rows(b, hq, r0), rows, p.d, c.inputs_gemm, storage[2]);
-  o.dout_rhs = pack_gemm_rhs(c.dout_rows(b, hq, r0), rows, p.d, c.weights_gemm(), storage[3]);
-  return o;
-}
-
-// Pass 2 task: dk and dv of keys [j0, j0 + cols) of kv head i; dq (and dbias) into the
-// thread's copies.
-void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta, int64_t b,
-                   int64_t i, int64_t j0, int64_t cols, const VjpRowOperands* packed_rows,
-                   float* dq_acc, float* dbias_acc, Tensor& dk, Tensor& dv) {
-  const AttentionProblem& p = c.p;
-  const int64_t g = p.groups();
-  VjpScratch& w = vjp_scratch();
-  grow(w.s, c.bq * c.bkv);
-  grow(w.gate, c.bq * c.bkv);
-  grow(w.dp, c.bq * c.bkv);
-  grow(w.acc, c.bkv * p.D);
-  grow(w.acc2, c.bkv * p.d);
-  float* dK = w.acc.data();
-  float* dV = w.acc2.data();
-  std::fill_n(dK, cols * p.D, 0.0f);
-  std::fill_n(dV, cols * p.d, 0.0f);
-  // The block's keys and values are the rhs of three products for every row block: packed once.
-  const PackedGemmOperand kt =
-      pack_gemm_rhs(c.k_rows(b, i, j0, true), p.D, cols, c.inputs_gemm, w.kt_packed);
-  const PackedGemmOperand vt =
-      pack_gemm_rhs(c.v_rows(b, i, j0, true), p.d, cols, c.inputs_gemm, w.vt_packed);
-  const CpuGemmOptions ds_gemm = c.weights_gemm();
-  const int64_t nq = ceil_div(p.T, c.bq);
-  const PackedGemmOperand k_block =
-      pack_gemm_rhs(c.k_rows(b, i, j0, false), cols, p.D, ds_gemm, w.k_packed);
-  for (int64_t hq = i * g; hq < (i + 1) * g; ++hq) {
-    for (int64_t r0 = 0; r0 < p.T; r0 += c.bq) {
-      const int64_t rows = std::min(c.bq, p.T - r0);
-      if (!block_visible(p, b, r0, rows, j0, cols)) continue;
-      const int64_t stat0 = (b * p.H + hq) * p.T + r0;
-      const VjpRowOperands& row_ops = packed_rows[(hq - i * g) * nq + r0 / c.bq];
-      float* s = w.s.data();
-      float* dp = w.dp.data();
-      const float* gate = w.gate.data();
-      cpu_gemm_f32(row_ops.q_lhs, kt, s, cols, false, c.inputs_gemm);
-      finish_logits(c, b, hq, r0, rows, j0, cols, s, w.gate.data());
-      // P = exp(S - lse): the forward's normalised weights, 0 where masked.
-      for (int64_t rr = 0; rr < rows; ++rr) cpu_exp_shift_sum(s + rr * cols, cols, lse[stat0 + rr]);
-      // dv += P^T dout (P read transposed: the contraction runs over rows).
-      GemmOperand p_t{DType::kF32, s, cols, true};
-      if (c.round_p) {
-        round_to_bf16(s, rows * cols, w.p16);
-        p_t = {DType::kBF16, w.p16.data(), cols, true};
+    cpu_gemm_f32(p_t, dout_rhs, cols, acc.dv + ((b * p.t + j0) * p.h + i) * p.d, p.h * p.d,
+                 true, ds_gemm);
+    // dS = P (dP - Dr) (cap') in place of dP.
+    for (int64_t rr = 0; rr < rows; ++rr) {
+      const float Dr = delta[rr];
+      const float* P = s + rr * cols;
+      float* dS = dp + rr * cols;
+      if (gate) {
+        const float* G = gate + rr * cols;
+        for (int64_t j = 0; j < cols; ++j) dS[j] = P[j] * (dS[j] - Dr) * G[j];
+      } else {
+        for (int64_t j = 0; j < cols; ++j) dS[j] = P[j] * (dS[j] - Dr);
       }
-      cpu_gemm_f32(p_t, row_ops.dout_rhs, cols, dV, p.d, true, ds_gemm);
-      // dP = dout v^T, then dS = P (dP - Dr) (cap') in place.
-      cpu_gemm_f32(row_ops.dout_lhs, vt, dp, cols, false, c.inputs_gemm);
-      for (int64_t rr = 0; rr < rows; ++rr) {
-        const float Dr = delta[stat0 + rr];
-        const float* P = s + rr * cols;
-        float* dS = dp + rr * cols;
-        if (c.cap > 0.0f) {
-          const float* G = gate + rr * cols;
-          for (int64_t j = 0; j < cols; ++j) dS[j] = P[j] * (dS[j] - Dr) * G[j];
-        } else {
-          for (int64_t j = 0; j < cols; ++j) dS[j] = P[j] * (dS[j] - Dr);
-        }
-        if (dbias_acc) {
-          float* db = dbias_acc + c.bias_at.offset(b, hq, r0 + rr, j0);
-          const int64_t stride = c.bias_at.stride_t;
-          for (int64_t j = 0; j < cols; ++j) db[j * stride] += dS[j];
-        }
+      if (acc.dbias) {
+        float* db = acc.dbias + c.bias_at.offset(b, hq, r0 + rr, j0);
+        const int64_t stride = c.bias_at.stride_t;
+        for (int64_t j = 0; j < cols; ++j) db[j * stride] += dS[j];
       }
-      // dk += dS^T q and dq += dS k (the scale is applied once, at the stores).
-      GemmOperand ds{DType::kF32, dp, cols, false};
-      if (c.round_p) {
-        round_to_bf16(dp, rows * cols, w.ds16);
-        ds = {DType::kBF16, w.ds16.data(), cols, false};
-      }
-      GemmOperand ds_t = ds;
-      ds_t.transposed = true;
-      cpu_gemm_f32(ds_t, row_ops.q_rhs, cols, dK, p.D, true, ds_gemm);
-      cpu_gemm_f32(ds, k_block, rows, dq_acc + ((b * p.T + r0) * p.H + hq) * p.D, p.H * p.D,
-                   true, ds_gemm);
     }
-  }
-  cpu_scale_row(dK, cols * p.D, c.scale);
-  char* dk_dst = static_cast<char*>(dk.raw()) + ((b * p.t + j0) * p.h + i) * p.D * c.xs;
-  char* dv_dst = static_cast<char*>(dv.raw()) + ((b * p.t + j0) * p.h + i) * p.d * c.xs;
-  store_rows(dK, p.D, cols, p.D, c.x, dk_dst, p.h * p.D);
-  store_rows(dV, p.d, cols, p.d, c.x, dv_dst, p.h * p.d);
+    // dk += dS^T q and dq += dS k (the scale is applied once, at the stores).
+    GemmOperand ds{DType::kF32, dp, cols, false};
+    if (c.round_p) {
+      round_to_bf16(dp, rows * cols, w.ds16);
+      ds = {DType::kBF16, w.ds16.data(), cols, false};
+    }
+    GemmOperand ds_t = ds;
+    ds_t.transposed = true;
+    cpu_gemm_f32(ds_t, q_rhs, cols, acc.dk + ((b * p.t + j0) * p.h + i) * p.D, p.h * p.D, true,
+                 ds_gemm);
+    cpu_gemm_f32(ds, key.k, rows, dQ, p.D, true, ds_gemm);
+  });
+  cpu_scale_row(dQ, rows * p.D, c.scale);
+  char* dq_dst = static_cast<char*>(dq.raw()) + ((b * p.T + r0) * p.H + hq) * p.D * c.xs;
+  store_rows(dQ, p.D, rows, p.D, c.x, dq_dst, p.H * p.D);
 }
 
 }  // namespace tokamax

@@ -55,15 +55,14 @@ struct VjpTaskContext {
   }
 };
 
-// Per-thread scratch: the [bq, bkv] tiles of one block and the dk/dv accumulators of a pass-2
-// task. It grows once and is kept between calls.
+// Per-thread scratch of a row-block task, grown once and kept between calls: the task's strips
+// of logits (then P), dP (then dS) and the cap's gate, [ceil(t / bkv)][bq][bkv] each (one
+// [rows, cols] tile per key block); its dq accumulator [bq, D]; rows of dout / out; P and dS
+// rounded to bf16 (native_all); and its q and dout rows, packed once for every key block.
 struct VjpScratch {
-  std::vector<float> s, gate, dp, acc, acc2, row, row2, m, l;
+  std::vector<float> s, gate, dp, dq, row, row2, m, l;
   std::vector<uint16_t> p16, ds16;  // P and dS rounded to bf16 bits (native_all)
-  // Operands packed once per task and reused by every block of the other side: pass 1's q
-  // rows; pass 2's k^T (S), v^T (dP) and k (dq). (Pass 1's key blocks are packed by the
-  // driver: vjp_pack_keys.)
-  std::vector<float> q_packed, kt_packed, vt_packed, k_packed;
+  std::vector<float> rows_storage[4];
 };
 VjpScratch& vjp_scratch();
 
@@ -71,40 +70,35 @@ inline void grow(std::vector<float>& x, int64_t n) {
   if (static_cast<int64_t>(x.size()) < n) x.resize(static_cast<size_t>(n));
 }
 
-// k and v of one key block (keys j0.. of kv head i) packed for every row block of pass 1: k^T
-// as the rhs of S, v (with_v) as the rhs of P v. Packed once per call instead of once per (row
-// block, key block) pair.
+// k and v of one key block (keys j0.. of kv head i), packed once per call for every row block
+// of its q heads: k^T as the rhs of S, v^T as the rhs of dP, k as the rhs of dq.
 struct VjpKeyOperands {
-  PackedGemmOperand kt, v;
+  PackedGemmOperand kt, vt, k;
 };
-// `storage` holds two buffers (grown, kept by the caller).
+// `storage` holds three buffers (grown, kept by the caller).
 VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int64_t j0,
-                             int64_t cols, bool with_v, std::vector<float>* storage);
+                             int64_t cols, std::vector<float>* storage);
 
-// Pass 1 task: lse and Dr = rowsum(dout * out) of rows [r0, r0 + rows) of q head hq into
-// lse_out and delta ([B, H, T] f32 each). lse_in (or null) is the given lse, out (or null) the
-// given forward output. keys[j0 / bkv] are the packed key blocks of q head hq's kv head (v
-// packed unless out is given; unused, may be null, when lse and out are both given).
-void vjp_row_statistics(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
-                        int64_t hq, int64_t r0, int64_t rows, const VjpKeyOperands* keys,
-                        float* lse_out, float* delta);
-
-// q and dout of one row block (rows r0.. of q head hq) packed for every key block of pass 2: q
-// as the lhs of S and the rhs of dk, dout as the lhs of dP and the rhs of dv. Packed once per
-// call instead of once per key block.
-struct VjpRowOperands {
-  PackedGemmOperand q_lhs, q_rhs, dout_lhs, dout_rhs;
+// Where a row-block task adds what it owns only in part: dk and dv of every key (f32 [B, t, h,
+// D] and [B, t, h, d], before the scale), and dbias (null without a bias) as stored. Each thread
+// has its own copies; the driver sums them.
+struct VjpKeyAccumulators {
+  float* dk = nullptr;
+  float* dv = nullptr;
+  float* dbias = nullptr;
 };
-// `storage` holds four buffers (grown, kept by the caller).
-VjpRowOperands vjp_pack_rows(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0,
-                             int64_t rows, std::vector<float>* storage);
 
-// Pass 2 task: dk and dv of keys [j0, j0 + cols) of kv head i, written to dk and dv; dq (before
-// the scale) and dbias added into the thread's copies dq_acc [B, T, H, D] and dbias_acc (null
-// without a bias).
-// rows[(hq - i g) * ceil(T / bq) + r0 / bq] are the packed row blocks of kv head i's q heads.
-void vjp_key_block(const VjpTaskContext& c, const float* lse, const float* delta, int64_t b,
-                   int64_t i, int64_t j0, int64_t cols, const VjpRowOperands* rows,
-                   float* dq_acc, float* dbias_acc, Tensor& dk, Tensor& dv);
+// The task: every gradient term of rows [r0, r0 + rows) of q head hq. Its q and dout rows are
+// packed once. Sweep 1, per key block that the rows can see: S = q k^T and dP = dout v^T into
+// the scratch strips (the two products of inputs), the logits finished (scale, bias, cap,
+// masks) and each row's running maximum. Then P = exp(S - lse) in place (lse from the maximum
+// and the sum of the shifted exponentials, or given), and Dr = rowsum(P dP) (or dout . out when
+// out is given). Sweep 2, per visible key block: dS = P (dP - Dr) (cap') in place; dv += P^T
+// dout and dk += dS^T q into the thread's accumulators, dq += dS k into the task's own rows,
+// which it scales and stores at the end. Five products per block pair, and nothing [T, t]:
+// the strips are [bq, t]. keys[j0 / bkv] are the packed key blocks of hq's kv head.
+void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
+                   int64_t hq, int64_t r0, int64_t rows, const VjpKeyOperands* keys,
+                   const VjpKeyAccumulators& acc, Tensor& dq);
 
 }  // namespace tokamax

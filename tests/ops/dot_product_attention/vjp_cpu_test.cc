@@ -33,10 +33,11 @@ TEST_CASE("cpu dot_product_attention_vjp matches the oracle for every option", "
   }
 }
 
-TEST_CASE("cpu dot_product_attention_vjp packs k and v, then q and dout, in waves of kv heads",
+TEST_CASE("cpu dot_product_attention_vjp packs k^T, v^T and k in waves of kv heads",
           "[attention_vjp]") {
-  // wave_bytes = 1: one kv head per wave in both passes (batch 2 x 2 kv heads: four waves), with
-  // GQA, a bias (dbias accumulates across waves) and uneven blocks on two threads.
+  // wave_bytes = 1: one kv head per wave (batch 2 x 2 kv heads: four waves), with GQA, a bias
+  // (dk, dv and dbias accumulate in the thread copies across waves) and uneven blocks on two
+  // threads.
   for (const json& args_json :
        {json{{"q", "f32[2,9,4,8]"}, {"k", "f32[2,11,2,8]"}, {"v", "f32[2,11,2,8]"},
              {"dout", "f32[2,9,4,8]"}, {"bias", "f32[2,4,9,11]"}},
