@@ -27,8 +27,8 @@ struct AttentionGradients {
 };
 
 // The gradients of dot_product_attention(q, k, v, options) for the cotangent dout of its output.
-// `lse` [*B, H, T] f32, the forward's per-row log-sum-exp, and `out`, the forward's output,
-// spare the kernel recomputing the forward's row statistics.
+// `lse` [*B, H, T] f32, the forward's per-row log-sum-exp, and `out`, the forward's output, are
+// used for the row statistics instead of computing them.
 // `options` are the forward's (implementation and config pick the VJP's). Throws
 // InvalidArgument naming the argument when shapes or dtypes disagree.
 AttentionGradients dot_product_attention_vjp(const Tensor& q,     // [*B, T, H, D]

@@ -22,9 +22,9 @@
 //
 // Optional inputs, as upstream's VJP takes them: lse [*B, H, T] f32, the per-row log-sum-exp of
 // s, log sum_j exp(s_j) (-inf on rows without a visible key), the forward's residual; and out
-// [*B, T, H, d], the forward's output. Implementations that use them recompute P as
-// exp(s - lse) block by block and take rowsum(dout * out) from out; without them they recompute
-// the forward's row statistics first (lse, and out's row sums: the forward's two products).
+// [*B, T, H, d], the forward's output. Implementations that use them take P as exp(s - lse) and
+// rowsum(dout * out) from out; without them they compute lse from the logits and the row sums
+// as rowsum(P dP) (the cpu kernel) or from a recomputed out.
 #pragma once
 
 #include <string_view>

@@ -41,18 +41,21 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
   const cpu::CpuInfo& device = cpu::cpu_info(target);
   CpuAttentionVjpConfig c;
   // 128 x 128 blocks at least: the five block products are then 128^3 each (packing is a few
-  // percent of them). Without a causal or window mask every block is full, and 256 keys per
-  // task halve the repacking of q and dout per key (measured at T = t = 2048, D = 128 on the
-  // 2-core Zen 5: 8% faster in f32); with a mask, 128 wastes less on the diagonal blocks.
-  // The native bf16 products, twice as fast, favour 256 rows too (their packing weighs more).
+  // percent of them). Without a causal or window mask every block is full and 256 keys per block
+  // (measured at T = t = 2048, D = 128 on the 2-core Zen 5 with the earlier two-pass kernel: 8%
+  // faster in f32); with a mask, 128 wastes less on the diagonal blocks. The native bf16
+  // products, twice as fast, favour 256 rows too (their packing weighs more). With the row-block
+  // tasks on Zen 3 (AVX2), bq 64 / 128 / 256 x bkv 64 / 128 / 256 were within the run noise of
+  // each other, full and causal, two rounds each.
   const bool banded = p.is_causal || p.has_local_window();
   const bool native = p.dtype == DType::kBF16 && kernel_has_native_bf16(device);
   c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, native ? 256 : 128));
   c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, banded && !native ? 128 : 256));
-  // Enough dk/dv tasks (B h ceil(t / bkv)) to balance the cores: 4 per core where t allows.
+  // Enough tasks, one per block of query rows (B H ceil(T / bq)), to balance the cores: 4 per
+  // core where T allows.
   const int cores = std::max(1, device.cores);
-  while (c.block_kv > 32 && p.B * p.h * ((p.t + c.block_kv - 1) / c.block_kv) < 4 * cores) {
-    c.block_kv /= 2;
+  while (c.block_q > 32 && p.B * p.H * ((p.T + c.block_q - 1) / c.block_q) < 4 * cores) {
+    c.block_q /= 2;
   }
   // vdpbf16ps doubles the rate of all five products (P and dS rounded to bf16 for three).
   if (native) c.bf16_path = "native_all";

@@ -1,5 +1,5 @@
-// dot_product_attention_vjp on CPU: the flash-style backward kernel (blocks recomputed from the
-// log-sum-exp, never a [T, t] matrix).
+// dot_product_attention_vjp on CPU: the flash-style backward kernel (per block of query rows,
+// [bq, t] strips of S and dP, never a [T, t] matrix).
 //
 // Dimensions.
 //   B      flattened batch;  T, t  query and key/value positions
@@ -14,10 +14,10 @@
 
 namespace tokamax {
 
-// Computes every gradient on the thread pool. Scratch: per thread O(bq bkv) tiles and one f32
-// copy of dq (and of dbias with a bias); [B, H, T] f32 row statistics. Throws NotImplemented for
-// f64.
-// The packed q and dout row blocks of one wave of kv heads stay under this (one head at least).
+// Computes every gradient on the thread pool. Scratch: per thread [bq, t] strips of S and dP
+// (and the cap's gate), one f32 copy of dk and dv (and of dbias with a bias). Throws
+// NotImplemented for f64.
+// The packed k^T, v^T and k of one wave of kv heads stay under this (one head at least).
 inline constexpr int64_t kAttentionVjpWaveBytes = int64_t{64} << 20;
 
 void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,

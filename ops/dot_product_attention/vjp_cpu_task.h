@@ -1,5 +1,5 @@
 // dot_product_attention_vjp on CPU: what the kernel's driver (vjp_cpu_kernel.cc) hands each task,
-// and the task bodies of its two passes (vjp_cpu_task.cc).
+// and its task body (vjp_cpu_task.cc).
 //
 // Dimensions.
 //   B      flattened batch;  T, t  query and key/value positions
