@@ -43,6 +43,69 @@ constexpr int kRowGroup = 8;
 // How many row groups ahead the last-axis kernel prefetches x.
 constexpr int kPrefetchGroups = 4;
 
+// Sums over kRows bf16 rows (rows C apart, C a multiple of 2L), in pair order: acc_sq[k] =
+// sum d^2 and, with kCentred, acc[k] = sum d, where d = x - centre[k] (kCentred) or x. The
+// centres stay in memory (a broadcast operand): 8 more live vectors would spill.
+template <int kRows, bool kCentred>
+HWY_INLINE void GroupSumsPairs(DF d, const bf16* HWY_RESTRICT x, int64_t C,
+                               const float* HWY_RESTRICT centre, VF* HWY_RESTRICT acc,
+                               VF* HWY_RESTRICT acc_sq) {
+  const int64_t P = 2 * static_cast<int64_t>(hn::Lanes(d));
+  for (int k = 0; k < kRows; ++k) {
+    acc[k] = hn::Zero(d);
+    acc_sq[k] = hn::Zero(d);
+  }
+  for (int64_t c = 0; c < C; c += P) {
+    for (int k = 0; k < kRows; ++k) {
+      VF e, o;
+      LoadWidenPair(x + k * C + c, e, o);
+      if constexpr (kCentred) {
+        e = hn::Sub(e, hn::Set(d, centre[k]));
+        o = hn::Sub(o, hn::Set(d, centre[k]));
+        acc[k] = hn::Add(acc[k], hn::Add(e, o));
+      }
+      acc_sq[k] = hn::MulAdd(o, o, hn::MulAdd(e, e, acc_sq[k]));
+    }
+  }
+}
+
+// Pass 3 of kRows bf16 rows in pairs of vectors: out = (x * rstd - mean * rstd) * scale + offset
+// (RMSNorm: x * rstd * scale), two FMAs per vector (the product mean * rstd rounds once: an
+// error of u |mean| rstd, which the error model's A * rstd term covers), rounded back by
+// StorePairBf16. r[k] and mr[k] hold rstd and mean * rstd of row k; scale_p and offset_p are in
+// pair order. A line of `prefetch` per output pair, up to prefetch_bytes.
+template <bool subtract_mean, bool kStream, int kRows>
+HWY_INLINE void OutputPairs(DF d, const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int64_t C,
+                            const float* HWY_RESTRICT scale_p, const float* HWY_RESTRICT offset_p,
+                            const VF* r, const VF* mr, const char* prefetch,
+                            int64_t prefetch_bytes, bool native_bf16) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t prefetched = 0;  // bytes
+  for (int64_t c = 0; c < C; c += 2 * L) {
+    const VF se = hn::LoadU(d, scale_p + c), so = hn::LoadU(d, scale_p + c + L);
+    const VF be = hn::LoadU(d, offset_p + c), bo = hn::LoadU(d, offset_p + c + L);
+    for (int k = 0; k < kRows; ++k) {
+      if (prefetched < prefetch_bytes) {
+        hwy::Prefetch(prefetch + prefetched);
+        prefetched += 64;
+      }
+      VF e, o;
+      LoadWidenPair(x + k * C + c, e, o);
+      if constexpr (subtract_mean) {
+        e = hn::MulSub(e, r[k], mr[k]);
+        o = hn::MulSub(o, r[k], mr[k]);
+      } else {
+        e = hn::Mul(e, r[k]);
+        o = hn::Mul(o, r[k]);
+      }
+      StorePairBf16<kStream>(hn::MulAdd(e, se, be), hn::MulAdd(o, so, bo), out + k * C + c,
+                             native_bf16);
+    }
+  }
+  if (prefetched < prefetch_bytes)
+    PrefetchRange(prefetch + prefetched, prefetch_bytes - prefetched);
+}
+
 // kRows consecutive rows of a last-axis problem from `x` / `out` ([kRows, C], row-major).
 // `row` is an f32 scratch [kRows, C_pad] (C_pad = C rounded up to L); each row's zero-padded
 // partial last vector sits at its end. Loops over k have a constant trip count and unroll.
@@ -50,7 +113,7 @@ constexpr int kPrefetchGroups = 4;
 // pass: f32 [384*384, 128] one thread 3.2-3.4 -> 2.8-3.0 ms, C = 64 1.63-1.67 -> 1.31-1.34 ms;
 // f16 unchanged (2.06-2.08 ms, also with the 8-row transposing reduction for its sums).
 // kPairs (bf16 rows with C a multiple of 2L, on every pair target): rows are widened and rounded
-// back in pairs of vectors (LoadWidenPair, StorePairBf16; pair order, which the row sums ignore),
+// back in pairs of vectors (GroupSumsPairs, OutputPairs; pair order, which the row sums ignore),
 // and `scale` / `offset` come in pair order. On AVX2 the one-vector path is bound by its widening
 // and rounding (a pack and a cross-lane permute per 8 lanes); the pairs halve them.
 template <typename T, bool subtract_mean, bool kStream, int kRows, bool kPairs = false>
@@ -85,18 +148,7 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
     }
     int64_t c = 0;
     if constexpr (kPairs) {
-      for (; c < C; c += 2 * L) {
-        for (int k = 0; k < kRows; ++k) {
-          VF e, o;
-          LoadWidenPair(x + k * C + c, e, o);
-          if constexpr (kCentred) {
-            e = hn::Sub(e, hn::Set(d, centre[k]));
-            o = hn::Sub(o, hn::Set(d, centre[k]));
-            acc[k] = hn::Add(acc[k], hn::Add(e, o));
-          }
-          acc_sq[k] = hn::MulAdd(o, o, hn::MulAdd(e, e, acc_sq[k]));
-        }
-      }
+      GroupSumsPairs<kRows, kCentred>(d, x, C, centre, acc, acc_sq);
       return;
     }
     for (; c < C_main; c += L) {
@@ -153,25 +205,15 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
     m[k] = hn::Set(d, mean[k]);
     r[k] = hn::Set(d, rstd[k]);
   }
+  if constexpr (kPairs) {
+    VF mr[kRows];
+    for (int k = 0; k < kRows; ++k) mr[k] = hn::Set(d, mean[k] * rstd[k]);
+    OutputPairs<subtract_mean, kStream, kRows>(d, x, out, C, scale, offset, r, mr, prefetch,
+                                                prefetch_bytes, native_bf16);
+    return;
+  }
   int64_t prefetched = 0;  // bytes
   int64_t c = 0;
-  if constexpr (kPairs) {
-    for (; c < C; c += 2 * L) {
-      const VF se = hn::LoadU(d, scale + c), so = hn::LoadU(d, scale + c + L);
-      const VF be = hn::LoadU(d, offset + c), bo = hn::LoadU(d, offset + c + L);
-      for (int k = 0; k < kRows; ++k) {
-        if (prefetched < prefetch_bytes) {
-          hwy::Prefetch(prefetch + prefetched);
-          prefetched += 64;
-        }
-        VF e, o;
-        LoadWidenPair(x + k * C + c, e, o);
-        StorePairBf16<kStream>(hn::MulAdd(hn::Sub(e, m[k]), hn::Mul(r[k], se), be),
-                               hn::MulAdd(hn::Sub(o, m[k]), hn::Mul(r[k], so), bo),
-                               out + k * C + c, native_bf16);
-      }
-    }
-  }
   for (; c < C_main; c += L) {
     const VF s = hn::LoadU(d, scale + c), b = hn::LoadU(d, offset + c);
     for (int k = 0; k < kRows; ++k) {
@@ -215,32 +257,6 @@ HWY_INLINE VF SumsOf8(const VF* a) {
 // The lane of SumsOf8's result that holds row k's sum.
 constexpr int kSumLane[8] = {0, 4, 8, 12, 2, 6, 10, 14};
 
-// Sums over the 8 bf16 rows of a group (rows C apart, C a multiple of 2L), in pair order:
-// acc_sq[k] = sum d^2 and, with kCentred, acc[k] = sum d, where d = x - centre[k] (kCentred) or x.
-// The centres stay in memory (a broadcast operand): 8 more live vectors would spill.
-template <bool kCentred>
-HWY_INLINE void GroupSums8(DF d, const bf16* HWY_RESTRICT x, int64_t C,
-                           const float* HWY_RESTRICT centre, VF* HWY_RESTRICT acc,
-                           VF* HWY_RESTRICT acc_sq) {
-  const int64_t P = 2 * static_cast<int64_t>(hn::Lanes(d));
-  for (int k = 0; k < 8; ++k) {
-    acc[k] = hn::Zero(d);
-    acc_sq[k] = hn::Zero(d);
-  }
-  for (int64_t c = 0; c < C; c += P) {
-    for (int k = 0; k < 8; ++k) {
-      VF e, o;
-      LoadWidenPair(x + k * C + c, e, o);
-      if constexpr (kCentred) {
-        e = hn::Sub(e, hn::Set(d, centre[k]));
-        o = hn::Sub(o, hn::Set(d, centre[k]));
-        acc[k] = hn::Add(acc[k], hn::Add(e, o));
-      }
-      acc_sq[k] = hn::MulAdd(o, o, hn::MulAdd(e, e, acc_sq[k]));
-    }
-  }
-}
-
 // RowGroup for 8 bf16 rows with C a multiple of 2L on AVX-512 with avx512_bf16: the rows are
 // widened and rounded back in pairs of vectors (LoadWidenPair, StorePairBf16; pair order, which
 // the lane sums ignore), and the statistics of the 8 rows are computed together (SumsOf8, one
@@ -257,8 +273,6 @@ HWY_INLINE void RowGroup8Pairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT ou
                                int64_t prefetch_bytes, int prefetch_groups) {
   constexpr int kRows = 8;
   const DF d;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t P = 2 * L;
   const VF inv_C = hn::Set(d, 1.0f / static_cast<float>(C));
   const char* prefetch = reinterpret_cast<const char*>(x + prefetch_groups * kRows * C);
   // Pass 1 (memory): RMSNorm sums x^2; layer norm shifts each row by its first element and sums
@@ -268,7 +282,7 @@ HWY_INLINE void RowGroup8Pairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT ou
     for (int k = 0; k < kRows; ++k) shift[k] = WidenScalar(x[k * C]);
   }
   VF acc[kRows], acc_sq[kRows];
-  GroupSums8<subtract_mean>(d, x, C, shift, acc, acc_sq);
+  GroupSumsPairs<kRows, subtract_mean>(d, x, C, shift, acc, acc_sq);
   // mean[kSumLane[k]]: row k's mean minus its shift (zero for RMSNorm).
   alignas(64) float mean[16] = {}, rstd[16];
   VF var = hn::Mul(SumsOf8(acc_sq), inv_C);
@@ -283,7 +297,7 @@ HWY_INLINE void RowGroup8Pairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT ou
       hn::Store(m, d, mean);
       float centre[kRows];
       for (int k = 0; k < kRows; ++k) centre[k] = shift[k] + mean[kSumLane[k]];
-      GroupSums8<true>(d, x, C, centre, acc, acc_sq);
+      GroupSumsPairs<kRows, true>(d, x, C, centre, acc, acc_sq);
       const VF s1 = hn::Mul(SumsOf8(acc), inv_C);
       m = hn::Add(m, s1);
       var = hn::NegMulAdd(s1, s1, hn::Mul(SumsOf8(acc_sq), inv_C));
@@ -291,38 +305,14 @@ HWY_INLINE void RowGroup8Pairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT ou
     hn::Store(m, d, mean);
   }
   hn::Store(hn::Div(hn::Set(d, 1.0f), hn::Sqrt(hn::Add(var, hn::Set(d, eps)))), d, rstd);
-  // Pass 3 (L1 -> memory): out = (x * rstd - mean * rstd) * scale + offset, two FMAs per vector
-  // (the product mean * rstd rounds once: an error of u |mean| rstd, which the error model's
-  // A * rstd term covers); a line of the rows prefetch_groups groups ahead per output line.
+  // Pass 3 (L1 -> memory), as RowGroup's pairs.
   VF mr[kRows], r[kRows];
   for (int k = 0; k < kRows; ++k) {
     r[k] = hn::Set(d, rstd[kSumLane[k]]);
     mr[k] = hn::Set(d, (shift[k] + mean[kSumLane[k]]) * rstd[kSumLane[k]]);
   }
-  int64_t prefetched = 0;  // bytes
-  for (int64_t c = 0; c < C; c += P) {
-    const VF se = hn::LoadU(d, scale_p + c), so = hn::LoadU(d, scale_p + c + L);
-    const VF be = hn::LoadU(d, offset_p + c), bo = hn::LoadU(d, offset_p + c + L);
-    for (int k = 0; k < kRows; ++k) {
-      if (prefetched < prefetch_bytes) {
-        hwy::Prefetch(prefetch + prefetched);
-        prefetched += 64;
-      }
-      VF e, o;
-      LoadWidenPair(x + k * C + c, e, o);
-      if constexpr (subtract_mean) {
-        e = hn::MulSub(e, r[k], mr[k]);
-        o = hn::MulSub(o, r[k], mr[k]);
-      } else {
-        e = hn::Mul(e, r[k]);
-        o = hn::Mul(o, r[k]);
-      }
-      StorePairBf16<kStream>(hn::MulAdd(e, se, be), hn::MulAdd(o, so, bo), out + k * C + c,
-                             /*native=*/true);
-    }
-  }
-  if (prefetched < prefetch_bytes)
-    PrefetchRange(prefetch + prefetched, prefetch_bytes - prefetched);
+  OutputPairs<subtract_mean, kStream, kRows>(d, x, out, C, scale_p, offset_p, r, mr, prefetch,
+                                              prefetch_bytes, /*native_bf16=*/true);
 }
 #endif
 
