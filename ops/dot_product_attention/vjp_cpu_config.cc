@@ -18,6 +18,13 @@ namespace {
 constexpr int kMaxBlock = 4096;
 // Below this many multiply-adds one thread beats waking the pool.
 constexpr double kSerialMultiplyAdds = double(1 << 18);
+// The heuristics and the search space keep a thread's strips (S, dP and the cap's gate, [bq, t]
+// f32 each) under this: long key sequences get fewer rows per task (t = 131072: 32).
+constexpr int64_t kMaxStripBytes = int64_t{64} << 20;
+int max_block_q(const AttentionProblem& p) {
+  const int64_t per_row = 3 * 4 * std::max<int64_t>(p.t, 1);
+  return static_cast<int>(std::clamp<int64_t>(kMaxStripBytes / per_row, 8, kMaxBlock));
+}
 
 }  // namespace
 
@@ -57,6 +64,7 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
   while (c.block_q > 32 && p.B * p.H * ((p.T + c.block_q - 1) / c.block_q) < 4 * cores) {
     c.block_q /= 2;
   }
+  c.block_q = std::min(c.block_q, max_block_q(p));
   // vdpbf16ps doubles the rate of all five products (P and dS rounded to bf16 for three).
   if (native) c.bf16_path = "native_all";
   const double multiply_adds = 5.0 * static_cast<double>(p.B) * p.H * p.T * p.t * (p.D + p.d) / 2;
@@ -74,6 +82,7 @@ std::vector<CpuAttentionVjpConfig> cpu_attention_vjp_autotuning_configs(
   };
   add(base);
   for (int bq : {64, 128, 256}) {
+    if (bq > max_block_q(p.fwd)) continue;
     for (int bkv : {64, 128, 256}) {
       CpuAttentionVjpConfig c = base;
       c.block_q = bq;

@@ -5,7 +5,7 @@
 //   B      flattened batch;  T, t  query and key/value positions
 //   H, h   query and key/value heads, g = H / h
 //   D, d   q/k and v head dimensions
-//   bq     query rows per block (block_q);  bkv  keys per block and per dk/dv task (block_kv)
+//   bq     query rows per block and task (block_q);  bkv  keys per block (block_kv)
 #pragma once
 
 #include <string>
@@ -18,10 +18,10 @@
 namespace tokamax {
 
 struct CpuAttentionVjpConfig {
-  // bq: query rows of one block: the first pass's task (per q head) and the inner step of the
-  // dk/dv tasks; S, P, dP and dS are [bq, bkv] f32 per thread.
+  // bq: query rows of one task (per q head), which keeps S and dP of its rows for every key in
+  // [bq, t] f32 strips of its thread's scratch (and the cap's gate with a soft cap).
   int block_q = 128;
-  // bkv: keys of one dk/dv task, whose [bkv, D] and [bkv, d] f32 accumulators it owns alone.
+  // bkv: keys of one block: the tile of the five products, [bq, bkv].
   int block_kv = 128;
   // "convert_f32": bf16 operands widened to f32 while packing. "native_dot": bf16 inputs only,
   // the two products of bf16 inputs alone (S = q k^T, dP = dout v^T) with vdpbf16ps (exact

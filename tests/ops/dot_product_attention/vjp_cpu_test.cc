@@ -145,6 +145,27 @@ TEST_CASE("cpu dot_product_attention_vjp config checks name the field", "[attent
   CHECK_FALSE(autotuning_configs_json(cpu_impl(), args).empty());
 }
 
+TEST_CASE("cpu dot_product_attention_vjp keeps the strips of long key sequences bounded",
+          "[attention_vjp]") {
+  // A task keeps S, dP (and the cap's gate) of its bq rows for all t keys: the heuristics and
+  // every autotuning config keep 3 bq t floats under 64 MiB, with bq at least 8.
+  for (const int64_t t : {int64_t{2048}, int64_t{131072}, int64_t{1} << 20}) {
+    const std::string kv = "f32[1," + std::to_string(t) + ",4,64]";
+    const BoundArgs args = bind_attention_vjp(
+        {{"q", "f32[1,512,4,64]"}, {"k", kv}, {"v", kv}, {"dout", "f32[1,512,4,64]"}});
+    CAPTURE(t);
+    auto check = [&](const json& config) {
+      const int64_t bq = config.at("block_q").get<int64_t>();
+      CHECK(bq >= 8);
+      CHECK((3 * 4 * bq * t <= (int64_t{64} << 20) || bq == 8));
+    };
+    const json heuristics = heuristics_config_json(cpu_impl(), args, cpu::host_device());
+    check(heuristics);
+    if (t == 2048) CHECK(heuristics.at("block_q") == 128);
+    for (const json& config : autotuning_configs_json(cpu_impl(), args)) check(config);
+  }
+}
+
 TEST_CASE("cpu dot_product_attention_vjp declines f64", "[attention_vjp]") {
   const BoundArgs args = bind_attention_vjp(attention_vjp_cases("f64")[0]);
   CHECK_THROWS_AS(check_args(cpu_impl(), args), NotImplemented);
