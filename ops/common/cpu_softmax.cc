@@ -80,6 +80,40 @@ void SoftCapRow(float* x, int64_t n, float c) {
   for (; i < n; ++i) x[i] = c * std::tanh(x[i] / c);
 }
 
+float DotRow(const float* x, const float* y, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  // Two partial sums: one FMA chain would bound the loop by the FMA latency.
+  auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    sum0 = hn::MulAdd(hn::LoadU(d, x + i), hn::LoadU(d, y + i), sum0);
+    sum1 = hn::MulAdd(hn::LoadU(d, x + i + L), hn::LoadU(d, y + i + L), sum1);
+  }
+  float result = hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
+  for (; i < n; ++i) result += x[i] * y[i];
+  return result;
+}
+
+void SoftmaxGradRow(const float* p, float* dp, int64_t n, float delta, const float* gate) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto vd = hn::Set(d, delta);
+  int64_t i = 0;
+  if (gate) {
+    for (; i + L <= n; i += L) {
+      const auto g = hn::Mul(hn::LoadU(d, p + i), hn::Sub(hn::LoadU(d, dp + i), vd));
+      hn::StoreU(hn::Mul(g, hn::LoadU(d, gate + i)), d, dp + i);
+    }
+    for (; i < n; ++i) dp[i] = p[i] * (dp[i] - delta) * gate[i];
+    return;
+  }
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::Mul(hn::LoadU(d, p + i), hn::Sub(hn::LoadU(d, dp + i), vd)), d, dp + i);
+  }
+  for (; i < n; ++i) dp[i] = p[i] * (dp[i] - delta);
+}
+
 // Columns in groups of up to kGroup vectors: the max pass keeps one running maximum per vector
 // of the group, so kGroup independent chains hide the latency of Max; the exp pass has kGroup
 // independent exponentials per row.
@@ -219,6 +253,8 @@ HWY_EXPORT(RowMax);
 HWY_EXPORT(ExpShiftSum);
 HWY_EXPORT(ScaleRow);
 HWY_EXPORT(SoftCapRow);
+HWY_EXPORT(DotRow);
+HWY_EXPORT(SoftmaxGradRow);
 HWY_EXPORT(SoftmaxColumnsStep);
 HWY_EXPORT(ScaleColumns);
 HWY_EXPORT(MaskColumns);
@@ -229,6 +265,12 @@ float cpu_exp_shift_sum(float* x, int64_t n, float shift, float scale) {
 }
 void cpu_scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
 void cpu_soft_cap_row(float* x, int64_t n, float c) { HWY_DYNAMIC_DISPATCH(SoftCapRow)(x, n, c); }
+float cpu_dot_row(const float* x, const float* y, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(DotRow)(x, y, n);
+}
+void cpu_softmax_grad_row(const float* p, float* dp, int64_t n, float delta, const float* gate) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, dp, n, delta, gate);
+}
 void cpu_softmax_columns_step(float* s, int64_t n, int64_t cols, int64_t ld, float scale,
                               float* run_max, float* run_sum, float* rescale) {
   HWY_DYNAMIC_DISPATCH(SoftmaxColumnsStep)(s, n, cols, ld, scale, run_max, run_sum, rescale);

@@ -18,6 +18,11 @@ float cpu_exp_shift_sum(float* x, int64_t n, float shift, float scale = 1.0f);
 void cpu_scale_row(float* x, int64_t n, float a);
 // x[i] = c * tanh(x[i] / c): the logit soft cap.
 void cpu_soft_cap_row(float* x, int64_t n, float c);
+// sum x[i] y[i], in any order (vectorized): a row's rowsum(P dP) in the attention backward.
+float cpu_dot_row(const float* x, const float* y, int64_t n);
+// The softmax backward of one row, in place of dp: dp[i] = p[i] (dp[i] - delta), times gate[i]
+// unless gate is null (the soft cap's derivative), with delta = rowsum(p dp) computed before.
+void cpu_softmax_grad_row(const float* p, float* dp, int64_t n, float delta, const float* gate);
 
 // Column-wise pieces for scores stored transposed, s [n, cols] with row stride ld: each column is
 // one softmax row (a query), streamed over its entries (keys) in blocks of n rows.

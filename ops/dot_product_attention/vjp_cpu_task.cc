@@ -193,11 +193,7 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
     for_each_block([&](int64_t, int64_t cols, float* s, float* dp, float*,
                        const VjpKeyOperands&) {
       for (int64_t rr = 0; rr < rows; ++rr) {
-        const float* P = s + rr * cols;
-        const float* dP = dp + rr * cols;
-        float dot = 0.0f;
-        for (int64_t j = 0; j < cols; ++j) dot += P[j] * dP[j];
-        delta[rr] += dot;
+        delta[rr] += cpu_dot_row(s + rr * cols, dp + rr * cols, cols);
       }
     });
   }
@@ -217,15 +213,8 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
                  true, ds_gemm);
     // dS = P (dP - Dr) (cap') in place of dP.
     for (int64_t rr = 0; rr < rows; ++rr) {
-      const float Dr = delta[rr];
-      const float* P = s + rr * cols;
       float* dS = dp + rr * cols;
-      if (gate) {
-        const float* G = gate + rr * cols;
-        for (int64_t j = 0; j < cols; ++j) dS[j] = P[j] * (dS[j] - Dr) * G[j];
-      } else {
-        for (int64_t j = 0; j < cols; ++j) dS[j] = P[j] * (dS[j] - Dr);
-      }
+      cpu_softmax_grad_row(s + rr * cols, dS, cols, delta[rr], gate ? gate + rr * cols : nullptr);
       if (acc.dbias) {
         float* db = acc.dbias + c.bias_at.offset(b, hq, r0 + rr, j0);
         const int64_t stride = c.bias_at.stride_t;

@@ -99,6 +99,34 @@ TEST_CASE("cpu softmax rows: max, exp with shift and sum, masked entries, scale,
   }
 }
 
+TEST_CASE("cpu softmax backward rows: the row dot product and dp = p (dp - delta) (gate)",
+          "[softmax]") {
+  // Lengths below one vector, with whole vectors, pairs of vectors and a remainder.
+  for (int64_t n : {0, 1, 7, 16, 37, 256}) {
+    CAPTURE(n);
+    std::vector<float> p(static_cast<size_t>(n)), dp(p.size()), gate(p.size());
+    double dot = 0, magnitude = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = 0.5f + 0.4f * std::sin(0.3f * i);
+      dp[i] = 3.0f * std::cos(1.1f * i) - 0.5f;
+      gate[i] = 1.0f - 0.1f * (i % 5);
+      dot += double{p[i]} * dp[i];
+      magnitude += std::abs(double{p[i]} * dp[i]);
+    }
+    CHECK(cpu_dot_row(p.data(), dp.data(), n) ==
+          Approx(dot).margin(static_cast<double>(n + 1) * 6e-8 * magnitude + 1e-30));
+    const float delta = 0.25f;
+    for (const bool gated : {false, true}) {
+      std::vector<float> ds = dp;
+      cpu_softmax_grad_row(p.data(), ds.data(), n, delta, gated ? gate.data() : nullptr);
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = gated ? p[i] * (dp[i] - delta) * gate[i] : p[i] * (dp[i] - delta);
+        REQUIRE(ds[i] == want);
+      }
+    }
+  }
+}
+
 TEST_CASE("cpu_exp_shift_sum with a scale is exp(scale x - shift), flushing below shift - 86",
           "[softmax]") {
   const float inf = std::numeric_limits<float>::infinity();
