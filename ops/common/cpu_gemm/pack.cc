@@ -63,6 +63,17 @@ void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_
       Acc* dst = packed + (s * depth + k) * nr;
       const int64_t c0 = s * nr, width = std::min(nr, cols - c0);
       int64_t c = 0;
+      if constexpr (std::is_same_v<Acc, float> && std::is_same_v<In, float>) {
+        // A strip narrower than a vector but at least half of one (nr = mr: a transposed A
+        // packed into micro-panels, e.g. the attention backward's P^T): one whole vector load
+        // within the row and one store, whose lanes past nr land in this strip's slot of k + 1,
+        // which the next k overwrites. The last k and the row's last columns take the masked
+        // path below (no write past the strip, no read past the row).
+        if (nr < L && 2 * nr >= L && k + 1 < depth && c0 + L <= cols) {
+          hn::StoreU(hn::LoadU(df, src + c0), df, dst);
+          continue;
+        }
+      }
       if constexpr (std::is_same_v<Acc, float>) {
         if (kVectorConvert || std::is_same_v<In, float>) {
           for (; c + L <= width; c += L) hn::StoreU(LoadWiden(df, src + c0 + c), df, dst + c);

@@ -119,6 +119,38 @@ TEST_CASE("cpu ragged_dot packs rhs into zero-padded nr-wide strips", "[ragged_d
   });
 }
 
+TEST_CASE("cpu gemm packs f32 strips narrower than a vector (a transposed lhs)", "[cpu_gemm]") {
+  // nr = mr of every micro-tile shape and more (3 .. 16), so that some strips take the whole
+  // vector store whose extra lanes the next k overwrites and others the masked path; columns
+  // that end in a partial strip and ones that do not; the buffer is exactly strips * depth * nr
+  // floats with a guard after it that must stay untouched.
+  for_each_target([&] {
+    for (const int64_t nr : {3, 4, 5, 6, 8, 14, 16}) {
+      for (const int64_t cols : {nr * 3, nr * 3 + 1, int64_t{37}}) {
+        const int64_t depth = 5, ld = cols + 3;
+        const int64_t strips = (cols + nr - 1) / nr;
+        const std::vector<float> rhs = matrix<float>(depth, ld);
+        const float guard = -7.0f;
+        std::vector<float> packed(static_cast<size_t>(strips * depth * nr + 16), guard);
+        pack_rhs_panel(DType::kF32, rhs.data(), ld, depth, cols, nr, packed.data());
+        CAPTURE(nr, cols);
+        for (int64_t s = 0; s < strips; ++s) {
+          for (int64_t k = 0; k < depth; ++k) {
+            for (int64_t n = 0; n < nr; ++n) {
+              const int64_t col = s * nr + n;
+              CAPTURE(s, k, n);
+              REQUIRE(packed[(s * depth + k) * nr + n] == (col < cols ? value_at(k, col) : 0.0f));
+            }
+          }
+        }
+        for (size_t e = static_cast<size_t>(strips * depth * nr); e < packed.size(); ++e) {
+          REQUIRE(packed[e] == guard);
+        }
+      }
+    }
+  });
+}
+
 TEST_CASE("cpu ragged_dot packs bf16 pairs for the native dot", "[ragged_dot]") {
   for_each_target([&] {
     auto pair = [](float even, float odd) {
