@@ -52,8 +52,8 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
   // (measured at T = t = 2048, D = 128 on the 2-core Zen 5 with the earlier two-pass kernel: 8%
   // faster in f32); with a mask, 128 wastes less on the diagonal blocks. The native bf16
   // products, twice as fast, favour 256 rows too (their packing weighs more). With the row-block
-  // tasks on Zen 3 (AVX2), bq 64 / 128 / 256 x bkv 64 / 128 / 256 were within the run noise of
-  // each other, full and causal, two rounds each.
+  // tasks on Zen 3 (AVX2), five (bq, bkv) pairs on a full case and four on a causal one, each
+  // extent 64 to 256, were within the run noise of each other (two rounds each).
   const bool banded = p.is_causal || p.has_local_window();
   const bool native = p.dtype == DType::kBF16 && kernel_has_native_bf16(device);
   c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, native ? 256 : 128));

@@ -101,10 +101,10 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
   const int64_t nkv = ceil_div(p.t, c.bkv);
   const int64_t g = p.groups();
   // The per-thread copies of dk, dv and dbias of thread index k live in store[k], kept between
-  // calls (a fresh allocation per call would be zeroed page by page by the kernel); copies[k]
-  // points at them once index k has zeroed them for this call. Indexed by the loop's thread
-  // index, not owned by an OS thread: every wave's loop sees the same buffers. (The loop bodies
-  // run on other threads: they reach these thread_locals through references.)
+  // calls (a fresh allocation per call would be zeroed page by page by the kernel);
+  // accumulators[k] points at them once index k has zeroed them for this call. Indexed by the
+  // loop's thread index, not owned by an OS thread: every wave's loop sees the same buffers.
+  // (The loop bodies run on other threads: they reach these thread_locals through references.)
   const int used = cpu::thread_pool().threads_for(p.B * p.H * nq, threads);
   const size_t copies = static_cast<size_t>(std::max(used, 1));
   thread_local std::vector<std::vector<float>> dk_store_of_caller, dv_store_of_caller,
@@ -116,8 +116,6 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
     if (store->size() < copies) store->resize(copies);
   }
   std::vector<VjpKeyAccumulators> accumulators(copies);
-  std::vector<float*> dk_copies(copies, nullptr), dv_copies(copies, nullptr),
-      dbias_copies(copies, nullptr);
   const int64_t dk_size = k.num_elements(), dv_size = v.num_elements();
   const int64_t dbias_size = dbias ? dbias->num_elements() : 0;
   auto zeroed = [](std::vector<float>& buffer, int64_t n) {
@@ -150,9 +148,9 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
       const size_t k_index = static_cast<size_t>(thread);
       VjpKeyAccumulators& acc = accumulators[k_index];
       if (!acc.dk) {
-        acc.dk = dk_copies[k_index] = zeroed(dk_store[k_index], dk_size);
-        acc.dv = dv_copies[k_index] = zeroed(dv_store[k_index], dv_size);
-        if (dbias) acc.dbias = dbias_copies[k_index] = zeroed(dbias_store[k_index], dbias_size);
+        acc.dk = zeroed(dk_store[k_index], dk_size);
+        acc.dv = zeroed(dv_store[k_index], dv_size);
+        if (dbias) acc.dbias = zeroed(dbias_store[k_index], dbias_size);
       }
       const int64_t head = task / (g * nq), bi = wave0 + head;
       const int64_t hq = (bi % p.h) * g + task / nq % g, r0 = task % nq * c.bq;
@@ -160,10 +158,17 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                     keys.data() + head * nkv, acc, dq);
     });
   }
-  reduce_copies(dk_copies, dk_size, c.scale, p.dtype, dk.raw(), threads);
-  reduce_copies(dv_copies, dv_size, 1.0f, p.dtype, dv.raw(), threads);
+  // One field of every thread index's accumulators (null where an index ran no task).
+  auto copies_of = [&](float* VjpKeyAccumulators::*field) {
+    std::vector<float*> out;
+    for (const VjpKeyAccumulators& a : accumulators) out.push_back(a.*field);
+    return out;
+  };
+  reduce_copies(copies_of(&VjpKeyAccumulators::dk), dk_size, c.scale, p.dtype, dk.raw(), threads);
+  reduce_copies(copies_of(&VjpKeyAccumulators::dv), dv_size, 1.0f, p.dtype, dv.raw(), threads);
   if (dbias) {
-    reduce_copies(dbias_copies, dbias_size, 1.0f, dbias->dtype(), dbias->raw(), threads);
+    reduce_copies(copies_of(&VjpKeyAccumulators::dbias), dbias_size, 1.0f, dbias->dtype(),
+                  dbias->raw(), threads);
   }
 }
 

@@ -184,9 +184,7 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
     for (int64_t rr = 0; rr < rows; ++rr) {
       load_row(c, c.dout, b, hq, r0 + rr, w.row.data());
       load_row(c, out, b, hq, r0 + rr, w.row2.data());
-      float dot = 0.0f;
-      for (int64_t e = 0; e < p.d; ++e) dot += w.row[e] * w.row2[e];
-      delta[rr] = dot;
+      delta[rr] = cpu_dot_row(w.row.data(), w.row2.data(), p.d);
     }
   } else {
     std::fill_n(delta, rows, 0.0f);

@@ -142,15 +142,15 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
   // from the scratch when `tail_in_scratch`, else widened there first.
   auto row_sums = [&](auto centred, const float* centre, bool tail_in_scratch) {
     constexpr bool kCentred = decltype(centred)::value;
+    if constexpr (kPairs) {
+      GroupSumsPairs<kRows, kCentred>(d, x, C, centre, acc, acc_sq);
+      return;
+    }
     for (int k = 0; k < kRows; ++k) {
       acc[k] = hn::Zero(d);
       acc_sq[k] = hn::Zero(d);
     }
     int64_t c = 0;
-    if constexpr (kPairs) {
-      GroupSumsPairs<kRows, kCentred>(d, x, C, centre, acc, acc_sq);
-      return;
-    }
     for (; c < C_main; c += L) {
       for (int k = 0; k < kRows; ++k) {
         VF v = LoadWiden(d, x + k * C + c);
@@ -198,8 +198,9 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
     }
   }
   for (int k = 0; k < kRows; ++k) rstd[k] = 1.0f / std::sqrt(rstd[k] + eps);
-  // Pass 3 (L1 -> memory): out = (x - mean) * (rstd * scale) + offset, one rounding to T.
-  // scale and offset are padded to C_pad by the caller, so the partial vector loads them whole.
+  // Pass 3 (L1 -> memory): out = (x - mean) * (rstd * scale) + offset, one rounding to T (the
+  // pairs: OutputPairs' two FMAs). scale and offset are padded to C_pad by the caller, so the
+  // partial vector loads them whole.
   VF m[kRows], r[kRows];
   for (int k = 0; k < kRows; ++k) {
     m[k] = hn::Set(d, mean[k]);

@@ -42,29 +42,9 @@ namespace {
 // How many rows of a block ahead pass 1 prefetches x and dout.
 constexpr int64_t kPrefetchRows = 8;
 
-// Calls body(x, dout, j) for the whole vectors of one row's columns [0, w_main), widened: in
-// pairs of vectors over [0, w2) (bf16 only; the even vector at j, the odd one at j + L: pair
-// order), then one vector at a time.
-template <typename T, class Body>
-HWY_INLINE void ForEachColumnVector(const T* HWY_RESTRICT xc, const T* HWY_RESTRICT dc,
-                                    int64_t w2, int64_t w_main, const Body& body) {
-  const DF d;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-  int64_t j = 0;
-  if constexpr (std::is_same_v<T, bf16> && kHasPairPath) {
-    for (; j < w2; j += 2 * L) {
-      VF xe, xo, ye, yo;
-      LoadWidenPair(xc + j, xe, xo);
-      LoadWidenPair(dc + j, ye, yo);
-      body(xe, ye, j);
-      body(xo, yo, j + L);
-    }
-  }
-  for (; j < w_main; j += L) body(LoadWiden(d, xc + j), LoadWiden(d, dc + j), j);
-}
-
 // The column sums of R rows (x and dout at row 0, rows I apart, scale s[0..R)) over the whole
-// vectors [0, w_main), in the order of ForEachColumnVector: term(x, dout, s, j, u, v) adds one
+// vectors [0, w_main), widened: bf16 in pairs of vectors over [0, w2) (the even vector at j, the
+// odd one at j + L: pair order), then one vector at a time. term(x, dout, s, j, u, v) adds one
 // row's terms of the columns at j to two register sums, which are added to acc_u[j] and acc_v[j]
 // once per R rows. Against one row at a time this saves R - 1 of every R loads and stores of the
 // accumulators (on AVX2 the stores alone took a cycle per vector and row).
