@@ -99,31 +99,57 @@ HWY_INLINE VF ActApply(DF d, VF x) {
   }
 }
 
-// out = act(gate) * proj, or act(gate) when proj is null. The last partial vector goes through a
-// zero-padded stack copy, so every element takes the same vector code path (no scalar tail whose
-// rounding would differ from the body's).
-template <Activation kAct>
-void GluRowT(const float* gate, const float* proj, float* out, int64_t n) {
+// out = act(gate + gate_bias) * (proj + proj_bias) in one pass; a null bias adds nothing and a
+// null proj leaves act(gate + gate_bias). kOai: gpt-oss's clamped form (activation.h's
+// swiglu_oai), (clamp(p, -7, 7) + 1) g sigmoid(1.702 g), g = min(gate, 7), with the reference's
+// comparisons (a NaN gate gives the limit, a NaN proj stays NaN). The last partial vector goes
+// through zero-padded stack copies, so every element takes the same vector code path (no scalar
+// tail whose rounding would differ from the body's).
+template <Activation kAct, bool kOai = false>
+void GluRowT(const float* gate, const float* gate_bias, const float* proj, const float* proj_bias,
+             float* out, int64_t n) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  auto step = [&](const float* g_in, const float* gb, const float* p_in, const float* pb,
+                  float* dst) {
+    VF g = hn::LoadU(d, g_in);
+    if (gb != nullptr) g = hn::Add(g, hn::LoadU(d, gb));
+    VF a;
+    if constexpr (kOai) {
+      const VF limit = hn::Set(d, static_cast<float>(kSwigluOaiLimit));
+      g = hn::IfThenElse(hn::Lt(g, limit), g, limit);
+      a = hn::Mul(g, ActSigmoid(d, hn::Mul(hn::Set(d, static_cast<float>(kSwigluOaiAlpha)), g)));
+    } else {
+      a = ActApply<kAct>(d, g);
+    }
+    if (p_in != nullptr) {
+      VF p = hn::LoadU(d, p_in);
+      if (pb != nullptr) p = hn::Add(p, hn::LoadU(d, pb));
+      if constexpr (kOai) {
+        const VF limit = hn::Set(d, static_cast<float>(kSwigluOaiLimit));
+        const VF low = hn::Neg(limit);
+        p = hn::IfThenElse(hn::Lt(p, low), low, hn::IfThenElse(hn::Gt(p, limit), limit, p));
+        p = hn::Add(p, hn::Set(d, 1.0f));
+      }
+      a = hn::Mul(a, p);
+    }
+    hn::StoreU(a, d, dst);
+  };
   int64_t i = 0;
-  for (; i + L <= n; i += L) {
-    VF a = ActApply<kAct>(d, hn::LoadU(d, gate + i));
-    if (proj != nullptr) a = hn::Mul(a, hn::LoadU(d, proj + i));
-    hn::StoreU(a, d, out + i);
-  }
+  auto at = [&](const float* row) { return row != nullptr ? row + i : nullptr; };
+  for (; i + L <= n; i += L) step(gate + i, at(gate_bias), at(proj), at(proj_bias), out + i);
   if (i < n) {
     const size_t rest = static_cast<size_t>(n - i);
-    HWY_ALIGN float g[HWY_MAX_BYTES / sizeof(float)] = {};
-    HWY_ALIGN float p[HWY_MAX_BYTES / sizeof(float)] = {};
-    std::memcpy(g, gate + i, rest * sizeof(float));
-    VF a = ActApply<kAct>(d, hn::Load(d, g));
-    if (proj != nullptr) {
-      std::memcpy(p, proj + i, rest * sizeof(float));
-      a = hn::Mul(a, hn::Load(d, p));
-    }
-    hn::Store(a, d, g);
-    std::memcpy(out + i, g, rest * sizeof(float));
+    constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
+    HWY_ALIGN float copies[4][kMax] = {};
+    auto padded = [&](int which, const float* row) -> const float* {
+      if (row == nullptr) return nullptr;
+      std::memcpy(copies[which], row + i, rest * sizeof(float));
+      return copies[which];
+    };
+    step(padded(0, gate), padded(1, gate_bias), padded(2, proj), padded(3, proj_bias),
+         copies[0]);
+    std::memcpy(out + i, copies[0], rest * sizeof(float));
   }
 }
 
@@ -223,20 +249,22 @@ void GluVjpRow(Activation activation, const float* dout, float* gate, float* pro
   }
 }
 
-void GluRow(Activation activation, const float* gate, const float* proj, float* out, int64_t n) {
+void GluRow(Activation activation, bool oai, const float* gate, const float* gate_bias,
+            const float* proj, const float* proj_bias, float* out, int64_t n) {
+  if (oai) return GluRowT<Activation::kSilu, true>(gate, gate_bias, proj, proj_bias, out, n);
   switch (activation) {
     case Activation::kNone:
-      return GluRowT<Activation::kNone>(gate, proj, out, n);
+      return GluRowT<Activation::kNone>(gate, gate_bias, proj, proj_bias, out, n);
     case Activation::kSilu:
-      return GluRowT<Activation::kSilu>(gate, proj, out, n);
+      return GluRowT<Activation::kSilu>(gate, gate_bias, proj, proj_bias, out, n);
     case Activation::kGelu:
-      return GluRowT<Activation::kGelu>(gate, proj, out, n);
+      return GluRowT<Activation::kGelu>(gate, gate_bias, proj, proj_bias, out, n);
     case Activation::kGeluTanh:
-      return GluRowT<Activation::kGeluTanh>(gate, proj, out, n);
+      return GluRowT<Activation::kGeluTanh>(gate, gate_bias, proj, proj_bias, out, n);
     case Activation::kSigmoid:
-      return GluRowT<Activation::kSigmoid>(gate, proj, out, n);
+      return GluRowT<Activation::kSigmoid>(gate, gate_bias, proj, proj_bias, out, n);
     case Activation::kRelu:
-      return GluRowT<Activation::kRelu>(gate, proj, out, n);
+      return GluRowT<Activation::kRelu>(gate, gate_bias, proj, proj_bias, out, n);
   }
 }
 
@@ -250,12 +278,18 @@ HWY_EXPORT(GluRow);
 HWY_EXPORT(GluVjpRow);
 
 void cpu_activation_row(Activation activation, float* x, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(GluRow)(activation, x, nullptr, x, n);
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, false, x, nullptr, nullptr, nullptr, x, n);
 }
 
 void cpu_glu_row(Activation activation, const float* gate, const float* proj, float* out,
                  int64_t n) {
-  HWY_DYNAMIC_DISPATCH(GluRow)(activation, gate, proj, out, n);
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, false, gate, nullptr, proj, nullptr, out, n);
+}
+
+void cpu_biased_glu_row(Activation activation, bool swiglu_oai, const float* gate,
+                        const float* gate_bias, const float* proj, const float* proj_bias,
+                        float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, swiglu_oai, gate, gate_bias, proj, proj_bias, out, n);
 }
 
 void cpu_glu_vjp_row(Activation activation, const float* dout, float* gate, float* proj,

@@ -27,6 +27,20 @@ void cpu_glu_row(Activation activation,
                  float* out,  // [n]
                  int64_t n);
 
+// out[i] = act(gate[i] + gate_bias[i]) * (proj[i] + proj_bias[i]) in one pass (ragged_dot's
+// fused epilogue). A null bias adds nothing; a null proj gives act(gate[i] + gate_bias[i]).
+// swiglu_oai: gpt-oss's clamped combine instead, activation.h's swiglu_oai(gate + gate_bias,
+// proj + proj_bias) (the activation is then ignored). `out` may be `gate` or `proj`.
+void cpu_biased_glu_row(Activation activation, bool swiglu_oai,
+                        // Inputs.
+                        const float* gate,       // [n]
+                        const float* gate_bias,  // [n] or null
+                        const float* proj,       // [n] or null
+                        const float* proj_bias,  // [n] or null
+                        // Outputs.
+                        float* out,  // [n]
+                        int64_t n);
+
 // In place over one row segment of the recomputed gate g and projection p (gated_linear_unit_vjp):
 // gate[i] <- dout[i] p[i] act'(g[i]), proj[i] <- dout[i] act(g[i]).
 void cpu_glu_vjp_row(Activation activation, const float* dout, float* gate, float* proj,

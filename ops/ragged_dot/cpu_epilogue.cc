@@ -3,18 +3,10 @@
 // Dimensions: as cpu_epilogue.h.
 #include "ops/ragged_dot/cpu_epilogue.h"
 
-#include <algorithm>
 
 #include "ops/common/cpu_activation.h"
 
 namespace tokamax {
-namespace {
-
-constexpr float kAlpha = static_cast<float>(kSwigluOaiAlpha);
-constexpr float kInvAlpha = static_cast<float>(1.0 / kSwigluOaiAlpha);
-constexpr float kLimit = static_cast<float>(kSwigluOaiLimit);
-
-}  // namespace
 
 RaggedDotEpilogue::RaggedDotEpilogue(const RaggedDotProblem& p, const Tensor* bias_tensor)
     : N(p.N), out_N(p.out_N()), activation(p.activation), gate_up(p.gate_up) {
@@ -25,30 +17,15 @@ RaggedDotEpilogue::RaggedDotEpilogue(const RaggedDotProblem& p, const Tensor* bi
 
 void RaggedDotEpilogue::row(int64_t group, int64_t col0, int64_t cols, float* gate,
                             float* up) const {
-  if (!bias.empty()) {
-    const float* b = bias.data() + group * N + col0;
-    for (int64_t c = 0; c < cols; ++c) gate[c] += b[c];
-    if (up != nullptr) {
-      for (int64_t c = 0; c < cols; ++c) up[c] += b[out_N + c];
-    }
+  const float* gate_bias = bias.empty() ? nullptr : bias.data() + group * N + col0;
+  const float* up_bias = gate_bias != nullptr && up != nullptr ? gate_bias + out_N : nullptr;
+  if (gate_up == GateUp::kNone) {
+    if (gate_bias == nullptr && activation == Activation::kNone) return;
+    return cpu_biased_glu_row(activation, false, gate, gate_bias, nullptr, nullptr, gate, cols);
   }
-  switch (gate_up) {
-    case GateUp::kNone:
-      if (activation != Activation::kNone) cpu_activation_row(activation, gate, cols);
-      return;
-    case GateUp::kSilu:
-    case GateUp::kGelu:
-    case GateUp::kGeluErf:
-      return cpu_glu_row(gate_activation(gate_up), gate, up, gate, cols);
-    case GateUp::kSwigluOai:
-      // (clamp(up) + 1) * g sigmoid(alpha g), g = min(gate, limit), as silu(alpha g) / alpha:
-      // the vectorized silu, with the clamps and scalings as plain loops the compiler vectorizes.
-      for (int64_t c = 0; c < cols; ++c) {
-        gate[c] = kAlpha * std::min(gate[c], kLimit);
-        up[c] = (std::clamp(up[c], -kLimit, kLimit) + 1.0f) * kInvAlpha;
-      }
-      return cpu_glu_row(Activation::kSilu, gate, up, gate, cols);
-  }
+  // One pass: the biases, the (clamped) activation and the product.
+  cpu_biased_glu_row(gate_activation(gate_up), gate_up == GateUp::kSwigluOai, gate, gate_bias,
+                     up, up_bias, gate, cols);
 }
 
 }  // namespace tokamax

@@ -127,7 +127,15 @@ TOKAMAX_VNNI_TARGET void tile(const Int8TileArgs& a) {
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
   }
   const int8_t* rhs = a.rhs;
+  // One prefetch every `every` quads (a scalar countdown beside the vector work).
+  PrefetchShare prefetch = a.prefetch;
+  const int64_t every = std::max<int64_t>(1, a.quads / std::max<int64_t>(1, prefetch.lines));
+  int64_t countdown = 0;
   for (int64_t q = 0; q < a.quads; ++q, rhs += NR * 4) {
+    if (--countdown <= 0) {
+      prefetch.next();
+      countdown = every;
+    }
     __m512i b[NV];
     for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_si512(rhs + 64 * v);
     const uint8_t* lhs = a.lhs + 4 * q;
@@ -245,6 +253,9 @@ void pack_rhs_int8_quads(const int8_t* rhs, int64_t ld, int64_t depth, int64_t c
         q = full_quads;
       }
 #endif
+      if (c >= cols) {  // a chunk of zero padding in the last strip: zero codes, no sums
+        for (; q < quads; ++q) std::memset(dst + q * nr * 4, 0, 64);
+      }
       for (; q < quads; ++q) {
         pack_quad_scalar(rhs + 4 * q * ld + c, ld, depth - 4 * q, cols - c,
                          dst + q * nr * 4, sum);

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "ops/common/cpu_gemm/micro_kernel.h"
+
 namespace tokamax {
 
 // Whether this CPU and build run the int8 micro-kernels.
@@ -52,6 +54,7 @@ struct Int8TileArgs {
   int64_t ldc;
   int cols;                 // columns to store, <= nr
   bool accumulate;          // false: the first K block stores
+  PrefetchShare prefetch;   // lines of the next panel's codes, spread over the K loop
 };
 
 // One mr x nr micro-tile over one K block. Returns false when (mr, nr) has no kernel here.

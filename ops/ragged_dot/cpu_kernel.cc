@@ -83,12 +83,13 @@ struct Launch {
   // block_k rows; the packed panels hold the dequantized weights.
   const float* scale = nullptr;
   int64_t scale_blocks = 1, block_k = 1;
-  // The int8 path (cpu_int8_kernel.h): lhs codes + 128 [M + mr, Kq] and their scales
-  // [M, scale_blocks]; K blocks of int8_tk (a multiple of 4 within one scale block).
+  // The int8 path (cpu_int8_kernel.h): lhs codes + 128 of the owned rows from codes_row0 on
+  // [owned + mr, Kq] and their scales [owned, scale_blocks]; K blocks of int8_tk (a multiple of
+  // 4 within one scale block).
   bool int8 = false;
   const uint8_t* lhs_codes = nullptr;
   const float* lhs_scales = nullptr;
-  int64_t Kq = 0, int8_tk = 0;
+  int64_t codes_row0 = 0, Kq = 0, int8_tk = 0;
   Activation activation = Activation::kNone;
   GateUp gate_up = GateUp::kNone;
 };
@@ -240,6 +241,20 @@ void compute_columns_int8(const Launch& launch, const RaggedDotTask& task, int64
       std::fill(scales, scales + strips * nr, 0.0f);
       std::copy(scale_row + n0, scale_row + n0 + cols, scales);
       pack_rhs_int8_quads(rhs_g + k0 * N + n0, N, depth, cols, nr, panel, sums);
+      // The codes of the panel after this one (the next columns of this K block, or the first
+      // of the next), prefetched into L2 over this panel's micro-tiles, as block_product does,
+      // and within each tile over its K loop.
+      PrefetchPlan next{};
+      const bool last_panel = n0 + work.tn >= task.n_end;
+      const int64_t next_n0 = last_panel ? task.n_start : n0 + work.tn;
+      const int64_t next_k0 = last_panel ? k0 + tk : k0;
+      if (next_k0 < K) {
+        next.base = reinterpret_cast<const char*>(rhs_g + next_k0 * N + next_n0);
+        next.rows = std::min(tk, K - next_k0);
+        next.stride = N;
+        next.bytes = std::min(work.tn, task.n_end - next_n0);
+      }
+      PrefetchCursor prefetch(next, strips * ((rows + mr - 1) / mr));
       for (int64_t s = 0; s < strips; ++s) {
         Int8TileArgs args;
         args.rhs = panel + s * quads * nr * 4;
@@ -252,11 +267,12 @@ void compute_columns_int8(const Launch& launch, const RaggedDotTask& task, int64
         args.ldc = ldc;
         args.accumulate = k0 > 0;
         for (int64_t m0 = 0; m0 < rows; m0 += mr) {
-          const int64_t row = task.m_start + m0;
+          const int64_t row = task.m_start + m0 - launch.codes_row0;
           args.lhs = launch.lhs_codes + row * launch.Kq + k0;
           args.rows = static_cast<int>(std::min<int64_t>(mr, rows - m0));
           args.lhs_scale = launch.lhs_scales + row * launch.scale_blocks + block;
           args.out = acc + m0 * ldc + (n0 - task.n_start) + s * nr;
+          args.prefetch = prefetch.take();
           if (!int8_tile(mr, nr, args)) {
             throw NotImplemented("cpu ragged_dot: no " + std::to_string(mr) + "x" +
                                  std::to_string(nr) + " int8 micro-kernel on this CPU");
@@ -431,10 +447,12 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
       while (p.block_k() % tk != 0) tk -= 4;
     }
     launch.int8_tk = tk;
-    // Codes + 128 of the owned rows (128 = a zero code elsewhere and past K), mr rows of padding
-    // that the micro-kernel may read past the last row.
-    lhs_codes.assign(static_cast<size_t>((p.M + options.mr) * launch.Kq), uint8_t{128});
-    lhs_scales.assign(static_cast<size_t>(p.M * p.scale_blocks), 0.0f);
+    // Codes + 128 of the owned rows (128 = a zero code past K), mr rows of padding that the
+    // micro-kernel may read past the last row.
+    launch.codes_row0 = p.first_row();
+    lhs_codes.assign(static_cast<size_t>((p.owned_rows() + options.mr) * launch.Kq),
+                     uint8_t{128});
+    lhs_scales.assign(static_cast<size_t>(p.owned_rows() * p.scale_blocks), 0.0f);
     quantize_lhs_codes(p, lhs, options.num_threads, launch.Kq, lhs_codes.data(),
                        lhs_scales.data());
     launch.lhs_codes = lhs_codes.data();

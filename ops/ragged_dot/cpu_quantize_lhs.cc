@@ -45,15 +45,16 @@ void quantize_lhs_codes(const RaggedDotProblem& p, const Tensor& lhs, int num_th
     const int64_t first = p.first_row();
     cpu::parallel_for(p.owned_rows(), num_threads, [&](int64_t i, int) {
       const int64_t row = first + i;
-      quantize_row_u8(data + row * row_bytes, bf16, K, bk, codes + row * Kq, scales + row * blocks);
+      quantize_row_u8(data + row * row_bytes, bf16, K, bk, codes + i * Kq, scales + i * blocks);
     });
     return;
   }
+  const int64_t first = p.first_row();
   for_each_owned_row(p, lhs, num_threads, [&](int64_t row, const float* x) {
     thread_local std::vector<int8_t> q;
     q.resize(static_cast<size_t>(K));
-    quantize_row_int8(x, K, bk, q.data(), scales + row * blocks);
-    uint8_t* dst = codes + row * Kq;
+    quantize_row_int8(x, K, bk, q.data(), scales + (row - first) * blocks);
+    uint8_t* dst = codes + (row - first) * Kq;
     for (int64_t k = 0; k < K; ++k) dst[k] = static_cast<uint8_t>(q[k] + 128);
   });
 }

@@ -15,6 +15,7 @@
 // false for a shape or dtype it does not instantiate; the caller turns that into NotImplemented.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "ops/framework/dtype.h"
@@ -30,29 +31,58 @@ struct PrefetchPlan {
   int64_t rows = 0, stride = 0, bytes = 0;
 };
 
+// `lines` cache lines of a PrefetchPlan from `row` + `offset` on, in its order (a row's
+// lines, then the next row's). A micro-kernel with a long loop of its own spreads them over it:
+// a burst of prefetches at once fills the core's miss buffers and stalls it.
+struct PrefetchShare {
+  const char* row = nullptr;  // the row of the first line
+  int64_t offset = 0;         // its byte offset in the row, a multiple of 64
+  int64_t lines = 0;
+  int64_t bytes = 0, stride = 0;  // the plan's row bytes and stride
+
+  // Prefetches the next line into L2 (locality 2: not L1, which holds the micro-kernel's
+  // operands) and moves past it; nothing once the share is spent.
+  void next() {
+    if (lines <= 0) return;
+    __builtin_prefetch(row + offset, 0, 2);
+    --lines;
+    offset += 64;
+    if (offset >= bytes) {
+      offset = 0;
+      row += stride;
+    }
+  }
+};
+
 class PrefetchCursor {
  public:
   PrefetchCursor(const PrefetchPlan& plan, int64_t steps) : plan_(plan) {
-    const int64_t lines = plan.rows * ((plan.bytes + kLine - 1) / kLine);
+    lines_per_row_ = (plan.bytes + kLine - 1) / kLine;
+    const int64_t lines = plan.rows * lines_per_row_;
     per_step_ = steps > 0 ? (lines + steps - 1) / steps : 0;
   }
-  // Prefetches the next share of the lines into L2 (locality 2: not L1, which holds the
-  // micro-kernel's operands).
+  // Prefetches the next share of the lines into L2 at once.
   void step() {
-    for (int64_t i = 0; i < per_step_ && row_ < plan_.rows; ++i) {
-      __builtin_prefetch(plan_.base + row_ * plan_.stride + offset_, 0, 2);
-      offset_ += kLine;
-      if (offset_ >= plan_.bytes) {
-        offset_ = 0;
-        ++row_;
-      }
-    }
+    PrefetchShare share = take();
+    while (share.lines > 0) share.next();
+  }
+  // The next share, for a kernel to prefetch over its own loop.
+  PrefetchShare take() {
+    PrefetchShare share;
+    const int64_t first = row_ * lines_per_row_ + offset_ / kLine;
+    const int64_t count = std::max<int64_t>(
+        0, std::min(per_step_, plan_.rows * lines_per_row_ - first));
+    if (count == 0) return share;
+    share = {plan_.base + row_ * plan_.stride, offset_, count, plan_.bytes, plan_.stride};
+    row_ = (first + count) / lines_per_row_;
+    offset_ = (first + count) % lines_per_row_ * kLine;
+    return share;
   }
 
  private:
   static constexpr int64_t kLine = 64;
   PrefetchPlan plan_;
-  int64_t per_step_ = 0, row_ = 0, offset_ = 0;
+  int64_t per_step_ = 0, lines_per_row_ = 0, row_ = 0, offset_ = 0;
 };
 
 // One call of the block product: every (micro-panel, strip) pair of a packed lhs block against

@@ -124,3 +124,49 @@ TEST_CASE("cpu_glu_vjp_row forms dout p act'(g) and dout act(g) within the error
     }
   }
 }
+
+TEST_CASE("cpu_biased_glu_row adds the biases before the activation, swiglu_oai as its definition",
+          "[glu]") {
+  for (int64_t n = 0; n <= 53; ++n) {
+    std::vector<float> gate(n), proj(n), gate_bias(n), proj_bias(n);
+    for (int64_t i = 0; i < n; ++i) {
+      gate[i] = static_cast<float>(normalish(1, 2, i) * 6);  // past swiglu_oai's limit of 7
+      proj[i] = static_cast<float>(normalish(3, 4, i) * 6);
+      gate_bias[i] = static_cast<float>(normalish(5, 6, i));
+      proj_bias[i] = static_cast<float>(normalish(7, 8, i));
+    }
+    for (bool with_bias : {false, true}) {
+      CAPTURE(n, with_bias);
+      const float* gb = with_bias ? gate_bias.data() : nullptr;
+      const float* pb = with_bias ? proj_bias.data() : nullptr;
+      std::vector<float> g = gate, p = proj;  // the biased inputs, as the kernel adds them
+      for (int64_t i = 0; with_bias && i < n; ++i) {
+        g[i] += gate_bias[i];
+        p[i] += proj_bias[i];
+      }
+      for (Activation activation : kAll) {
+        CAPTURE(activation_name(activation));
+        std::vector<float> act = g;
+        cpu_activation_row(activation, act.data(), n);
+        std::vector<float> out(n + 1, -7.0f), alone(n + 1, -7.0f);
+        cpu_biased_glu_row(activation, false, gate.data(), gb, proj.data(), pb, out.data(), n);
+        cpu_biased_glu_row(activation, false, gate.data(), gb, nullptr, nullptr, alone.data(), n);
+        CHECK(out[n] == -7.0f);  // nothing past n is written
+        CHECK(alone[n] == -7.0f);
+        for (int64_t i = 0; i < n; ++i) {
+          CHECK(out[i] == act[i] * p[i]);
+          CHECK(alone[i] == act[i]);
+        }
+      }
+      // swiglu_oai in place in gate, against the double definition on the same biased inputs.
+      std::vector<float> out = gate;
+      cpu_biased_glu_row(Activation::kSilu, true, out.data(), gb, proj.data(), pb, out.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = swiglu_oai<double>(g[i], p[i]);
+        const double scale = std::abs(std::min<double>(g[i], kSwigluOaiLimit)) *
+                             (std::min<double>(std::abs(p[i]), kSwigluOaiLimit) + 1.0);
+        CHECK(std::abs(out[i] - want) <= 1e-6 * (1.0 + scale));
+      }
+    }
+  }
+}

@@ -1,0 +1,66 @@
+// The int8 path's rhs pack (ops/ragged_dot/cpu_int8_kernel.h) against its layout written out
+// element by element: every edge of depth (a partial quad), of the columns (partial 16-column
+// chunks, partial 64-column packs, zero strips of padding) and nothing written past the panel.
+#include "ops/ragged_dot/cpu_int8_kernel.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace tokamax {
+namespace {
+
+TEST_CASE("pack_rhs_int8_quads writes the vpdpbusd layout and column sums, nothing past them",
+          "[ragged_dot]") {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> code(-128, 127);
+  constexpr int8_t kGuard = 0x5A;
+  constexpr int64_t kGuardBytes = 256;
+  for (int nr : {48, 64}) {
+    for (int64_t depth : {1, 4, 7, 36, 41}) {
+      for (int64_t cols : {1, 15, 16, 17, 48, 63, 64, 65, 100, 130}) {
+        CAPTURE(nr, depth, cols);
+        const int64_t ld = cols + 5, quads = (depth + 3) / 4, strips = (cols + nr - 1) / nr;
+        std::vector<int8_t> rhs(static_cast<size_t>(depth * ld));
+        for (int8_t& x : rhs) x = static_cast<int8_t>(code(rng));
+        const int64_t packed_bytes = strips * quads * nr * 4;
+        std::vector<int8_t> packed(static_cast<size_t>(packed_bytes + kGuardBytes), kGuard);
+        std::vector<int32_t> colsum(static_cast<size_t>(strips * nr + 16), 0);
+        colsum[static_cast<size_t>(strips * nr)] = 12345;  // a guard after the sums
+        pack_rhs_int8_quads(rhs.data(), ld, depth, cols, nr, packed.data(), colsum.data());
+        int mismatches = 0;
+        for (int64_t s = 0; s < strips; ++s) {
+          for (int64_t q = 0; q < quads; ++q) {
+            for (int64_t c = 0; c < nr; ++c) {
+              for (int64_t j = 0; j < 4; ++j) {
+                const int64_t k = 4 * q + j, col = s * nr + c;
+                const int8_t want = k < depth && col < cols ? rhs[k * ld + col] : int8_t{0};
+                mismatches += packed[((s * quads + q) * nr + c) * 4 + j] != want;
+              }
+            }
+          }
+        }
+        CHECK(mismatches == 0);
+        for (int64_t col = 0; col < strips * nr; ++col) {
+          int32_t want = 0;
+          for (int64_t k = 0; k < depth && col < cols; ++k) want += 128 * rhs[k * ld + col];
+          if (colsum[col] != want) {
+            FAIL_CHECK("colsum[" << col << "] = " << colsum[col] << ", want " << want);
+            break;
+          }
+        }
+        CHECK(colsum[static_cast<size_t>(strips * nr)] == 12345);
+        int guard_hits = 0;
+        for (int64_t i = packed_bytes; i < packed_bytes + kGuardBytes; ++i) {
+          guard_hits += packed[i] != kGuard;
+        }
+        CHECK(guard_hits == 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokamax
