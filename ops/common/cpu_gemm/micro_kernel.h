@@ -32,8 +32,8 @@ struct PrefetchPlan {
 };
 
 // `lines` cache lines of a PrefetchPlan from `row` + `offset` on, in its order (a row's
-// lines, then the next row's). A micro-kernel with a long loop of its own spreads them over it:
-// a burst of prefetches at once fills the core's miss buffers and stalls it.
+// lines, then the next row's). A micro-kernel with a long loop of its own spreads them over it,
+// one every few iterations, instead of issuing them in a burst between micro-tiles.
 struct PrefetchShare {
   const char* row = nullptr;  // the row of the first line
   int64_t offset = 0;         // its byte offset in the row, a multiple of 64
@@ -45,6 +45,10 @@ struct PrefetchShare {
   void next() {
     if (lines <= 0) return;
     __builtin_prefetch(row + offset, 0, 2);
+    advance();
+  }
+  // Moves past the next line without prefetching it.
+  void advance() {
     --lines;
     offset += 64;
     if (offset >= bytes) {
