@@ -169,23 +169,30 @@ TOKAMAX_VNNI_TARGET void tile(const Int8TileArgs& a) {
   }
 }
 
-// 16 values of the row from k (masked past the block's end) as f32.
+// 16 values of the row from k (masked past the block's end: unmasked loads for whole vectors)
+// as f32.
 TOKAMAX_VNNI_TARGET inline __m512 load_row(const void* x, bool bf16, int64_t k, __mmask16 mask) {
   if (bf16) {
-    const __m256i bits = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(x) + k);
+    const uint16_t* row = static_cast<const uint16_t*>(x) + k;
+    const __m256i bits = mask == 0xFFFF ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row))
+                                        : _mm256_maskz_loadu_epi16(mask, row);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
   }
-  return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(x) + k);
+  const float* row = static_cast<const float*>(x) + k;
+  return mask == 0xFFFF ? _mm512_loadu_ps(row) : _mm512_maskz_loadu_ps(mask, row);
 }
 
 TOKAMAX_VNNI_TARGET void quantize_row_u8_vnni(const void* x, bool bf16, int64_t K, int64_t b,
                                               uint8_t* codes, float* scales) {
+  // Whole vectors unmasked, the last partial one masked.
+  auto mask_at = [b](int64_t k) {
+    return static_cast<__mmask16>(k + 16 <= b ? 0xFFFFu : (1u << (b - k)) - 1u);
+  };
   for (int64_t j = 0; j * b < K; ++j) {
     const int64_t k0 = j * b;
     __m512 amax = _mm512_setzero_ps();
     for (int64_t k = 0; k < b; k += 16) {
-      const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, b - k)) - 1u);
-      amax = _mm512_max_ps(amax, _mm512_abs_ps(load_row(x, bf16, k0 + k, mask)));
+      amax = _mm512_max_ps(amax, _mm512_abs_ps(load_row(x, bf16, k0 + k, mask_at(k))));
     }
     const float s = _mm512_reduce_max_ps(amax) / 127.0f;
     scales[j] = s;
@@ -195,14 +202,20 @@ TOKAMAX_VNNI_TARGET void quantize_row_u8_vnni(const void* x, bool bf16, int64_t 
     }
     const __m512 inv = _mm512_set1_ps(1.0f / s);
     const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
     for (int64_t k = 0; k < b; k += 16) {
-      const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, b - k)) - 1u);
-      // x * (1 / s) rounded to nearest even (the MXCSR default), clamped, + 128 as bytes.
-      const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(load_row(x, bf16, k0 + k, mask), inv),
-                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
-      const __m128i bytes = _mm_xor_si128(_mm512_cvtepi32_epi8(q), _mm_set1_epi8(static_cast<char>(0x80)));
-      _mm_mask_storeu_epi8(codes + k0 + k, mask, bytes);
+      const __mmask16 mask = mask_at(k);
+      // x * (1 / s) clamped, then rounded to nearest even by the conversion (the MXCSR
+      // default; rounding a value clamped to +-127 gives what clamping the rounded one does),
+      // + 128 as bytes.
+      const __m512 v = _mm512_mul_ps(load_row(x, bf16, k0 + k, mask), inv);
+      const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
+      const __m128i bytes = _mm_xor_si128(_mm512_cvtepi32_epi8(q), flip);
+      if (mask == 0xFFFF) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + k0 + k), bytes);
+      } else {
+        _mm_mask_storeu_epi8(codes + k0 + k, mask, bytes);
+      }
     }
   }
 }

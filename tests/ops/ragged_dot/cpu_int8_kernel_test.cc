@@ -9,6 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "ops/framework/dtype.h"
+#include "ops/ragged_dot/quantize.h"
+
 namespace tokamax {
 namespace {
 
@@ -57,6 +60,49 @@ TEST_CASE("pack_rhs_int8_quads writes the vpdpbusd layout and column sums, nothi
           guard_hits += packed[i] != kGuard;
         }
         CHECK(guard_hits == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("quantize_row_u8 gives quantize_row_int8's codes + 128 and scales, bit for bit",
+          "[ragged_dot]") {
+  if (!int8_vnni_available()) {
+    WARN("skipped: this CPU has no avx512_vnni, so the vectorized quantization cannot run here");
+    return;
+  }
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int64_t K : {1, 15, 16, 17, 100, 1440}) {
+    for (int64_t blocks : {1, 2, 5}) {
+      if (K % blocks != 0) continue;
+      const int64_t b = K / blocks;
+      for (bool bf16_row : {false, true}) {
+        CAPTURE(K, b, bf16_row);
+        std::vector<float> x(static_cast<size_t>(K));
+        for (float& v : x) v = normal(rng);
+        // Ties: with max |x| = 127 the scale is 1 and these codes round half to even.
+        if (b >= 5) {
+          const float ties[5] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f};
+          for (int i = 0; i < 5; ++i) x[static_cast<size_t>(i)] = ties[i];
+        }
+        if (blocks > 1) std::fill(x.begin() + b, x.begin() + 2 * b, 0.0f);  // an all-zero block
+        std::vector<uint16_t> bits(static_cast<size_t>(K));
+        for (int64_t k = 0; k < K && bf16_row; ++k) {
+          bits[k] = float_to_bf16(x[k]).bits;
+          x[k] = bf16_to_float(bf16{bits[k]});  // the values the bf16 row holds
+        }
+        std::vector<int8_t> want(static_cast<size_t>(K));
+        std::vector<float> want_scales(static_cast<size_t>(blocks));
+        quantize_row_int8(x.data(), K, b, want.data(), want_scales.data());
+        std::vector<uint8_t> codes(static_cast<size_t>(K));
+        std::vector<float> scales(static_cast<size_t>(blocks));
+        const void* row = bf16_row ? static_cast<const void*>(bits.data()) : x.data();
+        REQUIRE(quantize_row_u8(row, bf16_row, K, b, codes.data(), scales.data()));
+        CHECK(scales == want_scales);
+        int mismatches = 0;
+        for (int64_t k = 0; k < K; ++k) mismatches += codes[k] != uint8_t(want[k] + 128);
+        CHECK(mismatches == 0);
       }
     }
   }
