@@ -86,37 +86,45 @@ TOKAMAX_VNNI_TARGET inline __m512i dpbusd(__m512i acc, __m512i x, __m512i w) {
   return acc;
 }
 
-// 64 columns of `quads` full quads at once: four 64-byte rows interleaved within their 128-bit
-// lanes, then a 4 x 4 transpose of the lanes puts each 16-column chunk's quad row in one
-// register. chunk_dst(i) is chunk i's packed quad 0; quads are dst_stride bytes apart.
-template <typename ChunkDst>
+// 64 G columns of `quads` full quads at once, row by row (each quad row reads its 4 G lines of
+// every source row together). Per 64 columns: four 64-byte rows interleaved within their
+// 128-bit lanes, then a 4 x 4 transpose of the lanes puts each 16-column chunk's quad row in
+// one register. chunk_dst(i) is chunk i's packed quad 0 (i < 4 G); quads are dst_stride bytes
+// apart.
+template <int G, typename ChunkDst>
 TOKAMAX_VNNI_TARGET void pack_64_vnni(const int8_t* rhs, int64_t ld, int64_t quads,
                                       int64_t dst_stride, int32_t* colsum,
                                       const ChunkDst& chunk_dst) {
   const __m512i weight = _mm512_set1_epi8(static_cast<char>(128));
-  __m512i sum[4];
-  int8_t* dst[4];
-  for (int i = 0; i < 4; ++i) {
+  __m512i sum[4 * G];
+  int8_t* dst[4 * G];
+  for (int i = 0; i < 4 * G; ++i) {
     sum[i] = _mm512_loadu_si512(colsum + 16 * i);
     dst[i] = chunk_dst(i);
   }
   for (int64_t q = 0; q < quads; ++q, rhs += 4 * ld) {
-    const __m512i r0 = _mm512_loadu_si512(rhs), r1 = _mm512_loadu_si512(rhs + ld);
-    const __m512i r2 = _mm512_loadu_si512(rhs + 2 * ld), r3 = _mm512_loadu_si512(rhs + 3 * ld);
-    const __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
-    const __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
-    const __m512i p0 = _mm512_unpacklo_epi16(t0, t2), p1 = _mm512_unpackhi_epi16(t0, t2);
-    const __m512i p2 = _mm512_unpacklo_epi16(t1, t3), p3 = _mm512_unpackhi_epi16(t1, t3);
-    const __m512i a = _mm512_shuffle_i32x4(p0, p1, 0x44), b = _mm512_shuffle_i32x4(p0, p1, 0xEE);
-    const __m512i c = _mm512_shuffle_i32x4(p2, p3, 0x44), d = _mm512_shuffle_i32x4(p2, p3, 0xEE);
-    const __m512i out[4] = {_mm512_shuffle_i32x4(a, c, 0x88), _mm512_shuffle_i32x4(a, c, 0xDD),
-                            _mm512_shuffle_i32x4(b, d, 0x88), _mm512_shuffle_i32x4(b, d, 0xDD)};
-    for (int i = 0; i < 4; ++i) {
-      _mm512_storeu_si512(dst[i] + q * dst_stride, out[i]);
-      sum[i] = dpbusd(sum[i], weight, out[i]);
+    for (int g = 0; g < G; ++g) {
+      const int8_t* src = rhs + 64 * g;
+      const __m512i r0 = _mm512_loadu_si512(src), r1 = _mm512_loadu_si512(src + ld);
+      const __m512i r2 = _mm512_loadu_si512(src + 2 * ld);
+      const __m512i r3 = _mm512_loadu_si512(src + 3 * ld);
+      const __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
+      const __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
+      const __m512i p0 = _mm512_unpacklo_epi16(t0, t2), p1 = _mm512_unpackhi_epi16(t0, t2);
+      const __m512i p2 = _mm512_unpacklo_epi16(t1, t3), p3 = _mm512_unpackhi_epi16(t1, t3);
+      const __m512i a = _mm512_shuffle_i32x4(p0, p1, 0x44);
+      const __m512i b = _mm512_shuffle_i32x4(p0, p1, 0xEE);
+      const __m512i c = _mm512_shuffle_i32x4(p2, p3, 0x44);
+      const __m512i d = _mm512_shuffle_i32x4(p2, p3, 0xEE);
+      const __m512i out[4] = {_mm512_shuffle_i32x4(a, c, 0x88), _mm512_shuffle_i32x4(a, c, 0xDD),
+                              _mm512_shuffle_i32x4(b, d, 0x88), _mm512_shuffle_i32x4(b, d, 0xDD)};
+      for (int i = 0; i < 4; ++i) {
+        _mm512_storeu_si512(dst[4 * g + i] + q * dst_stride, out[i]);
+        sum[4 * g + i] = dpbusd(sum[4 * g + i], weight, out[i]);
+      }
     }
   }
-  for (int i = 0; i < 4; ++i) _mm512_storeu_si512(colsum + 16 * i, sum[i]);
+  for (int i = 0; i < 4 * G; ++i) _mm512_storeu_si512(colsum + 16 * i, sum[i]);
 }
 
 template <int MR, int NV>
@@ -247,10 +255,17 @@ void pack_rhs_int8_quads(const int8_t* rhs, int64_t ld, int64_t depth, int64_t c
   int64_t done = 0;  // columns [0, done) of the full quads packed 64 at a time
 #if TOKAMAX_INT8_VNNI
   if (int8_vnni_available()) {
-    for (; done + 64 <= cols; done += 64) {
+    // Three 64-column groups per pass down the rows where they fit, then one.
+    for (; done + 64 <= cols;) {
       const int64_t ci = done / 16;
-      pack_64_vnni(rhs + done, ld, full_quads, int64_t{nr} * 4, colsum + done,
-                   [&](int i) { return chunk_base(ci + i); });
+      auto chunk_dst = [&](int i) { return chunk_base(ci + i); };
+      if (done + 192 <= cols) {
+        pack_64_vnni<3>(rhs + done, ld, full_quads, int64_t{nr} * 4, colsum + done, chunk_dst);
+        done += 192;
+      } else {
+        pack_64_vnni<1>(rhs + done, ld, full_quads, int64_t{nr} * 4, colsum + done, chunk_dst);
+        done += 64;
+      }
     }
   }
 #endif

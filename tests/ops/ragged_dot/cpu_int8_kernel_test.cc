@@ -1,6 +1,7 @@
 // The int8 path's rhs pack (ops/ragged_dot/cpu_int8_kernel.h) against its layout written out
 // element by element: every edge of depth (a partial quad), of the columns (partial 16-column
-// chunks, partial 64-column packs, zero strips of padding) and nothing written past the panel.
+// chunks, partial 64-column packs, packs of three 64-column groups, zero strips of padding) and
+// nothing written past the panel.
 #include "ops/ragged_dot/cpu_int8_kernel.h"
 
 #include <catch2/catch.hpp>
@@ -23,7 +24,7 @@ TEST_CASE("pack_rhs_int8_quads writes the vpdpbusd layout and column sums, nothi
   constexpr int64_t kGuardBytes = 256;
   for (int nr : {48, 64}) {
     for (int64_t depth : {1, 4, 7, 36, 41}) {
-      for (int64_t cols : {1, 15, 16, 17, 48, 63, 64, 65, 100, 130}) {
+      for (int64_t cols : {1, 15, 16, 17, 48, 63, 64, 65, 100, 130, 192, 200, 385}) {
         CAPTURE(nr, depth, cols);
         const int64_t ld = cols + 5, quads = (depth + 3) / 4, strips = (cols + nr - 1) / nr;
         std::vector<int8_t> rhs(static_cast<size_t>(depth * ld));
