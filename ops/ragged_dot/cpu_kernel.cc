@@ -94,6 +94,24 @@ struct Launch {
   GateUp gate_up = GateUp::kNone;
 };
 
+// The source rows of the rhs panel a task packs after the one at (k0, n0): the next columns of
+// this K block, or the task's first columns of the next block; empty past K. rhs_g is the
+// group's rhs from the task's column offset, elements of elem_size bytes, rows N apart.
+PrefetchPlan next_panel(const char* rhs_g, size_t elem_size, int64_t K, int64_t N, int64_t tk,
+                        int64_t tn, const RaggedDotTask& task, int64_t k0, int64_t n0) {
+  const bool last_panel = n0 + tn >= task.n_end;
+  const int64_t next_n0 = last_panel ? task.n_start : n0 + tn;
+  const int64_t next_k0 = last_panel ? k0 + tk : k0;
+  PrefetchPlan plan;
+  if (next_k0 >= K) return plan;
+  const int64_t elem = static_cast<int64_t>(elem_size);
+  plan.base = rhs_g + (next_k0 * N + next_n0) * elem;
+  plan.rows = std::min(tk, K - next_k0);
+  plan.stride = N * elem;
+  plan.bytes = std::min(tn, task.n_end - next_n0) * elem;
+  return plan;
+}
+
 void block_product(BlockArgs& args, bool f64) {
   const bool ok = f64 ? block_product_f64(args) : block_product_f32(args);
   if (!ok) {
@@ -159,16 +177,7 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
       const int64_t cols = std::min(work.tn, task.n_end - n0);
       const char* rhs_block = rhs_g + (k0 * N + n0) * rhs_size;
       args.out = acc + (n0 - task.n_start);
-      // The panel after this one: the next columns of this K block, or the first of the next.
-      const int64_t next_n0 = n0 + work.tn < task.n_end ? n0 + work.tn : task.n_start;
-      const int64_t next_k0 = n0 + work.tn < task.n_end ? k0 : k0 + work.tk;
-      args.next_rhs = {};
-      if (next_k0 < K) {
-        args.next_rhs.base = rhs_g + (next_k0 * N + next_n0) * rhs_size;
-        args.next_rhs.rows = std::min(work.tk, K - next_k0);
-        args.next_rhs.stride = N * static_cast<int64_t>(rhs_size);
-        args.next_rhs.bytes = std::min(work.tn, task.n_end - next_n0) * rhs_size;
-      }
+      args.next_rhs = next_panel(rhs_g, rhs_size, K, N, work.tk, work.tn, task, k0, n0);
       if (options.native_bf16) {
         pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(rhs_block), N, depth, cols, nr,
                              reinterpret_cast<uint32_t*>(rhs_panel));
@@ -241,20 +250,11 @@ void compute_columns_int8(const Launch& launch, const RaggedDotTask& task, int64
       std::fill(scales, scales + strips * nr, 0.0f);
       std::copy(scale_row + n0, scale_row + n0 + cols, scales);
       pack_rhs_int8_quads(rhs_g + k0 * N + n0, N, depth, cols, nr, panel, sums);
-      // The codes of the panel after this one (the next columns of this K block, or the first
-      // of the next), prefetched into L2 over this panel's micro-tiles, as block_product does,
-      // and within each tile over its K loop.
-      PrefetchPlan next{};
-      const bool last_panel = n0 + work.tn >= task.n_end;
-      const int64_t next_n0 = last_panel ? task.n_start : n0 + work.tn;
-      const int64_t next_k0 = last_panel ? k0 + tk : k0;
-      if (next_k0 < K) {
-        next.base = reinterpret_cast<const char*>(rhs_g + next_k0 * N + next_n0);
-        next.rows = std::min(tk, K - next_k0);
-        next.stride = N;
-        next.bytes = std::min(work.tn, task.n_end - next_n0);
-      }
-      PrefetchCursor prefetch(next, strips * ((rows + mr - 1) / mr));
+      // The next panel's codes, prefetched into L2 over this panel's micro-tiles, as
+      // block_product does, and within each tile over its K loop.
+      PrefetchCursor prefetch(
+          next_panel(reinterpret_cast<const char*>(rhs_g), 1, K, N, tk, work.tn, task, k0, n0),
+          strips * ((rows + mr - 1) / mr));
       for (int64_t s = 0; s < strips; ++s) {
         Int8TileArgs args;
         args.rhs = panel + s * quads * nr * 4;

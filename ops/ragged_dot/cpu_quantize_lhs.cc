@@ -36,20 +36,18 @@ void for_each_owned_row(const RaggedDotProblem& p, const Tensor& lhs, int num_th
 
 void quantize_lhs_codes(const RaggedDotProblem& p, const Tensor& lhs, int num_threads, int64_t Kq,
                         uint8_t* codes, float* scales) {
-  const int64_t K = p.K, bk = p.block_k(), blocks = p.scale_blocks;
+  const int64_t K = p.K, bk = p.block_k(), blocks = p.scale_blocks, first = p.first_row();
   if ((p.lhs_dtype == DType::kBF16 || p.lhs_dtype == DType::kF32) && int8_vnni_available()) {
     // bf16 / f32 rows straight into the operand, vectorized (the same codes and scales).
     const char* data = static_cast<const char*>(lhs.raw());
     const size_t row_bytes = static_cast<size_t>(K) * dtype_size(p.lhs_dtype);
     const bool bf16 = p.lhs_dtype == DType::kBF16;
-    const int64_t first = p.first_row();
     cpu::parallel_for(p.owned_rows(), num_threads, [&](int64_t i, int) {
       const int64_t row = first + i;
       quantize_row_u8(data + row * row_bytes, bf16, K, bk, codes + i * Kq, scales + i * blocks);
     });
     return;
   }
-  const int64_t first = p.first_row();
   for_each_owned_row(p, lhs, num_threads, [&](int64_t row, const float* x) {
     thread_local std::vector<int8_t> q;
     q.resize(static_cast<size_t>(K));
