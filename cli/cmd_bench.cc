@@ -45,6 +45,7 @@ struct BenchCommand {
   std::string cache_mode = "hot";
   std::string max_drift = "5%";
   bool bandwidth_probe = false;
+  int rounds = 1;
   std::string json_path;
   std::vector<std::string> compare_paths;  // --compare OLD NEW: compare saved runs, run nothing
   std::string threshold = "5%";
@@ -94,6 +95,7 @@ struct BenchCommand {
     options.llc_bytes = device.last_level_cache().bytes;
     options.max_drift = parse_fraction(max_drift, "--max-drift");
     options.bandwidth_probe = bandwidth_probe;
+    options.rounds = rounds;
     return options;
   }
 
@@ -117,7 +119,8 @@ struct BenchCommand {
                 {"max_cold_bytes", kMaxColdBytes},
                 {"drift_probe", o.drift_probe},
                 {"max_drift", o.max_drift},
-                {"bandwidth_probe", o.bandwidth_probe}});
+                {"bandwidth_probe", o.bandwidth_probe},
+                {"rounds", o.rounds}});
     return out;
   }
 
@@ -168,11 +171,16 @@ struct BenchCommand {
 
   // What follows from the timings: the roofline (with --bandwidth-probe, at the bandwidth
   // measured around each case) and the ratio to the best vendor implementation of the spec.
+  // With --rounds, the ratio is the median of the per-round ratios to that vendor (each round
+  // times every implementation once, so a slow minute slows both sides of a ratio alike).
   static void derive(std::vector<BenchResult>& results, const Ceilings& ceilings, DType compute) {
-    double best_vendor = 0.0;
+    const BenchResult* best = nullptr;
     for (const BenchResult& r : results) {
-      if (r.ran() && r.vendor && r.stats.ok) best_vendor = std::max(best_vendor, r.stats.gflops);
+      if (r.ran() && r.vendor && r.stats.ok && (!best || r.stats.gflops > best->stats.gflops)) {
+        best = &r;
+      }
     }
+    const double best_vendor = best ? best->stats.gflops : 0.0;
     for (BenchResult& r : results) {
       if (!r.ran()) continue;
       Ceilings at = ceilings;
@@ -182,7 +190,17 @@ struct BenchCommand {
       if (r.stats.ok && r.roofline_gflops > 0)
         r.roofline_fraction = r.stats.gflops / r.roofline_gflops;
       r.best_vendor_gflops = best_vendor;
-      if (r.stats.ok && best_vendor > 0) r.vs_best_vendor = r.stats.gflops / best_vendor;
+      r.vs_best_vendor_rounds.clear();
+      if (!r.stats.ok || best_vendor <= 0) continue;
+      r.vs_best_vendor = r.stats.gflops / best_vendor;
+      const std::vector<double>& own = r.stats.round_medians_s;
+      const std::vector<double>& theirs = best->stats.round_medians_s;
+      if (&r != best && own.size() > 1 && own.size() == theirs.size()) {
+        for (size_t i = 0; i < own.size(); ++i) {
+          r.vs_best_vendor_rounds.push_back(own[i] > 0 ? theirs[i] / own[i] : NAN);
+        }
+        r.vs_best_vendor = quantile(r.vs_best_vendor_rounds, 0.5);
+      }
     }
   }
 
@@ -247,7 +265,11 @@ struct BenchCommand {
         << "% after >= " << options.stop.min_samples
         << " samples and >= " << format_number(options.stop.min_time_s, 3) << " s, at most "
         << options.stop.max_samples << " samples or " << format_number(options.stop.timeout_s, 3)
-        << " s; cache " << cache_mode_name(options.cache_mode) << ")\n";
+        << " s; cache " << cache_mode_name(options.cache_mode)
+        << (options.rounds > 1 ? "; " + std::to_string(options.rounds) +
+                                     " interleaved rounds, vs vendor the median of their ratios"
+                               : std::string())
+        << ")\n";
   }
 
   int run() {
@@ -365,6 +387,12 @@ Runner add_bench_command(CLI::App& app) {
   sub->add_flag("--bandwidth-probe", command->bandwidth_probe,
                 "Measure the memory bandwidth (a triad) right before and after each case and use "
                 "their mean as its memory ceiling (for a machine whose bandwidth moves)");
+  sub->add_option("--rounds", command->rounds,
+                  "Interleaved rounds: each spec's implementations are timed in turn, N times "
+                  "over (A B A B ...), and `vs vendor` is the median of the per-round ratios "
+                  "(for a machine whose speed moves from minute to minute)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   sub->add_option("--warmup", command->warmup, "Untimed calls before timing")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));

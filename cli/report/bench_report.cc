@@ -1,6 +1,7 @@
 // The bench report's fields and its two printers.
 #include "cli/report/bench_report.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tokamax::cli {
@@ -31,6 +32,18 @@ std::string percent(double fraction) {
   return std::isfinite(fraction) ? format_number(100.0 * fraction, 1) + "%" : "-";
 }
 
+// "1.04x", or with rounds the median and the range of the per-round ratios: "1.04x (0.98-1.10)".
+std::string vs_vendor(const BenchResult& r) {
+  if (!std::isfinite(r.vs_best_vendor)) return "-";
+  std::string text = format_number(r.vs_best_vendor, 2) + "x";
+  if (r.vs_best_vendor_rounds.size() > 1) {
+    const auto [low, high] =
+        std::minmax_element(r.vs_best_vendor_rounds.begin(), r.vs_best_vendor_rounds.end());
+    text += " (" + format_number(*low, 2) + "-" + format_number(*high, 2) + ")";
+  }
+  return text;
+}
+
 }  // namespace
 
 std::vector<BenchField> bench_fields(NoiseEstimator estimator) {
@@ -58,10 +71,7 @@ std::vector<BenchField> bench_fields(NoiseEstimator estimator) {
        [](R r) { return json(r.stats.gbps); }},
       {"roofline", "roofline_fraction", true, [](R r) { return percent(r.roofline_fraction); },
        [](R r) { return finite_or_null(r.roofline_fraction); }},
-      {"vs vendor", "vs_best_vendor", true,
-       [](R r) {
-         return std::isfinite(r.vs_best_vendor) ? format_number(r.vs_best_vendor, 2) + "x" : "-";
-       },
+      {"vs vendor", "vs_best_vendor", true, [](R r) { return vs_vendor(r); },
        [](R r) { return finite_or_null(r.vs_best_vendor); }},
       {"flags", "", false, if_ok([](R r) { return flags(r.stats); }), nullptr},
       {"source", "config_source", false, [](R r) { return r.config_source; },
@@ -110,6 +120,13 @@ std::vector<BenchField> bench_fields(NoiseEstimator estimator) {
        }},
       {"", "vendor", false, nullptr, [](R r) { return json(r.vendor); }},
       {"", "best_vendor_gflops", false, nullptr, [](R r) { return json(r.best_vendor_gflops); }},
+      {"", "vs_best_vendor_rounds", false, nullptr,
+       [](R r) {
+         json ratios = json::array();
+         for (double ratio : r.vs_best_vendor_rounds) ratios.push_back(finite_or_null(ratio));
+         return ratios;
+       }},
+      {"", "round_medians_s", false, nullptr, [](R r) { return json(r.stats.round_medians_s); }},
   };
 }
 

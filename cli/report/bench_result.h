@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "ops/framework/dtype.h"
 #include "ops/framework/measurement/bench_sampler.h"
@@ -37,6 +38,9 @@ struct BenchResult {
   double roofline_fraction = NAN;
   double best_vendor_gflops = 0;
   double vs_best_vendor = NAN;
+  // With interleaved rounds (bench --rounds): the ratio in each round, whose median is
+  // vs_best_vendor; empty otherwise.
+  std::vector<double> vs_best_vendor_rounds;
 
   bool ran() const { return unsupported.empty(); }
 };

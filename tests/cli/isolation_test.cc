@@ -112,32 +112,38 @@ TEST_CASE("verify reports a crashing or hanging implementation and verifies the 
 TEST_CASE("bench reports a crashing implementation and measures the others", "[isolation]") {
   ScratchDir dir;
   const std::string spec = write_spec(dir);
-  const CommandResult r =
-      run_test_cli("TOKAMAX_FAULT=crash", "bench --spec " + spec +
-                                              " --op fault_injection --repetitions 2 "
-                                              "--min-time 0.001 --json " +
-                                              dir.file("b.json"));
-  INFO(r.output);
-  CHECK(r.exit_code == 1);  // a failed benchmark
-  CHECK_THAT(r.output, Catch::Contains("failed: crash: killed by signal 11 (SIGSEGV)") &&
-                           Catch::Contains("2 benchmarks, 1 failed"));
-  const json b = json::parse(read_file(dir.file("b.json")));
-  std::map<std::string, json> by_impl;
-  for (const json& c : b["tokamax"]["cases"]) by_impl[c["impl"].get<std::string>()] = c;
-  CHECK(by_impl["faulty"]["ok"] == false);
-  CHECK(by_impl["faulty"]["failure"] == "crash");
-  CHECK(by_impl["steady"]["ok"] == true);
-  CHECK(by_impl["steady"]["failure"] == "");
-  CHECK(by_impl["steady"]["samples_s"].size() == 2);
-  CHECK(by_impl["steady"]["median_s"].get<double>() > 0);
-  // Google Benchmark's JSON: the steady repetitions and the crash as a skipped benchmark.
-  bool crash_entry = false, steady_entry = false;
-  for (const json& e : b["benchmarks"]) {
-    if (e["name"] == "fault_injection/tiny/faulty") crash_entry = e.value("error_occurred", false);
-    if (e["name"] == "fault_injection/tiny/steady") steady_entry = true;
+  // With --rounds the implementations share one worker request; when it dies, each is rerun
+  // alone, so the crash still lands on its own row.
+  for (const int rounds : {1, 2}) {
+    INFO("rounds " << rounds);
+    const CommandResult r = run_test_cli(
+        "TOKAMAX_FAULT=crash", "bench --spec " + spec +
+                                   " --op fault_injection --repetitions 2 --min-time 0.001 "
+                                   "--rounds " +
+                                   std::to_string(rounds) + " --json " + dir.file("b.json"));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);  // a failed benchmark
+    CHECK_THAT(r.output, Catch::Contains("failed: crash: killed by signal 11 (SIGSEGV)") &&
+                             Catch::Contains("2 benchmarks, 1 failed"));
+    const json b = json::parse(read_file(dir.file("b.json")));
+    std::map<std::string, json> by_impl;
+    for (const json& c : b["tokamax"]["cases"]) by_impl[c["impl"].get<std::string>()] = c;
+    CHECK(by_impl["faulty"]["ok"] == false);
+    CHECK(by_impl["faulty"]["failure"] == "crash");
+    CHECK(by_impl["steady"]["ok"] == true);
+    CHECK(by_impl["steady"]["failure"] == "");
+    CHECK(by_impl["steady"]["samples_s"].size() == static_cast<size_t>(2 * rounds));
+    CHECK(by_impl["steady"]["round_medians_s"].size() == static_cast<size_t>(rounds));
+    CHECK(by_impl["steady"]["median_s"].get<double>() > 0);
+    // Google Benchmark's JSON: the steady repetitions and the crash as a skipped benchmark.
+    bool crash_entry = false, steady_entry = false;
+    for (const json& e : b["benchmarks"]) {
+      if (e["name"] == "fault_injection/tiny/faulty") crash_entry = e.value("error_occurred", false);
+      if (e["name"] == "fault_injection/tiny/steady") steady_entry = true;
+    }
+    CHECK(crash_entry);
+    CHECK(steady_entry);
   }
-  CHECK(crash_entry);
-  CHECK(steady_entry);
 }
 
 TEST_CASE("the installed tokamax has no fault_injection op and hides the worker command",

@@ -1,9 +1,12 @@
 // End-to-end tests of bench's adaptive measurement options: JSON fields and bad values.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "tests/test_util.h"
 
@@ -139,6 +142,51 @@ TEST_CASE(
   CHECK(c2["bandwidth_probe"].is_null());
   CHECK(c2["roofline_bandwidth_gbps"].get<double>() ==
         Approx(doc2["tokamax"]["ceilings"]["bandwidth_gbps"].get<double>()));
+}
+
+TEST_CASE("bench --rounds interleaves the implementations and takes the median per-round ratio",
+          "[measure][cli]") {
+  ScratchDir dir;
+  for (const std::string isolation : {"worker", "none"}) {
+    INFO(isolation);
+    const std::string out = dir.file(isolation + ".json");
+    const CommandResult r = run_tokamax(
+        "bench --op ragged_dot --name smoke_f32 --impl cpu,onednn --repetitions 3 --min-time "
+        "0.001 --rounds 3 --isolation " +
+        isolation + " --json " + out);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("3 interleaved rounds"));
+    const json doc = json::parse(read_file(out));
+    CHECK(doc["tokamax"]["measurement"]["rounds"] == 3);
+    std::map<std::string, json> by_impl;
+    for (const json& c : doc["tokamax"]["cases"]) by_impl[c["impl"].get<std::string>()] = c;
+    REQUIRE(by_impl.count("cpu") == 1);
+    REQUIRE(by_impl.count("onednn") == 1);
+    const json &cpu = by_impl["cpu"], &vendor = by_impl["onednn"];
+    if (!vendor["ok"].get<bool>()) continue;  // a build without oneDNN: nothing to compare
+    for (const json* c : {&cpu, &vendor}) {
+      CHECK((*c)["samples_s"].size() == 9);  // 3 samples in each of 3 rounds, pooled
+      CHECK((*c)["round_medians_s"].size() == 3);
+    }
+    // The vendor against itself: 1, no per-round list. cpu: the vendor's round median over its
+    // own, round by round, and their median.
+    CHECK(vendor["vs_best_vendor"].get<double>() == 1.0);
+    CHECK(vendor["vs_best_vendor_rounds"].empty());
+    const json& ratios = cpu["vs_best_vendor_rounds"];
+    REQUIRE(ratios.size() == 3);
+    std::vector<double> expected;
+    for (size_t i = 0; i < 3; ++i) {
+      expected.push_back(vendor["round_medians_s"][i].get<double>() /
+                         cpu["round_medians_s"][i].get<double>());
+      CHECK(ratios[i].get<double>() == Approx(expected.back()));
+    }
+    std::sort(expected.begin(), expected.end());
+    CHECK(cpu["vs_best_vendor"].get<double>() == Approx(expected[1]));
+  }
+  const CommandResult zero = run_tokamax("bench --op ragged_dot --name smoke_f32 --rounds 0");
+  CHECK(zero.exit_code == 2);
+  CHECK_THAT(zero.output, Catch::Contains("--rounds"));
 }
 
 TEST_CASE("bench rejects bad measurement options with exit 2, naming the option",

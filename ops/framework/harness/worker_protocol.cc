@@ -42,8 +42,8 @@ double number_from(const json& value) {
 // to the round-trip test in tests/ops/framework/harness/worker_protocol_test.cc), then update the
 // size here.
 static_assert(sizeof(TimingOptions) == 56, "new TimingOptions field: update timing_to_json");
-static_assert(sizeof(BenchOptions) == 144, "new BenchOptions field: update bench_options_to_json");
-static_assert(sizeof(BenchStats) == 248, "new BenchStats field: update bench_stats_to_json");
+static_assert(sizeof(BenchOptions) == 152, "new BenchOptions field: update bench_options_to_json");
+static_assert(sizeof(BenchStats) == 272, "new BenchStats field: update bench_stats_to_json");
 static_assert(sizeof(Comparison) == 88, "new Comparison field: update comparison_to_json");
 
 json stop_rule_to_json(const StopRule& r) {
@@ -98,6 +98,7 @@ json bench_options_to_json(const BenchOptions& o) {
           {"drift_probe", o.drift_probe},
           {"bandwidth_probe", o.bandwidth_probe},
           {"max_drift", number(o.max_drift)},
+          {"rounds", o.rounds},
           {"json_path", o.json_path},
           {"context", context}};
 }
@@ -112,6 +113,7 @@ BenchOptions bench_options_from_json(const json& value) {
   o.drift_probe = value.at("drift_probe").get<bool>();
   o.bandwidth_probe = value.at("bandwidth_probe").get<bool>();
   o.max_drift = number_from(value.at("max_drift"));
+  o.rounds = value.at("rounds").get<int>();
   o.json_path = value.at("json_path").get<std::string>();
   for (const json& pair : value.at("context")) {
     o.context.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
@@ -150,8 +152,9 @@ Comparison comparison_from_json(const json& value) {
 }
 
 json bench_stats_to_json(const BenchStats& s) {
-  json samples = json::array();
+  json samples = json::array(), round_medians = json::array();
   for (double v : s.samples_s) samples.push_back(number(v));
+  for (double v : s.round_medians_s) round_medians.push_back(number(v));
   return {{"name", s.name},
           {"ok", s.ok},
           {"error", s.error},
@@ -162,6 +165,7 @@ json bench_stats_to_json(const BenchStats& s) {
           {"cv", number(s.cv)},
           {"iqr_s", number(s.iqr_s)},
           {"samples_s", samples},
+          {"round_medians_s", round_medians},
           {"iterations", s.iterations},
           {"gflops", number(s.gflops)},
           {"gbps", number(s.gbps)},
@@ -192,6 +196,7 @@ BenchStats bench_stats_from_json(const json& value) {
   s.cv = number_from(value.at("cv"));
   s.iqr_s = number_from(value.at("iqr_s"));
   for (const json& v : value.at("samples_s")) s.samples_s.push_back(number_from(v));
+  for (const json& v : value.at("round_medians_s")) s.round_medians_s.push_back(number_from(v));
   s.iterations = value.at("iterations").get<int64_t>();
   s.gflops = number_from(value.at("gflops"));
   s.gbps = number_from(value.at("gbps"));

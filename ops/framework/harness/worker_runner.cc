@@ -153,8 +153,48 @@ CheckResult WorkerRunner::check(const Implementation& impl, const json& config,
   return check_result_from_json(parse_ok(reply, "checking " + std::string(impl.name())));
 }
 
+namespace {
+
+// The request of `jobs` (their Google Benchmark JSON into options.json_path when set).
+json bench_request(const std::vector<const BenchJob*>& jobs, const BenchOptions& options) {
+  json list = json::array();
+  for (const BenchJob* job : jobs) {
+    list.push_back({{"impl", std::string(job->impl->name())},
+                    {"config", job->config},
+                    {"name", job->name},
+                    {"flops", job->flops},
+                    {"bytes", job->bytes},
+                    {"label", job->label}});
+  }
+  return {{"cmd", "bench"}, {"jobs", list}, {"options", bench_options_to_json(options)}};
+}
+
+}  // namespace
+
 std::vector<BenchOutcome> WorkerRunner::bench(const std::vector<BenchJob>& jobs,
                                               const BenchOptions& options) {
+  const double per_job_timeout =
+      options_.timeout_s > 0 ? options_.timeout_s * options.rounds : options_.timeout_s;
+  // Interleaved rounds need every job in one process: one request for all of them. When that
+  // worker dies, each job is benchmarked alone below, so that the crash lands on its own row.
+  if (options.rounds > 1 && jobs.size() > 1) {
+    std::vector<const BenchJob*> all;
+    for (const BenchJob& job : jobs) all.push_back(&job);
+    const double timeout = per_job_timeout > 0 ? per_job_timeout * static_cast<double>(jobs.size())
+                                               : per_job_timeout;
+    const WorkerProcess::Reply reply = request(bench_request(all, options), timeout);
+    if (reply.status == "ok") {
+      const json response = parse_ok(reply, "benchmarking " + jobs.front().name + " and others");
+      std::vector<BenchOutcome> outcomes;
+      for (const json& item : response.at("outcomes")) {
+        BenchOutcome outcome;
+        outcome.status = item.at("status").get<std::string>();
+        outcome.stats = bench_stats_from_json(item.at("stats"));
+        outcomes.push_back(std::move(outcome));
+      }
+      return outcomes;
+    }
+  }
   // One request per implementation, so that a crash costs only its own row.
   std::vector<BenchOutcome> outcomes;
   json merged;  // Google Benchmark JSON of all jobs, as one run_benchmarks call writes it
@@ -162,16 +202,7 @@ std::vector<BenchOutcome> WorkerRunner::bench(const std::vector<BenchJob>& jobs,
     const BenchJob& job = jobs[k];
     BenchOptions one = options;
     if (!options.json_path.empty()) one.json_path = options.json_path + ".part";
-    const json message = {{"cmd", "bench"},
-                          {"jobs",
-                           {{{"impl", std::string(job.impl->name())},
-                             {"config", job.config},
-                             {"name", job.name},
-                             {"flops", job.flops},
-                             {"bytes", job.bytes},
-                             {"label", job.label}}}},
-                          {"options", bench_options_to_json(one)}};
-    const WorkerProcess::Reply reply = request(message, options_.timeout_s);
+    const WorkerProcess::Reply reply = request(bench_request({&job}, one), per_job_timeout);
     BenchOutcome outcome;
     if (reply.status != "ok") {
       outcome.status = reply.status;

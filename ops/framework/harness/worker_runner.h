@@ -37,6 +37,8 @@ class WorkerRunner final : public CaseRunner {
                   const TimingOptions& timing) override;
   CheckResult check(const Implementation& impl, const nlohmann::json& config,
                     const std::string& dump_dir = "") override;
+  // One request per job; with options.rounds > 1 one request for all of them (the rounds
+  // interleave the jobs in one process), and one per job again if that worker dies.
   std::vector<BenchOutcome> bench(const std::vector<BenchJob>& jobs,
                                   const BenchOptions& options) override;
   std::vector<std::string> take_retries() override;

@@ -124,7 +124,9 @@ void summarize(const BenchCase& bench_case, BenchStats& stats) {
   }
 }
 
-CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options, const Device& device) {
+// One round of one case. `batch` is the calls per sample; 0: sized from the warm-up.
+CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options, const Device& device,
+                  int64_t batch = 0) {
   CaseRun result;
   BenchStats& stats = result.stats;
   stats.name = bench_case.name;
@@ -154,8 +156,10 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options, cons
   }
 
   if (stats.ok) {
-    const int64_t batch = static_cast<int64_t>(
-        std::clamp(std::round(options.sample_time_s / std::max(one_call, 1e-9)), 1.0, 1e6));
+    if (batch <= 0) {
+      batch = static_cast<int64_t>(
+          std::clamp(std::round(options.sample_time_s / std::max(one_call, 1e-9)), 1.0, 1e6));
+    }
     stats.iterations = batch;
     double timed = 0;
     const double begin = wall_seconds();
@@ -188,7 +192,34 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options, cons
   }
   if (options.bandwidth_probe) stats.bandwidth.after_gbps = device.probe_bandwidth_gbps();
   summarize(bench_case, stats);
+  if (stats.ok && !stats.samples_s.empty()) stats.round_medians_s = {stats.median_s};
   return result;
+}
+
+// Adds a later round of the same case to `total`: the samples pooled, the statistics over all
+// of them, noisy or drifted when any round was, the probes from the first round's start to this
+// round's end (a failure ends the case: its error is kept).
+void add_round(const BenchCase& bench_case, const StopRule& stop, double max_drift,
+               CaseRun& total, CaseRun&& round) {
+  BenchStats& s = total.stats;
+  const BenchStats& r = round.stats;
+  s.ok = r.ok;
+  s.error = r.error;
+  total.samples.insert(total.samples.end(), round.samples.begin(), round.samples.end());
+  s.samples_s.insert(s.samples_s.end(), r.samples_s.begin(), r.samples_s.end());
+  s.round_medians_s.insert(s.round_medians_s.end(), r.round_medians_s.begin(),
+                           r.round_medians_s.end());
+  s.noisy = s.noisy || r.noisy;
+  s.stop_reason = r.stop_reason;
+  s.elapsed_s += r.elapsed_s;
+  s.noise = relative_noise(s.samples_s, stop.estimator);
+  if (r.drift.before_s > 0) {
+    const bool drifted = s.drift.drifted || r.drift.drifted;
+    s.drift = check_drift(s.drift.before_s, r.drift.after_s, max_drift);
+    s.drift.drifted = s.drift.drifted || drifted;
+  }
+  s.bandwidth.after_gbps = r.bandwidth.after_gbps;
+  summarize(bench_case, s);
 }
 
 // --- Google Benchmark JSON.
@@ -309,6 +340,8 @@ void validate(const std::vector<BenchCase>& cases, const BenchOptions& options) 
   require(options.max_drift >= 0 && !std::isnan(options.max_drift), "max_drift must be >= 0",
           "max_drift");
   require(options.llc_bytes >= 0, "llc_bytes must be >= 0", "llc_bytes");
+  require(options.rounds >= 1, "rounds is " + std::to_string(options.rounds) + " but must be >= 1",
+          "rounds");
   validate(options.stop);
   std::set<std::string> names;
   for (const BenchCase& bench_case : cases) {
@@ -345,12 +378,22 @@ std::vector<BenchStats> run_benchmarks(const std::vector<BenchCase>& cases,
     reporter->ReportContext(benchmark::BenchmarkReporter::Context());
   }
 
+  std::vector<CaseRun> runs(cases.size());
+  for (int round = 0; round < options.rounds; ++round) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (round == 0) {
+        runs[i] = time_case(cases[i], options, device);
+      } else if (runs[i].stats.ok) {
+        add_round(cases[i], options.stop, options.max_drift, runs[i],
+                  time_case(cases[i], options, device, runs[i].stats.iterations));
+      }
+    }
+  }
   std::vector<BenchStats> results;
   results.reserve(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
-    const CaseRun run = time_case(cases[i], options, device);
-    if (reporter) reporter->ReportRuns(case_runs(cases[i], i, run));
-    results.push_back(run.stats);
+    if (reporter) reporter->ReportRuns(case_runs(cases[i], i, runs[i]));
+    results.push_back(runs[i].stats);
   }
   if (reporter) {
     reporter->Finalize();

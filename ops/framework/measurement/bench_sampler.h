@@ -46,6 +46,12 @@ struct BenchOptions {
   // (ops/framework/measurement/measurement.h).
   bool bandwidth_probe = false;
   double max_drift = 0.05;  // flag a case whose probe times differ by more than this
+  // Interleaved rounds: every case is timed once per round, the cases in order within a round
+  // (A B C A B C ...), so that a machine whose speed moves from minute to minute slows all of
+  // them alike and their per-round ratios stay comparable. Each round warms its case up again
+  // and samples it under `stop`; the samples of all rounds are pooled (the batch size is the
+  // first round's) and each round's median is kept (BenchStats::round_medians_s).
+  int rounds = 1;
   // When set, this file gets Google Benchmark's JSON (readable by its tools/compare.py): every
   // sample as a repetition plus the aggregates, named "<name>" and "<name>_<aggregate>".
   std::string json_path;
@@ -79,10 +85,13 @@ struct BenchStats {
   int cache_copies = 1;      // sets of inputs + outputs cycled through (cold mode)
   DriftCheck drift;          // all zero when the probe is off
   BandwidthProbe bandwidth;  // all zero unless options.bandwidth_probe
+  // The median of each completed round's samples, in round order (options.rounds; one entry
+  // without rounds). A round that fails has none, and the rounds after it are not run.
+  std::vector<double> round_medians_s;
 };
 
-// Times every case, in order, on `device`'s timer (and its bandwidth probe when asked), and
-// returns one BenchStats per case in the same order. A case whose run() throws is reported with
+// Times every case, in order (once per round with options.rounds > 1), on `device`'s timer (and
+// its bandwidth probe when asked), and returns one BenchStats per case in the same order. A case whose run() throws is reported with
 // ok = false (and an error entry in the JSON); the other cases still run. Real time is measured,
 // not CPU time, because kernels are multithreaded.
 // Serializes concurrent callers (Google Benchmark's custom context is a process-wide global),

@@ -56,10 +56,12 @@ TEST_CASE("worker protocol round-trips results exactly, inf and nan included", "
   stats.drift.drifted = true;
   stats.bandwidth.before_gbps = 51.5;
   stats.bandwidth.after_gbps = 49.25;
+  stats.round_medians_s = {1.5e-5, 2e-5};
   const BenchStats s = bench_stats_from_json(json::parse(bench_stats_to_json(stats).dump()));
   CHECK(s.bandwidth.before_gbps == 51.5);
   CHECK(s.bandwidth.after_gbps == 49.25);
   CHECK(s.samples_s == stats.samples_s);
+  CHECK(s.round_medians_s == stats.round_medians_s);
   CHECK(s.median_s == stats.median_s);
   CHECK(s.iterations == 1000);
   CHECK(s.noise == stats.noise);
@@ -85,6 +87,7 @@ TEST_CASE("worker protocol round-trips results exactly, inf and nan included", "
   options.drift_probe = false;
   options.bandwidth_probe = true;
   options.max_drift = 0.1;
+  options.rounds = 4;
   const BenchOptions o = bench_options_from_json(bench_options_to_json(options));
   CHECK(o.bandwidth_probe);
   CHECK(o.context == options.context);
@@ -96,6 +99,7 @@ TEST_CASE("worker protocol round-trips results exactly, inf and nan included", "
   CHECK(o.llc_bytes == 32 << 20);
   CHECK(!o.drift_probe);
   CHECK(o.max_drift == 0.1);
+  CHECK(o.rounds == 4);
 }
 
 TEST_CASE("serve_worker answers setup, time, check and bench requests", "[isolation]") {

@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -281,6 +282,78 @@ TEST_CASE("run_benchmarks can be called repeatedly in one process", "[benchmark_
   for (const json& entry : report["benchmarks"]) CHECK(entry["run_name"] == "third/case/cpu");
   fs::remove(first_path);
   fs::remove(third_path);
+}
+
+TEST_CASE("run_benchmarks with rounds interleaves the cases and pools their samples",
+          "[benchmark_runner]") {
+  // Each case logs its calls; a round is warm-up + 3 samples of one call (2 ms > sample_time).
+  std::vector<char> order;
+  auto logging_case = [&order](const std::string& name, char tag, int* calls) {
+    BenchCase bench_case = loop_case(name, calls);
+    bench_case.run = [&order, tag, calls] {
+      ++*calls;
+      order.push_back(tag);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    };
+    return bench_case;
+  };
+  int calls_a = 0, calls_b = 0, calls_bad = 0;
+  std::vector<BenchCase> cases = {logging_case("r/a/cpu", 'a', &calls_a),
+                                  logging_case("r/b/cpu", 'b', &calls_b),
+                                  logging_case("r/fails_in_round_two/cpu", 'c', &calls_bad)};
+  cases[2].run = [&calls_bad] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (++calls_bad >= 9) throw std::runtime_error("kaboom at call " + std::to_string(calls_bad));
+  };
+  BenchOptions options = tiny_options();
+  options.rounds = 3;
+  const fs::path path = temp_json("tokamax_benchmark_runner_rounds");
+  options.json_path = path.string();
+  const std::vector<BenchStats> results = run_benchmarks(cases, options, cpu::host_device());
+  REQUIRE(results.size() == 3);
+  const int per_round = options.warmup_runs + 3;
+  // a's round, b's round, a's round, ...: never two rounds of one case back to back.
+  std::string expected;
+  for (int round = 0; round < options.rounds; ++round) {
+    expected += std::string(static_cast<size_t>(per_round), 'a');
+    expected += std::string(static_cast<size_t>(per_round), 'b');
+  }
+  CHECK(std::string(order.begin(), order.end()) == expected);
+  for (size_t i : {0, 1}) {
+    INFO(results[i].name);
+    check_ok_stats(results[i], cases[i], 3 * options.rounds);
+    REQUIRE(results[i].round_medians_s.size() == 3);
+    for (size_t round = 0; round < 3; ++round) {
+      // The median of that round's 3 samples: their sum less the smallest and the largest.
+      const auto first = results[i].samples_s.begin() + static_cast<std::ptrdiff_t>(3 * round);
+      const double sum = std::accumulate(first, first + 3, 0.0);
+      const double middle = sum - *std::min_element(first, first + 3) -
+                            *std::max_element(first, first + 3);
+      CHECK(results[i].round_medians_s[round] == Approx(middle));
+    }
+  }
+  // Round one: warm-up 2 + 3 samples; round two fails at its second sample (call 9): its first
+  // sample is pooled, the error kept, the round has no median, and round three never runs.
+  CHECK_FALSE(results[2].ok);
+  CHECK(results[2].error == "kaboom at call 9");
+  CHECK(calls_bad == 9);
+  CHECK(results[2].samples_s.size() == 3 + 1);
+  CHECK(results[2].round_medians_s.size() == 1);
+  // The JSON has every pooled sample as a repetition of one batch size.
+  const json report = read_json(path);
+  int repetitions_a = 0;
+  for (const json& entry : report["benchmarks"]) {
+    if (entry["run_name"] == "r/a/cpu" && entry["run_type"] == "iteration") {
+      ++repetitions_a;
+      CHECK(entry["iterations"] == 1);
+    }
+  }
+  CHECK(repetitions_a == 9);
+  fs::remove(path);
+
+  options = tiny_options();
+  options.rounds = 0;
+  CHECK_THROWS_AS(run_benchmarks({cases[0]}, options, cpu::host_device()), InvalidArgument);
 }
 
 TEST_CASE("run_benchmarks rejects bad options and cases before running", "[benchmark_runner]") {
