@@ -138,7 +138,9 @@ TEST_CASE("bench reports a crashing implementation and measures the others", "[i
     // Google Benchmark's JSON: the steady repetitions and the crash as a skipped benchmark.
     bool crash_entry = false, steady_entry = false;
     for (const json& e : b["benchmarks"]) {
-      if (e["name"] == "fault_injection/tiny/faulty") crash_entry = e.value("error_occurred", false);
+      if (e["name"] == "fault_injection/tiny/faulty") {
+        crash_entry = e.value("error_occurred", false);
+      }
       if (e["name"] == "fault_injection/tiny/steady") steady_entry = true;
     }
     CHECK(crash_entry);

@@ -91,9 +91,10 @@ struct BenchStats {
 };
 
 // Times every case, in order (once per round with options.rounds > 1), on `device`'s timer (and
-// its bandwidth probe when asked), and returns one BenchStats per case in the same order. A case whose run() throws is reported with
-// ok = false (and an error entry in the JSON); the other cases still run. Real time is measured,
-// not CPU time, because kernels are multithreaded.
+// its bandwidth probe when asked), and returns one BenchStats per case in the same order. A
+// case whose run() throws is reported with ok = false (and an error entry in the JSON); the
+// other cases still run. Real time is measured, not CPU time, because kernels are
+// multithreaded.
 // Serializes concurrent callers (Google Benchmark's custom context is a process-wide global),
 // so it may be called any number of times in one process. Prints nothing.
 //
