@@ -199,7 +199,7 @@ struct BenchCommand {
         for (size_t i = 0; i < own.size(); ++i) {
           r.vs_best_vendor_rounds.push_back(own[i] > 0 ? theirs[i] / own[i] : NAN);
         }
-        r.vs_best_vendor = quantile(r.vs_best_vendor_rounds, 0.5);
+        r.vs_best_vendor = median(r.vs_best_vendor_rounds);
       }
     }
   }

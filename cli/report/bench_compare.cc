@@ -16,17 +16,6 @@ namespace tokamax {
 
 // --- Statistics. -------------------------------------------------------------------------------
 
-double quantile(std::vector<double> values, double q) {
-  std::sort(values.begin(), values.end());
-  const double position = q * static_cast<double>(values.size() - 1);
-  const size_t below = static_cast<size_t>(std::floor(position));
-  const size_t above = std::min(below + 1, values.size() - 1);
-  const double weight = position - static_cast<double>(below);
-  return values[below] + weight * (values[above] - values[below]);
-}
-
-double median(const std::vector<double>& values) { return quantile(values, 0.5); }
-
 double relative_iqr(const std::vector<double>& values) {
   const double mid = median(values);
   return mid > 0 ? (quantile(values, 0.75) - quantile(values, 0.25)) / mid : 0.0;

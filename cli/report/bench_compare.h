@@ -24,9 +24,7 @@ inline constexpr size_t kMaxExactSamples = 20;  // C(40, 20) counts are still ex
 // Throws InvalidArgument when x or y is empty.
 MannWhitney mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y);
 
-// Order statistics with linear interpolation between order statistics (as the bench runner).
-double quantile(std::vector<double> values, double q);  // q in [0, 1]; values non-empty
-double median(const std::vector<double>& values);
+// (Medians and quartiles: quantile / median of ops/framework/measurement/measurement.h.)
 // Relative noise of one run: interquartile range / median (0 for a single sample).
 double relative_iqr(const std::vector<double>& values);
 

@@ -8,6 +8,7 @@
 
 #include "backends/clock.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/measurement/measurement.h"
 
 namespace tokamax {
 namespace {

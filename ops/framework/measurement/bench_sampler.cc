@@ -23,22 +23,11 @@ namespace {
 
 // --- Statistics over one value per sample (also applied to the counters of the aggregates).
 
-// Linear interpolation between order statistics (numpy's default); q = 0.5 gives the median
-// exactly as Google Benchmark computes it.
-double percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const double position = q * static_cast<double>(values.size() - 1);
-  const size_t below = static_cast<size_t>(std::floor(position));
-  const size_t above = std::min(below + 1, values.size() - 1);
-  const double fraction = position - static_cast<double>(below);
-  return values[below] + fraction * (values[above] - values[below]);
-}
-
-double stat_median(const std::vector<double>& v) { return percentile(v, 0.5); }
-double stat_min(const std::vector<double>& v) { return percentile(v, 0); }
-double stat_max(const std::vector<double>& v) { return percentile(v, 1); }
-double stat_iqr(const std::vector<double>& v) { return percentile(v, 0.75) - percentile(v, 0.25); }
+// (quantile: measurement.h; every list here has at least one sample.)
+double stat_median(const std::vector<double>& v) { return quantile(v, 0.5); }
+double stat_min(const std::vector<double>& v) { return quantile(v, 0); }
+double stat_max(const std::vector<double>& v) { return quantile(v, 1); }
+double stat_iqr(const std::vector<double>& v) { return quantile(v, 0.75) - quantile(v, 0.25); }
 
 double stat_mean(const std::vector<double>& v) {
   return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());

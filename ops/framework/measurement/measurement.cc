@@ -14,21 +14,26 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Linear interpolation between order statistics (numpy's default), as bench --compare.
-double quantile_sorted(const std::vector<double>& sorted, double q) {
-  const double position = q * static_cast<double>(sorted.size() - 1);
-  const size_t below = static_cast<size_t>(std::floor(position));
-  const size_t above = std::min(below + 1, sorted.size() - 1);
-  const double fraction = position - static_cast<double>(below);
-  return sorted[below] + fraction * (sorted[above] - sorted[below]);
-}
-
 std::string lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
 }
 
 }  // namespace
+
+// --- Order statistics. -------------------------------------------------------------------------
+
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(values.begin(), values.end());
+  const double position = q * static_cast<double>(values.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(below + 1, values.size() - 1);
+  const double fraction = position - static_cast<double>(below);
+  return values[below] + fraction * (values[above] - values[below]);
+}
+
+double median(std::vector<double> values) { return quantile(std::move(values), 0.5); }
 
 // --- Run noise. --------------------------------------------------------------------------------
 
@@ -53,11 +58,9 @@ double relative_noise(const std::vector<double>& samples, NoiseEstimator estimat
     for (double x : samples) sum_sq += (x - mean) * (x - mean);
     return std::sqrt(sum_sq / (n - 1)) / mean;
   }
-  std::vector<double> sorted(samples);
-  std::sort(sorted.begin(), sorted.end());
-  const double mid = quantile_sorted(sorted, 0.5);
+  const double mid = median(samples);
   if (!(mid > 0)) return kInf;
-  return (quantile_sorted(sorted, 0.75) - quantile_sorted(sorted, 0.25)) / mid;
+  return (quantile(samples, 0.75) - quantile(samples, 0.25)) / mid;
 }
 
 double parse_fraction(const std::string& text, const std::string& option) {

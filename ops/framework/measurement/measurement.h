@@ -10,6 +10,15 @@
 
 namespace tokamax {
 
+// --- Order statistics. ------------------------------------------------------------------------
+
+// The q-quantile (q in [0, 1]) by linear interpolation between order statistics (numpy's
+// default; q = 0.5 is the median as Google Benchmark computes it). NaN for no values. The one
+// implementation behind every median, quartile and IQR of the measurement, the tuner and
+// bench --compare.
+double quantile(std::vector<double> values, double q);
+double median(std::vector<double> values);
+
 // --- Run noise. --------------------------------------------------------------------------------
 
 // How the relative noise of a case's samples is estimated.

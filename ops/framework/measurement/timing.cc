@@ -47,13 +47,6 @@ std::vector<double> time_calls_lean(const std::function<void()>& call, const Tim
 
 }  // namespace
 
-double median(std::vector<double> values) {
-  if (values.empty()) return NAN;
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
-
 std::vector<double> time_calls(const std::function<void()>& call, const TimingOptions& options,
                                const Device& device, const std::atomic<bool>* interrupt) {
   const std::unique_ptr<Timer> timer = device.timer();

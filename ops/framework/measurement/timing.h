@@ -34,6 +34,4 @@ struct TimingOptions {
 std::vector<double> time_calls(const std::function<void()>& call, const TimingOptions& options,
                                const Device& device, const std::atomic<bool>* interrupt = nullptr);
 
-double median(std::vector<double> values);
-
 }  // namespace tokamax

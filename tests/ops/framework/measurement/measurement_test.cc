@@ -26,6 +26,19 @@ std::string error_of(Fn&& fn) {
   return "(no error)";
 }
 
+TEST_CASE("quantile interpolates between order statistics, median is its q = 0.5", "[measure]") {
+  CHECK(median({3, 1, 2}) == 2);
+  CHECK(median({4, 1, 2, 3}) == 2.5);  // between the middle two
+  CHECK(quantile({0.8, 0.9, 1.0, 1.1, 1.2}, 0.25) == Approx(0.9));
+  CHECK(quantile({10, 0}, 0.3) == Approx(3));  // sorted first, then 30% of the way
+  CHECK(quantile({7}, 0) == 7);
+  CHECK(quantile({7}, 1) == 7);
+  CHECK(quantile({1, 5, 2}, 0) == 1);  // the minimum
+  CHECK(quantile({1, 5, 2}, 1) == 5);  // the maximum
+  CHECK(std::isnan(median({})));
+  CHECK(std::isnan(quantile({}, 0.5)));
+}
+
 TEST_CASE("relative_noise: IQR/median and stdev/mean on known samples", "[measure]") {
   // Sorted 1..5: quartiles 2 and 4, median 3 -> IQR/median = 2/3.
   const std::vector<double> ramp = {5, 1, 4, 2, 3};
