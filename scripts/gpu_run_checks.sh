@@ -126,6 +126,10 @@ step "bench-$bench_tag" 180 "$tokamax" bench --op ragged_dot --tag "$bench_tag" 
 step "verify-$bench_tag" 120 "$tokamax" verify --op ragged_dot --tag "$bench_tag" \
   --impl "$impls" --device "$device" --max-memory 64 --json "$results/verify_bench_gpu.json"
 
+# The backward's cuBLAS baseline (ragged_dot_vjp), whose GEMM plan is tested on the CPU only.
+step verify-vjp-ci_tests 60 "$tokamax" verify --op ragged_dot_vjp --tag ci_tests --impl cublas \
+  --device "$device" --json "$results/verify_vjp_ci_tests.json"
+
 sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
   /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)"
 if [ "$device" = "cuda" ] && [ -n "$sanitizer" ]; then

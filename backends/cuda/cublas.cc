@@ -119,12 +119,16 @@ std::string cublas_description() {
 }
 
 void gemm(const Device& device, Element in, Element out, int m, int n, int k, const void* a,
-          int lda, const void* b, int ldb, void* c, int ldc) {
+          int lda, const void* b, int ldb, void* c, int ldc, bool transpose_a, bool transpose_b) {
   const float alpha = 1.0f, beta = 0.0f;
-  // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS's (m, n, k) are (n, m, k) with B
-  // first, and no transposes.
-  check(library().gemm_ex(handle_for(device), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b,
-                          data_type(in), ldb, a, data_type(in), lda, &beta, c, data_type(out), ldc,
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS's (m, n, k) are
+  // (n, m, k) with B first. A row-major matrix read column-major is its transpose, so a stored
+  // B [k, n] is already op(B)^T (no transpose) and a stored B [n, k] (transpose_b) needs one;
+  // likewise A.
+  const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(library().gemm_ex(handle_for(device), op_b, op_a, n, m, k, &alpha, b, data_type(in), ldb,
+                          a, data_type(in), lda, &beta, c, data_type(out), ldc,
                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx");
 }

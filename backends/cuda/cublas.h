@@ -16,11 +16,14 @@ const std::string& cublas_unavailable();
 // "cuBLAS 13.1.0 (libcublas.so.13)".
 std::string cublas_description();
 
-// C[m, n] = A[m, k] @ B[k, n], all row-major with leading dimensions lda, ldb, ldc (elements),
-// A and B of `in`, C of `out`, accumulated in f32 (cublasGemmEx), on `device`'s stream.
-// Throws std::runtime_error with cuBLAS's status name (NOT_SUPPORTED: the combination of types).
+// C[m, n] = op(A) @ op(B), all row-major with leading dimensions lda, ldb, ldc (elements, the
+// row strides of what is stored): A stored [m, k] (transpose_a: stored [k, m], op(A) its
+// transpose), B stored [k, n] (transpose_b: stored [n, k]). A and B of `in`, C of `out`,
+// accumulated in f32 (cublasGemmEx), on `device`'s stream. Throws std::runtime_error with
+// cuBLAS's status name (NOT_SUPPORTED: the combination of types).
 void gemm(const Device& device, Element in, Element out, int m, int n, int k, const void* a,
-          int lda, const void* b, int ldb, void* c, int ldc);
+          int lda, const void* b, int ldb, void* c, int ldc, bool transpose_a = false,
+          bool transpose_b = false);
 
 // One row-major C_i[m_i, n] = A_i[m_i, k] @ B_i[k, n] per entry (cublasGemmGroupedBatchedEx), with
 // the pointer arrays copied to the device first: the copy is part of the call, as for any user of

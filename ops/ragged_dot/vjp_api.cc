@@ -12,11 +12,12 @@ namespace tokamax {
 const Implementation& ragged_dot_vjp_cpu_implementation();
 const Implementation& ragged_dot_vjp_reference_implementation();
 const Implementation& ragged_dot_vjp_onednn_implementation();
+const Implementation& ragged_dot_vjp_cublas_implementation();
 
-// Fastest first; the vendor baseline after the reference, so "auto" never picks it.
+// Fastest first; the vendor baselines after the reference, so "auto" never picks them.
 std::vector<const Implementation*> RaggedDotVjpOp::implementations() const {
   return {&ragged_dot_vjp_cpu_implementation(), &ragged_dot_vjp_reference_implementation(),
-          &ragged_dot_vjp_onednn_implementation()};
+          &ragged_dot_vjp_onednn_implementation(), &ragged_dot_vjp_cublas_implementation()};
 }
 
 const RaggedDotVjpOp& ragged_dot_vjp_op() {

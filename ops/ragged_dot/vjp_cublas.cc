@@ -1,0 +1,120 @@
+// ragged_dot_vjp: the cuBLAS baseline ("cublas") on a CUDA device, the per-group vendor loop a
+// user would write: two cublasGemmEx calls per non-empty group and cudaMemsetAsync for what no
+// product writes, in the order of ragged_dot_vjp_gemm_plan (vjp_gemm_plan.h, whose index math
+// is tested on the CPU). The group sizes are the problem's (the catalog's, known on the host as
+// for the onednn baseline), so no device-to-host copy is timed.
+//
+// Dimensions: as vjp_base.h (G, M, K, N).
+#include <climits>
+#include <string>
+
+#include "ops/framework/errors.h"
+#include "ops/framework/op.h"
+#include "ops/ragged_dot/vjp_base.h"
+#include "ops/ragged_dot/vjp_gemm_plan.h"
+
+#if TOKAMAX_WITH_CUDA
+#include "backends/cuda/cublas.h"
+#include "backends/cuda/cuda_device.h"
+#endif
+
+namespace tokamax {
+namespace {
+
+class CublasRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem> {
+ public:
+  std::string_view name() const override { return "cublas"; }
+  std::string_view backend() const override { return "cuda"; }
+  bool is_vendor() const override { return true; }
+  nlohmann::json describe() const override {
+#if TOKAMAX_WITH_CUDA
+    return {{"library", "cuBLAS"},
+            {"description", cuda::cublas_description()},
+            {"call", "cublasGemmEx twice per group"}};
+#else
+    return {{"library", "cuBLAS"}};
+#endif
+  }
+
+  Support supported_on(const Device& device) const override {
+    Support support = Implementation::supported_on(device);
+#if TOKAMAX_WITH_CUDA
+    if (support.ok && !cuda::cublas_unavailable().empty())
+      return {false, cuda::cublas_unavailable()};
+#endif
+    return support;
+  }
+
+  void check(const RaggedDotVjpProblem& vp, const Device&) const override {
+    const RaggedDotProblem& p = vp.fwd;
+    const DType in = p.lhs_dtype;
+    if (p.rhs_dtype != in || vp.dout_dtype != in) {
+      throw NotImplemented("cublas: lhs " + std::string(dtype_name(in)) + ", rhs " +
+                           std::string(dtype_name(p.rhs_dtype)) + ", dout " +
+                           std::string(dtype_name(vp.dout_dtype)) +
+                           "; the baseline wires one dtype for all three");
+    }
+    if (in != DType::kF32 && in != DType::kBF16 && in != DType::kF16) {
+      throw NotImplemented("cublas: " + std::string(dtype_name(in)) +
+                           " operands; the baseline wires f32, bf16 and f16");
+    }
+    if (p.M > INT_MAX || p.K > INT_MAX || p.N > INT_MAX) {
+      throw NotImplemented("cublas: extents past cuBLAS's 32-bit integers");
+    }
+  }
+
+  void run(const RaggedDotVjpProblem& vp, const EmptyConfig&, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(vp, device);
+#if TOKAMAX_WITH_CUDA
+    const RaggedDotVjpGemmPlan plan = ragged_dot_vjp_gemm_plan(vp);
+    const size_t size = dtype_size(vp.fwd.lhs_dtype);
+    // Every tensor has the one dtype (check), so an offset in elements is offset * size bytes.
+    auto base = [&](RaggedDotVjpTensor t) -> char* {
+      switch (t) {
+        case RaggedDotVjpTensor::kLhs:
+          return static_cast<char*>(const_cast<void*>(inputs.at("lhs").raw()));
+        case RaggedDotVjpTensor::kRhs:
+          return static_cast<char*>(const_cast<void*>(inputs.at("rhs").raw()));
+        case RaggedDotVjpTensor::kDout:
+          return static_cast<char*>(const_cast<void*>(inputs.at("dout").raw()));
+        case RaggedDotVjpTensor::kDlhs:
+          return static_cast<char*>(outputs.at("dlhs").raw());
+        case RaggedDotVjpTensor::kDrhs:
+          return static_cast<char*>(outputs.at("drhs").raw());
+      }
+      return nullptr;
+    };
+    for (const RaggedDotVjpZeros& z : plan.zeros) {
+      cuda::memset_async(device, base(z.tensor) + z.offset * static_cast<int64_t>(size),
+                         static_cast<size_t>(z.count) * size);
+    }
+    const cuda::Element element = vp.fwd.lhs_dtype == DType::kBF16  ? cuda::Element::kBF16
+                                  : vp.fwd.lhs_dtype == DType::kF16 ? cuda::Element::kF16
+                                                                    : cuda::Element::kF32;
+    auto at = [&](RaggedDotVjpTensor t, int64_t offset) {
+      return base(t) + offset * static_cast<int64_t>(size);
+    };
+    for (const RaggedDotVjpGemm& g : plan.gemms) {
+      cuda::gemm(device, element, element, static_cast<int>(g.m), static_cast<int>(g.n),
+                 static_cast<int>(g.k), at(g.a, g.a_offset), static_cast<int>(g.lda),
+                 at(g.b, g.b_offset), static_cast<int>(g.ldb), at(g.c, g.c_offset),
+                 static_cast<int>(g.ldc), g.a_transposed, g.b_transposed);
+    }
+#else
+    (void)inputs;
+    (void)outputs;
+    (void)device;
+    throw NotImplemented("cublas: this build has no CUDA backend");
+#endif
+  }
+};
+
+}  // namespace
+
+const Implementation& ragged_dot_vjp_cublas_implementation() {
+  static const CublasRaggedDotVjp impl;
+  return impl;
+}
+
+}  // namespace tokamax
