@@ -5,10 +5,11 @@
 //   G, M, K, N   as vjp_base.h
 //   m_g    rows of group g, s_g its first row
 //
-// dlhs_g = dout_g [m_g, N] x rhs[g]^T and drhs[g] = lhs_g^T x dout_g [m_g, N]; the transposes are
-// strided memory descriptors over the caller's buffers (rhs[g] read as [N, K] with strides
-// (1, N), lhs_g as [K, m_g] with strides (1, K)), so nothing is copied and oneDNN picks its own
-// kernels for the layouts. One input dtype (lhs = rhs = dout, f32 or bf16), gradients in it.
+// dlhs_g = dout_g [m_g, N] x rhs[g]^T and drhs[g] = lhs_g^T x dout_g [m_g, N], the calls of
+// ragged_dot_vjp_gemm_plan (vjp_gemm_plan.h; the cublas baseline runs the same plan); the
+// transposes are strided memory descriptors over the caller's buffers (rhs[g] read as [N, K]
+// with strides (1, N), lhs_g as [K, m_g] with strides (1, K)), so nothing is copied and oneDNN
+// picks its own kernels for the layouts. One input dtype (lhs = rhs = dout, f32 or bf16), gradients in it.
 // Threads are oneDNN's (OpenMP), so the config is empty.
 #include <cstring>
 #include <string>
@@ -18,6 +19,7 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/vjp_base.h"
+#include "ops/ragged_dot/vjp_gemm_plan.h"
 
 namespace tokamax {
 namespace {
@@ -25,8 +27,9 @@ namespace {
 using dt = dnnl::memory::data_type;
 using dims = dnnl::memory::dims;
 
-// rows, contraction, cols, whether A is lhs^T (the drhs product), data type.
-using MatmulKey = std::tuple<int64_t, int64_t, int64_t, bool, dt>;
+// m, k, n, whether A and B are read transposed, their row strides and C's, data type: one
+// planned product's shape and layout (vjp_gemm_plan.h).
+using MatmulKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, dt>;
 constexpr size_t kMaxCachedPrimitives = 4096;
 
 dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
@@ -65,65 +68,68 @@ class OneDnnRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem>
   void run(const RaggedDotVjpProblem& vp, const EmptyConfig&, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(vp, device);
-    const RaggedDotProblem& p = vp.fwd;
-    const int64_t M = p.M, K = p.K, N = p.N;
-    const dt type = onednn_type(p.lhs_dtype);
-    const int64_t size = static_cast<int64_t>(dtype_size(p.lhs_dtype));
-    // dnnl::memory wants non-const handles; the primitives only read lhs, rhs and dout.
-    char* lhs = static_cast<char*>(const_cast<void*>(inputs.at("lhs").raw()));
-    char* rhs = static_cast<char*>(const_cast<void*>(inputs.at("rhs").raw()));
-    char* dout = static_cast<char*>(const_cast<void*>(inputs.at("dout").raw()));
-    char* dlhs = static_cast<char*>(outputs.at("dlhs").raw());
-    char* drhs = static_cast<char*>(outputs.at("drhs").raw());
-    // Rows without a forward output, and every row when N = 0 (an empty sum): zero gradients.
-    const int64_t first = N == 0 ? p.rows() : p.first_row();
-    std::memset(dlhs, 0, static_cast<size_t>(first * K * size));
-    std::memset(dlhs + p.rows() * K * size, 0, static_cast<size_t>((M - p.rows()) * K * size));
-    if (K == 0) return;
+    const dt type = onednn_type(vp.fwd.lhs_dtype);
+    const int64_t size = static_cast<int64_t>(dtype_size(vp.fwd.lhs_dtype));
+    // dnnl::memory wants non-const handles; the primitives only read lhs, rhs and dout. One
+    // dtype for all five tensors (check), so an offset in elements is offset * size bytes.
+    auto at = [&](RaggedDotVjpTensor t, int64_t offset) -> char* {
+      const char* name = t == RaggedDotVjpTensor::kLhs    ? "lhs"
+                         : t == RaggedDotVjpTensor::kRhs  ? "rhs"
+                         : t == RaggedDotVjpTensor::kDout ? "dout"
+                         : t == RaggedDotVjpTensor::kDlhs ? "dlhs"
+                                                          : "drhs";
+      const bool output = t == RaggedDotVjpTensor::kDlhs || t == RaggedDotVjpTensor::kDrhs;
+      char* base = output ? static_cast<char*>(outputs.at(name).raw())
+                          : static_cast<char*>(const_cast<void*>(inputs.at(name).raw()));
+      return base + offset * size;
+    };
+    // The per-group loop of vjp_gemm_plan.h (the cublas baseline runs the same calls).
+    const RaggedDotVjpGemmPlan plan = ragged_dot_vjp_gemm_plan(vp);
+    for (const RaggedDotVjpZeros& z : plan.zeros) {
+      std::memset(at(z.tensor, z.offset), 0, static_cast<size_t>(z.count * size));
+    }
+    if (plan.gemms.empty()) return;
     const dnnl::engine& engine = cpu::onednn_engine();
     dnnl::stream stream(engine);
-    for (int64_t g = 0; g < p.G; ++g) {
-      const int64_t m_g = p.group_sizes[g], s_g = p.group_starts[g];
-      char* drhs_g = drhs + g * K * N * size;
-      if (m_g == 0 || N == 0) {
-        std::memset(drhs_g, 0, static_cast<size_t>(K * N * size));
-        continue;
-      }
-      // dlhs_g [m_g, K] = dout_g [m_g, N] x rhs[g]^T [N, K].
-      dnnl::memory d_src(strided(m_g, N, type, N, 1), engine, dout + s_g * N * size);
-      dnnl::memory w_t(strided(N, K, type, 1, N), engine, rhs + g * K * N * size);
-      dnnl::memory dx(strided(m_g, K, type, K, 1), engine, dlhs + s_g * K * size);
-      primitive({m_g, N, K, false, type})
-          .execute(stream, {{DNNL_ARG_SRC, d_src}, {DNNL_ARG_WEIGHTS, w_t}, {DNNL_ARG_DST, dx}});
-      // drhs[g] [K, N] = lhs_g^T [K, m_g] x dout_g [m_g, N].
-      dnnl::memory x_t(strided(K, m_g, type, 1, K), engine, lhs + s_g * K * size);
-      dnnl::memory d_w(strided(m_g, N, type, N, 1), engine, dout + s_g * N * size);
-      dnnl::memory dw(strided(K, N, type, N, 1), engine, drhs_g);
-      primitive({K, m_g, N, true, type})
-          .execute(stream, {{DNNL_ARG_SRC, x_t}, {DNNL_ARG_WEIGHTS, d_w}, {DNNL_ARG_DST, dw}});
+    for (const RaggedDotVjpGemm& g : plan.gemms) {
+      const MatmulKey key{g.m, g.k, g.n, g.a_transposed, g.b_transposed, g.lda, g.ldb, g.ldc,
+                          type};
+      dnnl::memory a(a_desc(key), engine, at(g.a, g.a_offset));
+      dnnl::memory b(b_desc(key), engine, at(g.b, g.b_offset));
+      dnnl::memory c(c_desc(key), engine, at(g.c, g.c_offset));
+      primitive(key).execute(stream,
+                             {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
     }
     stream.wait();
   }
 
  private:
-  // The primitive of one product shape, created on first use.
+  // op(A) [m, k], op(B) [k, n] and C [m, n] of one planned product: the transposes are strided
+  // descriptors over the stored rows (lda, ldb, ldc), so nothing is copied.
+  static dnnl::memory::desc a_desc(const MatmulKey& key) {
+    const auto& [m, k, n, a_t, b_t, lda, ldb, ldc, type] = key;
+    return a_t ? strided(m, k, type, 1, lda) : strided(m, k, type, lda, 1);
+  }
+  static dnnl::memory::desc b_desc(const MatmulKey& key) {
+    const auto& [m, k, n, a_t, b_t, lda, ldb, ldc, type] = key;
+    return b_t ? strided(k, n, type, 1, ldb) : strided(k, n, type, ldb, 1);
+  }
+  static dnnl::memory::desc c_desc(const MatmulKey& key) {
+    const auto& [m, k, n, a_t, b_t, lda, ldb, ldc, type] = key;
+    return strided(m, n, type, ldc, 1);
+  }
+
+  // The primitive of one product shape and layout, created on first use.
   dnnl::matmul primitive(const MatmulKey& key) const {
     return primitives_.get(key, [&] {
-      const auto& [rows, depth, cols, lhs_transposed, type] = key;
-      // dlhs: src dout [rows, depth] plain, weights rhs^T [depth, cols] strides (1, depth's
-      // row length = cols); drhs: src lhs^T [rows, depth] strides (1, rows), weights plain.
-      const dnnl::memory::desc src = lhs_transposed ? strided(rows, depth, type, 1, rows)
-                                                    : strided(rows, depth, type, depth, 1);
-      const dnnl::memory::desc weights = lhs_transposed ? strided(depth, cols, type, cols, 1)
-                                                        : strided(depth, cols, type, 1, depth);
-      const dnnl::matmul::desc desc(src, weights, strided(rows, cols, type, cols, 1));
+      const dnnl::matmul::desc desc(a_desc(key), b_desc(key), c_desc(key));
       try {
         return dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
       } catch (const dnnl::error& e) {
         if (e.status == dnnl_unimplemented) {
-          throw NotImplemented("onednn: no matmul for " + std::to_string(rows) + "x" +
-                               std::to_string(depth) + "x" + std::to_string(cols) + ": " +
-                               e.what());
+          const auto& [m, k, n, a_t, b_t, lda, ldb, ldc, type] = key;
+          throw NotImplemented("onednn: no matmul for " + std::to_string(m) + "x" +
+                               std::to_string(k) + "x" + std::to_string(n) + ": " + e.what());
         }
         throw;
       }
