@@ -9,7 +9,8 @@
 // ragged_dot_vjp_gemm_plan (vjp_gemm_plan.h; the cublas baseline runs the same plan); the
 // transposes are strided memory descriptors over the caller's buffers (rhs[g] read as [N, K]
 // with strides (1, N), lhs_g as [K, m_g] with strides (1, K)), so nothing is copied and oneDNN
-// picks its own kernels for the layouts. One input dtype (lhs = rhs = dout, f32 or bf16), gradients in it.
+// picks its own kernels for the layouts. One input dtype (lhs = rhs = dout, f32 or bf16),
+// gradients in it.
 // Threads are oneDNN's (OpenMP), so the config is empty.
 #include <cstring>
 #include <string>
