@@ -24,7 +24,11 @@ class FakeDevice final : public Device {
     throw std::logic_error("a fake device has no ceilings");
   }
   std::string ceilings_path() const override { return ""; }
-  double probe_bandwidth_gbps() const override { return 0; }
+  // The successive answers of the bandwidth probe (then 0).
+  std::vector<double> probes;
+  double probe_bandwidth_gbps() const override {
+    return next_probe_ < probes.size() ? probes[next_probe_++] : 0;
+  }
   const Memory& memory() const override { return host_memory(); }
   std::unique_ptr<Timer> timer() const override { return std::make_unique<WallTimer>(); }
   void synchronize() const override {}
@@ -35,6 +39,7 @@ class FakeDevice final : public Device {
 
  private:
   DeviceInfo info_;
+  mutable size_t next_probe_ = 0;
 };
 
 }  // namespace tokamax::testing

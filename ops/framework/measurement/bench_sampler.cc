@@ -185,10 +185,11 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options, cons
   return result;
 }
 
-// Adds a later round of the same case to `total`: the samples pooled, the statistics over all
-// of them, noisy or drifted when any round was, the probes from the first round's start to this
-// round's end (a failure ends the case: its error is kept).
-void add_round(const BenchCase& bench_case, const StopRule& stop, double max_drift,
+// Adds round `index` (>= 1) of the same case to `total`: the samples pooled, the statistics over
+// all of them, noisy or drifted when any round was, the drift probe from the first round's start
+// to this round's end, the bandwidth probes the mean of every round's (a failure ends the case:
+// its error is kept).
+void add_round(const BenchCase& bench_case, const StopRule& stop, double max_drift, int index,
                CaseRun& total, CaseRun&& round) {
   BenchStats& s = total.stats;
   const BenchStats& r = round.stats;
@@ -207,7 +208,10 @@ void add_round(const BenchCase& bench_case, const StopRule& stop, double max_dri
     s.drift = check_drift(s.drift.before_s, r.drift.after_s, max_drift);
     s.drift.drifted = s.drift.drifted || drifted;
   }
-  s.bandwidth.after_gbps = r.bandwidth.after_gbps;
+  const double before = s.bandwidth.before_gbps * index + r.bandwidth.before_gbps;
+  const double after = s.bandwidth.after_gbps * index + r.bandwidth.after_gbps;
+  s.bandwidth.before_gbps = before / (index + 1);
+  s.bandwidth.after_gbps = after / (index + 1);
   summarize(bench_case, s);
 }
 
@@ -373,7 +377,7 @@ std::vector<BenchStats> run_benchmarks(const std::vector<BenchCase>& cases,
       if (round == 0) {
         runs[i] = time_case(cases[i], options, device);
       } else if (runs[i].stats.ok) {
-        add_round(cases[i], options.stop, options.max_drift, runs[i],
+        add_round(cases[i], options.stop, options.max_drift, round, runs[i],
                   time_case(cases[i], options, device, runs[i].stats.iterations));
       }
     }

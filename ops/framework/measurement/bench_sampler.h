@@ -50,7 +50,8 @@ struct BenchOptions {
   // (A B C A B C ...), so that a machine whose speed moves from minute to minute slows all of
   // them alike and their per-round ratios stay comparable. Each round warms its case up again
   // and samples it under `stop`; the samples of all rounds are pooled (the batch size is the
-  // first round's) and each round's median is kept (BenchStats::round_medians_s).
+  // first round's) and each round's median is kept (BenchStats::round_medians_s). With
+  // bandwidth_probe each round probes before and after itself, and the case keeps the means.
   int rounds = 1;
   // When set, this file gets Google Benchmark's JSON (readable by its tools/compare.py): every
   // sample as a repetition plus the aggregates, named "<name>" and "<name>_<aggregate>".

@@ -19,6 +19,7 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "ops/framework/errors.h"
+#include "tests/support/fake_device.h"
 
 namespace tokamax {
 namespace {
@@ -350,6 +351,17 @@ TEST_CASE("run_benchmarks with rounds interleaves the cases and pools their samp
   }
   CHECK(repetitions_a == 9);
   fs::remove(path);
+
+  // The bandwidth probes around each round: the case keeps the mean before and the mean after.
+  testing::FakeDevice probed("cpu");
+  probed.probes = {10, 20, 30, 40, 50, 60};  // (before, after) of rounds 1, 2, 3
+  options = tiny_options();
+  options.rounds = 3;
+  options.bandwidth_probe = true;
+  const std::vector<BenchStats> with_probe = run_benchmarks({cases[0]}, options, probed);
+  REQUIRE(with_probe.size() == 1);
+  CHECK(with_probe[0].bandwidth.before_gbps == Approx(30));
+  CHECK(with_probe[0].bandwidth.after_gbps == Approx(40));
 
   options = tiny_options();
   options.rounds = 0;
