@@ -40,8 +40,13 @@ namespace {
 // Rows processed together: enough independent chains to hide the latency of a row's reductions,
 // few enough that pass 2's 3 * kRows accumulators and constants stay in registers.
 constexpr int kRows = 4;
-// How many row groups ahead pass 3 prefetches x and dout.
-constexpr int kPrefetchGroups = 4;
+// How many row groups ahead pass 3 prefetches x and dout. One: on Zen 4 (2 cores, bench_cpu
+// last-axis cases, interleaved runs of two builds) one group ahead took 3-11% less time in
+// total than four in each of five pairs, most on f32 with 64 channels (3.3-5.0 against 3.8-5.7
+// ms; RMSNorm 2.4-3.5 against 3.1-4.7 ms): farther prefetches compete with the hardware
+// prefetcher's streams for the core's outstanding misses (with none at all, one thread ran
+// the f32 case in 4.6-4.7 ms against 6.8-7.0, but RMSNorm with 128 channels lost 20%).
+constexpr int kPrefetchGroups = 1;
 
 // A group's statistics from pass 1's per-row vector sums a0, a1: layer norm's mean and gbar
 // (rstd and h come from pass 2: CentredStats); RMSNorm's rstd and h (mean and gbar zero).
