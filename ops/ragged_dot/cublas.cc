@@ -18,6 +18,7 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
+#include "ops/ragged_dot/cuda_vendor.h"
 
 #if TOKAMAX_WITH_CUDA
 #include "backends/cuda/cublas.h"
@@ -34,23 +35,11 @@ class CublasRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   std::string_view backend() const override { return "cuda"; }
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
-#if TOKAMAX_WITH_CUDA
-    return {{"library", "cuBLAS"},
-            {"description", cuda::cublas_description()},
-            { "call",
-              grouped_ ? "cublasGemmGroupedBatchedEx" : "cublasGemmEx per group" }};
-#else
-    return {{"library", "cuBLAS"}};
-#endif
+    return cublas_describe(grouped_ ? "cublasGemmGroupedBatchedEx" : "cublasGemmEx per group");
   }
 
   Support supported_on(const Device& device) const override {
-    Support support = Implementation::supported_on(device);
-#if TOKAMAX_WITH_CUDA
-    if (support.ok && !cuda::cublas_unavailable().empty())
-      return {false, cuda::cublas_unavailable()};
-#endif
-    return support;
+    return cublas_support(Implementation::supported_on(device));
   }
 
   void check(const RaggedDotProblem& p, const Device&) const override {
@@ -97,7 +86,7 @@ class CublasRaggedDot final : public TypedImplementation<RaggedDotProblem> {
     cuda::memset_async(device, out + first_zero_row * p.N * out_bytes,
                        static_cast<size_t>((p.M - first_zero_row) * p.N) * out_bytes);
     if (p.K == 0 || p.N == 0) return;
-    const cuda::Element in = element(p.lhs_dtype), o = element(p.out_dtype);
+    const cuda::Element in = cuda_element(p.lhs_dtype), o = cuda_element(p.out_dtype);
     const int N = static_cast<int>(p.N), K = static_cast<int>(p.K);
     if (grouped_) {
       cuda::grouped_gemm(device, in, o, N, K, groups);
@@ -114,13 +103,6 @@ class CublasRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   }
 
  private:
-#if TOKAMAX_WITH_CUDA
-  static cuda::Element element(DType dtype) {
-    return dtype == DType::kBF16  ? cuda::Element::kBF16
-           : dtype == DType::kF16 ? cuda::Element::kF16
-                                  : cuda::Element::kF32;
-  }
-#endif
   bool grouped_;
 };
 

@@ -16,6 +16,7 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
+#include "ops/ragged_dot/cuda_vendor.h"
 
 #if TOKAMAX_WITH_CUDA
 #include "backends/cuda/cuda_device.h"
@@ -115,15 +116,10 @@ class CudnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
 
  private:
 #if TOKAMAX_WITH_CUDA
-  static cuda::Element element(DType dtype) {
-    return dtype == DType::kBF16  ? cuda::Element::kBF16
-           : dtype == DType::kF16 ? cuda::Element::kF16
-                                  : cuda::Element::kF32;
-  }
   static cuda::MoeMatmul shape(const RaggedDotProblem& p) {
     cuda::MoeMatmul s;
-    s.in = element(p.lhs_dtype);
-    s.out = element(p.out_dtype);
+    s.in = cuda_element(p.lhs_dtype);
+    s.out = cuda_element(p.out_dtype);
     s.E = p.G;
     s.T = p.M;
     s.K = p.K;

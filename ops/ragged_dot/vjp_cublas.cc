@@ -10,6 +10,7 @@
 
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
+#include "ops/ragged_dot/cuda_vendor.h"
 #include "ops/ragged_dot/vjp_base.h"
 #include "ops/ragged_dot/vjp_gemm_plan.h"
 
@@ -27,22 +28,11 @@ class CublasRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem>
   std::string_view backend() const override { return "cuda"; }
   bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
-#if TOKAMAX_WITH_CUDA
-    return {{"library", "cuBLAS"},
-            {"description", cuda::cublas_description()},
-            {"call", "cublasGemmEx twice per group"}};
-#else
-    return {{"library", "cuBLAS"}};
-#endif
+    return cublas_describe("cublasGemmEx twice per group");
   }
 
   Support supported_on(const Device& device) const override {
-    Support support = Implementation::supported_on(device);
-#if TOKAMAX_WITH_CUDA
-    if (support.ok && !cuda::cublas_unavailable().empty())
-      return {false, cuda::cublas_unavailable()};
-#endif
-    return support;
+    return cublas_support(Implementation::supported_on(device));
   }
 
   void check(const RaggedDotVjpProblem& vp, const Device&) const override {
@@ -70,31 +60,16 @@ class CublasRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem>
     const RaggedDotVjpGemmPlan plan = ragged_dot_vjp_gemm_plan(vp);
     const size_t size = dtype_size(vp.fwd.lhs_dtype);
     // Every tensor has the one dtype (check), so an offset in elements is offset * size bytes.
-    auto base = [&](RaggedDotVjpTensor t) -> char* {
-      switch (t) {
-        case RaggedDotVjpTensor::kLhs:
-          return static_cast<char*>(const_cast<void*>(inputs.at("lhs").raw()));
-        case RaggedDotVjpTensor::kRhs:
-          return static_cast<char*>(const_cast<void*>(inputs.at("rhs").raw()));
-        case RaggedDotVjpTensor::kDout:
-          return static_cast<char*>(const_cast<void*>(inputs.at("dout").raw()));
-        case RaggedDotVjpTensor::kDlhs:
-          return static_cast<char*>(outputs.at("dlhs").raw());
-        case RaggedDotVjpTensor::kDrhs:
-          return static_cast<char*>(outputs.at("drhs").raw());
-      }
-      return nullptr;
+    auto at = [&](RaggedDotVjpTensor t, int64_t offset) {
+      const char* name = ragged_dot_vjp_tensor_name(t);
+      char* base = is_output(t) ? static_cast<char*>(outputs.at(name).raw())
+                                : static_cast<char*>(const_cast<void*>(inputs.at(name).raw()));
+      return base + offset * static_cast<int64_t>(size);
     };
     for (const RaggedDotVjpZeros& z : plan.zeros) {
-      cuda::memset_async(device, base(z.tensor) + z.offset * static_cast<int64_t>(size),
-                         static_cast<size_t>(z.count) * size);
+      cuda::memset_async(device, at(z.tensor, z.offset), static_cast<size_t>(z.count) * size);
     }
-    const cuda::Element element = vp.fwd.lhs_dtype == DType::kBF16  ? cuda::Element::kBF16
-                                  : vp.fwd.lhs_dtype == DType::kF16 ? cuda::Element::kF16
-                                                                    : cuda::Element::kF32;
-    auto at = [&](RaggedDotVjpTensor t, int64_t offset) {
-      return base(t) + offset * static_cast<int64_t>(size);
-    };
+    const cuda::Element element = cuda_element(vp.fwd.lhs_dtype);
     for (const RaggedDotVjpGemm& g : plan.gemms) {
       cuda::gemm(device, element, element, static_cast<int>(g.m), static_cast<int>(g.n),
                  static_cast<int>(g.k), at(g.a, g.a_offset), static_cast<int>(g.lda),

@@ -5,6 +5,22 @@
 
 namespace tokamax {
 
+const char* ragged_dot_vjp_tensor_name(RaggedDotVjpTensor tensor) {
+  switch (tensor) {
+    case RaggedDotVjpTensor::kLhs:
+      return "lhs";
+    case RaggedDotVjpTensor::kRhs:
+      return "rhs";
+    case RaggedDotVjpTensor::kDout:
+      return "dout";
+    case RaggedDotVjpTensor::kDlhs:
+      return "dlhs";
+    case RaggedDotVjpTensor::kDrhs:
+      return "drhs";
+  }
+  return "";
+}
+
 RaggedDotVjpGemmPlan ragged_dot_vjp_gemm_plan(const RaggedDotVjpProblem& vp) {
   const RaggedDotProblem& p = vp.fwd;
   const int64_t M = p.M, K = p.K, N = p.N;
@@ -23,36 +39,17 @@ RaggedDotVjpGemmPlan ragged_dot_vjp_gemm_plan(const RaggedDotVjpProblem& vp) {
       zero(RaggedDotVjpTensor::kDrhs, g * K * N, K * N);
       continue;
     }
-    RaggedDotVjpGemm dlhs;  // dout_g [m_g, N] x rhs[g]^T, rhs[g] stored [K, N]
-    dlhs.m = m_g;
-    dlhs.n = K;
-    dlhs.k = N;
-    dlhs.a = RaggedDotVjpTensor::kDout;
-    dlhs.a_offset = s_g * N;
-    dlhs.lda = N;
-    dlhs.b = RaggedDotVjpTensor::kRhs;
-    dlhs.b_offset = g * K * N;
-    dlhs.ldb = N;
-    dlhs.b_transposed = true;
-    dlhs.c = RaggedDotVjpTensor::kDlhs;
-    dlhs.c_offset = s_g * K;
-    dlhs.ldc = K;
-    plan.gemms.push_back(dlhs);
-    RaggedDotVjpGemm drhs;  // lhs_g^T [K, m_g] x dout_g [m_g, N], lhs_g stored [m_g, K]
-    drhs.m = K;
-    drhs.n = N;
-    drhs.k = m_g;
-    drhs.a = RaggedDotVjpTensor::kLhs;
-    drhs.a_offset = s_g * K;
-    drhs.lda = K;
-    drhs.a_transposed = true;
-    drhs.b = RaggedDotVjpTensor::kDout;
-    drhs.b_offset = s_g * N;
-    drhs.ldb = N;
-    drhs.c = RaggedDotVjpTensor::kDrhs;
-    drhs.c_offset = g * K * N;
-    drhs.ldc = N;
-    plan.gemms.push_back(drhs);
+    using T = RaggedDotVjpTensor;
+    // dlhs rows of g [m_g, K] = dout_g [m_g, N] x rhs[g]^T, rhs[g] stored [K, N].
+    plan.gemms.push_back({.m = m_g, .n = K, .k = N,
+                          .a = T::kDout, .a_offset = s_g * N, .lda = N,
+                          .b = T::kRhs, .b_offset = g * K * N, .ldb = N, .b_transposed = true,
+                          .c = T::kDlhs, .c_offset = s_g * K, .ldc = K});
+    // drhs[g] [K, N] = lhs_g^T [K, m_g] x dout_g [m_g, N], lhs_g stored [m_g, K].
+    plan.gemms.push_back({.m = K, .n = N, .k = m_g,
+                          .a = T::kLhs, .a_offset = s_g * K, .lda = K, .a_transposed = true,
+                          .b = T::kDout, .b_offset = s_g * N, .ldb = N,
+                          .c = T::kDrhs, .c_offset = g * K * N, .ldc = N});
   }
   return plan;
 }

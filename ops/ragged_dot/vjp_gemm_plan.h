@@ -21,6 +21,11 @@
 namespace tokamax {
 
 enum class RaggedDotVjpTensor { kLhs, kRhs, kDout, kDlhs, kDrhs };
+// "lhs", "rhs", "dout" (inputs), "dlhs", "drhs" (outputs): the op's tensor names.
+const char* ragged_dot_vjp_tensor_name(RaggedDotVjpTensor tensor);
+inline bool is_output(RaggedDotVjpTensor tensor) {
+  return tensor == RaggedDotVjpTensor::kDlhs || tensor == RaggedDotVjpTensor::kDrhs;
+}
 
 // C[m, n] = op(A) op(B), row-major, offsets and leading dimensions in elements of their tensor:
 // A stored [m, k] with row stride lda (a_transposed: stored [k, m], op(A) its transpose), B

@@ -73,15 +73,10 @@ class OneDnnRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem>
     const int64_t size = static_cast<int64_t>(dtype_size(vp.fwd.lhs_dtype));
     // dnnl::memory wants non-const handles; the primitives only read lhs, rhs and dout. One
     // dtype for all five tensors (check), so an offset in elements is offset * size bytes.
-    auto at = [&](RaggedDotVjpTensor t, int64_t offset) -> char* {
-      const char* name = t == RaggedDotVjpTensor::kLhs    ? "lhs"
-                         : t == RaggedDotVjpTensor::kRhs  ? "rhs"
-                         : t == RaggedDotVjpTensor::kDout ? "dout"
-                         : t == RaggedDotVjpTensor::kDlhs ? "dlhs"
-                                                          : "drhs";
-      const bool output = t == RaggedDotVjpTensor::kDlhs || t == RaggedDotVjpTensor::kDrhs;
-      char* base = output ? static_cast<char*>(outputs.at(name).raw())
-                          : static_cast<char*>(const_cast<void*>(inputs.at(name).raw()));
+    auto at = [&](RaggedDotVjpTensor t, int64_t offset) {
+      const char* name = ragged_dot_vjp_tensor_name(t);
+      char* base = is_output(t) ? static_cast<char*>(outputs.at(name).raw())
+                                : static_cast<char*>(const_cast<void*>(inputs.at(name).raw()));
       return base + offset * size;
     };
     // The per-group loop of vjp_gemm_plan.h (the cublas baseline runs the same calls).

@@ -26,23 +26,12 @@ namespace {
 // Runs `plan` on host tensors (any float dtype, element offsets) with f64 accumulation.
 void run_plan(const RaggedDotVjpGemmPlan& plan, const TensorMap& inputs, TensorMap& outputs) {
   auto tensor = [&](RaggedDotVjpTensor t) -> const Tensor& {
-    switch (t) {
-      case RaggedDotVjpTensor::kLhs:
-        return inputs.at("lhs");
-      case RaggedDotVjpTensor::kRhs:
-        return inputs.at("rhs");
-      case RaggedDotVjpTensor::kDout:
-        return inputs.at("dout");
-      case RaggedDotVjpTensor::kDlhs:
-        return outputs.at("dlhs");
-      case RaggedDotVjpTensor::kDrhs:
-        return outputs.at("drhs");
-    }
-    throw std::logic_error("unknown tensor");
+    const char* name = ragged_dot_vjp_tensor_name(t);
+    return is_output(t) ? outputs.at(name) : inputs.at(name);
   };
   auto output = [&](RaggedDotVjpTensor t) -> Tensor& {
-    REQUIRE((t == RaggedDotVjpTensor::kDlhs || t == RaggedDotVjpTensor::kDrhs));
-    return outputs.at(t == RaggedDotVjpTensor::kDlhs ? "dlhs" : "drhs");
+    REQUIRE(is_output(t));
+    return outputs.at(ragged_dot_vjp_tensor_name(t));
   };
   for (const RaggedDotVjpZeros& z : plan.zeros) {
     Tensor& out = output(z.tensor);
