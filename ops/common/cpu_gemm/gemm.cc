@@ -209,37 +209,84 @@ void gemm(const GemmOperand* a, const PackedGemmOperand* packed_a, const GemmOpe
 
 }  // namespace
 
-PackedGemmOperand pack_gemm_lhs(const GemmOperand& a, int64_t M, int64_t K,
-                                const CpuGemmOptions& options, std::vector<float>& storage) {
+PackedGemmOperand reserve_gemm_lhs(int64_t M, int64_t K, const CpuGemmOptions& options,
+                                   std::vector<float>& storage) {
   // N does not shape A's blocks: any extent gives the same tk.
   const Plan plan = make_plan(1, std::max<int64_t>(K, 1), options);
-  check_native_dtype(plan, a.dtype);
   const int64_t total = K > 0 ? a_block_offset(plan, M, round_up(K, plan.tk)) : 0;
   if (static_cast<int64_t>(storage.size()) < total) storage.resize(static_cast<size_t>(total));
-  for (int64_t k0 = 0; k0 < K && M > 0; k0 += plan.tk) {
-    pack_a_block(a, M, k0, std::min(plan.tk, K - k0), plan,
-                 storage.data() + a_block_offset(plan, M, k0));
-  }
   return describe(plan, storage.data(), true, M, K);
 }
 
-PackedGemmOperand pack_gemm_rhs(const GemmOperand& b, int64_t K, int64_t N,
-                                const CpuGemmOptions& options, std::vector<float>& storage) {
+PackedGemmOperand reserve_gemm_rhs(int64_t K, int64_t N, const CpuGemmOptions& options,
+                                   std::vector<float>& storage) {
   const Plan plan = make_plan(N, std::max<int64_t>(K, 1), options);
-  check_native_dtype(plan, b.dtype);
   int64_t total = 0;
   for (int64_t k0 = 0; k0 < K; k0 += plan.tk) {
     total += round_up(N, plan.nr) * plan.words(std::min(plan.tk, K - k0));
   }
   if (static_cast<int64_t>(storage.size()) < total) storage.resize(static_cast<size_t>(total));
-  for (int64_t k0 = 0; k0 < K && N > 0; k0 += plan.tk) {
-    const int64_t depth = std::min(plan.tk, K - k0);
-    for (int64_t n0 = 0; n0 < N; n0 += plan.tn) {
-      pack_b_panel(b, k0, depth, n0, std::min(plan.tn, N - n0), plan,
-                   storage.data() + b_panel_offset(plan, N, K, k0, n0));
-    }
-  }
   return describe(plan, storage.data(), false, N, K);
+}
+
+namespace {
+
+// The plan a packed operand was reserved with (make_plan is idempotent on its own tk and tn).
+Plan packed_plan(const PackedGemmOperand& packed) {
+  CpuGemmOptions options;
+  options.mr = packed.mr;
+  options.nr_vectors = packed.nr_vectors;
+  options.tk = packed.tk;
+  options.tn = packed.tn;
+  options.native_bf16 = packed.native;
+  return make_plan(packed.is_lhs ? 1 : packed.extent, std::max<int64_t>(packed.K, 1), options);
+}
+
+}  // namespace
+
+int64_t gemm_pack_pieces(const PackedGemmOperand& packed) {
+  if (packed.K <= 0 || packed.extent <= 0) return 0;
+  const Plan plan = packed_plan(packed);
+  const int64_t blocks = ceil_div(packed.K, plan.tk);
+  return packed.is_lhs ? blocks : blocks * ceil_div(packed.extent, plan.tn);
+}
+
+void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed, int64_t piece) {
+  const Plan plan = packed_plan(packed);
+  check_native_dtype(plan, source.dtype);
+  // The storage is the caller's, reserved writable; the operand hands it out read-only.
+  float* data = const_cast<float*>(packed.data);
+  if (packed.is_lhs) {
+    const int64_t k0 = piece * plan.tk;
+    pack_a_block(source, packed.extent, k0, std::min(plan.tk, packed.K - k0), plan,
+                 data + a_block_offset(plan, packed.extent, k0));
+    return;
+  }
+  const int64_t panels = ceil_div(packed.extent, plan.tn);
+  const int64_t k0 = piece / panels * plan.tk, n0 = piece % panels * plan.tn;
+  pack_b_panel(source, k0, std::min(plan.tk, packed.K - k0), n0,
+               std::min(plan.tn, packed.extent - n0), plan,
+               data + b_panel_offset(plan, packed.extent, packed.K, k0, n0));
+}
+
+PackedGemmOperand pack_gemm_lhs(const GemmOperand& a, int64_t M, int64_t K,
+                                const CpuGemmOptions& options, std::vector<float>& storage) {
+  const PackedGemmOperand packed = reserve_gemm_lhs(M, K, options, storage);
+  check_native_dtype(packed_plan(packed), a.dtype);
+  for (int64_t piece = 0, n = gemm_pack_pieces(packed); piece < n; ++piece) {
+    pack_gemm_piece(a, packed, piece);
+  }
+  return packed;
+}
+
+PackedGemmOperand pack_gemm_rhs(const GemmOperand& b, int64_t K, int64_t N,
+                                const CpuGemmOptions& options, std::vector<float>& storage) {
+  const PackedGemmOperand packed = reserve_gemm_rhs(K, N, options, storage);
+  check_native_dtype(packed_plan(packed), b.dtype);
+  for (int64_t piece = 0, n = gemm_pack_pieces(packed); piece < n; ++piece) {
+    pack_gemm_piece(b, packed, piece);
+  }
+  return packed;
 }
 
 void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,

@@ -62,6 +62,19 @@ PackedGemmOperand pack_gemm_lhs(const GemmOperand& a, int64_t M, int64_t K,
 PackedGemmOperand pack_gemm_rhs(const GemmOperand& b, int64_t K, int64_t N,
                                 const CpuGemmOptions& options, std::vector<float>& storage);
 
+// The same packing cut into pieces that several threads can run at once (A: one per K block;
+// B: one per panel of each K block), so that one wide operand does not keep a thread packing
+// while the others wait. reserve_* sizes `storage` (on one thread, before any piece runs) and
+// returns the operand as it is once all gemm_pack_pieces(packed) pieces have run;
+// pack_gemm_piece packs piece `piece` (in [0, gemm_pack_pieces)) of `source` into it.
+// pack_gemm_lhs / pack_gemm_rhs are reserve_* followed by every piece.
+PackedGemmOperand reserve_gemm_lhs(int64_t M, int64_t K, const CpuGemmOptions& options,
+                                   std::vector<float>& storage);
+PackedGemmOperand reserve_gemm_rhs(int64_t K, int64_t N, const CpuGemmOptions& options,
+                                   std::vector<float>& storage);
+int64_t gemm_pack_pieces(const PackedGemmOperand& packed);
+void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed, int64_t piece);
+
 // C[M, N] (+)= A[M, K] @ B[K, N] in f32 accumulators, row stride ldc. `accumulate` adds to C;
 // otherwise C is overwritten (K = 0 writes zeros). Either operand may be transposed (A stored
 // [K, M]: ragged_dot_vjp's lhs^T dout, whose contraction is over rows). Uses per-thread

@@ -125,6 +125,67 @@ TEST_CASE("cpu_gemm_f32 with one side packed beforehand matches, for every layou
   }
 }
 
+TEST_CASE("packing in pieces, in any order, gives the packed layout", "[cpu_gemm]") {
+  // K = 101 in blocks of 40 (two whole, one short); 53 rows or columns, in panels of 32 for B
+  // (one whole, one part; whole micro-tile strips): A has 3 pieces, B 6. The storage starts
+  // with a sentinel; the pieces run last to first, so a piece that wrote past its part into
+  // one already packed, or a part no piece wrote, shows against the layout written out element
+  // by element (gemm.h: A per K block [ceil(M / mr)][depth][mr], B per K block and panel
+  // [ceil(cols / nr)][depth][nr], zeros past M or N).
+  constexpr float kSentinel = -1234.5f;
+  CpuGemmOptions options;
+  options.tk = 40;
+  options.tn = 32;
+  const int64_t K = 101, extent = 53;
+  std::vector<float> values(static_cast<size_t>(K * extent));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 97) - 48.0f;
+  for (bool is_lhs : {true, false}) {
+    for (bool transposed : {false, true}) {
+      for (bool in_pieces : {false, true}) {
+        CAPTURE(is_lhs, transposed, in_pieces);
+        // A [extent, K] or A^T [K, extent]; B [K, extent] or B^T [extent, K].
+        const bool rows_are_k = is_lhs == transposed;
+        const int64_t ld = rows_are_k ? extent : K;
+        const GemmOperand source{DType::kF32, values.data(), ld, transposed};
+        std::vector<float> storage;
+        PackedGemmOperand packed = is_lhs ? reserve_gemm_lhs(extent, K, options, storage)
+                                          : reserve_gemm_rhs(K, extent, options, storage);
+        storage.assign(storage.size(), kSentinel);
+        const int64_t pieces = gemm_pack_pieces(packed);
+        REQUIRE(pieces == 3 * (is_lhs ? 1 : (extent + packed.tn - 1) / packed.tn));
+        if (in_pieces) {
+          for (int64_t piece = pieces - 1; piece >= 0; --piece) {
+            pack_gemm_piece(source, packed, piece);
+          }
+        } else {
+          packed = is_lhs ? pack_gemm_lhs(source, extent, K, options, storage)
+                          : pack_gemm_rhs(source, K, extent, options, storage);
+        }
+        std::vector<float> want(storage.size(), kSentinel);
+        const int64_t tile = is_lhs ? packed.mr
+                                    : int64_t{packed.nr_vectors} * cpu::simd_f32_lanes();
+        const int64_t padded = (extent + tile - 1) / tile * tile;
+        for (int64_t k0 = 0; k0 < K; k0 += packed.tk) {
+          const int64_t depth = std::min(packed.tk, K - k0), base = padded * k0;
+          for (int64_t e = 0; e < padded; ++e) {
+            for (int64_t k = k0; k < k0 + depth; ++k) {
+              const float v = e >= extent ? 0.0f
+                              : rows_are_k ? values[static_cast<size_t>(k * ld + e)]
+                                           : values[static_cast<size_t>(e * ld + k)];
+              want[static_cast<size_t>(base + e / tile * depth * tile + (k - k0) * tile +
+                                       e % tile)] = v;
+            }
+          }
+        }
+        CHECK(storage == want);
+      }
+    }
+  }
+  std::vector<float> storage;
+  CHECK(gemm_pack_pieces(reserve_gemm_rhs(0, 8, options, storage)) == 0);
+  CHECK(gemm_pack_pieces(reserve_gemm_lhs(0, 8, options, storage)) == 0);
+}
+
 TEST_CASE("a packed operand is reused across products and refused with other options",
           "[cpu_gemm]") {
   // B = identity [4, 4]: A B = A for every A, from one packing.
