@@ -24,6 +24,7 @@
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
+#include "ops/common/cpu_gemm/tiles.h"
 
 namespace tokamax {
 namespace {
@@ -135,12 +136,18 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
     }
     const int64_t count = last - first;
     if (static_cast<int64_t>(storage.size()) < count) storage.resize(static_cast<size_t>(count));
+    // The shared slabs' packing a piece at a time over the cores (skewed routing gives slabs
+    // of very different depths).
     std::vector<PackedGemmOperand> packed(static_cast<size_t>(count));
-    cpu::parallel_for(count, c.num_threads, [&](int64_t i, int) {
-      if (!shared(first + i)) return;
+    for (int64_t i = 0; i < count; ++i) {
       const Slab& slab = slabs[static_cast<size_t>(first + i)];
-      packed[i] = pack_gemm_rhs(b_operand(slab.kind, slab.g, slab.c0), slab.depth, slab.cols,
-                                gemm, storage[static_cast<size_t>(i)]);
+      if (shared(first + i)) {
+        packed[i] = reserve_gemm_rhs(slab.depth, slab.cols, gemm, storage[static_cast<size_t>(i)]);
+      }
+    }
+    pack_gemm_pieces(count, packed.data(), c.num_threads, [&](int64_t i) {
+      const Slab& slab = slabs[static_cast<size_t>(first + i)];
+      return b_operand(slab.kind, slab.g, slab.c0);
     });
     // The wave's tasks, the largest first: the dynamic schedule then ends on small ones.
     std::vector<std::pair<int64_t, Task>> tasks;  // (slab within the wave, task)

@@ -21,13 +21,8 @@ std::vector<GemmSpan> gemm_spans(int64_t extent, int64_t tile) {
   return spans;
 }
 
-namespace {
-
-// Packs `count` reserved operands (packed[k] from source(k)), every piece of every operand a
-// task of its own: a wave of one wide and one narrow tile packed a tile per thread left one
-// thread packing the wide one alone (the backward GLU's dx phase: 896 and 128 columns).
-void pack_pieces(int64_t count, const PackedGemmOperand* packed, int num_threads,
-                 const std::function<GemmOperand(int64_t k)>& source) {
+void pack_gemm_pieces(int64_t count, const PackedGemmOperand* packed, int num_threads,
+                      const std::function<GemmOperand(int64_t k)>& source) {
   std::vector<std::pair<int64_t, int64_t>> pieces;  // (operand, piece)
   for (int64_t k = 0; k < count; ++k) {
     for (int64_t piece = 0, n = gemm_pack_pieces(packed[k]); piece < n; ++piece) {
@@ -39,8 +34,6 @@ void pack_pieces(int64_t count, const PackedGemmOperand* packed, int num_threads
     pack_gemm_piece(source(k), packed[k], piece);
   });
 }
-
-}  // namespace
 
 void cpu_gemm_tiles(const GemmTileGrid& grid,
                     const std::function<GemmOperand(int64_t i, int p)>& a,
@@ -94,7 +87,7 @@ void cpu_gemm_tiles(const GemmTileGrid& grid,
       for (int64_t k = 0; k < PA * a_tiles; ++k) {
         a_packed[k] = reserve_gemm_lhs(grid.rows[a0 + k / PA].extent, K, gemm, a_storage[k]);
       }
-      pack_pieces(PA * a_tiles, a_packed.data(), num_threads, [&](int64_t k) {
+      pack_gemm_pieces(PA * a_tiles, a_packed.data(), num_threads, [&](int64_t k) {
         return a(a0 + k / PA, static_cast<int>(k % PA));
       });
     }
@@ -104,7 +97,7 @@ void cpu_gemm_tiles(const GemmTileGrid& grid,
         for (int64_t k = 0; k < P * b_tiles; ++k) {
           b_packed[k] = reserve_gemm_rhs(K, grid.cols[b0 + k / P].extent, gemm, b_storage[k]);
         }
-        pack_pieces(P * b_tiles, b_packed.data(), num_threads, [&](int64_t k) {
+        pack_gemm_pieces(P * b_tiles, b_packed.data(), num_threads, [&](int64_t k) {
           return b(b0 + k / P, static_cast<int>(k % P));
         });
       }

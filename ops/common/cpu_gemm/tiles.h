@@ -61,6 +61,14 @@ void cpu_gemm_tiles(const GemmTileGrid& grid,
                     const std::function<void(int64_t i, int64_t j)>& epilogue,
                     int64_t wave_bytes = kGemmTilesWaveBytes);
 
+// Packs `count` operands reserved beforehand (reserve_gemm_lhs / reserve_gemm_rhs, gemm.h):
+// packed[k] from source(k), every piece of every operand a task of its own on the pool, so that
+// operands of different sizes still keep every core packing (one wide operand packed a tile per
+// thread left the other threads waiting: the backward GLU's dx phase, an 896- and a 128-column
+// tile of W^T). An operand with no pieces (a default PackedGemmOperand) is skipped.
+void pack_gemm_pieces(int64_t count, const PackedGemmOperand* packed, int num_threads,
+                      const std::function<GemmOperand(int64_t k)>& source);
+
 // `extent` cut into tiles of at most `tile` (the last one shorter).
 std::vector<GemmSpan> gemm_spans(int64_t extent, int64_t tile);
 

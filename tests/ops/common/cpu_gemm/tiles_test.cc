@@ -129,3 +129,37 @@ TEST_CASE("gemm_spans cuts an extent into tiles", "[cpu_gemm]") {
   CHECK(spans[2].extent == 2);
   CHECK(gemm_spans(0, 4).empty());
 }
+
+TEST_CASE("pack_gemm_pieces packs operands of different sizes as pack_gemm_* does, skips empty",
+          "[cpu_gemm]") {
+  // Three B operands [K, N] of different depths and widths (several pieces each, one with a
+  // short K block and a partial panel) and an empty slot between them, on the pool.
+  CpuGemmOptions options;
+  options.tk = 16;
+  options.tn = 64;
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{37, 100}, {0, 0}, {5, 7}, {64, 130}};
+  const int64_t count = static_cast<int64_t>(shapes.size());
+  std::vector<std::vector<float>> sources(static_cast<size_t>(count)), storage(sources.size()),
+      want(sources.size());
+  std::vector<PackedGemmOperand> packed(sources.size());
+  uint64_t counter = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    const auto [K, N] = shapes[static_cast<size_t>(k)];
+    auto& source = sources[static_cast<size_t>(k)];
+    source.resize(static_cast<size_t>(K * N));
+    for (float& x : source) x = static_cast<float>(uniform01(3, 4, counter++));
+    if (K == 0) continue;  // the slot stays a default operand: nothing to pack
+    const GemmOperand operand{DType::kF32, source.data(), N, false};
+    pack_gemm_rhs(operand, K, N, options, want[static_cast<size_t>(k)]);
+    packed[static_cast<size_t>(k)] =
+        reserve_gemm_rhs(K, N, options, storage[static_cast<size_t>(k)]);
+  }
+  pack_gemm_pieces(count, packed.data(), 0, [&](int64_t k) {
+    return GemmOperand{DType::kF32, sources[static_cast<size_t>(k)].data(),
+                       shapes[static_cast<size_t>(k)].second, false};
+  });
+  for (int64_t k = 0; k < count; ++k) {
+    CAPTURE(k);
+    CHECK(storage[static_cast<size_t>(k)] == want[static_cast<size_t>(k)]);
+  }
+}
