@@ -29,6 +29,7 @@
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/cpu_gemm/tiles.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/common/online_softmax.h"
 
@@ -69,11 +70,22 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
   gemm.mr = options.mr;
   gemm.nr_vectors = options.nr_vectors;
   gemm.tk = options.tile_k;
-  // The GEMM packs the x rows [tb, tk] once per (chunk, K block) and w in [tk, tn] panels that
-  // stay in L2 while every micro-panel of rows passes over them: a long chunk amortises the x
-  // packing, a narrow panel keeps w's panel cache-resident.
+  // x's row tiles are packed once per call (on the pool, before the tasks) and shared by every
+  // chunk of every range; the GEMM packs w in [tk, tn] panels that stay in L2 while every
+  // micro-panel of rows passes over them (a narrow panel keeps w's panel cache-resident).
   gemm.tn = options.tile_n;
   gemm.native_bf16 = options.native_bf16;
+  thread_local std::vector<std::vector<float>> x_storage_of_caller;
+  std::vector<std::vector<float>>& x_storage = x_storage_of_caller;  // (read on other threads)
+  if (static_cast<int64_t>(x_storage.size()) < nb) x_storage.resize(static_cast<size_t>(nb));
+  std::vector<PackedGemmOperand> x_packed(static_cast<size_t>(nb));
+  for (int64_t i = 0; i < nb; ++i) {
+    x_packed[i] = reserve_gemm_lhs(std::min(tb, B - i * tb), H, gemm, x_storage[i]);
+  }
+  pack_gemm_pieces(nb, x_packed.data(), options.num_threads, [&](int64_t i) {
+    return GemmOperand{p.x_dtype, static_cast<const char*>(x) + i * tb * H * int64_t(x_size), H,
+                       false};
+  });
 
   cpu::parallel_for(nb * nv, options.num_threads, [&](int64_t task, int) {
     const int64_t b_i = task / nv, range = task % nv;
@@ -88,10 +100,6 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
         logits_scratch(static_cast<size_t>(tb * ceil_div(tv, 16) * 16));  // [rows, cols]
     float* run_max = part_max.data() + range * B + b0;  // [rows] this task's running state
     float* run_sum = part_sum.data() + range * B + b0;
-    GemmOperand a;
-    a.dtype = p.x_dtype;
-    a.data = static_cast<const char*>(x) + b0 * H * static_cast<int64_t>(x_size);
-    a.ld = H;
     for (int64_t v0 = v_begin; v0 < v_end; v0 += chunk_width) {
       const int64_t cols = std::min(chunk_width, v_end - v0);
       // w[:, v0:v0+cols] in place: row stride V, no copy beyond the GEMM's own panel packing.
@@ -99,7 +107,7 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
       b.dtype = p.w_dtype;
       b.data = static_cast<const char*>(w) + v0 * static_cast<int64_t>(w_size);
       b.ld = V;
-      cpu_gemm_f32(a, b, rows, cols, H, logits, cols, /*accumulate=*/false, gemm);
+      cpu_gemm_f32(x_packed[b_i], b, cols, logits, cols, /*accumulate=*/false, gemm);
       for (int64_t r = 0; r < rows; ++r) {
         float* row = logits + r * cols;
         // The label logit first: exp overwrites the row. Exactly one chunk holds it, so this
