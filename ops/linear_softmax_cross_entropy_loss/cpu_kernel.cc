@@ -75,17 +75,15 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
   // micro-panel of rows passes over them (a narrow panel keeps w's panel cache-resident).
   gemm.tn = options.tile_n;
   gemm.native_bf16 = options.native_bf16;
-  thread_local std::vector<std::vector<float>> x_storage_of_caller;
-  std::vector<std::vector<float>>& x_storage = x_storage_of_caller;  // (read on other threads)
-  if (static_cast<int64_t>(x_storage.size()) < nb) x_storage.resize(static_cast<size_t>(nb));
-  std::vector<PackedGemmOperand> x_packed(static_cast<size_t>(nb));
+  thread_local std::vector<std::vector<float>> x_storage;
+  std::vector<GemmPackRequest> x_requests;
   for (int64_t i = 0; i < nb; ++i) {
-    x_packed[i] = reserve_gemm_lhs(std::min(tb, B - i * tb), H, gemm, x_storage[i]);
+    const GemmOperand rows{p.x_dtype, static_cast<const char*>(x) + i * tb * H * int64_t(x_size),
+                           H, false};
+    x_requests.push_back({rows, true, std::min(tb, B - i * tb), H});
   }
-  pack_gemm_pieces(nb, x_packed.data(), options.num_threads, [&](int64_t i) {
-    return GemmOperand{p.x_dtype, static_cast<const char*>(x) + i * tb * H * int64_t(x_size), H,
-                       false};
-  });
+  const std::vector<PackedGemmOperand> x_packed =
+      pack_gemm_operands(x_requests, gemm, options.num_threads, x_storage);
 
   cpu::parallel_for(nb * nv, options.num_threads, [&](int64_t task, int) {
     const int64_t b_i = task / nv, range = task % nv;

@@ -110,21 +110,19 @@ void lsce_vjp_cpu_kernel(const LinearSoftmaxCrossEntropyVjpProblem& vp,
 
   // x packed once for every chunk of every range: its tb-row blocks (the logits' A) and its
   // th-column blocks transposed (dw's A), in the calling thread's storage, on the pool.
-  const int64_t nb = ceil_div(B, tb), nh = ceil_div(H, th);
-  thread_local std::vector<std::vector<float>> x_storage_of_caller;
-  std::vector<std::vector<float>>& x_storage = x_storage_of_caller;  // (read on other threads)
-  if (static_cast<int64_t>(x_storage.size()) < nb + nh) {
-    x_storage.resize(static_cast<size_t>(nb + nh));
+  const int64_t nb = ceil_div(B, tb);
+  thread_local std::vector<std::vector<float>> x_storage;
+  std::vector<GemmPackRequest> x_requests;
+  for (int64_t b0 = 0; b0 < B; b0 += tb) {
+    const GemmOperand rows{p.x_dtype, x_data + b0 * H * x_size, H, false};
+    x_requests.push_back({rows, true, std::min(tb, B - b0), H});
   }
-  std::vector<PackedGemmOperand> x_packed(static_cast<size_t>(nb + nh));
-  for (int64_t i = 0; i < nb + nh; ++i) {
-    x_packed[i] = i < nb ? reserve_gemm_lhs(std::min(tb, B - i * tb), H, gemm, x_storage[i])
-                         : reserve_gemm_lhs(std::min(th, H - (i - nb) * th), B, gemm, x_storage[i]);
+  for (int64_t h0 = 0; h0 < H; h0 += th) {
+    const GemmOperand columns_t{p.x_dtype, x_data + h0 * x_size, H, true};
+    x_requests.push_back({columns_t, true, std::min(th, H - h0), B});
   }
-  pack_gemm_pieces(nb + nh, x_packed.data(), options.num_threads, [&](int64_t i) {
-    return i < nb ? GemmOperand{p.x_dtype, x_data + i * tb * H * x_size, H, false}
-                  : GemmOperand{p.x_dtype, x_data + (i - nb) * th * x_size, H, true};
-  });
+  const std::vector<PackedGemmOperand> x_packed =
+      pack_gemm_operands(x_requests, gemm, options.num_threads, x_storage);
 
   cpu::parallel_for(nv, options.num_threads, [&](int64_t range, int) {
     // Whole chunks, as evenly as nc / nv allows (nv <= nc: every range has one at least).

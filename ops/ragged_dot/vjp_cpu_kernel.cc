@@ -135,20 +135,17 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
       ++last;
     }
     const int64_t count = last - first;
-    if (static_cast<int64_t>(storage.size()) < count) storage.resize(static_cast<size_t>(count));
     // The shared slabs' packing a piece at a time over the cores (skewed routing gives slabs
-    // of very different depths).
-    std::vector<PackedGemmOperand> packed(static_cast<size_t>(count));
+    // of very different depths); an unshared slab is an empty slot.
+    std::vector<GemmPackRequest> requests(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
       const Slab& slab = slabs[static_cast<size_t>(first + i)];
       if (shared(first + i)) {
-        packed[i] = reserve_gemm_rhs(slab.depth, slab.cols, gemm, storage[static_cast<size_t>(i)]);
+        requests[i] = {b_operand(slab.kind, slab.g, slab.c0), false, slab.cols, slab.depth};
       }
     }
-    pack_gemm_pieces(count, packed.data(), c.num_threads, [&](int64_t i) {
-      const Slab& slab = slabs[static_cast<size_t>(first + i)];
-      return b_operand(slab.kind, slab.g, slab.c0);
-    });
+    const std::vector<PackedGemmOperand> packed =
+        pack_gemm_operands(requests, gemm, c.num_threads, storage);
     // The wave's tasks, the largest first: the dynamic schedule then ends on small ones.
     std::vector<std::pair<int64_t, Task>> tasks;  // (slab within the wave, task)
     for (int64_t i = 0; i < count; ++i) {

@@ -269,24 +269,27 @@ void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed,
                data + b_panel_offset(plan, packed.extent, packed.K, k0, n0));
 }
 
-PackedGemmOperand pack_gemm_lhs(const GemmOperand& a, int64_t M, int64_t K,
-                                const CpuGemmOptions& options, std::vector<float>& storage) {
-  const PackedGemmOperand packed = reserve_gemm_lhs(M, K, options, storage);
-  check_native_dtype(packed_plan(packed), a.dtype);
+namespace {
+
+// Every piece of a reserved operand, in order (the dtype checked even when there are none).
+PackedGemmOperand pack_every_piece(const GemmOperand& source, const PackedGemmOperand& packed) {
+  check_native_dtype(packed_plan(packed), source.dtype);
   for (int64_t piece = 0, n = gemm_pack_pieces(packed); piece < n; ++piece) {
-    pack_gemm_piece(a, packed, piece);
+    pack_gemm_piece(source, packed, piece);
   }
   return packed;
 }
 
+}  // namespace
+
+PackedGemmOperand pack_gemm_lhs(const GemmOperand& a, int64_t M, int64_t K,
+                                const CpuGemmOptions& options, std::vector<float>& storage) {
+  return pack_every_piece(a, reserve_gemm_lhs(M, K, options, storage));
+}
+
 PackedGemmOperand pack_gemm_rhs(const GemmOperand& b, int64_t K, int64_t N,
                                 const CpuGemmOptions& options, std::vector<float>& storage) {
-  const PackedGemmOperand packed = reserve_gemm_rhs(K, N, options, storage);
-  check_native_dtype(packed_plan(packed), b.dtype);
-  for (int64_t piece = 0, n = gemm_pack_pieces(packed); piece < n; ++piece) {
-    pack_gemm_piece(b, packed, piece);
-  }
-  return packed;
+  return pack_every_piece(b, reserve_gemm_rhs(K, N, options, storage));
 }
 
 void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,

@@ -67,7 +67,8 @@ PackedGemmOperand pack_gemm_rhs(const GemmOperand& b, int64_t K, int64_t N,
 // while the others wait. reserve_* sizes `storage` (on one thread, before any piece runs) and
 // returns the operand as it is once all gemm_pack_pieces(packed) pieces have run;
 // pack_gemm_piece packs piece `piece` (in [0, gemm_pack_pieces)) of `source` into it.
-// pack_gemm_lhs / pack_gemm_rhs are reserve_* followed by every piece.
+// pack_gemm_lhs / pack_gemm_rhs are reserve_* followed by every piece; pack_gemm_operands
+// (tiles.h) runs the pieces of several operands on the pool.
 PackedGemmOperand reserve_gemm_lhs(int64_t M, int64_t K, const CpuGemmOptions& options,
                                    std::vector<float>& storage);
 PackedGemmOperand reserve_gemm_rhs(int64_t K, int64_t N, const CpuGemmOptions& options,

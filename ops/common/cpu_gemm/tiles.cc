@@ -21,18 +21,26 @@ std::vector<GemmSpan> gemm_spans(int64_t extent, int64_t tile) {
   return spans;
 }
 
-void pack_gemm_pieces(int64_t count, const PackedGemmOperand* packed, int num_threads,
-                      const std::function<GemmOperand(int64_t k)>& source) {
-  std::vector<std::pair<int64_t, int64_t>> pieces;  // (operand, piece)
-  for (int64_t k = 0; k < count; ++k) {
+std::vector<PackedGemmOperand> pack_gemm_operands(const std::vector<GemmPackRequest>& requests,
+                                                  const CpuGemmOptions& options, int num_threads,
+                                                  std::vector<std::vector<float>>& storage) {
+  if (storage.size() < requests.size()) storage.resize(requests.size());
+  std::vector<PackedGemmOperand> packed(requests.size());
+  std::vector<std::pair<size_t, int64_t>> pieces;  // (request, piece)
+  for (size_t k = 0; k < requests.size(); ++k) {
+    const GemmPackRequest& r = requests[k];
+    if (r.extent <= 0) continue;  // an empty slot stays a default operand
+    packed[k] = r.is_lhs ? reserve_gemm_lhs(r.extent, r.K, options, storage[k])
+                         : reserve_gemm_rhs(r.K, r.extent, options, storage[k]);
     for (int64_t piece = 0, n = gemm_pack_pieces(packed[k]); piece < n; ++piece) {
       pieces.emplace_back(k, piece);
     }
   }
   cpu::parallel_for(static_cast<int64_t>(pieces.size()), num_threads, [&](int64_t t, int) {
     const auto [k, piece] = pieces[static_cast<size_t>(t)];
-    pack_gemm_piece(source(k), packed[k], piece);
+    pack_gemm_piece(requests[k].source, packed[k], piece);
   });
+  return packed;
 }
 
 void cpu_gemm_tiles(const GemmTileGrid& grid,
@@ -65,41 +73,31 @@ void cpu_gemm_tiles(const GemmTileGrid& grid,
       share_a ? std::clamp<int64_t>(half_budget / std::max<int64_t>(a_tile_bytes, 1), 1, nm) : nm;
   const int64_t b_wave =
       share_b ? std::clamp<int64_t>(half_budget / std::max<int64_t>(b_tile_bytes, 1), 1, nn) : nn;
+  // Packing storage kept between calls (the loop bodies reach it through these references).
   thread_local std::vector<std::vector<float>> a_storage_of_caller, b_storage_of_caller;
-  thread_local std::vector<PackedGemmOperand> a_packed_of_caller, b_packed_of_caller;
-  // (The loop bodies run on other threads: they reach these thread_locals through references.)
   std::vector<std::vector<float>>& a_storage = a_storage_of_caller;
   std::vector<std::vector<float>>& b_storage = b_storage_of_caller;
-  std::vector<PackedGemmOperand>& a_packed = a_packed_of_caller;
-  std::vector<PackedGemmOperand>& b_packed = b_packed_of_caller;
-  if (share_a && static_cast<int64_t>(a_packed.size()) < PA * a_wave) {
-    a_packed.resize(static_cast<size_t>(PA * a_wave));
-    a_storage.resize(static_cast<size_t>(PA * a_wave));
-  }
-  if (share_b && static_cast<int64_t>(b_packed.size()) < P * b_wave) {
-    b_packed.resize(static_cast<size_t>(P * b_wave));
-    b_storage.resize(static_cast<size_t>(P * b_wave));
-  }
+  std::vector<PackedGemmOperand> a_packed, b_packed;
 
   for (int64_t a0 = 0; a0 < nm; a0 += a_wave) {
     const int64_t a_tiles = std::min(a_wave, nm - a0);
     if (share_a) {
+      std::vector<GemmPackRequest> requests;
       for (int64_t k = 0; k < PA * a_tiles; ++k) {
-        a_packed[k] = reserve_gemm_lhs(grid.rows[a0 + k / PA].extent, K, gemm, a_storage[k]);
+        const int64_t i = a0 + k / PA;
+        requests.push_back({a(i, static_cast<int>(k % PA)), true, grid.rows[i].extent, K});
       }
-      pack_gemm_pieces(PA * a_tiles, a_packed.data(), num_threads, [&](int64_t k) {
-        return a(a0 + k / PA, static_cast<int>(k % PA));
-      });
+      a_packed = pack_gemm_operands(requests, gemm, num_threads, a_storage);
     }
     for (int64_t b0 = 0; b0 < nn; b0 += b_wave) {
       const int64_t b_tiles = std::min(b_wave, nn - b0);
       if (share_b) {
+        std::vector<GemmPackRequest> requests;
         for (int64_t k = 0; k < P * b_tiles; ++k) {
-          b_packed[k] = reserve_gemm_rhs(K, grid.cols[b0 + k / P].extent, gemm, b_storage[k]);
+          const int64_t j = b0 + k / P;
+          requests.push_back({b(j, static_cast<int>(k % P)), false, grid.cols[j].extent, K});
         }
-        pack_gemm_pieces(P * b_tiles, b_packed.data(), num_threads, [&](int64_t k) {
-          return b(b0 + k / P, static_cast<int>(k % P));
-        });
+        b_packed = pack_gemm_operands(requests, gemm, num_threads, b_storage);
       }
       // Row tiles outer, column tiles inner: consecutive tasks of one thread share the A rows.
       cpu::parallel_for(a_tiles * b_tiles, num_threads, [&](int64_t task, int) {

@@ -61,13 +61,24 @@ void cpu_gemm_tiles(const GemmTileGrid& grid,
                     const std::function<void(int64_t i, int64_t j)>& epilogue,
                     int64_t wave_bytes = kGemmTilesWaveBytes);
 
-// Packs `count` operands reserved beforehand (reserve_gemm_lhs / reserve_gemm_rhs, gemm.h):
-// packed[k] from source(k), every piece of every operand a task of its own on the pool, so that
-// operands of different sizes still keep every core packing (one wide operand packed a tile per
-// thread left the other threads waiting: the backward GLU's dx phase, an 896- and a 128-column
-// tile of W^T). An operand with no pieces (a default PackedGemmOperand) is skipped.
-void pack_gemm_pieces(int64_t count, const PackedGemmOperand* packed, int num_threads,
-                      const std::function<GemmOperand(int64_t k)>& source);
+// One operand packed ahead of the tasks that share it: A [extent, K] (is_lhs) or B [K, extent]
+// read from `source`. extent 0: an empty slot (nothing packed, nothing read).
+struct GemmPackRequest {
+  GemmOperand source;
+  bool is_lhs = false;
+  int64_t extent = 0, K = 0;
+};
+
+// Packs requests[k] into storage[k] for `options` and returns the packed operands in order.
+// storage is the caller's, kept between calls (a thread_local: fresh buffers would be zeroed
+// page by page every call), grown to requests.size() slots and each slot as needed, never
+// shrunk; every piece of every operand (gemm.h: an A K block, a B panel) is a task of its own on
+// the pool, so that operands of different sizes still keep every core packing (packed one
+// operand per thread, the backward GLU's dx phase left one core packing a 20 MiB tile of W^T
+// while the other waited for it).
+std::vector<PackedGemmOperand> pack_gemm_operands(const std::vector<GemmPackRequest>& requests,
+                                                  const CpuGemmOptions& options, int num_threads,
+                                                  std::vector<std::vector<float>>& storage);
 
 // `extent` cut into tiles of at most `tile` (the last one shorter).
 std::vector<GemmSpan> gemm_spans(int64_t extent, int64_t tile);

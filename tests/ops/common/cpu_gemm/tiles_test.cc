@@ -130,34 +130,40 @@ TEST_CASE("gemm_spans cuts an extent into tiles", "[cpu_gemm]") {
   CHECK(gemm_spans(0, 4).empty());
 }
 
-TEST_CASE("pack_gemm_pieces packs operands of different sizes as pack_gemm_* does, skips empty",
+TEST_CASE("pack_gemm_operands packs operands of different sizes as pack_gemm_* does, skips empty",
           "[cpu_gemm]") {
   // Three B operands [K, N] of different depths and widths (several pieces each, one with a
-  // short K block and a partial panel) and an empty slot between them, on the pool.
+  // short K block and a partial panel), an empty slot between them and one A operand [N, K],
+  // on the pool, into storage that starts empty.
   CpuGemmOptions options;
   options.tk = 16;
   options.tn = 64;
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{37, 100}, {0, 0}, {5, 7}, {64, 130}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {37, 100}, {0, 0}, {5, 7}, {64, 130}, {41, 29}};
   const int64_t count = static_cast<int64_t>(shapes.size());
-  std::vector<std::vector<float>> sources(static_cast<size_t>(count)), storage(sources.size()),
+  std::vector<std::vector<float>> sources(static_cast<size_t>(count)), storage,
       want(sources.size());
-  std::vector<PackedGemmOperand> packed(sources.size());
+  std::vector<GemmPackRequest> requests(sources.size());
   uint64_t counter = 0;
   for (int64_t k = 0; k < count; ++k) {
     const auto [K, N] = shapes[static_cast<size_t>(k)];
     auto& source = sources[static_cast<size_t>(k)];
     source.resize(static_cast<size_t>(K * N));
     for (float& x : source) x = static_cast<float>(uniform01(3, 4, counter++));
-    if (K == 0) continue;  // the slot stays a default operand: nothing to pack
-    const GemmOperand operand{DType::kF32, source.data(), N, false};
-    pack_gemm_rhs(operand, K, N, options, want[static_cast<size_t>(k)]);
-    packed[static_cast<size_t>(k)] =
-        reserve_gemm_rhs(K, N, options, storage[static_cast<size_t>(k)]);
+    if (K == 0) continue;  // the slot stays empty: nothing to pack
+    const bool is_lhs = k == count - 1;  // the last one is A [N, K], row stride K
+    const GemmOperand operand{DType::kF32, source.data(), is_lhs ? K : N, false};
+    if (is_lhs) {
+      pack_gemm_lhs(operand, N, K, options, want[static_cast<size_t>(k)]);
+    } else {
+      pack_gemm_rhs(operand, K, N, options, want[static_cast<size_t>(k)]);
+    }
+    requests[static_cast<size_t>(k)] = {operand, is_lhs, N, K};
   }
-  pack_gemm_pieces(count, packed.data(), 0, [&](int64_t k) {
-    return GemmOperand{DType::kF32, sources[static_cast<size_t>(k)].data(),
-                       shapes[static_cast<size_t>(k)].second, false};
-  });
+  const std::vector<PackedGemmOperand> packed = pack_gemm_operands(requests, options, 0, storage);
+  REQUIRE(packed.size() == requests.size());
+  REQUIRE(storage.size() == requests.size());
+  CHECK(packed[1].data == nullptr);
   for (int64_t k = 0; k < count; ++k) {
     CAPTURE(k);
     CHECK(storage[static_cast<size_t>(k)] == want[static_cast<size_t>(k)]);
