@@ -44,4 +44,17 @@ std::string huge_pages_mode_for(const char* env_value, const std::string& thp_en
 void* allocate_host(size_t bytes);
 void free_host(void* p);
 
+// allocate_host as a standard allocator, for containers that hold large kernel buffers (the
+// GEMM engine's packed operands): std::vector<float, HostAllocator<float>>.
+template <typename T>
+struct HostAllocator {
+  using value_type = T;
+  HostAllocator() = default;
+  template <typename U>
+  HostAllocator(const HostAllocator<U>&) {}  // NOLINT: rebinding is implicit for allocators
+  T* allocate(size_t n) { return static_cast<T*>(allocate_host(n * sizeof(T))); }
+  void deallocate(T* p, size_t) { free_host(p); }
+  friend bool operator==(const HostAllocator&, const HostAllocator&) { return true; }
+};
+
 }  // namespace tokamax::cpu

@@ -129,9 +129,9 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
   const int64_t wave_heads = std::clamp<int64_t>(
       wave_bytes / std::max<int64_t>(key_head_bytes, 1), 1, p.B * p.h);
   // Kept between calls, grown as needed: three buffers per packed key block.
-  thread_local std::vector<std::vector<float>> key_storage_of_caller;
+  thread_local std::vector<GemmPackStorage> key_storage_of_caller;
   thread_local std::vector<VjpKeyOperands> keys_of_caller;
-  std::vector<std::vector<float>>& key_storage = key_storage_of_caller;
+  std::vector<GemmPackStorage>& key_storage = key_storage_of_caller;
   std::vector<VjpKeyOperands>& keys = keys_of_caller;
   for (int64_t wave0 = 0; wave0 < p.B * p.h; wave0 += wave_heads) {
     const int64_t heads = std::min(wave_heads, p.B * p.h - wave0);

@@ -102,7 +102,7 @@ VjpScratch& vjp_scratch() {
 }
 
 VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int64_t j0,
-                             int64_t cols, std::vector<float>* storage) {
+                             int64_t cols, GemmPackStorage* storage) {
   const AttentionProblem& p = c.p;
   VjpKeyOperands o;
   o.kt = pack_gemm_rhs(c.k_rows(b, i, j0, true), p.D, cols, c.inputs_gemm, storage[0]);

@@ -62,7 +62,7 @@ struct VjpTaskContext {
 struct VjpScratch {
   std::vector<float> s, gate, dp, dq, row, row2, m, l;
   std::vector<uint16_t> p16, ds16;  // P and dS rounded to bf16 bits (native_all)
-  std::vector<float> rows_storage[4];
+  GemmPackStorage rows_storage[4];
 };
 VjpScratch& vjp_scratch();
 
@@ -77,7 +77,7 @@ struct VjpKeyOperands {
 };
 // `storage` holds three buffers (grown, kept by the caller).
 VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int64_t j0,
-                             int64_t cols, std::vector<float>* storage);
+                             int64_t cols, GemmPackStorage* storage);
 
 // Where a row-block task adds what it owns only in part: dk and dv of every key (f32 [B, t, h,
 // D] and [B, t, h, d], before the scale), and dbias (null without a bias) as stored. Each thread

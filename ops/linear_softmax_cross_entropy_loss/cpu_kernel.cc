@@ -75,7 +75,7 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
   // micro-panel of rows passes over them (a narrow panel keeps w's panel cache-resident).
   gemm.tn = options.tile_n;
   gemm.native_bf16 = options.native_bf16;
-  thread_local std::vector<std::vector<float>> x_storage;
+  thread_local std::vector<GemmPackStorage> x_storage;
   std::vector<GemmPackRequest> x_requests;
   for (int64_t i = 0; i < nb; ++i) {
     const GemmOperand rows{p.x_dtype, static_cast<const char*>(x) + i * tb * H * int64_t(x_size),

@@ -55,8 +55,8 @@ float* dw_scratch(size_t count) {
   thread_local cpu::ScratchBuffer buffer;
   return buffer.floats(count);
 }
-std::vector<float>& dz_packed_storage() {
-  thread_local std::vector<float> storage;
+GemmPackStorage& dz_packed_storage() {
+  thread_local GemmPackStorage storage;
   return storage;
 }
 // The dx partials live with the calling thread (the same thread across a benchmark's calls).
@@ -111,7 +111,7 @@ void lsce_vjp_cpu_kernel(const LinearSoftmaxCrossEntropyVjpProblem& vp,
   // x packed once for every chunk of every range: its tb-row blocks (the logits' A) and its
   // th-column blocks transposed (dw's A), in the calling thread's storage, on the pool.
   const int64_t nb = ceil_div(B, tb);
-  thread_local std::vector<std::vector<float>> x_storage;
+  thread_local std::vector<GemmPackStorage> x_storage;
   std::vector<GemmPackRequest> x_requests;
   for (int64_t b0 = 0; b0 < B; b0 += tb) {
     const GemmOperand rows{p.x_dtype, x_data + b0 * H * x_size, H, false};

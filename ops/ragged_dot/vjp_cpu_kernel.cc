@@ -119,8 +119,8 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
 
   // Kept between calls, grown as needed (the loop bodies run on other threads: they reach the
   // thread_local through a reference).
-  thread_local std::vector<std::vector<float>> storage_of_caller;
-  std::vector<std::vector<float>>& storage = storage_of_caller;
+  thread_local std::vector<GemmPackStorage> storage_of_caller;
+  std::vector<GemmPackStorage>& storage = storage_of_caller;
   const int64_t slab_count = static_cast<int64_t>(slabs.size());
   for (int64_t first = 0; first < slab_count;) {
     // A slab with one row tile gains nothing from packing ahead (its panels would go to memory

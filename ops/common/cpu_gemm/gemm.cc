@@ -9,6 +9,8 @@
 #include <new>
 #include <string>
 
+#include <hwy/cache_control.h>
+
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
@@ -63,42 +65,44 @@ void check_native_dtype(const Plan& plan, DType dtype) {
 
 // A's K block [k0, k0 + depth) of all M rows -> [ceil(M / mr)][depth][mr] (or pairs).
 void pack_a_block(const GemmOperand& a, int64_t M, int64_t k0, int64_t depth, const Plan& plan,
-                  float* out) {
+                  float* out, bool stream = false) {
   const char* data = static_cast<const char*>(a.data);
   const int64_t size = static_cast<int64_t>(dtype_size(a.dtype));
   // A transposed is stored [K, M]: its micro-panel layout [panels][depth][mr] is the rhs
   // panel layout of the stored rows with mr columns per strip, so the rhs packer builds it.
   if (a.transposed && plan.native) {
     pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(data) + k0 * a.ld, a.ld, depth, M, plan.mr,
-                         reinterpret_cast<uint32_t*>(out));
+                         reinterpret_cast<uint32_t*>(out), stream);
   } else if (a.transposed) {
-    pack_rhs_panel(a.dtype, data + k0 * a.ld * size, a.ld, depth, M, plan.mr, out);
+    pack_rhs_panel(a.dtype, data + k0 * a.ld * size, a.ld, depth, M, plan.mr, out, stream);
   } else if (plan.native) {
     pack_lhs_block_pairs(reinterpret_cast<const bf16*>(data) + k0, a.ld, M, depth, plan.mr,
-                         reinterpret_cast<uint32_t*>(out));
+                         reinterpret_cast<uint32_t*>(out), stream);
   } else {
-    pack_lhs_block(a.dtype, data + k0 * size, a.ld, M, depth, plan.mr, out);
+    pack_lhs_block(a.dtype, data + k0 * size, a.ld, M, depth, plan.mr, out, stream);
   }
 }
 
 // B's K block [k0, k0 + depth) of columns [n0, n0 + cols) -> [ceil(cols / nr)][depth][nr] (or
 // pairs).
 void pack_b_panel(const GemmOperand& b, int64_t k0, int64_t depth, int64_t n0, int64_t cols,
-                  const Plan& plan, float* out) {
+                  const Plan& plan, float* out, bool stream = false) {
   const char* data = static_cast<const char*>(b.data);
   const int64_t size = static_cast<int64_t>(dtype_size(b.dtype));
   // B transposed is stored [N, K]: its strips [depth][nr] are the lhs micro-panel layout of the
   // stored rows with nr rows per panel, so the lhs packer (register transposes) builds them.
   if (b.transposed && plan.native) {
     pack_lhs_block_pairs(reinterpret_cast<const bf16*>(data) + n0 * b.ld + k0, b.ld, cols, depth,
-                         plan.nr, reinterpret_cast<uint32_t*>(out));
+                         plan.nr, reinterpret_cast<uint32_t*>(out), stream);
   } else if (plan.native) {
     pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(data) + k0 * b.ld + n0, b.ld, depth, cols,
-                         plan.nr, reinterpret_cast<uint32_t*>(out));
+                         plan.nr, reinterpret_cast<uint32_t*>(out), stream);
   } else if (b.transposed) {
-    pack_lhs_block(b.dtype, data + (n0 * b.ld + k0) * size, b.ld, cols, depth, plan.nr, out);
+    pack_lhs_block(b.dtype, data + (n0 * b.ld + k0) * size, b.ld, cols, depth, plan.nr, out,
+                   stream);
   } else {
-    pack_rhs_panel(b.dtype, data + (k0 * b.ld + n0) * size, b.ld, depth, cols, plan.nr, out);
+    pack_rhs_panel(b.dtype, data + (k0 * b.ld + n0) * size, b.ld, depth, cols, plan.nr, out,
+                   stream);
   }
 }
 
@@ -210,7 +214,7 @@ void gemm(const GemmOperand* a, const PackedGemmOperand* packed_a, const GemmOpe
 }  // namespace
 
 PackedGemmOperand reserve_gemm_lhs(int64_t M, int64_t K, const CpuGemmOptions& options,
-                                   std::vector<float>& storage) {
+                                   GemmPackStorage& storage) {
   // N does not shape A's blocks: any extent gives the same tk.
   const Plan plan = make_plan(1, std::max<int64_t>(K, 1), options);
   const int64_t total = K > 0 ? a_block_offset(plan, M, round_up(K, plan.tk)) : 0;
@@ -219,7 +223,7 @@ PackedGemmOperand reserve_gemm_lhs(int64_t M, int64_t K, const CpuGemmOptions& o
 }
 
 PackedGemmOperand reserve_gemm_rhs(int64_t K, int64_t N, const CpuGemmOptions& options,
-                                   std::vector<float>& storage) {
+                                   GemmPackStorage& storage) {
   const Plan plan = make_plan(N, std::max<int64_t>(K, 1), options);
   int64_t total = 0;
   for (int64_t k0 = 0; k0 < K; k0 += plan.tk) {
@@ -251,7 +255,8 @@ int64_t gemm_pack_pieces(const PackedGemmOperand& packed) {
   return packed.is_lhs ? blocks : blocks * ceil_div(packed.extent, plan.tn);
 }
 
-void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed, int64_t piece) {
+void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed, int64_t piece,
+                     bool stream) {
   const Plan plan = packed_plan(packed);
   check_native_dtype(plan, source.dtype);
   // The storage is the caller's, reserved writable; the operand hands it out read-only.
@@ -259,14 +264,16 @@ void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed,
   if (packed.is_lhs) {
     const int64_t k0 = piece * plan.tk;
     pack_a_block(source, packed.extent, k0, std::min(plan.tk, packed.K - k0), plan,
-                 data + a_block_offset(plan, packed.extent, k0));
-    return;
+                 data + a_block_offset(plan, packed.extent, k0), stream);
+  } else {
+    const int64_t panels = ceil_div(packed.extent, plan.tn);
+    const int64_t k0 = piece / panels * plan.tk, n0 = piece % panels * plan.tn;
+    pack_b_panel(source, k0, std::min(plan.tk, packed.K - k0), n0,
+                 std::min(plan.tn, packed.extent - n0), plan,
+                 data + b_panel_offset(plan, packed.extent, packed.K, k0, n0), stream);
   }
-  const int64_t panels = ceil_div(packed.extent, plan.tn);
-  const int64_t k0 = piece / panels * plan.tk, n0 = piece % panels * plan.tn;
-  pack_b_panel(source, k0, std::min(plan.tk, packed.K - k0), n0,
-               std::min(plan.tn, packed.extent - n0), plan,
-               data + b_panel_offset(plan, packed.extent, packed.K, k0, n0));
+  // Non-temporal stores are weakly ordered: drained before the piece counts as done.
+  if (stream) hwy::FlushStream();
 }
 
 namespace {
@@ -283,12 +290,12 @@ PackedGemmOperand pack_every_piece(const GemmOperand& source, const PackedGemmOp
 }  // namespace
 
 PackedGemmOperand pack_gemm_lhs(const GemmOperand& a, int64_t M, int64_t K,
-                                const CpuGemmOptions& options, std::vector<float>& storage) {
+                                const CpuGemmOptions& options, GemmPackStorage& storage) {
   return pack_every_piece(a, reserve_gemm_lhs(M, K, options, storage));
 }
 
 PackedGemmOperand pack_gemm_rhs(const GemmOperand& b, int64_t K, int64_t N,
-                                const CpuGemmOptions& options, std::vector<float>& storage) {
+                                const CpuGemmOptions& options, GemmPackStorage& storage) {
   return pack_every_piece(b, reserve_gemm_rhs(K, N, options, storage));
 }
 

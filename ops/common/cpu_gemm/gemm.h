@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/cpu/host_memory.h"
 #include "ops/framework/dtype.h"
 
 namespace tokamax {
@@ -56,25 +57,32 @@ struct PackedGemmOperand {
   bool native = false;
 };
 
+// Where packed operands live: host buffers (backends/cpu/host_memory.h), so that large ones get
+// 2 MiB pages. The micro-kernels stream packed strips of tens of MiB (the backward GLU's W^T and
+// H); on 4 KiB pages those miss the TLB (2048-3072 second-level entries cover 8-12 MiB).
+using GemmPackStorage = std::vector<float, cpu::HostAllocator<float>>;
+
 // Packs A [M, K] (is_lhs) or B [K, N] for `options` into `storage` (grown, never shrunk).
 PackedGemmOperand pack_gemm_lhs(const GemmOperand& a, int64_t M, int64_t K,
-                                const CpuGemmOptions& options, std::vector<float>& storage);
+                                const CpuGemmOptions& options, GemmPackStorage& storage);
 PackedGemmOperand pack_gemm_rhs(const GemmOperand& b, int64_t K, int64_t N,
-                                const CpuGemmOptions& options, std::vector<float>& storage);
+                                const CpuGemmOptions& options, GemmPackStorage& storage);
 
 // The same packing cut into pieces that several threads can run at once (A: one per K block;
 // B: one per panel of each K block), so that one wide operand does not keep a thread packing
 // while the others wait. reserve_* sizes `storage` (on one thread, before any piece runs) and
 // returns the operand as it is once all gemm_pack_pieces(packed) pieces have run;
-// pack_gemm_piece packs piece `piece` (in [0, gemm_pack_pieces)) of `source` into it.
+// pack_gemm_piece packs piece `piece` (in [0, gemm_pack_pieces)) of `source` into it; `stream`:
+// with non-temporal stores where the layout allows (pack.h), fenced before it returns.
 // pack_gemm_lhs / pack_gemm_rhs are reserve_* followed by every piece; pack_gemm_operands
 // (tiles.h) runs the pieces of several operands on the pool.
 PackedGemmOperand reserve_gemm_lhs(int64_t M, int64_t K, const CpuGemmOptions& options,
-                                   std::vector<float>& storage);
+                                   GemmPackStorage& storage);
 PackedGemmOperand reserve_gemm_rhs(int64_t K, int64_t N, const CpuGemmOptions& options,
-                                   std::vector<float>& storage);
+                                   GemmPackStorage& storage);
 int64_t gemm_pack_pieces(const PackedGemmOperand& packed);
-void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed, int64_t piece);
+void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed, int64_t piece,
+                     bool stream = false);
 
 // C[M, N] (+)= A[M, K] @ B[K, N] in f32 accumulators, row stride ldc. `accumulate` adds to C;
 // otherwise C is overwritten (K = 0 writes zeros). Either operand may be transposed (A stored

@@ -38,7 +38,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 // its k terms in k order. The MR x NRV accumulators are named by compile-time indices only, so
 // the compiler keeps all of them in registers across the k loop (no spills: see the shape
 // tables in micro_tile.h).
-template <int MR, int NRV, class D, typename BT>
+// LS is the packed lhs panel's k stride: MR for a whole panel; a tail tile (the last rows of a
+// panel, fewer than its mr) runs MR < LS accumulator rows over a panel packed LS wide.
+template <int MR, int NRV, class D, typename BT, int LS = MR>
 HWY_INLINE void MicroTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* HWY_RESTRICT rhs,
                           int64_t ldb, int64_t depth, hn::TFromD<D>* HWY_RESTRICT out, int64_t ldc,
                           int64_t rows, int64_t cols, bool accumulate) {
@@ -59,7 +61,7 @@ HWY_INLINE void MicroTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* 
     hn::Vec<D> b[NRV];
 #pragma GCC unroll 4
     for (int v = 0; v < NRV; ++v) b[v] = LoadWiden(d, rhs + k * ldb + v * L);
-    const T* a = lhs + k * MR;
+    const T* a = lhs + k * LS;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       // A memory broadcast: the FMA reads its lhs operand straight from the packed panel.
@@ -103,6 +105,28 @@ HWY_INLINE void MicroTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* 
   }
 }
 
+// The last micro-panel of a block whose rows are not a multiple of mr (a ragged group ends
+// anywhere): a tile of kTailRows accumulator rows instead of MR (micro_tile.h: kTailRowStep),
+// so the zero rows of the padding cost no multiply-adds beyond the next multiple of the step.
+inline constexpr int kTailRows[] = {kTailRowStep, 2 * kTailRowStep};
+
+template <int MR, int NRV, class D, typename BT>
+HWY_INLINE void TailTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* HWY_RESTRICT rhs,
+                         int64_t ldb, int64_t depth, hn::TFromD<D>* HWY_RESTRICT out, int64_t ldc,
+                         int64_t rows, int64_t cols, bool accumulate) {
+  if constexpr (kTailRows[0] < MR) {
+    if (rows <= kTailRows[0]) {
+      return MicroTile<kTailRows[0], NRV, D, BT, MR>(d, lhs, rhs, ldb, depth, out, ldc, rows,
+                                                     cols, accumulate);
+    }
+  }
+  if constexpr (kTailRows[1] < MR) {
+    return MicroTile<kTailRows[1], NRV, D, BT, MR>(d, lhs, rhs, ldb, depth, out, ldc, rows, cols,
+                                                   accumulate);
+  }
+  MicroTile<MR, NRV>(d, lhs, rhs, ldb, depth, out, ldc, rows, cols, accumulate);
+}
+
 // Every (micro-panel, strip) pair of one block. Micro-panels outer: one lhs micro-panel
 // (mr * depth elements) stays in L1 while the strips of the rhs panel stream past it from L2.
 template <int MR, int NRV, typename T, typename BT>
@@ -117,9 +141,17 @@ void BlockProduct(const BlockArgs& args) {
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t rows = std::min<int64_t>(MR, args.rows - p * MR);
     for (int64_t s = 0; s < strips; ++s) {
-      MicroTile<MR, NRV>(d, lhs + p * args.depth * MR, rhs + s * args.rhs_strip_stride, args.ldb,
-                         args.depth, out + p * MR * args.ldc + s * NR, args.ldc, rows,
-                         std::min<int64_t>(NR, args.cols - s * NR), args.accumulate);
+      const T* panel = lhs + p * args.depth * MR;
+      const BT* strip = rhs + s * args.rhs_strip_stride;
+      T* tile = out + p * MR * args.ldc + s * NR;
+      const int64_t cols = std::min<int64_t>(NR, args.cols - s * NR);
+      if (rows <= kTailRows[0] || (rows <= kTailRows[1] && kTailRows[1] < MR)) {
+        TailTile<MR, NRV>(d, panel, strip, args.ldb, args.depth, tile, args.ldc, rows, cols,
+                          args.accumulate);
+      } else {
+        MicroTile<MR, NRV>(d, panel, strip, args.ldb, args.depth, tile, args.ldc, rows, cols,
+                           args.accumulate);
+      }
       prefetch.step();
     }
   }

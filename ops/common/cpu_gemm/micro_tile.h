@@ -25,6 +25,12 @@ inline constexpr int64_t even_tile(int64_t extent, int64_t max_tile, int64_t mul
   return fitted < max_tile ? fitted : max_tile;
 }
 
+// The last micro-panel of a block with fewer rows than mr runs a tail tile of the next multiple
+// of this many accumulator rows (up to 2 * kTailRowStep; micro_kernel.cc), so row tiles cut in
+// multiples of it waste no multiply-adds on padding rows: 512 rows as 256 + 256 in panels of 14
+// are 18 panels and a 4-row tail each, where 266 + 246 (multiples of 14) left one 8-row tail.
+inline constexpr int64_t kTailRowStep = 4;
+
 // A register-blocked micro-tile: mr rows x nr_vectors vectors of accumulators.
 struct MicroKernelShape {
   int mr = 0;

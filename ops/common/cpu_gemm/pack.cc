@@ -48,9 +48,17 @@ inline void PrefetchRow(const void* row, int64_t bytes) {
 
 // k outer, strips inner: each source row segment is read once, front to back, while the strips
 // fill in parallel (k inner would hop a whole rhs row, N elements, between reads).
+// Whether whole-vector stores to `dst` may bypass the caches (`stream` asked, 64-byte aligned).
+inline bool CanStream(bool stream, const void* dst) {
+  return stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+}
+
 template <typename Acc, typename In>
 void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
-                   Acc* HWY_RESTRICT packed) {
+                   Acc* HWY_RESTRICT packed, bool stream) {
+  // Strips are whole vectors wide (nr a multiple of L) at an aligned start: every full vector of
+  // a strip row is 64-byte aligned too.
+  const bool streaming = CanStream(stream, packed) && nr % hn::Lanes(DF()) == 0;
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t strips = ceil_div(cols, nr);
@@ -76,6 +84,9 @@ void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_
       }
       if constexpr (std::is_same_v<Acc, float>) {
         if (kVectorConvert || std::is_same_v<In, float>) {
+          if (streaming) {
+            for (; c + L <= width; c += L) hn::Stream(LoadWiden(df, src + c0 + c), df, dst + c);
+          }
           for (; c + L <= width; c += L) hn::StoreU(LoadWiden(df, src + c0 + c), df, dst + c);
         }
         // f32 strips narrower than a vector (nr = mr < L: a transposed A packed into micro-panels,
@@ -122,9 +133,16 @@ void PackLhsScalar(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t
 // and `depth` counts pairs).
 template <typename Out, typename In>
 void PackLhsBlockT(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
-                   Out* HWY_RESTRICT packed) {
+                   Out* HWY_RESTRICT packed, bool stream) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
   if constexpr (sizeof(Out) == 4) {
+    // Streaming: panels a multiple of the register wide (a transposed B packed into nr-wide
+    // strips) store whole registers, 64-byte aligned when the block is; narrower panels (mr =
+    // 14 of 16 lanes) stage L k rows (L * mr floats: mr whole registers) in L1 and stream them
+    // where that run of the panel is aligned.
+    const bool streaming = CanStream(stream, packed) && mr % kTransposeLanes == 0;
+    const bool staging = CanStream(stream, packed) && mr < kTransposeLanes;
+    HWY_ALIGN float stage[kTransposeLanes * kTransposeLanes];
     // A panel wider than a register (mr > L: a transposed rhs packed into nr-wide strips, see
     // gemm.cc) is transposed L rows at a time into its column range [c0, c0 + chunk).
     const int64_t panels = ceil_div(rows, mr);
@@ -142,6 +160,19 @@ void PackLhsBlockT(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t
                                                 : TransposeVec{};
           }
           Transpose(r);
+          if (streaming) {
+            for (int64_t k = 0; k < count; ++k) StreamLanes(dst + (k0 + k) * mr + c0, r[k]);
+            continue;
+          }
+          float* run = dst + k0 * mr;
+          if (staging && count == kTransposeLanes && CanStream(true, run)) {
+            for (int64_t k = 0; k < count; ++k) StoreLanes(stage + k * mr, chunk, r[k]);
+            for (int64_t v = 0; v < mr; ++v) {
+              StreamLanes(run + v * kTransposeLanes,
+                          LoadAlignedLanes(stage + v * kTransposeLanes));
+            }
+            continue;
+          }
           for (int64_t k = 0; k < count; ++k) StoreLanes(dst + (k0 + k) * mr + c0, chunk, r[k]);
         }
       }
@@ -154,17 +185,17 @@ void PackLhsBlockT(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t
 
 template <typename Acc>
 void PackRhsPanel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
-                  Acc* packed) {
+                  Acc* packed, bool stream) {
   switch (dtype) {
     case DType::kF32:
-      return PackRhsPanelT(static_cast<const float*>(rhs), ld, depth, cols, nr, packed);
+      return PackRhsPanelT(static_cast<const float*>(rhs), ld, depth, cols, nr, packed, stream);
     case DType::kBF16:
-      return PackRhsPanelT(static_cast<const bf16*>(rhs), ld, depth, cols, nr, packed);
+      return PackRhsPanelT(static_cast<const bf16*>(rhs), ld, depth, cols, nr, packed, stream);
     case DType::kF16:
-      return PackRhsPanelT(static_cast<const f16*>(rhs), ld, depth, cols, nr, packed);
+      return PackRhsPanelT(static_cast<const f16*>(rhs), ld, depth, cols, nr, packed, stream);
     case DType::kF64:
       if constexpr (std::is_same_v<Acc, double>) {
-        return PackRhsPanelT(static_cast<const double*>(rhs), ld, depth, cols, nr, packed);
+        return PackRhsPanelT(static_cast<const double*>(rhs), ld, depth, cols, nr, packed, false);
       }
       [[fallthrough]];
     default:
@@ -175,17 +206,17 @@ void PackRhsPanel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64
 
 template <typename Acc>
 void PackLhsBlock(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
-                  Acc* packed) {
+                  Acc* packed, bool stream) {
   switch (dtype) {
     case DType::kF32:
-      return PackLhsBlockT(static_cast<const float*>(lhs), ld, rows, depth, mr, packed);
+      return PackLhsBlockT(static_cast<const float*>(lhs), ld, rows, depth, mr, packed, stream);
     case DType::kBF16:
-      return PackLhsBlockT(static_cast<const bf16*>(lhs), ld, rows, depth, mr, packed);
+      return PackLhsBlockT(static_cast<const bf16*>(lhs), ld, rows, depth, mr, packed, stream);
     case DType::kF16:
-      return PackLhsBlockT(static_cast<const f16*>(lhs), ld, rows, depth, mr, packed);
+      return PackLhsBlockT(static_cast<const f16*>(lhs), ld, rows, depth, mr, packed, stream);
     case DType::kF64:
       if constexpr (std::is_same_v<Acc, double>) {
-        return PackLhsBlockT(static_cast<const double*>(lhs), ld, rows, depth, mr, packed);
+        return PackLhsBlockT(static_cast<const double*>(lhs), ld, rows, depth, mr, packed, false);
       }
       [[fallthrough]];
     default:
@@ -195,30 +226,31 @@ void PackLhsBlock(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_
 }
 
 void PackRhsPanelF32(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
-                     int64_t nr, float* packed) {
-  PackRhsPanel(dtype, rhs, ld, depth, cols, nr, packed);
+                     int64_t nr, float* packed, bool stream) {
+  PackRhsPanel(dtype, rhs, ld, depth, cols, nr, packed, stream);
 }
 void PackRhsPanelF64(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
                      int64_t nr, double* packed) {
-  PackRhsPanel(dtype, rhs, ld, depth, cols, nr, packed);
+  PackRhsPanel(dtype, rhs, ld, depth, cols, nr, packed, false);
 }
 void PackLhsBlockF32(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
-                     int64_t mr, float* packed) {
-  PackLhsBlock(dtype, lhs, ld, rows, depth, mr, packed);
+                     int64_t mr, float* packed, bool stream) {
+  PackLhsBlock(dtype, lhs, ld, rows, depth, mr, packed, stream);
 }
 void PackLhsBlockF64(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
                      int64_t mr, double* packed) {
-  PackLhsBlock(dtype, lhs, ld, rows, depth, mr, packed);
+  PackLhsBlock(dtype, lhs, ld, rows, depth, mr, packed, false);
 }
 
 // Two consecutive k of one lhs row are adjacent in memory, so a pair is one 32-bit element and
 // the pair layout is the f32 transposition of the row viewed as 32-bit words. An odd depth leaves
 // a last pair (lhs[depth - 1], +0) that is written separately.
 void PackLhsBlockPairs(const bf16* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t depth,
-                       int64_t mr, uint32_t* HWY_RESTRICT packed) {
+                       int64_t mr, uint32_t* HWY_RESTRICT packed, bool stream) {
   const int64_t pairs = ceil_div(depth, 2), panels = ceil_div(rows, mr);
   if (ld % 2 == 0 && depth % 2 == 0 && reinterpret_cast<uintptr_t>(lhs) % 4 == 0) {
-    PackLhsBlockT(reinterpret_cast<const uint32_t*>(lhs), ld / 2, rows, pairs, mr, packed);
+    PackLhsBlockT(reinterpret_cast<const uint32_t*>(lhs), ld / 2, rows, pairs, mr, packed,
+                  stream);
     return;
   }
   for (int64_t p = 0; p < panels; ++p) {
@@ -242,10 +274,11 @@ void PackLhsBlockPairs(const bf16* HWY_RESTRICT lhs, int64_t ld, int64_t rows, i
 // rhs rows 2i and 2i+1 interleaved column by column: zero-extend both to 32 bits and merge the
 // odd row into the high halves, L columns at a time.
 void PackRhsPanelPairs(const bf16* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_t cols,
-                       int64_t nr, uint32_t* HWY_RESTRICT packed) {
+                       int64_t nr, uint32_t* HWY_RESTRICT packed, bool stream) {
   const hn::RebindToUnsigned<DF> du32;
   const hn::Rebind<uint16_t, DF> du16;
   const int64_t L = static_cast<int64_t>(hn::Lanes(du32));
+  const bool streaming = CanStream(stream, packed) && nr % L == 0;
   const int64_t pairs = ceil_div(depth, 2), strips = ceil_div(cols, nr);
   for (int64_t i = 0; i < pairs; ++i) {
     const uint16_t* even = reinterpret_cast<const uint16_t*>(rhs + 2 * i * ld);
@@ -263,7 +296,11 @@ void PackRhsPanelPairs(const bf16* HWY_RESTRICT rhs, int64_t ld, int64_t depth, 
         const auto lo = hn::PromoteTo(du32, hn::LoadU(du16, even + c0 + c));
         const auto hi =
             has_odd ? hn::PromoteTo(du32, hn::LoadU(du16, odd + c0 + c)) : hn::Zero(du32);
-        hn::StoreU(hn::Or(lo, hn::ShiftLeft<16>(hi)), du32, dst + c);
+        if (streaming) {
+          hn::Stream(hn::Or(lo, hn::ShiftLeft<16>(hi)), du32, dst + c);
+        } else {
+          hn::StoreU(hn::Or(lo, hn::ShiftLeft<16>(hi)), du32, dst + c);
+        }
       }
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
       // The last columns (all of a strip narrower than a vector: a transposed A packed into
@@ -301,28 +338,28 @@ HWY_EXPORT(PackLhsBlockPairs);
 HWY_EXPORT(PackRhsPanelPairs);
 
 void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
-                    int64_t mr, float* packed) {
-  HWY_DYNAMIC_DISPATCH(PackLhsBlockF32)(dtype, lhs, ld, rows, depth, mr, packed);
+                    int64_t mr, float* packed, bool stream) {
+  HWY_DYNAMIC_DISPATCH(PackLhsBlockF32)(dtype, lhs, ld, rows, depth, mr, packed, stream);
 }
 void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
                     int64_t mr, double* packed) {
   HWY_DYNAMIC_DISPATCH(PackLhsBlockF64)(dtype, lhs, ld, rows, depth, mr, packed);
 }
 void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
-                    int64_t nr, float* packed) {
-  HWY_DYNAMIC_DISPATCH(PackRhsPanelF32)(dtype, rhs, ld, depth, cols, nr, packed);
+                    int64_t nr, float* packed, bool stream) {
+  HWY_DYNAMIC_DISPATCH(PackRhsPanelF32)(dtype, rhs, ld, depth, cols, nr, packed, stream);
 }
 void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
                     int64_t nr, double* packed) {
   HWY_DYNAMIC_DISPATCH(PackRhsPanelF64)(dtype, rhs, ld, depth, cols, nr, packed);
 }
 void pack_lhs_block_pairs(const bf16* lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
-                          uint32_t* packed) {
-  HWY_DYNAMIC_DISPATCH(PackLhsBlockPairs)(lhs, ld, rows, depth, mr, packed);
+                          uint32_t* packed, bool stream) {
+  HWY_DYNAMIC_DISPATCH(PackLhsBlockPairs)(lhs, ld, rows, depth, mr, packed, stream);
 }
 void pack_rhs_panel_pairs(const bf16* rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
-                          uint32_t* packed) {
-  HWY_DYNAMIC_DISPATCH(PackRhsPanelPairs)(rhs, ld, depth, cols, nr, packed);
+                          uint32_t* packed, bool stream) {
+  HWY_DYNAMIC_DISPATCH(PackRhsPanelPairs)(rhs, ld, depth, cols, nr, packed, stream);
 }
 
 }  // namespace tokamax

@@ -25,15 +25,20 @@
 
 namespace tokamax {
 
+// `stream` (the f32 and pair layouts): whole-vector stores at 64-byte aligned addresses bypass
+// the caches (non-temporal), for operands packed well before they are read: a store that
+// allocates first reads its line from memory. The caller fences (_mm_sfence) before another
+// thread reads the result.
+
 // lhs [rows, depth] of `dtype` (row stride ld) -> packed lhs block.
 void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
-                    int64_t mr, float* packed);
+                    int64_t mr, float* packed, bool stream = false);
 void pack_lhs_block(DType dtype, const void* lhs, int64_t ld, int64_t rows, int64_t depth,
                     int64_t mr, double* packed);
 
 // rhs [depth, cols] of `dtype` (row stride ld) -> packed rhs panel.
 void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
-                    int64_t nr, float* packed);
+                    int64_t nr, float* packed, bool stream = false);
 void pack_rhs_panel(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
                     int64_t nr, double* packed);
 
@@ -47,9 +52,9 @@ void pack_rhs_panel_dequant(DType dtype, const void* rhs, int64_t ld, int64_t de
 // bf16 lhs [rows, depth] / rhs [depth, cols] -> bf16 pair layouts (no conversion: the native
 // dot instruction multiplies bf16 directly).
 void pack_lhs_block_pairs(const bf16* lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
-                          uint32_t* packed);
+                          uint32_t* packed, bool stream = false);
 void pack_rhs_panel_pairs(const bf16* rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
-                          uint32_t* packed);
+                          uint32_t* packed, bool stream = false);
 
 // f32 accumulators [rows, cols] (row stride ld_acc) -> out [rows, cols] of `out_dtype` (row
 // stride ld_out): f32 copied, bf16 and f16 rounded to nearest even (NaN stays NaN, overflow goes

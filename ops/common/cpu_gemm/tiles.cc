@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "backends/cpu/cpu_info.h"
 #include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
@@ -21,24 +22,41 @@ std::vector<GemmSpan> gemm_spans(int64_t extent, int64_t tile) {
   return spans;
 }
 
+namespace {
+
+// A core's L2 (1 MiB when the CPU does not say).
+int64_t l2_bytes() {
+  const int64_t l2 = cpu::host_cpu().l2_bytes;
+  return l2 > 0 ? l2 : int64_t{1} << 20;
+}
+
+}  // namespace
+
 std::vector<PackedGemmOperand> pack_gemm_operands(const std::vector<GemmPackRequest>& requests,
                                                   const CpuGemmOptions& options, int num_threads,
-                                                  std::vector<std::vector<float>>& storage) {
+                                                  std::vector<GemmPackStorage>& storage) {
   if (storage.size() < requests.size()) storage.resize(requests.size());
   std::vector<PackedGemmOperand> packed(requests.size());
   std::vector<std::pair<size_t, int64_t>> pieces;  // (request, piece)
+  int64_t packed_bytes = 0;
   for (size_t k = 0; k < requests.size(); ++k) {
     const GemmPackRequest& r = requests[k];
     if (r.extent <= 0) continue;  // an empty slot stays a default operand
     packed[k] = r.is_lhs ? reserve_gemm_lhs(r.extent, r.K, options, storage[k])
                          : reserve_gemm_rhs(r.K, r.extent, options, storage[k]);
+    packed_bytes += r.extent * r.K * (options.native_bf16 ? 2 : 4);
     for (int64_t piece = 0, n = gemm_pack_pieces(packed[k]); piece < n; ++piece) {
       pieces.emplace_back(k, piece);
     }
   }
+  // Operands larger together than a core's L2 are read by their tasks only after every piece is
+  // packed, by then from L3 or memory whatever the stores did: packed with non-temporal stores,
+  // which skip reading each line before writing it. Llama MLP backward f32 (W^T, H, x: 13-35
+  // MiB per phase), interleaved runs: packing 5.1 -> 4.3 ms of ~87, the products unchanged.
+  const bool stream = packed_bytes > l2_bytes();
   cpu::parallel_for(static_cast<int64_t>(pieces.size()), num_threads, [&](int64_t t, int) {
     const auto [k, piece] = pieces[static_cast<size_t>(t)];
-    pack_gemm_piece(requests[k].source, packed[k], piece);
+    pack_gemm_piece(requests[k].source, packed[k], piece, stream);
   });
   return packed;
 }
@@ -74,9 +92,9 @@ void cpu_gemm_tiles(const GemmTileGrid& grid,
   const int64_t b_wave =
       share_b ? std::clamp<int64_t>(half_budget / std::max<int64_t>(b_tile_bytes, 1), 1, nn) : nn;
   // Packing storage kept between calls (the loop bodies reach it through these references).
-  thread_local std::vector<std::vector<float>> a_storage_of_caller, b_storage_of_caller;
-  std::vector<std::vector<float>>& a_storage = a_storage_of_caller;
-  std::vector<std::vector<float>>& b_storage = b_storage_of_caller;
+  thread_local std::vector<GemmPackStorage> a_storage_of_caller, b_storage_of_caller;
+  std::vector<GemmPackStorage>& a_storage = a_storage_of_caller;
+  std::vector<GemmPackStorage>& b_storage = b_storage_of_caller;
   std::vector<PackedGemmOperand> a_packed, b_packed;
 
   for (int64_t a0 = 0; a0 < nm; a0 += a_wave) {

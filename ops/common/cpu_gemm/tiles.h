@@ -78,7 +78,7 @@ struct GemmPackRequest {
 // while the other waited for it).
 std::vector<PackedGemmOperand> pack_gemm_operands(const std::vector<GemmPackRequest>& requests,
                                                   const CpuGemmOptions& options, int num_threads,
-                                                  std::vector<std::vector<float>>& storage);
+                                                  std::vector<GemmPackStorage>& storage);
 
 // `extent` cut into tiles of at most `tile` (the last one shorter).
 std::vector<GemmSpan> gemm_spans(int64_t extent, int64_t tile);

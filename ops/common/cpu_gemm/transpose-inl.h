@@ -6,8 +6,8 @@
 //
 // A Highway "-inl" header for cpu_pack.cc: included after hwy/highway.h and re-included by
 // foreach_target.h once per target (the toggle guard below). x86 vector targets get a
-// TransposeVec, LoadRowChunk, Transpose and StoreLanes; the others only kTransposeLanes = 0,
-// which sends the packing to its scalar loop.
+// TransposeVec, LoadRowChunk, Transpose, StoreLanes and StreamLanes; the others only
+// kTransposeLanes = 0, which sends the packing to its scalar loop.
 #if defined(TOKAMAX_OPS_RAGGED_DOT_CPU_TRANSPOSE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TOKAMAX_OPS_RAGGED_DOT_CPU_TRANSPOSE_INL_H_
 #undef TOKAMAX_OPS_RAGGED_DOT_CPU_TRANSPOSE_INL_H_
@@ -86,6 +86,9 @@ HWY_INLINE void Transpose(__m512 r[16]) {
 HWY_INLINE void StoreLanes(float* dst, int64_t mr, __m512 v) {
   _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << mr) - 1u), v);
 }
+// All lanes to a 64-byte aligned dst, bypassing the caches (pack.h: `stream`).
+HWY_INLINE void StreamLanes(float* dst, __m512 v) { _mm512_stream_ps(dst, v); }
+HWY_INLINE __m512 LoadAlignedLanes(const float* src) { return _mm512_load_ps(src); }
 #elif HWY_TARGET == HWY_AVX2
 constexpr int64_t kTransposeLanes = 8;
 using TransposeVec = __m256;
@@ -140,6 +143,9 @@ HWY_INLINE void StoreLanes(float* dst, int64_t mr, __m256 v) {
   const hn::Full256<float> d;
   StoreFirstN(hn::Vec<decltype(d)>{v}, d, dst, static_cast<size_t>(mr));
 }
+// All lanes to a 32-byte aligned dst, bypassing the caches (pack.h: `stream`).
+HWY_INLINE void StreamLanes(float* dst, __m256 v) { _mm256_stream_ps(dst, v); }
+HWY_INLINE __m256 LoadAlignedLanes(const float* src) { return _mm256_load_ps(src); }
 #else
 constexpr int64_t kTransposeLanes = 0;  // no register transposition: PackLhsScalar
 #endif

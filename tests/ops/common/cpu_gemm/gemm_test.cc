@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/simd_target.h"
@@ -65,7 +67,7 @@ void check_case(const Case& t) {
   options.tn = 48;  // several panels
   const GemmOperand a_op{t.dtype, a_bytes.data(), lda, t.a_transposed};
   const GemmOperand b_op{t.dtype, b_bytes.data(), ldb, t.transposed};
-  std::vector<float> storage(3, 1e30f);  // grown by the packer; stale contents must not matter
+  GemmPackStorage storage(3, 1e30f);  // grown by the packer; stale contents must not matter
   if (t.packed == 1) {
     const PackedGemmOperand packed = pack_gemm_lhs(a_op, t.M, t.K, options, storage);
     cpu_gemm_f32(packed, b_op, t.N, c.data(), ldc, t.accumulate, options);
@@ -141,27 +143,30 @@ TEST_CASE("packing in pieces, in any order, gives the packed layout", "[cpu_gemm
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 97) - 48.0f;
   for (bool is_lhs : {true, false}) {
     for (bool transposed : {false, true}) {
-      for (bool in_pieces : {false, true}) {
-        CAPTURE(is_lhs, transposed, in_pieces);
+      // In pieces, with plain or non-temporal stores (pack.h: `stream`), or all at once.
+      for (const auto [in_pieces, stream] : {std::pair{false, false}, {true, false}, {true, true}}) {
+        CAPTURE(is_lhs, transposed, in_pieces, stream);
         // A [extent, K] or A^T [K, extent]; B [K, extent] or B^T [extent, K].
         const bool rows_are_k = is_lhs == transposed;
         const int64_t ld = rows_are_k ? extent : K;
         const GemmOperand source{DType::kF32, values.data(), ld, transposed};
-        std::vector<float> storage;
+        GemmPackStorage storage;
         PackedGemmOperand packed = is_lhs ? reserve_gemm_lhs(extent, K, options, storage)
                                           : reserve_gemm_rhs(K, extent, options, storage);
         storage.assign(storage.size(), kSentinel);
+        // Host storage is 64-byte aligned, so `stream` takes its streaming stores here.
+        REQUIRE(reinterpret_cast<uintptr_t>(storage.data()) % 64 == 0);
         const int64_t pieces = gemm_pack_pieces(packed);
         REQUIRE(pieces == 3 * (is_lhs ? 1 : (extent + packed.tn - 1) / packed.tn));
         if (in_pieces) {
           for (int64_t piece = pieces - 1; piece >= 0; --piece) {
-            pack_gemm_piece(source, packed, piece);
+            pack_gemm_piece(source, packed, piece, stream);
           }
         } else {
           packed = is_lhs ? pack_gemm_lhs(source, extent, K, options, storage)
                           : pack_gemm_rhs(source, K, extent, options, storage);
         }
-        std::vector<float> want(storage.size(), kSentinel);
+        GemmPackStorage want(storage.size(), kSentinel);
         const int64_t tile = is_lhs ? packed.mr
                                     : int64_t{packed.nr_vectors} * cpu::simd_f32_lanes();
         const int64_t padded = (extent + tile - 1) / tile * tile;
@@ -181,7 +186,7 @@ TEST_CASE("packing in pieces, in any order, gives the packed layout", "[cpu_gemm
       }
     }
   }
-  std::vector<float> storage;
+  GemmPackStorage storage;
   CHECK(gemm_pack_pieces(reserve_gemm_rhs(0, 8, options, storage)) == 0);
   CHECK(gemm_pack_pieces(reserve_gemm_lhs(0, 8, options, storage)) == 0);
 }
@@ -192,7 +197,7 @@ TEST_CASE("a packed operand is reused across products and refused with other opt
   std::vector<float> identity(16, 0.0f), a(8), c(8);
   for (int i = 0; i < 4; ++i) identity[i * 5] = 1.0f;
   CpuGemmOptions options;
-  std::vector<float> storage;
+  GemmPackStorage storage;
   const PackedGemmOperand b =
       pack_gemm_rhs({DType::kF32, identity.data(), 4, false}, 4, 4, options, storage);
   for (int round = 0; round < 3; ++round) {

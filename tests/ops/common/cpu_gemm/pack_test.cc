@@ -6,9 +6,11 @@
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/simd_target.h"
 #include "ops/framework/dtype.h"
 #include "tests/simd_targets.h"
@@ -252,6 +254,53 @@ TEST_CASE("cpu ragged_dot output rounding matches the scalar conversions", "[rag
           CHECK(std::bit_cast<uint32_t>(out_f32[r * cols + c]) == std::bit_cast<uint32_t>(x));
         }
       }
+    }
+  });
+}
+
+TEST_CASE("streamed packing writes what plain packing writes, on every target", "[cpu_gemm]") {
+  // Aligned host buffers (the engine's packed storage), so the non-temporal paths run: rhs strips
+  // a multiple of the vector wide; lhs micro-panels narrower than a register (mr 6 on AVX2, 14
+  // on AVX-512: staged through L1) or a multiple of it (32: a transposed B); depth 40 leaves a
+  // partial chunk of k after whole ones, 30 / 70 rows and columns a partial panel or strip.
+  // Each buffer is checked bit for bit against the same packing with plain stores.
+  using Words = std::vector<uint32_t, cpu::HostAllocator<uint32_t>>;
+  const int64_t depth = 40, ld = 72;
+  const std::vector<float> f32 = matrix<float>(72, ld);
+  const std::vector<bf16> b16 = matrix<bf16>(72, ld);
+  auto both = [](int64_t size, auto&& pack) {
+    Words plain(static_cast<size_t>(size), 0xDEADBEEF), streamed(plain);
+    REQUIRE(reinterpret_cast<uintptr_t>(streamed.data()) % 64 == 0);
+    pack(plain.data(), false);
+    pack(streamed.data(), true);
+    CHECK(plain == streamed);
+  };
+  auto as_f32 = [](uint32_t* p) { return reinterpret_cast<float*>(p); };
+  for_each_target([&] {
+    for (int64_t mr : {6, 14, 32}) {
+      for (int64_t rows : {30, 70}) {
+        CAPTURE(mr, rows);
+        const int64_t panels = (rows + mr - 1) / mr;
+        both(panels * depth * mr, [&](uint32_t* out, bool stream) {
+          pack_lhs_block(DType::kF32, f32.data(), ld, rows, depth, mr, as_f32(out), stream);
+        });
+        both(panels * depth / 2 * mr, [&](uint32_t* out, bool stream) {
+          pack_lhs_block_pairs(b16.data(), ld, rows, depth, mr, out, stream);
+        });
+      }
+    }
+    for (int64_t cols : {32, 70}) {
+      CAPTURE(cols);
+      const int64_t strips = (cols + 31) / 32;
+      both(strips * depth * 32, [&](uint32_t* out, bool stream) {
+        pack_rhs_panel(DType::kF32, f32.data(), ld, depth, cols, 32, as_f32(out), stream);
+      });
+      both(strips * depth * 32, [&](uint32_t* out, bool stream) {
+        pack_rhs_panel(DType::kBF16, b16.data(), ld, depth, cols, 32, as_f32(out), stream);
+      });
+      both(strips * depth / 2 * 32, [&](uint32_t* out, bool stream) {
+        pack_rhs_panel_pairs(b16.data(), ld, depth, cols, 32, out, stream);
+      });
     }
   });
 }

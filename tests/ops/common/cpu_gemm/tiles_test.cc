@@ -141,8 +141,8 @@ TEST_CASE("pack_gemm_operands packs operands of different sizes as pack_gemm_* d
   const std::vector<std::pair<int64_t, int64_t>> shapes = {
       {37, 100}, {0, 0}, {5, 7}, {64, 130}, {41, 29}};
   const int64_t count = static_cast<int64_t>(shapes.size());
-  std::vector<std::vector<float>> sources(static_cast<size_t>(count)), storage,
-      want(sources.size());
+  std::vector<std::vector<float>> sources(static_cast<size_t>(count));
+  std::vector<GemmPackStorage> storage, want(sources.size());
   std::vector<GemmPackRequest> requests(sources.size());
   uint64_t counter = 0;
   for (int64_t k = 0; k < count; ++k) {
