@@ -57,9 +57,9 @@ struct PackedGemmOperand {
   bool native = false;
 };
 
-// Where packed operands live: host buffers (backends/cpu/host_memory.h), so that large ones get
-// 2 MiB pages. The micro-kernels stream packed strips of tens of MiB (the backward GLU's W^T and
-// H); on 4 KiB pages those miss the TLB (2048-3072 second-level entries cover 8-12 MiB).
+// Where packed operands live: host buffers (backends/cpu/host_memory.h), 64-byte aligned, so
+// that packing can write them with non-temporal stores (pack.h), and on 2 MiB pages from 4 MiB
+// like every large buffer (on the backward GLU the pages alone measured within the noise).
 using GemmPackStorage = std::vector<float, cpu::HostAllocator<float>>;
 
 // Packs A [M, K] (is_lhs) or B [K, N] for `options` into `storage` (grown, never shrunk).

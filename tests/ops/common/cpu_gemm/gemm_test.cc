@@ -144,7 +144,8 @@ TEST_CASE("packing in pieces, in any order, gives the packed layout", "[cpu_gemm
   for (bool is_lhs : {true, false}) {
     for (bool transposed : {false, true}) {
       // In pieces, with plain or non-temporal stores (pack.h: `stream`), or all at once.
-      for (const auto [in_pieces, stream] : {std::pair{false, false}, {true, false}, {true, true}}) {
+      for (const auto [in_pieces, stream] :
+           {std::pair{false, false}, {true, false}, {true, true}}) {
         CAPTURE(is_lhs, transposed, in_pieces, stream);
         // A [extent, K] or A^T [K, extent]; B [K, extent] or B^T [extent, K].
         const bool rows_are_k = is_lhs == transposed;
