@@ -91,8 +91,9 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   float* h = h_buffer.floats(static_cast<size_t>(M * N2));
   // tile_m caps the row tiles of phases 1-2 (over M) and 3 (over K); each is cut evenly, in
   // multiples of the tail tile's rows (micro_tile.h), so that the two cores' row tiles are equal
-  // work: llama MLP f32 (M = 512), 256 + 256 rows against 266 + 246, the dx phase's tasks ran
-  // 26.9 against 28.2 ms (best of five interleaved runs each).
+  // work: llama MLP f32 (M = 512) as 256 + 256 rows is 18 panels of 14 and a 4-row tail each,
+  // where 266 + 246 made the 19-panel tile the critical path (with the tail tiles: the dx
+  // phase's tasks 26.9 against 28.2 ms, best of five interleaved runs each).
   const int64_t tm = even_tile(M, c.tile_m, kTailRowStep);
   const int64_t tk_rows = even_tile(K, c.tile_m, kTailRowStep);
 
