@@ -34,8 +34,9 @@ namespace {
 // paths and the tuner measures. Compiled for avx512bf16 and called only when the CPU has it.
 #define TOKAMAX_TARGET_BF16 __attribute__((target("avx512f,avx512bf16")))
 
-template <int MR, int NRV>
-TOKAMAX_TARGET_BF16 void MicroTileBf16(const uint32_t* __restrict lhs,  // [pairs][MR]
+// LS: the packed lhs panel's pair stride (MR, or the panel's mr for a tail tile of MR rows).
+template <int MR, int NRV, int LS = MR>
+TOKAMAX_TARGET_BF16 void MicroTileBf16(const uint32_t* __restrict lhs,  // [pairs][LS]
                                        const uint32_t* __restrict rhs,  // [pairs][NRV * 16]
                                        int64_t pairs, float* __restrict out, int64_t ldc,
                                        int64_t rows, int64_t cols, bool accumulate) {
@@ -61,7 +62,7 @@ TOKAMAX_TARGET_BF16 void MicroTileBf16(const uint32_t* __restrict lhs,  // [pair
     for (int r = 0; r < MR; ++r) {
       // One 32-bit broadcast carries (lhs[r][2i], lhs[r][2i+1]).
       const __m512bh a_r =
-          reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(lhs[i * MR + r])));
+          reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(lhs[i * LS + r])));
 #pragma GCC unroll 4
       for (int v = 0; v < NRV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a_r, b[v]);
     }
@@ -95,9 +96,12 @@ TOKAMAX_TARGET_BF16 void BlockProductBf16(const BlockArgs& args) {
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t rows = std::min<int64_t>(MR, args.rows - p * MR);
     for (int64_t s = 0; s < strips; ++s) {
-      MicroTileBf16<MR, NRV>(lhs + p * pairs * MR, rhs + s * pairs * NR, pairs,
-                             out + p * MR * args.ldc + s * NR, args.ldc, rows,
-                             std::min<int64_t>(NR, args.cols - s * NR), args.accumulate);
+      // The last panel of a block may be a tail: fewer accumulator rows (micro_tile.h).
+      dispatch_tile_rows<MR>(rows, [&](auto tile_rows) {
+        MicroTileBf16<decltype(tile_rows)::value, NRV, MR>(
+            lhs + p * pairs * MR, rhs + s * pairs * NR, pairs, out + p * MR * args.ldc + s * NR,
+            args.ldc, rows, std::min<int64_t>(NR, args.cols - s * NR), args.accumulate);
+      });
       prefetch.step();
     }
   }

@@ -105,28 +105,6 @@ HWY_INLINE void MicroTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* 
   }
 }
 
-// The last micro-panel of a block whose rows are not a multiple of mr (a ragged group ends
-// anywhere): a tile of kTailRows accumulator rows instead of MR (micro_tile.h: kTailRowStep),
-// so the zero rows of the padding cost no multiply-adds beyond the next multiple of the step.
-inline constexpr int kTailRows[] = {kTailRowStep, 2 * kTailRowStep};
-
-template <int MR, int NRV, class D, typename BT>
-HWY_INLINE void TailTile(D d, const hn::TFromD<D>* HWY_RESTRICT lhs, const BT* HWY_RESTRICT rhs,
-                         int64_t ldb, int64_t depth, hn::TFromD<D>* HWY_RESTRICT out, int64_t ldc,
-                         int64_t rows, int64_t cols, bool accumulate) {
-  if constexpr (kTailRows[0] < MR) {
-    if (rows <= kTailRows[0]) {
-      return MicroTile<kTailRows[0], NRV, D, BT, MR>(d, lhs, rhs, ldb, depth, out, ldc, rows,
-                                                     cols, accumulate);
-    }
-  }
-  if constexpr (kTailRows[1] < MR) {
-    return MicroTile<kTailRows[1], NRV, D, BT, MR>(d, lhs, rhs, ldb, depth, out, ldc, rows, cols,
-                                                   accumulate);
-  }
-  MicroTile<MR, NRV>(d, lhs, rhs, ldb, depth, out, ldc, rows, cols, accumulate);
-}
-
 // Every (micro-panel, strip) pair of one block. Micro-panels outer: one lhs micro-panel
 // (mr * depth elements) stays in L1 while the strips of the rhs panel stream past it from L2.
 template <int MR, int NRV, typename T, typename BT>
@@ -145,13 +123,11 @@ void BlockProduct(const BlockArgs& args) {
       const BT* strip = rhs + s * args.rhs_strip_stride;
       T* tile = out + p * MR * args.ldc + s * NR;
       const int64_t cols = std::min<int64_t>(NR, args.cols - s * NR);
-      if (rows <= kTailRows[0] || (rows <= kTailRows[1] && kTailRows[1] < MR)) {
-        TailTile<MR, NRV>(d, panel, strip, args.ldb, args.depth, tile, args.ldc, rows, cols,
-                          args.accumulate);
-      } else {
-        MicroTile<MR, NRV>(d, panel, strip, args.ldb, args.depth, tile, args.ldc, rows, cols,
-                           args.accumulate);
-      }
+      // The last panel of a block may be a tail: fewer accumulator rows (micro_tile.h).
+      dispatch_tile_rows<MR>(rows, [&](auto tile_rows) {
+        MicroTile<decltype(tile_rows)::value, NRV, decltype(d), BT, MR>(
+            d, panel, strip, args.ldb, args.depth, tile, args.ldc, rows, cols, args.accumulate);
+      });
       prefetch.step();
     }
   }

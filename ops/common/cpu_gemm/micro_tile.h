@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 namespace tokamax {
 
@@ -26,10 +27,24 @@ inline constexpr int64_t even_tile(int64_t extent, int64_t max_tile, int64_t mul
 }
 
 // The last micro-panel of a block with fewer rows than mr runs a tail tile of the next multiple
-// of this many accumulator rows (up to 2 * kTailRowStep; micro_kernel.cc), so row tiles cut in
+// of this many accumulator rows (up to 2 * kTailRowStep; dispatch_tile_rows), so row tiles cut in
 // multiples of it waste no multiply-adds on padding rows: 512 rows as 256 + 256 in panels of 14
 // are 18 panels and a 4-row tail each, where 266 + 246 (multiples of 14) left one 8-row tail.
-inline constexpr int64_t kTailRowStep = 4;
+inline constexpr int kTailRowStep = 4;
+
+// Runs body(std::integral_constant<int, R>{}) with R the accumulator rows of the tile for `rows`
+// rows of an MR-row micro-panel: the smallest of kTailRowStep and 2 * kTailRowStep that holds
+// them when it is below MR, else MR. Each micro-kernel instantiates its tile for every R.
+template <int MR, typename Body>
+inline void dispatch_tile_rows(int64_t rows, Body&& body) {
+  if constexpr (kTailRowStep < MR) {
+    if (rows <= kTailRowStep) return body(std::integral_constant<int, kTailRowStep>{});
+  }
+  if constexpr (2 * kTailRowStep < MR) {
+    if (rows <= 2 * kTailRowStep) return body(std::integral_constant<int, 2 * kTailRowStep>{});
+  }
+  body(std::integral_constant<int, MR>{});
+}
 
 // A register-blocked micro-tile: mr rows x nr_vectors vectors of accumulators.
 struct MicroKernelShape {

@@ -133,7 +133,7 @@ void PackLhsScalar(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t
 // and `depth` counts pairs).
 template <typename Out, typename In>
 void PackLhsBlockT(const In* HWY_RESTRICT lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,
-                   Out* HWY_RESTRICT packed, bool stream) {
+                   Out* HWY_RESTRICT packed, [[maybe_unused]] bool stream) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
   if constexpr (sizeof(Out) == 4) {
     // Streaming: panels a multiple of the register wide (a transposed B packed into nr-wide

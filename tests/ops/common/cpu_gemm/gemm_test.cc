@@ -60,7 +60,8 @@ void check_case(const Case& t) {
   for (double& x : b) x = uniform01(8, 2, counter++) * 2 - 1;
   const std::vector<char> a_bytes = store(t.dtype, a), b_bytes = store(t.dtype, b);
   const int64_t ldc = t.N + 2;
-  std::vector<float> c(static_cast<size_t>(t.M * ldc), 0.5f);
+  // 16 guard rows below C: a micro-tile must not write the padding rows of its panel.
+  std::vector<float> c(static_cast<size_t>((t.M + 16) * ldc), 0.5f);
   CpuGemmOptions options;
   options.native_bf16 = t.native;
   options.tk = 40;  // several K blocks
@@ -91,6 +92,7 @@ void check_case(const Case& t) {
     // Padding columns of C are untouched.
     REQUIRE(c[i * ldc + t.N] == 0.5f);
   }
+  for (int64_t i = t.M * ldc; i < (t.M + 16) * ldc; ++i) REQUIRE(c[static_cast<size_t>(i)] == 0.5f);
 }
 
 }  // namespace
@@ -144,7 +146,7 @@ TEST_CASE("packing in pieces, in any order, gives the packed layout", "[cpu_gemm
   for (bool is_lhs : {true, false}) {
     for (bool transposed : {false, true}) {
       // In pieces, with plain or non-temporal stores (pack.h: `stream`), or all at once.
-      for (const auto [in_pieces, stream] :
+      for (const auto& [in_pieces, stream] :
            {std::pair{false, false}, {true, false}, {true, true}}) {
         CAPTURE(is_lhs, transposed, in_pieces, stream);
         // A [extent, K] or A^T [K, extent]; B [K, extent] or B^T [extent, K].
@@ -226,6 +228,18 @@ TEST_CASE("cpu_gemm_f32 native bf16 path matches, odd depth included", "[cpu_gem
       check_case({29, 70, 67, transposed, DType::kBF16, true, false, a_transposed});
       check_case({3, 17, 1, transposed, DType::kBF16, true, true, a_transposed});
     }
+  }
+}
+
+TEST_CASE("cpu_gemm_f32 matches for every row count of a last partial micro-panel",
+          "[cpu_gemm]") {
+  // M from 1 to 2 mr + 1 (mr = 14 on AVX-512, 6 on AVX2): the last panel of 1 to mr rows runs a
+  // tail tile of 4 or 8 accumulator rows, or the whole mr (micro_tile.h: dispatch_tile_rows);
+  // rows past M must be neither read nor written, for f32 and the native bf16 kernel alike.
+  for (int64_t M = 1; M <= 29; ++M) {
+    CAPTURE(M);
+    check_case({M, 37, 23, false, DType::kF32, false, M % 2 == 0, false});
+    if (gemm_has_native_bf16()) check_case({M, 37, 23, false, DType::kBF16, true, M % 3 == 0});
   }
 }
 
