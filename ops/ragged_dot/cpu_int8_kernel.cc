@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/common/cpu_gemm/micro_tile.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 // GCC 12 warns that the unmasked AVX-512 intrinsics' internal _mm512_undefined_*() operand may
 // be used uninitialized; it is the documented don't-care operand of an unmasked operation.
@@ -295,12 +297,14 @@ void pack_rhs_int8_quads(const int8_t* rhs, int64_t ld, int64_t depth, int64_t c
 bool int8_tile(int mr, int nr, const Int8TileArgs& args) {
 #if TOKAMAX_INT8_VNNI
   if (!int8_vnni_available()) return false;
+  // A group's last micro-panel of few rows runs a tail tile of fewer accumulator rows
+  // (micro_tile.h: dispatch_tile_rows), as the f32 and bf16 kernels do.
   if (mr == 8 && nr == 48) {
-    tile<8, 3>(args);
+    dispatch_tile_rows<8>(args.rows, [&](auto rows) { tile<decltype(rows)::value, 3>(args); });
     return true;
   }
   if (mr == 6 && nr == 64) {
-    tile<6, 4>(args);
+    dispatch_tile_rows<6>(args.rows, [&](auto rows) { tile<decltype(rows)::value, 4>(args); });
     return true;
   }
 #endif
