@@ -46,21 +46,21 @@ inline void PrefetchRow(const void* row, int64_t bytes) {
   for (int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(p + offset, 0, 3);
 }
 
-// k outer, strips inner: each source row segment is read once, front to back, while the strips
-// fill in parallel (k inner would hop a whole rhs row, N elements, between reads).
 // Whether whole-vector stores to `dst` may bypass the caches (`stream` asked, 64-byte aligned).
 inline bool CanStream(bool stream, const void* dst) {
   return stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
 }
 
+// k outer, strips inner: each source row segment is read once, front to back, while the strips
+// fill in parallel (k inner would hop a whole rhs row, N elements, between reads).
 template <typename Acc, typename In>
 void PackRhsPanelT(const In* HWY_RESTRICT rhs, int64_t ld, int64_t depth, int64_t cols, int64_t nr,
                    Acc* HWY_RESTRICT packed, bool stream) {
-  // Strips are whole vectors wide (nr a multiple of L) at an aligned start: every full vector of
-  // a strip row is 64-byte aligned too.
-  const bool streaming = CanStream(stream, packed) && nr % hn::Lanes(DF()) == 0;
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  // Strips whole vectors wide (nr a multiple of L) from an aligned start: every full vector of a
+  // strip row is 64-byte aligned too.
+  const bool streaming = CanStream(stream, packed) && nr % L == 0;
   const int64_t strips = ceil_div(cols, nr);
   for (int64_t k = 0; k < depth; ++k) {
     const In* src = rhs + k * ld;
