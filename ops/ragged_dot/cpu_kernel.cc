@@ -95,15 +95,21 @@ struct Launch {
 };
 
 // The source rows of the rhs panel a task packs after the one at (k0, n0): the next columns of
-// this K block, or the task's first columns of the next block; empty past K. rhs_g is the
-// group's rhs from the task's column offset, elements of elem_size bytes, rows N apart.
+// this K block, or the task's first columns of the next block; past K, the first panel of
+// then_g (the up half of [gate | up], which the task multiplies next), else nothing. rhs_g and
+// then_g are the group's rhs from a column offset, elements of elem_size bytes, rows N apart.
 PrefetchPlan next_panel(const char* rhs_g, size_t elem_size, int64_t K, int64_t N, int64_t tk,
-                        int64_t tn, const RaggedDotTask& task, int64_t k0, int64_t n0) {
+                        int64_t tn, const RaggedDotTask& task, int64_t k0, int64_t n0,
+                        const char* then_g) {
   const bool last_panel = n0 + tn >= task.n_end;
   const int64_t next_n0 = last_panel ? task.n_start : n0 + tn;
-  const int64_t next_k0 = last_panel ? k0 + tk : k0;
+  int64_t next_k0 = last_panel ? k0 + tk : k0;
   PrefetchPlan plan;
-  if (next_k0 >= K) return plan;
+  if (next_k0 >= K) {
+    if (then_g == nullptr) return plan;
+    rhs_g = then_g;
+    next_k0 = 0;
+  }
   const int64_t elem = static_cast<int64_t>(elem_size);
   plan.base = rhs_g + (next_k0 * N + next_n0) * elem;
   plan.rows = std::min(tk, K - next_k0);
@@ -118,6 +124,14 @@ void block_product(BlockArgs& args, bool f64) {
     throw NotImplemented("cpu ragged_dot: no " + std::to_string(args.mr) + "x" +
                          std::to_string(args.nr_vectors) + " micro-kernel for this SIMD target");
   }
+}
+
+// The rhs of the columns a task multiplies after those from col_offset (the up half after the
+// gate half of [gate | up]), for next_panel; nullptr when nothing follows.
+const char* then_rhs(const Launch& launch, const RaggedDotTask& task, int64_t col_offset) {
+  if (launch.gate_up == GateUp::kNone || col_offset != 0) return nullptr;
+  const int64_t first = task.group * launch.K * launch.N + launch.out_N;
+  return launch.rhs + first * static_cast<int64_t>(dtype_size(launch.rhs_dtype));
 }
 
 // Partial sums of the task's rows for rhs columns [task.n_start, task.n_end) + col_offset into
@@ -177,7 +191,8 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
       const int64_t cols = std::min(work.tn, task.n_end - n0);
       const char* rhs_block = rhs_g + (k0 * N + n0) * rhs_size;
       args.out = acc + (n0 - task.n_start);
-      args.next_rhs = next_panel(rhs_g, rhs_size, K, N, work.tk, work.tn, task, k0, n0);
+      args.next_rhs = next_panel(rhs_g, rhs_size, K, N, work.tk, work.tn, task, k0, n0,
+                                 then_rhs(launch, task, col_offset));
       if (options.native_bf16) {
         pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(rhs_block), N, depth, cols, nr,
                              reinterpret_cast<uint32_t*>(rhs_panel));
@@ -224,7 +239,9 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
 }
 
 // compute_columns for the int8 path: rhs codes packed per (K block, tn panel) into quads, each
-// micro-tile's int32 sums turned into f32 partial sums after every K block.
+// micro-tile's int32 sums turned into f32 partial sums after every K block. Each lhs micro-panel
+// runs over all the panel's strips in turn: its [mr, depth] codes stay in L1 while the strips
+// (too deep for L1 at the long int8 K blocks) stream from L2 either way.
 void compute_columns_int8(const Launch& launch, const RaggedDotTask& task, int64_t col_offset,
                           float* acc, int64_t ldc) {
   const RaggedDotWorkList& work = *launch.work;
@@ -253,24 +270,25 @@ void compute_columns_int8(const Launch& launch, const RaggedDotTask& task, int64
       // The next panel's codes, prefetched into L2 over this panel's micro-tiles, as
       // block_product does, and within each tile over its K loop.
       PrefetchCursor prefetch(
-          next_panel(reinterpret_cast<const char*>(rhs_g), 1, K, N, tk, work.tn, task, k0, n0),
+          next_panel(reinterpret_cast<const char*>(rhs_g), 1, K, N, tk, work.tn, task, k0, n0,
+                     then_rhs(launch, task, col_offset)),
           strips * ((rows + mr - 1) / mr));
-      for (int64_t s = 0; s < strips; ++s) {
-        Int8TileArgs args;
-        args.rhs = panel + s * quads * nr * 4;
-        args.quads = quads;
-        args.colsum = sums + s * nr;
-        args.rhs_scale = scales + s * nr;
-        args.cols = static_cast<int>(std::min<int64_t>(nr, cols - s * nr));
-        args.ld_lhs = launch.Kq;
-        args.ld_scale = launch.scale_blocks;
-        args.ldc = ldc;
-        args.accumulate = k0 > 0;
-        for (int64_t m0 = 0; m0 < rows; m0 += mr) {
-          const int64_t row = task.m_start + m0 - launch.codes_row0;
-          args.lhs = launch.lhs_codes + row * launch.Kq + k0;
-          args.rows = static_cast<int>(std::min<int64_t>(mr, rows - m0));
-          args.lhs_scale = launch.lhs_scales + row * launch.scale_blocks + block;
+      Int8TileArgs args;
+      args.quads = quads;
+      args.ld_lhs = launch.Kq;
+      args.ld_scale = launch.scale_blocks;
+      args.ldc = ldc;
+      args.accumulate = k0 > 0;
+      for (int64_t m0 = 0; m0 < rows; m0 += mr) {
+        const int64_t row = task.m_start + m0 - launch.codes_row0;
+        args.lhs = launch.lhs_codes + row * launch.Kq + k0;
+        args.rows = static_cast<int>(std::min<int64_t>(mr, rows - m0));
+        args.lhs_scale = launch.lhs_scales + row * launch.scale_blocks + block;
+        for (int64_t s = 0; s < strips; ++s) {
+          args.rhs = panel + s * quads * nr * 4;
+          args.colsum = sums + s * nr;
+          args.rhs_scale = scales + s * nr;
+          args.cols = static_cast<int>(std::min<int64_t>(nr, cols - s * nr));
           args.out = acc + m0 * ldc + (n0 - task.n_start) + s * nr;
           args.prefetch = prefetch.take();
           if (!int8_tile(mr, nr, args)) {

@@ -547,6 +547,35 @@ TEST_CASE("cpu ragged_dot heuristics follow the problem", "[ragged_dot]") {
   CHECK(heuristics_config_json(cpu_impl(), tiny)["num_threads"] == 1);
 }
 
+TEST_CASE("cpu ragged_dot int8 heuristics pick the tile that pads least", "[ragged_dot]") {
+  // A described AVX512-VNNI CPU, so the choice is checked on any host.
+  cpu::CpuInfo vnni = cpu::host_cpu();
+  vnni.isa = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"};
+  vnni.cores = 2;
+  vnni.l1d_bytes = 32 << 10;
+  vnni.l2_bytes = 1 << 20;
+  const cpu::CpuDevice device(vnni, false);
+  auto tile = [&](int64_t N, const char* gate_up) {
+    json args = {{"lhs", "bf16[192,256]"},
+                 {"rhs", "i8[4,256," + std::to_string(N) + "]"},
+                 {"rhs_scale", "f32[4," + std::to_string(N) + "]"},
+                 {"maybe_quantize_lhs", true},
+                 {"group_sizes", {48, 48, 48, 48}}};  // whole panels of 6 and of 8 rows
+    if (gate_up != nullptr) args["fuse_gateup_activation"] = gate_up;
+    const json c = heuristics_config_json(cpu_impl(), ragged_dot_op().bind(args), device);
+    CAPTURE(N, c.dump());
+    CHECK(c["int8_path"] == "vnni");
+    return std::pair{c["mr"].get<int>(), c["nr"].get<int>()};
+  };
+  // gpt-oss's halves of 1440 columns are 30 strips of 48; 64 would pad 2%.
+  CHECK(tile(2880, "swigluoai") == std::pair{8, 48});
+  // DeepSeek's halves of 512 are 8 strips of 64; 48 would leave a third of the last empty.
+  CHECK(tile(1024, "silu") == std::pair{6, 64});
+  CHECK(tile(512, nullptr) == std::pair{6, 64});
+  // Equal padding keeps the 8x48 tile.
+  CHECK(tile(192, nullptr) == std::pair{8, 48});
+}
+
 TEST_CASE("cpu ragged_dot autotuning configs are valid, distinct and round-trip", "[ragged_dot]") {
   const BoundArgs args = ragged_dot_op().bind(
       {{"lhs", "bf16[256,256]"}, {"rhs", "bf16[4,256,256]"}, {"group_sizes", {64, 64, 64, 64}}});
