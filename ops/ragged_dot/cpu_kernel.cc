@@ -238,65 +238,114 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
   }
 }
 
-// compute_columns for the int8 path: rhs codes packed per (K block, tn panel) into quads, each
-// micro-tile's int32 sums turned into f32 partial sums after every K block. Each lhs micro-panel
-// runs over all the panel's strips in turn: its [mr, depth] codes stay in L1 while the strips
-// (too deep for L1 at the long int8 K blocks) stream from L2 either way.
-void compute_columns_int8(const Launch& launch, const RaggedDotTask& task, int64_t col_offset,
-                          float* acc, int64_t ldc) {
-  const RaggedDotWorkList& work = *launch.work;
+// The source rows of one int8 panel for a PrefetchPlan: rows [k0, k0 + depth) x `cols` codes
+// from column `col` of rhs_g (the group's [K, N] codes).
+PrefetchPlan int8_panel_rows(const int8_t* rhs_g, int64_t N, int64_t k0, int64_t depth,
+                             int64_t col, int64_t cols) {
+  PrefetchPlan plan;
+  plan.base = reinterpret_cast<const char*>(rhs_g + k0 * N + col);
+  plan.rows = depth;
+  plan.stride = N;
+  plan.bytes = cols;
+  return plan;
+}
+
+// One panel of the int8 path: rhs columns [col, col + cols) of the group over every K block
+// (packed per block into quads), into acc [rows, ldc]; each micro-tile's int32 sums become f32
+// partial sums after every block. Each lhs micro-panel runs over all the panel's strips in turn:
+// its [mr, depth] codes stay in L1 while the strips (too deep for L1 at the long int8 K blocks)
+// stream from L2 either way. The micro-tiles prefetch into L2 the panel's next K block, and over
+// the last block `then` (the panel the task multiplies next).
+void panel_int8(const Launch& launch, const RaggedDotTask& task, int64_t col, int64_t cols,
+                const PrefetchPlan& then, float* acc, int64_t ldc) {
   const int64_t K = launch.K, N = launch.N, tk = launch.int8_tk;
   const int mr = launch.options.mr, nr = static_cast<int>(launch.nr);
-  const int64_t rows = task.m_end - task.m_start;
-  const int64_t max_strips = (work.tn + nr - 1) / nr, max_quads = (tk + 3) / 4;
+  const int64_t rows = task.m_end - task.m_start, strips = (cols + nr - 1) / nr;
+  const int64_t max_strips = (launch.work->tn + nr - 1) / nr, max_quads = (tk + 3) / 4;
   thread_local cpu::ScratchBuffer panel_buffer, sums_buffer;
-  auto* panel = static_cast<int8_t*>(panel_buffer.get(static_cast<size_t>(max_strips * max_quads * nr * 4)));
+  auto* panel = static_cast<int8_t*>(
+      panel_buffer.get(static_cast<size_t>(max_strips * max_quads * nr * 4)));
   // Per strip: 128 * column sums, then the block's rhs scales (zero past the panel's columns).
   auto* sums = static_cast<int32_t*>(sums_buffer.get(static_cast<size_t>(max_strips * nr) * 8));
   float* scales = reinterpret_cast<float*>(sums + max_strips * nr);
-  const int8_t* rhs_g =
-      reinterpret_cast<const int8_t*>(launch.rhs) + task.group * K * N + col_offset;
+  const int8_t* rhs_g = reinterpret_cast<const int8_t*>(launch.rhs) + task.group * K * N;
   for (int64_t k0 = 0; k0 < K; k0 += tk) {
     const int64_t depth = std::min(tk, K - k0), quads = (depth + 3) / 4;
     const int64_t block = k0 / launch.block_k;
-    const float* scale_row =
-        launch.scale + (task.group * launch.scale_blocks + block) * N + col_offset;
-    for (int64_t n0 = task.n_start; n0 < task.n_end; n0 += work.tn) {
-      const int64_t cols = std::min(work.tn, task.n_end - n0), strips = (cols + nr - 1) / nr;
-      std::fill(sums, sums + strips * nr, 0);
-      std::fill(scales, scales + strips * nr, 0.0f);
-      std::copy(scale_row + n0, scale_row + n0 + cols, scales);
-      pack_rhs_int8_quads(rhs_g + k0 * N + n0, N, depth, cols, nr, panel, sums);
-      // The next panel's codes, prefetched into L2 over this panel's micro-tiles, as
-      // block_product does, and within each tile over its K loop.
-      PrefetchCursor prefetch(
-          next_panel(reinterpret_cast<const char*>(rhs_g), 1, K, N, tk, work.tn, task, k0, n0,
-                     then_rhs(launch, task, col_offset)),
-          strips * ((rows + mr - 1) / mr));
-      Int8TileArgs args;
-      args.quads = quads;
-      args.ld_lhs = launch.Kq;
-      args.ld_scale = launch.scale_blocks;
-      args.ldc = ldc;
-      args.accumulate = k0 > 0;
-      for (int64_t m0 = 0; m0 < rows; m0 += mr) {
-        const int64_t row = task.m_start + m0 - launch.codes_row0;
-        args.lhs = launch.lhs_codes + row * launch.Kq + k0;
-        args.rows = static_cast<int>(std::min<int64_t>(mr, rows - m0));
-        args.lhs_scale = launch.lhs_scales + row * launch.scale_blocks + block;
-        for (int64_t s = 0; s < strips; ++s) {
-          args.rhs = panel + s * quads * nr * 4;
-          args.colsum = sums + s * nr;
-          args.rhs_scale = scales + s * nr;
-          args.cols = static_cast<int>(std::min<int64_t>(nr, cols - s * nr));
-          args.out = acc + m0 * ldc + (n0 - task.n_start) + s * nr;
-          args.prefetch = prefetch.take();
-          if (!int8_tile(mr, nr, args)) {
-            throw NotImplemented("cpu ragged_dot: no " + std::to_string(mr) + "x" +
-                                 std::to_string(nr) + " int8 micro-kernel on this CPU");
-          }
+    const float* scale_row = launch.scale + (task.group * launch.scale_blocks + block) * N + col;
+    std::fill(sums, sums + strips * nr, 0);
+    std::fill(scales, scales + strips * nr, 0.0f);
+    std::copy(scale_row, scale_row + cols, scales);
+    pack_rhs_int8_quads(rhs_g + k0 * N + col, N, depth, cols, nr, panel, sums);
+    const int64_t next_k0 = k0 + tk;
+    PrefetchCursor prefetch(next_k0 < K ? int8_panel_rows(rhs_g, N, next_k0,
+                                                          std::min(tk, K - next_k0), col, cols)
+                                        : then,
+                            strips * ((rows + mr - 1) / mr));
+    Int8TileArgs args;
+    args.quads = quads;
+    args.ld_lhs = launch.Kq;
+    args.ld_scale = launch.scale_blocks;
+    args.ldc = ldc;
+    args.accumulate = k0 > 0;
+    for (int64_t m0 = 0; m0 < rows; m0 += mr) {
+      const int64_t row = task.m_start + m0 - launch.codes_row0;
+      args.lhs = launch.lhs_codes + row * launch.Kq + k0;
+      args.rows = static_cast<int>(std::min<int64_t>(mr, rows - m0));
+      args.lhs_scale = launch.lhs_scales + row * launch.scale_blocks + block;
+      for (int64_t s = 0; s < strips; ++s) {
+        args.rhs = panel + s * quads * nr * 4;
+        args.colsum = sums + s * nr;
+        args.rhs_scale = scales + s * nr;
+        args.cols = static_cast<int>(std::min<int64_t>(nr, cols - s * nr));
+        args.out = acc + m0 * ldc + s * nr;
+        args.prefetch = prefetch.take();
+        if (!int8_tile(mr, nr, args)) {
+          throw NotImplemented("cpu ragged_dot: no " + std::to_string(mr) + "x" +
+                               std::to_string(nr) + " int8 micro-kernel on this CPU");
         }
       }
+    }
+  }
+}
+
+// A task of the int8 path, panel by panel: the gate half's panel, the up half's (with
+// fuse_gateup_activation), then the epilogue and the store of those columns while their partial
+// sums are still in L2. The lhs codes are shared by every panel (nothing is packed per task),
+// so this order costs no re-packing, and each panel's codes are prefetched during the one
+// before (only the task's first is not). acc and up are the partial sums [rows, ldc] (up:
+// nullptr without gate/up); out_tile is the task's first output element.
+void run_task_int8(const Launch& launch, const RaggedDotTask& task, float* acc, float* up,
+                   int64_t ldc, bool in_place, char* out_tile) {
+  const int64_t N = launch.N, tn = launch.work->tn, tk = launch.int8_tk;
+  const int64_t rows = task.m_end - task.m_start;
+  const size_t out_size = dtype_size(launch.out_dtype);
+  const int8_t* rhs_g = reinterpret_cast<const int8_t*>(launch.rhs) + task.group * launch.K * N;
+  const int64_t up_offset = launch.out_N;  // the up half's first column in rhs
+  for (int64_t n0 = task.n_start; n0 < task.n_end; n0 += tn) {
+    const int64_t cols = std::min(tn, task.n_end - n0), c = n0 - task.n_start;
+    const int64_t next_n0 = n0 + tn, first_depth = std::min(tk, launch.K);
+    const PrefetchPlan next_gate =
+        next_n0 < task.n_end
+            ? int8_panel_rows(rhs_g, N, 0, first_depth, next_n0,
+                              std::min(tn, task.n_end - next_n0))
+            : PrefetchPlan{};
+    if (up == nullptr) {
+      panel_int8(launch, task, n0, cols, next_gate, acc + c, ldc);
+    } else {
+      panel_int8(launch, task, n0, cols,
+                 int8_panel_rows(rhs_g, N, 0, first_depth, up_offset + n0, cols), acc + c, ldc);
+      panel_int8(launch, task, up_offset + n0, cols, next_gate, up + c, ldc);
+    }
+    if (launch.epilogue) {
+      for (int64_t r = 0; r < rows; ++r) {
+        launch.epilogue_f32->row(task.group, n0, cols, acc + r * ldc + c,
+                                 up != nullptr ? up + r * ldc + c : nullptr);
+      }
+    }
+    if (!in_place) {
+      store_rows(acc + c, ldc, rows, cols, launch.out_dtype, out_tile + c * out_size,
+                 launch.out_N);
     }
   }
 }
@@ -346,6 +395,10 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
   Acc* rhs_panel = lhs_block + align_up(sizes.lhs_block);
   Acc* acc = in_place ? reinterpret_cast<Acc*>(out_tile) : rhs_panel + align_up(sizes.rhs_panel);
   const int64_t ldc = in_place ? out_N : work.task_n;
+  Acc* up = launch.gate_up != GateUp::kNone ? acc + work.tm * work.task_n : nullptr;
+  if constexpr (!f64) {
+    if (launch.int8) return run_task_int8(launch, task, acc, up, ldc, in_place, out_tile);
+  }
   // The partial sums of rhs columns from col_offset on into dst (K = 0: zeros, which the
   // epilogue then sees).
   auto columns = [&](int64_t col_offset, Acc* dst) {
@@ -353,17 +406,10 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
       for (int64_t r = 0; r < rows; ++r) std::fill(dst + r * ldc, dst + r * ldc + task_cols, Acc(0));
       return;
     }
-    if constexpr (!f64) {
-      if (launch.int8) return compute_columns_int8(launch, task, col_offset, dst, ldc);
-    }
     compute_columns(launch, task, col_offset, lhs_block, rhs_panel, dst, ldc);
   };
   columns(0, acc);
-  Acc* up = nullptr;
-  if (launch.gate_up != GateUp::kNone) {
-    up = acc + work.tm * work.task_n;
-    columns(out_N, up);  // the up half of [gate | up]
-  }
+  if (up != nullptr) columns(out_N, up);  // the up half of [gate | up]
   if (launch.epilogue) {
     for (int64_t r = 0; r < rows; ++r) {
       epilogue_row(launch, task, acc + r * ldc, up != nullptr ? up + r * ldc : nullptr);
@@ -465,12 +511,14 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
       while (p.block_k() % tk != 0) tk -= 4;
     }
     launch.int8_tk = tk;
-    // Codes + 128 of the owned rows (128 = a zero code past K), mr rows of padding that the
-    // micro-kernel may read past the last row.
+    // Codes + 128 of the owned rows, and mr rows of padding that the micro-kernel may read past
+    // the last row. Nothing is filled: the padding's values never reach an output (columns
+    // [K, Kq) meet the zero codes the rhs pack puts past K, and rows past a panel's are not
+    // stored), and the quantization writes every owned code and scale (filling the buffer
+    // first cost ~1% of a call).
     launch.codes_row0 = p.first_row();
-    lhs_codes.assign(static_cast<size_t>((p.owned_rows() + options.mr) * launch.Kq),
-                     uint8_t{128});
-    lhs_scales.assign(static_cast<size_t>(p.owned_rows() * p.scale_blocks), 0.0f);
+    lhs_codes.resize(static_cast<size_t>((p.owned_rows() + options.mr) * launch.Kq));
+    lhs_scales.resize(static_cast<size_t>(p.owned_rows() * p.scale_blocks));
     quantize_lhs_codes(p, lhs, options.num_threads, launch.Kq, lhs_codes.data(),
                        lhs_scales.data());
     launch.lhs_codes = lhs_codes.data();

@@ -14,8 +14,8 @@
 namespace tokamax {
 
 // codes [owned_rows() (+ padding), Kq] row-major: row i holds u8 = q + 128 of owned row
-// first_row() + i (quantize_row_int8's codes; the rest of the buffer is left as it is); scales
-// [owned_rows(), scale_blocks]: their block scales.
+// first_row() + i (quantize_row_int8's codes) in columns [0, K); the rest of the buffer is left
+// as it is. scales [owned_rows(), scale_blocks]: their block scales.
 void quantize_lhs_codes(const RaggedDotProblem& p, const Tensor& lhs, int num_threads, int64_t Kq,
                         uint8_t* codes, float* scales);
 

@@ -31,27 +31,32 @@ struct PrefetchPlan {
   int64_t rows = 0, stride = 0, bytes = 0;
 };
 
-// `lines` cache lines of a PrefetchPlan from `row` + `offset` on, in its order (a row's
+// `lines` cache lines of a PrefetchPlan from `row`'s line + `offset` on, in its order (a row's
 // lines, then the next row's). A micro-kernel with a long loop of its own spreads them over it,
 // one every few iterations, instead of issuing them in a burst between micro-tiles.
 struct PrefetchShare {
-  const char* row = nullptr;  // the row of the first line
-  int64_t offset = 0;         // its byte offset in the row, a multiple of 64
+  const char* row = nullptr;  // the first byte of the row of the first line
+  int64_t offset = 0;         // the line's byte offset from the row's first line, a multiple of 64
   int64_t lines = 0;
-  int64_t bytes = 0, stride = 0;  // the plan's row bytes and stride
+  int64_t span = 0, stride = 0;  // bytes of a row's lines; the plan's stride
 
+  // The line the share prefetches next.
+  const char* line() const {
+    const auto first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{63};
+    return reinterpret_cast<const char*>(first) + offset;
+  }
   // Prefetches the next line into L2 (locality 2: not L1, which holds the micro-kernel's
   // operands) and moves past it; nothing once the share is spent.
   void next() {
     if (lines <= 0) return;
-    __builtin_prefetch(row + offset, 0, 2);
+    __builtin_prefetch(line(), 0, 2);
     advance();
   }
   // Moves past the next line without prefetching it.
   void advance() {
     --lines;
     offset += 64;
-    if (offset >= bytes) {
+    if (offset >= span) {
       offset = 0;
       row += stride;
     }
@@ -60,8 +65,13 @@ struct PrefetchShare {
 
 class PrefetchCursor {
  public:
+  // A row that starts off a line boundary (a misaligned base or stride: the up half of an int8
+  // [gate | up] at column 1440) touches one line more than its bytes fill: every row then takes
+  // that line too (past the row's end where it starts aligned: a prefetch never faults).
   PrefetchCursor(const PrefetchPlan& plan, int64_t steps) : plan_(plan) {
-    lines_per_row_ = (plan.bytes + kLine - 1) / kLine;
+    const bool aligned =
+        reinterpret_cast<uintptr_t>(plan.base) % kLine == 0 && plan.stride % kLine == 0;
+    lines_per_row_ = (plan.bytes + kLine - 1) / kLine + (aligned ? 0 : 1);
     const int64_t lines = plan.rows * lines_per_row_;
     per_step_ = steps > 0 ? (lines + steps - 1) / steps : 0;
   }
@@ -77,7 +87,8 @@ class PrefetchCursor {
     const int64_t count = std::max<int64_t>(
         0, std::min(per_step_, plan_.rows * lines_per_row_ - first));
     if (count == 0) return share;
-    share = {plan_.base + row_ * plan_.stride, offset_, count, plan_.bytes, plan_.stride};
+    share = {plan_.base + row_ * plan_.stride, offset_, count, lines_per_row_ * kLine,
+             plan_.stride};
     row_ = (first + count) / lines_per_row_;
     offset_ = (first + count) % lines_per_row_ * kLine;
     return share;
