@@ -101,13 +101,40 @@ TEST_CASE("halving finds the best with far fewer samples than exhaustive",
 TEST_CASE("halving aborts clearly slower candidates early", "[search_strategy][search]") {
   FakeTimer timer(20);
   timer.true_times[0] = 1e-3;  // heuristics, timed first: the best so far
-  timer.true_times[5] = 5e-3;  // 5x slower: aborted on its first sample, no second call
+  timer.true_times[5] = 5e-3;  // 5x slower: aborted in round 0 after one confirming sample
   const auto outcomes = search(timer, options_for(Strategy::kHalving, timer));
   CHECK(outcomes[5].status == "pruned");
   CHECK(outcomes[5].round == 0);
-  CHECK(outcomes[5].samples.size() == 1);
-  CHECK(outcomes[5].requests == 1);
+  CHECK(outcomes[5].samples.size() == 2);
+  CHECK(outcomes[5].requests == 2);
   CHECK(outcomes[5].reason.find("early abort") == 0);
+}
+
+TEST_CASE("halving does not abort a candidate on a slow first call", "[search_strategy][search]") {
+  // Candidate 3 is the fastest, but its first call pays first-touch costs (3x): the confirming
+  // sample keeps it, and it wins. The others are 1-1.2 ms, each first call as fast as the rest.
+  std::vector<int> calls(12, 0);
+  const TimeFn time = [&](size_t i, const TimingOptions& request) -> std::vector<double> {
+    const double t = i == 3 ? 0.8e-3 : 1e-3 * (1.0 + 0.02 * static_cast<double>(i));
+    std::vector<double> out;
+    for (int k = 0; k < std::max(request.min_samples, 1); ++k) {
+      out.push_back(i == 3 && calls[i] == 0 ? 3 * t : t);
+      ++calls[i];
+    }
+    return out;
+  };
+  SearchOptions options;
+  options.strategy = Strategy::kHalving;
+  double clock = 0.0;
+  options.clock = [&clock] { return clock += 1e-3; };
+  const auto outcomes = run_search(12, 0, time, options);
+  CHECK(outcomes[3].status == "ok");
+  CHECK(outcomes[3].requests >= 2);
+  size_t winner = 0;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (outcomes[i].status == "ok" && outcomes[i].time_s < outcomes[winner].time_s) winner = i;
+  }
+  CHECK(winner == 3);
 }
 
 TEST_CASE("halving races out candidates clearly slower than the best",
@@ -143,7 +170,8 @@ TEST_CASE("halving races out candidates clearly slower than the best",
 }
 
 TEST_CASE("halving's round 0 is one lean request per candidate", "[search_strategy][search]") {
-  // A lean request: no warm-up, one sample or two samples' time (a 10 ms kernel: one call).
+  // A lean request: no warm-up, one sample or two samples' time (a 10 ms kernel: one call);
+  // only the first (the heuristics config's) warms up the case with one untimed call.
   std::vector<TimingOptions> first_requests(30);
   std::vector<int> requests(30, 0);
   const TimeFn time = [&](size_t i, const TimingOptions& request) -> std::vector<double> {
@@ -156,7 +184,7 @@ TEST_CASE("halving's round 0 is one lean request per candidate", "[search_strate
   options.clock = [&clock] { return clock += 1e-3; };
   const auto outcomes = run_search(30, 0, time, options);
   for (size_t i = 0; i < 30; ++i) {
-    CHECK(first_requests[i].warmup_runs == 0);
+    CHECK(first_requests[i].warmup_runs == (i == 0 ? 1 : 0));
     CHECK(first_requests[i].min_samples == 1);
     CHECK(first_requests[i].min_time_s == 2 * options.timing.sample_time_s);
     CHECK(outcomes[i].requests == requests[i]);
