@@ -85,6 +85,26 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
     c.tile_m = static_cast<int>(round_up(
         ceil_div(std::max<int64_t>(p.M, 1), round_up(row_tiles, threads)), c.mr));
   }
+  // No thin last column tile: N = 2816 in tiles of 896 leaves one of 128 per half in the H and
+  // dW phases (and K = 1024 one in the dx phase), tasks with a whole task's overheads for a
+  // seventh of the work. Whole panels are added (up to 4x) until the last tile of N and of K is
+  // at least half a tile, while every phase keeps a task per core. llama_mlp_f32_512x1024x2816
+  // on Zen 4, per-phase times over 15 calls in three interleaved pairs: tiles of 1792 against
+  // 896 faster in every phase, 84.0 against 84.4-90.4 ms in all (best phases 28.3 / 28.0 / 27.0
+  // against 28.5 / 28.3 / 27.2 ms).
+  auto thin = [](int64_t extent, int64_t tn) {
+    return extent > tn && extent % tn != 0 && extent % tn < tn / 2;
+  };
+  const int64_t row_tiles_now = ceil_div(std::max<int64_t>(p.M, 1), c.tile_m);
+  for (int64_t tn = c.tile_n; tn <= 4 * int64_t{c.tile_n}; tn += c.panel_n) {
+    const int64_t phase_tasks = row_tiles_now * std::min(ceil_div(std::max<int64_t>(p.N, 1), tn),
+                                                         ceil_div(std::max<int64_t>(p.K, 1), tn));
+    if (phase_tasks < threads || int64_t{c.tile_m} * tn > kCpuGluVjpMaxScratch) break;
+    if (!thin(p.N, tn) && !thin(p.K, tn)) {
+      c.tile_n = static_cast<int>(tn);
+      break;
+    }
+  }
   c.num_threads = threads == 1 ? 1 : 0;
   return c;
 }

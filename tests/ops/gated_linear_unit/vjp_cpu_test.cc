@@ -2,6 +2,7 @@
 // cpu configs.
 #include <catch2/catch.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
@@ -76,6 +77,40 @@ TEST_CASE("onednn gated_linear_unit_vjp passes the oracle on f32 and declines 16
     }
     const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(args, 9);
     check_glu_vjp_outputs(args, inputs, run_glu_vjp(onednn, args, inputs, {}));
+  }
+}
+
+TEST_CASE("cpu gated_linear_unit_vjp heuristics leave no thin last column tile",
+          "[glu_vjp]") {
+  cpu::CpuInfo info = cpu::host_cpu();
+  info.cores = 2;
+  info.l1d_bytes = 32 << 10;
+  info.l2_bytes = 1 << 20;
+  info.isa = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl"};
+  const cpu::CpuDevice device{info, false};
+  auto config = [&](int64_t M, int64_t K, int64_t N) {
+    const std::string m = std::to_string(M), k = std::to_string(K), n = std::to_string(N);
+    const GluVjpProblem p = GluVjpProblem::from(gated_linear_unit_vjp_op().bind(
+        {{"x", "f32[" + m + "," + k + "]"}, {"weights", "f32[" + k + ",2," + n + "]"},
+         {"dout", "f32[" + m + "," + n + "]"}}));
+    return cpu_glu_vjp_heuristics_config(p, device);
+  };
+  // Llama MLP: 2816 in tiles of 896 (two panels of 448) would end on 128: four panels instead
+  // (1792 + 1024), and K = 1024 then fits one tile, with a task per core in every phase.
+  const CpuGluVjpConfig llama = config(512, 1024, 2816);
+  CAPTURE(llama.tile_n, llama.panel_n, llama.tile_m);
+  CHECK(llama.tile_n == 4 * llama.panel_n);
+  CHECK(llama.tile_m == 504);
+  // Last tiles of at least half a tile keep the two-panel tile: 1536 = 896 + 640, and 768 fits.
+  CHECK(config(2048, 384, 1536).tile_n == 2 * llama.panel_n);
+  CHECK(config(2048, 384, 768).tile_n == 2 * llama.panel_n);
+  for (const auto& [M, K, N] : {std::tuple{512, 1024, 2816}, std::tuple{2048, 384, 1536},
+                                std::tuple{300, 5000, 4500}, std::tuple{64, 96, 7000}}) {
+    const CpuGluVjpConfig c = config(M, K, N);
+    CAPTURE(M, K, N, c.tile_n);
+    for (const int64_t extent : {N, K}) {
+      if (extent > c.tile_n && extent % c.tile_n != 0) CHECK(extent % c.tile_n >= c.tile_n / 2);
+    }
   }
 }
 
