@@ -80,7 +80,7 @@ TEST_CASE("onednn gated_linear_unit_vjp passes the oracle on f32 and declines 16
   }
 }
 
-TEST_CASE("cpu gated_linear_unit_vjp heuristics leave no thin last column tile",
+TEST_CASE("cpu gated_linear_unit_vjp heuristics leave no thin column tile and one short K block",
           "[glu_vjp]") {
   cpu::CpuInfo info = cpu::host_cpu();
   info.cores = 2;
@@ -104,6 +104,13 @@ TEST_CASE("cpu gated_linear_unit_vjp heuristics leave no thin last column tile",
   // Last tiles of at least half a tile keep the two-panel tile: 1536 = 896 + 640, and 768 fits.
   CHECK(config(2048, 384, 1536).tile_n == 2 * llama.panel_n);
   CHECK(config(2048, 384, 768).tile_n == 2 * llama.panel_n);
+  // The shortest contraction as one K block when it is at most twice the L1 block (288 here):
+  // the dW phase's M = 512 on the llama MLP, the H phase's K = 384 on AF3; a long one keeps 288
+  // (and the panels stay sized by 288 either way).
+  CHECK(llama.tile_k == 512);
+  CHECK(config(2048, 384, 768).tile_k == 384);
+  CHECK(config(4096, 4096, 4096).tile_k == 288);
+  CHECK(config(4096, 4096, 4096).panel_n == llama.panel_n);
   for (const auto& [M, K, N] : {std::tuple{512, 1024, 2816}, std::tuple{2048, 384, 1536},
                                 std::tuple{300, 5000, 4500}, std::tuple{64, 96, 7000}}) {
     const CpuGluVjpConfig c = config(M, K, N);
