@@ -105,13 +105,10 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
   auto thin = [](int64_t extent, int64_t tn) {
     return extent > tn && extent % tn != 0 && extent % tn < tn / 2;
   };
-  const int64_t row_tiles_now = ceil_div(std::max<int64_t>(p.M, 1), c.tile_m);
-  for (int64_t tn = c.tile_n; tn <= 4 * int64_t{c.tile_n}; tn += c.panel_n) {
-    const int64_t phase_tasks = row_tiles_now * std::min(ceil_div(std::max<int64_t>(p.N, 1), tn),
-                                                         ceil_div(std::max<int64_t>(p.K, 1), tn));
-    if (phase_tasks < threads || int64_t{c.tile_m} * tn > kCpuGluVjpMaxScratch) break;
-    if (!thin(p.N, tn) && !thin(p.K, tn)) {
-      c.tile_n = static_cast<int>(tn);
+  for (CpuGluVjpConfig t = c; t.tile_n <= 4 * c.tile_n; t.tile_n += c.panel_n) {
+    if (tasks(t) < threads || int64_t{t.tile_m} * t.tile_n > kCpuGluVjpMaxScratch) break;
+    if (!thin(p.N, t.tile_n) && !thin(p.K, t.tile_n)) {
+      c.tile_n = t.tile_n;
       break;
     }
   }

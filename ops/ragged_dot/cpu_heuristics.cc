@@ -13,6 +13,9 @@
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/ragged_dot/cpu_config.h"
@@ -34,6 +37,23 @@ constexpr int kInt8PanelColumns = 192;
 // The int8 micro-tiles (mr, nr), the first preferred on a tie.
 constexpr std::pair<int, int> kInt8Tiles[] = {{8, 48}, {6, 64}};
 
+// The (mr, nr) of `tiles` that issues the fewest multiply-adds on zero padding (rows padded to
+// mr in every group, `columns` to nr); ties (within 2%) go to the earlier.
+std::pair<int, int> least_padded_tile(std::span<const std::pair<int, int>> tiles,
+                                      std::span<const int64_t> group_sizes, int64_t columns) {
+  std::pair<int, int> chosen = tiles.front();
+  double best = 0;
+  for (const auto& [mr, nr] : tiles) {
+    const double cost = static_cast<double>(padded_rows(group_sizes, mr)) *
+                        static_cast<double>(round_up(std::max<int64_t>(columns, 1), nr));
+    if (best == 0 || cost < 0.98 * best) {
+      best = cost;
+      chosen = {mr, nr};
+    }
+  }
+  return chosen;
+}
+
 }  // namespace
 
 CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
@@ -45,20 +65,12 @@ CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
   const int64_t cores = std::max(1, device.cores);
   const int lanes = kernel_f32_lanes(device);
   CpuRaggedDotConfig c;
-  // The micro-tile that issues the fewest multiply-adds on zero padding (rows padded to mr in
-  // every group, columns to nr); ties (within 2%) go to the earlier, squarer shape.
-  const std::span<const MicroKernelShape> shapes = micro_kernel_shapes(lanes);
-  double best = 0;
-  for (const MicroKernelShape& shape : shapes) {
-    const int64_t nr = int64_t{shape.nr_vectors} * lanes;
-    const double cost = static_cast<double>(padded_rows(p.group_sizes, shape.mr)) *
-                        static_cast<double>(round_up(std::max<int64_t>(p.N, 1), nr));
-    if (best == 0 || cost < 0.98 * best) {
-      best = cost;
-      c.mr = shape.mr;
-      c.nr = static_cast<int>(nr);
-    }
+  // The micro-tile that pads least; ties go to the earlier, squarer shape.
+  std::vector<std::pair<int, int>> tiles;
+  for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
+    tiles.emplace_back(shape.mr, shape.nr_vectors * lanes);
   }
+  std::tie(c.mr, c.nr) = least_padded_tile(tiles, p.group_sizes, p.N);
   // tk: one lhs micro-panel [mr, tk] fills at most half of L1 (it is reread for every strip;
   // the other half holds the streaming rhs strip and the output tile).
   c.tile_k = static_cast<int>(
@@ -117,16 +129,7 @@ CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
   // empty, or 8 of 64) it measured 4-5% faster; on gpt-oss's 1440 (30 x 48) 2% slower.
   if (is_int8_problem(p) && device.has("avx512_vnni")) {
     c.int8_path = "vnni";
-    best = 0;
-    for (const auto& [mr, nr] : kInt8Tiles) {
-      const double cost = static_cast<double>(padded_rows(p.group_sizes, mr)) *
-                          static_cast<double>(round_up(std::max<int64_t>(p.out_N(), 1), nr));
-      if (best == 0 || cost < 0.98 * best) {
-        best = cost;
-        c.mr = mr;
-        c.nr = nr;
-      }
-    }
+    std::tie(c.mr, c.nr) = least_padded_tile(kInt8Tiles, p.group_sizes, p.out_N());
     c.tile_k = 2048;
     c.tile_n = kInt8PanelColumns;
     c.tile_m = static_cast<int>(round_up(c.tile_m, c.mr));

@@ -94,6 +94,19 @@ struct Launch {
   GateUp gate_up = GateUp::kNone;
 };
 
+// The source rows of one rhs panel: rows [k0, k0 + depth) x `cols` elements from column n0 of
+// rhs_g (rows N apart, elements of elem_size bytes).
+PrefetchPlan panel_rows(const char* rhs_g, size_t elem_size, int64_t N, int64_t k0, int64_t depth,
+                        int64_t n0, int64_t cols) {
+  const int64_t elem = static_cast<int64_t>(elem_size);
+  PrefetchPlan plan;
+  plan.base = rhs_g + (k0 * N + n0) * elem;
+  plan.rows = depth;
+  plan.stride = N * elem;
+  plan.bytes = cols * elem;
+  return plan;
+}
+
 // The source rows of the rhs panel a task packs after the one at (k0, n0): the next columns of
 // this K block, or the task's first columns of the next block; past K, the first panel of
 // then_g (the up half of [gate | up], which the task multiplies next), else nothing. rhs_g and
@@ -104,18 +117,13 @@ PrefetchPlan next_panel(const char* rhs_g, size_t elem_size, int64_t K, int64_t 
   const bool last_panel = n0 + tn >= task.n_end;
   const int64_t next_n0 = last_panel ? task.n_start : n0 + tn;
   int64_t next_k0 = last_panel ? k0 + tk : k0;
-  PrefetchPlan plan;
   if (next_k0 >= K) {
-    if (then_g == nullptr) return plan;
+    if (then_g == nullptr) return {};
     rhs_g = then_g;
     next_k0 = 0;
   }
-  const int64_t elem = static_cast<int64_t>(elem_size);
-  plan.base = rhs_g + (next_k0 * N + next_n0) * elem;
-  plan.rows = std::min(tk, K - next_k0);
-  plan.stride = N * elem;
-  plan.bytes = std::min(tn, task.n_end - next_n0) * elem;
-  return plan;
+  return panel_rows(rhs_g, elem_size, N, next_k0, std::min(tk, K - next_k0), next_n0,
+                    std::min(tn, task.n_end - next_n0));
 }
 
 void block_product(BlockArgs& args, bool f64) {
@@ -238,18 +246,6 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
   }
 }
 
-// The source rows of one int8 panel for a PrefetchPlan: rows [k0, k0 + depth) x `cols` codes
-// from column `col` of rhs_g (the group's [K, N] codes).
-PrefetchPlan int8_panel_rows(const int8_t* rhs_g, int64_t N, int64_t k0, int64_t depth,
-                             int64_t col, int64_t cols) {
-  PrefetchPlan plan;
-  plan.base = reinterpret_cast<const char*>(rhs_g + k0 * N + col);
-  plan.rows = depth;
-  plan.stride = N;
-  plan.bytes = cols;
-  return plan;
-}
-
 // One panel of the int8 path: rhs columns [col, col + cols) of the group over every K block
 // (packed per block into quads), into acc [rows, ldc]; each micro-tile's int32 sums become f32
 // partial sums after every block. Each lhs micro-panel runs over all the panel's strips in turn:
@@ -269,6 +265,7 @@ void panel_int8(const Launch& launch, const RaggedDotTask& task, int64_t col, in
   auto* sums = static_cast<int32_t*>(sums_buffer.get(static_cast<size_t>(max_strips * nr) * 8));
   float* scales = reinterpret_cast<float*>(sums + max_strips * nr);
   const int8_t* rhs_g = reinterpret_cast<const int8_t*>(launch.rhs) + task.group * K * N;
+  const char* rhs_bytes = reinterpret_cast<const char*>(rhs_g);
   for (int64_t k0 = 0; k0 < K; k0 += tk) {
     const int64_t depth = std::min(tk, K - k0), quads = (depth + 3) / 4;
     const int64_t block = k0 / launch.block_k;
@@ -278,10 +275,10 @@ void panel_int8(const Launch& launch, const RaggedDotTask& task, int64_t col, in
     std::copy(scale_row, scale_row + cols, scales);
     pack_rhs_int8_quads(rhs_g + k0 * N + col, N, depth, cols, nr, panel, sums);
     const int64_t next_k0 = k0 + tk;
-    PrefetchCursor prefetch(next_k0 < K ? int8_panel_rows(rhs_g, N, next_k0,
-                                                          std::min(tk, K - next_k0), col, cols)
-                                        : then,
-                            strips * ((rows + mr - 1) / mr));
+    PrefetchCursor prefetch(
+        next_k0 < K ? panel_rows(rhs_bytes, 1, N, next_k0, std::min(tk, K - next_k0), col, cols)
+                    : then,
+        strips * ((rows + mr - 1) / mr));
     Int8TileArgs args;
     args.quads = quads;
     args.ld_lhs = launch.Kq;
@@ -320,21 +317,21 @@ void run_task_int8(const Launch& launch, const RaggedDotTask& task, float* acc, 
   const int64_t N = launch.N, tn = launch.work->tn, tk = launch.int8_tk;
   const int64_t rows = task.m_end - task.m_start;
   const size_t out_size = dtype_size(launch.out_dtype);
-  const int8_t* rhs_g = reinterpret_cast<const int8_t*>(launch.rhs) + task.group * launch.K * N;
+  const char* rhs_g = launch.rhs + task.group * launch.K * N;  // int8 codes: bytes
   const int64_t up_offset = launch.out_N;  // the up half's first column in rhs
+  const int64_t first_depth = std::min(tk, launch.K);
   for (int64_t n0 = task.n_start; n0 < task.n_end; n0 += tn) {
     const int64_t cols = std::min(tn, task.n_end - n0), c = n0 - task.n_start;
-    const int64_t next_n0 = n0 + tn, first_depth = std::min(tk, launch.K);
+    const int64_t next_n0 = n0 + tn;
     const PrefetchPlan next_gate =
         next_n0 < task.n_end
-            ? int8_panel_rows(rhs_g, N, 0, first_depth, next_n0,
-                              std::min(tn, task.n_end - next_n0))
+            ? panel_rows(rhs_g, 1, N, 0, first_depth, next_n0, std::min(tn, task.n_end - next_n0))
             : PrefetchPlan{};
     if (up == nullptr) {
       panel_int8(launch, task, n0, cols, next_gate, acc + c, ldc);
     } else {
-      panel_int8(launch, task, n0, cols,
-                 int8_panel_rows(rhs_g, N, 0, first_depth, up_offset + n0, cols), acc + c, ldc);
+      const PrefetchPlan up_panel = panel_rows(rhs_g, 1, N, 0, first_depth, up_offset + n0, cols);
+      panel_int8(launch, task, n0, cols, up_panel, acc + c, ldc);
       panel_int8(launch, task, up_offset + n0, cols, next_gate, up + c, ldc);
     }
     if (launch.epilogue) {

@@ -166,7 +166,8 @@ void Search::halving(const std::vector<size_t>& order) {
     if (out_of_time()) return skip_rest(order, k);
     const size_t i = order[k];
     const double best = best_;
-    TimingOptions request = lean(1, 2 * options_.timing.sample_time_s);
+    const TimingOptions look = lean(1, 2 * options_.timing.sample_time_s);
+    TimingOptions request = look;
     // The case's first request (the heuristics config's) warms up with one untimed call: the
     // first call in a worker pays first-touch costs no later call does (page faults of buffers
     // kept between calls: 193 against 86 ms on the llama MLP backward), which would prune it.
@@ -180,7 +181,7 @@ void Search::halving(const std::vector<size_t>& order) {
     // abort, which nothing would revisit. Candidates that are merely slower stay unconfirmed:
     // round 0's halving ranks them on what they have.
     if (best > 0 && fastest(i) > ratio * best && o.samples.size() == 1) {
-      if (!measure(i, lean(1, 2 * options_.timing.sample_time_s))) continue;
+      if (!measure(i, look)) continue;
     }
     if (best > 0 && fastest(i) > ratio * best) {
       char times[16];
