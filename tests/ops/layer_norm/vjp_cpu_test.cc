@@ -109,6 +109,33 @@ TEST_CASE("cpu layer_norm_vjp sums a block's rows in groups and then the rest",
   }
 }
 
+TEST_CASE("cpu layer_norm_vjp pipelines the last axis's row groups and their tails",
+          "[layer_norm_vjp]") {
+  // The last axis reads each group of 4 rows during the previous group's output pass: 1 row (no
+  // group), 4 (one group, nothing to read ahead), 5 and 23 (groups, then 1 or 3 rows alone), 41
+  // rows; one task or tasks of 5 rows (a group and a row each, the prefetch aimed past the task);
+  // C = 64 (bf16 pairs on AVX-512 and AVX2), 40 and 100 (a partial last vector), 16.
+  for (const int64_t rows : {1, 4, 5, 23, 41}) {
+    for (const int64_t C : {64, 40, 100, 16}) {
+      for (const std::string dtype : {"bf16", "f16", "f32"}) {
+        for (const bool subtract_mean : {true, false}) {
+          const std::string x = dtype + "[" + std::to_string(rows) + "," + std::to_string(C) + "]";
+          const std::string params = "f32[" + std::to_string(C) + "]";
+          json args_json{
+              {"x", x}, {"dout", x}, {"scale", params}, {"subtract_mean", subtract_mean}};
+          if (subtract_mean) args_json["offset"] = params;
+          INFO(args_json.dump());
+          const BoundArgs args = layer_norm_vjp_op().bind(args_json);
+          for (const json& config : {json{{"rows_per_task", 1000}, {"stream_stores", true}},
+                                     json{{"rows_per_task", 5}, {"num_threads", 1}}}) {
+            check_cpu(args, config);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("cpu layer_norm_vjp survives a far mean and many rows", "[layer_norm_vjp]") {
   // x = 1e4 + N (f32) or 200 + N (bf16): the two-pass statistics keep the variance; many rows
   // (dscale and doffset sum 4096 terms) split over threads.
