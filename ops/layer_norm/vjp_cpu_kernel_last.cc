@@ -127,11 +127,14 @@ HWY_INLINE void AddSums(const VF* xv, const VF* yv, const VF* sv, VF& a0, VF& a1
 // may alias vectors (__m512 is may_alias), so accumulating through a pointer (or a lambda's
 // capture) stores the accumulators to the stack at every step.
 
-// Pass 1's sums of the steps [c0, c1) of the kRowsG rows at x / dy, added to a0 / a1.
-template <class A, bool kMean, int kRowsG, bool kFull>
-HWY_INLINE void SumsRange(const typename A::Elem* HWY_RESTRICT x,
-                          const typename A::Elem* HWY_RESTRICT dy, const RowSteps& rs,
-                          const float* HWY_RESTRICT s, int64_t c0, int64_t c1, VF* a0, VF* a1) {
+// The steps [c0, c1) of the kRowsG rows at x / dy: term(whole, k, x, dout, scale, u, v) adds row
+// k's terms of one step (kV vectors each; whole: std::bool_constant<kFull>) to u and v, which
+// start as a0[k] / a1[k] and are stored back at the end.
+template <class A, int kRowsG, bool kFull, class Term>
+HWY_INLINE void SumRange(const typename A::Elem* HWY_RESTRICT x,
+                         const typename A::Elem* HWY_RESTRICT dy, const RowSteps& rs,
+                         const float* HWY_RESTRICT s, int64_t c0, int64_t c1, VF* a0, VF* a1,
+                         const Term& term) {
   const DF d;
   VF l0[kRowsG], l1[kRowsG];
   for (int k = 0; k < kRowsG; ++k) {
@@ -145,13 +148,23 @@ HWY_INLINE void SumsRange(const typename A::Elem* HWY_RESTRICT x,
       VF xv[A::kV], yv[A::kV];
       A::Load(x + k * rs.C, c, kFull, rs.rest, xv);
       A::Load(dy + k * rs.C, c, kFull, rs.rest, yv);
-      AddSums<kMean, A::kV>(xv, yv, sv, l0[k], l1[k]);
+      term(std::bool_constant<kFull>{}, k, xv, yv, sv, l0[k], l1[k]);
     }
   }
   for (int k = 0; k < kRowsG; ++k) {
     a0[k] = l0[k];
     a1[k] = l1[k];
   }
+}
+
+// SumRange over a row's whole steps, then its partial step; a0 / a1 start at zero.
+template <class A, int kRowsG, class Term>
+HWY_INLINE void SumRow(const typename A::Elem* HWY_RESTRICT x,
+                       const typename A::Elem* HWY_RESTRICT dy, const RowSteps& rs,
+                       const float* HWY_RESTRICT s, VF* a0, VF* a1, const Term& term) {
+  for (int k = 0; k < kRowsG; ++k) a0[k] = a1[k] = hn::Zero(DF());
+  SumRange<A, kRowsG, true>(x, dy, rs, s, 0, rs.C_main, a0, a1, term);
+  if (rs.rest != 0) SumRange<A, kRowsG, false>(x, dy, rs, s, rs.C_main, rs.C_end, a0, a1, term);
 }
 
 // Pass 1 of the kRowsG rows at x / dy (memory): their sums in a0 / a1.
@@ -159,44 +172,9 @@ template <class A, bool kMean, int kRowsG>
 HWY_INLINE void GroupSums(const typename A::Elem* HWY_RESTRICT x,
                           const typename A::Elem* HWY_RESTRICT dy, const RowSteps& rs,
                           const float* HWY_RESTRICT s, VF* a0, VF* a1) {
-  for (int k = 0; k < kRowsG; ++k) a0[k] = a1[k] = hn::Zero(DF());
-  SumsRange<A, kMean, kRowsG, true>(x, dy, rs, s, 0, rs.C_main, a0, a1);
-  if (rs.rest != 0) SumsRange<A, kMean, kRowsG, false>(x, dy, rs, s, rs.C_main, rs.C_end, a0, a1);
-}
-
-// Pass 2's centred sums of the steps [c0, c1) (L1): sum (x - mean)^2 and sum g (x - mean), added
-// to a0 / a1; the partial step's padded lanes masked out of the first (their g is zero).
-template <class A, int kRowsG, bool kFull>
-HWY_INLINE void CentredRange(const typename A::Elem* HWY_RESTRICT x,
-                             const typename A::Elem* HWY_RESTRICT dy, const RowSteps& rs,
-                             const float* HWY_RESTRICT s, const VF* m, int64_t c0, int64_t c1,
-                             VF* a0, VF* a1) {
-  const DF d;
-  const auto mask = hn::FirstN(d, rs.rest);
-  VF l0[kRowsG], l1[kRowsG];
-  for (int k = 0; k < kRowsG; ++k) {
-    l0[k] = a0[k];
-    l1[k] = a1[k];
-  }
-  for (int64_t c = c0; c < c1; c += rs.step) {
-    VF sv[A::kV];
-    for (int i = 0; i < A::kV; ++i) sv[i] = hn::LoadU(d, s + c + i * hn::Lanes(d));
-    for (int k = 0; k < kRowsG; ++k) {
-      VF xv[A::kV], yv[A::kV];
-      A::Load(x + k * rs.C, c, kFull, rs.rest, xv);
-      A::Load(dy + k * rs.C, c, kFull, rs.rest, yv);
-      for (int i = 0; i < A::kV; ++i) {
-        VF dv = hn::Sub(xv[i], m[k]);
-        if constexpr (!kFull) dv = hn::IfThenElseZero(mask, dv);
-        l0[k] = hn::MulAdd(dv, dv, l0[k]);
-        l1[k] = hn::MulAdd(hn::Mul(yv[i], sv[i]), dv, l1[k]);
-      }
-    }
-  }
-  for (int k = 0; k < kRowsG; ++k) {
-    a0[k] = l0[k];
-    a1[k] = l1[k];
-  }
+  SumRow<A, kRowsG>(x, dy, rs, s, a0, a1,
+                    [](auto, int, const VF* xv, const VF* yv, const VF* sv, VF& u, VF& v)
+                        HWY_ATTR { AddSums<kMean, A::kV>(xv, yv, sv, u, v); });
 }
 
 // A group's statistics from pass 1's per-row vector sums a0, a1: layer norm's mean and gbar
@@ -251,14 +229,20 @@ HWY_INLINE OutputConstants<kRowsG> GroupConstants(const typename A::Elem* HWY_RE
   SumsStats<kMean, kRowsG>(a0, a1, inv_C, eps, mean, rstd, gbar, h);
   if constexpr (kMean) {
     VF m[kRowsG];
-    for (int k = 0; k < kRowsG; ++k) {
-      m[k] = hn::Set(d, mean[k]);
-      a0[k] = a1[k] = hn::Zero(d);
-    }
-    CentredRange<A, kRowsG, true>(x, dy, rs, s, m, 0, rs.C_main, a0, a1);
-    if (rs.rest != 0) {
-      CentredRange<A, kRowsG, false>(x, dy, rs, s, m, rs.C_main, rs.C_end, a0, a1);
-    }
+    for (int k = 0; k < kRowsG; ++k) m[k] = hn::Set(d, mean[k]);
+    // Pass 2 (L1): sum (x - mean)^2 and sum g (x - mean), the partial step's padded lanes masked
+    // out of the first (their g is zero).
+    const auto mask = hn::FirstN(d, rs.rest);
+    SumRow<A, kRowsG>(
+        x, dy, rs, s, a0, a1,
+        [&](auto whole, int k, const VF* xv, const VF* yv, const VF* sv, VF& u, VF& v) HWY_ATTR {
+          for (int i = 0; i < A::kV; ++i) {
+            VF dv = hn::Sub(xv[i], m[k]);
+            if constexpr (!decltype(whole)::value) dv = hn::IfThenElseZero(mask, dv);
+            u = hn::MulAdd(dv, dv, u);
+            v = hn::MulAdd(hn::Mul(yv[i], sv[i]), dv, v);
+          }
+        });
     CentredStats<kRowsG>(a0, a1, inv_C, eps, rstd, h);
   }
   OutputConstants<kRowsG> oc;
