@@ -255,15 +255,18 @@ HWY_INLINE void StoreNarrowPartial(DF d, VF v, T* HWY_RESTRICT dst, size_t count
 // prefetchers too little lead: alone they reach about a third of the copy bandwidth of a core.
 // Into L2 on x86 (T1): a burst of L1 prefetches would fill the line-fill buffers that the demand
 // loads of the current rows need.
+// The line at p into L2 (x86: T1) or, elsewhere, as hwy::Prefetch does.
+HWY_INLINE void PrefetchL2(const char* p) {
+#if HWY_ARCH_X86
+  _mm_prefetch(p, _MM_HINT_T1);
+#else
+  hwy::Prefetch(p);
+#endif
+}
+
 HWY_INLINE void PrefetchRange(const void* begin, int64_t bytes) {
   const char* p = static_cast<const char*>(begin);
-  for (int64_t offset = 0; offset < bytes; offset += 64) {
-#if HWY_ARCH_X86
-    _mm_prefetch(p + offset, _MM_HINT_T1);
-#else
-    hwy::Prefetch(p + offset);
-#endif
-  }
+  for (int64_t offset = 0; offset < bytes; offset += 64) PrefetchL2(p + offset);
 }
 
 template <typename T>

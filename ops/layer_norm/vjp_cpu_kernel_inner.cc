@@ -68,13 +68,8 @@ struct BlockPrefetch {
     const int64_t end = std::min(total, next + quota);
     for (; next < end; ++next) {
       const int64_t offset = next / lines_per_row * row_stride + next % lines_per_row * 64;
-#if HWY_ARCH_X86
-      _mm_prefetch(x + offset, _MM_HINT_T1);
-      _mm_prefetch(dy + offset, _MM_HINT_T1);
-#else
-      hwy::Prefetch(x + offset);
-      hwy::Prefetch(dy + offset);
-#endif
+      PrefetchL2(x + offset);
+      PrefetchL2(dy + offset);
     }
   }
 };

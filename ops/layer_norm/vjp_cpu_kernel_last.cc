@@ -282,18 +282,13 @@ struct SpreadPrefetch {
   }
   HWY_INLINE void Step() {
     for (int64_t q = 0; q < per_step && done < bytes; ++q, done += 64) {
-#if HWY_ARCH_X86
       if constexpr (kAheadBytes > 0) {
-        _mm_prefetch(x + done, _MM_HINT_T1);
-        _mm_prefetch(dy + done, _MM_HINT_T1);
+        PrefetchL2(x + done);
+        PrefetchL2(dy + done);
       } else {
-        _mm_prefetch(x + done, _MM_HINT_T0);
-        _mm_prefetch(dy + done, _MM_HINT_T0);
+        hwy::Prefetch(x + done);  // into L1 (x86: T0)
+        hwy::Prefetch(dy + done);
       }
-#else
-      hwy::Prefetch(x + done);
-      hwy::Prefetch(dy + done);
-#endif
     }
   }
 };
