@@ -74,9 +74,9 @@ struct PairRows {
   using Elem = bf16;
   static constexpr int kV = 2;
   // Not pipelined: the fused loop's two groups of pairs take more vector registers than there are
-  // (the widened words go through the stack), and on Zen 4 (bench_cpu, 2 cores, three interleaved
-  // runs) the pipelined pairs took 1.06-1.2x the time of these passes one after the other, except
-  // with 64 channels of layer norm (0.95-1.05x).
+  // (the widened words go through the stack), and on Zen 4 (the four bf16 last-axis bench_cpu
+  // cases, 2 cores, two interleaved rounds) the pipelined pairs took 1.04-1.18x the time of
+  // these passes one after the other.
   static constexpr bool kPipelined = false;
   static HWY_INLINE void Load(const bf16* HWY_RESTRICT row, int64_t c, bool, size_t, VF* v) {
     LoadWidenPair(row + c, v[0], v[1]);
@@ -216,8 +216,7 @@ struct OutputConstants {
 };
 
 // The rows' output constants from pass 1's sums a0, a1 of the group at x / dy; layer norm
-// first takes pass 2 (L1): sum (x - mean)^2 and sum g (x - mean), padded lanes masked out of the
-// first (their g is zero).
+// first takes pass 2 (L1).
 template <class A, bool kMean, int kRowsG>
 HWY_INLINE OutputConstants<kRowsG> GroupConstants(const typename A::Elem* HWY_RESTRICT x,
                                                   const typename A::Elem* HWY_RESTRICT dy,
@@ -398,11 +397,11 @@ HWY_INLINE void GroupOutputs(const typename A::Elem* HWY_RESTRICT x,
 // doffset_acc [C_pad] partial sums (pair order for PairRows).
 template <class A, bool kMean, bool kStream, int kRowsG>
 HWY_INLINE void GroupedRows(const typename A::Elem* HWY_RESTRICT x,
-                              const typename A::Elem* HWY_RESTRICT dy,
-                              typename A::Elem* HWY_RESTRICT dx, const RowSteps& rs,
-                              int64_t row_begin, int64_t row_end, const float* HWY_RESTRICT s,
-                              float eps, float* HWY_RESTRICT dscale_acc,
-                              float* HWY_RESTRICT doffset_acc, bool native_bf16) {
+                            const typename A::Elem* HWY_RESTRICT dy,
+                            typename A::Elem* HWY_RESTRICT dx, const RowSteps& rs,
+                            int64_t row_begin, int64_t row_end, const float* HWY_RESTRICT s,
+                            float eps, float* HWY_RESTRICT dscale_acc,
+                            float* HWY_RESTRICT doffset_acc, bool native_bf16) {
   using T = typename A::Elem;
   const int64_t C = rs.C;
   const int64_t groups = (row_end - row_begin) / kRowsG;
@@ -416,7 +415,8 @@ HWY_INLINE void GroupedRows(const typename A::Elem* HWY_RESTRICT x,
   PrefetchRange(dy + row_begin * C, head);
   SpreadPrefetch<T> prefetch;
   constexpr bool kPipelined = A::kPipelined;
-  // Pass 1 of the first group on its own.
+  // Pass 1's sums of the group being processed: pipelined, the first group's here and each
+  // next group's from the output pass before it.
   VF a0[kRowsG], a1[kRowsG];
   if constexpr (kPipelined) {
     GroupSums<A, kMean, kRowsG>(x + row_begin * C, dy + row_begin * C, rs, s, a0, a1);
@@ -428,8 +428,7 @@ HWY_INLINE void GroupedRows(const typename A::Elem* HWY_RESTRICT x,
     }
     const OutputConstants<kRowsG> oc =
         GroupConstants<A, kMean, kRowsG>(x + r * C, dy + r * C, rs, s, eps, a0, a1);
-    prefetch.Aim(x, dy, C, r + (ahead_groups + kPipelined) * kRowsG, kRowsG, row_end,
-                 rs.steps());
+    prefetch.Aim(x, dy, C, r + (ahead_groups + kPipelined) * kRowsG, kRowsG, row_end, rs.steps());
     const T* next_x = x + (r + kRowsG) * C;
     const T* next_dy = dy + (r + kRowsG) * C;
     if (kPipelined && g + 1 < groups) {
@@ -456,9 +455,9 @@ HWY_INLINE void TaskRows(const LayerNormVjpTaskArgs& a, int64_t row_begin, int64
   const RowSteps rs = RowSteps::For<A>(a.C);
   const int64_t split = row_begin + (row_end - row_begin) / kRows * kRows;
   GroupedRows<A, kMean, kStream, kRows>(x, dy, dx, rs, row_begin, split, s, a.eps, dscale_acc,
-                                          doffset_acc, a.native_bf16);
+                                        doffset_acc, a.native_bf16);
   GroupedRows<A, kMean, kStream, 1>(x, dy, dx, rs, split, row_end, s, a.eps, dscale_acc,
-                                      doffset_acc, a.native_bf16);
+                                    doffset_acc, a.native_bf16);
   // Non-temporal stores are weakly ordered: drain them (sfence) on the thread that issued them
   // before the loop reports the task done.
   if constexpr (kStream) hwy::FlushStream();
