@@ -20,4 +20,11 @@ void* ScratchBuffer::get(size_t bytes) {
   return data_;
 }
 
+PerThreadSums::PerThreadSums(int threads, size_t floats)
+    : threads_(threads > 0 ? threads : 1),
+      stride_((floats + kLineFloats - 1) / kLineFloats * kLineFloats),
+      data_(static_cast<size_t>(threads_) * stride_, 0.0f) {
+  static_assert(kHostAlignment % 64 == 0, "blocks must start on cache lines");
+}
+
 }  // namespace tokamax::cpu

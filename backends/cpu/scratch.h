@@ -8,6 +8,9 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
+
+#include "backends/cpu/host_memory.h"
 
 namespace tokamax::cpu {
 
@@ -28,6 +31,30 @@ class ScratchBuffer {
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// One call's per-thread partial sums (a reduction over rows that each thread accumulates, then
+// the caller adds up): `threads` zeroed blocks of `floats` f32 each, every block starting on its
+// own cache line and padded to whole lines. Threads that update their sums often must not share
+// a line: with a plain std::vector (16-byte alignment) the last line of one thread's block could
+// be the first of the next, and the layer_norm backward (per-thread sums updated every 4 rows)
+// ran at one thread's speed in the processes whose allocation landed that way.
+class PerThreadSums {
+ public:
+  static constexpr size_t kLineFloats = 64 / sizeof(float);
+
+  PerThreadSums(int threads, size_t floats);
+  float* of(int thread) { return data_.data() + offset(thread); }
+  const float* of(int thread) const { return data_.data() + offset(thread); }
+  int threads() const { return threads_; }
+  size_t stride() const { return stride_; }  // floats from one block to the next
+
+ private:
+  size_t offset(int thread) const { return static_cast<size_t>(thread) * stride_; }
+
+  int threads_;
+  size_t stride_;
+  std::vector<float, HostAllocator<float>> data_;
 };
 
 }  // namespace tokamax::cpu

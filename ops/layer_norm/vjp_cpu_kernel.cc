@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <string>
-#include <vector>
 
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
@@ -72,12 +71,13 @@ void layer_norm_vjp_cpu_kernel(const LayerNormVjpProblem& p, const CpuLayerNormV
   // stores (aligned only) need C (last axis), or I and tI, multiples of L.
   args.stream = launch.stream_stores && (p.last_axis() ? C % L == 0 : I % L == 0 && tI % L == 0);
 
-  // [threads][2][C_pad]: dscale then doffset partial sums per thread.
+  // Per thread: dscale then doffset partial sums ([2][C_pad]), which the tasks update once per
+  // group of rows (so each thread's block is whole cache lines of its own).
   const int threads = cpu::thread_pool().threads_for(tasks, launch.num_threads);
-  std::vector<float> partial(static_cast<size_t>(threads) * 2 * C_pad, 0.0f);
+  cpu::PerThreadSums partial(threads, static_cast<size_t>(2 * C_pad));
   if (p.last_axis()) {
     cpu::parallel_for(tasks, launch.num_threads, [&](int64_t task, int thread) {
-      float* acc = partial.data() + static_cast<size_t>(thread) * 2 * C_pad;
+      float* acc = partial.of(thread);
       const int64_t begin = task * per_task, end = std::min(units, begin + per_task);
       layer_norm_vjp_last_axis_task(args, begin, end, thread_scratch(static_cast<size_t>(3 * C)),
                                     acc, acc + C_pad);
@@ -85,7 +85,7 @@ void layer_norm_vjp_cpu_kernel(const LayerNormVjpProblem& p, const CpuLayerNormV
   } else {
     const int64_t w_pad = ceil_div(tI, L) * L;
     cpu::parallel_for(tasks, launch.num_threads, [&](int64_t task, int thread) {
-      float* acc = partial.data() + static_cast<size_t>(thread) * 2 * C_pad;
+      float* acc = partial.of(thread);
       float* stats = thread_scratch(static_cast<size_t>(4 * w_pad));
       const int64_t end = std::min(units, (task + 1) * per_task);
       for (int64_t unit = task * per_task; unit < end; ++unit) {
@@ -100,7 +100,7 @@ void layer_norm_vjp_cpu_kernel(const LayerNormVjpProblem& p, const CpuLayerNormV
     });
   }
   for (int t = 0; t < threads; ++t) {
-    const float* acc = partial.data() + static_cast<size_t>(t) * 2 * C_pad;
+    const float* acc = partial.of(t);
     for (int64_t c = 0; c < C; ++c) {
       dscale[c] += acc[c];
       doffset[c] += acc[C_pad + c];
