@@ -9,6 +9,7 @@
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
+#include "ops/gated_linear_unit/cpu_config.h"
 #include "ops/gated_linear_unit/vjp_base.h"
 #include "ops/gated_linear_unit/vjp_cpu_config.h"
 #include "ops/gated_linear_unit/vjp_cpu_kernel.h"
@@ -19,7 +20,9 @@ namespace {
 class CpuGatedLinearUnitVjp final : public TypedImplementation<GluVjpProblem, CpuGluVjpConfig> {
  public:
   std::string_view name() const override { return "cpu"; }
-  nlohmann::json describe() const override { return {{"simd_target", cpu::simd_target_name()}}; }
+  nlohmann::json describe() const override {
+    return {{"simd_target", cpu::simd_target_name()}, {"native_bf16", gemm_has_native_bf16()}};
+  }
 
   void check(const GluVjpProblem& p, const Device&) const override {
     if (p.fwd.x_dtype == DType::kF64 || p.fwd.w_dtype == DType::kF64) {
@@ -28,10 +31,13 @@ class CpuGatedLinearUnitVjp final : public TypedImplementation<GluVjpProblem, Cp
           "(the reference runs f64)");
     }
   }
-  void check_config(const GluVjpProblem&, const CpuGluVjpConfig& c,
+  void check_config(const GluVjpProblem& p, const CpuGluVjpConfig& c,
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
     require_micro_tile(c.mr, c.nr);
+    if (c.bf16_path == "native_dot") {
+      require_native_bf16(is_bf16_glu_problem(p.fwd), "bf16 x and bf16 weights");
+    }
   }
   CpuGluVjpConfig heuristics_config(const GluVjpProblem& p, const Device& device) const override {
     return cpu_glu_vjp_heuristics_config(p, device);

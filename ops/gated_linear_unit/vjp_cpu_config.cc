@@ -12,6 +12,7 @@
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/framework/config.h"
+#include "ops/gated_linear_unit/cpu_config.h"
 
 namespace tokamax {
 namespace {
@@ -33,6 +34,9 @@ void CpuGluVjpConfig::validate() const {
   require_config(int64_t{tile_m} * tile_n <= kCpuGluVjpMaxScratch, "tile_m", [&] {
     return "tile_m * tile_n is " + std::to_string(int64_t{tile_m} * tile_n) + "; expected <= " +
            std::to_string(kCpuGluVjpMaxScratch);
+  });
+  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
+    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
   });
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
@@ -112,6 +116,11 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
       break;
     }
   }
+  // bf16 x and weights: the recomputed products on vdpbf16ps, as the forward's heuristics (one
+  // of the three products; H keeps the other two in f32).
+  if (is_bf16_glu_problem(p) && device.has("avx512_bf16") && lanes >= 16 && p.M > c.mr) {
+    c.bf16_path = "native_dot";
+  }
   c.num_threads = threads == 1 ? 1 : 0;
   return c;
 }
@@ -138,6 +147,12 @@ std::vector<CpuGluVjpConfig> cpu_glu_vjp_autotuning_configs(const GluVjpProblem&
   for (int tile_k : {base.tile_k / 2, base.tile_k * 2}) {
     CpuGluVjpConfig c = base;
     c.tile_k = std::max(32, tile_k);
+    add(c);
+  }
+  const cpu::CpuInfo& cpu = cpu::cpu_info(device);
+  if (is_bf16_glu_problem(p.fwd) && cpu.has("avx512_bf16") && kernel_f32_lanes(cpu) >= 16) {
+    CpuGluVjpConfig c = base;
+    c.bf16_path = base.bf16_path == "native_dot" ? "convert_f32" : "native_dot";
     add(c);
   }
   return configs;

@@ -27,6 +27,11 @@ struct CpuGluVjpConfig {
   int panel_n = 512;  // pn
   int mr = 14;
   int nr = 32;
+  // The recomputed gate and projection products (phase 1) with bf16 x and bf16 weights:
+  // "convert_f32" widens both to f32 while packing, "native_dot" multiplies bf16 pairs with
+  // vdpbf16ps (the forward's bf16_path). The dx and dweights products take H, which stays f32,
+  // so they widen either way.
+  std::string bf16_path = "convert_f32";
   int num_threads = 0;  // 0 = all cores
 
   void validate() const;
@@ -38,9 +43,12 @@ struct CpuGluVjpConfig {
     v("panel_n", panel_n);
     v("mr", mr);
     v("nr", nr);
+    v("bf16_path", bf16_path);
     v("num_threads", num_threads);
   }
-  auto key() const { return std::make_tuple(tile_m, tile_n, tile_k, panel_n, mr, nr, num_threads); }
+  auto key() const {
+    return std::make_tuple(tile_m, tile_n, tile_k, panel_n, mr, nr, bf16_path, num_threads);
+  }
 };
 
 // Per-thread f32 scratch bound of one task's 16-bit gradient tile before rounding.

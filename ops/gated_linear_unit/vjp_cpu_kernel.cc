@@ -5,7 +5,7 @@
 // Phase 1, one task per tile [tm, tn] of H: the gate and projection products of those columns
 // again (g and p are not saved by the forward; recomputing them costs one forward, storing them
 // M 2N floats of traffic each way), then H = [dout p act'(g) | dout act(g)] in place over them;
-// the forward's task loop (glu_products). H stays in an f32 buffer [M, 2N] (the size of the
+// the forward's task loop (glu_products), on bf16 pairs with bf16_path native_dot. H stays in an f32 buffer [M, 2N] (the size of the
 // forward's pre-activations, never [M, M]). Phase 2, one task per tile [tm, tn] of dx: dx = H W^T
 // (W read transposed: its rows are contiguous along the contraction 2N). Phase 3, one task per
 // tile [tm, tn] of the weight gradients: dW = x^T H (x read transposed: the contraction is over
@@ -110,6 +110,7 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   h_tiles.tn = std::min<int64_t>(tn, N);
   h_tiles.whole_n = p.fused_weights && tn >= N;
   h_tiles.gemm = gemm;
+  h_tiles.gemm.native_bf16 = c.bf16_path == "native_dot";
   h_tiles.num_threads = c.num_threads;
   glu_products(
       p, h_tiles, x, w, N2,

@@ -145,3 +145,51 @@ TEST_CASE("cpu gated_linear_unit_vjp heuristics cut the rows in a multiple of th
     }
   }
 }
+
+TEST_CASE("cpu gated_linear_unit_vjp recomputes bf16 products on vdpbf16ps where the CPU can",
+          "[glu_vjp]") {
+  const Implementation& cpu = gated_linear_unit_vjp_op().implementation("cpu");
+  const json bf16_args = {{"x", "bf16[37,50]"}, {"weights", "bf16[50,2,41]"},
+                          {"activation", "gelu"}, {"dout", "bf16[37,41]"}};
+  const json f32_args = {{"x", "f32[37,50]"}, {"weights", "f32[50,2,41]"},
+                         {"dout", "f32[37,41]"}};
+  auto rejected_field = [&](const json& args_json, const json& config) -> std::string {
+    try {
+      check_config_json(cpu, gated_linear_unit_vjp_op().bind(args_json),
+                        cpu.canonical_config(config));
+    } catch (const InvalidArgument& e) {
+      return e.field();
+    }
+    return "<no error>";
+  };
+  CHECK(rejected_field(bf16_args, {{"bf16_path", "fast"}}) == "bf16_path");
+  CHECK(rejected_field(f32_args, {{"bf16_path", "native_dot"}}) == "bf16_path");
+  CHECK(rejected_field(f32_args, {{"bf16_path", "convert_f32"}}) == "<no error>");
+  const BoundArgs f32 = gated_linear_unit_vjp_op().bind(f32_args);
+  CHECK(heuristics_config_json(cpu, f32).at("bf16_path") == "convert_f32");
+  const BoundArgs bf16 = gated_linear_unit_vjp_op().bind(bf16_args);
+  if (!gemm_has_native_bf16()) {
+    CHECK(heuristics_config_json(cpu, bf16).at("bf16_path") == "convert_f32");
+    CHECK(rejected_field(bf16_args, {{"bf16_path", "native_dot"}}) == "bf16_path");
+    WARN("skipping the native path: this CPU has no avx512_bf16");
+    return;
+  }
+  CHECK(heuristics_config_json(cpu, bf16).at("bf16_path") == "native_dot");
+  // Both paths in the search space, so that tune can compare them.
+  int native = 0, convert = 0;
+  for (const json& c : autotuning_configs_json(cpu, bf16)) {
+    (c.at("bf16_path") == "native_dot" ? native : convert) += 1;
+  }
+  CHECK(native > 0);
+  CHECK(convert > 0);
+  // Odd depths (a last half pair), tiles smaller than the problem, one and two threads.
+  const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(bf16, 5);
+  for (const json& config :
+       {json{{"bf16_path", "native_dot"}},
+        json{{"bf16_path", "native_dot"}, {"tile_m", 14}, {"tile_n", 32}, {"tile_k", 7},
+             {"panel_n", 32}, {"num_threads", 2}},
+        json{{"bf16_path", "native_dot"}, {"tile_k", 33}, {"num_threads", 1}}}) {
+    CAPTURE(config.dump());
+    check_glu_vjp_outputs(bf16, inputs, run_glu_vjp(cpu, bf16, inputs, config));
+  }
+}
