@@ -41,6 +41,11 @@ struct GluWeightGrads {
 };
 GluWeightGrads glu_weight_grads(const GluProblem& problem, TensorMap& outputs);
 
+// The unit roundoff of H [M, 2N] as an implementation may hold it between its products: bf16's
+// for bf16 x and bf16 weights (H in the primal's dtype, as JAX's autodiff has it), else 0 (H in
+// the accumulator). Part of the error model (vjp_base_reference.cc).
+double glu_vjp_h_roundoff(const GluProblem& problem);
+
 class GatedLinearUnitVjpOp : public Op {
  public:
   std::string_view name() const override { return GluVjpProblem::kOp; }

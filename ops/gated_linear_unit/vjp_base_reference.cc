@@ -15,6 +15,10 @@
 //   |dg^ - dg| <= |dout| [ |a'| gK Mp + (|p| + gK Mp) (C2 gK Mg + c u (1 + |g| + gK Mg) + j) ]
 //                 + 2 u |dg|        (j = 1 for relu where gK Mg >= |g|: its derivative's step)
 //   |dp^ - dp| <= |dout| [ L gK Mg + c u (|g| + |a| + (1 + L) gK Mg) ] + u |dp|
+// With bf16 x and bf16 weights, H^ may also be rounded to bf16 before the two products below, as
+// JAX's autodiff of a bf16 forward does (its cotangents take the primal's dtype) and the cpu
+// kernel's bf16_path native_dot does (so that both products run on bf16 pairs): each bound then
+// gains uh |dg| and uh |dp|, uh = u_bf16 = 2^-8 (glu_vjp_h_roundoff; 0 for other dtypes).
 // Call these u E[m, j]. Each gradient element is then a contraction of H^ with the weights (dx,
 // 2N terms) or with x (dweights, M terms), summed in any order with one rounding per product:
 //   |dx^ - dx|   <= u [ sum_j E[m, j] |W[k, j]| + (2N + 1)' sum_j |H W| ]
@@ -46,6 +50,11 @@ DType accumulator(const GluProblem& p) {
 }
 
 }  // namespace
+
+double glu_vjp_h_roundoff(const GluProblem& p) {
+  return p.x_dtype == DType::kBF16 && p.w_dtype == DType::kBF16 ? unit_roundoff(DType::kBF16)
+                                                                 : 0.0;
+}
 
 TensorMap GatedLinearUnitVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // The forward's inputs (x ~ N(0, 1), weights ~ N(0, 1/K)) and a cotangent ~ N(0, 1).

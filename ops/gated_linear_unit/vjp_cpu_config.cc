@@ -116,8 +116,7 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
       break;
     }
   }
-  // bf16 x and weights: the recomputed products on vdpbf16ps, as the forward's heuristics (one
-  // of the three products; H keeps the other two in f32).
+  // bf16 x and weights: the three products on vdpbf16ps, as the forward's heuristics.
   if (is_bf16_glu_problem(p) && device.has("avx512_bf16") && lanes >= 16 && p.M > c.mr) {
     c.bf16_path = "native_dot";
   }

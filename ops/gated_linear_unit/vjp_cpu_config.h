@@ -27,10 +27,9 @@ struct CpuGluVjpConfig {
   int panel_n = 512;  // pn
   int mr = 14;
   int nr = 32;
-  // The recomputed gate and projection products (phase 1) with bf16 x and bf16 weights:
-  // "convert_f32" widens both to f32 while packing, "native_dot" multiplies bf16 pairs with
-  // vdpbf16ps (the forward's bf16_path). The dx and dweights products take H, which stays f32,
-  // so they widen either way.
+  // bf16 x and bf16 weights: "convert_f32" widens every bf16 operand to f32 while packing and
+  // keeps H in f32; "native_dot" multiplies bf16 pairs with vdpbf16ps in all three products (the
+  // forward's bf16_path), H rounded to bf16 for the last two (glu_vjp_h_roundoff).
   std::string bf16_path = "convert_f32";
   int num_threads = 0;  // 0 = all cores
 

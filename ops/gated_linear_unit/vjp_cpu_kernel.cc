@@ -5,8 +5,10 @@
 // Phase 1, one task per tile [tm, tn] of H: the gate and projection products of those columns
 // again (g and p are not saved by the forward; recomputing them costs one forward, storing them
 // M 2N floats of traffic each way), then H = [dout p act'(g) | dout act(g)] in place over them;
-// the forward's task loop (glu_products), on bf16 pairs with bf16_path native_dot. H stays in an f32 buffer [M, 2N] (the size of the
-// forward's pre-activations, never [M, M]). Phase 2, one task per tile [tm, tn] of dx: dx = H W^T
+// the forward's task loop (glu_products). H stays in an f32 buffer [M, 2N] (the size of the
+// forward's pre-activations, never [M, M]); with bf16_path native_dot every product runs on bf16
+// pairs (vdpbf16ps), and phase 1 also rounds its H tiles into a bf16 copy of H, the operand of
+// the other two. Phase 2, one task per tile [tm, tn] of dx: dx = H W^T
 // (W read transposed: its rows are contiguous along the contraction 2N). Phase 3, one task per
 // tile [tm, tn] of the weight gradients: dW = x^T H (x read transposed: the contraction is over
 // rows). All three run on cpu_gemm_tiles (ops/common/cpu_gemm/tiles.h), which packs an operand
@@ -89,6 +91,18 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   // page-faulted and zeroed by the kernel each time (7% of a llama-MLP call, measured).
   thread_local cpu::ScratchBuffer h_buffer;
   float* h = h_buffer.floats(static_cast<size_t>(M * N2));
+  // native_dot: H rounded to bf16 [M, 2N] (the operand of phases 2 and 3), as JAX's autodiff of
+  // a bf16 forward holds it; the error model has this rounding (glu_vjp_h_roundoff).
+  const bool native = c.bf16_path == "native_dot";
+  thread_local cpu::ScratchBuffer h16_buffer;
+  bf16* h16 = native ? reinterpret_cast<bf16*>(h16_buffer.floats(static_cast<size_t>(M * N))) :
+                       nullptr;
+  gemm.native_bf16 = native;
+  // H's columns [col, ...) of row `row` as a product operand: bf16 with native_dot, else f32.
+  auto h_operand = [&](int64_t row, int64_t col) {
+    return native ? GemmOperand{DType::kBF16, h16 + row * N2 + col, N2, false}
+                  : GemmOperand{DType::kF32, h + row * N2 + col, N2, false};
+  };
   // tile_m caps the row tiles of phases 1-2 (over M) and 3 (over K); each is cut evenly, in
   // multiples of the tail tile's rows (micro_tile.h), so that the two cores' row tiles are equal
   // work: llama MLP f32 (M = 512) as 256 + 256 rows is 18 panels of 14 and a 4-row tail each,
@@ -110,7 +124,6 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   h_tiles.tn = std::min<int64_t>(tn, N);
   h_tiles.whole_n = p.fused_weights && tn >= N;
   h_tiles.gemm = gemm;
-  h_tiles.gemm.native_bf16 = c.bf16_path == "native_dot";
   h_tiles.num_threads = c.num_threads;
   glu_products(
       p, h_tiles, x, w, N2,
@@ -121,6 +134,12 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
           glu_vjp_h_row(p.activation, dout.dtype(),
                         d_data + ((t.m0 + r) * N + t.n0) * static_cast<int64_t>(d_size), t.cols,
                         h_gate + r * N2, h_gate + N + r * N2);
+        }
+        if (native) {
+          for (int part = 0; part < 2; ++part) {
+            store_rows(h_gate + part * N, N2, t.rows, t.cols, DType::kBF16,
+                       h16 + t.m0 * N2 + part * N + t.n0, N2);
+          }
         }
       });
 
@@ -145,9 +164,7 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   };
   cpu_gemm_tiles(
       dx_grid,
-      [&](int64_t i, int part) {
-        return GemmOperand{DType::kF32, h + dx_grid.rows[i].begin * N2 + part * N, N2, false};
-      },
+      [&](int64_t i, int part) { return h_operand(dx_grid.rows[i].begin, part * N); },
       [&](int64_t j, int part) {
         const char* base = part == 0 ? gate : proj;
         return GemmOperand{p.w_dtype, base + dx_grid.cols[j].begin * w.ld * w_size, w.ld, true};
@@ -192,9 +209,7 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
         return GemmOperand{p.x_dtype, x_data + dw_grid.rows[i].begin * static_cast<int64_t>(x_size),
                            K, true};
       },
-      [&](int64_t j, int) {
-        return GemmOperand{DType::kF32, h + dw_grid.cols[j].begin, N2, false};
-      },
+      [&](int64_t j, int) { return h_operand(0, dw_grid.cols[j].begin); },
       [&](int64_t i, int64_t j, int) { return dw_tile(i, j); },
       [&](int64_t i, int64_t j) {
         if (f32_w) return;

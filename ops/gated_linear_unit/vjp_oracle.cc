@@ -46,6 +46,10 @@ HEntry h_entry(const GluProblem& p, double d, double g, double pr, double Mg, do
   h.ep = (std::fabs(d) * (L * eg + c * u * (std::fabs(g) + std::fabs(a) + (1.0 + L) * eg)) +
           u * std::fabs(h.dp)) /
          u;
+  // bf16 x and weights: H may be rounded to bf16 before its two products (vjp_base_reference.cc).
+  const double uh = glu_vjp_h_roundoff(p);
+  h.eg += uh * std::fabs(h.dg) / u;
+  h.ep += uh * std::fabs(h.dp) / u;
   return h;
 }
 

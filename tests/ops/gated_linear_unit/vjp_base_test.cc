@@ -135,3 +135,37 @@ TEST_CASE("tokamax::gated_linear_unit_vjp returns both gradients", "[glu_vjp]") 
       gated_linear_unit_vjp(inputs.at("x"), inputs.at("weights"), inputs.at("dout"), options);
   check_glu_vjp_outputs(args, inputs, {{"dx", grads.dx}, {"dweights", grads.dweights}});
 }
+
+TEST_CASE("gated_linear_unit_vjp's bf16 bound has H in bf16 and still rejects a wrong gradient",
+          "[glu_vjp]") {
+  // H's rounding is in the model only where both x and the weights are bf16 (upstream's forward
+  // product is then bf16, and so is its cotangent).
+  auto h_roundoff = [](const char* x, const char* w) {
+    const std::string xs = x, ws = w;
+    return glu_vjp_h_roundoff(GluProblem::from(gated_linear_unit_vjp_op().bind(
+        {{"x", xs + "[4,3]"}, {"weights", ws + "[3,2,5]"}, {"dout", xs + "[4,5]"}})));
+  };
+  CHECK(h_roundoff("bf16", "bf16") == std::ldexp(1.0, -8));
+  CHECK(h_roundoff("f32", "f32") == 0.0);
+  CHECK(h_roundoff("f16", "f16") == 0.0);
+  CHECK(h_roundoff("bf16", "f32") == 0.0);
+  const BoundArgs args = gated_linear_unit_vjp_op().bind({{"x", "bf16[64,48]"},
+                                                         {"weights", "bf16[48,2,40]"},
+                                                         {"activation", "silu"},
+                                                         {"dout", "bf16[64,40]"}});
+  const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(args, 2);
+  const Implementation& reference = gated_linear_unit_vjp_op().implementation("reference");
+  for (const char* name : {"dx", "dweights"}) {
+    CAPTURE(name);
+    TensorMap outputs = run_glu_vjp(reference, args, inputs, {});
+    Tensor& out = outputs.at(name);
+    const int64_t i = out.num_elements() / 3;
+    // A quarter of the value and of H's typical size off (a dropped term, a wrong derivative).
+    out.set(i, out.get(i) * 1.25 + 0.25);
+    const std::vector<int64_t> index = {i};
+    const Comparison c =
+        compare_to_oracle(out, gated_linear_unit_vjp_op().oracle(args, inputs, name, index),
+                          gated_linear_unit_vjp_op().error_model(args));
+    CHECK(c.violations == 1);
+  }
+}

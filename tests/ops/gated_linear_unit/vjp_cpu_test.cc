@@ -146,7 +146,7 @@ TEST_CASE("cpu gated_linear_unit_vjp heuristics cut the rows in a multiple of th
   }
 }
 
-TEST_CASE("cpu gated_linear_unit_vjp recomputes bf16 products on vdpbf16ps where the CPU can",
+TEST_CASE("cpu gated_linear_unit_vjp runs its bf16 products on vdpbf16ps where the CPU can",
           "[glu_vjp]") {
   const Implementation& cpu = gated_linear_unit_vjp_op().implementation("cpu");
   const json bf16_args = {{"x", "bf16[37,50]"}, {"weights", "bf16[50,2,41]"},
