@@ -106,23 +106,36 @@ TEST_CASE("the gated_linear_unit_vjp reference passes the oracle's bound", "[glu
   }
 }
 
-TEST_CASE("gated_linear_unit_vjp's error model rejects a perturbed gradient", "[glu_vjp]") {
-  const BoundArgs args = gated_linear_unit_vjp_op().bind(
-      {{"x", "f32[64,48]"}, {"weights", "f32[48,2,40]"}, {"activation", "silu"}, {"dout", "f32[64,40]"}});
+namespace {
+
+// The sampled violations of the reference's `name` output of `dtype` [64,48] x [48,2,40] silu
+// after one element moved to value * scale + offset.
+int64_t perturbed_violations(const std::string& dtype, const char* name, double scale,
+                             double offset) {
+  const BoundArgs args = gated_linear_unit_vjp_op().bind({{"x", dtype + "[64,48]"},
+                                                         {"weights", dtype + "[48,2,40]"},
+                                                         {"activation", "silu"},
+                                                         {"dout", dtype + "[64,40]"}});
   const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(args, 2);
   const Implementation& reference = gated_linear_unit_vjp_op().implementation("reference");
+  TensorMap outputs = run_glu_vjp(reference, args, inputs, {});
+  Tensor& out = outputs.at(name);
+  const int64_t i = out.num_elements() / 3;
+  out.set(i, out.get(i) * scale + offset);
+  const std::vector<int64_t> index = {i};
+  return compare_to_oracle(out, gated_linear_unit_vjp_op().oracle(args, inputs, name, index),
+                           gated_linear_unit_vjp_op().error_model(args))
+      .violations;
+}
+
+}  // namespace
+
+TEST_CASE("gated_linear_unit_vjp's error model rejects a perturbed gradient", "[glu_vjp]") {
   for (const char* name : {"dx", "dweights"}) {
     CAPTURE(name);
-    TensorMap outputs = run_glu_vjp(reference, args, inputs, {});
-    Tensor& out = outputs.at(name);
     // 2^-12 relative and absolute at one element: inside a shape test's 1e-3, outside the bound.
-    const int64_t i = out.num_elements() / 3;
-    out.set(i, out.get(i) * (1.0 + std::ldexp(1.0, -12)) + std::ldexp(1.0, -12));
-    const std::vector<int64_t> index = {i};
-    const Comparison c =
-        compare_to_oracle(out, gated_linear_unit_vjp_op().oracle(args, inputs, name, index),
-                          gated_linear_unit_vjp_op().error_model(args));
-    CHECK(c.violations == 1);
+    CHECK(perturbed_violations("f32", name, 1.0 + std::ldexp(1.0, -12), std::ldexp(1.0, -12)) ==
+          1);
   }
 }
 
@@ -149,23 +162,9 @@ TEST_CASE("gated_linear_unit_vjp's bf16 bound has H in bf16 and still rejects a 
   CHECK(h_roundoff("f32", "f32") == 0.0);
   CHECK(h_roundoff("f16", "f16") == 0.0);
   CHECK(h_roundoff("bf16", "f32") == 0.0);
-  const BoundArgs args = gated_linear_unit_vjp_op().bind({{"x", "bf16[64,48]"},
-                                                         {"weights", "bf16[48,2,40]"},
-                                                         {"activation", "silu"},
-                                                         {"dout", "bf16[64,40]"}});
-  const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(args, 2);
-  const Implementation& reference = gated_linear_unit_vjp_op().implementation("reference");
   for (const char* name : {"dx", "dweights"}) {
     CAPTURE(name);
-    TensorMap outputs = run_glu_vjp(reference, args, inputs, {});
-    Tensor& out = outputs.at(name);
-    const int64_t i = out.num_elements() / 3;
     // A quarter of the value and of H's typical size off (a dropped term, a wrong derivative).
-    out.set(i, out.get(i) * 1.25 + 0.25);
-    const std::vector<int64_t> index = {i};
-    const Comparison c =
-        compare_to_oracle(out, gated_linear_unit_vjp_op().oracle(args, inputs, name, index),
-                          gated_linear_unit_vjp_op().error_model(args));
-    CHECK(c.violations == 1);
+    CHECK(perturbed_violations("bf16", name, 1.25, 0.25) == 1);
   }
 }
