@@ -148,8 +148,8 @@ std::vector<CpuGluVjpConfig> cpu_glu_vjp_autotuning_configs(const GluVjpProblem&
     c.tile_k = std::max(32, tile_k);
     add(c);
   }
-  const cpu::CpuInfo& cpu = cpu::cpu_info(device);
-  if (is_bf16_glu_problem(p.fwd) && cpu.has("avx512_bf16") && kernel_f32_lanes(cpu) >= 16) {
+  const cpu::CpuInfo& info = cpu::cpu_info(device);
+  if (is_bf16_glu_problem(p.fwd) && info.has("avx512_bf16") && kernel_f32_lanes(info) >= 16) {
     CpuGluVjpConfig c = base;
     c.bf16_path = base.bf16_path == "native_dot" ? "convert_f32" : "native_dot";
     add(c);
