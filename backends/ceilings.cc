@@ -9,6 +9,7 @@
 #include <iterator>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "backends/device.h"
 #include "backends/files.h"
@@ -54,18 +55,20 @@ std::string utc_now() {
 }
 
 nlohmann::json Ceilings::to_json() const {
-  return {{"format_version", kFormatVersion}, {"device_id", device_id},
-          {"measured_at", measured_at},       {"f32_fma_gflops", f32_fma_gflops},
-          {"f64_fma_gflops", f64_fma_gflops}, {"bf16_dot_gflops", bf16_dot_gflops},
-          {"f16_dot_gflops", f16_dot_gflops}, {"int8_dot_gflops", int8_dot_gflops},
+  return {{"format_version", kFormatVersion},   {"device_id", device_id},
+          {"measured_at", measured_at},         {"f32_fma_gflops", f32_fma_gflops},
+          {"f64_fma_gflops", f64_fma_gflops},   {"bf16_dot_gflops", bf16_dot_gflops},
+          {"f16_dot_gflops", f16_dot_gflops},   {"int8_dot_gflops", int8_dot_gflops},
+          {"amx_bf16_gflops", amx_bf16_gflops}, {"amx_int8_gflops", amx_int8_gflops},
           {"bandwidth_gbps", bandwidth_gbps}};
 }
 
 Ceilings Ceilings::from_json(const nlohmann::json& json) {
   if (!json.is_object()) throw std::invalid_argument("ceilings: expected a JSON object");
-  static const char* const kKnown[] = {"format_version", "device_id",      "measured_at",
-                                       "f32_fma_gflops", "f64_fma_gflops", "bf16_dot_gflops",
-                                       "f16_dot_gflops", "int8_dot_gflops", "bandwidth_gbps"};
+  static const char* const kKnown[] = {"format_version",  "device_id",       "measured_at",
+                                       "f32_fma_gflops",  "f64_fma_gflops",  "bf16_dot_gflops",
+                                       "f16_dot_gflops",  "int8_dot_gflops", "amx_bf16_gflops",
+                                       "amx_int8_gflops", "bandwidth_gbps"};
   for (const auto& item : json.items()) {
     const std::string& key = item.key();
     if (std::none_of(std::begin(kKnown), std::end(kKnown),
@@ -86,8 +89,10 @@ Ceilings Ceilings::from_json(const nlohmann::json& json) {
   if (json.contains("f16_dot_gflops")) {
     ceilings.f16_dot_gflops = rate_field(json, "f16_dot_gflops", true);
   }
-  if (json.contains("int8_dot_gflops")) {
-    ceilings.int8_dot_gflops = rate_field(json, "int8_dot_gflops", true);
+  for (auto [name, field] : {std::pair{"int8_dot_gflops", &ceilings.int8_dot_gflops},
+                             std::pair{"amx_bf16_gflops", &ceilings.amx_bf16_gflops},
+                             std::pair{"amx_int8_gflops", &ceilings.amx_int8_gflops}}) {
+    if (json.contains(name)) *field = rate_field(json, name, true);
   }
   ceilings.bandwidth_gbps = rate_field(json, "bandwidth_gbps", false);
   return ceilings;

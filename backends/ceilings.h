@@ -17,6 +17,10 @@ struct Ceilings {
   double f16_dot_gflops = 0;   // native f16 dot product (GPU: tensor cores); 0 = none
   // native int8 dot product in GOP/s, 2 ops per product (CPU: vpdpbusd); 0 = none or unmeasured
   double int8_dot_gflops = 0;
+  // CPU matrix units (AMX tiles: TDPBF16PS, TDPBUSD), which outrun the vector dot products;
+  // 0 = none, or not usable by the process
+  double amx_bf16_gflops = 0;
+  double amx_int8_gflops = 0;
   double bandwidth_gbps = 0;  // streaming bandwidth (CPU: STREAM triad, write-allocate not counted)
   std::string device_id;      // the DeviceInfo id the figures belong to
   std::string measured_at;    // UTC, ISO 8601 ("2025-01-31T12:00:00Z")
@@ -24,8 +28,8 @@ struct Ceilings {
   // Sorted keys plus "format_version".
   nlohmann::json to_json() const;
   // Throws std::invalid_argument naming the field: missing, wrong type, unknown, not finite, or
-  // a peak that is not positive (the dot peaks may be 0; f16_dot_gflops and int8_dot_gflops may
-  // be absent, as in files stored before they existed).
+  // a peak that is not positive (the dot and AMX peaks may be 0; f16_dot_gflops,
+  // int8_dot_gflops and the AMX peaks may be absent, as in files stored before they existed).
   static Ceilings from_json(const nlohmann::json& json);
 };
 

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "backends/clock.h"
+#include "backends/cpu/amx.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/peaks.h"
 #include "backends/cpu/simd_target.h"
@@ -44,6 +45,8 @@ std::string isa_summary(const CpuInfo& cpu) {
                                                        {"avx512_fp16", "AVX512-FP16"},
                                                        {"avx512_vnni", "AVX512-VNNI"},
                                                        {"amx_bf16", "AMX-BF16"},
+                                                       {"amx_int8", "AMX-INT8"},
+                                                       {"amx_fp16", "AMX-FP16"},
                                                        {"avx2", "AVX2"},
                                                        {"fma", "FMA"},
                                                        {"f16c", "F16C"},
@@ -55,6 +58,26 @@ std::string isa_summary(const CpuInfo& cpu) {
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : ", ") + part;
   return text.empty() ? "no vector extensions detected" : text;
+}
+
+// The matrix units and whether this process runs its tile kernels on them: "usable: bf16 int8",
+// or why not (the emulation, TOKAMAX_AMX=emulate, is named when it is on).
+std::string amx_summary(const CpuInfo& cpu, bool is_host) {
+  if (!is_host) {
+    return cpu.has("amx_tile") ? "present (another machine's CPU: not probed)" : "none";
+  }
+  const AmxSupport& amx = host_amx();
+  std::string text;
+  if (amx.any()) {
+    text = "usable:";
+    if (amx.bf16) text += " bf16";
+    if (amx.int8) text += " int8";
+    if (amx.fp16) text += " fp16";
+  } else {
+    text = "not usable: " + amx.reason;
+  }
+  if (tile_mode() == TileMode::kEmulated) text += "; tile kernels emulated (TOKAMAX_AMX=emulate)";
+  return text;
 }
 
 DeviceInfo device_info(const CpuInfo& cpu) {
@@ -96,6 +119,8 @@ const Ceilings& CpuDevice::ceilings(bool remeasure) const {
     measured.f64_fma_gflops = peaks.f64_fma_gflops;
     measured.bf16_dot_gflops = peaks.bf16_dot_gflops;
     measured.int8_dot_gflops = peaks.int8_dot_gflops;
+    measured.amx_bf16_gflops = peaks.amx_bf16_gflops;
+    measured.amx_int8_gflops = peaks.amx_int8_gflops;
     measured.bandwidth_gbps = peaks.bandwidth_gbps;
     return measured;
   };
@@ -108,6 +133,13 @@ const Ceilings& CpuDevice::ceilings(bool remeasure) const {
     result.measured_at = utc_now();
   } else {
     result = load_or_measure_ceilings(path, info_.id, measure, remeasure, std::cerr).ceilings;
+    // Ceilings stored before the AMX peaks existed (or by a process Linux refused the tiles)
+    // would put every bf16 and int8 roofline at the vector units' peak on a machine whose tiles
+    // run several times faster: measured again once.
+    const AmxSupport& amx = host_amx();
+    if ((amx.bf16 && result.amx_bf16_gflops == 0) || (amx.int8 && result.amx_int8_gflops == 0)) {
+      result = load_or_measure_ceilings(path, info_.id, measure, true, std::cerr).ceilings;
+    }
   }
   ceilings_.push_back(std::make_unique<Ceilings>(std::move(result)));
   return *ceilings_.back();
@@ -158,13 +190,19 @@ std::vector<InfoRow> CpuDevice::info_rows() const {
       {"f64 FMA peak", gflops(c.f64_fma_gflops)},
       {"bf16 dot peak (native)", c.bf16_dot_gflops > 0 ? gflops(c.bf16_dot_gflops) + " (vdpbf16ps)"
                                                        : "not available (no avx512_bf16)"},
+      {"matrix units (AMX)", amx_summary(cpu_, is_host_)},
+      {"AMX bf16 peak",
+       c.amx_bf16_gflops > 0 ? gflops(c.amx_bf16_gflops) + " (TDPBF16PS)" : "not available"},
       {"bf16 roofline peak",
-       gflops(std::max(c.bf16_dot_gflops, c.f32_fma_gflops)) + " (max of bf16 dot, f32 FMA)"},
+       gflops(std::max({c.bf16_dot_gflops, c.amx_bf16_gflops, c.f32_fma_gflops})) +
+           " (max of bf16 dot, AMX bf16, f32 FMA)"},
       {"int8 dot peak (native)",
        c.int8_dot_gflops > 0 ? fixed1(c.int8_dot_gflops) + " GOP/s (vpdpbusd)"
        : cpu_.has("avx512_vnni")
            ? std::string("not measured (ceilings stored before it existed: info --remeasure)")
            : std::string("not available (no avx512_vnni)")},
+      {"AMX int8 peak",
+       c.amx_int8_gflops > 0 ? fixed1(c.amx_int8_gflops) + " GOP/s (TDPBUSD)" : "not available"},
       {"memory bandwidth", fixed1(c.bandwidth_gbps) +
                                " GB/s (STREAM triad f64, 24 B/elem, write-allocate not counted)"}};
   if (c.bandwidth_gbps > 0) {

@@ -102,9 +102,10 @@ CpuInfo describe_cpu(const std::string& cpuinfo_text, int cores, int64_t l1d_byt
   std::istringstream flags(field(cpuinfo_text, "flags") + " " + field(cpuinfo_text, "Features"));
   std::string flag;
   // The features kernels and heuristics care about, in a fixed order for stable output.
-  const char* wanted[] = {"sse4_2",   "avx",      "avx2",     "fma",         "f16c",
-                          "avx512f",  "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
-                          "avx512_vnni", "amx_bf16", "asimd",    "sve"};
+  const char* wanted[] = {"sse4_2",      "avx",      "avx2",     "fma",      "f16c",
+                          "avx512f",     "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
+                          "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
+                          "asimd",       "sve"};
   std::vector<std::string> present;
   while (flags >> flag) present.push_back(flag);
   for (const char* name : wanted) {

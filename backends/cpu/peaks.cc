@@ -1,4 +1,5 @@
-// Measurement kernels for the roofline ceilings: FMA chains, bf16 dot chains, STREAM triad.
+// Measurement kernels for the roofline ceilings: FMA chains, bf16 and int8 dot chains, AMX tile
+// product chains, STREAM triad.
 // Dimensions.
 //   C      independent accumulator chains per core (vector registers)
 //   L      lanes of the widest vector Highway dispatches to
@@ -17,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/amx.h"
+#include "backends/cpu/amx_tiles.h"
 #include "backends/cpu/cpu_info.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/thread_pool.h"
@@ -149,8 +152,7 @@ __attribute__((target("avx512f,avx512bf16"))) int64_t Bf16DotChains(int64_t iter
 // acc + the four-way u8 x s8 dot products of x and y. By value: GCC 12 copies the intrinsic's
 // destination on every call, and an asm operand bound to an array element keeps the array in
 // memory; either way the chains would time loads and stores, not vpdpbusd.
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) inline __m512i Dpbusd(__m512i acc,
-                                                                             __m512i x,
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) inline __m512i Dpbusd(__m512i acc, __m512i x,
                                                                              __m512i y) {
   asm("vpdpbusd %[y], %[x], %[acc]" : [acc] "+v"(acc) : [x] "v"(x), [y] "v"(y));
   return acc;
@@ -174,6 +176,43 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t Int8DotChains(int
   for (int k = 1; k < 16; ++k) sum = _mm512_add_epi32(sum, acc[k]);
   *sink = static_cast<double>(_mm512_reduce_add_epi32(sum));
   return iterations * 16 * 128;
+}
+
+// AMX tile product chains: four accumulator tiles (tmm0-3) each take a product of the same two
+// operand tiles per iteration, so four independent chains hide the product's latency (about 16
+// cycles at one product per 16 cycles per core on Sapphire Rapids) and nothing is loaded inside
+// the loop. A product is 16 x 16 x 32 bf16 (16384 flops) or 16 x 16 x 64 int8 (32768 ops). As in
+// the vector chains the operands cancel (each pair or quad of B alternates sign), so the
+// accumulators keep their zero start.
+template <bool kInt8>
+int64_t AmxChains(int64_t iterations, double* sink) {
+  using Tiles = amx::HardwareTiles;
+  amx::TileConfig config;
+  for (int t = 0; t < amx::kTiles; ++t) config.set(t, amx::kMaxRows, amx::kMaxColsb);
+  // bf16: A all 0.5, B's pairs (0.5, -0.5); int8: A all 1, B's quads (1, -1, 1, -1).
+  alignas(64) uint16_t a[amx::kMaxRows * 32], b[amx::kMaxRows * 32];
+  for (int i = 0; i < amx::kMaxRows * 32; ++i) {
+    a[i] = kInt8 ? 0x0101 : 0x3F00;
+    b[i] = kInt8 ? 0xFF01 : (i % 2 ? 0xBF00 : 0x3F00);
+  }
+  Tiles::configure(config);
+  Tiles::zero<0>(), Tiles::zero<1>(), Tiles::zero<2>(), Tiles::zero<3>();
+  Tiles::load<4>(a, 64);
+  Tiles::load<5>(b, 64);
+  for (int64_t i = 0; i < iterations; ++i) {
+    if constexpr (kInt8) {
+      Tiles::dpbusd<0, 4, 5>(), Tiles::dpbusd<1, 4, 5>();
+      Tiles::dpbusd<2, 4, 5>(), Tiles::dpbusd<3, 4, 5>();
+    } else {
+      Tiles::dpbf16ps<0, 4, 5>(), Tiles::dpbf16ps<1, 4, 5>();
+      Tiles::dpbf16ps<2, 4, 5>(), Tiles::dpbf16ps<3, 4, 5>();
+    }
+  }
+  alignas(64) float out[amx::kMaxRows * 16];
+  Tiles::store<0>(out, 64);
+  Tiles::release();
+  *sink = out[0];
+  return iterations * 4 * (kInt8 ? 32768 : 16384);
 }
 #endif
 
@@ -295,9 +334,30 @@ double measure_bf16_dot_gflops(const PeakOptions& options) {
 double measure_int8_dot_gflops(const PeakOptions& options) {
 #if HWY_ARCH_X86
   if (!host_cpu().has("avx512_vnni")) return 0;
-  return best_compute_rate(options, [](int64_t iterations, double* sink) {
-    return Int8DotChains(iterations, 1, sink);
-  });
+  return best_compute_rate(
+      options, [](int64_t iterations, double* sink) { return Int8DotChains(iterations, 1, sink); });
+#else
+  (void)options;
+  return 0;
+#endif
+}
+
+double measure_amx_bf16_gflops(const PeakOptions& options) {
+#if HWY_ARCH_X86
+  if (!host_amx().bf16) return 0;
+  return best_compute_rate(
+      options, [](int64_t iterations, double* sink) { return AmxChains<false>(iterations, sink); });
+#else
+  (void)options;
+  return 0;
+#endif
+}
+
+double measure_amx_int8_gflops(const PeakOptions& options) {
+#if HWY_ARCH_X86
+  if (!host_amx().int8) return 0;
+  return best_compute_rate(
+      options, [](int64_t iterations, double* sink) { return AmxChains<true>(iterations, sink); });
 #else
   (void)options;
   return 0;
@@ -373,6 +433,8 @@ Peaks measure_peaks(const PeakOptions& options) {
   peaks.f64_fma_gflops = measure_f64_fma_gflops(options);
   peaks.bf16_dot_gflops = measure_bf16_dot_gflops(options);
   peaks.int8_dot_gflops = measure_int8_dot_gflops(options);
+  peaks.amx_bf16_gflops = measure_amx_bf16_gflops(options);
+  peaks.amx_int8_gflops = measure_amx_int8_gflops(options);
   peaks.bandwidth_gbps = measure_triad_gbps(options);
   return peaks;
 }

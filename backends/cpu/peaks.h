@@ -23,6 +23,9 @@ struct Peaks {
   double f64_fma_gflops = 0;   // the same with f64 lanes
   double bf16_dot_gflops = 0;  // native vdpbf16ps, 2 flops per bf16 product; 0 = not available
   double int8_dot_gflops = 0;  // native vpdpbusd, 2 ops per u8 x s8 product; 0 = not available
+  // The AMX units (backends/cpu/amx.h), 0 where this process cannot use them.
+  double amx_bf16_gflops = 0;  // TDPBF16PS, 2 flops per bf16 product
+  double amx_int8_gflops = 0;  // TDPBUSD, 2 ops per u8 x s8 product (GOP/s)
   double bandwidth_gbps = 0;   // triad a = b + s*c on f64, 24 bytes/element (no write-allocate)
 };
 
@@ -33,6 +36,9 @@ double measure_f64_fma_gflops(const PeakOptions& options = {});
 double measure_bf16_dot_gflops(const PeakOptions& options = {});
 // 0 when the CPU lacks avx512_vnni.
 double measure_int8_dot_gflops(const PeakOptions& options = {});
+// 0 unless host_amx() allows the unit (the tiles are never emulated here: a peak is hardware's).
+double measure_amx_bf16_gflops(const PeakOptions& options = {});
+double measure_amx_int8_gflops(const PeakOptions& options = {});
 double measure_triad_gbps(const PeakOptions& options = {});
 Peaks measure_peaks(const PeakOptions& options = {});
 

@@ -186,7 +186,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   }
 
   CpuGemmOptions gemm;
-  gemm.native_bf16 = native;
+  gemm.engine = native ? GemmEngine::kBf16Dot : GemmEngine::kF32Fma;
   const float scale = static_cast<float>(p.logits_scale);
   const float cap = static_cast<float>(p.logits_soft_cap);
   // The f32 Q tile carries the logits scale. The bf16 one cannot (it is the inputs' bits): a

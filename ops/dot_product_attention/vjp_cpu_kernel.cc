@@ -82,9 +82,11 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                    CpuGemmOptions{},
                    false};
   if (mask) c.mask_at = p.mask_layout();
-  c.inputs_gemm.native_bf16 = config.bf16_path != "convert_f32";
+  c.inputs_gemm.engine =
+      config.bf16_path == "convert_f32" ? GemmEngine::kF32Fma : GemmEngine::kBf16Dot;
   c.round_p = config.bf16_path == "native_all";
-  if (c.inputs_gemm.native_bf16 && (p.dtype != DType::kBF16 || !gemm_has_native_bf16())) {
+  if (c.inputs_gemm.engine == GemmEngine::kBf16Dot &&
+      (p.dtype != DType::kBF16 || !gemm_has_native_bf16())) {
     throw NotImplemented(
         "cpu dot_product_attention_vjp: native_dot needs bf16 inputs and "
         "avx512_bf16");
@@ -126,8 +128,8 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
   // Waves of kv heads: the packed k^T, v^T and k of a wave's key blocks stay under wave_bytes
   // (one kv head at least).
   const int64_t key_head_bytes = round_up(p.t, 64) * (2 * p.D + p.d) * 4;
-  const int64_t wave_heads = std::clamp<int64_t>(
-      wave_bytes / std::max<int64_t>(key_head_bytes, 1), 1, p.B * p.h);
+  const int64_t wave_heads =
+      std::clamp<int64_t>(wave_bytes / std::max<int64_t>(key_head_bytes, 1), 1, p.B * p.h);
   // Kept between calls, grown as needed: three buffers per packed key block.
   thread_local std::vector<GemmPackStorage> key_storage_of_caller;
   thread_local std::vector<VjpKeyOperands> keys_of_caller;

@@ -23,6 +23,7 @@
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_activation.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
@@ -60,7 +61,7 @@ void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, co
   gemm.nr_vectors = c.nr / lanes;
   gemm.tk = c.tile_k;
   gemm.tn = c.panel_n;
-  gemm.native_bf16 = c.bf16_path == "native_dot";
+  gemm.engine = gemm_engine(c.bf16_path);
 
   // One GEMM of width 2N needs [Wg | Wp] side by side in each row: the fused layout.
   const bool whole_n = c.tile_n == 0 && p.fused_weights;

@@ -95,9 +95,9 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   // a bf16 forward holds it; the error model has this rounding (glu_vjp_h_roundoff).
   const bool native = c.bf16_path == "native_dot";
   thread_local cpu::ScratchBuffer h16_buffer;
-  bf16* h16 = native ? reinterpret_cast<bf16*>(h16_buffer.floats(static_cast<size_t>(M * N))) :
-                       nullptr;
-  gemm.native_bf16 = native;
+  bf16* h16 =
+      native ? reinterpret_cast<bf16*>(h16_buffer.floats(static_cast<size_t>(M * N))) : nullptr;
+  gemm.engine = native ? GemmEngine::kBf16Dot : GemmEngine::kF32Fma;
   // H's columns [col, ...) of row `row` as a product operand: bf16 with native_dot, else f32.
   auto h_operand = [&](int64_t row, int64_t col) {
     return native ? GemmOperand{DType::kBF16, h16 + row * N2 + col, N2, false}
@@ -163,8 +163,7 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
                  : GemmOut{scratch_floats(static_cast<size_t>(r.extent * k.extent)), k.extent};
   };
   cpu_gemm_tiles(
-      dx_grid,
-      [&](int64_t i, int part) { return h_operand(dx_grid.rows[i].begin, part * N); },
+      dx_grid, [&](int64_t i, int part) { return h_operand(dx_grid.rows[i].begin, part * N); },
       [&](int64_t j, int part) {
         const char* base = part == 0 ? gate : proj;
         return GemmOperand{p.w_dtype, base + dx_grid.cols[j].begin * w.ld * w_size, w.ld, true};

@@ -74,12 +74,12 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
   // chunk of every range; the GEMM packs w in [tk, tn] panels that stay in L2 while every
   // micro-panel of rows passes over them (a narrow panel keeps w's panel cache-resident).
   gemm.tn = options.tile_n;
-  gemm.native_bf16 = options.native_bf16;
+  gemm.engine = options.native_bf16 ? GemmEngine::kBf16Dot : GemmEngine::kF32Fma;
   thread_local std::vector<GemmPackStorage> x_storage;
   std::vector<GemmPackRequest> x_requests;
   for (int64_t i = 0; i < nb; ++i) {
-    const GemmOperand rows{p.x_dtype, static_cast<const char*>(x) + i * tb * H * int64_t(x_size),
-                           H, false};
+    const GemmOperand rows{p.x_dtype, static_cast<const char*>(x) + i * tb * H * int64_t(x_size), H,
+                           false};
     x_requests.push_back({rows, true, std::min(tb, B - i * tb), H});
   }
   const std::vector<PackedGemmOperand> x_packed =

@@ -104,7 +104,7 @@ void lsce_vjp_cpu_kernel(const LinearSoftmaxCrossEntropyVjpProblem& vp,
   // allows that rounding where x and w are both 16-bit (vjp_base_reference.cc, item 3).
   // Otherwise dz stays f32 and 16-bit x and w are widened while packing.
   const bool native = options.native_bf16;
-  gemm.native_bf16 = native;
+  gemm.engine = native ? GemmEngine::kBf16Dot : GemmEngine::kF32Fma;
   const DType dz_dtype = native ? DType::kBF16 : DType::kF32;
   const int64_t dz_size = static_cast<int64_t>(dtype_size(dz_dtype));
 
@@ -168,8 +168,8 @@ void lsce_vjp_cpu_kernel(const LinearSoftmaxCrossEntropyVjpProblem& vp,
       // dw[h0:h0+th, v0:v0+cols] = x[:, h0:h0+th]^T dz: a contraction over all B rows, so each
       // element has this one writer.
       // dz packed once as B for all the th blocks.
-      const PackedGemmOperand dz_all = pack_gemm_rhs({dz_dtype, dz_in, cols, false}, B, cols,
-                                                     gemm, dz_packed_storage());
+      const PackedGemmOperand dz_all =
+          pack_gemm_rhs({dz_dtype, dz_in, cols, false}, B, cols, gemm, dz_packed_storage());
       for (int64_t h0 = 0; h0 < H; h0 += th) {
         const int64_t h_rows = std::min(th, H - h0);
         const PackedGemmOperand& x_t = x_packed[nb + h0 / th];

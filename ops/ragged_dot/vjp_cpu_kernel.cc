@@ -21,6 +21,7 @@
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
@@ -65,7 +66,7 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
   gemm.nr_vectors = c.nr / lanes;
   gemm.tk = c.tile_k;
   gemm.tn = c.panel_n;
-  gemm.native_bf16 = c.bf16_path == "native_dot";
+  gemm.engine = gemm_engine(c.bf16_path);
   const char* lhs_data = static_cast<const char*>(lhs.raw());
   const char* rhs_data = static_cast<const char*>(rhs.raw());
   const char* dout_data = static_cast<const char*>(dout.raw());

@@ -20,6 +20,8 @@ Ceilings sample_ceilings() {
   ceilings.f64_fma_gflops = 40;
   ceilings.bf16_dot_gflops = 200;
   ceilings.int8_dot_gflops = 400;
+  ceilings.amx_bf16_gflops = 3000;
+  ceilings.amx_int8_gflops = 6000;
   ceilings.bandwidth_gbps = 10;
   ceilings.device_id = "cpu-test-4c";
   ceilings.measured_at = "2025-01-31T12:00:00Z";
@@ -70,10 +72,17 @@ TEST_CASE("Ceilings round-trip through JSON and reject bad fields", "[ceilings]"
   CHECK(back.bf16_dot_gflops == ceilings.bf16_dot_gflops);
   CHECK(back.int8_dot_gflops == ceilings.int8_dot_gflops);
   CHECK(back.bandwidth_gbps == ceilings.bandwidth_gbps);
-  // Files stored before the int8 peak existed still load (as unmeasured).
+  CHECK(back.amx_bf16_gflops == ceilings.amx_bf16_gflops);
+  CHECK(back.amx_int8_gflops == ceilings.amx_int8_gflops);
+  // Files stored before the int8 and AMX peaks existed still load (as unmeasured).
   nlohmann::json older = json;
   older.erase("int8_dot_gflops");
-  CHECK(Ceilings::from_json(older).int8_dot_gflops == 0);
+  older.erase("amx_bf16_gflops");
+  older.erase("amx_int8_gflops");
+  const Ceilings old_ceilings = Ceilings::from_json(older);
+  CHECK(old_ceilings.int8_dot_gflops == 0);
+  CHECK(old_ceilings.amx_bf16_gflops == 0);
+  CHECK(old_ceilings.amx_int8_gflops == 0);
   CHECK(back.device_id == ceilings.device_id);
   CHECK(back.measured_at == ceilings.measured_at);
   CHECK(back.to_json() == json);
@@ -92,6 +101,8 @@ TEST_CASE("Ceilings round-trip through JSON and reject bad fields", "[ceilings]"
   rejects("f32_fma_gflops", "fast");
   rejects("f64_fma_gflops", 0);
   rejects("bandwidth_gbps", -1);
+  rejects("amx_bf16_gflops", -5);
+  rejects("amx_int8_gflops", "many");
   rejects("device_id", "");
   rejects("format_version", 99);
   rejects("surprise", 1);

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/framework/config.h"
@@ -23,6 +24,14 @@ inline int kernel_f32_lanes(const cpu::CpuInfo& cpu) {
 // Whether bf16_path=native_dot can run on `cpu` (avx512_bf16 with AVX-512 kernels).
 inline bool kernel_has_native_bf16(const cpu::CpuInfo& cpu) {
   return cpu.has("avx512_bf16") && kernel_f32_lanes(cpu) >= 16;
+}
+
+// The engine a client config's bf16_path names: "convert_f32" (f32 FMAs), "native_dot"
+// (vdpbf16ps), "amx" (AMX tiles). Configs are validated before this is asked.
+inline GemmEngine gemm_engine(const std::string& bf16_path) {
+  if (bf16_path == "native_dot") return GemmEngine::kBf16Dot;
+  if (bf16_path == "amx") return GemmEngine::kAmxBf16;
+  return GemmEngine::kF32Fma;
 }
 
 // An mr x nr micro-tile (field "mr") that this CPU's GEMM micro-kernels have.

@@ -3,16 +3,17 @@
 // Dimensions: see cpu_gemm.h. depth = the K extent of the current block (<= tk).
 #include "ops/common/cpu_gemm/gemm.h"
 
+#include <hwy/cache_control.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
 
-#include <hwy/cache_control.h>
-
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/amx_layout.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
@@ -27,18 +28,44 @@ float* scratch_floats(size_t count) {
   return buffer.floats(count);
 }
 
-// The blocking of one product: what packing and the loops below agree on.
+// The blocking of one product: what packing and the loops below agree on. On AMX, mr and nr
+// are the tiles' 16 rows and 16 columns (the packed layouts' units; amx_layout.h).
 struct Plan {
   MicroKernelShape shape;
   int64_t mr = 0, nr = 0, tk = 0, tn = 0;
-  bool native = false;
-  // 32-bit words of one packed k row segment of `depth` (bf16 pairs halve it).
-  int64_t words(int64_t depth) const { return native ? (depth + 1) / 2 : depth; }
+  GemmEngine engine = GemmEngine::kF32Fma;
+  // 32-bit words of one packed k row segment of `depth` (bf16 pairs halve it; AMX pads them to
+  // whole tiles).
+  int64_t words(int64_t depth) const {
+    switch (engine) {
+      case GemmEngine::kBf16Dot:
+        return (depth + 1) / 2;
+      case GemmEngine::kAmxBf16:
+        return amx_pairs(depth);
+      case GemmEngine::kF32Fma:
+        break;
+    }
+    return depth;
+  }
+  bool bf16_only() const { return engine != GemmEngine::kF32Fma; }
 };
 
 Plan make_plan(int64_t N, int64_t K, const CpuGemmOptions& options) {
   const int lanes = cpu::simd_f32_lanes();
   Plan plan;
+  plan.engine = options.engine;
+  plan.tk = std::max<int64_t>(2, std::min(options.tk, K));
+  if (plan.engine == GemmEngine::kAmxBf16) {
+    if (!gemm_has_amx_bf16()) {
+      throw NotImplemented(
+          "cpu gemm: the AMX engine needs a CPU with amx_bf16 that Linux lets "
+          "use its tiles (or TOKAMAX_AMX=emulate)");
+    }
+    plan.mr = kAmxTileRows;
+    plan.nr = kAmxTileCols;
+    plan.tn = round_up(std::max<int64_t>(1, std::min(options.tn, N)), plan.nr);
+    return plan;
+  }
   plan.shape = MicroKernelShape{options.mr, options.nr_vectors};
   if (plan.shape.mr == 0 && plan.shape.nr_vectors == 0) plan.shape = micro_kernel_shapes(lanes)[0];
   if (!has_micro_kernel_shape(lanes, plan.shape.mr, plan.shape.nr_vectors)) {
@@ -46,20 +73,20 @@ Plan make_plan(int64_t N, int64_t K, const CpuGemmOptions& options) {
                          std::to_string(plan.shape.nr_vectors) + " micro-kernel for the " +
                          cpu::simd_target_name() + " target");
   }
-  plan.native = options.native_bf16;
-  if (plan.native && !gemm_has_native_bf16()) {
+  if (plan.engine == GemmEngine::kBf16Dot && !gemm_has_native_bf16()) {
     throw NotImplemented("cpu gemm: native bf16 needs bf16 operands and a CPU with avx512_bf16");
   }
   plan.mr = plan.shape.mr;
   plan.nr = int64_t{plan.shape.nr_vectors} * lanes;
-  plan.tk = std::max<int64_t>(2, std::min(options.tk, K));
   plan.tn = round_up(std::max<int64_t>(1, std::min(options.tn, N)), plan.nr);
   return plan;
 }
 
 void check_native_dtype(const Plan& plan, DType dtype) {
-  if (plan.native && dtype != DType::kBF16) {
-    throw NotImplemented("cpu gemm: native bf16 needs bf16 operands and a CPU with avx512_bf16");
+  if (plan.bf16_only() && dtype != DType::kBF16) {
+    throw NotImplemented(std::string("cpu gemm: the ") +
+                         (plan.engine == GemmEngine::kAmxBf16 ? "AMX" : "native bf16") +
+                         " engine needs bf16 operands, not " + std::string(dtype_name(dtype)));
   }
 }
 
@@ -68,14 +95,20 @@ void pack_a_block(const GemmOperand& a, int64_t M, int64_t k0, int64_t depth, co
                   float* out, bool stream = false) {
   const char* data = static_cast<const char*>(a.data);
   const int64_t size = static_cast<int64_t>(dtype_size(a.dtype));
+  const bool native = plan.engine == GemmEngine::kBf16Dot;
+  if (plan.engine == GemmEngine::kAmxBf16) {
+    const bf16* block = reinterpret_cast<const bf16*>(data) + (a.transposed ? k0 * a.ld : k0);
+    pack_lhs_block_amx(block, a.ld, a.transposed, M, depth, reinterpret_cast<uint32_t*>(out));
+    return;
+  }
   // A transposed is stored [K, M]: its micro-panel layout [panels][depth][mr] is the rhs
   // panel layout of the stored rows with mr columns per strip, so the rhs packer builds it.
-  if (a.transposed && plan.native) {
+  if (a.transposed && native) {
     pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(data) + k0 * a.ld, a.ld, depth, M, plan.mr,
                          reinterpret_cast<uint32_t*>(out), stream);
   } else if (a.transposed) {
     pack_rhs_panel(a.dtype, data + k0 * a.ld * size, a.ld, depth, M, plan.mr, out, stream);
-  } else if (plan.native) {
+  } else if (native) {
     pack_lhs_block_pairs(reinterpret_cast<const bf16*>(data) + k0, a.ld, M, depth, plan.mr,
                          reinterpret_cast<uint32_t*>(out), stream);
   } else {
@@ -89,12 +122,19 @@ void pack_b_panel(const GemmOperand& b, int64_t k0, int64_t depth, int64_t n0, i
                   const Plan& plan, float* out, bool stream = false) {
   const char* data = static_cast<const char*>(b.data);
   const int64_t size = static_cast<int64_t>(dtype_size(b.dtype));
+  const bool native = plan.engine == GemmEngine::kBf16Dot;
+  if (plan.engine == GemmEngine::kAmxBf16) {
+    const bf16* panel =
+        reinterpret_cast<const bf16*>(data) + (b.transposed ? n0 * b.ld + k0 : k0 * b.ld + n0);
+    pack_rhs_panel_amx(panel, b.ld, b.transposed, depth, cols, reinterpret_cast<uint32_t*>(out));
+    return;
+  }
   // B transposed is stored [N, K]: its strips [depth][nr] are the lhs micro-panel layout of the
   // stored rows with nr rows per panel, so the lhs packer (register transposes) builds them.
-  if (b.transposed && plan.native) {
+  if (b.transposed && native) {
     pack_lhs_block_pairs(reinterpret_cast<const bf16*>(data) + n0 * b.ld + k0, b.ld, cols, depth,
                          plan.nr, reinterpret_cast<uint32_t*>(out), stream);
-  } else if (plan.native) {
+  } else if (native) {
     pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(data) + k0 * b.ld + n0, b.ld, depth, cols,
                          plan.nr, reinterpret_cast<uint32_t*>(out), stream);
   } else if (b.transposed) {
@@ -118,23 +158,24 @@ int64_t b_panel_offset(const Plan& plan, int64_t N, int64_t K, int64_t k0, int64
 
 PackedGemmOperand describe(const Plan& plan, const float* data, bool is_lhs, int64_t extent,
                            int64_t K) {
-  return {data, is_lhs, extent, K, plan.shape.mr, plan.shape.nr_vectors, plan.tk, plan.tn,
-          plan.native};
+  return {data,    is_lhs,  extent,     K, plan.shape.mr, plan.shape.nr_vectors,
+          plan.tk, plan.tn, plan.engine};
 }
 
 void check_packed(const PackedGemmOperand& packed, bool is_lhs, const Plan& plan, int64_t K) {
   if (packed.is_lhs != is_lhs || packed.K != K || packed.mr != plan.shape.mr ||
       packed.nr_vectors != plan.shape.nr_vectors || packed.tk != plan.tk ||
-      packed.native != plan.native || (!is_lhs && packed.tn != plan.tn)) {
-    throw InvalidArgument("cpu gemm: a packed operand used with other options than it was "
-                          "packed for");
+      packed.engine != plan.engine || (!is_lhs && packed.tn != plan.tn)) {
+    throw InvalidArgument(
+        "cpu gemm: a packed operand used with other options than it was "
+        "packed for");
   }
 }
 
 // C[M, N] (+)= A B, each side given either as a strided operand or packed.
 void gemm(const GemmOperand* a, const PackedGemmOperand* packed_a, const GemmOperand* b,
-          const PackedGemmOperand* packed_b, int64_t M, int64_t N, int64_t K, float* c,
-          int64_t ldc, bool accumulate, const CpuGemmOptions& options) {
+          const PackedGemmOperand* packed_b, int64_t M, int64_t N, int64_t K, float* c, int64_t ldc,
+          bool accumulate, const CpuGemmOptions& options) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) {
@@ -147,8 +188,8 @@ void gemm(const GemmOperand* a, const PackedGemmOperand* packed_a, const GemmOpe
   if (b) check_native_dtype(plan, b->dtype);
   if (packed_a) check_packed(*packed_a, true, plan, K);
   if (packed_b) check_packed(*packed_b, false, plan, K);
-  const int64_t lhs_elems = a ? round_up(M, plan.mr) * round_up(plan.tk, 2) : 0;
-  const int64_t rhs_elems = b ? plan.tn * round_up(plan.tk, 2) : 0;
+  const int64_t lhs_elems = a ? round_up(M, plan.mr) * plan.words(plan.tk) : 0;
+  const int64_t rhs_elems = b ? plan.tn * plan.words(plan.tk) : 0;
   float* lhs_block = scratch_floats(static_cast<size_t>(lhs_elems + rhs_elems + 16));
   float* rhs_panel = lhs_block + round_up(lhs_elems, 16);
 
@@ -200,7 +241,11 @@ void gemm(const GemmOperand* a, const PackedGemmOperand* packed_a, const GemmOpe
       } else {
         args.rhs = packed_b->data + b_panel_offset(plan, N, K, k0, n0);
       }
-      if (plan.native) {
+      if (plan.engine == GemmEngine::kAmxBf16) {
+        if (!block_product_amx_bf16(args)) throw NotImplemented("cpu gemm: AMX tiles unavailable");
+        continue;
+      }
+      if (plan.engine == GemmEngine::kBf16Dot) {
         if (!block_product_bf16(args)) throw NotImplemented("cpu gemm: no such bf16 micro-kernel");
         continue;
       }
@@ -242,7 +287,7 @@ Plan packed_plan(const PackedGemmOperand& packed) {
   options.nr_vectors = packed.nr_vectors;
   options.tk = packed.tk;
   options.tn = packed.tn;
-  options.native_bf16 = packed.native;
+  options.engine = packed.engine;
   return make_plan(packed.is_lhs ? 1 : packed.extent, std::max<int64_t>(packed.K, 1), options);
 }
 
@@ -317,8 +362,8 @@ void cpu_gemm_f32(const PackedGemmOperand& a, const GemmOperand& b, int64_t N, f
 void cpu_gemm_f32(const PackedGemmOperand& a, const PackedGemmOperand& b, float* c, int64_t ldc,
                   bool accumulate, const CpuGemmOptions& options) {
   if (a.K != b.K) {
-    throw InvalidArgument("cpu gemm: packed operands of different depths (" +
-                          std::to_string(a.K) + " and " + std::to_string(b.K) + ")");
+    throw InvalidArgument("cpu gemm: packed operands of different depths (" + std::to_string(a.K) +
+                          " and " + std::to_string(b.K) + ")");
   }
   gemm(nullptr, &a, nullptr, &b, a.extent, b.extent, a.K, c, ldc, accumulate, options);
 }

@@ -31,22 +31,29 @@ struct GemmOperand {
   bool transposed = false;
 };
 
+// The arithmetic a product runs on. The two bf16 engines take bf16 x bf16 only (NotImplemented
+// for other dtypes, and where the CPU lacks the instructions).
+enum class GemmEngine {
+  kF32Fma,   // f32 FMAs on register micro-tiles; bf16/f16 are widened to f32 while packing
+  kBf16Dot,  // vdpbf16ps on bf16 pairs (x86 with avx512_bf16)
+  kAmxBf16,  // TDPBF16PS on AMX tiles, or their emulation (backends/cpu/amx.h: tile_mode())
+};
+
 struct CpuGemmOptions {
-  int mr = 0;          // micro-tile; 0 = the first shape of this CPU's table
+  int mr = 0;          // micro-tile; 0 = the first shape of this CPU's table (AMX: unused)
   int nr_vectors = 0;  // (mr and nr_vectors must both be 0 or both set)
   int64_t tk = 256;
   int64_t tn = 512;
-  // bf16 x bf16 with vdpbf16ps on bf16 pairs (x86 with avx512_bf16 only; NotImplemented
-  // elsewhere or with other dtypes). Otherwise bf16/f16 are widened to f32 while packing.
-  bool native_bf16 = false;
+  GemmEngine engine = GemmEngine::kF32Fma;
 };
 
 // An operand packed once for several products that share it (attention's backward reuses a
 // block of keys against every block of queries): the packed blocks in the order cpu_gemm_f32
 // consumes them, so a product that takes it packs nothing for that side. A (lhs): for each K
 // block, [ceil(M / mr)][depth][mr]; B (rhs): for each K block, for each panel of tn columns,
-// [ceil(cols / nr)][depth][nr] (native bf16: depth -> ceil(depth / 2) pairs). Only valid with
-// the CpuGemmOptions it was packed for (checked) and while its storage lives.
+// [ceil(cols / nr)][depth][nr] (bf16 dot: depth -> ceil(depth / 2) pairs; AMX: the tile
+// layouts of amx_layout.h). Only valid with the CpuGemmOptions it was packed for (checked) and
+// while its storage lives.
 struct PackedGemmOperand {
   const float* data = nullptr;
   bool is_lhs = false;
@@ -54,7 +61,7 @@ struct PackedGemmOperand {
   int64_t K = 0;
   int mr = 0, nr_vectors = 0;
   int64_t tk = 0, tn = 0;
-  bool native = false;
+  GemmEngine engine = GemmEngine::kF32Fma;
 };
 
 // Where packed operands live: host buffers (backends/cpu/host_memory.h), 64-byte aligned, so
@@ -88,7 +95,7 @@ void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed,
 // otherwise C is overwritten (K = 0 writes zeros). Either operand may be transposed (A stored
 // [K, M]: ragged_dot_vjp's lhs^T dout, whose contraction is over rows). Uses per-thread
 // scratch that grows once and is reused (no allocation per call after the first). Throws
-// NotImplemented for a micro-tile shape this CPU lacks or native_bf16 where it cannot run.
+// NotImplemented for a micro-tile shape this CPU lacks or an engine that cannot run here.
 void cpu_gemm_f32(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K,
                   float* c, int64_t ldc, bool accumulate, const CpuGemmOptions& options = {});
 // The same with one side packed beforehand (its extents are the packed ones). Throws

@@ -44,7 +44,7 @@ std::vector<PackedGemmOperand> pack_gemm_operands(const std::vector<GemmPackRequ
     if (r.extent <= 0) continue;  // an empty slot stays a default operand
     packed[k] = r.is_lhs ? reserve_gemm_lhs(r.extent, r.K, options, storage[k])
                          : reserve_gemm_rhs(r.K, r.extent, options, storage[k]);
-    packed_bytes += r.extent * r.K * (options.native_bf16 ? 2 : 4);
+    packed_bytes += r.extent * r.K * (options.engine == GemmEngine::kF32Fma ? 4 : 2);
     for (int64_t piece = 0, n = gemm_pack_pieces(packed[k]); piece < n; ++piece) {
       pieces.emplace_back(k, piece);
     }

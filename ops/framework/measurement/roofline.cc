@@ -11,7 +11,8 @@ namespace tokamax {
 double peak_gflops(const Ceilings& ceilings, DType compute) {
   switch (compute) {
     case DType::kBF16:
-      return std::max(ceilings.bf16_dot_gflops, ceilings.f32_fma_gflops);
+      return std::max(
+          {ceilings.bf16_dot_gflops, ceilings.amx_bf16_gflops, ceilings.f32_fma_gflops});
     case DType::kF16:
       return std::max(ceilings.f16_dot_gflops, ceilings.f32_fma_gflops);
     case DType::kF32:
@@ -19,8 +20,8 @@ double peak_gflops(const Ceilings& ceilings, DType compute) {
     case DType::kI8:
       // int8 x int8 products: the native dot where measured, else what a kernel converting to
       // the float units could reach.
-      return std::max({ceilings.int8_dot_gflops, ceilings.bf16_dot_gflops,
-                       ceilings.f32_fma_gflops});
+      return std::max({ceilings.int8_dot_gflops, ceilings.amx_int8_gflops,
+                       peak_gflops(ceilings, DType::kBF16)});
     case DType::kF64:
       // f64 vectors hold half the lanes at the same FMA rate.
       return ceilings.f64_fma_gflops > 0 ? ceilings.f64_fma_gflops : ceilings.f32_fma_gflops / 2;

@@ -8,11 +8,13 @@
 namespace tokamax {
 
 // The compute ceiling for kernels whose arithmetic runs in `compute`:
-//   bf16, f16 -> max(native bf16 / f16 dot, f32 FMA): a kernel may convert to f32 and use FMAs
-//   instead (the CPU has no native f16 dot: its f16 peak is the f32 FMA one);
+// the fastest engine the device has for it:
+//   bf16 -> max(native bf16 dot, AMX bf16 tiles, f32 FMA): a kernel may convert to f32 and use
+//   FMAs instead;
+//   f16 -> max(native f16 dot, f32 FMA) (the CPU's f16 peak is the f32 FMA one);
 //   f32 -> f32 FMA;
 //   f64 -> f64 FMA (half the f32 FMA peak when unmeasured);
-//   i8 (int8 x int8 products) -> max(native int8 dot, the bf16 ceiling).
+//   i8 (int8 x int8 products) -> max(native int8 dot, AMX int8 tiles, the bf16 ceiling).
 // Throws InvalidArgument for i32 and bool.
 double peak_gflops(const Ceilings& ceilings, DType compute);
 

@@ -26,7 +26,7 @@ const char* kSapphireRapids =
     "model\t\t: 143\n"
     "model name\t: Intel(R) Xeon(R) Platinum 8480+\n"
     "flags\t\t: fpu vme sse sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2 avx512f avx512dq "
-    "avx512bw avx512vl avx512_bf16 avx512_fp16 amx_bf16 amx_tile\n"
+    "avx512bw avx512vl avx512_bf16 avx512_fp16 amx_bf16 amx_tile amx_int8\n"
     "\n"
     "processor\t: 1\n"
     "vendor_id\t: GenuineIntel\n";
@@ -40,7 +40,7 @@ TEST_CASE("describe_cpu parses ISA features and builds a filesystem-safe id", "[
   // The fixed order of cpu_info.cc, independent of the order in the flags line.
   CHECK(device.isa == std::vector<std::string>{"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f",
                                                "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
-                                               "amx_bf16"});
+                                               "amx_tile", "amx_bf16", "amx_int8"});
   CHECK(device.simd_bytes == 64);
   CHECK(device.cores == 16);
   CHECK(device.l1d_bytes == 48 << 10);

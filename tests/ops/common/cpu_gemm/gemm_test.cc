@@ -7,12 +7,15 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/amx.h"
 #include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/amx_layout.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/random.h"
 #include "tests/simd_targets.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 
@@ -22,10 +25,10 @@ struct Case {
   int64_t M, N, K;
   bool transposed;  // B stored as B^T [N, K]
   DType dtype;
-  bool native;
+  GemmEngine engine;
   bool accumulate;
   bool a_transposed = false;  // A stored as A^T [K, M]
-  int packed = 0;              // 0: both strided; 1: A packed beforehand; 2: B packed beforehand
+  int packed = 0;             // 0: both strided; 1: A packed beforehand; 2: B packed beforehand
 };
 
 // Stores `values` as `dtype` and returns them rounded to what was stored.
@@ -49,10 +52,11 @@ std::vector<char> store(DType dtype, std::vector<double>& values) {
 }
 
 void check_case(const Case& t) {
-  CAPTURE(t.M, t.N, t.K, t.transposed, t.a_transposed, dtype_name(t.dtype), t.native,
-          t.accumulate);
+  CAPTURE(t.M, t.N, t.K, t.transposed, t.a_transposed, dtype_name(t.dtype),
+          static_cast<int>(t.engine), t.accumulate, t.packed,
+          cpu::tile_mode_name(cpu::tile_mode()));
   const int64_t lda = t.a_transposed ? t.M + 3 : t.K + 3;  // A^T [K, M] or A [M, K], strided
-  const int64_t ldb = t.transposed ? t.K + 5 : t.N + 7;  // B^T [N, K] or B [K, N]
+  const int64_t ldb = t.transposed ? t.K + 5 : t.N + 7;    // B^T [N, K] or B [K, N]
   std::vector<double> a(static_cast<size_t>((t.a_transposed ? t.K : t.M) * lda)),
       b(static_cast<size_t>((t.transposed ? t.N : t.K) * ldb));
   uint64_t counter = 0;
@@ -63,7 +67,7 @@ void check_case(const Case& t) {
   // 16 guard rows below C: a micro-tile must not write the padding rows of its panel.
   std::vector<float> c(static_cast<size_t>((t.M + 16) * ldc), 0.5f);
   CpuGemmOptions options;
-  options.native_bf16 = t.native;
+  options.engine = t.engine;
   options.tk = 40;  // several K blocks
   options.tn = 48;  // several panels
   const GemmOperand a_op{t.dtype, a_bytes.data(), lda, t.a_transposed};
@@ -103,8 +107,9 @@ TEST_CASE("cpu_gemm_f32 matches a double product for every operand layout and dt
     for (bool transposed : {false, true}) {
       for (bool accumulate : {false, true}) {
         for (bool a_transposed : {false, true}) {
-          check_case({37, 53, 101, transposed, dtype, false, accumulate, a_transposed});
-          check_case({1, 5, 3, transposed, dtype, false, accumulate, a_transposed});
+          check_case(
+              {37, 53, 101, transposed, dtype, GemmEngine::kF32Fma, accumulate, a_transposed});
+          check_case({1, 5, 3, transposed, dtype, GemmEngine::kF32Fma, accumulate, a_transposed});
         }
       }
     }
@@ -118,10 +123,13 @@ TEST_CASE("cpu_gemm_f32 with one side packed beforehand matches, for every layou
       for (bool transposed : {false, true}) {
         for (bool a_transposed : {false, true}) {
           // K = 101: three K blocks of 40 and a short one; N = 53: two panels of 48 and a part.
-          check_case({37, 53, 101, transposed, dtype, false, true, a_transposed, packed});
-          check_case({1, 5, 3, transposed, dtype, false, false, a_transposed, packed});
+          check_case(
+              {37, 53, 101, transposed, dtype, GemmEngine::kF32Fma, true, a_transposed, packed});
+          check_case(
+              {1, 5, 3, transposed, dtype, GemmEngine::kF32Fma, false, a_transposed, packed});
           if (gemm_has_native_bf16() && dtype == DType::kBF16) {
-            check_case({29, 70, 67, transposed, dtype, true, false, a_transposed, packed});
+            check_case(
+                {29, 70, 67, transposed, dtype, GemmEngine::kBf16Dot, false, a_transposed, packed});
           }
         }
       }
@@ -170,14 +178,14 @@ TEST_CASE("packing in pieces, in any order, gives the packed layout", "[cpu_gemm
                           : pack_gemm_rhs(source, K, extent, options, storage);
         }
         GemmPackStorage want(storage.size(), kSentinel);
-        const int64_t tile = is_lhs ? packed.mr
-                                    : int64_t{packed.nr_vectors} * cpu::simd_f32_lanes();
+        const int64_t tile =
+            is_lhs ? packed.mr : int64_t{packed.nr_vectors} * cpu::simd_f32_lanes();
         const int64_t padded = (extent + tile - 1) / tile * tile;
         for (int64_t k0 = 0; k0 < K; k0 += packed.tk) {
           const int64_t depth = std::min(packed.tk, K - k0), base = padded * k0;
           for (int64_t e = 0; e < padded; ++e) {
             for (int64_t k = k0; k < k0 + depth; ++k) {
-              const float v = e >= extent ? 0.0f
+              const float v = e >= extent  ? 0.0f
                               : rows_are_k ? values[static_cast<size_t>(k * ld + e)]
                                            : values[static_cast<size_t>(e * ld + k)];
               want[static_cast<size_t>(base + e / tile * depth * tile + (k - k0) * tile +
@@ -220,26 +228,66 @@ TEST_CASE("a packed operand is reused across products and refused with other opt
 
 TEST_CASE("cpu_gemm_f32 native bf16 path matches, odd depth included", "[cpu_gemm]") {
   if (!gemm_has_native_bf16()) {
-    CHECK_THROWS_AS(check_case({4, 4, 4, false, DType::kBF16, true, false}), NotImplemented);
+    CHECK_THROWS_AS(check_case({4, 4, 4, false, DType::kBF16, GemmEngine::kBf16Dot, false}),
+                    NotImplemented);
     return;
   }
   for (bool transposed : {false, true}) {
     for (bool a_transposed : {false, true}) {
-      check_case({29, 70, 67, transposed, DType::kBF16, true, false, a_transposed});
-      check_case({3, 17, 1, transposed, DType::kBF16, true, true, a_transposed});
+      check_case({29, 70, 67, transposed, DType::kBF16, GemmEngine::kBf16Dot, false, a_transposed});
+      check_case({3, 17, 1, transposed, DType::kBF16, GemmEngine::kBf16Dot, true, a_transposed});
     }
   }
 }
 
-TEST_CASE("cpu_gemm_f32 matches for every row count of a last partial micro-panel",
-          "[cpu_gemm]") {
+TEST_CASE("cpu_gemm_f32 on the AMX engine matches, for every layout, packing and edge",
+          "[cpu_gemm][amx]") {
+  testing::for_each_tile_mode([](cpu::TileMode) {
+    REQUIRE(gemm_has_amx_bf16());
+    for (bool transposed : {false, true}) {
+      for (bool a_transposed : {false, true}) {
+        for (int packed : {0, 1, 2}) {
+          // K = 101 (odd: the last pair's high half and 15 pad pairs per tile row are zero),
+          // blocks of 40; N = 53 (strips of 16 with a 5-column edge); M = 37 (a 5-row edge
+          // panel after a pair of whole ones).
+          check_case({37, 53, 101, transposed, DType::kBF16, GemmEngine::kAmxBf16, packed == 1,
+                      a_transposed, packed});
+          check_case({3, 17, 1, transposed, DType::kBF16, GemmEngine::kAmxBf16, true, a_transposed,
+                      packed});
+          // Whole tiles only: 2 x 2 blocks whose accumulators start from and store to C.
+          check_case({64, 64, 96, transposed, DType::kBF16, GemmEngine::kAmxBf16, packed != 2,
+                      a_transposed, packed});
+        }
+      }
+    }
+    for (int64_t M = 1; M <= 33; M += 4) {
+      check_case({M, 37, 23, false, DType::kBF16, GemmEngine::kAmxBf16, M % 3 == 0});
+    }
+  });
+}
+
+TEST_CASE("the AMX engine refuses other dtypes, and runs nowhere without tiles or emulation",
+          "[cpu_gemm][amx]") {
+  {
+    testing::ScopedTileMode scoped(cpu::TileMode::kEmulated);
+    CHECK_THROWS_AS(check_case({4, 4, 4, false, DType::kF32, GemmEngine::kAmxBf16, false}),
+                    NotImplemented);
+  }
+  testing::ScopedTileMode scoped(cpu::TileMode::kNone);
+  CHECK_FALSE(gemm_has_amx_bf16());
+  CHECK_THROWS_AS(check_case({4, 4, 4, false, DType::kBF16, GemmEngine::kAmxBf16, false}),
+                  NotImplemented);
+}
+
+TEST_CASE("cpu_gemm_f32 matches for every row count of a last partial micro-panel", "[cpu_gemm]") {
   // M from 1 to 2 mr + 1 (mr = 14 on AVX-512, 6 on AVX2): the last panel of 1 to mr rows runs a
   // tail tile of 4 or 8 accumulator rows, or the whole mr (micro_tile.h: dispatch_tile_rows);
   // rows past M must be neither read nor written, for f32 and the native bf16 kernel alike.
   for (int64_t M = 1; M <= 29; ++M) {
     CAPTURE(M);
-    check_case({M, 37, 23, false, DType::kF32, false, M % 2 == 0, false});
-    if (gemm_has_native_bf16()) check_case({M, 37, 23, false, DType::kBF16, true, M % 3 == 0});
+    check_case({M, 37, 23, false, DType::kF32, GemmEngine::kF32Fma, M % 2 == 0, false});
+    if (gemm_has_native_bf16())
+      check_case({M, 37, 23, false, DType::kBF16, GemmEngine::kBf16Dot, M % 3 == 0});
   }
 }
 
@@ -254,8 +302,7 @@ TEST_CASE("cpu_gemm_f32 with K = 0 writes zeros or leaves C alone", "[cpu_gemm]"
   CHECK(c[5] == 0.0f);
 }
 
-TEST_CASE("cpu_gemm_f32 rejects a micro-tile shape the CPU lacks",
-          "[cpu_gemm]") {
+TEST_CASE("cpu_gemm_f32 rejects a micro-tile shape the CPU lacks", "[cpu_gemm]") {
   std::vector<float> a(4, 1.0f), c(4);
   CpuGemmOptions options;
   options.mr = 13;
@@ -273,8 +320,8 @@ TEST_CASE("cpu_gemm_f32 matches on the AVX2 and scalar targets too, every operan
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       for (bool transposed : {false, true}) {
         for (bool a_transposed : {false, true}) {
-          check_case({37, 53, 101, transposed, dtype, false, false, a_transposed});
-          check_case({5, 29, 3, transposed, dtype, false, true, a_transposed});
+          check_case({37, 53, 101, transposed, dtype, GemmEngine::kF32Fma, false, a_transposed});
+          check_case({5, 29, 3, transposed, dtype, GemmEngine::kF32Fma, true, a_transposed});
         }
       }
     }
