@@ -46,7 +46,7 @@ class CpuDotProductAttention final
   void check_config(const AttentionProblem& p, const CpuAttentionConfig& c,
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
-    if (c.bf16_path == "native_dot") require_native_bf16(p.dtype == DType::kBF16, "bf16 q/k/v");
+    require_bf16_path(c.bf16_path, p.dtype == DType::kBF16, "bf16 q/k/v");
   }
 
   CpuAttentionConfig heuristics_config(const AttentionProblem& p,

@@ -33,7 +33,7 @@ class CpuDotProductAttentionVjp final
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
     if (c.bf16_path != "convert_f32")
-      require_native_bf16(p.fwd.dtype == DType::kBF16, "bf16 q/k/v");
+      require_bf16_path("native_dot", p.fwd.dtype == DType::kBF16, "bf16 q/k/v");
   }
   CpuAttentionVjpConfig heuristics_config(const AttentionVjpProblem& p,
                                           const Device& device) const override {

@@ -45,8 +45,7 @@ class CpuGatedLinearUnit final : public TypedImplementation<GluProblem, CpuGluCo
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
     require_micro_tile(c.mr, c.nr);
-    if (c.bf16_path == "native_dot")
-      require_native_bf16(is_bf16_glu_problem(p), "bf16 x and bf16 weights");
+    require_bf16_path(c.bf16_path, is_bf16_glu_problem(p), "bf16 x and bf16 weights");
     const CpuGluConfig clamped = clamp_to_problem(c, p);
     const int64_t scratch = int64_t{clamped.tile_m} * 2 * task_columns(p, clamped);
     require_config(scratch <= kCpuGluMaxScratchElements, "tile_m", [&] {

@@ -70,9 +70,7 @@ void CpuGluConfig::validate() const {
                    return "tile_m * 2 * tile_n is " + std::to_string(int64_t{tile_m} * 2 * tile_n) +
                           "; expected <= " + std::to_string(kCpuGluMaxScratchElements);
                  });
-  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
-    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
-  });
+  require_bf16_path_name(bf16_path);
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
@@ -126,19 +124,17 @@ CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const Device& target
     c.tile_m = static_cast<int>(round_up(p.M, c.mr));
     const int64_t tn = round_up(ceil_div(std::max<int64_t>(p.N, 1), 4 * threads), c.nr);
     c.tile_n = tn >= p.N ? 0 : static_cast<int>(tn);
-    while (c.tile_n != 0 &&
-           int64_t{c.tile_m} * 2 * c.tile_n > kCpuGluMaxScratchElements && c.tile_m > c.mr) {
+    while (c.tile_n != 0 && int64_t{c.tile_m} * 2 * c.tile_n > kCpuGluMaxScratchElements &&
+           c.tile_m > c.mr) {
       c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
     }
   }
   while (threads > 1 && tasks(c) < 4 * threads && c.tile_m > 4 * c.mr) {
     c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
   }
-  // bf16: vdpbf16ps does two multiply-adds per f32 lane where the CPU has it (see ragged_dot's
-  // heuristics for the measurements); it also halves the packed panels' bytes.
-  if (is_bf16_glu_problem(p) && device.has("avx512_bf16") && lanes >= 16 && p.M > c.mr) {
-    c.bf16_path = "native_dot";
-  }
+  // bf16: the fastest engine the CPU has (checks.h); a bf16 engine also halves the packed
+  // panels' bytes.
+  if (is_bf16_glu_problem(p) && p.M > c.mr) c.bf16_path = fastest_bf16_path(device);
   c.num_threads = threads == 1 ? 1 : 0;
   return clamp_to_problem(c, p);
 }
@@ -157,12 +153,12 @@ std::vector<CpuGluConfig> cpu_glu_autotuning_configs(const GluProblem& p, const 
     }
   };
   add(base);
-  std::vector<std::string> bf16_paths = {"convert_f32"};
-  if (is_bf16_glu_problem(p) && device.has("avx512_bf16") && lanes >= 16) {
-    bf16_paths.push_back("native_dot");
-  }
+  const std::vector<std::string> bf16_paths =
+      is_bf16_glu_problem(p) ? bf16_paths_for(device) : std::vector<std::string>{"convert_f32"};
   for (const std::string& path : bf16_paths) {
     for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
+      // The tiles ignore the micro-tile: one shape is enough.
+      if (path == "amx" && !(shape == micro_kernel_shapes(lanes)[0])) continue;
       const int nr = shape.nr_vectors * lanes;
       for (int panels_m : {4, 9, 18, 36}) {
         for (int tn : {0, 128, 256, 512}) {

@@ -30,7 +30,7 @@ struct CpuGluConfig {
   int panel_n = 512;  // pn: columns of one packed weight panel [tk, pn]; stays in L2
   int mr = 14;        // micro-tile rows
   int nr = 32;        // micro-tile columns: nr / L vectors of the SIMD target
-  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" (vdpbf16ps)
+  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" | "amx" (checks.h)
   int num_threads = 0;                    // 0 = all cores
 
   void validate() const;

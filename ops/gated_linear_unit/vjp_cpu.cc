@@ -35,9 +35,7 @@ class CpuGatedLinearUnitVjp final : public TypedImplementation<GluVjpProblem, Cp
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
     require_micro_tile(c.mr, c.nr);
-    if (c.bf16_path == "native_dot") {
-      require_native_bf16(is_bf16_glu_problem(p.fwd), "bf16 x and bf16 weights");
-    }
+    require_bf16_path(c.bf16_path, is_bf16_glu_problem(p.fwd), "bf16 x and bf16 weights");
   }
   CpuGluVjpConfig heuristics_config(const GluVjpProblem& p, const Device& device) const override {
     return cpu_glu_vjp_heuristics_config(p, device);

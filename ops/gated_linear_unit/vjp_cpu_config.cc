@@ -32,12 +32,10 @@ void CpuGluVjpConfig::validate() const {
   require_range("mr", mr, 1, 64);
   require_range("nr", nr, 1, 256);
   require_config(int64_t{tile_m} * tile_n <= kCpuGluVjpMaxScratch, "tile_m", [&] {
-    return "tile_m * tile_n is " + std::to_string(int64_t{tile_m} * tile_n) + "; expected <= " +
-           std::to_string(kCpuGluVjpMaxScratch);
+    return "tile_m * tile_n is " + std::to_string(int64_t{tile_m} * tile_n) +
+           "; expected <= " + std::to_string(kCpuGluVjpMaxScratch);
   });
-  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
-    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
-  });
+  require_bf16_path_name(bf16_path);
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
@@ -62,8 +60,8 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
   c.tile_k = static_cast<int>(std::clamp<int64_t>(l1 / (2 * int64_t{c.mr} * 4) / 32 * 32, 32, 512));
   c.panel_n = static_cast<int>(
       std::clamp<int64_t>(l2 / (2 * int64_t{c.tile_k} * 4) / c.nr * c.nr, c.nr, 4096));
-  c.tile_n = static_cast<int>(round_up(std::max<int64_t>({c.nr, 2 * int64_t{c.panel_n}, 512}),
-                                       c.panel_n));
+  c.tile_n =
+      static_cast<int>(round_up(std::max<int64_t>({c.nr, 2 * int64_t{c.panel_n}, 512}), c.panel_n));
   // Then (the panels sized as above) the shortest of the three contractions (K in the H phase,
   // 2N or N in the dx phase, M in the dW phase) as one K block when it is at most twice tk: a
   // micro-panel of up to all of L1 (the rhs strips stream from L2 either way), and that phase
@@ -96,8 +94,8 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
   // (tile_m also caps the K row tiles of the dW phase: left alone when M already divides well.)
   const int64_t row_tiles = ceil_div(std::max<int64_t>(p.M, 1), c.tile_m);
   if (threads > 1 && row_tiles % threads != 0) {
-    c.tile_m = static_cast<int>(round_up(
-        ceil_div(std::max<int64_t>(p.M, 1), round_up(row_tiles, threads)), c.mr));
+    c.tile_m = static_cast<int>(
+        round_up(ceil_div(std::max<int64_t>(p.M, 1), round_up(row_tiles, threads)), c.mr));
   }
   // No thin last column tile: N = 2816 in tiles of 896 leaves one of 128 per half in the H and
   // dW phases (and K = 1024 one in the dx phase), tasks with a whole task's overheads for a
@@ -116,10 +114,8 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
       break;
     }
   }
-  // bf16 x and weights: the three products on vdpbf16ps, as the forward's heuristics.
-  if (is_bf16_glu_problem(p) && device.has("avx512_bf16") && lanes >= 16 && p.M > c.mr) {
-    c.bf16_path = "native_dot";
-  }
+  // bf16 x and weights: the three products on the fastest bf16 engine, as the forward's.
+  if (is_bf16_glu_problem(p) && p.M > c.mr) c.bf16_path = fastest_bf16_path(device);
   c.num_threads = threads == 1 ? 1 : 0;
   return c;
 }
@@ -148,11 +144,12 @@ std::vector<CpuGluVjpConfig> cpu_glu_vjp_autotuning_configs(const GluVjpProblem&
     c.tile_k = std::max(32, tile_k);
     add(c);
   }
-  const cpu::CpuInfo& info = cpu::cpu_info(device);
-  if (is_bf16_glu_problem(p.fwd) && info.has("avx512_bf16") && kernel_f32_lanes(info) >= 16) {
-    CpuGluVjpConfig c = base;
-    c.bf16_path = base.bf16_path == "native_dot" ? "convert_f32" : "native_dot";
-    add(c);
+  if (is_bf16_glu_problem(p.fwd)) {
+    for (const std::string& path : bf16_paths_for(cpu::cpu_info(device))) {
+      CpuGluVjpConfig c = base;
+      c.bf16_path = path;
+      add(c);
+    }
   }
   return configs;
 }

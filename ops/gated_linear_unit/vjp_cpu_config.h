@@ -2,8 +2,9 @@
 //
 // Dimensions.
 //   M, K, N   as vjp_base.h; H [M, 2N] = [dg | dp]
-//   tm     rows per task: of H and dx (phases 1 and 2), of the weight gradients (a K range, phase 3)
-//   tn     columns per task: of the gate and projection (phase 1: H), of dx (a K range, phase 2),
+//   tm     rows per task: of H and dx (phases 1 and 2), of the weight gradients (a K range, phase
+//   3) tn     columns per task: of the gate and projection (phase 1: H), of dx (a K range, phase
+//   2),
 //          of one weight gradient (phase 3: dweights = x^T H)
 //   tk     depth of the packed panels; pn columns of one packed panel
 //   mr, nr the micro-tile
@@ -28,8 +29,8 @@ struct CpuGluVjpConfig {
   int mr = 14;
   int nr = 32;
   // bf16 x and bf16 weights: "convert_f32" widens every bf16 operand to f32 while packing and
-  // keeps H in f32; "native_dot" multiplies bf16 pairs with vdpbf16ps in all three products (the
-  // forward's bf16_path), H rounded to bf16 for the last two (glu_vjp_h_roundoff).
+  // keeps H in f32; "native_dot" (vdpbf16ps) and "amx" (AMX tiles) multiply bf16 in all three
+  // products (the forward's bf16_path), H rounded to bf16 for the last two (glu_vjp_h_roundoff).
   std::string bf16_path = "convert_f32";
   int num_threads = 0;  // 0 = all cores
 

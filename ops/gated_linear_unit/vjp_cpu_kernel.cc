@@ -6,8 +6,8 @@
 // again (g and p are not saved by the forward; recomputing them costs one forward, storing them
 // M 2N floats of traffic each way), then H = [dout p act'(g) | dout act(g)] in place over them;
 // the forward's task loop (glu_products). H stays in an f32 buffer [M, 2N] (the size of the
-// forward's pre-activations, never [M, M]); with bf16_path native_dot every product runs on bf16
-// pairs (vdpbf16ps), and phase 1 also rounds its H tiles into a bf16 copy of H, the operand of
+// forward's pre-activations, never [M, M]); with bf16_path native_dot or amx every product runs on
+// bf16 pairs (vdpbf16ps), and phase 1 also rounds its H tiles into a bf16 copy of H, the operand of
 // the other two. Phase 2, one task per tile [tm, tn] of dx: dx = H W^T
 // (W read transposed: its rows are contiguous along the contraction 2N). Phase 3, one task per
 // tile [tm, tn] of the weight gradients: dW = x^T H (x read transposed: the contraction is over
@@ -23,6 +23,7 @@
 #include "backends/cpu/simd_target.h"
 #include "ops/common/activation.h"
 #include "ops/common/cpu_activation.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
@@ -91,13 +92,13 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   // page-faulted and zeroed by the kernel each time (7% of a llama-MLP call, measured).
   thread_local cpu::ScratchBuffer h_buffer;
   float* h = h_buffer.floats(static_cast<size_t>(M * N2));
-  // native_dot: H rounded to bf16 [M, 2N] (the operand of phases 2 and 3), as JAX's autodiff of
-  // a bf16 forward holds it; the error model has this rounding (glu_vjp_h_roundoff).
-  const bool native = c.bf16_path == "native_dot";
+  // native_dot, amx: H rounded to bf16 [M, 2N] (the operand of phases 2 and 3), as JAX's autodiff
+  // of a bf16 forward holds it; the error model has this rounding (glu_vjp_h_roundoff).
+  const bool native = c.bf16_path != "convert_f32";
   thread_local cpu::ScratchBuffer h16_buffer;
   bf16* h16 =
       native ? reinterpret_cast<bf16*>(h16_buffer.floats(static_cast<size_t>(M * N))) : nullptr;
-  gemm.engine = native ? GemmEngine::kBf16Dot : GemmEngine::kF32Fma;
+  gemm.engine = gemm_engine(c.bf16_path);
   // H's columns [col, ...) of row `row` as a product operand: bf16 with native_dot, else f32.
   auto h_operand = [&](int64_t row, int64_t col) {
     return native ? GemmOperand{DType::kBF16, h16 + row * N2 + col, N2, false}

@@ -54,8 +54,7 @@ class CpuLinearSoftmaxCrossEntropy final
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
     if (c.mr != 0 || c.nr != 0) require_micro_tile(c.mr, c.nr);
-    if (c.bf16_path == "native_dot")
-      require_native_bf16(is_lsce_bf16_problem(p), "bf16 x and bf16 w");
+    require_bf16_path(c.bf16_path, is_lsce_bf16_problem(p), "bf16 x and bf16 w");
     const int64_t tile =
         std::min<int64_t>(c.tile_b, std::max<int64_t>(p.B, 1)) * std::min<int64_t>(c.chunk_v, p.V);
     require_config(tile <= kMaxLogitsTile, "chunk_v",
@@ -94,7 +93,7 @@ class CpuLinearSoftmaxCrossEntropy final
     }
     options.mr = c.mr;
     options.nr_vectors = c.nr / lanes;
-    options.native_bf16 = c.bf16_path == "native_dot";
+    options.engine = gemm_engine(c.bf16_path);
     options.num_threads = c.num_threads;
     std::vector<double> lse(static_cast<size_t>(p.B)), label_logit(static_cast<size_t>(p.B));
     lsce_cpu_row_stats(p, options, inputs.at("x").raw(), labels.data<int32_t>(),
@@ -133,8 +132,7 @@ void CpuLsceConfig::validate() const {
   require_config(mr >= 0 && nr >= 0 && (mr == 0) == (nr == 0), "mr",
                  "mr and nr must both be 0 (the CPU's default micro-tile) or both set, got mr=" +
                      std::to_string(mr) + " nr=" + std::to_string(nr));
-  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path",
-                 "bf16_path must be convert_f32 or native_dot, got '" + bf16_path + "'");
+  require_bf16_path_name(bf16_path);
   require_config(num_threads >= 0, "num_threads",
                  "num_threads must be >= 0 (0 = all cores), got " + std::to_string(num_threads));
 }
@@ -187,7 +185,7 @@ CpuLsceConfig cpu_lsce_heuristics_config(const LinearSoftmaxCrossEntropyProblem&
   c.chunk_v = static_cast<int>(std::min<int64_t>(tv_cap, 2048) / c.tile_n * c.tile_n);
   c.chunk_v = std::max(c.chunk_v, c.tile_n);
   c.v_splits = 0;
-  if (is_lsce_bf16_problem(p) && kernel_has_native_bf16(device)) c.bf16_path = "native_dot";
+  if (is_lsce_bf16_problem(p)) c.bf16_path = fastest_bf16_path(device);
   const double multiply_adds = static_cast<double>(p.B) * p.H * p.V;
   c.num_threads = multiply_adds < kSerialMultiplyAdds ? 1 : 0;
   return c;
@@ -208,8 +206,8 @@ std::vector<CpuLsceConfig> cpu_lsce_autotuning_configs(const LinearSoftmaxCrossE
     if (seen.insert(c.key()).second) configs.push_back(c);
   };
   add(base);
-  std::vector<std::string> paths = {"convert_f32"};
-  if (is_lsce_bf16_problem(p) && kernel_has_native_bf16(device)) paths.push_back("native_dot");
+  const std::vector<std::string> paths =
+      is_lsce_bf16_problem(p) ? bf16_paths_for(device) : std::vector<std::string>{"convert_f32"};
   for (const std::string& path : paths) {
     for (int chunk : {512, 1024, 2048, 4096}) {
       for (int tn : {128, 256, 512}) {

@@ -25,7 +25,7 @@ struct CpuLsceConfig {
   int v_splits = 0;    // nv: V ranges per row tile; 0 = enough tasks for every thread
   int mr = 0;          // micro-tile rows; 0 (with nr = 0) = this CPU's first shape
   int nr = 0;          // micro-tile columns, a multiple of the f32 lanes
-  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" (vdpbf16ps)
+  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" | "amx" (checks.h)
   int num_threads = 0;                    // 0 = all cores
 
   void validate() const;

@@ -74,7 +74,7 @@ void lsce_cpu_row_stats(const LinearSoftmaxCrossEntropyProblem& p,
   // chunk of every range; the GEMM packs w in [tk, tn] panels that stay in L2 while every
   // micro-panel of rows passes over them (a narrow panel keeps w's panel cache-resident).
   gemm.tn = options.tile_n;
-  gemm.engine = options.native_bf16 ? GemmEngine::kBf16Dot : GemmEngine::kF32Fma;
+  gemm.engine = options.engine;
   thread_local std::vector<GemmPackStorage> x_storage;
   std::vector<GemmPackRequest> x_requests;
   for (int64_t i = 0; i < nb; ++i) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "ops/common/cpu_gemm/gemm.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
 
 namespace tokamax {
@@ -24,8 +25,8 @@ struct LsceCpuKernelOptions {
   int64_t v_splits = 1;    // nv >= 1
   int mr = 0;              // micro-tile (0, 0 = the CPU's first shape)
   int nr_vectors = 0;
-  bool native_bf16 = false;  // vdpbf16ps on bf16 x and w
-  int num_threads = 0;       // 0 = all cores
+  GemmEngine engine = GemmEngine::kF32Fma;  // of the x w products (bf16 engines: bf16 x and w)
+  int num_threads = 0;                      // 0 = all cores
 };
 
 // lse[i] = log sum_j exp(z_ij) and label_logit[i] = z_i,labels[i] for z = x @ w, accumulated in

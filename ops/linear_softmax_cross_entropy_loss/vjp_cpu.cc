@@ -48,7 +48,7 @@ LsceCpuKernelOptions stats_options(const LinearSoftmaxCrossEntropyProblem& p, in
   o.v_splits = std::max<int64_t>(1, (4 * threads + nb - 1) / nb);
   o.mr = f.mr;
   o.nr_vectors = nr_vectors(f.nr);
-  o.native_bf16 = f.bf16_path == "native_dot";
+  o.engine = gemm_engine(f.bf16_path);
   o.num_threads = num_threads;
   return o;
 }
@@ -73,9 +73,7 @@ class CpuLinearSoftmaxCrossEntropyVjp final
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
     if (c.mr != 0 || c.nr != 0) require_micro_tile(c.mr, c.nr);
-    if (c.bf16_path == "native_dot") {
-      require_native_bf16(is_lsce_vjp_bf16_problem(p), "bf16 x and bf16 w");
-    }
+    require_bf16_path(c.bf16_path, is_lsce_vjp_bf16_problem(p), "bf16 x and bf16 w");
     const int64_t tile = std::max<int64_t>(p.fwd.B, 1) * std::min<int64_t>(c.chunk_v, p.fwd.V);
     require_config(tile <= kCpuLsceVjpMaxDzTile, "chunk_v", [&] {
       return "B * chunk_v is " + std::to_string(tile) + ", over the " +
@@ -126,7 +124,7 @@ class CpuLinearSoftmaxCrossEntropyVjp final
         p, c, cpu::thread_pool().threads_for(int64_t{1} << 20, c.num_threads));
     o.mr = c.mr;
     o.nr_vectors = nr_vectors(c.nr);
-    o.native_bf16 = c.bf16_path == "native_dot";
+    o.engine = gemm_engine(c.bf16_path);
     o.num_threads = c.num_threads;
     lsce_vjp_cpu_kernel(p, o, x, labels.data<int32_t>(), w, lse.data(), weights.data(),
                         outputs.at("dx").raw(), outputs.at("dw").raw());

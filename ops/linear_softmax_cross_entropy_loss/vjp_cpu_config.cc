@@ -42,9 +42,7 @@ void CpuLsceVjpConfig::validate() const {
     return "mr and nr must both be 0 (the CPU's default micro-tile) or both set, got mr=" +
            std::to_string(mr) + " nr=" + std::to_string(nr);
   });
-  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
-    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
-  });
+  require_bf16_path_name(bf16_path);
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
@@ -97,11 +95,11 @@ CpuLsceVjpConfig cpu_lsce_vjp_heuristics_config(const LinearSoftmaxCrossEntropyV
   // interleaved rounds: 4 panels (1792) 2.00 / 2.03 s against 2 tk (576, 448 + 128) 2.12 / 2.10 s;
   // the f32 head within the noise.
   const int64_t dz_cap = std::max<int64_t>(nr, kCpuLsceVjpMaxDzTile / std::max<int64_t>(p.B, 1));
-  const int64_t tv = round_up(std::max<int64_t>(2 * int64_t{c.tile_k}, 4 * int64_t{c.tile_n}),
-                              c.tile_n);
+  const int64_t tv =
+      round_up(std::max<int64_t>(2 * int64_t{c.tile_k}, 4 * int64_t{c.tile_n}), c.tile_n);
   c.chunk_v = static_cast<int>(std::min<int64_t>({tv, dz_cap / nr * nr, round_up(p.V, nr)}));
   c.v_splits = 0;
-  if (is_lsce_vjp_bf16_problem(vp) && kernel_has_native_bf16(device)) c.bf16_path = "native_dot";
+  if (is_lsce_vjp_bf16_problem(vp)) c.bf16_path = fastest_bf16_path(device);
   const double multiply_adds = 4.0 * static_cast<double>(p.B) * p.H * p.V;
   c.num_threads = multiply_adds < kSerialMultiplyAdds ? 1 : 0;
   return c;
@@ -147,10 +145,12 @@ std::vector<CpuLsceVjpConfig> cpu_lsce_vjp_autotuning_configs(
     c.nr = shape.nr_vectors * lanes;
     add(c);
   }
-  if (base.bf16_path == "native_dot") {
-    CpuLsceVjpConfig c = base;
-    c.bf16_path = "convert_f32";
-    add(c);
+  if (is_lsce_vjp_bf16_problem(vp)) {
+    for (const std::string& path : bf16_paths_for(device)) {
+      CpuLsceVjpConfig c = base;
+      c.bf16_path = path;
+      add(c);
+    }
   }
   // V ranges: fewer dx partials vs finer balance.
   for (int splits : {1, 2, 4, 8}) {

@@ -30,8 +30,8 @@ struct CpuLsceVjpConfig {
   int v_splits = 0;   // nv: V ranges (tasks); 0 = cpu_lsce_vjp_v_splits
   int mr = 0;         // micro-tile rows; 0 (with nr = 0) = this CPU's first shape
   int nr = 0;         // micro-tile columns, a multiple of the f32 lanes
-  // "convert_f32" (bf16 widened, dz f32) | "native_dot" (vdpbf16ps for all three products, dz
-  // rounded to bf16 for the gradient products)
+  // "convert_f32" (bf16 widened, dz f32) | "native_dot" (vdpbf16ps) | "amx" (AMX tiles): the
+  // bf16 engines run all three products on bf16, dz rounded to bf16 for the gradient products
   std::string bf16_path = "convert_f32";
   int num_threads = 0;  // 0 = all cores
 

@@ -98,13 +98,13 @@ void lsce_vjp_cpu_kernel(const LinearSoftmaxCrossEntropyVjpProblem& vp,
   gemm.nr_vectors = options.nr_vectors;
   gemm.tk = options.tile_k;
   gemm.tn = options.tile_n;
-  // native_bf16 (bf16 x and w): vdpbf16ps for all three products, at twice the f32 FMA rate.
+  // A bf16 engine (bf16 x and w): all three products on bf16, dz rounded to bf16.
   // The two gradient products then take dz rounded to bf16 ([B, tv] bf16 beside the f32 tile),
   // as a mixed-precision backward feeds its matmuls in the compute type; the error model
   // allows that rounding where x and w are both 16-bit (vjp_base_reference.cc, item 3).
   // Otherwise dz stays f32 and 16-bit x and w are widened while packing.
-  const bool native = options.native_bf16;
-  gemm.engine = native ? GemmEngine::kBf16Dot : GemmEngine::kF32Fma;
+  const bool native = options.engine != GemmEngine::kF32Fma;
+  gemm.engine = options.engine;
   const DType dz_dtype = native ? DType::kBF16 : DType::kF32;
   const int64_t dz_size = static_cast<int64_t>(dtype_size(dz_dtype));
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "ops/common/cpu_gemm/gemm.h"
 #include "ops/linear_softmax_cross_entropy_loss/vjp_base.h"
 
 namespace tokamax {
@@ -22,8 +23,9 @@ struct LsceVjpCpuKernelOptions {
   int64_t v_splits = 1;   // nv >= 1
   int mr = 0;             // micro-tile (0, 0 = the CPU's first shape)
   int nr_vectors = 0;
-  bool native_bf16 = false;  // vdpbf16ps for all products (bf16 x and w; dz rounded to bf16)
-  int num_threads = 0;       // 0 = all cores
+  // Of all products; a bf16 engine (bf16 x and w) rounds dz to bf16.
+  GemmEngine engine = GemmEngine::kF32Fma;
+  int num_threads = 0;  // 0 = all cores
 };
 
 // dx = dz w^T and dw = x^T dz with dz_b = c_b (softmax(z_b) - onehot(labels_b)), z = x w

@@ -44,8 +44,9 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
                            "an f32 accumulator would drop the f64 inputs' precision");
     }
     if (p.quantized() && (p.out_dtype == DType::kF64 || p.lhs_dtype == DType::kF64)) {
-      throw NotImplemented("cpu: quantized rhs with f64 lhs or output; the kernel dequantizes "
-                           "into f32 panels");
+      throw NotImplemented(
+          "cpu: quantized rhs with f64 lhs or output; the kernel dequantizes "
+          "into f32 panels");
     }
   }
 
@@ -53,10 +54,11 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
     if (c.int8_path != "vnni" || !is_int8_problem(p)) require_micro_tile(c.mr, c.nr);
-    if (c.bf16_path == "native_dot") {
-      require_native_bf16(is_bf16_problem(p), "bf16 lhs and rhs and an f32/bf16/f16 output");
+    if (c.bf16_path != "convert_f32") {
+      require_bf16_path(c.bf16_path, is_bf16_problem(p),
+                        "bf16 lhs and rhs and an f32/bf16/f16 output");
       require_config(c.packing == "packed", "packing", [&] {
-        return "native_dot reads rhs as packed bf16 pairs; it needs packing=packed";
+        return c.bf16_path + " reads rhs as packed bf16 pairs; it needs packing=packed";
       });
     }
     if (c.int8_path == "vnni") {
@@ -95,8 +97,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
     const CpuRaggedDotConfig c = clamp_to_problem(config, p);
-    RaggedDotWorkList work = make_ragged_dot_work_list(
-        p.group_starts, p.M, p.K, p.out_N(), c.tile_m, c.tile_n, c.tile_k, c.task_n);
+    RaggedDotWorkList work = make_ragged_dot_work_list(p.group_starts, p.M, p.K, p.out_N(),
+                                                       c.tile_m, c.tile_n, c.tile_k, c.task_n);
     if (!p.zero_initialize) {  // rows outside the owned groups stay as they were
       work.tasks.resize(work.tasks.size() - static_cast<size_t>(work.num_zero_tasks));
       work.num_zero_tasks = 0;
@@ -111,7 +113,7 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     }
     options.nr_vectors = c.nr / lanes;
     options.pack_rhs = c.packing == "packed";
-    options.native_bf16 = c.bf16_path == "native_dot";
+    options.engine = gemm_engine(c.bf16_path);
     options.int8 = c.int8_path == "vnni" && is_int8_problem(p);
     if (options.int8) options.nr_vectors = c.nr / 16;
     options.num_threads = c.num_threads;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
 namespace tokamax {
@@ -72,9 +73,7 @@ void CpuRaggedDotConfig::validate() const {
   });
   require_config(packing == "packed" || packing == "no_pack", "packing",
                  [&] { return "packing is '" + packing + "'; expected 'packed' or 'no_pack'"; });
-  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
-    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
-  });
+  require_bf16_path_name(bf16_path);
   require_config(int8_path == "dequant_f32" || int8_path == "vnni", "int8_path", [&] {
     return "int8_path is '" + int8_path + "'; expected 'dequant_f32' or 'vnni'";
   });

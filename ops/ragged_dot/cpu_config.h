@@ -30,11 +30,11 @@ struct CpuRaggedDotConfig {
   int mr = 14;        // micro-tile rows
   int nr = 32;        // micro-tile columns: nr / L vectors of the SIMD target
   std::string packing = "packed";         // "packed" | "no_pack" (rhs read in place)
-  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" (vdpbf16ps)
+  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" | "amx" (checks.h)
   // maybe_quantize_lhs with i8 rhs: "dequant_f32" (s * q times the dequantized weights, f32
   // FMAs) | "vnni" (int8 x int8 on vpdpbusd, mr x nr = 8x48 or 6x64); ignored otherwise.
   std::string int8_path = "dequant_f32";
-  int num_threads = 0;                    // 0 = all cores
+  int num_threads = 0;  // 0 = all cores
 
   void validate() const;
   template <class V>

@@ -109,14 +109,10 @@ CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
          int64_t{c.tile_m} * std::min<int64_t>(task_n, round_up(p.N, c.tile_n)) > acc_budget) {
     c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
   }
-  // bf16: vdpbf16ps does two multiply-adds per f32 lane where the CPU has it. Measured on Zen 5
-  // it issues at the full FMA rate (twice the f32 flops); on the AVX-512 Xeons that first had
-  // it, at about half, where it merely breaks even with widening to f32 while halving the
-  // packed panels' bytes. Groups that fit one micro-panel read rhs once, in place: pair
-  // packing would add a copy there, so they stay on the f32 path.
-  if (is_bf16_problem(p) && device.has("avx512_bf16") && lanes >= 16 && max_group_size(p) > c.mr) {
-    c.bf16_path = "native_dot";
-  }
+  // bf16: the fastest engine the CPU has (checks.h: the AMX tiles, else vdpbf16ps where it
+  // out-runs f32 FMAs, as on Zen 4 and 5). Groups that fit one micro-panel read rhs once, in
+  // place: packing pairs or tiles would add a copy there, so they stay on the f32 path.
+  if (is_bf16_problem(p) && max_group_size(p) > c.mr) c.bf16_path = fastest_bf16_path(device);
   // int8 x int8: vpdpbusd, 64 multiply-adds an instruction. Its operands are bytes, so K blocks
   // can be long: every block ends in a flush of the int32 sums and a pack call, and measured on
   // the gpt-oss MoE shape (K = 1440) one block of all of K beat 512 by 7% (its [K, 48] strip
@@ -191,10 +187,8 @@ std::vector<CpuRaggedDotConfig> cpu_ragged_dot_autotuning_configs(const RaggedDo
     add(f32);
     return configs;
   }
-  std::vector<std::string> bf16_paths = {"convert_f32"};
-  if (is_bf16_problem(p) && device.has("avx512_bf16") && lanes >= 16) {
-    bf16_paths.push_back("native_dot");
-  }
+  const std::vector<std::string> bf16_paths =
+      is_bf16_problem(p) ? bf16_paths_for(device) : std::vector<std::string>{"convert_f32"};
   const bool small = static_cast<double>(p.owned_rows()) * p.K * p.N < 64 * kSerialMultiplyAdds;
   for (const std::string& path : bf16_paths) {
     CpuRaggedDotConfig b = base;
@@ -202,6 +196,8 @@ std::vector<CpuRaggedDotConfig> cpu_ragged_dot_autotuning_configs(const RaggedDo
     add(b);
     // Micro-tile shapes x K blocks x panel widths, within L2.
     for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
+      // The tiles ignore the micro-tile: one shape is enough.
+      if (path == "amx" && !(shape == micro_kernel_shapes(lanes)[0])) continue;
       const int nr = shape.nr_vectors * lanes;
       for (int tk : {64, 128, 256, 384, 512}) {
         for (int panels : {4, 8, 16, 32}) {

@@ -40,6 +40,7 @@
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_gemm/amx_layout.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/errors.h"
@@ -159,8 +160,8 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
   // A task of one micro-panel reads each rhs element once: packing would copy it for nothing.
   // Quantized codes are always packed: the pack dequantizes them.
   const bool quantized = launch.scale != nullptr;
-  const bool in_place_rhs =
-      !f64 && !quantized && !options.native_bf16 && (!options.pack_rhs || rows <= mr);
+  const bool in_place_rhs = !f64 && !quantized && options.engine == GemmEngine::kF32Fma &&
+                            (!options.pack_rhs || rows <= mr);
   if (in_place_rhs && rows <= kCpuStreamRows) {
     StreamArgs args{};
     args.lhs = lhs_rows;
@@ -189,7 +190,10 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
     args.accumulate = k_i > 0;
     args.mr = options.mr;
     args.nr_vectors = options.nr_vectors;
-    if (options.native_bf16) {
+    if (options.engine == GemmEngine::kAmxBf16) {
+      pack_lhs_block_amx(reinterpret_cast<const bf16*>(lhs_rows) + k0, K, false, rows, depth,
+                         reinterpret_cast<uint32_t*>(lhs_block));
+    } else if (options.engine == GemmEngine::kBf16Dot) {
       pack_lhs_block_pairs(reinterpret_cast<const bf16*>(lhs_rows) + k0, K, rows, depth, mr,
                            reinterpret_cast<uint32_t*>(lhs_block));
     } else {
@@ -201,7 +205,17 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
       args.out = acc + (n0 - task.n_start);
       args.next_rhs = next_panel(rhs_g, rhs_size, K, N, work.tk, work.tn, task, k0, n0,
                                  then_rhs(launch, task, col_offset));
-      if (options.native_bf16) {
+      if (options.engine == GemmEngine::kAmxBf16) {
+        pack_rhs_panel_amx(reinterpret_cast<const bf16*>(rhs_block), N, false, depth, cols,
+                           reinterpret_cast<uint32_t*>(rhs_panel));
+        args.rhs = rhs_panel;
+        args.cols = cols;
+        if (!block_product_amx_bf16(args)) {
+          throw NotImplemented("cpu ragged_dot: the AMX tiles are not available");
+        }
+        continue;
+      }
+      if (options.engine == GemmEngine::kBf16Dot) {
         pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(rhs_block), N, depth, cols, nr,
                              reinterpret_cast<uint32_t*>(rhs_panel));
         args.rhs = rhs_panel;
@@ -259,8 +273,8 @@ void panel_int8(const Launch& launch, const RaggedDotTask& task, int64_t col, in
   const int64_t rows = task.m_end - task.m_start, strips = (cols + nr - 1) / nr;
   const int64_t max_strips = (launch.work->tn + nr - 1) / nr, max_quads = (tk + 3) / 4;
   thread_local cpu::ScratchBuffer panel_buffer, sums_buffer;
-  auto* panel = static_cast<int8_t*>(
-      panel_buffer.get(static_cast<size_t>(max_strips * max_quads * nr * 4)));
+  auto* panel =
+      static_cast<int8_t*>(panel_buffer.get(static_cast<size_t>(max_strips * max_quads * nr * 4)));
   // Per strip: 128 * column sums, then the block's rhs scales (zero past the panel's columns).
   auto* sums = static_cast<int32_t*>(sums_buffer.get(static_cast<size_t>(max_strips * nr) * 8));
   float* scales = reinterpret_cast<float*>(sums + max_strips * nr);
@@ -318,7 +332,7 @@ void run_task_int8(const Launch& launch, const RaggedDotTask& task, float* acc, 
   const int64_t rows = task.m_end - task.m_start;
   const size_t out_size = dtype_size(launch.out_dtype);
   const char* rhs_g = launch.rhs + task.group * launch.K * N;  // int8 codes: bytes
-  const int64_t up_offset = launch.out_N;  // the up half's first column in rhs
+  const int64_t up_offset = launch.out_N;                      // the up half's first column in rhs
   const int64_t first_depth = std::min(tk, launch.K);
   for (int64_t n0 = task.n_start; n0 < task.n_end; n0 += tn) {
     const int64_t cols = std::min(tn, task.n_end - n0), c = n0 - task.n_start;
@@ -341,8 +355,7 @@ void run_task_int8(const Launch& launch, const RaggedDotTask& task, float* acc, 
       }
     }
     if (!in_place) {
-      store_rows(acc + c, ldc, rows, cols, launch.out_dtype, out_tile + c * out_size,
-                 launch.out_N);
+      store_rows(acc + c, ldc, rows, cols, launch.out_dtype, out_tile + c * out_size, launch.out_N);
     }
   }
 }
@@ -400,7 +413,8 @@ void run_task(const Launch& launch, const RaggedDotTask& task) {
   // epilogue then sees).
   auto columns = [&](int64_t col_offset, Acc* dst) {
     if (launch.K == 0) {
-      for (int64_t r = 0; r < rows; ++r) std::fill(dst + r * ldc, dst + r * ldc + task_cols, Acc(0));
+      for (int64_t r = 0; r < rows; ++r)
+        std::fill(dst + r * ldc, dst + r * ldc + task_cols, Acc(0));
       return;
     }
     compute_columns(launch, task, col_offset, lhs_block, rhs_panel, dst, ldc);
@@ -448,11 +462,12 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     throw NotImplemented("cpu ragged_dot: f64 inputs need an f64 output");
   }
   if (p.quantized() != (scale != nullptr)) {
-    throw InvalidArgument("ragged_dot cpu kernel: rhs_scale given without quantized rhs, or missing",
-                          "rhs_scale");
+    throw InvalidArgument(
+        "ragged_dot cpu kernel: rhs_scale given without quantized rhs, or missing", "rhs_scale");
   }
-  if (p.quantized() && (f64 || options.native_bf16)) {
-    throw NotImplemented("cpu ragged_dot: quantized rhs runs in f32 (no f64 output, no native_dot)");
+  if (p.quantized() && (f64 || options.engine != GemmEngine::kF32Fma)) {
+    throw NotImplemented(
+        "cpu ragged_dot: quantized rhs runs in f32 (no f64 output, no native_dot or amx)");
   }
   Launch launch{};
   launch.work = &work;
@@ -516,8 +531,7 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     launch.codes_row0 = p.first_row();
     lhs_codes.resize(static_cast<size_t>((p.owned_rows() + options.mr) * launch.Kq));
     lhs_scales.resize(static_cast<size_t>(p.owned_rows() * p.scale_blocks));
-    quantize_lhs_codes(p, lhs, options.num_threads, launch.Kq, lhs_codes.data(),
-                       lhs_scales.data());
+    quantize_lhs_codes(p, lhs, options.num_threads, launch.Kq, lhs_codes.data(), lhs_scales.data());
     launch.lhs_codes = lhs_codes.data();
     launch.lhs_scales = lhs_scales.data();
   } else if (p.quantize_lhs && p.K > 0) {
@@ -534,7 +548,7 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     const MicroKernelShape shape = micro_kernel_shapes(cpu::simd_f32_lanes())[0];
     launch.options.mr = shape.mr;
     launch.options.nr_vectors = shape.nr_vectors;
-    launch.options.native_bf16 = false;
+    launch.options.engine = GemmEngine::kF32Fma;
     launch.nr = int64_t{shape.nr_vectors} * cpu::simd_f64_lanes();
   } else if (options.int8) {
     if (!has_int8_micro_kernel(options.mr, options.nr_vectors * 16)) {
@@ -551,17 +565,25 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     }
     launch.nr = int64_t{options.nr_vectors} * cpu::simd_f32_lanes();
   }
-  if (launch.options.native_bf16) {
-    if (!gemm_has_native_bf16()) {
-      throw NotImplemented("cpu ragged_dot: native_dot needs a CPU with avx512_bf16");
-    }
-    if (lhs.dtype() != DType::kBF16 || rhs.dtype() != DType::kBF16) {
-      throw NotImplemented("cpu ragged_dot: native_dot needs bf16 lhs and rhs");
-    }
+  const GemmEngine engine = launch.options.engine;
+  if (engine == GemmEngine::kBf16Dot && !gemm_has_native_bf16()) {
+    throw NotImplemented("cpu ragged_dot: native_dot needs a CPU with avx512_bf16");
+  }
+  if (engine == GemmEngine::kAmxBf16 && !gemm_has_amx_bf16()) {
+    throw NotImplemented("cpu ragged_dot: amx needs a CPU with amx_bf16 whose tiles Linux grants");
+  }
+  if (engine != GemmEngine::kF32Fma &&
+      (lhs.dtype() != DType::kBF16 || rhs.dtype() != DType::kBF16)) {
+    throw NotImplemented("cpu ragged_dot: a bf16 engine needs bf16 lhs and rhs");
   }
   launch.scratch =
       task_scratch(work, launch.options.mr, launch.nr,
                    launch.epilogue || out.dtype() != (f64 ? DType::kF64 : DType::kF32));
+  if (engine == GemmEngine::kAmxBf16) {
+    // The tile layouts: 16-row panels and 16-column strips, K pairs padded to whole tiles.
+    launch.scratch.lhs_block = round_up(work.tm, kAmxTileRows) * amx_pairs(work.tk);
+    launch.scratch.rhs_panel = round_up(work.tn, kAmxTileCols) * amx_pairs(work.tk);
+  }
   if (p.gate_up != GateUp::kNone) launch.scratch.acc *= 2;  // gate and up
   cpu::parallel_for(static_cast<int64_t>(work.tasks.size()), options.num_threads,
                     [&](int64_t task, int /*thread*/) {

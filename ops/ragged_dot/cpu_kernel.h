@@ -11,6 +11,7 @@
 #pragma once
 
 #include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/framework/tensor.h"
 #include "ops/ragged_dot/base.h"
@@ -23,10 +24,11 @@ struct CpuKernelOptions {
   int mr = 14;           // micro-tile rows: a shape of micro_kernel_shapes(cpu::simd_f32_lanes())
   int nr_vectors = 2;    // micro-tile columns, in vectors
   bool pack_rhs = true;  // false: read full rhs strips in place (no panel copy), for few rows
-  bool native_bf16 = false;  // bf16 inputs multiplied by vdpbf16ps on pair-packed operands
-  bool int8 = false;         // maybe_quantize_lhs x i8 rhs on vpdpbusd (cpu_int8_kernel.h);
-                             // nr_vectors then counts 16 int32 lanes
-  int num_threads = 0;       // 0 = every core of the pool
+  // bf16 inputs: f32 FMAs after widening, vdpbf16ps on pair-packed operands, or AMX tiles.
+  GemmEngine engine = GemmEngine::kF32Fma;
+  bool int8 = false;    // maybe_quantize_lhs x i8 rhs on vpdpbusd (cpu_int8_kernel.h);
+                        // nr_vectors then counts 16 int32 lanes
+  int num_threads = 0;  // 0 = every core of the pool
 };
 
 // Runs every task of `work` (built over the output's out_N columns) on up to `num_threads`
@@ -35,7 +37,7 @@ struct CpuKernelOptions {
 // in f64 when the output is f64 (then mr x nr is the first shape of the table, in f64 lanes) and in
 // f32 otherwise; the output is rounded to nearest even once, at the end. Throws NotImplemented for
 // what it does not instantiate (f64 inputs with a narrower output, a micro-tile shape this CPU's
-// SIMD target lacks, native bf16 without avx512_bf16 or with non-bf16 inputs).
+// SIMD target lacks, a bf16 engine this CPU lacks or with non-bf16 inputs).
 void ragged_dot_cpu_kernel(const RaggedDotProblem& problem, const RaggedDotWorkList& work,
                            const CpuKernelOptions& options,
                            // Inputs.

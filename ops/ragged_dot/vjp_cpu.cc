@@ -39,9 +39,7 @@ class CpuRaggedDotVjp final
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
     require_micro_tile(c.mr, c.nr);
-    if (c.bf16_path == "native_dot") {
-      require_native_bf16(is_bf16_vjp_problem(p), "bf16 lhs, rhs and dout");
-    }
+    require_bf16_path(c.bf16_path, is_bf16_vjp_problem(p), "bf16 lhs, rhs and dout");
   }
 
   CpuRaggedDotVjpConfig heuristics_config(const RaggedDotVjpProblem& p,

@@ -38,12 +38,10 @@ void CpuRaggedDotVjpConfig::validate() const {
   require_range("mr", mr, 1, 64);
   require_range("nr", nr, 1, 256);
   require_config(int64_t{tile_m} * tile_n <= kCpuRaggedDotVjpMaxScratch, "tile_m", [&] {
-    return "tile_m * tile_n is " + std::to_string(int64_t{tile_m} * tile_n) + "; expected <= " +
-           std::to_string(kCpuRaggedDotVjpMaxScratch);
+    return "tile_m * tile_n is " + std::to_string(int64_t{tile_m} * tile_n) +
+           "; expected <= " + std::to_string(kCpuRaggedDotVjpMaxScratch);
   });
-  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
-    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
-  });
+  require_bf16_path_name(bf16_path);
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
@@ -73,11 +71,10 @@ CpuRaggedDotVjpConfig cpu_ragged_dot_vjp_heuristics_config(const RaggedDotVjpPro
   // rows by 512 columns (the heuristic gives 504) beat 216 by 256 in each of three interleaved
   // rounds (square_2048 f32 5-run medians 279-362 ms against 348-382, skewed 75-91 against
   // 79-103).
-  c.tile_n = static_cast<int>(round_up(std::max<int64_t>({c.nr, 2 * int64_t{c.panel_n}, 512}),
-                                       c.panel_n));
+  c.tile_n =
+      static_cast<int>(round_up(std::max<int64_t>({c.nr, 2 * int64_t{c.panel_n}, 512}), c.panel_n));
   c.tile_m = static_cast<int>(std::clamp<int64_t>(
-      round_up(std::max<int64_t>({vp.max_group_rows(), p.K, 1}), c.mr), c.mr,
-      round_up(500, c.mr)));
+      round_up(std::max<int64_t>({vp.max_group_rows(), p.K, 1}), c.mr), c.mr, round_up(500, c.mr)));
   const double multiply_adds = 2.0 * static_cast<double>(p.owned_rows()) * p.K * p.N;
   const int threads = multiply_adds < kSerialMultiplyAdds ? 1 : std::max(1, device.cores);
   auto tasks = [&](const CpuRaggedDotVjpConfig& t) {
@@ -93,9 +90,7 @@ CpuRaggedDotVjpConfig cpu_ragged_dot_vjp_heuristics_config(const RaggedDotVjpPro
   while (threads > 1 && tasks(c) < 4 * threads && c.tile_m > 4 * c.mr) {
     c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
   }
-  if (is_bf16_vjp_problem(vp) && device.has("avx512_bf16") && lanes >= 16) {
-    c.bf16_path = "native_dot";
-  }
+  if (is_bf16_vjp_problem(vp)) c.bf16_path = fastest_bf16_path(device);
   c.num_threads = threads == 1 ? 1 : 0;
   return c;
 }
@@ -123,10 +118,12 @@ std::vector<CpuRaggedDotVjpConfig> cpu_ragged_dot_vjp_autotuning_configs(
     c.tile_k = std::max(32, tile_k);
     add(c);
   }
-  if (base.bf16_path == "native_dot") {
-    CpuRaggedDotVjpConfig c = base;
-    c.bf16_path = "convert_f32";
-    add(c);
+  if (is_bf16_vjp_problem(p)) {
+    for (const std::string& path : bf16_paths_for(cpu::cpu_info(device))) {
+      CpuRaggedDotVjpConfig c = base;
+      c.bf16_path = path;
+      add(c);
+    }
   }
   return configs;
 }

@@ -29,7 +29,7 @@ struct CpuRaggedDotVjpConfig {
   int panel_n = 512;  // pn: columns of one packed panel [tk, pn]; stays in L2
   int mr = 14;        // micro-tile rows
   int nr = 32;        // micro-tile columns: nr / L vectors of the SIMD target
-  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" (vdpbf16ps)
+  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" | "amx" (checks.h)
   int num_threads = 0;                    // 0 = all cores
 
   void validate() const;
@@ -53,7 +53,7 @@ struct CpuRaggedDotVjpConfig {
 // it).
 inline constexpr int64_t kCpuRaggedDotVjpMaxScratch = int64_t{1} << 24;
 
-// bf16 lhs, rhs and dout: the problems bf16_path=native_dot can run (both products).
+// bf16 lhs, rhs and dout: the problems bf16_path native_dot and amx can run (both products).
 bool is_bf16_vjp_problem(const RaggedDotVjpProblem& p);
 
 // The implementation's heuristics_config and autotuning_configs; `device` may be another machine.

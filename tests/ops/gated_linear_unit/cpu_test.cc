@@ -19,6 +19,7 @@
 #include "ops/gated_linear_unit/cpu_kernel.h"
 #include "tests/ops/gated_linear_unit/glu_test_util.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using nlohmann::json;
@@ -259,4 +260,22 @@ TEST_CASE("cpu gated_linear_unit heuristics and search space are valid configs",
     CHECK(c.tile_n > 0);
     CHECK(int64_t{c.tile_m} * 2 * c.tile_n * 4 <= l2);
   }
+}
+
+TEST_CASE("cpu gated_linear_unit AMX path matches the oracle (emulated tiles everywhere)",
+          "[glu][amx]") {
+  testing::for_each_tile_mode([](cpu::TileMode) {
+    for (const json& args :
+         {json{{"x", "bf16[2,30,64]"}, {"weights", "bf16[64,2,40]"}, {"activation", "gelu"}},
+          json{{"x", "bf16[9,7]"}, {"weights", "bf16[7,2,100]"}, {"activation", "sigmoid"}}}) {
+      for (int tile_n : {0, 32}) {
+        CAPTURE(args.dump(), tile_n);
+        const Comparison c =
+            run_and_compare(args, {{"bf16_path", "amx"}, {"tile_n", tile_n}, {"tile_k", 32}});
+        CAPTURE(c.max_abs_error, c.bound, c.worst_ratio);
+        CHECK(c.violations == 0);
+        CHECK(c.nonfinite == 0);
+      }
+    }
+  });
 }

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_gemm/checks.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/framework/errors.h"
@@ -14,6 +15,7 @@
 #include "ops/gated_linear_unit/vjp_base.h"
 #include "ops/gated_linear_unit/vjp_cpu_config.h"
 #include "tests/ops/gated_linear_unit/vjp_test_util.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -23,16 +25,27 @@ namespace {
 
 std::vector<json> test_cases() {
   return {
-      {{"x", "f32[70,33]"}, {"weights", "f32[33,2,45]"}, {"activation", "silu"},
+      {{"x", "f32[70,33]"},
+       {"weights", "f32[33,2,45]"},
+       {"activation", "silu"},
        {"dout", "f32[70,45]"}},
-      {{"x", "f32[3,7,20]"}, {"weights", "f32[20,2,17]"}, {"activation", "relu"},
+      {{"x", "f32[3,7,20]"},
+       {"weights", "f32[20,2,17]"},
+       {"activation", "relu"},
        {"dout", "f32[3,7,17]"}},
-      {{"x", "bf16[50,40]"}, {"weights", "bf16[40,2,72]"}, {"activation", "gelu"},
+      {{"x", "bf16[50,40]"},
+       {"weights", "bf16[40,2,72]"},
+       {"activation", "gelu"},
        {"dout", "bf16[50,72]"}},
-      {{"x", "f16[45,24]"}, {"weights", "f16[24,2,40]"}, {"activation", "sigmoid"},
+      {{"x", "f16[45,24]"},
+       {"weights", "f16[24,2,40]"},
+       {"activation", "sigmoid"},
        {"dout", "f16[45,40]"}},
-      {{"x", "f32[31,16]"}, {"gate_weights", "f32[16,19]"}, {"proj_weights", "f32[16,19]"},
-       {"activation", "gelu_tanh"}, {"dout", "f32[31,19]"}},
+      {{"x", "f32[31,16]"},
+       {"gate_weights", "f32[16,19]"},
+       {"proj_weights", "f32[16,19]"},
+       {"activation", "gelu_tanh"},
+       {"dout", "f32[31,19]"}},
       {{"x", "bf16[20,1]"}, {"weights", "bf16[1,2,9]"}, {"dout", "bf16[20,9]"}},
   };
 }
@@ -49,10 +62,20 @@ TEST_CASE("cpu gated_linear_unit_vjp passes the oracle across shapes, dtypes and
     std::vector<json> configs = {json()};
     for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
       const int nr = shape.nr_vectors * lanes;
-      configs.push_back({{"mr", shape.mr}, {"nr", nr}, {"tile_m", 1}, {"tile_n", 1},
-                         {"tile_k", 3}, {"panel_n", nr}, {"num_threads", 1}});
-      configs.push_back({{"mr", shape.mr}, {"nr", nr}, {"tile_m", 2 * shape.mr + 1},
-                         {"tile_n", nr + 5}, {"tile_k", 7}, {"panel_n", nr}, {"num_threads", 2}});
+      configs.push_back({{"mr", shape.mr},
+                         {"nr", nr},
+                         {"tile_m", 1},
+                         {"tile_n", 1},
+                         {"tile_k", 3},
+                         {"panel_n", nr},
+                         {"num_threads", 1}});
+      configs.push_back({{"mr", shape.mr},
+                         {"nr", nr},
+                         {"tile_m", 2 * shape.mr + 1},
+                         {"tile_n", nr + 5},
+                         {"tile_k", 7},
+                         {"panel_n", nr},
+                         {"num_threads", 2}});
     }
     for (const json& c : autotuning_configs_json(cpu, args)) configs.push_back(c);
     for (const json& config : configs) {
@@ -90,9 +113,10 @@ TEST_CASE("cpu gated_linear_unit_vjp heuristics leave no thin column tile and on
   const cpu::CpuDevice device{info, false};
   auto config = [&](int64_t M, int64_t K, int64_t N) {
     const std::string m = std::to_string(M), k = std::to_string(K), n = std::to_string(N);
-    const GluVjpProblem p = GluVjpProblem::from(gated_linear_unit_vjp_op().bind(
-        {{"x", "f32[" + m + "," + k + "]"}, {"weights", "f32[" + k + ",2," + n + "]"},
-         {"dout", "f32[" + m + "," + n + "]"}}));
+    const GluVjpProblem p = GluVjpProblem::from(
+        gated_linear_unit_vjp_op().bind({{"x", "f32[" + m + "," + k + "]"},
+                                         {"weights", "f32[" + k + ",2," + n + "]"},
+                                         {"dout", "f32[" + m + "," + n + "]"}}));
     return cpu_glu_vjp_heuristics_config(p, device);
   };
   // Llama MLP: 2816 in tiles of 896 (two panels of 448) would end on 128: four panels instead
@@ -131,11 +155,12 @@ TEST_CASE("cpu gated_linear_unit_vjp heuristics cut the rows in a multiple of th
     info.cores = cores;
     const cpu::CpuDevice device{info, false};
     for (const json& args_json :
-         {json{{"x", "f32[2048,384]"}, {"weights", "f32[384,2,768]"}, {"activation", "silu"},
+         {json{{"x", "f32[2048,384]"},
+               {"weights", "f32[384,2,768]"},
+               {"activation", "silu"},
                {"dout", "f32[2048,768]"}},
           json{{"x", "f32[4000,256]"}, {"weights", "f32[256,2,512]"}, {"dout", "f32[4000,512]"}}}) {
-      const GluVjpProblem p =
-          GluVjpProblem::from(gated_linear_unit_vjp_op().bind(args_json));
+      const GluVjpProblem p = GluVjpProblem::from(gated_linear_unit_vjp_op().bind(args_json));
       const CpuGluVjpConfig c = cpu_glu_vjp_heuristics_config(p, device);
       CAPTURE(cores, args_json.dump(), c.tile_m);
       const int64_t tiles = (p.fwd.M + c.tile_m - 1) / c.tile_m;
@@ -149,10 +174,11 @@ TEST_CASE("cpu gated_linear_unit_vjp heuristics cut the rows in a multiple of th
 TEST_CASE("cpu gated_linear_unit_vjp runs its bf16 products on vdpbf16ps where the CPU can",
           "[glu_vjp]") {
   const Implementation& cpu = gated_linear_unit_vjp_op().implementation("cpu");
-  const json bf16_args = {{"x", "bf16[37,50]"}, {"weights", "bf16[50,2,41]"},
-                          {"activation", "gelu"}, {"dout", "bf16[37,41]"}};
-  const json f32_args = {{"x", "f32[37,50]"}, {"weights", "f32[50,2,41]"},
-                         {"dout", "f32[37,41]"}};
+  const json bf16_args = {{"x", "bf16[37,50]"},
+                          {"weights", "bf16[50,2,41]"},
+                          {"activation", "gelu"},
+                          {"dout", "bf16[37,41]"}};
+  const json f32_args = {{"x", "f32[37,50]"}, {"weights", "f32[50,2,41]"}, {"dout", "f32[37,41]"}};
   auto rejected_field = [&](const json& args_json, const json& config) -> std::string {
     try {
       check_config_json(cpu, gated_linear_unit_vjp_op().bind(args_json),
@@ -174,7 +200,8 @@ TEST_CASE("cpu gated_linear_unit_vjp runs its bf16 products on vdpbf16ps where t
     WARN("skipping the native path: this CPU has no avx512_bf16");
     return;
   }
-  CHECK(heuristics_config_json(cpu, bf16).at("bf16_path") == "native_dot");
+  // The fastest engine here: vdpbf16ps on AMD, f32 FMAs on Intel without AMX (checks.h).
+  CHECK(heuristics_config_json(cpu, bf16).at("bf16_path") == fastest_bf16_path(cpu::host_cpu()));
   // Both paths in the search space, so that tune can compare them.
   int native = 0, convert = 0;
   for (const json& c : autotuning_configs_json(cpu, bf16)) {
@@ -186,10 +213,38 @@ TEST_CASE("cpu gated_linear_unit_vjp runs its bf16 products on vdpbf16ps where t
   const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(bf16, 5);
   for (const json& config :
        {json{{"bf16_path", "native_dot"}},
-        json{{"bf16_path", "native_dot"}, {"tile_m", 14}, {"tile_n", 32}, {"tile_k", 7},
-             {"panel_n", 32}, {"num_threads", 2}},
+        json{{"bf16_path", "native_dot"},
+             {"tile_m", 14},
+             {"tile_n", 32},
+             {"tile_k", 7},
+             {"panel_n", 32},
+             {"num_threads", 2}},
         json{{"bf16_path", "native_dot"}, {"tile_k", 33}, {"num_threads", 1}}}) {
     CAPTURE(config.dump());
     check_glu_vjp_outputs(bf16, inputs, run_glu_vjp(cpu, bf16, inputs, config));
   }
+}
+
+TEST_CASE("cpu gated_linear_unit_vjp runs its bf16 products on the AMX tiles (emulated anywhere)",
+          "[glu_vjp][amx]") {
+  const Implementation& cpu = gated_linear_unit_vjp_op().implementation("cpu");
+  const BoundArgs bf16 = gated_linear_unit_vjp_op().bind({{"x", "bf16[37,50]"},
+                                                          {"weights", "bf16[50,2,41]"},
+                                                          {"activation", "gelu"},
+                                                          {"dout", "bf16[37,41]"}});
+  const TensorMap inputs = gated_linear_unit_vjp_op().make_inputs(bf16, 5);
+  testing::for_each_tile_mode([&](cpu::TileMode) {
+    for (const json& config : {json{{"bf16_path", "amx"}}, json{{"bf16_path", "amx"},
+                                                                {"tile_m", 14},
+                                                                {"tile_n", 32},
+                                                                {"tile_k", 7},
+                                                                {"panel_n", 32},
+                                                                {"num_threads", 2}}}) {
+      CAPTURE(config.dump());
+      check_glu_vjp_outputs(bf16, inputs, run_glu_vjp(cpu, bf16, inputs, config));
+    }
+    int amx = 0;
+    for (const json& c : autotuning_configs_json(cpu, bf16)) amx += c.at("bf16_path") == "amx";
+    CHECK(amx > 0);
+  });
 }

@@ -1,9 +1,9 @@
 // Tests for the cpu linear_softmax_cross_entropy_loss: every config family against the float64
 // oracle, the bound's teeth (perturbed outputs fail), labels, config errors, determinism.
 #include <catch2/catch.hpp>
-#include <numeric>
-#include <limits>
 #include <cmath>
+#include <limits>
+#include <numeric>
 #include <string>
 
 #include "backends/cpu/cpu_device.h"
@@ -13,6 +13,7 @@
 #include "ops/linear_softmax_cross_entropy_loss/cpu_config.h"
 #include "test_helpers.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -69,6 +70,23 @@ TEST_CASE("lsce cpu native bf16 path matches the oracle", "[lsce]") {
             Disposition::kPassed);
     }
   }
+}
+
+TEST_CASE("lsce cpu AMX path matches the oracle (emulated tiles everywhere)", "[lsce][amx]") {
+  const auto& op = linear_softmax_cross_entropy_loss_op();
+  testing::for_each_tile_mode([&](cpu::TileMode) {
+    // Odd H: the last bf16 pair and 15 pairs of the last k step are padding.
+    for (const BoundArgs& args : {lsce_args("bf16[30,97]", "bf16[97,700]", "none"),
+                                  lsce_args("bf16[40,64]", "bf16[64,300]", "sum")}) {
+      const TensorMap inputs = op.make_inputs(args, 2);
+      for (int chunk : {64, 512}) {
+        const json config = {{"bf16_path", "amx"}, {"chunk_v", chunk}};
+        CAPTURE(args.key(), config.dump());
+        CHECK(judge(compare(args, inputs, run_lsce(args, inputs, "cpu", config))) ==
+              Disposition::kPassed);
+      }
+    }
+  });
 }
 
 TEST_CASE("lsce bound has teeth: perturbed or wrong outputs fail", "[lsce]") {

@@ -12,6 +12,7 @@
 #include "ops/linear_softmax_cross_entropy_loss/vjp_api.h"
 #include "ops/linear_softmax_cross_entropy_loss/vjp_cpu_config.h"
 #include "tests/ops/linear_softmax_cross_entropy_loss/vjp_test_util.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -85,6 +86,14 @@ TEST_CASE("cpu lsce_vjp passes the oracle across shapes, dtypes and configs", "[
     const LinearSoftmaxCrossEntropyVjpProblem p = LinearSoftmaxCrossEntropyVjpProblem::from(args);
     if (is_lsce_vjp_bf16_problem(p) && gemm_has_native_bf16()) {
       for (const json& c : path_configs(true)) configs.push_back(c);
+    }
+    if (is_lsce_vjp_bf16_problem(p)) {  // the AMX tiles, emulated where the CPU has none
+      testing::ScopedTileMode emulated(cpu::TileMode::kEmulated);
+      for (json c : path_configs(true)) {
+        c["bf16_path"] = "amx";
+        CAPTURE(args.key(), c.dump());
+        check_lsce_vjp_outputs(args, inputs, run_lsce_vjp(cpu_impl(), args, inputs, c));
+      }
     }
     for (const json& c : autotuning_configs_json(cpu_impl(), args)) configs.push_back(c);
     for (const json& config : configs) {

@@ -22,6 +22,7 @@
 #include "tests/ops/impl_calls.h"
 #include "tests/simd_targets.h"
 #include "tests/support/fake_device.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using nlohmann::json;
@@ -225,6 +226,64 @@ TEST_CASE("cpu ragged_dot native bf16 path matches the reference", "[ragged_dot]
     ++checked;
   }
   CHECK(checked >= 3);
+}
+
+TEST_CASE("cpu ragged_dot AMX path matches the reference, on the tiles' emulation everywhere",
+          "[ragged_dot][amx]") {
+  testing::for_each_tile_mode([](cpu::TileMode) {
+    int checked = 0;
+    for (const json& args_json : test_cases()) {
+      const BoundArgs args = ragged_dot_op().bind(args_json);
+      if (!is_bf16_inputs(args)) continue;
+      // The native path's tile sets (K blocks of 1, 3, 5 and 7: odd depths in 32-k tiles; row
+      // and column edges), on the tiles.
+      for (json config : path_configs(args, true)) {
+        config["bf16_path"] = "amx";
+        check_against_reference(args, config);
+      }
+      json heuristics = heuristics_config_json(cpu_impl(), args, cpu::host_device());
+      heuristics["bf16_path"] = "amx";
+      heuristics["packing"] = "packed";
+      check_against_reference(args, heuristics);
+      ++checked;
+    }
+    CHECK(checked >= 3);
+    // Several 32 x 32 blocks of whole tiles per task, partial ones at every edge, many K blocks.
+    const BoundArgs big = ragged_dot_op().bind(
+        {{"lhs", "bf16[300,260]"}, {"rhs", "bf16[3,260,150]"}, {"group_sizes", {131, 0, 160}}});
+    check_against_reference(big,
+                            {{"bf16_path", "amx"}, {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}});
+    check_against_reference(
+        big,
+        {{"bf16_path", "amx"}, {"tile_m", 160}, {"tile_n", 48}, {"tile_k", 100}, {"task_n", 96}});
+  });
+}
+
+TEST_CASE("cpu ragged_dot refuses bf16_path=amx where no tiles run, naming the field",
+          "[ragged_dot][amx]") {
+  // The field a config is rejected by, and its message.
+  auto rejection = [](const json& args_json) -> std::pair<std::string, std::string> {
+    try {
+      check_config_json(cpu_impl(), ragged_dot_op().bind(args_json), {{"bf16_path", "amx"}});
+    } catch (const InvalidArgument& e) {
+      return {e.field(), e.what()};
+    }
+    return {"<no error>", ""};
+  };
+  const json bf16 = {{"lhs", "bf16[8,32]"}, {"rhs", "bf16[1,32,16]"}, {"group_sizes", {8}}};
+  {
+    testing::ScopedTileMode none(cpu::TileMode::kNone);
+    const auto [field, message] = rejection(bf16);
+    CHECK(field == "bf16_path");
+    CHECK_THAT(message, Catch::Contains("amx_bf16") && Catch::Contains("TOKAMAX_AMX=emulate"));
+  }
+  // Only bf16 inputs: f32 ones cannot run on the tiles even where they exist.
+  testing::ScopedTileMode emulated(cpu::TileMode::kEmulated);
+  CHECK(rejection(bf16).first == "<no error>");
+  const auto [field, message] =
+      rejection({{"lhs", "f32[8,32]"}, {"rhs", "f32[1,32,16]"}, {"group_sizes", {8}}});
+  CHECK(field == "bf16_path");
+  CHECK_THAT(message, Catch::Contains("amx needs bf16 lhs and rhs"));
 }
 
 TEST_CASE("cpu ragged_dot stays exact on larger tiles and many K blocks", "[ragged_dot]") {

@@ -1,8 +1,10 @@
 // Tests for the cpu ragged_dot_vjp implementation against the oracle, and its configs.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
@@ -10,9 +12,8 @@
 #include "ops/ragged_dot/vjp_api.h"
 #include "ops/ragged_dot/vjp_cpu_config.h"
 #include "ops/ragged_dot/vjp_cpu_kernel.h"
-#include "backends/cpu/cpu_device.h"
-#include <cmath>
 #include "tests/ops/ragged_dot/vjp_test_util.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -26,22 +27,40 @@ const Implementation& cpu_impl() { return ragged_dot_vjp_op().implementation("cp
 // inputs with 16-bit and f32 cotangents.
 std::vector<json> test_cases() {
   return {
-      {{"lhs", "f32[64,32]"}, {"rhs", "f32[4,32,48]"}, {"group_sizes", {0, 7, 13, 33}},
+      {{"lhs", "f32[64,32]"},
+       {"rhs", "f32[4,32,48]"},
+       {"group_sizes", {0, 7, 13, 33}},
        {"dout", "f32[64,48]"}},
-      {{"lhs", "f32[130,70]"}, {"rhs", "f32[3,70,45]"}, {"group_sizes", {33, 64, 13}},
+      {{"lhs", "f32[130,70]"},
+       {"rhs", "f32[3,70,45]"},
+       {"group_sizes", {33, 64, 13}},
        {"dout", "f32[130,45]"}},
-      {{"lhs", "f32[20,1]"}, {"rhs", "f32[3,1,16]"}, {"group_sizes", {7, 0, 13}},
+      {{"lhs", "f32[20,1]"},
+       {"rhs", "f32[3,1,16]"},
+       {"group_sizes", {7, 0, 13}},
        {"dout", "f32[20,16]"}},
-      {{"lhs", "bf16[50,40]"}, {"rhs", "bf16[3,40,72]"}, {"group_sizes", {33, 0, 7}},
+      {{"lhs", "bf16[50,40]"},
+       {"rhs", "bf16[3,40,72]"},
+       {"group_sizes", {33, 0, 7}},
        {"dout", "bf16[50,72]"}},
-      {{"lhs", "bf16[51,41]"}, {"rhs", "bf16[2,41,1]"}, {"group_sizes", {13, 38}},
+      {{"lhs", "bf16[51,41]"},
+       {"rhs", "bf16[2,41,1]"},
+       {"group_sizes", {13, 38}},
        {"dout", "bf16[51,1]"}},
-      {{"lhs", "bf16[40,24]"}, {"rhs", "bf16[2,24,40]"}, {"group_sizes", {33, 7}},
-       {"preferred_element_type", "f32"}, {"dout", "f32[40,40]"}},
-      {{"lhs", "f16[45,24]"}, {"rhs", "f16[2,24,40]"}, {"group_sizes", {33, 7}},
+      {{"lhs", "bf16[40,24]"},
+       {"rhs", "bf16[2,24,40]"},
+       {"group_sizes", {33, 7}},
+       {"preferred_element_type", "f32"},
+       {"dout", "f32[40,40]"}},
+      {{"lhs", "f16[45,24]"},
+       {"rhs", "f16[2,24,40]"},
+       {"group_sizes", {33, 7}},
        {"dout", "f16[45,40]"}},
-      {{"lhs", "f32[60,20]"}, {"rhs", "f32[2,20,30]"}, {"group_offset", 1},
-       {"group_sizes", {10, 20, 25, 5}}, {"dout", "f32[60,30]"}},
+      {{"lhs", "f32[60,20]"},
+       {"rhs", "f32[2,20,30]"},
+       {"group_offset", 1},
+       {"group_sizes", {10, 20, 25, 5}},
+       {"dout", "f32[60,30]"}},
   };
 }
 
@@ -52,11 +71,15 @@ std::vector<json> path_configs(bool native) {
   std::vector<json> configs;
   for (const MicroKernelShape& shape : micro_kernel_shapes(lanes)) {
     const int nr = shape.nr_vectors * lanes;
-    const json base = {{"mr", shape.mr}, {"nr", nr}, {"bf16_path", native ? "native_dot" : "convert_f32"}};
+    const json base = {
+        {"mr", shape.mr}, {"nr", nr}, {"bf16_path", native ? "native_dot" : "convert_f32"}};
     json tiny = base;
     tiny.update({{"tile_m", 1}, {"tile_n", 1}, {"tile_k", 1}, {"panel_n", nr}, {"num_threads", 1}});
     json odd = base;
-    odd.update({{"tile_m", 2 * shape.mr + 1}, {"tile_n", nr + 3}, {"tile_k", 7}, {"panel_n", nr},
+    odd.update({{"tile_m", 2 * shape.mr + 1},
+                {"tile_n", nr + 3},
+                {"tile_k", 7},
+                {"panel_n", nr},
                 {"num_threads", 2}});
     configs.push_back(tiny);
     configs.push_back(odd);
@@ -77,10 +100,19 @@ TEST_CASE("cpu ragged_dot_vjp passes the oracle across shapes, dtypes and config
     if (is_bf16_vjp_problem(p) && gemm_has_native_bf16()) {
       for (const json& c : path_configs(true)) configs.push_back(c);
     }
+    if (is_bf16_vjp_problem(p)) {  // the AMX tiles, emulated where the CPU has none
+      testing::ScopedTileMode emulated(cpu::TileMode::kEmulated);
+      for (json c : path_configs(true)) {
+        c["bf16_path"] = "amx";
+        CAPTURE(args.key(), c.dump());
+        check_ragged_dot_vjp_outputs(args, inputs, run_ragged_dot_vjp(cpu_impl(), args, inputs, c));
+      }
+    }
     for (const json& c : autotuning_configs_json(cpu_impl(), args)) configs.push_back(c);
     for (const json& config : configs) {
       CAPTURE(args.key(), config.dump());
-      check_ragged_dot_vjp_outputs(args, inputs, run_ragged_dot_vjp(cpu_impl(), args, inputs, config));
+      check_ragged_dot_vjp_outputs(args, inputs,
+                                   run_ragged_dot_vjp(cpu_impl(), args, inputs, config));
     }
   }
 }
@@ -108,7 +140,8 @@ TEST_CASE("cpu ragged_dot_vjp packs its B slabs in waves, one slab per wave at t
   }
 }
 
-TEST_CASE("cpu ragged_dot_vjp declines f64 and refuses configs that cannot run", "[ragged_dot_vjp]") {
+TEST_CASE("cpu ragged_dot_vjp declines f64 and refuses configs that cannot run",
+          "[ragged_dot_vjp]") {
   const BoundArgs f64 = ragged_dot_vjp_op().bind(
       {{"lhs", "f64[8,4]"}, {"rhs", "f64[1,4,4]"}, {"group_sizes", {8}}, {"dout", "f64[8,4]"}});
   CHECK_THROWS_AS(check_args(cpu_impl(), f64), NotImplemented);
