@@ -55,7 +55,7 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
   // tasks on Zen 3 (AVX2), five (bq, bkv) pairs on a full case and four on a causal one, each
   // extent 64 to 256, were within the run noise of each other (two rounds each).
   const bool banded = p.is_causal || p.has_local_window();
-  const bool native = p.dtype == DType::kBF16 && kernel_has_native_bf16(device);
+  const bool native = p.dtype == DType::kBF16 && native_bf16_outruns_fma(device);
   c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, native ? 256 : 128));
   c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, banded && !native ? 128 : 256));
   // Enough tasks, one per block of query rows (B H ceil(T / bq)), to balance the cores: 4 per
@@ -88,8 +88,8 @@ std::vector<CpuAttentionVjpConfig> cpu_attention_vjp_autotuning_configs(
       c.block_q = bq;
       c.block_kv = bkv;
       add(c);
-      if (base.bf16_path != "convert_f32") {
-        for (const char* path : {"convert_f32", "native_dot"}) {
+      if (p.fwd.dtype == DType::kBF16 && kernel_has_native_bf16(cpu::cpu_info(device))) {
+        for (const char* path : {"convert_f32", "native_dot", "native_all"}) {
           c.bf16_path = path;
           add(c);
         }
