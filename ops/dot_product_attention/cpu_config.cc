@@ -51,8 +51,7 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
   const int64_t g = p.groups();
   const int64_t cores = std::max(device.cores, 1);
   auto tasks = [&](int64_t bq) { return p.B * p.h * ((p.T + bq - 1) / bq); };
-  // vdpbf16ps where it out-runs f32 FMAs (checks.h; on Intel's cores f32 measured 1.6-1.7x
-  // faster on the bench_cpu bf16 shapes).
+  // vdpbf16ps where it out-runs f32 FMAs (checks.h).
   if (p.dtype == DType::kBF16 && native_bf16_outruns_fma(device) && gemm_has_native_bf16()) {
     c.bf16_path = "native_dot";
   }

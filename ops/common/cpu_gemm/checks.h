@@ -66,9 +66,8 @@ inline bool amx_on_hardware(const cpu::CpuInfo& cpu) {
 }
 
 // Whether vdpbf16ps out-runs f32 FMAs on `cpu`. It does two multiply-adds per f32 lane, at the
-// FMA's issue rate on AMD's Zen 4 and 5 (twice the f32 flops) but at half of it on Intel's cores
-// (measured: 172.8 against 344.3 GFLOP/s on an Emerald Rapids, 223 against 453 on a Sapphire
-// Rapids, docs/ops/engine.md), where widening to f32 is the faster of the two.
+// FMA's issue rate on AMD's Zen 4 and 5 (twice the f32 flops) but at half of it on Intel's cores,
+// where widening to f32 is the faster of the two (docs/amx.md has the measurements).
 inline bool native_bf16_outruns_fma(const cpu::CpuInfo& cpu) {
   return kernel_has_native_bf16(cpu) && cpu.vendor != "GenuineIntel";
 }
