@@ -146,17 +146,23 @@ struct EmulatedTiles {
   template <int C, int A, int B>
   static void dpbf16ps() {
     const auto [M, N, Kp] = product_shape(C, A, B, "tdpbf16ps");
+    // The operands widened once (subnormals flushed) in the logical [M, 2 Kp] and [2 Kp, N]
+    // order; k runs 0, 1, 2, ...: each pair's even product first, as the SDM adds them.
+    float a[kMaxRows][2 * kMaxRows], b[2 * kMaxRows][kMaxRows];
+    for (int m = 0; m < M; ++m) {
+      for (int k = 0; k < 2 * Kp; ++k) a[m][k] = bf16_daz(read<uint16_t>(A, m, k));
+    }
+    for (int k = 0; k < Kp; ++k) {
+      for (int n = 0; n < N; ++n) {
+        b[2 * k][n] = bf16_daz(read<uint16_t>(B, k, 2 * n));
+        b[2 * k + 1][n] = bf16_daz(read<uint16_t>(B, k, 2 * n + 1));
+      }
+    }
     for (int m = 0; m < M; ++m) {
       for (int n = 0; n < N; ++n) {
         float acc = read<float>(C, m, n);
-        for (int k = 0; k < Kp; ++k) {
-          for (int half = 0; half < 2; ++half) {
-            const float a = bf16_daz(read<uint16_t>(A, m, 2 * k + half));
-            const float b = bf16_daz(read<uint16_t>(B, k, 2 * n + half));
-            // The product of two bf16 values is exact in f32; the sum is rounded once.
-            acc = ftz(acc + a * b);
-          }
-        }
+        // The product of two bf16 values is exact in f32; each sum is rounded once.
+        for (int k = 0; k < 2 * Kp; ++k) acc = ftz(acc + a[m][k] * b[k][n]);
         write<float>(C, m, n, acc);
       }
     }
@@ -178,18 +184,20 @@ struct EmulatedTiles {
     if (!state().configured) throw std::logic_error("amx emulation: tile used before ldtilecfg");
     return state().data[t];
   }
+  // Element access inside an instruction (product_shape has checked the configuration).
   template <typename T>
   static T read(int t, int row, int index) {
     T value;
-    std::memcpy(&value, &tile(t)[row][index * sizeof(T)], sizeof(T));
+    std::memcpy(&value, &state().data[t][row][index * sizeof(T)], sizeof(T));
     return value;
   }
   template <typename T>
   static void write(int t, int row, int index, T value) {
-    std::memcpy(&tile(t)[row][index * sizeof(T)], &value, sizeof(T));
+    std::memcpy(&state().data[t][row][index * sizeof(T)], &value, sizeof(T));
   }
   // The SDM's checks of a tile product: A is M x (4 Kp) bytes, B Kp x (4 N), C M x (4 N).
   static Shape product_shape(int c, int a, int b, const char* name) {
+    tile(c);  // configured
     const TileConfig& config = state().config;
     const Shape shape{config.rows[c], config.colsb[c] / 4, config.colsb[a] / 4};
     if (config.rows[a] != shape.M || config.rows[b] != shape.Kp ||
@@ -220,17 +228,18 @@ struct EmulatedTiles {
   template <typename TA, typename TB>
   static void int8_product(int c, int a, int b, const char* name) {
     const auto [M, N, Kp] = product_shape(c, a, b, name);
+    int32_t av[kMaxRows][4 * kMaxRows], bv[4 * kMaxRows][kMaxRows];
+    for (int m = 0; m < M; ++m) {
+      for (int k = 0; k < 4 * Kp; ++k) av[m][k] = read<TA>(a, m, k);
+    }
+    for (int k = 0; k < 4 * Kp; ++k) {
+      for (int n = 0; n < N; ++n) bv[k][n] = read<TB>(b, k / 4, 4 * n + k % 4);
+    }
     for (int m = 0; m < M; ++m) {
       for (int n = 0; n < N; ++n) {
         // s32 with wrap-around, as the hardware adds (unsigned arithmetic wraps portably).
         uint32_t acc = static_cast<uint32_t>(read<int32_t>(c, m, n));
-        for (int k = 0; k < Kp; ++k) {
-          for (int q = 0; q < 4; ++q) {
-            const int32_t product = static_cast<int32_t>(read<TA>(a, m, 4 * k + q)) *
-                                    static_cast<int32_t>(read<TB>(b, k, 4 * n + q));
-            acc += static_cast<uint32_t>(product);
-          }
-        }
+        for (int k = 0; k < 4 * Kp; ++k) acc += static_cast<uint32_t>(av[m][k] * bv[k][n]);
         write<int32_t>(c, m, n, static_cast<int32_t>(acc));
       }
     }
