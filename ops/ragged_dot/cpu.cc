@@ -53,7 +53,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
   void check_config(const RaggedDotProblem& p, const CpuRaggedDotConfig& c,
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
-    if (c.int8_path != "vnni" || !is_int8_problem(p)) require_micro_tile(c.mr, c.nr);
+    // The int8 paths run micro-tiles of their own (vnni) or tiles (amx).
+    if (c.int8_path == "dequant_f32" || !is_int8_problem(p)) require_micro_tile(c.mr, c.nr);
     if (c.bf16_path != "convert_f32") {
       require_bf16_path(c.bf16_path, is_bf16_problem(p),
                         "bf16 lhs and rhs and an f32/bf16/f16 output");
@@ -72,6 +73,16 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
       require_config(has_int8_micro_kernel(c.mr, c.nr), "mr", [&] {
         return "int8_path=vnni has the micro-tiles 8x48 and 6x64, got " + std::to_string(c.mr) +
                "x" + std::to_string(c.nr);
+      });
+    }
+    if (c.int8_path == "amx") {
+      require_config(is_int8_problem(p), "int8_path", [&] {
+        return "int8_path=amx multiplies int8 by int8: it needs maybe_quantize_lhs with i8 rhs "
+               "(in scale blocks of a multiple of 4 rows) and a non-f64 output";
+      });
+      require_config(gemm_has_amx_int8(), "int8_path", [] {
+        return "int8_path=amx needs a CPU with amx_int8 whose tiles Linux grants (" +
+               cpu::host_amx().reason + "), or TOKAMAX_AMX=emulate";
       });
     }
     const CpuRaggedDotConfig clamped = clamp_to_problem(c, p);
@@ -106,7 +117,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     CpuKernelOptions options;
     options.mr = c.mr;
     const int lanes = cpu::simd_f32_lanes();
-    if (c.nr % lanes != 0 && !(c.int8_path == "vnni" && is_int8_problem(p))) {
+    const bool int8 = c.int8_path != "dequant_f32" && is_int8_problem(p);
+    if (c.nr % lanes != 0 && !int8) {
       throw NotImplemented("cpu ragged_dot: nr=" + std::to_string(c.nr) +
                            " is not a multiple of the " + std::to_string(lanes) +
                            " f32 lanes of this CPU's SIMD target");
@@ -114,7 +126,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     options.nr_vectors = c.nr / lanes;
     options.pack_rhs = c.packing == "packed";
     options.engine = gemm_engine(c.bf16_path);
-    options.int8 = c.int8_path == "vnni" && is_int8_problem(p);
+    options.int8 = int8;
+    options.int8_tiles = int8 && c.int8_path == "amx";
     if (options.int8) options.nr_vectors = c.nr / 16;
     options.num_threads = c.num_threads;
     ragged_dot_cpu_kernel(p, work, options, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"),

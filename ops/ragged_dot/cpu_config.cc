@@ -74,9 +74,9 @@ void CpuRaggedDotConfig::validate() const {
   require_config(packing == "packed" || packing == "no_pack", "packing",
                  [&] { return "packing is '" + packing + "'; expected 'packed' or 'no_pack'"; });
   require_bf16_path_name(bf16_path);
-  require_config(int8_path == "dequant_f32" || int8_path == "vnni", "int8_path", [&] {
-    return "int8_path is '" + int8_path + "'; expected 'dequant_f32' or 'vnni'";
-  });
+  require_config(
+      int8_path == "dequant_f32" || int8_path == "vnni" || int8_path == "amx", "int8_path",
+      [&] { return "int8_path is '" + int8_path + "'; expected 'dequant_f32', 'vnni' or 'amx'"; });
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });

@@ -32,7 +32,8 @@ struct CpuRaggedDotConfig {
   std::string packing = "packed";         // "packed" | "no_pack" (rhs read in place)
   std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" | "amx" (checks.h)
   // maybe_quantize_lhs with i8 rhs: "dequant_f32" (s * q times the dequantized weights, f32
-  // FMAs) | "vnni" (int8 x int8 on vpdpbusd, mr x nr = 8x48 or 6x64); ignored otherwise.
+  // FMAs) | "vnni" (int8 x int8 on vpdpbusd, mr x nr = 8x48 or 6x64) | "amx" (int8 x int8 on
+  // AMX tiles, 32 x 32 blocks; mr and nr unused); ignored otherwise.
   std::string int8_path = "dequant_f32";
   int num_threads = 0;  // 0 = all cores
 

@@ -19,6 +19,7 @@
 
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/ragged_dot/cpu_config.h"
+#include "ops/ragged_dot/cpu_int8_kernel.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
 
@@ -131,6 +132,16 @@ CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
     c.tile_m = static_cast<int>(round_up(c.tile_m, c.mr));
     if (c.task_n != 0) c.task_n = static_cast<int>(round_up(c.task_n, c.tile_n));
   }
+  // int8 x int8 on AMX tiles where they run on the hardware: blocks of 32 x 32 outputs, each k
+  // step of 64 four TDPBUSD (16 x 16 x 64 multiply-adds each, 64 vpdpbusd's worth); the vnni
+  // path's panels and K blocks, rows in whole blocks.
+  if (is_int8_problem(p) && amx_int8_on_hardware(device)) {
+    c.int8_path = "amx";
+    c.tile_k = 2048;
+    c.tile_n = kInt8PanelColumns;
+    c.tile_m = static_cast<int>(round_up(c.tile_m, kInt8AmxRows));
+    if (c.task_n != 0) c.task_n = static_cast<int>(round_up(c.task_n, c.tile_n));
+  }
   c.num_threads = threads == 1 ? 1 : 0;
   return clamp_to_problem(c, p);
 }
@@ -164,12 +175,28 @@ std::vector<CpuRaggedDotConfig> cpu_ragged_dot_autotuning_configs(const RaggedDo
     return configs;
   }
   // int8 x int8 on vpdpbusd: its two micro-tiles x K blocks x panel widths, and the f32 path.
-  if (is_int8_problem(p) && device.has("avx512_vnni")) {
+  // On AMX tiles: K blocks x panel widths (the tiles have one block shape).
+  const bool vnni = device.has("avx512_vnni"), tiles = kernel_has_amx_int8(device);
+  if (is_int8_problem(p) && (vnni || tiles)) {
     add(base);
+    for (int tk : {512, 1024, 2048}) {
+      for (int panels : {1, 2, 4}) {
+        if (!tiles) break;
+        CpuRaggedDotConfig c = base;
+        c.int8_path = "amx";
+        c.tile_k = tk;
+        c.tile_n = panels * kInt8PanelColumns;
+        c.tile_m = static_cast<int>(round_up(base.tile_m, kInt8AmxRows));
+        c.task_n = base.task_n == 0 ? 0 : static_cast<int>(round_up(base.task_n, c.tile_n));
+        add(c);
+      }
+    }
     for (const auto& [mr, nr] : kInt8Tiles) {
       for (int tk : {512, 1024, 2048}) {
         for (int panels : {1, 2, 4}) {
+          if (!vnni) break;
           CpuRaggedDotConfig c = base;
+          c.int8_path = "vnni";
           c.mr = mr;
           c.nr = nr;
           c.tile_k = tk;

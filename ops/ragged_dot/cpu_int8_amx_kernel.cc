@@ -81,18 +81,6 @@ void block(const Int8TileArgs& a) {
 
 }  // namespace
 
-bool int8_amx_available() {
-  switch (cpu::tile_mode()) {
-    case cpu::TileMode::kHardware:
-      return cpu::host_amx().int8;
-    case cpu::TileMode::kEmulated:
-      return true;
-    case cpu::TileMode::kNone:
-      break;
-  }
-  return false;
-}
-
 void pack_rhs_int8_amx(const int8_t* rhs, int64_t ld, int64_t depth, int64_t cols, int8_t* packed,
                        int32_t* colsum) {
   const int64_t quads = (depth + 3) / 4, padded = int8_amx_quads(depth);

@@ -72,10 +72,6 @@ inline constexpr int kInt8AmxStrip = 16;
 // Quads of a packed AMX strip for `depth`: whole tiles of 16 quads (64 k), the padding zero.
 inline constexpr int64_t int8_amx_quads(int64_t depth) { return (depth + 63) / 64 * 16; }
 
-// Whether the AMX build runs here (the tiles with amx_int8, or their emulation:
-// backends/cpu/amx.h).
-bool int8_amx_available();
-
 // rhs codes [depth, cols] (row stride ld) -> [ceil(cols / 16)][int8_amx_quads(depth)][16][4],
 // zero past depth and cols; colsum as pack_rhs_int8_quads (ceil(cols / 16) * 16 entries).
 void pack_rhs_int8_amx(const int8_t* rhs, int64_t ld, int64_t depth, int64_t cols, int8_t* packed,

@@ -269,9 +269,14 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
 void panel_int8(const Launch& launch, const RaggedDotTask& task, int64_t col, int64_t cols,
                 const PrefetchPlan& then, float* acc, int64_t ldc) {
   const int64_t K = launch.K, N = launch.N, tk = launch.int8_tk;
-  const int mr = launch.options.mr, nr = static_cast<int>(launch.nr);
+  // On AMX tiles a call covers a block of two 16-column strips and 32 rows, and the strips'
+  // quads are padded to whole tiles.
+  const bool tiles = launch.options.int8_tiles;
+  const int mr = tiles ? kInt8AmxRows : launch.options.mr, nr = static_cast<int>(launch.nr);
+  const int64_t strips_per_call = tiles ? kInt8AmxCols / kInt8AmxStrip : 1;
   const int64_t rows = task.m_end - task.m_start, strips = (cols + nr - 1) / nr;
-  const int64_t max_strips = (launch.work->tn + nr - 1) / nr, max_quads = (tk + 3) / 4;
+  const int64_t max_strips = (launch.work->tn + nr - 1) / nr;
+  const int64_t max_quads = tiles ? int8_amx_quads(tk) : (tk + 3) / 4;
   thread_local cpu::ScratchBuffer panel_buffer, sums_buffer;
   auto* panel =
       static_cast<int8_t*>(panel_buffer.get(static_cast<size_t>(max_strips * max_quads * nr * 4)));
@@ -281,18 +286,23 @@ void panel_int8(const Launch& launch, const RaggedDotTask& task, int64_t col, in
   const int8_t* rhs_g = reinterpret_cast<const int8_t*>(launch.rhs) + task.group * K * N;
   const char* rhs_bytes = reinterpret_cast<const char*>(rhs_g);
   for (int64_t k0 = 0; k0 < K; k0 += tk) {
-    const int64_t depth = std::min(tk, K - k0), quads = (depth + 3) / 4;
+    const int64_t depth = std::min(tk, K - k0);
+    const int64_t quads = tiles ? int8_amx_quads(depth) : (depth + 3) / 4;
     const int64_t block = k0 / launch.block_k;
     const float* scale_row = launch.scale + (task.group * launch.scale_blocks + block) * N + col;
     std::fill(sums, sums + strips * nr, 0);
     std::fill(scales, scales + strips * nr, 0.0f);
     std::copy(scale_row, scale_row + cols, scales);
-    pack_rhs_int8_quads(rhs_g + k0 * N + col, N, depth, cols, nr, panel, sums);
+    if (tiles) {
+      pack_rhs_int8_amx(rhs_g + k0 * N + col, N, depth, cols, panel, sums);
+    } else {
+      pack_rhs_int8_quads(rhs_g + k0 * N + col, N, depth, cols, nr, panel, sums);
+    }
     const int64_t next_k0 = k0 + tk;
     PrefetchCursor prefetch(
         next_k0 < K ? panel_rows(rhs_bytes, 1, N, next_k0, std::min(tk, K - next_k0), col, cols)
                     : then,
-        strips * ((rows + mr - 1) / mr));
+        (strips + strips_per_call - 1) / strips_per_call * ((rows + mr - 1) / mr));
     Int8TileArgs args;
     args.quads = quads;
     args.ld_lhs = launch.Kq;
@@ -304,13 +314,19 @@ void panel_int8(const Launch& launch, const RaggedDotTask& task, int64_t col, in
       args.lhs = launch.lhs_codes + row * launch.Kq + k0;
       args.rows = static_cast<int>(std::min<int64_t>(mr, rows - m0));
       args.lhs_scale = launch.lhs_scales + row * launch.scale_blocks + block;
-      for (int64_t s = 0; s < strips; ++s) {
+      for (int64_t s = 0; s < strips; s += strips_per_call) {
         args.rhs = panel + s * quads * nr * 4;
         args.colsum = sums + s * nr;
         args.rhs_scale = scales + s * nr;
-        args.cols = static_cast<int>(std::min<int64_t>(nr, cols - s * nr));
+        args.cols = static_cast<int>(std::min<int64_t>(strips_per_call * nr, cols - s * nr));
         args.out = acc + m0 * ldc + s * nr;
         args.prefetch = prefetch.take();
+        if (tiles) {
+          if (!int8_amx_block(args)) {
+            throw NotImplemented("cpu ragged_dot: the AMX int8 tiles are not available");
+          }
+          continue;
+        }
         if (!int8_tile(mr, nr, args)) {
           throw NotImplemented("cpu ragged_dot: no " + std::to_string(mr) + "x" +
                                std::to_string(nr) + " int8 micro-kernel on this CPU");
@@ -510,8 +526,11 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
           "cpu ragged_dot: int8_path=vnni needs maybe_quantize_lhs with i8 rhs, per column or in "
           "scale blocks of a multiple of 4 rows");
     }
-    if (!int8_vnni_available()) {
-      throw NotImplemented("cpu ragged_dot: int8_path=vnni needs a CPU with avx512_vnni");
+    if (options.int8_tiles ? !gemm_has_amx_int8() : !int8_vnni_available()) {
+      throw NotImplemented(options.int8_tiles
+                               ? "cpu ragged_dot: int8_path=amx needs a CPU with amx_int8 whose "
+                                 "tiles Linux grants"
+                               : "cpu ragged_dot: int8_path=vnni needs a CPU with avx512_vnni");
     }
     launch.int8 = true;
     launch.Kq = (p.K + 3) / 4 * 4;
@@ -529,7 +548,10 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     // stored), and the quantization writes every owned code and scale (filling the buffer
     // first cost ~1% of a call).
     launch.codes_row0 = p.first_row();
-    lhs_codes.resize(static_cast<size_t>((p.owned_rows() + options.mr) * launch.Kq));
+    // The AMX tiles read whole 32-row blocks, and up to 63 bytes past a K block's end (codes
+    // that meet zero quads), so one more row.
+    const int64_t padding_rows = options.int8_tiles ? kInt8AmxRows + 1 : options.mr;
+    lhs_codes.resize(static_cast<size_t>((p.owned_rows() + padding_rows) * launch.Kq));
     lhs_scales.resize(static_cast<size_t>(p.owned_rows() * p.scale_blocks));
     quantize_lhs_codes(p, lhs, options.num_threads, launch.Kq, lhs_codes.data(), lhs_scales.data());
     launch.lhs_codes = lhs_codes.data();
@@ -550,6 +572,8 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     launch.options.nr_vectors = shape.nr_vectors;
     launch.options.engine = GemmEngine::kF32Fma;
     launch.nr = int64_t{shape.nr_vectors} * cpu::simd_f64_lanes();
+  } else if (options.int8 && options.int8_tiles) {
+    launch.nr = kInt8AmxStrip;
   } else if (options.int8) {
     if (!has_int8_micro_kernel(options.mr, options.nr_vectors * 16)) {
       throw NotImplemented("cpu ragged_dot: no " + std::to_string(options.mr) + "x" +

@@ -15,8 +15,8 @@
 #include <cstdint>
 
 #include "backends/cpu/amx.h"
-#include "ops/common/cpu_gemm/amx_layout.h"
 #include "backends/cpu/amx_tiles.h"
+#include "ops/common/cpu_gemm/amx_layout.h"
 
 namespace tokamax {
 namespace {
@@ -145,10 +145,12 @@ bool block_product_amx_bf16(const BlockArgs& args) {
   }
 }
 
-bool gemm_has_amx_bf16() {
+namespace {
+
+bool has_tiles(bool on_hardware) {
   switch (cpu::tile_mode()) {
     case cpu::TileMode::kHardware:
-      return cpu::host_amx().bf16;
+      return on_hardware;
     case cpu::TileMode::kEmulated:
       return true;
     case cpu::TileMode::kNone:
@@ -156,5 +158,10 @@ bool gemm_has_amx_bf16() {
   }
   return false;
 }
+
+}  // namespace
+
+bool gemm_has_amx_bf16() { return has_tiles(cpu::host_amx().bf16); }
+bool gemm_has_amx_int8() { return has_tiles(cpu::host_amx().int8); }
 
 }  // namespace tokamax

@@ -46,7 +46,9 @@ void pack_rhs_panel_amx(const bf16* rhs, int64_t ld, bool transposed, int64_t de
 // it says none.
 bool block_product_amx_bf16(const BlockArgs& args);
 
-// Whether the AMX engine runs in this process (on the tiles or emulated: cpu::tile_mode()).
+// Whether the AMX bf16 / int8 tiles run in this process (on the hardware or emulated:
+// cpu::tile_mode()).
 bool gemm_has_amx_bf16();
+bool gemm_has_amx_int8();
 
 }  // namespace tokamax

@@ -57,12 +57,24 @@ inline bool kernel_has_amx_bf16(const cpu::CpuInfo& cpu) {
   return cpu.has("amx_bf16");
 }
 
-// Whether the AMX engine would run on real tiles for `cpu` (not the slow emulation).
+// The same for int8 x int8 products (TDPBUSD).
+inline bool kernel_has_amx_int8(const cpu::CpuInfo& cpu) {
+  if (cpu.id == cpu::host_cpu().id) return gemm_has_amx_int8();
+  return cpu.has("amx_int8");
+}
+
+// Whether the AMX tiles would run on the hardware for `cpu` (not the slow emulation).
 inline bool amx_on_hardware(const cpu::CpuInfo& cpu) {
   if (cpu.id == cpu::host_cpu().id) {
     return cpu::tile_mode() == cpu::TileMode::kHardware && cpu::host_amx().bf16;
   }
   return cpu.has("amx_bf16");
+}
+inline bool amx_int8_on_hardware(const cpu::CpuInfo& cpu) {
+  if (cpu.id == cpu::host_cpu().id) {
+    return cpu::tile_mode() == cpu::TileMode::kHardware && cpu::host_amx().int8;
+  }
+  return cpu.has("amx_int8");
 }
 
 // Whether vdpbf16ps out-runs f32 FMAs on `cpu`. It does two multiply-adds per f32 lane, at the

@@ -418,13 +418,9 @@ TEST_CASE("cpu ragged_dot fuses bias, activation and gate/up on every path and t
   for_each_forced_target({HWY_AVX2, HWY_SCALAR}, check_all);
 }
 
-TEST_CASE("cpu ragged_dot int8 x int8 (vnni) matches the oracle on every tile shape",
-          "[ragged_dot]") {
-  if (!int8_vnni_available()) {
-    WARN("skipped: this CPU has no avx512_vnni, so int8_path=vnni cannot run here");
-    return;
-  }
-  const std::vector<json> cases = {
+// maybe_quantize_lhs with int8 weights: per column and per K block, epilogues, long K.
+std::vector<json> int8_cases() {
+  return {
       // Per column, K not a multiple of 4 (a padded quad), partial strips and row tiles.
       {{"lhs", "bf16[70,37]"},
        {"rhs", "i8[3,37,53]"},
@@ -454,6 +450,15 @@ TEST_CASE("cpu ragged_dot int8 x int8 (vnni) matches the oracle on every tile sh
        {"preferred_element_type", "f16"},
        {"group_sizes", {20}}},
   };
+}
+
+TEST_CASE("cpu ragged_dot int8 x int8 (vnni) matches the oracle on every tile shape",
+          "[ragged_dot]") {
+  if (!int8_vnni_available()) {
+    WARN("skipped: this CPU has no avx512_vnni, so int8_path=vnni cannot run here");
+    return;
+  }
+  const std::vector<json> cases = int8_cases();
   for (const json& args_json : cases) {
     const BoundArgs args = ragged_dot_op().bind(args_json);
     const json heuristics = heuristics_config_json(cpu_impl(), args, cpu::host_device());
@@ -485,6 +490,78 @@ TEST_CASE("cpu ragged_dot int8 x int8 (vnni) matches the oracle on every tile sh
   vnni.update({{"int8_path", "vnni"}, {"mr", 8}, {"nr", 48}});
   CHECK_THROWS_WITH(check_config_json(cpu_impl(), float_args, vnni),
                     Catch::Contains("maybe_quantize_lhs with i8 rhs"));
+}
+
+TEST_CASE("cpu ragged_dot int8 x int8 on AMX tiles matches the oracle (emulated anywhere)",
+          "[ragged_dot][amx]") {
+  testing::for_each_tile_mode([](cpu::TileMode) {
+    for (const json& args_json : int8_cases()) {
+      const BoundArgs args = ragged_dot_op().bind(args_json);
+      json base = heuristics_config_json(cpu_impl(), args, cpu::host_device());
+      base["int8_path"] = "amx";
+      check_against_oracle(args, base);
+      // K blocks inside one quad tile and across several, row tiles of one row to past a
+      // block, panels of an odd number of strips (48 columns: one block and a half).
+      for (int tk : {4, 24, 100, 2048}) {
+        for (int tm : {1, 32, 67}) {
+          for (int tn : {48, 192}) {
+            json c = base;
+            c.update({{"tile_k", tk}, {"tile_m", tm}, {"tile_n", tn}});
+            check_against_oracle(args, c);
+          }
+        }
+      }
+    }
+  });
+  // Refused by field where no tiles run, and for problems that are not int8 x int8.
+  testing::ScopedTileMode none(cpu::TileMode::kNone);
+  const BoundArgs args = ragged_dot_op().bind(int8_cases()[0]);
+  json amx = heuristics_config_json(cpu_impl(), args, cpu::host_device());
+  amx["int8_path"] = "amx";
+  CHECK_THROWS_WITH(check_config_json(cpu_impl(), args, amx), Catch::Contains("amx_int8"));
+  testing::ScopedTileMode emulated(cpu::TileMode::kEmulated);
+  const BoundArgs float_args = ragged_dot_op().bind(test_cases()[0]);
+  json not_int8 = heuristics_config_json(cpu_impl(), float_args, cpu::host_device());
+  not_int8["int8_path"] = "amx";
+  CHECK_THROWS_WITH(check_config_json(cpu_impl(), float_args, not_int8),
+                    Catch::Contains("maybe_quantize_lhs with i8 rhs"));
+}
+
+TEST_CASE("cpu ragged_dot heuristics take the fastest engine each CPU has", "[ragged_dot][amx]") {
+  // Described CPUs, so the choice is checked on any host: a Sapphire Rapids with AMX, the same
+  // Xeon with its tiles hidden (vdpbf16ps at half the FMA rate), and a Zen 4.
+  auto described = [](const char* vendor, std::vector<std::string> isa) {
+    cpu::CpuInfo cpu = cpu::host_cpu();
+    cpu.id = std::string("cpu-described-") + vendor;
+    cpu.vendor = vendor;
+    cpu.isa = std::move(isa);
+    cpu.simd_bytes = 64;
+    cpu.cores = 2;
+    return cpu::CpuDevice(cpu, false);
+  };
+  const std::vector<std::string> avx512 = {"avx2",     "fma",         "avx512f",    "avx512bw",
+                                           "avx512vl", "avx512_bf16", "avx512_vnni"};
+  std::vector<std::string> with_amx = avx512;
+  with_amx.insert(with_amx.end(), {"amx_tile", "amx_bf16", "amx_int8"});
+  const cpu::CpuDevice sapphire = described("GenuineIntel", with_amx);
+  const cpu::CpuDevice hidden = described("GenuineIntel", avx512);
+  const cpu::CpuDevice zen4 = described("AuthenticAMD", avx512);
+  const BoundArgs bf16 = ragged_dot_op().bind(
+      {{"lhs", "bf16[512,256]"}, {"rhs", "bf16[2,256,256]"}, {"group_sizes", {256, 256}}});
+  CHECK(heuristics_config_json(cpu_impl(), bf16, sapphire)["bf16_path"] == "amx");
+  CHECK(heuristics_config_json(cpu_impl(), bf16, hidden)["bf16_path"] == "convert_f32");
+  CHECK(heuristics_config_json(cpu_impl(), bf16, zen4)["bf16_path"] == "native_dot");
+  const BoundArgs int8 = ragged_dot_op().bind(int8_cases()[2]);
+  CHECK(heuristics_config_json(cpu_impl(), int8, sapphire)["int8_path"] == "amx");
+  CHECK(heuristics_config_json(cpu_impl(), int8, hidden)["int8_path"] == "vnni");
+  // Both int8 engines in the AMX machine's search space, so that tune compares them.
+  int amx = 0, vnni = 0;
+  for (const json& c : autotuning_configs_json(cpu_impl(), int8, sapphire)) {
+    amx += c["int8_path"] == "amx";
+    vnni += c["int8_path"] == "vnni";
+  }
+  CHECK(amx > 0);
+  CHECK(vnni > 0);
 }
 
 TEST_CASE("cpu ragged_dot runs through the high-level API", "[ragged_dot]") {
