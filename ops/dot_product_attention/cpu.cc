@@ -47,6 +47,10 @@ class CpuDotProductAttention final
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
     require_bf16_path(c.bf16_path, p.dtype == DType::kBF16, "bf16 q/k/v");
+    // The tiles take the per-block products (cpu_gemm_f32's own AMX packing); the shared
+    // panels have the vector kernels' layouts.
+    require_config(c.bf16_path != "amx" || c.kv_packing == "per_block", "kv_packing",
+                   [&] { return "bf16_path=amx runs kv_packing=per_block, not " + c.kv_packing; });
   }
 
   CpuAttentionConfig heuristics_config(const AttentionProblem& p,
@@ -66,8 +70,8 @@ class CpuDotProductAttention final
     options.block_q = c.block_q;
     options.block_kv = c.block_kv;
     options.group_heads = c.group_heads;
-    options.native_bf16 = c.bf16_path == "native_dot";
-    if (options.native_bf16 && !attention_native_bf16_available(p)) {
+    options.engine = gemm_engine(c.bf16_path);
+    if (options.engine == GemmEngine::kBf16Dot && !attention_native_bf16_available(p)) {
       throw NotImplemented(
           "cpu dot_product_attention: native_dot needs bf16 inputs and "
           "avx512_bf16");

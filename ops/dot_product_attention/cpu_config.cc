@@ -27,9 +27,7 @@ constexpr int kMaxBlock = 1 << 14;
 void CpuAttentionConfig::validate() const {
   require_range("block_q", block_q, 1, kMaxBlock);
   require_range("block_kv", block_kv, 1, kMaxBlock);
-  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot", "bf16_path", [&] {
-    return "bf16_path is '" + bf16_path + "'; expected 'convert_f32' or 'native_dot'";
-  });
+  require_bf16_path_name(bf16_path);
   require_config(kv_packing == "shared" || kv_packing == "transposed" || kv_packing == "per_block",
                  "kv_packing", [&] {
                    return "kv_packing is '" + kv_packing +
@@ -51,6 +49,20 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
   const int64_t g = p.groups();
   const int64_t cores = std::max(device.cores, 1);
   auto tasks = [&](int64_t bq) { return p.B * p.h * ((p.T + bq - 1) / bq); };
+  // bf16 on AMX tiles where they run on the hardware: the per-block products (cpu_gemm_f32
+  // packs the tiles' layouts), 128 rows of Q per task where the cores allow (four 32-row
+  // blocks), the vector path's K/V blocks.
+  if (p.dtype == DType::kBF16 && amx_on_hardware(device)) {
+    c.bf16_path = "amx";
+    c.kv_packing = "per_block";
+    c.group_heads = true;
+    c.block_kv = static_cast<int>(
+        std::clamp<int64_t>(p.t, 1, p.is_causal || p.has_local_window() ? 128 : 256));
+    int64_t bq = std::clamp<int64_t>(128 / g, 8, 128);
+    while (bq > 16 && tasks(bq) < 4 * cores) bq /= 2;
+    c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, bq));
+    return c;
+  }
   // vdpbf16ps where it out-runs f32 FMAs (checks.h).
   if (p.dtype == DType::kBF16 && native_bf16_outruns_fma(device) && gemm_has_native_bf16()) {
     c.bf16_path = "native_dot";
@@ -132,10 +144,22 @@ std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const Attention
     }
   }
   // The per-block path (cpu_gemm_f32 repacking K and V per task) at the heuristic tiles: no
-  // packed copy of K and V, for comparison and for memory-tight cases.
+  // packed copy of K and V, for comparison and for memory-tight cases; on AMX tiles, at a few
+  // block sizes.
   CpuAttentionConfig per_block = cpu_attention_heuristics_config(p, target);
   per_block.kv_packing = "per_block";
   if (seen.insert(per_block.key()).second) out.push_back(per_block);
+  if (p.dtype == DType::kBF16 && kernel_has_amx_bf16(device)) {
+    for (int bq : {32, 64, 128}) {
+      for (int bkv : {128, 256, 512}) {
+        CpuAttentionConfig c = per_block;
+        c.bf16_path = "amx";
+        c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, bq));
+        c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, bkv));
+        if (seen.insert(c.key()).second) out.push_back(c);
+      }
+    }
+  }
   return out;
 }
 

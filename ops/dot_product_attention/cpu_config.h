@@ -26,7 +26,7 @@ struct CpuAttentionConfig {
   bool group_heads = true;
   // "convert_f32": bf16/f16 operands widened to f32 while packing, P V with f32 P.
   // "native_dot": bf16 inputs only, Q K^T and P V with vdpbf16ps (P rounded to bf16; the op's
-  // error model allows for it).
+  // error model allows for it). "amx": the same on AMX tiles, with kv_packing=per_block.
   std::string bf16_path = "convert_f32";
   // "shared": K^T and V packed once per kv head into micro-kernel panels that all of its tasks
   // read (block_kv rounded up to whole strips of the micro-tile). "transposed": the same

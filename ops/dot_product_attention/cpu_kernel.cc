@@ -104,7 +104,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   const int64_t bkv =
       shared ? ctx.bkv : std::min<int64_t>(ctx.o.block_kv, std::max<int64_t>(p.t, 1));
   const int64_t M = heads * rows;
-  const bool native = ctx.o.native_bf16;
+  const bool native = ctx.o.engine != GemmEngine::kF32Fma;
   const size_t x_size = dtype_size(p.dtype);
   thread_local Scratch scratch;
   Scratch& sc = scratch;
@@ -186,7 +186,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   }
 
   CpuGemmOptions gemm;
-  gemm.engine = native ? GemmEngine::kBf16Dot : GemmEngine::kF32Fma;
+  gemm.engine = ctx.o.engine;
   const float scale = static_cast<float>(p.logits_scale);
   const float cap = static_cast<float>(p.logits_soft_cap);
   // The f32 Q tile carries the logits scale. The bf16 one cannot (it is the inputs' bits): a
@@ -389,7 +389,10 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
   // micro-tile. Transposed layout: K as lhs panels and V^T as lhs panels per block, of the
   // micro-tile that wastes least on d rows and M columns (attention_transposed_shape).
   const bool transposed = options.transposed;
-  const bool native = options.native_bf16;
+  const bool native = options.engine != GemmEngine::kF32Fma;
+  if (options.engine == GemmEngine::kAmxBf16 && options.shared_kv_packing) {
+    throw NotImplemented("cpu dot_product_attention: amx runs kv_packing=per_block only");
+  }
   const int lanes = cpu::simd_f32_lanes();
   const MicroKernelShape shape =
       transposed

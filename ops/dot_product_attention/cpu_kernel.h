@@ -8,6 +8,7 @@
 //   M      rows of one task: (heads per task) * bq
 #pragma once
 
+#include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/dot_product_attention/base.h"
 #include "ops/framework/tensor.h"
@@ -18,7 +19,9 @@ struct CpuAttentionKernelOptions {
   int block_q = 64;
   int block_kv = 256;
   bool group_heads = true;
-  bool native_bf16 = false;  // bf16 inputs: vdpbf16ps GEMMs with P rounded to bf16
+  // The GEMMs' engine. The bf16 engines (bf16 inputs: vdpbf16ps, AMX tiles) round P to bf16;
+  // the AMX one runs per-block packing only (shared_kv_packing false).
+  GemmEngine engine = GemmEngine::kF32Fma;
   // K^T and V packed once per kv head and shared by its tasks (block_kv rounded up to whole
   // micro-kernel strips); otherwise every block goes through cpu_gemm_f32, which repacks them.
   bool shared_kv_packing = true;

@@ -57,7 +57,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   const int64_t i = hq0 / p.groups();
   const int64_t M = heads * rows, mr = ctx.mr, nr = ctx.nr, bkv = ctx.bkv;
   const int64_t Mp = round_up(M, nr);
-  const bool native = ctx.o.native_bf16;
+  const bool native = ctx.o.engine != GemmEngine::kF32Fma;
   const int64_t q_words = native ? (D + 1) / 2 : D;
   const size_t x_size = dtype_size(p.dtype);
   thread_local Scratch scratch;

@@ -17,6 +17,7 @@
 #include "ops/framework/errors.h"
 #include "tests/ops/impl_calls.h"
 #include "tests/simd_targets.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using namespace tokamax::attention_testing;
@@ -148,6 +149,71 @@ TEST_CASE("dot_product_attention cpu matches the oracle for every option and til
       REQUIRE(judge(c) == Disposition::kPassed);
     }
   }
+}
+
+TEST_CASE("dot_product_attention cpu AMX path matches the oracle (emulated tiles anywhere)",
+          "[attention][amx]") {
+  testing::for_each_tile_mode([](cpu::TileMode) {
+    int checked = 0;
+    for (const json& case_args : test_cases()) {
+      const BoundArgs args = bind_args(case_args);
+      if (AttentionProblem::from(args).dtype != DType::kBF16) continue;
+      const TensorMap inputs = dot_product_attention_op().make_inputs(args, 17);
+      const OracleSample oracle =
+          dot_product_attention_op().oracle(args, inputs, "out", all_indices(args));
+      const ErrorModel model = dot_product_attention_op().error_model(args);
+      for (int bq : {7, 64}) {
+        for (int bkv : {5, 256}) {
+          for (bool group : {true, false}) {
+            const json config = {{"block_q", bq},
+                                 {"block_kv", bkv},
+                                 {"group_heads", group},
+                                 {"kv_packing", "per_block"},
+                                 {"bf16_path", "amx"}};
+            CAPTURE(args.key(), config.dump());
+            const Comparison c =
+                compare_to_oracle(run_impl("cpu", args, inputs, config), oracle, model);
+            CAPTURE(c.worst_ratio, c.max_abs_error, c.bound, c.worst_index, c.nonfinite);
+            REQUIRE(judge(c) == Disposition::kPassed);
+          }
+        }
+      }
+      ++checked;
+    }
+    CHECK(checked >= 1);
+  });
+}
+
+TEST_CASE("dot_product_attention cpu takes amx with per-block packing only, by field",
+          "[attention][amx]") {
+  testing::ScopedTileMode emulated(cpu::TileMode::kEmulated);
+  const Implementation& cpu = dot_product_attention_op().implementation("cpu");
+  json args_json;
+  for (const json& case_args : test_cases()) {
+    if (AttentionProblem::from(bind_args(case_args)).dtype == DType::kBF16) args_json = case_args;
+  }
+  REQUIRE_FALSE(args_json.is_null());
+  const BoundArgs args = bind_args(args_json);
+  try {
+    cpu.prepare(args, cpu::host_device())->kernel({{"bf16_path", "amx"}, {"kv_packing", "shared"}});
+    FAIL("amx with shared packing was accepted");
+  } catch (const InvalidArgument& e) {
+    CHECK(e.field() == "kv_packing");
+  }
+  // The heuristics take it on a CPU whose tiles run on the hardware (a described one here).
+  cpu::CpuInfo sapphire = cpu::host_cpu();
+  sapphire.id = "cpu-described-amx";
+  sapphire.isa = {"avx2",     "fma",         "avx512f",  "avx512bw",
+                  "avx512vl", "avx512_bf16", "amx_tile", "amx_bf16"};
+  const json h = cpu.prepare(args, cpu::CpuDevice(sapphire, false))->heuristics_config();
+  CHECK(h.at("bf16_path") == "amx");
+  CHECK(h.at("kv_packing") == "per_block");
+  // The search space offers it where the tiles run (here: emulated).
+  int amx = 0;
+  for (const json& c : cpu.prepare(args, cpu::host_device())->autotuning_configs()) {
+    amx += c.at("bf16_path") == "amx";
+  }
+  CHECK(amx > 0);
 }
 
 TEST_CASE("dot_product_attention cpu matches the oracle on every SIMD target of this CPU",
