@@ -218,12 +218,24 @@ std::vector<InfoRow> CpuDevice::info_rows() const {
 }
 
 nlohmann::json CpuDevice::info_json() const {
-  return {{"ceilings", {{"simd_target", simd_target_name()}}}, {"huge_pages", huge_pages_mode()}};
+  nlohmann::json json = {{"ceilings", {{"simd_target", simd_target_name()}}},
+                         {"huge_pages", huge_pages_mode()}};
+  if (is_host_) {
+    const AmxSupport& amx = host_amx();
+    json["amx"] = {{"bf16", amx.bf16},
+                   {"int8", amx.int8},
+                   {"fp16", amx.fp16},
+                   {"reason", amx.reason},
+                   {"tile_mode", tile_mode_name(tile_mode())}};
+  }
+  return json;
 }
 
 nlohmann::json CpuDevice::measurement_context() const {
+  // The tile mode says whether an amx config's timings are the hardware's or the emulation's.
   return {{"huge_pages", huge_pages_mode()},
-          {"bandwidth_probe_bytes", bandwidth_probe_bytes(last_level_cache().bytes)}};
+          {"bandwidth_probe_bytes", bandwidth_probe_bytes(last_level_cache().bytes)},
+          {"amx_tile_mode", tile_mode_name(tile_mode())}};
 }
 
 const CpuDevice& host_device() {

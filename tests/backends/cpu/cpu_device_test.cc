@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <stdexcept>
 
+#include "backends/cpu/amx.h"
 #include "backends/registry.h"
 
 using namespace tokamax;
@@ -52,4 +53,19 @@ TEST_CASE("the wall-clock timer measures the time in between", "[cpu_device]") {
   const double seconds = timer->stop();
   CHECK(seconds > 0);
   CHECK(seconds < 10);
+}
+
+TEST_CASE("the host's info and bench records say whether the AMX tiles run, and why not",
+          "[cpu_device][amx]") {
+  const cpu::CpuDevice& device = cpu::host_device();
+  const nlohmann::json amx = device.info_json().at("amx");
+  const cpu::AmxSupport& host = cpu::host_amx();
+  CHECK(amx.at("bf16") == host.bf16);
+  CHECK(amx.at("int8") == host.int8);
+  CHECK(amx.at("reason") == host.reason);
+  CHECK(amx.at("tile_mode") == cpu::tile_mode_name(cpu::tile_mode()));
+  CHECK(device.measurement_context().at("amx_tile_mode") == cpu::tile_mode_name(cpu::tile_mode()));
+  // A described CPU of another machine was not probed: no AMX status.
+  const cpu::CpuDevice other(cpu::host_cpu(), /*is_host=*/false);
+  CHECK_FALSE(other.info_json().contains("amx"));
 }
