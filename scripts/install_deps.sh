@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Tokamax builds and tests with, skipping those already present, and
-# (with the CUDA toolkit) the pinned CUDA header libraries and tools of scripts/cuda_deps.txt.
+# Installs the Debian packages Tokamax builds and tests with, skipping those already present, the
+# pinned oneMKL libraries of scripts/mkl_deps.txt and (with the CUDA toolkit) the pinned CUDA
+# header libraries and tools of scripts/cuda_deps.txt.
 set -euo pipefail
 
 PACKAGES=(
@@ -36,5 +37,11 @@ fi
 # The CUDA backend's header libraries and tools (pinned wheels, unpacked into .deps/), when the
 # CUDA toolkit is installed: `nvcc` on PATH or in /usr/local/cuda.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-  python3 "$(dirname "$0")/install_cuda_deps.py"
+  python3 "$(dirname "$0")/install_wheels.py" "$(dirname "$0")/cuda_deps.txt"
+fi
+
+# oneMKL's libraries for the `mkl` baselines (pinned wheel, unpacked into .deps/mkl), on x86-64
+# Linux, the only platform its wheel exists for.
+if [ "$(uname -m)" = "x86_64" ]; then
+  python3 "$(dirname "$0")/install_wheels.py" "$(dirname "$0")/mkl_deps.txt"
 fi

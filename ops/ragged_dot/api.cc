@@ -12,6 +12,7 @@ const Implementation& ragged_dot_cpu_implementation();
 const Implementation& ragged_dot_reference_implementation();
 const Implementation& ragged_dot_openblas_implementation();
 const Implementation& ragged_dot_onednn_implementation();
+const Implementation& ragged_dot_mkl_implementation();
 const Implementation& ragged_dot_cublas_implementation();
 const Implementation& ragged_dot_cublas_grouped_implementation();
 const Implementation& ragged_dot_cudnn_implementation();
@@ -21,10 +22,11 @@ const Implementation& ragged_dot_cudnn_implementation();
 // The vendor baselines come last, after the reference (which accepts every valid args), so "auto"
 // never picks one over ours; they are listed for bench, verify and tune to run side by side.
 std::vector<const Implementation*> RaggedDotOp::implementations() const {
-  return {&ragged_dot_cuda_implementation(),           &ragged_dot_cpu_implementation(),
-          &ragged_dot_reference_implementation(),      &ragged_dot_openblas_implementation(),
-          &ragged_dot_onednn_implementation(),         &ragged_dot_cublas_implementation(),
-          &ragged_dot_cublas_grouped_implementation(), &ragged_dot_cudnn_implementation()};
+  return {&ragged_dot_cuda_implementation(),      &ragged_dot_cpu_implementation(),
+          &ragged_dot_reference_implementation(), &ragged_dot_openblas_implementation(),
+          &ragged_dot_onednn_implementation(),    &ragged_dot_mkl_implementation(),
+          &ragged_dot_cublas_implementation(),    &ragged_dot_cublas_grouped_implementation(),
+          &ragged_dot_cudnn_implementation()};
 }
 
 const RaggedDotOp& ragged_dot_op() {

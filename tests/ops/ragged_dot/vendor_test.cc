@@ -1,4 +1,4 @@
-// Tests for the vendor baselines of ragged_dot ("openblas", "onednn") against the reference.
+// Tests for the vendor baselines of ragged_dot ("openblas", "mkl", "onednn") against the reference.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -140,6 +140,25 @@ TEST_CASE("openblas ragged_dot runs bf16 only through cblas_sbgemm", "[vendor][o
   CHECK_THAT(rejection("openblas", bf16_cases()[2]), Catch::Contains("openblas:"));
 }
 
+TEST_CASE("mkl ragged_dot matches the oracle on f32 and bf16", "[vendor][mkl]") {
+  if (!available("mkl")) return;
+  CHECK(impl("mkl").is_vendor());
+  for (const json& args : f32_cases()) {
+    check_against_oracle("mkl", args);
+    check_against_oracle("mkl", args, {{"num_threads", 1}});
+  }
+  // cblas_gemm_bf16bf16f32 writes f32: bf16 inputs into an f32 output run, a bf16 output (the
+  // default for bf16 inputs) is never wired.
+  for (json args : bf16_cases()) {
+    CHECK_THAT(rejection("mkl", args), Catch::Contains("mkl:") && Catch::Contains("f32 only"));
+    args["preferred_element_type"] = "f32";
+    check_against_oracle("mkl", args);
+  }
+  const json described = impl("mkl").describe();
+  CHECK(described.at("library") == "oneMKL");
+  CHECK_THAT(described.at("version").get<std::string>(), Catch::Contains("Math Kernel Library"));
+}
+
 TEST_CASE("onednn ragged_dot matches the oracle on f32 and bf16", "[vendor]") {
   if (!available("onednn")) return;
   for (const json& args : f32_cases()) check_against_oracle("onednn", args);
@@ -163,7 +182,7 @@ TEST_CASE("vendor baselines reject unwired dtypes with a reason", "[vendor][open
        {"group_sizes", {3, 5}},
        {"preferred_element_type", "f16"}},
   };
-  for (const std::string name : {"openblas", "onednn"}) {
+  for (const std::string name : {"openblas", "mkl", "onednn"}) {
     if (!available(name)) continue;
     for (const json& args : unwired) {
       CAPTURE(name, args.dump());
