@@ -87,4 +87,20 @@ const Mkl* mkl() {
 
 const std::string& mkl_error() { return process_mkl().error; }
 
+std::unique_lock<std::mutex> mkl_threads(const Mkl& mkl, int threads) {
+  static std::mutex mutex;
+  std::unique_lock<std::mutex> lock(mutex);
+  if (mkl.get_max_threads() != threads) mkl.set_num_threads(threads);
+  return lock;
+}
+
+nlohmann::json mkl_describe() {
+  const Mkl* loaded = mkl();
+  if (loaded == nullptr) return {{"library", "oneMKL"}, {"error", mkl_error()}};
+  return {{"library", "oneMKL"},
+          {"version", loaded->version},
+          {"path", loaded->path},
+          {"threading", "GNU OpenMP"}};
+}
+
 }  // namespace tokamax::cpu

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace tokamax::cpu {
@@ -45,5 +47,12 @@ Mkl load_mkl(const std::string& path);
 // in mkl_error().
 const Mkl* mkl();
 const std::string& mkl_error();
+
+// oneMKL's thread count is process-global: sets it to `threads` and returns the lock that keeps
+// it so until the caller's calls are done, so that concurrent runs each get what they asked for.
+std::unique_lock<std::mutex> mkl_threads(const Mkl& mkl, int threads);
+
+// What records say about the library: version and threading, or why it is unavailable.
+nlohmann::json mkl_describe();
 
 }  // namespace tokamax::cpu

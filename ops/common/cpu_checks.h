@@ -4,7 +4,9 @@
 #include <string>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/mkl_loader.h"
 #include "ops/framework/config.h"
+#include "ops/framework/errors.h"
 
 namespace tokamax {
 
@@ -16,6 +18,13 @@ inline void require_num_threads(int num_threads, const Device& device) {
     return "num_threads is " + std::to_string(num_threads) + " but this machine has " +
            std::to_string(cores) + " cores (at most 4x oversubscription)";
   });
+}
+
+// The process's oneMKL for an `mkl` baseline; NotImplemented with the loader's reason without it.
+inline const cpu::Mkl& require_mkl() {
+  const cpu::Mkl* mkl = cpu::mkl();
+  if (mkl == nullptr) throw NotImplemented("mkl: " + cpu::mkl_error());
+  return *mkl;
 }
 
 }  // namespace tokamax

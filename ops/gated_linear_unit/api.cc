@@ -10,13 +10,14 @@ namespace tokamax {
 const Implementation& gated_linear_unit_cpu_implementation();
 const Implementation& gated_linear_unit_reference_implementation();
 const Implementation& gated_linear_unit_onednn_implementation();
+const Implementation& gated_linear_unit_mkl_implementation();
 
 // Fastest first; "auto" takes the first implementation that is supported and accepts the args.
 // The vendor baseline comes after the reference (which accepts every valid args), so "auto"
 // never picks it; it is listed for bench, verify and tune to run side by side.
 std::vector<const Implementation*> GatedLinearUnitOp::implementations() const {
   return {&gated_linear_unit_cpu_implementation(), &gated_linear_unit_reference_implementation(),
-          &gated_linear_unit_onednn_implementation()};
+          &gated_linear_unit_onednn_implementation(), &gated_linear_unit_mkl_implementation()};
 }
 
 const GatedLinearUnitOp& gated_linear_unit_op() {

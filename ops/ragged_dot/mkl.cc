@@ -6,7 +6,6 @@
 //   M      rows of lhs (tokens), split into consecutive groups by group_sizes
 //   K      contraction extent
 //   N      output features
-#include <mutex>
 #include <string>
 
 #include "backends/cpu/cpu_device.h"
@@ -21,31 +20,11 @@
 namespace tokamax {
 namespace {
 
-// MKL_Set_Num_Threads is process-global: held across setting it and the gemm calls, so that
-// concurrent runs with different configs each get the thread count they asked for.
-std::mutex& mkl_call_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-const cpu::Mkl& loaded_mkl() {
-  const cpu::Mkl* mkl = cpu::mkl();
-  if (mkl == nullptr) throw NotImplemented("mkl: " + cpu::mkl_error());
-  return *mkl;
-}
-
 class MklRaggedDot final : public TypedImplementation<RaggedDotProblem, BlasRaggedDotConfig> {
  public:
   std::string_view name() const override { return "mkl"; }
   bool is_vendor() const override { return true; }
-  nlohmann::json describe() const override {
-    const cpu::Mkl* mkl = cpu::mkl();
-    if (mkl == nullptr) return {{"library", "oneMKL"}, {"error", cpu::mkl_error()}};
-    return {{"library", "oneMKL"},
-            {"version", mkl->version},
-            {"path", mkl->path},
-            {"threading", "GNU OpenMP"}};
-  }
+  nlohmann::json describe() const override { return cpu::mkl_describe(); }
 
   Support supported_on(const Device& device) const override {
     Support support = Implementation::supported_on(device);
@@ -54,7 +33,7 @@ class MklRaggedDot final : public TypedImplementation<RaggedDotProblem, BlasRagg
   }
 
   void check(const RaggedDotProblem& p, const Device&) const override {
-    loaded_mkl();
+    require_mkl();
     check_blas_ragged_dot(p, std::string(name()), /*has_bf16=*/true, "");
   }
 
@@ -76,10 +55,9 @@ class MklRaggedDot final : public TypedImplementation<RaggedDotProblem, BlasRagg
   void run(const RaggedDotProblem& p, const BlasRaggedDotConfig& config, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
-    const cpu::Mkl& mkl = loaded_mkl();
-    const int threads = config.num_threads > 0 ? config.num_threads : cpu::cpu_info(device).cores;
-    std::lock_guard<std::mutex> lock(mkl_call_mutex());
-    if (mkl.get_max_threads() != threads) mkl.set_num_threads(threads);
+    const cpu::Mkl& mkl = require_mkl();
+    const auto threads = cpu::mkl_threads(
+        mkl, config.num_threads > 0 ? config.num_threads : cpu::cpu_info(device).cores);
     BlasGemms gemms;
     gemms.f32 = [&](int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c,
                     int ldc) {
