@@ -32,8 +32,11 @@ class CpuDotProductAttentionVjp final
   void check_config(const AttentionVjpProblem& p, const CpuAttentionVjpConfig& c,
                     const Device& device) const override {
     require_num_threads(c.num_threads, device);
-    if (c.bf16_path != "convert_f32")
-      require_bf16_path("native_dot", p.fwd.dtype == DType::kBF16, "bf16 q/k/v");
+    if (c.bf16_path != "convert_f32") {
+      // native_dot and native_all both run on vdpbf16ps.
+      require_bf16_path(c.bf16_path == "amx" ? "amx" : "native_dot", p.fwd.dtype == DType::kBF16,
+                        "bf16 q/k/v");
+    }
   }
   CpuAttentionVjpConfig heuristics_config(const AttentionVjpProblem& p,
                                           const Device& device) const override {

@@ -31,12 +31,12 @@ int max_block_q(const AttentionProblem& p) {
 void CpuAttentionVjpConfig::validate() const {
   require_range("block_q", block_q, 1, kMaxBlock);
   require_range("block_kv", block_kv, 1, kMaxBlock);
-  require_config(
-      bf16_path == "convert_f32" || bf16_path == "native_dot" || bf16_path == "native_all",
-      "bf16_path", [&] {
-        return "bf16_path is '" + bf16_path +
-               "'; expected 'convert_f32', 'native_dot' or 'native_all'";
-      });
+  require_config(bf16_path == "convert_f32" || bf16_path == "native_dot" ||
+                     bf16_path == "native_all" || bf16_path == "amx",
+                 "bf16_path", [&] {
+                   return "bf16_path is '" + bf16_path +
+                          "'; expected 'convert_f32', 'native_dot', 'native_all' or 'amx'";
+                 });
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
@@ -55,7 +55,10 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
   // tasks on Zen 3 (AVX2), five (bq, bkv) pairs on a full case and four on a causal one, each
   // extent 64 to 256, were within the run noise of each other (two rounds each).
   const bool banded = p.is_causal || p.has_local_window();
-  const bool native = p.dtype == DType::kBF16 && native_bf16_outruns_fma(device);
+  // bf16 products on a bf16 engine: the AMX tiles where they run on the hardware, else
+  // vdpbf16ps where it out-runs f32 FMAs.
+  const bool amx = p.dtype == DType::kBF16 && amx_on_hardware(device);
+  const bool native = amx || (p.dtype == DType::kBF16 && native_bf16_outruns_fma(device));
   c.block_q = static_cast<int>(std::clamp<int64_t>(p.T, 1, native ? 256 : 128));
   c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, banded && !native ? 128 : 256));
   // Enough tasks, one per block of query rows (B H ceil(T / bq)), to balance the cores: 4 per
@@ -66,7 +69,7 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
   }
   c.block_q = std::min(c.block_q, max_block_q(p));
   // vdpbf16ps doubles the rate of all five products (P and dS rounded to bf16 for three).
-  if (native) c.bf16_path = "native_all";
+  if (native) c.bf16_path = amx ? "amx" : "native_all";
   const double multiply_adds = 5.0 * static_cast<double>(p.B) * p.H * p.T * p.t * (p.D + p.d) / 2;
   c.num_threads = multiply_adds < kSerialMultiplyAdds ? 1 : 0;
   return c;
@@ -93,6 +96,10 @@ std::vector<CpuAttentionVjpConfig> cpu_attention_vjp_autotuning_configs(
           c.bf16_path = path;
           add(c);
         }
+      }
+      if (p.fwd.dtype == DType::kBF16 && kernel_has_amx_bf16(cpu::cpu_info(device))) {
+        c.bf16_path = "amx";
+        add(c);
       }
     }
   }

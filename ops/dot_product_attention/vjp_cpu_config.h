@@ -28,7 +28,8 @@ struct CpuAttentionVjpConfig {
   // bf16 products, f32 sums: the error model's f32 accumulation); the three products with P or
   // dS stay f32, so nothing is rounded to bf16. "native_all": also dv = P^T dout, dk = dS^T q
   // and dq = dS k with vdpbf16ps, P and dS rounded to bf16 for them (as the forward's
-  // native_dot rounds P; the op's error model allows for both roundings).
+  // native_dot rounds P; the op's error model allows for both roundings). "amx": native_all's
+  // products and roundings on AMX tiles.
   std::string bf16_path = "convert_f32";
   int num_threads = 0;  // 0 = all cores
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_gemm/amx_layout.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
@@ -82,9 +83,14 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                    CpuGemmOptions{},
                    false};
   if (mask) c.mask_at = p.mask_layout();
-  c.inputs_gemm.engine =
-      config.bf16_path == "convert_f32" ? GemmEngine::kF32Fma : GemmEngine::kBf16Dot;
-  c.round_p = config.bf16_path == "native_all";
+  c.inputs_gemm.engine = config.bf16_path == "convert_f32" ? GemmEngine::kF32Fma
+                         : config.bf16_path == "amx"       ? GemmEngine::kAmxBf16
+                                                           : GemmEngine::kBf16Dot;
+  c.round_p = config.bf16_path == "native_all" || config.bf16_path == "amx";
+  if (c.inputs_gemm.engine == GemmEngine::kAmxBf16 &&
+      (p.dtype != DType::kBF16 || !gemm_has_amx_bf16())) {
+    throw NotImplemented("cpu dot_product_attention_vjp: amx needs bf16 inputs and AMX tiles");
+  }
   if (c.inputs_gemm.engine == GemmEngine::kBf16Dot &&
       (p.dtype != DType::kBF16 || !gemm_has_native_bf16())) {
     throw NotImplemented(

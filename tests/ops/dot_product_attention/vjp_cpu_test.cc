@@ -5,10 +5,11 @@
 #include <string>
 
 #include "ops/common/cpu_gemm/micro_kernel.h"
-#include "ops/dot_product_attention/vjp_cpu_kernel.h"
 #include "ops/dot_product_attention/vjp_api.h"
+#include "ops/dot_product_attention/vjp_cpu_kernel.h"
 #include "ops/framework/errors.h"
 #include "tests/ops/dot_product_attention/vjp_test_util.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -38,11 +39,16 @@ TEST_CASE("cpu dot_product_attention_vjp packs k^T, v^T and k in waves of kv hea
   // wave_bytes = 1: one kv head per wave (batch 2 x 2 kv heads: four waves), with GQA, a bias
   // (dk, dv and dbias accumulate in the thread copies across waves) and uneven blocks on two
   // threads.
-  for (const json& args_json :
-       {json{{"q", "f32[2,9,4,8]"}, {"k", "f32[2,11,2,8]"}, {"v", "f32[2,11,2,8]"},
-             {"dout", "f32[2,9,4,8]"}, {"bias", "f32[2,4,9,11]"}},
-        json{{"q", "bf16[2,12,6,8]"}, {"k", "bf16[2,10,2,8]"}, {"v", "bf16[2,10,2,8]"},
-             {"dout", "bf16[2,12,6,8]"}, {"is_causal", true}}}) {
+  for (const json& args_json : {json{{"q", "f32[2,9,4,8]"},
+                                     {"k", "f32[2,11,2,8]"},
+                                     {"v", "f32[2,11,2,8]"},
+                                     {"dout", "f32[2,9,4,8]"},
+                                     {"bias", "f32[2,4,9,11]"}},
+                                json{{"q", "bf16[2,12,6,8]"},
+                                     {"k", "bf16[2,10,2,8]"},
+                                     {"v", "bf16[2,10,2,8]"},
+                                     {"dout", "bf16[2,12,6,8]"},
+                                     {"is_causal", true}}}) {
     CAPTURE(args_json.dump());
     const BoundArgs args = bind_attention_vjp(args_json);
     const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 8);
@@ -124,6 +130,38 @@ TEST_CASE("cpu dot_product_attention_vjp runs every bf16 path", "[attention_vjp]
   } catch (const InvalidArgument& e) {
     CHECK(e.field() == "bf16_path");
   }
+}
+
+TEST_CASE("cpu dot_product_attention_vjp runs all five products on AMX tiles (emulated anywhere)",
+          "[attention_vjp][amx]") {
+  testing::for_each_tile_mode([](cpu::TileMode) {
+    for (const json& args_json : attention_vjp_cases("bf16")) {
+      const BoundArgs args = bind_attention_vjp(args_json);
+      const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 7);
+      for (const json& config : {json{{"bf16_path", "amx"}},
+                                 json{{"block_q", 6}, {"block_kv", 5}, {"bf16_path", "amx"}}}) {
+        CAPTURE(config.dump());
+        check_attention_vjp_outputs(args, inputs,
+                                    run_attention_vjp(cpu_impl(), args, inputs, config));
+      }
+    }
+  });
+  // bf16 inputs only, and only where the tiles run (or are emulated).
+  const BoundArgs f32 = bind_attention_vjp(attention_vjp_cases("f32")[0]);
+  const BoundArgs bf16 = bind_attention_vjp(attention_vjp_cases("bf16")[0]);
+  auto field = [&](const BoundArgs& args) -> std::string {
+    try {
+      check_config_json(cpu_impl(), args, {{"bf16_path", "amx"}});
+    } catch (const InvalidArgument& e) {
+      return e.field();
+    }
+    return "<no error>";
+  };
+  testing::ScopedTileMode emulated(cpu::TileMode::kEmulated);
+  CHECK(field(f32) == "bf16_path");
+  CHECK(field(bf16) == "<no error>");
+  testing::ScopedTileMode none(cpu::TileMode::kNone);
+  CHECK(field(bf16) == "bf16_path");
 }
 
 TEST_CASE("cpu dot_product_attention_vjp config checks name the field", "[attention_vjp]") {
