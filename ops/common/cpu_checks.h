@@ -1,4 +1,4 @@
-// Config checks shared by the CPU implementations.
+// Config checks shared by the CPU implementations, and the oneMKL baselines' availability.
 #pragma once
 
 #include <string>
@@ -7,6 +7,7 @@
 #include "backends/cpu/mkl_loader.h"
 #include "ops/framework/config.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/op.h"
 
 namespace tokamax {
 
@@ -18,6 +19,12 @@ inline void require_num_threads(int num_threads, const Device& device) {
     return "num_threads is " + std::to_string(num_threads) + " but this machine has " +
            std::to_string(cores) + " cores (at most 4x oversubscription)";
   });
+}
+
+// supported_on of an `mkl` baseline: `support` (the device's answer), unless oneMKL cannot load.
+inline Support mkl_support(Support support) {
+  if (support.ok && cpu::mkl() == nullptr) return {false, cpu::mkl_error()};
+  return support;
 }
 
 // The process's oneMKL for an `mkl` baseline; NotImplemented with the loader's reason without it.

@@ -52,9 +52,7 @@ class MklGatedLinearUnit final : public TypedImplementation<GluProblem, MklGluCo
   }
 
   Support supported_on(const Device& device) const override {
-    Support support = Implementation::supported_on(device);
-    if (support.ok && cpu::mkl() == nullptr) return {false, cpu::mkl_error()};
-    return support;
+    return mkl_support(Implementation::supported_on(device));
   }
 
   void check(const GluProblem& p, const Device&) const override {

@@ -135,7 +135,7 @@ CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
   // int8 x int8 on AMX tiles where they run on the hardware: blocks of 32 x 32 outputs, each k
   // step of 64 four TDPBUSD (16 x 16 x 64 multiply-adds each, 64 vpdpbusd's worth); the vnni
   // path's panels and K blocks, rows in whole blocks.
-  if (is_int8_problem(p) && amx_int8_on_hardware(device)) {
+  if (is_int8_problem(p) && amx_on_hardware(device, /*int8=*/true)) {
     c.int8_path = "amx";
     c.tile_k = 2048;
     c.tile_n = kInt8PanelColumns;

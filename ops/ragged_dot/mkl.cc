@@ -27,9 +27,7 @@ class MklRaggedDot final : public TypedImplementation<RaggedDotProblem, BlasRagg
   nlohmann::json describe() const override { return cpu::mkl_describe(); }
 
   Support supported_on(const Device& device) const override {
-    Support support = Implementation::supported_on(device);
-    if (support.ok && cpu::mkl() == nullptr) return {false, cpu::mkl_error()};
-    return support;
+    return mkl_support(Implementation::supported_on(device));
   }
 
   void check(const RaggedDotProblem& p, const Device&) const override {

@@ -63,18 +63,14 @@ inline bool kernel_has_amx_int8(const cpu::CpuInfo& cpu) {
   return cpu.has("amx_int8");
 }
 
-// Whether the AMX tiles would run on the hardware for `cpu` (not the slow emulation).
-inline bool amx_on_hardware(const cpu::CpuInfo& cpu) {
+// Whether the AMX bf16 tiles (with `int8`: the int8 ones) would run on the hardware for `cpu`,
+// not the slow emulation.
+inline bool amx_on_hardware(const cpu::CpuInfo& cpu, bool int8 = false) {
   if (cpu.id == cpu::host_cpu().id) {
-    return cpu::tile_mode() == cpu::TileMode::kHardware && cpu::host_amx().bf16;
+    const cpu::AmxSupport& amx = cpu::host_amx();
+    return cpu::tile_mode() == cpu::TileMode::kHardware && (int8 ? amx.int8 : amx.bf16);
   }
-  return cpu.has("amx_bf16");
-}
-inline bool amx_int8_on_hardware(const cpu::CpuInfo& cpu) {
-  if (cpu.id == cpu::host_cpu().id) {
-    return cpu::tile_mode() == cpu::TileMode::kHardware && cpu::host_amx().int8;
-  }
-  return cpu.has("amx_int8");
+  return cpu.has(int8 ? "amx_int8" : "amx_bf16");
 }
 
 // Whether vdpbf16ps out-runs f32 FMAs on `cpu`. It does two multiply-adds per f32 lane, at the
