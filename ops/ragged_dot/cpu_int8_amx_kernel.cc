@@ -20,6 +20,8 @@
 namespace tokamax {
 namespace {
 
+// The block's s32 sums in the accumulator tiles, over all of a.quads (Int8TileArgs: lhs codes,
+// packed strips); spreads the prefetch share over the k steps.
 template <class Tiles, bool kTwoRows, bool kTwoCols>
 void products(const Int8TileArgs& a, PrefetchShare& prefetch) {
   const int64_t steps = a.quads / 16;

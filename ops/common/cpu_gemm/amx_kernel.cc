@@ -59,9 +59,14 @@ void finish_tile(const OutTile& tile, int64_t ldc, bool accumulate) {
 
 // One block of up to 32 x 32 outputs over all Kp pairs: 1 or 2 row panels x 1 or 2 strips.
 template <class Tiles, bool kTwoRows, bool kTwoCols>
-void tile_block(const uint32_t* lhs,  // [16 or 32 rows][Kp] of the block's first panel
-                const uint32_t* rhs,  // [Kp][16] of its first strip; the second follows
-                int64_t Kp, const OutTile (&tiles)[4], int64_t ldc, bool accumulate) {
+void tile_block(
+    // Inputs.
+    const uint32_t* lhs,  // [16 or 32 rows][Kp] bf16 pairs, tile: the block's first panel
+    const uint32_t* rhs,  // [Kp][16] bf16 pairs, tile: its first strip; the second follows
+    int64_t Kp,
+    // Outputs.
+    const OutTile (&tiles)[4],  // the four 16 x 16 f32 output tiles, row stride ldc
+    int64_t ldc, bool accumulate) {
   start_tile<Tiles, 0>(tiles[0], ldc, accumulate);
   if constexpr (kTwoCols) start_tile<Tiles, 1>(tiles[1], ldc, accumulate);
   if constexpr (kTwoRows) start_tile<Tiles, 2>(tiles[2], ldc, accumulate);
