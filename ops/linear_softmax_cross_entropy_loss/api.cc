@@ -10,13 +10,15 @@ namespace tokamax {
 const Implementation& linear_softmax_cross_entropy_loss_cpu_implementation();
 const Implementation& linear_softmax_cross_entropy_loss_reference_implementation();
 const Implementation& linear_softmax_cross_entropy_loss_onednn_implementation();
+const Implementation& linear_softmax_cross_entropy_loss_mkl_implementation();
 
 // Fastest first; the vendor composite last, after the reference (which accepts every valid
 // args), so "auto" never picks it; it is listed for bench, verify and tune.
 std::vector<const Implementation*> LinearSoftmaxCrossEntropyLossOp::implementations() const {
   return {&linear_softmax_cross_entropy_loss_cpu_implementation(),
           &linear_softmax_cross_entropy_loss_reference_implementation(),
-          &linear_softmax_cross_entropy_loss_onednn_implementation()};
+          &linear_softmax_cross_entropy_loss_onednn_implementation(),
+          &linear_softmax_cross_entropy_loss_mkl_implementation()};
 }
 
 const LinearSoftmaxCrossEntropyLossOp& linear_softmax_cross_entropy_loss_op() {
