@@ -84,6 +84,17 @@ LinearSoftmaxCrossEntropyProblem LinearSoftmaxCrossEntropyProblem::from(const Bo
   return p;
 }
 
+void write_lsce_loss(const LinearSoftmaxCrossEntropyProblem& p, const double* row_loss,
+                     float* out) {
+  double total = 0.0;
+  for (int64_t i = 0; i < p.B; ++i) {
+    if (p.reduction == LsceReduction::kNone) out[i] = static_cast<float>(row_loss[i]);
+    total += row_loss[i];
+  }
+  if (p.reduction == LsceReduction::kSum) out[0] = static_cast<float>(total);
+  if (p.reduction == LsceReduction::kMean) out[0] = static_cast<float>(total / p.B);
+}
+
 void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p, const Tensor& labels) {
   if (labels.dtype() != DType::kI32 || labels.num_elements() != p.B) {
     throw InvalidArgument(prefix() + "labels must be i32[" + std::to_string(p.B) + "], got " +

@@ -54,6 +54,12 @@ void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p,
 // Whether a row's label counts: in [0, V). Other labels (padding) give the row zero loss.
 inline bool lsce_label_counts(int32_t label, int64_t V) { return label >= 0 && label < V; }
 
+// The loss output from each row's loss (B values): the rows themselves, their sum or their mean
+// (over B, padding rows included), as the problem's reduction says; summed in double. The vendor
+// composites' last step.
+void write_lsce_loss(const LinearSoftmaxCrossEntropyProblem& p, const double* row_loss,
+                     float* out);
+
 // The base class of the forward op.
 class LinearSoftmaxCrossEntropyLossOp : public Op {
  public:

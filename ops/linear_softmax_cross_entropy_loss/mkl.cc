@@ -106,14 +106,7 @@ class MklLinearSoftmaxCrossEntropy final
       loss[i] =
           counts ? static_cast<double>(max) + std::log(static_cast<double>(sum)) - picked : 0.0;
     });
-    float* out = outputs.at("loss").data<float>();
-    double total = 0.0;
-    for (int64_t i = 0; i < p.B; ++i) {
-      if (p.reduction == LsceReduction::kNone) out[i] = static_cast<float>(loss[i]);
-      total += loss[i];
-    }
-    if (p.reduction == LsceReduction::kSum) out[0] = static_cast<float>(total);
-    if (p.reduction == LsceReduction::kMean) out[0] = static_cast<float>(total / p.B);
+    write_lsce_loss(p, loss.data(), outputs.at("loss").data<float>());
   }
 
  private:

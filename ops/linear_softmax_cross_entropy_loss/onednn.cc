@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "backends/cpu/onednn_engine.h"
 #include "ops/framework/errors.h"
@@ -87,16 +88,12 @@ class OneDnnLinearSoftmaxCrossEntropy final
     prims.logsoftmax.execute(stream, {{DNNL_ARG_SRC, dst}, {DNNL_ARG_DST, dst}});
     stream.wait();
     const int32_t* label = labels.data<int32_t>();
-    float* out = outputs.at("loss").data<float>();
-    double total = 0.0;
+    std::vector<double> loss(static_cast<size_t>(B));
     for (int64_t i = 0; i < B; ++i) {
-      const double loss =
+      loss[i] =
           lsce_label_counts(label[i], V) ? -static_cast<double>(logits[i * V + label[i]]) : 0.0;
-      if (p.reduction == LsceReduction::kNone) out[i] = static_cast<float>(loss);
-      total += loss;
     }
-    if (p.reduction == LsceReduction::kSum) out[0] = static_cast<float>(total);
-    if (p.reduction == LsceReduction::kMean) out[0] = static_cast<float>(total / B);
+    write_lsce_loss(p, loss.data(), outputs.at("loss").data<float>());
   }
 
  private:
