@@ -40,7 +40,8 @@ def main(argv):
             continue
         text = subprocess.run([objdump, "-d", "--no-show-raw-insn", matches[0]], check=True,
                               capture_output=True, text=True).stdout
-        text = re.sub(r"[ \t]+", " ", text)
+        # GNU objdump prints "%tmm6,%tmm4,%tmm0", llvm-objdump (clang builds) "%tmm6, %tmm4, %tmm0".
+        text = re.sub(r",[ \t]+", ",", re.sub(r"[ \t]+", " ", text))
         missing = [insn for insn in needed if insn not in text]
         count = len(re.findall(r"\b(tdp\w+|tileloadd|tilestored)\b", text))
         print(f"{suffix}: {count} tile loads, stores and products; "
