@@ -26,14 +26,18 @@ std::string_view disposition_name(Disposition disposition) {
   return "?";
 }
 
-double error_bound(const ErrorModel& model, double oracle_value, double magnitude) {
+double term_gamma(const ErrorModel& model) {
   // The classical forward bound of a length-n recursive sum is gamma_n * sum |terms| with
-  // gamma_n = n*u / (1 - n*u); blocked or pairwise orders only do better. The output rounding is
-  // one more relative error. The absolute floor keeps exact zeros (rows past the group sum)
-  // strict without dividing by zero.
+  // gamma_n = n*u / (1 - n*u); blocked or pairwise orders only do better. Rounded operands make
+  // each term a_k b_k (1 + d) with |d| <= operand_roundoff before it is summed.
   const double n_u = model.accumulation_length * model.accumulation_roundoff;
-  const double gamma = n_u < 0.5 ? n_u / (1.0 - n_u) : 1.0;
-  return gamma * magnitude + model.output_roundoff * std::fabs(oracle_value) + 1e-300;
+  return (n_u < 0.5 ? n_u / (1.0 - n_u) : 1.0) + model.operand_roundoff;
+}
+
+double error_bound(const ErrorModel& model, double oracle_value, double magnitude) {
+  // The output rounding is one more relative error. The absolute floor keeps exact zeros (rows
+  // past the group sum) strict without dividing by zero.
+  return term_gamma(model) * magnitude + model.output_roundoff * std::fabs(oracle_value) + 1e-300;
 }
 
 Comparison compare_to_oracle(const Tensor& output, const OracleSample& oracle,

@@ -29,7 +29,10 @@ struct Comparison {
   bool degenerate_oracle = false;  // every sampled oracle value is zero: nothing to check
 };
 
-// Per-point bound: length * u_acc * magnitude + u_out * |oracle|, plus the smallest normal of the
+// The relative error of a sum of terms in the model: gamma_n = n u / (1 - n u) of the
+// accumulation (n = accumulation_length) plus the operands' rounding (operand_roundoff).
+double term_gamma(const ErrorModel& model);
+// Per-point bound: term_gamma * magnitude + u_out * |oracle|, plus the smallest normal of the
 // output dtype's scale so that exact zeros compare cleanly.
 double error_bound(const ErrorModel& model, double oracle_value, double magnitude);
 

@@ -40,12 +40,15 @@ struct OracleSample {
 };
 
 // How much rounding an implementation may accumulate, for the error bound of numerics.h:
-//   |out - oracle| <= accumulation_length * accumulation_roundoff * magnitude
-//                     + output_roundoff * |oracle|
+//   |out - oracle| <= (gamma(accumulation_length * accumulation_roundoff) + operand_roundoff)
+//                     * magnitude + output_roundoff * |oracle|
 struct ErrorModel {
   double accumulation_roundoff = 0.0;  // u of the accumulation dtype (f32: 2^-24)
   double accumulation_length = 1.0;    // terms summed per output (K for a contraction)
   double output_roundoff = 0.0;        // u of the output dtype
+  // Each term's relative error from rounding or splitting the operands before their product
+  // (a `precision` preset, ops/common/precision.h); 0 when operands are multiplied as given.
+  double operand_roundoff = 0.0;
 };
 
 class Implementation;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
 #include "ops/gated_linear_unit/api.h"
 
 namespace tokamax {
@@ -124,7 +125,7 @@ OracleSample gated_linear_unit_oracle(const BoundArgs& args, const TensorMap& in
   const ErrorModel model = gated_linear_unit_op().error_model(args);
   const double n = model.accumulation_length;
   const double n_u = n * model.accumulation_roundoff;
-  const double gamma = n_u / (1.0 - n_u);
+  const double gamma = term_gamma(model);  // the operands' rounding included
   const double L = activation_lipschitz(p.activation);
   const double floor_term = subnormal_floor(p.out_dtype()) / n_u;
   Products products(index.size());

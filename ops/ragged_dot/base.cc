@@ -199,6 +199,9 @@ RaggedDotProblem RaggedDotProblem::from(const BoundArgs& args) {
   if (args.has("fuse_gateup_activation")) {
     problem.gate_up = parse_gate_up(args.option("fuse_gateup_activation").get<std::string>());
   }
+  if (args.has("precision")) {
+    problem.precision = parse_precision(args.option("precision").get<std::string>());
+  }
   // The owned groups [group_offset, group_offset + G) and their rows.
   int64_t first_row = 0;
   for (int64_t g = 0; g < problem.group_offset; ++g) first_row += problem.all_group_sizes[g];
@@ -209,6 +212,28 @@ RaggedDotProblem RaggedDotProblem::from(const BoundArgs& args) {
     problem.group_starts.push_back(problem.group_starts.back() + size);
   }
   return problem;
+}
+
+RaggedDotProblem RaggedDotProblem::computed() const {
+  const PrecisionPlan plan = precision_plan();
+  if (plan.identity()) return *this;
+  RaggedDotProblem p = *this;
+  p.K = K * plan.passes();
+  p.lhs_dtype = p.rhs_dtype = plan.piece_dtype;
+  p.precision = DotPrecision::kDefault;
+  return p;
+}
+
+TensorMap expand_precision_operands(const RaggedDotProblem& problem, const TensorMap& inputs) {
+  const PrecisionPlan plan = problem.precision_plan();
+  if (plan.identity()) return inputs;
+  TensorMap expanded = inputs;
+  expanded.at("lhs") = expand_operand(inputs.at("lhs"), 1, plan, /*is_lhs=*/true);
+  // Groups without rows are never read: their pieces stay zero.
+  std::vector<bool> used(static_cast<size_t>(problem.G));
+  for (int64_t g = 0; g < problem.G; ++g) used[g] = problem.group_sizes[g] > 0;
+  expanded.at("rhs") = expand_operand(inputs.at("rhs"), 1, plan, /*is_lhs=*/false, used);
+  return expanded;
 }
 
 std::string RaggedDotProblem::extended_arguments() const {
@@ -230,6 +255,7 @@ std::string RaggedDotProblem::extended_arguments() const {
   if (gate_up != GateUp::kNone) {
     add("fuse_gateup_activation=" + std::string(gate_up_name(gate_up)));
   }
+  if (!precision_plan().identity()) add("precision=" + std::string(precision_name(precision)));
   return used;
 }
 
@@ -281,7 +307,8 @@ BoundArgs RaggedDotOp::bind_canonical(const json& args) const {
                                            "fuse_gateup_activation",
                                            "zero_initialize",
                                            "rhs_scale",
-                                           "maybe_quantize_lhs"};
+                                           "maybe_quantize_lhs",
+                                           "precision"};
   for (auto it = args.begin(); it != args.end(); ++it) {
     if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) {
       std::string known;
@@ -436,6 +463,15 @@ BoundArgs RaggedDotOp::bind_canonical(const json& args) const {
     }
   }
 
+  const std::string precision = string_option(args, "precision", "default");
+  DotPrecision parsed_precision;
+  try {
+    parsed_precision = parse_precision(precision);
+    plan_precision(parsed_precision, lhs.dtype, rhs.dtype);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("ragged_dot: ") + e.what(), "precision");
+  }
+
   BoundArgs bound;
   bound.op = "ragged_dot";
   bound.args = {{"lhs", lhs.to_string()},
@@ -461,6 +497,9 @@ BoundArgs RaggedDotOp::bind_canonical(const json& args) const {
   if (quantize_lhs) bound.args["maybe_quantize_lhs"] = true;
   if (activation != "none") bound.args["activation"] = activation;
   if (gate_up != "none") bound.args["fuse_gateup_activation"] = gate_up;
+  if (parsed_precision != DotPrecision::kDefault) {
+    bound.args["precision"] = std::string(precision_name(parsed_precision));
+  }
   return bound;
 }
 
@@ -483,6 +522,8 @@ std::vector<TensorDecl> RaggedDotOp::outputs(const BoundArgs& args) const {
 DType RaggedDotOp::compute_dtype(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   if (p.quantize_lhs && p.rhs_dtype == DType::kI8) return DType::kI8;
+  // A precision preset multiplies its pieces (bf16, f16, or tf32 on the f32 units).
+  if (const PrecisionPlan plan = p.precision_plan(); !plan.identity()) return plan.piece_dtype;
   return Op::compute_dtype(args);
 }
 

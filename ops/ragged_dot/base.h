@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ops/common/activation.h"
+#include "ops/common/precision.h"
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
@@ -90,6 +91,8 @@ struct RaggedDotProblem {
   // rows()) are left as they were, not zeroed (the harness allocates outputs zeroed, so verify
   // still reads zeros there).
   bool zero_initialize = true;
+  // Upstream's `precision` (ops/common/precision.h): default multiplies the operands as given.
+  DotPrecision precision = DotPrecision::kDefault;
 
   bool quantized() const { return is_quantized(rhs_dtype); }
   int64_t block_k() const { return K / scale_blocks; }
@@ -103,6 +106,11 @@ struct RaggedDotProblem {
   bool has_epilogue() const {
     return has_bias || activation != Activation::kNone || gate_up != GateUp::kNone;
   }
+  // How the operands are multiplied (identity() for the default precision).
+  PrecisionPlan precision_plan() const { return plan_precision(precision, lhs_dtype, rhs_dtype); }
+  // The problem the kernels multiply: with a precision that expands the operands, K is P K and
+  // lhs and rhs are the pieces' dtype (expand_precision_operands makes its inputs); else this.
+  RaggedDotProblem computed() const;
   // The arguments beyond a plain grouped matmul this problem uses, comma-separated ("" for
   // none): what an implementation without them names when it declines.
   std::string extended_arguments() const;
@@ -112,6 +120,10 @@ struct RaggedDotProblem {
 // Throws NotImplemented("<impl>: <arguments> not supported ...") when `problem` uses an argument
 // beyond a plain grouped matmul; for implementations that have none of them.
 void require_plain_ragged_dot(const RaggedDotProblem& problem, std::string_view impl);
+
+// lhs and rhs expanded for the problem's precision (precision.h: pieces side by side along K), the
+// inputs of problem.computed(); `inputs` unchanged when the precision is the identity.
+TensorMap expand_precision_operands(const RaggedDotProblem& problem, const TensorMap& inputs);
 
 // Splits `total` rows over `num_groups` groups at random (reproducible from the seed), some
 // groups possibly empty, as upstream catalogs do for MoE routing.

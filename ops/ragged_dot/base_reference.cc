@@ -85,9 +85,13 @@ ErrorModel RaggedDotOp::error_model(const BoundArgs& args) const {
   // counts one rounding per term plus the summation: K roundings of the accumulator type.
   model.accumulation_roundoff =
       unit_roundoff(p.out_dtype == DType::kF64 ? DType::kF64 : DType::kF32);
-  model.accumulation_length =
-      static_cast<double>(std::max<int64_t>(p.K, 1)) + (p.has_epilogue() ? 2.0 : 1.0);
+  // A precision preset sums P products of pieces per term (P K terms), each exact in f32, and
+  // rounds or splits the operands first (operand_roundoff).
+  const PrecisionPlan plan = p.precision_plan();
+  model.accumulation_length = static_cast<double>(std::max<int64_t>(p.K, 1) * plan.passes()) +
+                              (p.has_epilogue() ? 2.0 : 1.0);
   model.output_roundoff = unit_roundoff(p.out_dtype);
+  model.operand_roundoff = plan.operand_roundoff;
   return model;
 }
 
@@ -166,7 +170,11 @@ template void ragged_dot_reference<double>(const RaggedDotProblem&, const Tensor
 
 namespace {
 
-void run_reference(const RaggedDotProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
+void run_reference(const RaggedDotProblem& given, const TensorMap& given_inputs,
+                   TensorMap& outputs) {
+  // A precision preset: the portable product of the expanded pieces (precision.h).
+  const RaggedDotProblem problem = given.computed();
+  const TensorMap inputs = expand_precision_operands(given, given_inputs);
   Tensor& out = outputs.at("out");
   const Tensor* bias = problem.has_bias ? &inputs.at("rhs_bias") : nullptr;
   const Tensor* scale = problem.quantized() ? &inputs.at("rhs_scale") : nullptr;

@@ -50,8 +50,11 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     }
   }
 
-  void check_config(const RaggedDotProblem& p, const CpuRaggedDotConfig& c,
+  // A precision preset runs as the product of its expanded pieces (RaggedDotProblem::computed):
+  // configs are checked, chosen and run for that problem.
+  void check_config(const RaggedDotProblem& given, const CpuRaggedDotConfig& c,
                     const Device& device) const override {
+    const RaggedDotProblem p = given.computed();
     require_num_threads(c.num_threads, device);
     // The int8 paths run micro-tiles of their own (vnni) or tiles (amx).
     if (c.int8_path == "dequant_f32" || !is_int8_problem(p)) require_micro_tile(c.mr, c.nr);
@@ -96,17 +99,19 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
 
   CpuRaggedDotConfig heuristics_config(const RaggedDotProblem& p,
                                        const Device& device) const override {
-    return cpu_ragged_dot_heuristics_config(p, device);
+    return cpu_ragged_dot_heuristics_config(p.computed(), device);
   }
 
   std::vector<CpuRaggedDotConfig> autotuning_configs(const RaggedDotProblem& p,
                                                      const Device& device) const override {
-    return cpu_ragged_dot_autotuning_configs(p, device);
+    return cpu_ragged_dot_autotuning_configs(p.computed(), device);
   }
 
-  void run(const RaggedDotProblem& p, const CpuRaggedDotConfig& config, const Device& device,
-           const TensorMap& inputs, TensorMap& outputs) const override {
-    check(p, device);
+  void run(const RaggedDotProblem& given, const CpuRaggedDotConfig& config, const Device& device,
+           const TensorMap& given_inputs, TensorMap& outputs) const override {
+    check(given, device);
+    const RaggedDotProblem p = given.computed();
+    const TensorMap inputs = expand_precision_operands(given, given_inputs);
     const CpuRaggedDotConfig c = clamp_to_problem(config, p);
     RaggedDotWorkList work = make_ragged_dot_work_list(p.group_starts, p.M, p.K, p.out_N(),
                                                        c.tile_m, c.tile_n, c.tile_k, c.task_n);

@@ -58,6 +58,10 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
   nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
   void check(const RaggedDotProblem& p, const Device&) const override {
+    if (!p.precision_plan().identity()) {
+      throw NotImplemented("onednn: precision=" + std::string(precision_name(p.precision)) +
+                           "; the baseline multiplies the operands as given");
+    }
     if (p.quantized()) {
       // oneDNN 2.6's int8 matmul: s8 x s8 with per-column output scales; float x int8 weights
       // (weight decompression) came in 3.x, and per-K-block scales need one matmul per block.

@@ -11,6 +11,7 @@
 
 #include "ops/common/f64_matrix.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/quantize.h"
 
@@ -185,7 +186,7 @@ OracleSample ragged_dot_oracle(const BoundArgs& args, const TensorMap& inputs,
   const ErrorModel model = ragged_dot_op().error_model(args);
   const double n = model.accumulation_length;
   const double n_u = n * model.accumulation_roundoff;
-  const double gamma = n_u / (1.0 - n_u);
+  const double gamma = term_gamma(model);  // the operands' rounding included
   const double floor_term =
       p.has_epilogue() || p.quantized() ? subnormal_floor(p.out_dtype) / n_u : 0.0;
   Products products(index.size());

@@ -208,7 +208,8 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
                                 {"error_model",
                                  {{"accumulation_roundoff", model.accumulation_roundoff},
                                   {"accumulation_length", model.accumulation_length},
-                                  {"output_roundoff", model.output_roundoff}}},
+                                  {"output_roundoff", model.output_roundoff},
+                                  {"operand_roundoff", model.operand_roundoff}}},
                                 {"metadata", meta},
                                 {"results", results}};
     std::ofstream(case_dir / "case.json") << case_json.dump(2) << "\n";

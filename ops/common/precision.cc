@@ -1,0 +1,266 @@
+// `precision`: names, plans and the operand expansion (precision.h).
+#include "ops/common/precision.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <string>
+
+#include "backends/cpu/thread_pool.h"
+#include "ops/framework/dtype_dispatch.h"
+#include "ops/framework/errors.h"
+
+namespace tokamax {
+namespace {
+
+constexpr DotPrecision kAll[] = {
+    DotPrecision::kDefault,       DotPrecision::kHigh,          DotPrecision::kHighest,
+    DotPrecision::kF16F16F32,     DotPrecision::kBf16Bf16F32,   DotPrecision::kBf16Bf16F32X3,
+    DotPrecision::kBf16Bf16F32X6, DotPrecision::kBf16Bf16F32X9, DotPrecision::kTf32Tf32F32,
+    DotPrecision::kTf32Tf32F32X3, DotPrecision::kF32F32F32,
+};
+
+// A preset's input type and products.
+struct Preset {
+  enum class Piece { kNone, kBf16, kF16, kTf32 } piece = Piece::kNone;
+  std::vector<std::pair<int, int>> pairs = {{0, 0}};
+  // Each term's relative error when the operands are f32 (the widest they may be). One rounding
+  // of both operands to a type of unit roundoff u: (1 + u)^2 - 1 = 2u + u^2. The splits keep the
+  // pieces' products that are not much smaller than the dropped ones: with pieces of u = 2^-8,
+  // a = a0 + a1 + r with |a1| <= 2^-8 |a| and |r| <= 2^-16 |a|, _x3 drops a1 b1 and the r terms,
+  // about 3 * 2^-16 |ab| (bounded by 2^-14); _x6 drops a1 b2, a2 b1, a2 b2 and r (now 2^-24 |a|)
+  // terms, about 4 * 2^-24 (2^-21); _x9 only the r terms, 2 * 2^-24 (2^-22); tf32_x3 (u = 2^-11)
+  // a1 b1 and r terms, about 3 * 2^-22 (2^-20).
+  double roundoff = 0.0;
+};
+
+Preset preset_of(DotPrecision precision) {
+  using Piece = Preset::Piece;
+  const std::vector<std::pair<int, int>> x3 = {{0, 0}, {0, 1}, {1, 0}};
+  std::vector<std::pair<int, int>> x6 = x3;
+  x6.insert(x6.end(), {{0, 2}, {1, 1}, {2, 0}});
+  std::vector<std::pair<int, int>> x9 = x6;
+  x9.insert(x9.end(), {{1, 2}, {2, 1}, {2, 2}});
+  switch (precision) {
+    case DotPrecision::kF16F16F32:
+      return {Piece::kF16, {{0, 0}}, 0x1p-10 + 0x1p-22};
+    case DotPrecision::kBf16Bf16F32:
+      return {Piece::kBf16, {{0, 0}}, 0x1p-7 + 0x1p-16};
+    case DotPrecision::kBf16Bf16F32X3:
+      return {Piece::kBf16, x3, 0x1p-14};
+    case DotPrecision::kBf16Bf16F32X6:
+      return {Piece::kBf16, x6, 0x1p-21};
+    case DotPrecision::kBf16Bf16F32X9:
+      return {Piece::kBf16, x9, 0x1p-22};
+    case DotPrecision::kTf32Tf32F32:
+      return {Piece::kTf32, {{0, 0}}, 0x1p-10 + 0x1p-22};
+    case DotPrecision::kTf32Tf32F32X3:
+      return {Piece::kTf32, x3, 0x1p-20};
+    default:
+      return {};
+  }
+}
+
+// Significand bits (the implicit one included).
+int significand_bits(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 24;
+    case DType::kF16:
+      return 11;
+    case DType::kBF16:
+      return 8;
+    default:
+      return 53;
+  }
+}
+
+// Round to nearest even at tf32's 10 stored mantissa bits, in f32 storage; NaN and inf stay.
+float round_to_tf32(float x) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;
+  bits += 0xfffu + ((bits >> 13) & 1u);
+  return std::bit_cast<float>(bits & ~0x1fffu);
+}
+
+float round_to_piece(Preset::Piece piece, float x) {
+  switch (piece) {
+    case Preset::Piece::kBf16:
+      return bf16_to_float(float_to_bf16(x));
+    case Preset::Piece::kF16:
+      return f16_to_float(float_to_f16(x));
+    case Preset::Piece::kTf32:
+      return round_to_tf32(x);
+    case Preset::Piece::kNone:
+      break;
+  }
+  return x;
+}
+
+Preset::Piece piece_kind(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return Preset::Piece::kBf16;
+    case DType::kF16:
+      return Preset::Piece::kF16;
+    default:
+      return Preset::Piece::kTf32;
+  }
+}
+
+// Whether an operand of `dtype` changes when rounded to the piece type, and how many pieces
+// represent it (the pieces beyond are zero).
+bool rounds(DType dtype, Preset::Piece piece) {
+  if (piece == Preset::Piece::kNone) return false;
+  // bf16 into f16: the significand fits, but not bf16's exponent range.
+  if (dtype == DType::kBF16) return piece == Preset::Piece::kF16;
+  if (dtype == DType::kF16) return piece == Preset::Piece::kBf16;
+  return true;  // f32
+}
+int pieces_needed(DType dtype, Preset::Piece piece) {
+  const int piece_bits = piece == Preset::Piece::kBf16 ? 8 : 11;
+  return std::min(3, (significand_bits(dtype) + piece_bits - 1) / piece_bits);
+}
+
+}  // namespace
+
+std::string_view precision_name(DotPrecision precision) {
+  switch (precision) {
+    case DotPrecision::kDefault:
+      return "default";
+    case DotPrecision::kHigh:
+      return "high";
+    case DotPrecision::kHighest:
+      return "highest";
+    case DotPrecision::kF16F16F32:
+      return "f16_f16_f32";
+    case DotPrecision::kBf16Bf16F32:
+      return "bf16_bf16_f32";
+    case DotPrecision::kBf16Bf16F32X3:
+      return "bf16_bf16_f32_x3";
+    case DotPrecision::kBf16Bf16F32X6:
+      return "bf16_bf16_f32_x6";
+    case DotPrecision::kBf16Bf16F32X9:
+      return "bf16_bf16_f32_x9";
+    case DotPrecision::kTf32Tf32F32:
+      return "tf32_tf32_f32";
+    case DotPrecision::kTf32Tf32F32X3:
+      return "tf32_tf32_f32_x3";
+    case DotPrecision::kF32F32F32:
+      return "f32_f32_f32";
+  }
+  return "?";
+}
+
+DotPrecision parse_precision(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // jax.lax.Precision's aliases.
+  if (lower == "fastest") lower = "default";
+  if (lower == "float32") lower = "highest";
+  std::string known;
+  for (DotPrecision precision : kAll) {
+    if (precision_name(precision) == lower) return precision;
+    known += (known.empty() ? "" : ", ") + std::string(precision_name(precision));
+  }
+  throw InvalidArgument(
+      "unknown precision '" + std::string(name) + "' (expected one of " + known + ")", "precision");
+}
+
+PrecisionPlan plan_precision(DotPrecision precision, DType lhs, DType rhs) {
+  PrecisionPlan plan;
+  plan.precision = precision;
+  const Preset preset = preset_of(precision);
+  const bool is_preset = precision != DotPrecision::kDefault && precision != DotPrecision::kHigh &&
+                         precision != DotPrecision::kHighest;
+  for (DType dtype : {lhs, rhs}) {
+    if (is_preset && !(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16)) {
+      throw InvalidArgument("precision=" + std::string(precision_name(precision)) +
+                                " takes f32, bf16 or f16 operands, not " +
+                                std::string(dtype_name(dtype)) +
+                                " (default, high and highest keep any operand as it is)",
+                            "precision");
+    }
+  }
+  plan.round_lhs = rounds(lhs, preset.piece);
+  plan.round_rhs = rounds(rhs, preset.piece);
+  if (plan.identity()) {
+    plan.piece_dtype = lhs == rhs ? lhs : DType::kF32;
+    return plan;
+  }
+  plan.piece_dtype = preset.piece == Preset::Piece::kBf16  ? DType::kBF16
+                     : preset.piece == Preset::Piece::kF16 ? DType::kF16
+                                                           : DType::kF32;
+  const int lhs_pieces = pieces_needed(lhs, preset.piece);
+  const int rhs_pieces = pieces_needed(rhs, preset.piece);
+  plan.pairs.clear();
+  for (const auto& [i, j] : preset.pairs) {
+    if (i < lhs_pieces && j < rhs_pieces) plan.pairs.push_back({i, j});
+  }
+  plan.operand_roundoff = preset.roundoff;
+  return plan;
+}
+
+float precision_piece(const PrecisionPlan& plan, float x, int index) {
+  if (plan.identity()) return index == 0 ? x : 0.0f;
+  const Preset::Piece piece = piece_kind(plan.piece_dtype);
+  float rest = x;
+  float value = round_to_piece(piece, rest);
+  if (!std::isfinite(x)) return index == 0 ? value : 0.0f;  // inf and NaN are all in piece 0
+  for (int i = 1; i <= index; ++i) {
+    rest -= value;  // exact: value is rest rounded to fewer bits
+    value = round_to_piece(piece, rest);
+  }
+  return value;
+}
+
+Tensor expand_operand(const Tensor& source, int axis, const PrecisionPlan& plan, bool is_lhs,
+                      const std::vector<bool>& outer_used) {
+  const std::vector<int64_t>& dims = source.dims();
+  if (axis < 0 || axis >= static_cast<int>(dims.size())) {
+    throw InvalidArgument("expand_operand: axis " + std::to_string(axis) + " of a rank-" +
+                          std::to_string(dims.size()) + " tensor");
+  }
+  const int64_t P = plan.passes(), K = dims[axis];
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= dims[d];
+  for (size_t d = axis + 1; d < dims.size(); ++d) inner *= dims[d];
+  if (!outer_used.empty() && static_cast<int64_t>(outer_used.size()) != outer) {
+    throw InvalidArgument("expand_operand: outer_used has " + std::to_string(outer_used.size()) +
+                          " entries for " + std::to_string(outer) + " outer indices");
+  }
+  TensorSpec spec{plan.piece_dtype, dims};
+  spec.dims[axis] = P * K;
+  Tensor out(spec);
+  std::vector<int> piece_of(static_cast<size_t>(P));
+  for (int64_t j = 0; j < P; ++j) piece_of[j] = is_lhs ? plan.pairs[j].first : plan.pairs[j].second;
+  // Tasks of about 64K elements: (outer index, block j, a range of k).
+  const int64_t k_chunk = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(inner, 1));
+  const int64_t k_chunks = (K + k_chunk - 1) / k_chunk;
+  dispatch_float(source.dtype(), [&](auto in_type) {
+    using In = decltype(in_type);
+    const In* src = source.data<In>();
+    dispatch_float(plan.piece_dtype, [&](auto out_type) {
+      using Out = decltype(out_type);
+      Out* dst = out.data<Out>();
+      cpu::parallel_for(outer * P * k_chunks, 0, [&](int64_t task, int) {
+        const int64_t o = task / (P * k_chunks), j = task / k_chunks % P;
+        if (!outer_used.empty() && !outer_used[o]) return;
+        const int64_t k0 = task % k_chunks * k_chunk, k1 = std::min(K, k0 + k_chunk);
+        const int piece = piece_of[j];
+        for (int64_t k = k0; k < k1; ++k) {
+          const In* from = src + (o * K + k) * inner;
+          Out* to = dst + ((o * P + j) * K + k) * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            to[i] = from_double<Out>(
+                precision_piece(plan, static_cast<float>(to_double(from[i])), piece));
+          }
+        }
+      });
+    });
+  });
+  return out;
+}
+
+}  // namespace tokamax
