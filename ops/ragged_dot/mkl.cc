@@ -30,9 +30,13 @@ class MklRaggedDot final : public TypedImplementation<RaggedDotProblem, BlasRagg
     return mkl_support(Implementation::supported_on(device));
   }
 
+  // A precision preset runs as MKL's gemms on the preset's pieces (RaggedDotProblem::computed:
+  // bf16 pieces on cblas_gemm_bf16bf16f32, tf32 values on sgemm). MKL's own BF16X3 compute mode
+  // (MKL_BLAS_COMPUTE_MODE) is process-wide and read once, and left sgemm's result unchanged on
+  // a CPU without AMX (docs/precision.md), so it cannot serve a per-call argument.
   void check(const RaggedDotProblem& p, const Device&) const override {
     require_mkl();
-    check_blas_ragged_dot(p, std::string(name()), /*has_bf16=*/true, "");
+    check_blas_ragged_dot(p.computed(), std::string(name()), /*has_bf16=*/true, "");
   }
 
   void check_config(const RaggedDotProblem&, const BlasRaggedDotConfig& c,
@@ -50,9 +54,11 @@ class MklRaggedDot final : public TypedImplementation<RaggedDotProblem, BlasRagg
     return blas_autotuning_configs(device);
   }
 
-  void run(const RaggedDotProblem& p, const BlasRaggedDotConfig& config, const Device& device,
-           const TensorMap& inputs, TensorMap& outputs) const override {
-    check(p, device);
+  void run(const RaggedDotProblem& given, const BlasRaggedDotConfig& config, const Device& device,
+           const TensorMap& given_inputs, TensorMap& outputs) const override {
+    check(given, device);
+    const RaggedDotProblem p = given.computed();
+    const TensorMap inputs = expand_precision_operands(given, given_inputs);
     const cpu::Mkl& mkl = require_mkl();
     const auto threads = cpu::mkl_threads(
         mkl, config.num_threads > 0 ? config.num_threads : cpu::cpu_info(device).cores);

@@ -162,10 +162,34 @@ TEST_CASE("ragged_dot bf16_bf16_f32 fails the bound of highest, which _x6 meets"
   CHECK(six.worst_ratio < 4.0);
 }
 
+TEST_CASE("ragged_dot mkl runs the presets as its gemms on the pieces",
+          "[ragged_dot][precision][vendor][mkl]") {
+  const Implementation& mkl = ragged_dot_op().implementation("mkl");
+  const Support support = mkl.supported_on(cpu::host_device());
+  if (!support.ok) {
+    WARN("skipping mkl: " << support.reason);
+    return;
+  }
+  for (const char* precision : {"bf16_bf16_f32", "bf16_bf16_f32_x3", "tf32_tf32_f32"}) {
+    CAPTURE(precision);
+    const BoundArgs args = ragged_dot_op().bind(f32_case(precision));
+    const Comparison c = run_and_compare("mkl", args, json::object(), args);
+    CAPTURE(c.worst_ratio);
+    REQUIRE(judge(c) == Disposition::kPassed);
+  }
+  // bf16_bf16_f32 really rounds: it fails highest's bound.
+  const Comparison rounded = run_and_compare("mkl", ragged_dot_op().bind(f32_case("bf16_bf16_f32")),
+                                             json::object(),
+                                             ragged_dot_op().bind(f32_case("highest")));
+  CHECK(judge(rounded) == Disposition::kFailed);
+  // f16 pieces: MKL's BLAS baseline wires f32 and bf16 only.
+  CHECK_THROWS_AS(check_args(mkl, ragged_dot_op().bind(f32_case("f16_f16_f32"))), NotImplemented);
+}
+
 TEST_CASE("ragged_dot vendors decline a precision that changes the operands, naming it",
           "[ragged_dot][precision][vendor]") {
   const BoundArgs args = ragged_dot_op().bind(f32_case("bf16_bf16_f32_x3"));
-  for (const char* name : {"openblas", "mkl", "onednn", "cublas", "cuda"}) {
+  for (const char* name : {"openblas", "onednn", "cublas", "cuda"}) {
     CAPTURE(name);
     try {
       check_args(ragged_dot_op().implementation(name), args);
