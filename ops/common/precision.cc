@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "backends/cpu/thread_pool.h"
 #include "ops/framework/dtype_dispatch.h"
@@ -83,10 +84,17 @@ float round_to_tf32(float x) {
   return std::bit_cast<float>(bits & ~0x1fffu);
 }
 
+// Round to nearest even at bf16's 7 stored mantissa bits, in f32 storage; finite values only
+// (the callers keep inf and NaN out), inline so that the expansion loop stays call-free.
+inline float round_to_bf16_finite(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  return std::bit_cast<float>((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
+}
+
 float round_to_piece(Preset::Piece piece, float x) {
   switch (piece) {
     case Preset::Piece::kBf16:
-      return bf16_to_float(float_to_bf16(x));
+      return std::isfinite(x) ? round_to_bf16_finite(x) : bf16_to_float(float_to_bf16(x));
     case Preset::Piece::kF16:
       return f16_to_float(float_to_f16(x));
     case Preset::Piece::kTf32:
@@ -95,6 +103,33 @@ float round_to_piece(Preset::Piece piece, float x) {
       break;
   }
   return x;
+}
+
+// Pieces 0..count-1 of x into `pieces` (precision_piece's definition, each computed once).
+template <Preset::Piece kPiece>
+inline void split_value(float x, int count, float* pieces) {
+  if (!std::isfinite(x)) {
+    pieces[0] = round_to_piece(kPiece, x);
+    for (int i = 1; i < count; ++i) pieces[i] = 0.0f;
+    return;
+  }
+  float rest = x;
+  for (int i = 0; i < count; ++i) {
+    const float value =
+        kPiece == Preset::Piece::kBf16 ? round_to_bf16_finite(rest) : round_to_piece(kPiece, rest);
+    pieces[i] = value;
+    rest -= value;  // exact: value is rest rounded to fewer bits
+  }
+}
+
+// Stores a piece (exactly representable in Out).
+template <typename Out>
+inline Out store_piece(float value) {
+  if constexpr (std::is_same_v<Out, bf16>) {
+    return bf16{static_cast<uint16_t>(std::bit_cast<uint32_t>(value) >> 16)};
+  } else {
+    return from_double<Out>(value);
+  }
 }
 
 Preset::Piece piece_kind(DType dtype) {
@@ -120,6 +155,43 @@ bool rounds(DType dtype, Preset::Piece piece) {
 int pieces_needed(DType dtype, Preset::Piece piece) {
   const int piece_bits = piece == Preset::Piece::kBf16 ? 8 : 11;
   return std::min(3, (significand_bits(dtype) + piece_bits - 1) / piece_bits);
+}
+
+// Piece `kIndex` of finite-or-not f32 values as bf16 bits, branch-free so that the loop over a
+// row vectorizes: the same values as split_value (non-finite values: piece 0 holds them as
+// float_to_bf16 does, quiet; later pieces are zero).
+template <int kIndex>
+inline uint16_t bf16_piece_bits(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const bool finite = (bits & 0x7f800000u) != 0x7f800000u;
+  float rest = finite ? x : 0.0f;
+  uint32_t rounded = 0;
+  for (int t = 0; t <= kIndex; ++t) {
+    const uint32_t rest_bits = std::bit_cast<uint32_t>(rest);
+    rounded = (rest_bits + 0x7fffu + ((rest_bits >> 16) & 1u)) & 0xffff0000u;
+    rest -= std::bit_cast<float>(rounded);
+  }
+  if (kIndex == 0 && !finite) {
+    const bool nan = (bits & 0x007fffffu) != 0;
+    rounded = (bits & 0xffff0000u) | (nan ? 0x00400000u : 0u);
+  }
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+// One row of `count` f32 values into bf16 piece `index`.
+void bf16_piece_row(const float* from, int64_t count, int index, bf16* to) {
+  uint16_t* out = reinterpret_cast<uint16_t*>(to);
+  switch (index) {
+    case 0:
+      for (int64_t i = 0; i < count; ++i) out[i] = bf16_piece_bits<0>(from[i]);
+      break;
+    case 1:
+      for (int64_t i = 0; i < count; ++i) out[i] = bf16_piece_bits<1>(from[i]);
+      break;
+    default:
+      for (int64_t i = 0; i < count; ++i) out[i] = bf16_piece_bits<2>(from[i]);
+      break;
+  }
 }
 
 }  // namespace
@@ -235,29 +307,61 @@ Tensor expand_operand(const Tensor& source, int axis, const PrecisionPlan& plan,
   Tensor out(spec);
   std::vector<int> piece_of(static_cast<size_t>(P));
   for (int64_t j = 0; j < P; ++j) piece_of[j] = is_lhs ? plan.pairs[j].first : plan.pairs[j].second;
-  // Tasks of about 64K elements: (outer index, block j, a range of k).
+  int num_pieces = 1;
+  for (int piece : piece_of) num_pieces = std::max(num_pieces, piece + 1);
+  // Tasks of about 64K source elements: (outer index, a range of k); each element is split once
+  // and its pieces written to every block that takes one.
   const int64_t k_chunk = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(inner, 1));
   const int64_t k_chunks = (K + k_chunk - 1) / k_chunk;
+  const Preset::Piece kind = piece_kind(plan.piece_dtype);
   dispatch_float(source.dtype(), [&](auto in_type) {
     using In = decltype(in_type);
     const In* src = source.data<In>();
     dispatch_float(plan.piece_dtype, [&](auto out_type) {
       using Out = decltype(out_type);
       Out* dst = out.data<Out>();
-      cpu::parallel_for(outer * P * k_chunks, 0, [&](int64_t task, int) {
-        const int64_t o = task / (P * k_chunks), j = task / k_chunks % P;
-        if (!outer_used.empty() && !outer_used[o]) return;
-        const int64_t k0 = task % k_chunks * k_chunk, k1 = std::min(K, k0 + k_chunk);
-        const int piece = piece_of[j];
-        for (int64_t k = k0; k < k1; ++k) {
-          const In* from = src + (o * K + k) * inner;
-          Out* to = dst + ((o * P + j) * K + k) * inner;
-          for (int64_t i = 0; i < inner; ++i) {
-            to[i] = from_double<Out>(
-                precision_piece(plan, static_cast<float>(to_double(from[i])), piece));
+      auto run = [&](auto piece_kind_constant) {
+        constexpr Preset::Piece kPiece = decltype(piece_kind_constant)::value;
+        cpu::parallel_for(outer * k_chunks, 0, [&](int64_t task, int) {
+          const int64_t o = task / k_chunks;
+          if (!outer_used.empty() && !outer_used[o]) return;
+          const int64_t k0 = task % k_chunks * k_chunk, k1 = std::min(K, k0 + k_chunk);
+          if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, bf16>) {
+            // The common case (f32 operands, bf16 pieces): vectorized passes over contiguous
+            // runs, the k range when the contraction is the last axis (inner = 1), else rows.
+            const int64_t runs = inner == 1 ? 1 : k1 - k0, run = inner == 1 ? k1 - k0 : inner;
+            for (int64_t r = 0; r < runs; ++r) {
+              const int64_t k = inner == 1 ? k0 : k0 + r;
+              for (int64_t j = 0; j < P; ++j) {
+                bf16_piece_row(src + (o * K + k) * inner, run, piece_of[j],
+                               dst + ((o * P + j) * K + k) * inner);
+              }
+            }
+            return;
           }
-        }
-      });
+          float pieces[3];
+          for (int64_t k = k0; k < k1; ++k) {
+            const In* from = src + (o * K + k) * inner;
+            for (int64_t i = 0; i < inner; ++i) {
+              split_value<kPiece>(static_cast<float>(to_double(from[i])), num_pieces, pieces);
+              for (int64_t j = 0; j < P; ++j) {
+                dst[((o * P + j) * K + k) * inner + i] = store_piece<Out>(pieces[piece_of[j]]);
+              }
+            }
+          }
+        });
+      };
+      switch (kind) {
+        case Preset::Piece::kBf16:
+          run(std::integral_constant<Preset::Piece, Preset::Piece::kBf16>{});
+          break;
+        case Preset::Piece::kF16:
+          run(std::integral_constant<Preset::Piece, Preset::Piece::kF16>{});
+          break;
+        default:
+          run(std::integral_constant<Preset::Piece, Preset::Piece::kTf32>{});
+          break;
+      }
     });
   });
   return out;
