@@ -62,8 +62,37 @@ GluProblem GluProblem::from(const BoundArgs& args) {
   p.N = w.dims.back();
   p.x_dtype = x.dtype;
   p.w_dtype = w.dtype;
+  p.output_dtype = x.dtype;
   p.activation = parse_activation(args.option("activation").get<std::string>());
+  if (args.has("precision")) {
+    p.precision = parse_precision(args.option("precision").get<std::string>());
+  }
   return p;
+}
+
+GluProblem GluProblem::computed() const {
+  const PrecisionPlan plan = precision_plan();
+  if (plan.identity()) return *this;
+  GluProblem p = *this;
+  p.K = K * plan.passes();
+  p.x_dims.back() = p.K;
+  p.x_dtype = p.w_dtype = plan.piece_dtype;
+  p.precision = DotPrecision::kDefault;
+  return p;
+}
+
+TensorMap expand_glu_precision_operands(const GluProblem& problem, const TensorMap& inputs) {
+  const PrecisionPlan plan = problem.precision_plan();
+  if (plan.identity()) return inputs;
+  TensorMap expanded = inputs;
+  const Tensor& x = inputs.at("x");
+  expanded.at("x") = expand_operand(x, static_cast<int>(x.dims().size()) - 1, plan, true);
+  for (const char* name : {"weights", "gate_weights", "proj_weights"}) {
+    if (auto it = expanded.find(name); it != expanded.end()) {
+      it->second = expand_operand(inputs.at(name), 0, plan, false);
+    }
+  }
+  return expanded;
 }
 
 BoundArgs GatedLinearUnitBase::bind_canonical(const json& args) const {
@@ -72,10 +101,10 @@ BoundArgs GatedLinearUnitBase::bind_canonical(const json& args) const {
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();
     if (key != "x" && key != "weights" && key != "gate_weights" && key != "proj_weights" &&
-        key != "activation") {
+        key != "activation" && key != "precision") {
       throw InvalidArgument(op + ": unknown argument '" + key +
                                 "' (expected x, weights or gate_weights and proj_weights, "
-                                "activation)",
+                                "activation, precision)",
                             key);
     }
   }
@@ -139,9 +168,27 @@ BoundArgs GatedLinearUnitBase::bind_canonical(const json& args) const {
       throw InvalidArgument(op + ": " + e.what(), "activation");
     }
   }
+  DotPrecision precision = DotPrecision::kDefault;
+  if (args.contains("precision") && !args.at("precision").is_null()) {
+    const json& value = args.at("precision");
+    if (!value.is_string()) {
+      throw InvalidArgument(op + ": precision must be a name (a string), got " + value.dump(),
+                            "precision");
+    }
+    try {
+      precision = parse_precision(value.get<std::string>());
+      plan_precision(precision, x.dtype, unfused ? wg.dtype : w.dtype);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(op + ": " + e.what(), "precision");
+    }
+  }
   BoundArgs bound;
   bound.op = op;
   bound.args = {{"x", x.to_string()}, {"activation", std::string(activation_name(activation))}};
+  // The default stays out of the canonical form, so plain calls keep their cache keys.
+  if (precision != DotPrecision::kDefault) {
+    bound.args["precision"] = std::string(precision_name(precision));
+  }
   if (unfused) {
     bound.args["gate_weights"] = wg.to_string();
     bound.args["proj_weights"] = wp.to_string();

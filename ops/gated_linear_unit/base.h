@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ops/common/activation.h"
+#include "ops/common/precision.h"
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
@@ -29,13 +30,20 @@ struct GluProblem {
   static constexpr std::string_view kOp = "gated_linear_unit";
   int64_t M = 0, K = 0, N = 0;  // M flattens *B
   std::vector<int64_t> x_dims;  // [*B, M_last, K] as given
-  DType x_dtype = DType::kF32;  // also the output dtype
+  DType x_dtype = DType::kF32;
   DType w_dtype = DType::kF32;
+  DType output_dtype = DType::kF32;  // x's as given (also in computed(), whose x is pieces)
   Activation activation = Activation::kNone;
   // true: one weights [K, 2, N]; false: gate_weights and proj_weights [K, N] (same dtype).
   bool fused_weights = true;
+  // Upstream's `precision` (ops/common/precision.h): default multiplies the operands as given.
+  DotPrecision precision = DotPrecision::kDefault;
 
-  DType out_dtype() const { return x_dtype; }
+  DType out_dtype() const { return output_dtype; }
+  PrecisionPlan precision_plan() const { return plan_precision(precision, x_dtype, w_dtype); }
+  // The problem the kernels multiply: with a precision that expands the operands, K is P K and x
+  // and the weights are the pieces' dtype (expand_glu_precision_operands makes its inputs).
+  GluProblem computed() const;
   // Output dims: x's with the last extent replaced by N.
   std::vector<int64_t> out_dims() const;
   static GluProblem from(const BoundArgs& args);
@@ -52,6 +60,9 @@ struct GluWeights {
   double get(int j, int64_t k, int64_t n) const;
 };
 GluWeights glu_weights(const GluProblem& problem, const TensorMap& inputs);
+// x and the weights expanded for the problem's precision (precision.h: pieces side by side along
+// K), the inputs of problem.computed(); `inputs` unchanged when the precision is the identity.
+TensorMap expand_glu_precision_operands(const GluProblem& problem, const TensorMap& inputs);
 
 // The spec shared by the forward op and its future vjp: arguments x, weights (or gate_weights
 // and proj_weights), activation.
@@ -81,6 +92,8 @@ class GatedLinearUnitOp : public GatedLinearUnitBase {
                       std::span<const int64_t> index) const override;
   double oracle_cost_per_output(const BoundArgs& args) const override;
   ErrorModel error_model(const BoundArgs& args) const override;
+  // A precision preset multiplies its pieces (bf16, f16, or tf32 on the f32 units).
+  DType compute_dtype(const BoundArgs& args) const override;
   std::vector<const Implementation*> implementations() const override;
 };
 

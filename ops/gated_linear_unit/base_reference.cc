@@ -28,8 +28,9 @@ DType accumulator_dtype(const GluProblem& p) {
 
 // Terms of the error model's accumulation length: K products and sums, plus one rounding of each
 // input to the accumulator type (f64 weights with an f32 x are rounded to f32 first).
+// A precision preset sums P products of pieces per term (P K terms, each exact in f32).
 double accumulation_length(const GluProblem& p) {
-  return static_cast<double>(std::max<int64_t>(p.K, 1)) + 2.0;
+  return static_cast<double>(std::max<int64_t>(p.K, 1) * p.precision_plan().passes()) + 2.0;
 }
 
 }  // namespace
@@ -67,7 +68,13 @@ ErrorModel GatedLinearUnitOp::error_model(const BoundArgs& args) const {
   model.accumulation_roundoff = unit_roundoff(accumulator_dtype(p));
   model.accumulation_length = accumulation_length(p);
   model.output_roundoff = unit_roundoff(p.out_dtype());
+  model.operand_roundoff = p.precision_plan().operand_roundoff;
   return model;
+}
+
+DType GatedLinearUnitOp::compute_dtype(const BoundArgs& args) const {
+  const PrecisionPlan plan = GluProblem::from(args).precision_plan();
+  return plan.identity() ? Op::compute_dtype(args) : plan.piece_dtype;
 }
 
 template <typename Acc>
@@ -82,7 +89,9 @@ void gated_linear_unit_reference(const GluProblem& p, const Tensor& x, const Glu
       const X* x_data = x.data<X>();
       const W* gate_data = static_cast<const W*>(weights.gate);
       const W* proj_data = static_cast<const W*>(weights.proj);
-      X* out_data = out.data<X>();
+      dispatch_float(p.out_dtype(), [&](auto out_type) {
+      using O = decltype(out_type);
+      O* out_data = out.data<O>();
       for (int64_t row = 0; row < M; ++row) {
         std::fill(gate.begin(), gate.end(), Acc(0));
         std::fill(proj.begin(), proj.end(), Acc(0));
@@ -99,9 +108,10 @@ void gated_linear_unit_reference(const GluProblem& p, const Tensor& x, const Glu
         }
         for (int64_t n = 0; n < N; ++n) {
           const Acc a = apply_activation<Acc>(p.activation, gate[n]);
-          out_data[row * N + n] = from_double<X>(static_cast<double>(a * proj[n]));
+          out_data[row * N + n] = from_double<O>(static_cast<double>(a * proj[n]));
         }
       }
+      });
     });
   });
 }
@@ -113,7 +123,10 @@ template void gated_linear_unit_reference<double>(const GluProblem&, const Tenso
 
 namespace {
 
-void run_reference(const GluProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
+void run_reference(const GluProblem& given, const TensorMap& given_inputs, TensorMap& outputs) {
+  // A precision preset: the portable product of the expanded pieces (precision.h).
+  const GluProblem problem = given.computed();
+  const TensorMap inputs = expand_glu_precision_operands(given, given_inputs);
   Tensor& out = outputs.at("out");
   // f64 outputs accumulate in f64; everything else in f32, as upstream's reference does.
   const GluWeights weights = glu_weights(problem, inputs);

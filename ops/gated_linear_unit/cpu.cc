@@ -41,8 +41,11 @@ class CpuGatedLinearUnit final : public TypedImplementation<GluProblem, CpuGluCo
     }
   }
 
-  void check_config(const GluProblem& p, const CpuGluConfig& c,
+  // A precision preset runs as the product of its expanded pieces (GluProblem::computed): configs
+  // are checked, chosen and run for that problem.
+  void check_config(const GluProblem& given, const CpuGluConfig& c,
                     const Device& device) const override {
+    const GluProblem p = given.computed();
     require_num_threads(c.num_threads, device);
     require_micro_tile(c.mr, c.nr);
     require_bf16_path(c.bf16_path, is_bf16_glu_problem(p), "bf16 x and bf16 weights");
@@ -56,17 +59,19 @@ class CpuGatedLinearUnit final : public TypedImplementation<GluProblem, CpuGluCo
   }
 
   CpuGluConfig heuristics_config(const GluProblem& p, const Device& device) const override {
-    return cpu_glu_heuristics_config(p, device);
+    return cpu_glu_heuristics_config(p.computed(), device);
   }
 
   std::vector<CpuGluConfig> autotuning_configs(const GluProblem& p,
                                                const Device& device) const override {
-    return cpu_glu_autotuning_configs(p, device);
+    return cpu_glu_autotuning_configs(p.computed(), device);
   }
 
-  void run(const GluProblem& p, const CpuGluConfig& config, const Device& device,
-           const TensorMap& inputs, TensorMap& outputs) const override {
-    check(p, device);
+  void run(const GluProblem& given, const CpuGluConfig& config, const Device& device,
+           const TensorMap& given_inputs, TensorMap& outputs) const override {
+    check(given, device);
+    const GluProblem p = given.computed();
+    const TensorMap inputs = expand_glu_precision_operands(given, given_inputs);
     gated_linear_unit_cpu_kernel(p, clamp_to_problem(config, p), inputs.at("x"),
                                  glu_weights(p, inputs), outputs.at("out"));
   }

@@ -67,10 +67,10 @@ void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, co
   const bool whole_n = c.tile_n == 0 && p.fused_weights;
   const int64_t tm = c.tile_m, tn = task_columns(p, c);
   const int64_t ld_scratch = 2 * tn;  // gate [tm, tn] | projection [tm, tn]
-  const size_t x_size = dtype_size(p.x_dtype);
+  const size_t out_size = dtype_size(p.out_dtype());
   char* out_data = static_cast<char*>(out.raw());
   const Activation activation = p.activation;
-  const bool f32_out = p.x_dtype == DType::kF32;
+  const bool f32_out = p.out_dtype() == DType::kF32;
 
   GluProductTiles tiles;
   tiles.tm = tm;
@@ -97,8 +97,8 @@ void gated_linear_unit_cpu_kernel(const GluProblem& p, const CpuGluConfig& c, co
         float* gate = scratch + r * ld_scratch;
         cpu_glu_row(activation, gate, gate + tn, gate, cols);
       }
-      store_rows(scratch, ld_scratch, rows, cols, p.x_dtype,
-                 out_data + (m0 * N + n0) * static_cast<int64_t>(x_size), N);
+      store_rows(scratch, ld_scratch, rows, cols, p.out_dtype(),
+                 out_data + (m0 * N + n0) * static_cast<int64_t>(out_size), N);
     }
   };
   glu_products(p, tiles, x, weights, ld_scratch, dst, epilogue, wave_bytes);

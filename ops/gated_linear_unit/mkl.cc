@@ -56,6 +56,10 @@ class MklGatedLinearUnit final : public TypedImplementation<GluProblem, MklGluCo
   }
 
   void check(const GluProblem& p, const Device&) const override {
+    if (!p.precision_plan().identity()) {
+      throw NotImplemented("mkl: precision=" + std::string(precision_name(p.precision)) +
+                           "; the composite multiplies the operands as given");
+    }
     require_mkl();
     const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
     if (p.x_dtype != p.w_dtype) {

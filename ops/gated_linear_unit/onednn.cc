@@ -58,6 +58,10 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, OneDn
   }
 
   void check(const GluProblem& p, const Device&) const override {
+    if (!p.precision_plan().identity()) {
+      throw NotImplemented("onednn: precision=" + std::string(precision_name(p.precision)) +
+                           "; the composite multiplies the operands as given");
+    }
     const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
     if (p.x_dtype != p.w_dtype) {
       throw NotImplemented("onednn: x is " + x + " but weights are " + w +

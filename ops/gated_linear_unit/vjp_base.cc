@@ -33,7 +33,17 @@ GluWeightGrads glu_weight_grads(const GluProblem& p, TensorMap& outputs) {
 const Op* GatedLinearUnitVjpOp::primal() const { return &gated_linear_unit_op(); }
 
 BoundArgs GatedLinearUnitVjpOp::bind_canonical(const nlohmann::json& args) const {
-  return bind_vjp(gated_linear_unit_op(), name(), args, cotangents());
+  BoundArgs bound = bind_vjp(gated_linear_unit_op(), name(), args, cotangents());
+  // A preset that rounds the operands would need the gradient's products expanded each its own
+  // way: refused by name until they are, never ignored.
+  if (const GluProblem p = GluProblem::from(bound); !p.precision_plan().identity()) {
+    throw InvalidArgument(std::string(name()) + ": precision=" +
+                              std::string(precision_name(p.precision)) +
+                              " is not implemented for the gradient (default, high, highest and "
+                              "presets that keep these operands as they are run)",
+                          "precision");
+  }
+  return bound;
 }
 
 std::vector<TensorDecl> GatedLinearUnitVjpOp::inputs(const BoundArgs& args) const {

@@ -65,8 +65,12 @@ TEST_CASE("gated_linear_unit bind errors name the offending argument", "[glu]") 
   CHECK(bind_error_field(activation_type) == "activation");
 
   json unknown = base;
-  unknown["precision"] = "highest";
-  CHECK(bind_error_field(unknown) == "precision");
+  unknown["precison"] = "highest";
+  CHECK(bind_error_field(unknown) == "precison");
+
+  json bad_precision = base;
+  bad_precision["precision"] = "bf16x3";
+  CHECK(bind_error_field(bad_precision) == "precision");
 
   json missing = base;
   missing.erase("weights");
