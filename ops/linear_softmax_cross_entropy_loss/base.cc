@@ -81,7 +81,35 @@ LinearSoftmaxCrossEntropyProblem LinearSoftmaxCrossEntropyProblem::from(const Bo
   p.reduction = parse_lsce_reduction(args.option("reduction").get<std::string>());
   p.return_residuals =
       args.has("return_residuals") && args.option("return_residuals").get<bool>();
+  if (args.has("precision")) {
+    p.precision = parse_precision(args.option("precision").get<std::string>());
+  }
   return p;
+}
+
+LinearSoftmaxCrossEntropyProblem LinearSoftmaxCrossEntropyProblem::computed() const {
+  const PrecisionPlan plan = precision_plan();
+  if (plan.identity()) return *this;
+  LinearSoftmaxCrossEntropyProblem p = *this;
+  p.H = H * plan.passes();
+  p.x_dtype = p.w_dtype = plan.piece_dtype;
+  p.precision = DotPrecision::kDefault;
+  return p;
+}
+
+TensorMap expand_lsce_precision_operands(const LinearSoftmaxCrossEntropyProblem& problem,
+                                         const TensorMap& inputs) {
+  const PrecisionPlan plan = problem.precision_plan();
+  if (plan.identity()) return inputs;
+  TensorMap expanded = inputs;
+  expanded.at("x") = expand_operand(inputs.at("x"), 1, plan, /*is_lhs=*/true);
+  expanded.at("w") = expand_operand(inputs.at("w"), 0, plan, /*is_lhs=*/false);
+  return expanded;
+}
+
+DType LinearSoftmaxCrossEntropyLossOp::compute_dtype(const BoundArgs& args) const {
+  const PrecisionPlan plan = LinearSoftmaxCrossEntropyProblem::from(args).precision_plan();
+  return plan.identity() ? Op::compute_dtype(args) : plan.piece_dtype;
 }
 
 void write_lsce_loss(const LinearSoftmaxCrossEntropyProblem& p, const double* row_loss,
@@ -108,10 +136,10 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) cons
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();
     if (key != "x" && key != "labels" && key != "w" && key != "reduction" &&
-        key != "padded_labels" && key != "return_residuals") {
+        key != "padded_labels" && key != "return_residuals" && key != "precision") {
       throw InvalidArgument(prefix() + "unknown argument '" + key +
                                 "' (expected x, labels, w, reduction, padded_labels, "
-                                "return_residuals)",
+                                "return_residuals, precision)",
                             key);
     }
   }
@@ -175,6 +203,20 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) cons
     }
     residuals = value.get<bool>();
   }
+  DotPrecision precision = DotPrecision::kDefault;
+  if (args.contains("precision") && !args.at("precision").is_null()) {
+    const json& value = args.at("precision");
+    if (!value.is_string()) {
+      throw InvalidArgument(prefix() + "precision must be a name (a string), got " + value.dump(),
+                            "precision");
+    }
+    try {
+      precision = parse_precision(value.get<std::string>());
+      plan_precision(precision, x.dtype, w.dtype);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(prefix() + e.what(), "precision");
+    }
+  }
   BoundArgs bound;
   bound.op = kOp;
   bound.args = {{"x", x.to_string()},
@@ -184,6 +226,9 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) cons
   // The default stays out of the canonical form, so cases without padding keep their keys.
   if (padded > 0.0) bound.args["padded_labels"] = padded;
   if (residuals) bound.args["return_residuals"] = true;
+  if (precision != DotPrecision::kDefault) {
+    bound.args["precision"] = std::string(precision_name(precision));
+  }
   return bound;
 }
 

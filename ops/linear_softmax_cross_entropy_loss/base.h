@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ops/common/precision.h"
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
@@ -40,11 +41,22 @@ struct LinearSoftmaxCrossEntropyProblem {
   DType w_dtype = DType::kBF16;
   LsceReduction reduction = LsceReduction::kSum;
   bool return_residuals = false;  // outputs lse [B] f32 beside the loss
+  // Upstream's `precision` of the logits' product (ops/common/precision.h).
+  DotPrecision precision = DotPrecision::kDefault;
 
   // Elements of the output "loss": B for reduction none, else 1 (a scalar).
   int64_t output_elements() const { return reduction == LsceReduction::kNone ? B : 1; }
+  PrecisionPlan precision_plan() const { return plan_precision(precision, x_dtype, w_dtype); }
+  // The problem the kernels multiply: with a precision that expands the operands, H is P H and x
+  // and w are the pieces' dtype (expand_lsce_precision_operands makes its inputs); else this.
+  LinearSoftmaxCrossEntropyProblem computed() const;
   static LinearSoftmaxCrossEntropyProblem from(const BoundArgs& args);
 };
+
+// x and w expanded for the problem's precision (precision.h: pieces side by side along H), the
+// inputs of problem.computed(); `inputs` unchanged when the precision is the identity.
+TensorMap expand_lsce_precision_operands(const LinearSoftmaxCrossEntropyProblem& problem,
+                                         const TensorMap& inputs);
 
 // Throws InvalidArgument unless labels is i32[B]. Every implementation calls it before it
 // computes anything.
@@ -78,6 +90,8 @@ class LinearSoftmaxCrossEntropyLossOp : public Op {
                       std::span<const int64_t> index) const override;
   double oracle_cost_per_output(const BoundArgs& args) const override;
   ErrorModel error_model(const BoundArgs& args) const override;
+  // A precision preset multiplies its pieces (bf16, f16, or tf32 on the f32 units).
+  DType compute_dtype(const BoundArgs& args) const override;
   std::vector<const Implementation*> implementations() const override;
 };
 

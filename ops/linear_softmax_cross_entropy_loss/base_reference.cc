@@ -155,8 +155,11 @@ template void linear_softmax_cross_entropy_reference<double>(
 
 namespace {
 
-void run_reference(const LinearSoftmaxCrossEntropyProblem& p, const TensorMap& inputs,
+void run_reference(const LinearSoftmaxCrossEntropyProblem& given, const TensorMap& given_inputs,
                    TensorMap& outputs) {
+  // A precision preset: the portable product of the expanded pieces (precision.h).
+  const LinearSoftmaxCrossEntropyProblem p = given.computed();
+  const TensorMap inputs = expand_lsce_precision_operands(given, given_inputs);
   // f32 accumulation, as upstream's XLA reference computes the logits and the softmax in f32.
   linear_softmax_cross_entropy_reference<float>(
       p, inputs.at("x"), inputs.at("labels"), inputs.at("w"), outputs.at("loss"),

@@ -50,8 +50,11 @@ class CpuLinearSoftmaxCrossEntropy final
     }
   }
 
-  void check_config(const LinearSoftmaxCrossEntropyProblem& p, const CpuLsceConfig& c,
+  // A precision preset runs as the product of its expanded pieces (Problem::computed): configs
+  // are checked, chosen and run for that problem.
+  void check_config(const LinearSoftmaxCrossEntropyProblem& given, const CpuLsceConfig& c,
                     const Device& device) const override {
+    const LinearSoftmaxCrossEntropyProblem p = given.computed();
     require_num_threads(c.num_threads, device);
     if (c.mr != 0 || c.nr != 0) require_micro_tile(c.mr, c.nr);
     require_bf16_path(c.bf16_path, is_lsce_bf16_problem(p), "bf16 x and bf16 w");
@@ -64,16 +67,19 @@ class CpuLinearSoftmaxCrossEntropy final
 
   CpuLsceConfig heuristics_config(const LinearSoftmaxCrossEntropyProblem& p,
                                   const Device& device) const override {
-    return cpu_lsce_heuristics_config(p, device);
+    return cpu_lsce_heuristics_config(p.computed(), device);
   }
   std::vector<CpuLsceConfig> autotuning_configs(const LinearSoftmaxCrossEntropyProblem& p,
                                                 const Device& device) const override {
-    return cpu_lsce_autotuning_configs(p, device);
+    return cpu_lsce_autotuning_configs(p.computed(), device);
   }
 
-  void run(const LinearSoftmaxCrossEntropyProblem& p, const CpuLsceConfig& c, const Device& device,
-           const TensorMap& inputs, TensorMap& outputs) const override {
-    check(p, device);
+  void run(const LinearSoftmaxCrossEntropyProblem& given, const CpuLsceConfig& c,
+           const Device& device, const TensorMap& given_inputs,
+           TensorMap& outputs) const override {
+    check(given, device);
+    const LinearSoftmaxCrossEntropyProblem p = given.computed();
+    const TensorMap inputs = expand_lsce_precision_operands(given, given_inputs);
     const Tensor& labels = inputs.at("labels");
     check_lsce_labels(p, labels);
     LsceCpuKernelOptions options;

@@ -44,6 +44,10 @@ class MklLinearSoftmaxCrossEntropy final
 
   void check(const LinearSoftmaxCrossEntropyProblem& p, const Device&) const override {
     require_mkl();
+    if (!p.precision_plan().identity()) {
+      throw NotImplemented("mkl: precision=" + std::string(precision_name(p.precision)) +
+                           "; the composite multiplies the operands as given");
+    }
     const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
     if (p.x_dtype != p.w_dtype) {
       throw NotImplemented("mkl: x is " + x + " but w is " + w +

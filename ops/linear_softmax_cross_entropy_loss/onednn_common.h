@@ -22,6 +22,10 @@ inline dnnl::memory::data_type lsce_onednn_type(DType dtype) {
 
 // NotImplemented for mixed x / w types, types other than f32 and bf16, and empty matmuls.
 inline void check_lsce_onednn_args(const LinearSoftmaxCrossEntropyProblem& p) {
+  if (!p.precision_plan().identity()) {
+    throw NotImplemented("onednn: precision=" + std::string(precision_name(p.precision)) +
+                         "; the composite multiplies the operands as given");
+  }
   const std::string x(dtype_name(p.x_dtype)), w(dtype_name(p.w_dtype));
   if (p.x_dtype != p.w_dtype) {
     throw NotImplemented("onednn: x is " + x + " but w is " + w +

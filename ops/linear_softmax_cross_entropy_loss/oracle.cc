@@ -29,9 +29,16 @@ struct RowOracle {
   double budget = 0.0;
 };
 
+// The relative error of each logit: H terms (P H with a precision preset, whose operand rounding
+// adds to each term's), each summed in f32.
+double logit_gamma(const LinearSoftmaxCrossEntropyProblem& p) {
+  const PrecisionPlan plan = p.precision_plan();
+  return gamma_f32(static_cast<double>(p.H * plan.passes()) + 1.0) + plan.operand_roundoff;
+}
+
 // A row's log-sum-exp budget (items 1-3 without the label logit's parts).
 double lse_budget(const LinearSoftmaxCrossEntropyProblem& p, const LsceRowStats& s) {
-  return gamma_f32(static_cast<double>(p.H) + 1.0) * s.m_max +
+  return logit_gamma(p) * s.m_max +
          kU * (3.0 * static_cast<double>(p.V) + 32.0 + 3.0 * std::fabs(s.lse()));
 }
 
@@ -39,7 +46,7 @@ RowOracle row_oracle(const LinearSoftmaxCrossEntropyProblem& p, const LsceRowSta
   const double lse = s.lse();
   RowOracle row;
   row.loss = lse - s.z_label;
-  row.budget = lse_budget(p, s) + gamma_f32(static_cast<double>(p.H) + 1.0) * s.m_label +
+  row.budget = lse_budget(p, s) + logit_gamma(p) * s.m_label +
                kU * std::fabs(s.z_label);
   return row;
 }

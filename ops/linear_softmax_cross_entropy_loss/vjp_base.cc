@@ -74,6 +74,15 @@ BoundArgs LinearSoftmaxCrossEntropyLossVjpOp::bind_canonical(const nlohmann::jso
   }
   BoundArgs bound =
       bind_vjp(linear_softmax_cross_entropy_loss_op(), name(), forward, cotangents());
+  // A preset that rounds the operands would need the gradient's products expanded each its own
+  // way: refused by name until they are, never ignored.
+  if (const auto p = LinearSoftmaxCrossEntropyProblem::from(bound);
+      !p.precision_plan().identity()) {
+    throw InvalidArgument(prefix + "precision=" + std::string(precision_name(p.precision)) +
+                              " is not implemented for the gradient (default, high, highest and "
+                              "presets that keep these operands as they are run)",
+                          "precision");
+  }
   if (lse.is_null()) return bound;
   const TensorSpec want{DType::kF32, {LinearSoftmaxCrossEntropyProblem::from(bound).B}};
   if (!lse.is_string()) {
