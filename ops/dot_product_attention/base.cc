@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/common/precision.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -198,6 +199,49 @@ const std::vector<ArgAlias>& attention_arg_aliases() {
   return aliases;
 }
 
+namespace {
+
+// Upstream's `precision`: one name for both products or a pair [qk, pv]. Accepted where it keeps
+// the operands as they are (default, high, highest, and presets these dtypes already satisfy),
+// which every implementation computes; a preset that rounds the operands is refused by name
+// (docs/precision.md). Accepted values change nothing, so they stay out of the canonical form.
+void bind_attention_precision(const json& args, DType q, DType k, DType v) {
+  if (!args.contains("precision") || args.at("precision").is_null()) return;
+  const json& value = args.at("precision");
+  std::vector<std::string> names;
+  if (value.is_string()) {
+    names = {value.get<std::string>(), value.get<std::string>()};
+  } else if (value.is_array() && value.size() == 2 && value[0].is_string() &&
+             value[1].is_string()) {
+    names = {value[0].get<std::string>(), value[1].get<std::string>()};
+  } else {
+    throw InvalidArgument(std::string(kOp) +
+                              "precision must be a name or a pair [qk, pv] of names, got " +
+                              value.dump(),
+                          "precision");
+  }
+  // qk multiplies q by k; pv the probabilities by v, the probabilities rounded to v's type when
+  // that is 16-bit (as upstream's kernels do) and f32 otherwise.
+  const std::pair<DType, DType> operands[] = {{q, k}, {v, v}};
+  for (int i = 0; i < 2; ++i) {
+    try {
+      const DotPrecision precision = parse_precision(names[i]);
+      if (!plan_precision(precision, operands[i].first, operands[i].second).identity()) {
+        throw InvalidArgument("precision=" + names[i] + " rounds the " +
+                                  (i == 0 ? std::string("qk") : std::string("pv")) +
+                                  " product's operands, which attention does not implement yet "
+                                  "(default, high, highest, f32_f32_f32 and presets these dtypes "
+                                  "already satisfy run)",
+                              "precision");
+      }
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string(kOp) + e.what(), "precision");
+    }
+  }
+}
+
+}  // namespace
+
 BoundArgs DotProductAttentionOp::bind_canonical(const json& raw_args) const {
   if (!raw_args.is_object()) throw InvalidArgument(std::string(kOp) + "args must be a mapping");
   json args = resolve_arg_aliases(raw_args, attention_arg_aliases(), kOp);
@@ -217,13 +261,14 @@ BoundArgs DotProductAttentionOp::bind_canonical(const json& raw_args) const {
                                        "q_seq_lengths",
                                        "kv_seq_lengths",
                                        "local_window",
-                                       "return_residuals"};
+                                       "return_residuals",
+                                       "precision"};
   for (auto it = args.begin(); it != args.end(); ++it) {
     if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) {
       throw InvalidArgument(std::string(kOp) + "unknown argument '" + it.key() +
                                 "' (expected q, k, v, bias, mask, is_causal, logits_scale, "
                                 "logits_soft_cap, q_seq_lengths, kv_seq_lengths, local_window, "
-                                "return_residuals)",
+                                "return_residuals, precision)",
                             it.key());
     }
   }
@@ -268,6 +313,7 @@ BoundArgs DotProductAttentionOp::bind_canonical(const json& raw_args) const {
   std::vector<int64_t> full(q.dims.begin(), q.dims.begin() + nb);
   full.insert(full.end(), {H, T, t});
 
+  bind_attention_precision(args, q.dtype, k.dtype, v.dtype);
   BoundArgs bound;
   bound.op = "dot_product_attention";
   json& out = bound.args;

@@ -33,6 +33,7 @@ Tensor run_glu(const Tensor& x, const std::vector<std::pair<const char*, const T
   nlohmann::json args = {{"x", x.spec().to_string()},
                          {"activation", std::string(activation_name(options.activation))}};
   for (const auto& [name, tensor] : weights) args[name] = tensor->spec().to_string();
+  args["precision"] = std::string(precision_name(options.precision));
   const GatedLinearUnitOp& op = gated_linear_unit_op();
   const BoundArgs bound = op.bind(args);
   TensorMap inputs;

@@ -22,6 +22,8 @@ const GatedLinearUnitOp& gated_linear_unit_op();
 
 struct GatedLinearUnitOptions {
   Activation activation = Activation::kNone;
+  // Upstream's precision of both products (ops/common/precision.h, docs/precision.md).
+  DotPrecision precision = DotPrecision::kDefault;
   // "auto" picks the first implementation supported on this machine for these args, falling back
   // on NotImplemented; a name ("cpu", "reference", "onednn") runs exactly that one or throws.
   std::string implementation = "auto";

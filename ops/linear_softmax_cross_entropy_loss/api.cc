@@ -36,6 +36,7 @@ TensorMap run(const Tensor& x, const Tensor& labels, const Tensor& w,
                          {"w", w.spec().to_string()},
                          {"reduction", std::string(lsce_reduction_name(options.reduction))}};
   if (return_residuals) args["return_residuals"] = true;
+  args["precision"] = std::string(precision_name(options.precision));
   const BoundArgs bound = op.bind(args);
   // Values, not shapes: checked here too so that "auto" fails on a bad label before it tries
   // (and falls back across) any implementation.

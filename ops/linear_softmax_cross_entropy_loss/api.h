@@ -24,6 +24,8 @@ struct LinearSoftmaxCrossEntropyOptions {
   // NotImplemented; a name ("cpu", "reference", "onednn") runs exactly that one or throws.
   std::string implementation = "auto";
   LsceReduction reduction = LsceReduction::kSum;  // upstream's default
+  // Upstream's precision of the logits' product (ops/common/precision.h, docs/precision.md).
+  DotPrecision precision = DotPrecision::kDefault;
   std::optional<nlohmann::json> config;           // explicit config (needs a named implementation)
 };
 

@@ -52,6 +52,7 @@ Tensor ragged_dot(const Tensor& lhs, const Tensor& rhs, const Tensor& group_size
   if (options.rhs_bias != nullptr) args["rhs_bias"] = options.rhs_bias->spec().to_string();
   args["activation"] = std::string(activation_name(options.activation));
   args["fuse_gateup_activation"] = std::string(gate_up_name(options.fuse_gateup_activation));
+  args["precision"] = std::string(precision_name(options.precision));
   const RaggedDotOp& op = ragged_dot_op();
   const BoundArgs bound = op.bind(args);
   TensorMap inputs;

@@ -34,6 +34,8 @@ struct RaggedDotOptions {
   const Tensor* rhs_bias = nullptr;
   Activation activation = Activation::kNone;
   GateUp fuse_gateup_activation = GateUp::kNone;
+  // Upstream's precision (ops/common/precision.h, docs/precision.md).
+  DotPrecision precision = DotPrecision::kDefault;
 };
 
 // out[M, N] (N / 2 with a fused gate/up): rows of group g of lhs times rhs[g]; rows past

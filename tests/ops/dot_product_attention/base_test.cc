@@ -313,3 +313,34 @@ TEST_CASE("dot_product_attention error model rejects perturbed and wrong outputs
     CHECK(judge(compare_all(args, inputs, off_by_one)) == Disposition::kFailed);
   }
 }
+
+TEST_CASE("dot_product_attention accepts upstream's precision where it keeps the operands and "
+          "refuses a rounding preset by name",
+          "[attention][precision]") {
+  const json base = {{"q", "f32[1,16,2,32]"}, {"k", "f32[1,16,2,32]"}, {"v", "f32[1,16,2,32]"}};
+  const std::string plain_key = dot_product_attention_op().bind(base).key();
+  for (const json& precision : {json("highest"), json("DEFAULT"), json({"high", "f32_f32_f32"})}) {
+    json args = base;
+    args["precision"] = precision;
+    // Nothing changes: the same canonical arguments and cache key.
+    CHECK(dot_product_attention_op().bind(args).key() == plain_key);
+  }
+  json bf16 = {{"q", "bf16[1,16,2,32]"},
+               {"k", "bf16[1,16,2,32]"},
+               {"v", "bf16[1,16,2,32]"},
+               {"precision", "bf16_bf16_f32_x3"}};
+  CHECK_NOTHROW(dot_product_attention_op().bind(bf16));  // bf16 operands: nothing to round
+  for (const json& precision :
+       {json("bf16_bf16_f32"), json({"highest", "tf32_tf32_f32"}), json("x3"), json(3),
+        json({"highest"})}) {
+    CAPTURE(precision.dump());
+    json args = base;
+    args["precision"] = precision;
+    try {
+      dot_product_attention_op().bind(args);
+      FAIL("no error");
+    } catch (const InvalidArgument& e) {
+      CHECK(e.field() == "precision");
+    }
+  }
+}

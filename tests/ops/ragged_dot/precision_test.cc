@@ -209,3 +209,23 @@ TEST_CASE("ragged_dot vendors decline a precision that changes the operands, nam
       {{"lhs", "bf16[8,16]"}, {"rhs", "bf16[1,16,16]"}, {"precision", "bf16_bf16_f32_x3"}});
   CHECK(RaggedDotProblem::from(bf16).extended_arguments().empty());
 }
+
+TEST_CASE("ragged_dot's C++ API carries precision", "[ragged_dot][precision]") {
+  const BoundArgs args = ragged_dot_op().bind(f32_case("bf16_bf16_f32"));
+  const TensorMap inputs = ragged_dot_op().make_inputs(args, 5);
+  RaggedDotOptions options;
+  options.implementation = "reference";
+  const Tensor plain =
+      ragged_dot(inputs.at("lhs"), inputs.at("rhs"), inputs.at("group_sizes"), options);
+  options.precision = DotPrecision::kBf16Bf16F32;
+  const Tensor rounded =
+      ragged_dot(inputs.at("lhs"), inputs.at("rhs"), inputs.at("group_sizes"), options);
+  TensorMap outputs = ragged_dot_op().allocate_outputs(args);
+  run_json(ragged_dot_op().implementation("reference"), args, json::object(), inputs, outputs);
+  bool differs = false;
+  for (int64_t i = 0; i < rounded.num_elements(); ++i) {
+    REQUIRE(rounded.get(i) == outputs.at("out").get(i));
+    differs = differs || rounded.get(i) != plain.get(i);
+  }
+  CHECK(differs);
+}
