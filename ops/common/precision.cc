@@ -274,6 +274,25 @@ PrecisionPlan plan_precision(DotPrecision precision, DType lhs, DType rhs) {
   return plan;
 }
 
+DotPrecision bind_precision(const nlohmann::json& args, const std::string& op_prefix, DType lhs,
+                            DType rhs) {
+  if (!args.contains("precision") || args.at("precision").is_null()) {
+    return DotPrecision::kDefault;
+  }
+  const nlohmann::json& value = args.at("precision");
+  if (!value.is_string()) {
+    throw InvalidArgument(op_prefix + "precision must be a name (a string), got " + value.dump(),
+                          "precision");
+  }
+  try {
+    const DotPrecision precision = parse_precision(value.get<std::string>());
+    plan_precision(precision, lhs, rhs);
+    return precision;
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(op_prefix + e.what(), "precision");
+  }
+}
+
 float precision_piece(const PrecisionPlan& plan, float x, int index) {
   if (plan.identity()) return index == 0 ? x : 0.0f;
   const Preset::Piece piece = piece_kind(plan.piece_dtype);

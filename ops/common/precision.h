@@ -17,6 +17,8 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -45,6 +47,12 @@ std::string_view precision_name(DotPrecision precision);
 // Accepts the names above and upstream's upper-case preset names; throws InvalidArgument listing
 // the accepted names.
 DotPrecision parse_precision(std::string_view name);
+
+// The `precision` argument of a matmul op's bind: kDefault when absent or null, else a name the
+// operands can take. Throws InvalidArgument prefixed with `op_prefix` ("ragged_dot: "), field
+// "precision", for a non-string, an unknown name, or a preset the operands cannot take.
+DotPrecision bind_precision(const nlohmann::json& args, const std::string& op_prefix, DType lhs,
+                            DType rhs);
 
 // How a product with `precision` runs on operands of the given dtypes.
 struct PrecisionPlan {

@@ -168,20 +168,8 @@ BoundArgs GatedLinearUnitBase::bind_canonical(const json& args) const {
       throw InvalidArgument(op + ": " + e.what(), "activation");
     }
   }
-  DotPrecision precision = DotPrecision::kDefault;
-  if (args.contains("precision") && !args.at("precision").is_null()) {
-    const json& value = args.at("precision");
-    if (!value.is_string()) {
-      throw InvalidArgument(op + ": precision must be a name (a string), got " + value.dump(),
-                            "precision");
-    }
-    try {
-      precision = parse_precision(value.get<std::string>());
-      plan_precision(precision, x.dtype, unfused ? wg.dtype : w.dtype);
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(op + ": " + e.what(), "precision");
-    }
-  }
+  const DotPrecision precision =
+      bind_precision(args, op + ": ", x.dtype, unfused ? wg.dtype : w.dtype);
   BoundArgs bound;
   bound.op = op;
   bound.args = {{"x", x.to_string()}, {"activation", std::string(activation_name(activation))}};

@@ -203,20 +203,7 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) cons
     }
     residuals = value.get<bool>();
   }
-  DotPrecision precision = DotPrecision::kDefault;
-  if (args.contains("precision") && !args.at("precision").is_null()) {
-    const json& value = args.at("precision");
-    if (!value.is_string()) {
-      throw InvalidArgument(prefix() + "precision must be a name (a string), got " + value.dump(),
-                            "precision");
-    }
-    try {
-      precision = parse_precision(value.get<std::string>());
-      plan_precision(precision, x.dtype, w.dtype);
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(prefix() + e.what(), "precision");
-    }
-  }
+  const DotPrecision precision = bind_precision(args, prefix(), x.dtype, w.dtype);
   BoundArgs bound;
   bound.op = kOp;
   bound.args = {{"x", x.to_string()},

@@ -463,14 +463,7 @@ BoundArgs RaggedDotOp::bind_canonical(const json& args) const {
     }
   }
 
-  const std::string precision = string_option(args, "precision", "default");
-  DotPrecision parsed_precision;
-  try {
-    parsed_precision = parse_precision(precision);
-    plan_precision(parsed_precision, lhs.dtype, rhs.dtype);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string("ragged_dot: ") + e.what(), "precision");
-  }
+  const DotPrecision parsed_precision = bind_precision(args, "ragged_dot: ", lhs.dtype, rhs.dtype);
 
   BoundArgs bound;
   bound.op = "ragged_dot";

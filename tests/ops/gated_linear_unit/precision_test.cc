@@ -14,6 +14,7 @@
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/base.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/oracle_run.h"
 #include "tests/tile_modes.h"
 
 using namespace tokamax;
@@ -36,15 +37,7 @@ json f32_case(const std::string& precision, bool fused = true) {
 Comparison run_and_compare(const std::string& impl, const BoundArgs& args, const json& config,
                            const BoundArgs& bound_args) {
   const Op& op = gated_linear_unit_op();
-  const TensorMap inputs = op.make_inputs(args, 3);
-  TensorMap outputs = op.allocate_outputs(args);
-  Tensor& out = outputs.at("out");
-  for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
-  run_json(op.implementation(impl), args, config, inputs, outputs);
-  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-  std::iota(index.begin(), index.end(), 0);
-  return compare_to_oracle(out, op.oracle(bound_args, inputs, "out", index),
-                           op.error_model(bound_args));
+  return run_against_oracle(op, impl, args, config, op.make_inputs(args, 3), bound_args, "out");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/oracle_run.h"
 #include "tests/tile_modes.h"
 
 using namespace tokamax;
@@ -34,13 +35,7 @@ Comparison run_and_compare(const std::string& impl, const BoundArgs& args, const
   // Logits of O(10): x ~ N(0, 1) and w scaled up, so the rounding of each logit shows.
   Tensor& w = inputs.at("w");
   for (int64_t i = 0; i < w.num_elements(); ++i) w.set(i, w.get(i) * 4.0);
-  TensorMap outputs = op.allocate_outputs(args);
-  run_json(op.implementation(impl), args, config, inputs, outputs);
-  const Tensor& loss = outputs.at("loss");
-  std::vector<int64_t> index(static_cast<size_t>(loss.num_elements()));
-  std::iota(index.begin(), index.end(), 0);
-  return compare_to_oracle(loss, op.oracle(bound_args, inputs, "loss", index),
-                           op.error_model(bound_args));
+  return run_against_oracle(op, impl, args, config, inputs, bound_args, "loss");
 }
 
 }  // namespace

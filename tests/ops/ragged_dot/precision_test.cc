@@ -14,6 +14,7 @@
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/oracle_run.h"
 #include "tests/tile_modes.h"
 
 using namespace tokamax;
@@ -36,16 +37,8 @@ json f32_case(const std::string& precision) {
 // (the same problem, possibly another precision: whose bound applies).
 Comparison run_and_compare(const std::string& impl, const BoundArgs& args, const json& config,
                            const BoundArgs& bound_args) {
-  const RaggedDotOp& op = ragged_dot_op();
-  const TensorMap inputs = op.make_inputs(args, 5);
-  TensorMap outputs = op.allocate_outputs(args);
-  Tensor& out = outputs.at("out");
-  for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
-  run_json(op.implementation(impl), args, config, inputs, outputs);
-  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-  std::iota(index.begin(), index.end(), 0);
-  return compare_to_oracle(out, op.oracle(bound_args, inputs, "out", index),
-                           op.error_model(bound_args));
+  return run_against_oracle(ragged_dot_op(), impl, args, config,
+                            ragged_dot_op().make_inputs(args, 5), bound_args, "out");
 }
 
 }  // namespace
@@ -178,9 +171,9 @@ TEST_CASE("ragged_dot mkl runs the presets as its gemms on the pieces",
     REQUIRE(judge(c) == Disposition::kPassed);
   }
   // bf16_bf16_f32 really rounds: it fails highest's bound.
-  const Comparison rounded = run_and_compare("mkl", ragged_dot_op().bind(f32_case("bf16_bf16_f32")),
-                                             json::object(),
-                                             ragged_dot_op().bind(f32_case("highest")));
+  const Comparison rounded =
+      run_and_compare("mkl", ragged_dot_op().bind(f32_case("bf16_bf16_f32")), json::object(),
+                      ragged_dot_op().bind(f32_case("highest")));
   CHECK(judge(rounded) == Disposition::kFailed);
   // f16 pieces: MKL's BLAS baseline wires f32 and bf16 only.
   CHECK_THROWS_AS(check_args(mkl, ragged_dot_op().bind(f32_case("f16_f16_f32"))), NotImplemented);
