@@ -71,6 +71,13 @@ struct PrecisionPlan {
   // The operands are multiplied as given (no expansion, today's numerics).
   bool identity() const { return !round_lhs && !round_rhs; }
   int64_t passes() const { return static_cast<int64_t>(pairs.size()); }
+  // Whether the lhs (or rhs) operand is expanded: it rounds, or the other one's pieces need it
+  // repeated. One that is not (a bf16 head under bf16_bf16_f32) is used as given.
+  bool expands(bool is_lhs) const { return (is_lhs ? round_lhs : round_rhs) || passes() > 1; }
+  // The operand's dtype in the computed problem: the pieces' where it expands, else `given`.
+  DType operand_dtype(bool is_lhs, DType given) const {
+    return expands(is_lhs) ? piece_dtype : given;
+  }
 };
 
 // Throws InvalidArgument (field "precision") for a preset on operands it cannot take: f64, or

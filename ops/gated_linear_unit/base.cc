@@ -76,7 +76,8 @@ GluProblem GluProblem::computed() const {
   GluProblem p = *this;
   p.K = K * plan.passes();
   p.x_dims.back() = p.K;
-  p.x_dtype = p.w_dtype = plan.piece_dtype;
+  p.x_dtype = plan.operand_dtype(true, x_dtype);
+  p.w_dtype = plan.operand_dtype(false, w_dtype);
   p.precision = DotPrecision::kDefault;
   return p;
 }
@@ -86,7 +87,10 @@ TensorMap expand_glu_precision_operands(const GluProblem& problem, const TensorM
   if (plan.identity()) return inputs;
   TensorMap expanded = inputs;
   const Tensor& x = inputs.at("x");
-  expanded.at("x") = expand_operand(x, static_cast<int>(x.dims().size()) - 1, plan, true);
+  if (plan.expands(true)) {
+    expanded.at("x") = expand_operand(x, static_cast<int>(x.dims().size()) - 1, plan, true);
+  }
+  if (!plan.expands(false)) return expanded;
   for (const char* name : {"weights", "gate_weights", "proj_weights"}) {
     if (auto it = expanded.find(name); it != expanded.end()) {
       it->second = expand_operand(inputs.at(name), 0, plan, false);

@@ -92,7 +92,8 @@ LinearSoftmaxCrossEntropyProblem LinearSoftmaxCrossEntropyProblem::computed() co
   if (plan.identity()) return *this;
   LinearSoftmaxCrossEntropyProblem p = *this;
   p.H = H * plan.passes();
-  p.x_dtype = p.w_dtype = plan.piece_dtype;
+  p.x_dtype = plan.operand_dtype(true, x_dtype);
+  p.w_dtype = plan.operand_dtype(false, w_dtype);
   p.precision = DotPrecision::kDefault;
   return p;
 }
@@ -102,8 +103,8 @@ TensorMap expand_lsce_precision_operands(const LinearSoftmaxCrossEntropyProblem&
   const PrecisionPlan plan = problem.precision_plan();
   if (plan.identity()) return inputs;
   TensorMap expanded = inputs;
-  expanded.at("x") = expand_operand(inputs.at("x"), 1, plan, /*is_lhs=*/true);
-  expanded.at("w") = expand_operand(inputs.at("w"), 0, plan, /*is_lhs=*/false);
+  if (plan.expands(true)) expanded.at("x") = expand_operand(inputs.at("x"), 1, plan, true);
+  if (plan.expands(false)) expanded.at("w") = expand_operand(inputs.at("w"), 0, plan, false);
   return expanded;
 }
 

@@ -219,7 +219,8 @@ RaggedDotProblem RaggedDotProblem::computed() const {
   if (plan.identity()) return *this;
   RaggedDotProblem p = *this;
   p.K = K * plan.passes();
-  p.lhs_dtype = p.rhs_dtype = plan.piece_dtype;
+  p.lhs_dtype = plan.operand_dtype(true, lhs_dtype);
+  p.rhs_dtype = plan.operand_dtype(false, rhs_dtype);
   p.precision = DotPrecision::kDefault;
   return p;
 }
@@ -228,11 +229,15 @@ TensorMap expand_precision_operands(const RaggedDotProblem& problem, const Tenso
   const PrecisionPlan plan = problem.precision_plan();
   if (plan.identity()) return inputs;
   TensorMap expanded = inputs;
-  expanded.at("lhs") = expand_operand(inputs.at("lhs"), 1, plan, /*is_lhs=*/true);
+  if (plan.expands(true)) {
+    expanded.at("lhs") = expand_operand(inputs.at("lhs"), 1, plan, /*is_lhs=*/true);
+  }
   // Groups without rows are never read: their pieces stay zero.
   std::vector<bool> used(static_cast<size_t>(problem.G));
   for (int64_t g = 0; g < problem.G; ++g) used[g] = problem.group_sizes[g] > 0;
-  expanded.at("rhs") = expand_operand(inputs.at("rhs"), 1, plan, /*is_lhs=*/false, used);
+  if (plan.expands(false)) {
+    expanded.at("rhs") = expand_operand(inputs.at("rhs"), 1, plan, /*is_lhs=*/false, used);
+  }
   return expanded;
 }
 

@@ -81,6 +81,14 @@ TEST_CASE("precision plans sum the preset's piece products, fewer where an opera
       plan_precision(DotPrecision::kBf16Bf16F32X3, DType::kBF16, DType::kF32);
   CHECK(mixed.pairs == std::vector<std::pair<int, int>>{{0, 0}, {0, 1}});
   CHECK(!mixed.round_lhs);
+  CHECK(mixed.expands(true));  // repeated for the rhs's two pieces
+  const PrecisionPlan one = plan_precision(DotPrecision::kBf16Bf16F32, DType::kBF16, DType::kF32);
+  CHECK(!one.expands(true));
+  CHECK(one.operand_dtype(true, DType::kBF16) == DType::kBF16);
+  CHECK(one.expands(false));
+  const PrecisionPlan f16 = plan_precision(DotPrecision::kTf32Tf32F32, DType::kF16, DType::kF32);
+  CHECK(f16.operand_dtype(true, DType::kF16) == DType::kF16);  // kept: no f16 -> f32 copy
+  CHECK(f16.operand_dtype(false, DType::kF32) == DType::kF32);
   CHECK(mixed.round_rhs);
   // An f16 operand needs two bf16 pieces; _x9 then keeps the pairs of pieces 0-1 only.
   CHECK(plan_precision(DotPrecision::kBf16Bf16F32X9, DType::kF16, DType::kF16).passes() == 4);

@@ -66,6 +66,17 @@ TEST_CASE(
   CHECK(RaggedDotProblem::from(bf16).computed().K == 16);
   CHECK(op.error_model(bf16).operand_roundoff == 0.0);
 
+  // An operand the preset keeps is used as given, not copied (a bf16 rhs under bf16_bf16_f32).
+  const BoundArgs kept = op.bind({{"lhs", "f32[8,16]"},
+                                  {"rhs", "bf16[1,16,16]"},
+                                  {"precision", "bf16_bf16_f32"}});
+  const TensorMap kept_inputs = op.make_inputs(kept, 1);
+  const TensorMap kept_expanded =
+      expand_precision_operands(RaggedDotProblem::from(kept), kept_inputs);
+  CHECK(kept_expanded.at("rhs").raw() == kept_inputs.at("rhs").raw());
+  CHECK(kept_expanded.at("lhs").dtype() == DType::kBF16);
+  CHECK(RaggedDotProblem::from(kept).computed().rhs_dtype == DType::kBF16);
+
   auto rejects = [&](json args, const std::string& needle) {
     try {
       op.bind(args);
