@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/report/bench_compare.h"
 #include "cli/report/bench_report.h"
 #include "ops/framework/errors.h"
@@ -236,17 +237,9 @@ struct BenchCommand {
     derive(planned, ceilings, op.compute_dtype(spec.args));
   }
 
-  // The ceilings line, the table and the summary line.
-  static void print_report(std::ostream& out, const Device& device, const Ceilings& ceilings,
-                           const BenchOptions& options, const std::vector<BenchResult>& results) {
-    int benchmarks = 0, failures = 0, noisy = 0, drifted = 0;
-    for (const BenchResult& r : results) {
-      if (!r.ran()) continue;
-      ++benchmarks;
-      failures += !r.stats.ok;
-      noisy += r.stats.noisy;
-      drifted += r.stats.drift.drifted;
-    }
+  // The ceilings line, printed before the table.
+  static void print_ceilings(std::ostream& out, const Device& device, const Ceilings& ceilings,
+                             const BenchOptions& options) {
     out << "device " << device.id() << ", roofline from measured ceilings: f32 FMA "
         << format_number(ceilings.f32_fma_gflops, 1) << " GFLOP/s, bf16 "
         << format_number(peak_gflops(ceilings, DType::kBF16), 1) << " GFLOP/s, memory "
@@ -256,7 +249,19 @@ struct BenchCommand {
                 ? "; memory ceiling of each case: the bandwidth probed around it"
                 : "")
         << "\n\n";
-    bench_table(results, options.stop.estimator).print(out);
+  }
+
+  // The summary line, after the table.
+  static void print_summary(std::ostream& out, const BenchOptions& options,
+                            const std::vector<BenchResult>& results) {
+    int benchmarks = 0, failures = 0, noisy = 0, drifted = 0;
+    for (const BenchResult& r : results) {
+      if (!r.ran()) continue;
+      ++benchmarks;
+      failures += !r.stats.ok;
+      noisy += r.stats.noisy;
+      drifted += r.stats.drift.drifted;
+    }
     out << "\n"
         << benchmarks << " benchmarks, " << failures << " failed, " << noisy << " noisy, "
         << drifted << " drifted (medians of per-call wall time; sampled until "
@@ -270,6 +275,20 @@ struct BenchCommand {
                                      " interleaved rounds, vs vendor the median of their ratios"
                                : std::string())
         << ")\n";
+  }
+
+  // --json: Google Benchmark's records and ours for every case so far (rewritten after each
+  // case, so a stopped run keeps them).
+  void write_json(nlohmann::json merged, const Ceilings& ceilings,
+                  const BenchOptions& options_template, const Device& device,
+                  const std::vector<BenchResult>& results, bool complete) const {
+    merged["tokamax"] = {{"schema_version", 1},
+                         {"kind", "tokamax-bench"},
+                         {"complete", complete},
+                         {"ceilings", ceilings.to_json()},
+                         {"measurement", measurement_json(options_template, device)},
+                         {"cases", bench_records(results)}};
+    write_text_file(json_path, merged.dump(2) + "\n");
   }
 
   int run() {
@@ -299,27 +318,54 @@ struct BenchCommand {
     const std::string scratch =
         (fs::temp_directory_path() / ("tokamax-bench-" + std::to_string(getpid()) + ".json"))
             .string();
+    // A first SIGINT / SIGTERM abandons the case being timed and keeps what is done.
+    const InterruptScope interrupt;
     // One worker for the whole command (restarted after a crash or timeout); one spec at a
     // time, so only one case's tensors are alive at once.
-    const std::unique_ptr<CaseRunner> runner = make_runner(isolation, nullptr);
+    const std::unique_ptr<CaseRunner> runner = make_runner(isolation, interrupt.flag());
     std::vector<BenchResult> results;
+    // Rows print as each spec finishes (its ratios need all of its implementations).
+    print_ceilings(std::cout, device, ceilings, options);
+    std::vector<size_t> identity(4, 0);
     for (const ArgSpec& spec : specs) {
-      std::vector<BenchResult> planned = plan(spec, specs, device, sources.context(), options);
-      time_spec(spec, device, ceilings, options, *runner, planned, merged, scratch);
-      print_retries(spec.op + "/" + spec.name, runner->take_retries());
-      results.insert(results.end(), planned.begin(), planned.end());
+      const Op& op = find_op(spec.op);
+      identity[0] = std::max(identity[0], spec.op.size());
+      identity[1] = std::max(identity[1], spec.name.size());
+      identity[3] = std::max(identity[3], case_dtype(op, spec.args).size());
+      for (const Implementation* impl : select_impls(op, selection.impls, specs)) {
+        identity[2] = std::max(identity[2], impl->name().size());
+      }
+    }
+    Table table = bench_table_header(options.stop.estimator);
+    table.stream_to(std::cout, bench_width_hints(options.stop.estimator, identity));
+    bool stopped = false;
+    try {
+      for (const ArgSpec& spec : specs) {
+        std::vector<BenchResult> planned = plan(spec, specs, device, sources.context(), options);
+        time_spec(spec, device, ceilings, options, *runner, planned, merged, scratch);
+        print_retries(spec.op + "/" + spec.name, runner->take_retries());
+        for (const BenchResult& r : planned) table.add_row(bench_row(r, options.stop.estimator));
+        results.insert(results.end(), planned.begin(), planned.end());
+        if (!json_path.empty()) {
+          write_json(merged, ceilings, options_template, device, results, false);
+        }
+        if (interrupt.interrupted()) throw Interrupted();
+      }
+    } catch (const Interrupted&) {
+      stopped = true;
     }
     std::error_code ignored;
     fs::remove(scratch, ignored);
 
-    print_report(std::cout, device, ceilings, options, results);
+    print_summary(std::cout, options, results);
     if (!json_path.empty()) {
-      merged["tokamax"] = {{"schema_version", 1},
-                           {"kind", "tokamax-bench"},
-                           {"ceilings", ceilings.to_json()},
-                           {"measurement", measurement_json(options_template, device)},
-                           {"cases", bench_records(results)}};
-      write_text_file(json_path, merged.dump(2) + "\n");
+      write_json(merged, ceilings, options_template, device, results, !stopped);
+    }
+    if (stopped) {
+      std::cerr << "bench: interrupted; the " << results.size()
+                << " finished results are above" << (json_path.empty() ? "" : " and in " + json_path)
+                << "\n";
+      return kExitInterrupted;
     }
     const bool failed = std::any_of(results.begin(), results.end(),
                                     [](const BenchResult& r) { return r.ran() && !r.stats.ok; });

@@ -1,9 +1,9 @@
 // `tokamax tune`: search each case's config space, verify the winner, record it in the cache.
-#include <csignal>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/report/table.h"
 #include "cli/tune_items.h"
 #include "cli/tune_sources.h"
@@ -14,15 +14,6 @@
 
 namespace tokamax::cli {
 namespace {
-
-std::atomic<bool> g_interrupt{false};
-
-// First Ctrl-C: finish or abandon the current candidate and stop cleanly (completed cases are
-// already in the cache). Second Ctrl-C: the default action, immediately.
-extern "C" void on_sigint(int) {
-  g_interrupt.store(true);
-  std::signal(SIGINT, SIG_DFL);
-}
 
 struct TuneCommand {
   Selection selection;
@@ -73,15 +64,12 @@ struct TuneCommand {
     const Device& device = resolve_device(device_name);
     const bool show_progress = !quiet && stderr_is_terminal();
 
-    g_interrupt.store(false);
-    auto previous = std::signal(SIGINT, on_sigint);
-    struct RestoreSignal {
-      void (*handler)(int);
-      ~RestoreSignal() { std::signal(SIGINT, handler); }
-    } restore{previous};
+    // First Ctrl-C or SIGTERM: finish or abandon the current candidate and stop cleanly
+    // (completed cases are already in the cache). A second one: the default action.
+    const InterruptScope interrupt;
 
     // Candidates run in one worker for the whole command (restarted after a crash or timeout).
-    const std::unique_ptr<CaseRunner> runner = make_runner(isolation, &g_interrupt);
+    const std::unique_ptr<CaseRunner> runner = make_runner(isolation, interrupt.flag());
     Table table(
         {"op", "spec", "impl", "candidates", "failed", "best", "heuristics", "gain", "config"});
     table.set_right_aligned({3, 5, 6, 7});
@@ -128,7 +116,7 @@ struct TuneCommand {
         options.strategy = search_strategy;
         options.max_evals = max_evals;
         options.time_budget_s = time_budget_s;
-        options.interrupt = &g_interrupt;
+        options.interrupt = interrupt.flag();
         options.runner = runner.get();
         if (show_progress) {
           options.progress = [&](const TuneProgress& p) {

@@ -1,4 +1,5 @@
 // `tokamax verify`: every selected implementation against the float64 oracle.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -6,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/report/table.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/harness/verifier.h"
@@ -43,54 +45,14 @@ struct VerifyCommand {
   std::string json_path;
   IsolationOptions isolation;
 
-  int run() const {
-    const std::vector<ArgSpec> specs = select_specs(selection);
-    const ConfigSources sources(config, selection.impls);
-    const Device& device = resolve_device(device_name);
-    VerifyOptions options;
-    options.device = &device;
-    options.seed = seed;
-    options.oracle_budget = oracle_budget;
-    options.max_case_bytes = max_memory_gb * 1e9;
-    options.dump_dir = dump_dir;
-    options.configs = sources.context();
-    // One worker for the whole command, restarted after a crash or timeout.
-    const std::unique_ptr<CaseRunner> runner = make_runner(isolation, nullptr);
-    options.runner = runner.get();
-
-    // err/bound: the worst ratio of an output's error to its own bound (passed means <= 1);
-    // err/max|y|: the largest error relative to the largest oracle value (the output's scale).
-    Table table({"op", "spec", "impl", "dtype", "result", "err/bound", "max abs err",
-                 "err/max|y|", "checked", "note"});
-    table.set_right_aligned({5, 6, 7, 8});
-    std::vector<VerifyRecord> records;
-    for (const ArgSpec& spec : specs) {
-      const Op& op = find_op(spec.op);
-      const std::vector<const Implementation*> impls = select_impls(op, selection.impls, specs);
-      if (impls.empty()) continue;
-      for (VerifyRecord& record : verify_case(spec, impls, options)) {
-        const bool compared = record.comparison.sampled > 0;
-        table.add_row({record.op, record.spec, record.impl, record.dtype, result_word(record),
-                       compared ? format_ratio(record.comparison.worst_ratio) : "-",
-                       compared ? format_scientific(record.comparison.max_abs_error) : "-",
-                       compared ? format_scientific(normwise_rel_error(record.comparison)) : "-",
-                       compared ? std::to_string(record.comparison.sampled) + "/" +
-                                      std::to_string(record.comparison.total)
-                                : "-",
-                       record.reason});
-        records.push_back(std::move(record));
-      }
-      print_retries(spec.op + "/" + spec.name, runner->take_retries());
-    }
-    table.print(std::cout);
-
-    std::map<std::string, int> counts;
-    for (const VerifyRecord& r : records) ++counts[std::string(disposition_name(r.disposition))];
-    std::cout << "\n" << records.size() << " results:";
-    std::map<std::string, int> failures;
+  // The summary line: counts by disposition, failures by kind.
+  static void print_summary(const std::vector<VerifyRecord>& records) {
+    std::map<std::string, int> counts, failures;
     for (const VerifyRecord& r : records) {
+      ++counts[std::string(disposition_name(r.disposition))];
       if (!r.failure.empty()) ++failures[r.failure];
     }
+    std::cout << "\n" << records.size() << " results:";
     for (const char* d : {"passed", "failed", "mistrusted", "unsupported", "skipped"}) {
       std::cout << " " << counts[d] << " " << d;
       if (std::string(d) == "failed" && !failures.empty()) {
@@ -103,21 +65,102 @@ struct VerifyCommand {
       std::cout << (std::string(d) == "skipped" ? "" : ",");
     }
     std::cout << "\n";
-    if (!json_path.empty()) {
-      nlohmann::json cases = nlohmann::json::array();
-      for (const VerifyRecord& r : records) cases.push_back(r.to_json());
-      nlohmann::json summary = nlohmann::json::object();
-      for (const auto& [name, count] : counts) summary[name] = count;
-      const nlohmann::json document = {{"schema_version", 1},
-                                       {"kind", "tokamax-verify"},
-                                       {"context", run_metadata(device)},
-                                       {"seed", seed},
-                                       {"oracle_budget", oracle_budget},
-                                       {"summary", summary},
-                                       {"cases", cases}};
-      write_text_file(json_path, document.dump(2) + "\n");
+  }
+
+  // --json: every record so far (rewritten after each one, so a stopped run keeps them).
+  void write_json(const Device& device, const std::vector<VerifyRecord>& records,
+                  bool complete) const {
+    nlohmann::json cases = nlohmann::json::array();
+    std::map<std::string, int> counts;
+    for (const VerifyRecord& r : records) {
+      cases.push_back(r.to_json());
+      ++counts[std::string(disposition_name(r.disposition))];
     }
-    return counts["failed"] > 0 ? kExitFailure : kExitOk;
+    nlohmann::json summary = nlohmann::json::object();
+    for (const auto& [name, count] : counts) summary[name] = count;
+    const nlohmann::json document = {{"schema_version", 1},
+                                     {"kind", "tokamax-verify"},
+                                     {"context", run_metadata(device)},
+                                     {"seed", seed},
+                                     {"oracle_budget", oracle_budget},
+                                     {"complete", complete},
+                                     {"summary", summary},
+                                     {"cases", cases}};
+    write_text_file(json_path, document.dump(2) + "\n");
+  }
+
+  int run() const {
+    const std::vector<ArgSpec> specs = select_specs(selection);
+    const ConfigSources sources(config, selection.impls);
+    const Device& device = resolve_device(device_name);
+    // A first SIGINT / SIGTERM abandons the implementation running and keeps what is done.
+    const InterruptScope interrupt;
+    VerifyOptions options;
+    options.device = &device;
+    options.seed = seed;
+    options.oracle_budget = oracle_budget;
+    options.max_case_bytes = max_memory_gb * 1e9;
+    options.dump_dir = dump_dir;
+    options.configs = sources.context();
+    // One worker for the whole command, restarted after a crash or timeout.
+    const std::unique_ptr<CaseRunner> runner = make_runner(isolation, interrupt.flag());
+    options.runner = runner.get();
+
+    // err/bound: the worst ratio of an output's error to its own bound (passed means <= 1);
+    // err/max|y|: the largest error relative to the largest oracle value (the output's scale).
+    Table table({"op", "spec", "impl", "dtype", "result", "err/bound", "max abs err",
+                 "err/max|y|", "checked", "note"});
+    table.set_right_aligned({5, 6, 7, 8});
+    // Rows print as each implementation finishes: the identity columns are as wide as the
+    // selection needs, the others as their usual values.
+    std::vector<std::pair<const ArgSpec*, std::vector<const Implementation*>>> cases;
+    std::vector<size_t> widths = {0, 0, 0, 0, 11, 9, 11, 10, 11};
+    for (const ArgSpec& spec : specs) {
+      const Op& op = find_op(spec.op);
+      std::vector<const Implementation*> impls = select_impls(op, selection.impls, specs);
+      if (impls.empty()) continue;
+      widths[0] = std::max(widths[0], spec.op.size());
+      widths[1] = std::max(widths[1], spec.name.size());
+      widths[3] = std::max(widths[3], case_dtype(op, spec.args).size());
+      for (const Implementation* impl : impls) widths[2] = std::max(widths[2], impl->name().size());
+      cases.emplace_back(&spec, std::move(impls));
+    }
+    table.stream_to(std::cout, widths);
+    std::vector<VerifyRecord> records;
+    options.on_record = [&](const VerifyRecord& record) {
+      const bool compared = record.comparison.sampled > 0;
+      table.add_row({record.op, record.spec, record.impl, record.dtype, result_word(record),
+                     compared ? format_ratio(record.comparison.worst_ratio) : "-",
+                     compared ? format_scientific(record.comparison.max_abs_error) : "-",
+                     compared ? format_scientific(normwise_rel_error(record.comparison)) : "-",
+                     compared ? std::to_string(record.comparison.sampled) + "/" +
+                                    std::to_string(record.comparison.total)
+                              : "-",
+                     record.reason});
+      records.push_back(record);
+      if (!json_path.empty()) write_json(device, records, false);
+    };
+    bool stopped = false;
+    try {
+      for (const auto& [spec, impls] : cases) {
+        verify_case(*spec, impls, options);
+        print_retries(spec->op + "/" + spec->name, runner->take_retries());
+        if (interrupt.interrupted()) throw Interrupted();
+      }
+    } catch (const Interrupted&) {
+      stopped = true;
+    }
+    print_summary(records);
+    if (!json_path.empty()) write_json(device, records, !stopped);
+    if (stopped) {
+      std::cerr << "verify: interrupted; the " << records.size() << " finished results are above"
+                << (json_path.empty() ? "" : " and in " + json_path) << "\n";
+      return kExitInterrupted;
+    }
+    const bool failed = std::any_of(records.begin(), records.end(), [](const VerifyRecord& r) {
+      return r.disposition == Disposition::kFailed;
+    });
+    return failed ? kExitFailure : kExitOk;
   }
 };
 

@@ -5,10 +5,11 @@
 #   run_checks.sh [RESULTS_DIR]          the check: at most 8 minutes
 #   run_checks.sh --tune [RESULTS_DIR]   tunes the cuda implementation on bench_gpu instead
 #
-# RESULTS_DIR (default: $OUT, else ./gpu_results) receives at most 8 files, each named in the
+# RESULTS_DIR (default: $OUT, else ./gpu_results) receives at most 10 files, each named in the
 # summary: summary.txt (the machine, each step's command, exit status and seconds), log.txt
-# (everything the steps printed), info.json, verify_ci_tests.json, verify_bench_gpu.json,
-# bench_gpu.json, sanitizer.txt; with --tune, tune.json and autotuning.json (the cache to ship).
+# (everything the steps printed), info.json, verify_cuda_ci_tests.json, verify_ci_tests.json,
+# verify_vjp_ci_tests.json, verify_bench_gpu.json, bench_gpu.json, sanitizer.txt; with --tune,
+# tune.json and autotuning.json (the cache to ship).
 # Commit it as results/gpu/<device id>/ (info.json's device.id).
 #
 # The machine needs a CUDA 13 driver; cuBLAS, cuDNN and the shared CUDA runtime (for the cublas
@@ -115,20 +116,28 @@ if [ "$tune" -eq 1 ]; then
   exit 0
 fi
 
-# Numerics on the small cases, the benchmark, numerics on the full-size cases, then the memory
-# and race checkers on one small case: the most telling first, should the budget run out.
+# Numerics on the small cases (our kernel alone first, so its verdict exists even if a vendor
+# library hangs), the benchmark, numerics on the full-size cases, then the memory and race
+# checkers on one small case: the most telling first, should the budget run out. Each
+# implementation's run is limited (--run-timeout) well inside its step, and a step that reaches
+# its limit gets SIGTERM first: verify and bench then print and write (--json) every row they
+# finished, so a slow step loses only its unfinished rows.
+step verify-cuda-ci_tests 45 "$tokamax" verify --op ragged_dot --tag ci_tests --impl cuda \
+  --device "$device" --run-timeout 20 --json "$results/verify_cuda_ci_tests.json"
+
 step verify-ci_tests 60 "$tokamax" verify --op ragged_dot --tag ci_tests --impl "$impls" \
-  --device "$device" --json "$results/verify_ci_tests.json"
+  --device "$device" --run-timeout 20 --json "$results/verify_ci_tests.json"
 
 step "bench-$bench_tag" 180 "$tokamax" bench --op ragged_dot --tag "$bench_tag" \
-  --impl "$impls" --device "$device" --json "$results/bench_gpu.json"
+  --impl "$impls" --device "$device" --run-timeout 40 --json "$results/bench_gpu.json"
 
 step "verify-$bench_tag" 120 "$tokamax" verify --op ragged_dot --tag "$bench_tag" \
-  --impl "$impls" --device "$device" --max-memory 64 --json "$results/verify_bench_gpu.json"
+  --impl "$impls" --device "$device" --max-memory 64 --run-timeout 40 \
+  --json "$results/verify_bench_gpu.json"
 
 # The backward's cuBLAS baseline (ragged_dot_vjp), whose GEMM plan is tested on the CPU only.
 step verify-vjp-ci_tests 60 "$tokamax" verify --op ragged_dot_vjp --tag ci_tests --impl cublas \
-  --device "$device" --json "$results/verify_vjp_ci_tests.json"
+  --device "$device" --run-timeout 20 --json "$results/verify_vjp_ci_tests.json"
 
 sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
   /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)"

@@ -130,32 +130,59 @@ std::vector<BenchField> bench_fields(NoiseEstimator estimator) {
   };
 }
 
-Table bench_table(const std::vector<BenchResult>& results, NoiseEstimator estimator) {
-  std::vector<const BenchField*> columns;
-  const std::vector<BenchField> fields = bench_fields(estimator);
+namespace {
+
+// The fields the table shows, in order.
+std::vector<BenchField> shown_fields(NoiseEstimator estimator) {
+  std::vector<BenchField> shown;
+  for (BenchField& field : bench_fields(estimator)) {
+    if (!field.header.empty()) shown.push_back(std::move(field));
+  }
+  return shown;
+}
+
+}  // namespace
+
+Table bench_table_header(NoiseEstimator estimator) {
   std::vector<std::string> header;
   std::vector<size_t> right;
-  for (const BenchField& field : fields) {
-    if (field.header.empty()) continue;
-    if (field.number) right.push_back(columns.size());
-    columns.push_back(&field);
+  for (const BenchField& field : shown_fields(estimator)) {
+    if (field.number) right.push_back(header.size());
     header.push_back(field.header);
   }
   Table table(header);
   table.set_right_aligned(right);
+  return table;
+}
+
+std::vector<std::string> bench_row(const BenchResult& result, NoiseEstimator estimator) {
+  const std::vector<BenchField> columns = shown_fields(estimator);
   // The case's own columns name it even when it did not run.
   constexpr size_t kIdentity = 4;  // op, spec, impl, dtype
-  for (const BenchResult& result : results) {
-    std::vector<std::string> row;
-    for (size_t c = 0; c < columns.size(); ++c) {
-      if (result.ran() || c < kIdentity) {
-        row.push_back(columns[c]->text(result));
-      } else {
-        row.push_back(c + 1 == columns.size() ? "unsupported: " + result.unsupported : "-");
-      }
+  std::vector<std::string> row;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    if (result.ran() || c < kIdentity) {
+      row.push_back(columns[c].text(result));
+    } else {
+      row.push_back(c + 1 == columns.size() ? "unsupported: " + result.unsupported : "-");
     }
-    table.add_row(std::move(row));
   }
+  return row;
+}
+
+std::vector<size_t> bench_width_hints(NoiseEstimator estimator,
+                                      const std::vector<size_t>& identity) {
+  // median, min, max ("123.456 ms"), samples, noise, GFLOP/s, GB/s, roofline, vs vendor
+  // ("1.00x (0.97-1.01)"), flags, source; config is last and free.
+  std::vector<size_t> hints = identity;
+  for (size_t w : {10, 10, 10, 7, 7, 8, 6, 8, 17, 5, 10}) hints.push_back(w);
+  hints.resize(shown_fields(estimator).size(), 0);
+  return hints;
+}
+
+Table bench_table(const std::vector<BenchResult>& results, NoiseEstimator estimator) {
+  Table table = bench_table_header(estimator);
+  for (const BenchResult& result : results) table.add_row(bench_row(result, estimator));
   return table;
 }
 

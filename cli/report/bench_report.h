@@ -27,6 +27,13 @@ std::vector<BenchField> bench_fields(NoiseEstimator estimator);
 
 // The table: one row per result, in order; an unsupported one says why in its last column.
 Table bench_table(const std::vector<BenchResult>& results, NoiseEstimator estimator);
+// The same table's header alone, and one result's row: for printing rows as cases finish.
+Table bench_table_header(NoiseEstimator estimator);
+std::vector<std::string> bench_row(const BenchResult& result, NoiseEstimator estimator);
+// Widths that fit the usual values of each column of the table (the identity columns: the
+// longest of `identity` = {op, spec, impl, dtype} lengths given).
+std::vector<size_t> bench_width_hints(NoiseEstimator estimator,
+                                      const std::vector<size_t>& identity);
 
 // tokamax.cases of `bench --json`: one record per result that ran.
 nlohmann::json bench_records(const std::vector<BenchResult>& results);

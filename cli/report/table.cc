@@ -7,7 +7,48 @@
 
 namespace tokamax::cli {
 
+void Table::print_row(std::ostream& out, const std::vector<size_t>& width,
+                      const std::vector<std::string>& row) const {
+  std::string line;
+  for (size_t c = 0; c < header_.size(); ++c) {
+    const std::string cell = c < row.size() ? row[c] : "";
+    const std::string pad(width[c] > cell.size() ? width[c] - cell.size() : 0, ' ');
+    const bool right = std::find(right_.begin(), right_.end(), c) != right_.end();
+    line += right ? pad + cell : cell + pad;
+    if (c + 1 < header_.size()) line += "  ";
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  out << line << "\n";
+}
+
+void Table::print_header(std::ostream& out, const std::vector<size_t>& width) const {
+  print_row(out, width, header_);
+  std::vector<std::string> rule;
+  for (size_t w : width) rule.push_back(std::string(w, '-'));
+  print_row(out, width, rule);
+}
+
+void Table::stream_to(std::ostream& out, const std::vector<size_t>& width_hints) {
+  stream_ = &out;
+  stream_width_.assign(header_.size(), 0);
+  for (size_t c = 0; c < header_.size(); ++c) {
+    stream_width_[c] = std::max(header_[c].size(), c < width_hints.size() ? width_hints[c] : 0);
+  }
+  print_header(out, stream_width_);
+  for (const auto& row : rows_) print_row(out, stream_width_, row);
+  out.flush();
+}
+
+void Table::add_row(std::vector<std::string> row) {
+  if (stream_ != nullptr) {
+    print_row(*stream_, stream_width_, row);
+    stream_->flush();
+  }
+  rows_.push_back(std::move(row));
+}
+
 void Table::print(std::ostream& out) const {
+  if (stream_ != nullptr) return;  // already printed, row by row
   std::vector<size_t> width(header_.size(), 0);
   for (size_t c = 0; c < header_.size(); ++c) width[c] = header_[c].size();
   for (const auto& row : rows_) {
@@ -15,23 +56,8 @@ void Table::print(std::ostream& out) const {
       width[c] = std::max(width[c], row[c].size());
     }
   }
-  auto print_row = [&](const std::vector<std::string>& row) {
-    std::string line;
-    for (size_t c = 0; c < header_.size(); ++c) {
-      const std::string cell = c < row.size() ? row[c] : "";
-      const std::string pad(width[c] - cell.size(), ' ');
-      const bool right = std::find(right_.begin(), right_.end(), c) != right_.end();
-      line += right ? pad + cell : cell + pad;
-      if (c + 1 < header_.size()) line += "  ";
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out << line << "\n";
-  };
-  print_row(header_);
-  std::vector<std::string> rule;
-  for (size_t w : width) rule.push_back(std::string(w, '-'));
-  print_row(rule);
-  for (const auto& row : rows_) print_row(row);
+  print_header(out, width);
+  for (const auto& row : rows_) print_row(out, width, row);
 }
 
 std::string format_number(double value, int precision) {

@@ -84,6 +84,10 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
   const BoundArgs& args = spec.args;
   const Device& device = options.device != nullptr ? *options.device : default_device();
   std::vector<VerifyRecord> records;
+  auto emit = [&](VerifyRecord record) {
+    if (options.on_record) options.on_record(record);
+    records.push_back(std::move(record));
+  };
   auto record_for = [&](const Implementation& impl) {
     VerifyRecord record;
     record.op = spec.op;
@@ -102,7 +106,7 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
       record.disposition = Disposition::kSkipped;
       record.reason = "needs " + std::to_string(static_cast<int64_t>(bytes / 1e6)) +
                       " MB, over the --max-memory limit";
-      records.push_back(record);
+      emit(std::move(record));
     }
     return records;
   }
@@ -133,7 +137,7 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
     if (!support.ok) {
       record.disposition = Disposition::kUnsupported;
       record.reason = support.reason;
-      records.push_back(record);
+      emit(std::move(record));
       continue;
     }
     CheckResult check;
@@ -158,14 +162,14 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
     if (check.status == "unsupported") {
       record.disposition = Disposition::kUnsupported;
       record.reason = check.reason;
-      records.push_back(record);
+      emit(std::move(record));
       continue;
     }
     if (check.status != "ok") {
       record.disposition = Disposition::kFailed;
       record.failure = check.status;
       record.reason = check.status + ": " + check.reason;
-      records.push_back(record);
+      emit(std::move(record));
       continue;
     }
     // Judge every output; the worst one decides.
@@ -193,7 +197,7 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
       record.reason = "sampled " + std::to_string(record.comparison.sampled) + " of " +
                       std::to_string(record.comparison.total) + " outputs";
     }
-    records.push_back(record);
+    emit(std::move(record));
   }
 
   if (!case_dir.empty()) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "ops/framework/op.h"
 
 namespace tokamax {
+
+struct VerifyRecord;
 
 struct VerifyOptions {
   const Device* device = nullptr;  // where implementations run; null: the default device
@@ -26,6 +29,9 @@ struct VerifyOptions {
   // Where implementations run: null = in this process. With a WorkerRunner an implementation
   // that crashes or hangs fails with failure "crash" / "timeout" and the others still run.
   CaseRunner* runner = nullptr;
+  // Called with each implementation's record as soon as it is final (before verify_case
+  // returns), so that a caller can print and save it even if a later implementation hangs.
+  std::function<void(const VerifyRecord&)> on_record;
 };
 
 struct VerifyRecord {
