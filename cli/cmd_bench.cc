@@ -362,9 +362,8 @@ struct BenchCommand {
       write_json(merged, ceilings, options_template, device, results, !stopped);
     }
     if (stopped) {
-      std::cerr << "bench: interrupted; the " << results.size()
-                << " finished results are above" << (json_path.empty() ? "" : " and in " + json_path)
-                << "\n";
+      std::cerr << "bench: interrupted; the " << results.size() << " finished results are above"
+                << (json_path.empty() ? "" : " and in " + json_path) << "\n";
       return kExitInterrupted;
     }
     const bool failed = std::any_of(results.begin(), results.end(),
