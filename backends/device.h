@@ -78,6 +78,10 @@ class Device {
   // Where this device's tensors live.
   virtual const Memory& memory() const = 0;
   virtual std::unique_ptr<Timer> timer() const = 0;
+  // The fewest calls a timed sample batches. An accelerator's first call after an idle moment
+  // pays the host's launch latency with nothing queued to hide it; back-to-back calls overlap it
+  // with the previous call's work, as an application's stream of launches does.
+  virtual int64_t min_calls_per_sample() const { return 1; }
   // Returns once every kernel issued on this device so far has finished.
   virtual void synchronize() const = 0;
   // The cache cold-cache benchmarks overflow.

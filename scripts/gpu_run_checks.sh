@@ -19,6 +19,14 @@
 #   TOKAMAX_CHECK_IMPLS      the implementations           (cuda,cublas,cublas_grouped,cudnn)
 #   TOKAMAX_CHECK_BENCH_TAG  the benchmark catalog's tag   (bench_gpu)
 #   TOKAMAX_CHECK_BUDGET_S   seconds for all steps         (460)
+#   TOKAMAX_CHECK_BIN        the tokamax to run            (the bundle's bin/tokamax)
+#
+# The time plan (a lent GPU machine has about 15 minutes in all, its start-up of about 4 and
+# every idle wait included): this first call stays under about 8 minutes, each step under its own
+# limit and all of them under the budget (a step that would pass it is cut to what is left, one
+# with 5 s or less is skipped); results are written as they come (verify and bench keep their
+# finished rows when a limit stops them); call again only if about 3 minutes remain after it.
+# --tune's budget is what is left of the same one.
 set -uo pipefail
 
 tune=0
@@ -30,7 +38,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 results="${1:-${OUT:-$PWD/gpu_results}}"
 mkdir -p "$results"
 results="$(cd "$results" && pwd)"
-tokamax="$here/bin/tokamax"
+tokamax="${TOKAMAX_CHECK_BIN:-$here/bin/tokamax}"
 device="${TOKAMAX_CHECK_DEVICE:-cuda}"
 impls="${TOKAMAX_CHECK_IMPLS:-cuda,cublas,cublas_grouped,cudnn}"
 bench_tag="${TOKAMAX_CHECK_BENCH_TAG:-bench_gpu}"
@@ -47,27 +55,48 @@ export XDG_CACHE_HOME
 
 note() { echo "$*" | tee -a "$summary"; }
 
-# cuBLAS, cuDNN (and the shared CUDA runtime cudnn-frontend calls) are loaded at run time: the
-# toolkit's copies, or pip's (nvidia-cublas, nvidia-cudnn-cu13).
-find_library() {
+# cuBLAS, cuDNN (and the shared CUDA runtime cudnn-frontend calls) are loaded at run time: pip's
+# copies first (nvidia-cublas, nvidia-cudnn-cu13: cuDNN usually lives only there), then the
+# toolkit's; a whole-disk search runs at most once, for every library still missing.
+pip_dirs=()
+sites="$(python3 -c 'import site; print(*site.getsitepackages(), site.getusersitepackages())' \
+  2>/dev/null || true)"
+for site in $sites; do
+  for dir in "$site"/nvidia/*/lib; do
+    if [ -d "$dir" ]; then pip_dirs+=("$dir"); fi
+  done
+done
+libraries=(libcublas.so.13 libcudnn.so.9 libcudart.so.13)
+find_in_dirs() {
   local dir
-  for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+  for dir in "${pip_dirs[@]}" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
     /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/lib /usr/lib/x86_64-linux-gnu; do
     if [ -e "$dir/$1" ]; then
       echo "$dir"
       return
     fi
   done
-  local found
-  found="$(find / -xdev -name "$1" \( -path '*site-packages*' -o -path '/opt/*' \) 2>/dev/null |
-    head -n 1)"
-  [ -n "$found" ] && dirname "$found"
 }
 declare -A library_dirs=()
-for library in libcublas.so.13 libcudnn.so.9 libcudart.so.13; do
-  dir="$(find_library "$library")"
-  library_dirs[$library]="${dir:-not found}"
-  if [ -n "$dir" ] && [[ ":${LD_LIBRARY_PATH:-}:" != *":$dir:"* ]]; then
+missing=()
+for library in "${libraries[@]}"; do
+  dir="$(find_in_dirs "$library")"
+  if [ -n "$dir" ]; then library_dirs[$library]="$dir"; else missing+=("$library"); fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  names=()
+  for library in "${missing[@]}"; do names+=(-o -name "$library"); done
+  searched="$(find / -xdev \( "${names[@]:1}" \) \( -path '*site-packages*' -o -path '/opt/*' \) \
+    2>/dev/null || true)"
+  for library in "${missing[@]}"; do
+    found="$(grep -m 1 "/$library\$" <<<"$searched" || true)"
+    library_dirs[$library]="not found"
+    if [ -n "$found" ]; then library_dirs[$library]="$(dirname "$found")"; fi
+  done
+fi
+for library in "${libraries[@]}"; do
+  dir="${library_dirs[$library]}"
+  if [ "$dir" != "not found" ] && [[ ":${LD_LIBRARY_PATH:-}:" != *":$dir:"* ]]; then
     export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
   fi
 done
@@ -75,6 +104,8 @@ done
 note "tokamax GPU check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
 note "bundle: $(head -n 3 "$here/MANIFEST.txt" 2>/dev/null | tr '\n' ' ')"
 note "device: $device; implementations: $impls; benchmark tag: $bench_tag; budget: ${budget}s"
+note "plan: every step below within ${budget}s of this call (each under its own limit; verify and \
+bench write rows as they finish); run again only if about 3 minutes of the machine remain"
 for library in "${!library_dirs[@]}"; do note "$library: ${library_dirs[$library]}"; done
 {
   echo "== machine"
@@ -109,8 +140,10 @@ step info-json 20 sh -c "\"$tokamax\" info --device $device --json >\"$results/i
 step list 20 "$tokamax" list --op ragged_dot --device "$device"
 
 if [ "$tune" -eq 1 ]; then
+  # The tuner's own budget: what is left of this call's, less a minute for its last candidate.
   step tune "$budget" "$tokamax" tune --op ragged_dot --tag "$bench_tag" --impl cuda \
-    --device "$device" --quiet --time-budget $((budget - 60)) --cache "$results/autotuning.json" \
+    --device "$device" --quiet --time-budget $((budget - (SECONDS - start) - 60)) \
+    --cache "$results/autotuning.json" \
     --json "$results/tune.json"
   note "done in $((SECONDS - start))s"
   exit 0

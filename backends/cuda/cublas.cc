@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -72,9 +73,12 @@ void check(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
   check_context(what);  // a kernel before it faulted: the device is lost, not just this call
   const Cublas& c = library();
-  throw std::runtime_error(
+  const std::string message =
       std::string("cuBLAS ") + what + ": " +
-      (c.status_name ? c.status_name(status) : "status " + std::to_string(status)));
+      (c.status_name ? c.status_name(status) : "status " + std::to_string(status));
+  // The library's "not for these types or this device" is a decline, not an error.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw CublasNotSupported(message);
+  throw std::runtime_error(message);
 }
 
 cudaDataType data_type(Element element) {
@@ -131,6 +135,42 @@ void gemm(const Device& device, Element in, Element out, int m, int n, int k, co
                           a, data_type(in), lda, &beta, c, data_type(out), ldc,
                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx");
+}
+
+double measure_cublas_gemm_gflops(const Device& device, Element in, int n, int repetitions) {
+  if (!library().error.empty() || n <= 0) return 0.0;
+  const size_t bytes = static_cast<size_t>(n) * n * 2;  // 16-bit elements
+  void* buffers[3] = {nullptr, nullptr, nullptr};
+  cudaEvent_t start = nullptr, stop = nullptr;
+  double best = 0.0;
+  try {
+    check(cudaSetDevice(ordinal(device)), "cudaSetDevice");
+    for (void*& p : buffers) {
+      check(cudaMalloc(&p, bytes), "cudaMalloc");
+      check(cudaMemset(p, 0, bytes), "cudaMemset");  // zeros: no denormal or NaN slow paths
+    }
+    const auto s = static_cast<cudaStream_t>(stream(device));
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+    gemm(device, in, in, n, n, n, buffers[0], n, buffers[1], n, buffers[2], n);  // warm-up
+    for (int r = 0; r < repetitions; ++r) {
+      check(cudaEventRecord(start, s), "cudaEventRecord");
+      gemm(device, in, in, n, n, n, buffers[0], n, buffers[1], n, buffers[2], n);
+      check(cudaEventRecord(stop, s), "cudaEventRecord");
+      check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+      float ms = 0.0f;
+      check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+      if (ms > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / (ms * 1e6));
+    }
+  } catch (const std::exception&) {
+    best = 0.0;  // the ceiling then stays the mma.sync one
+  }
+  if (start != nullptr) cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+  for (void* p : buffers) {
+    if (p != nullptr) cudaFree(p);
+  }
+  return best;
 }
 
 void grouped_gemm(const Device& device, Element in, Element out, int n, int k,

@@ -103,6 +103,10 @@ class Op {
   // the compute ceiling of the roofline (bf16 inputs may use bf16 dot products). An op whose
   // arithmetic can run in int8 says kI8.
   virtual DType compute_dtype(const BoundArgs& args) const;
+  // Whether the outputs must hold zeros before an implementation runs, because the op leaves
+  // part of them as they were (ragged_dot's zero_initialize=false). Otherwise verify fills them
+  // with NaN first, so an implementation that fails to write an element fails.
+  virtual bool outputs_start_zeroed(const BoundArgs&) const { return false; }
 };
 
 // A kernel ready to run: one implementation with a parsed, validated config, bound to one

@@ -525,6 +525,10 @@ DType RaggedDotOp::compute_dtype(const BoundArgs& args) const {
   return Op::compute_dtype(args);
 }
 
+bool RaggedDotOp::outputs_start_zeroed(const BoundArgs& args) const {
+  return !RaggedDotProblem::from(args).zero_initialize;
+}
+
 double RaggedDotOp::flops(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   return 2.0 * static_cast<double>(p.owned_rows()) * p.K * p.N;

@@ -142,6 +142,8 @@ class RaggedDotOp : public Op {
   std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
   // maybe_quantize_lhs with i8 weights multiplies int8 by int8: kI8 (the int8 dot ceiling).
   DType compute_dtype(const BoundArgs& args) const override;
+  // zero_initialize=false leaves the rows outside the owned groups as they were: zeros.
+  bool outputs_start_zeroed(const BoundArgs& args) const override;
   double flops(const BoundArgs& args) const override;
   double bytes(const BoundArgs& args) const override;
   TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;

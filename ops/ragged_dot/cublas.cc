@@ -56,6 +56,13 @@ class CublasRaggedDot final : public TypedImplementation<RaggedDotProblem> {
       throw NotImplemented(std::string(name()) + ": " + lhs + " inputs with a " + out +
                            " output; the baseline wires bf16/f16 -> same or f32, and f32 -> f32");
     }
+    // cublasGemmGroupedBatchedEx's documented type table has one type for A, B and C (with f32
+    // compute): a 16-bit product with an f32 output is not among them.
+    if (grouped_ && half && p.out_dtype != p.lhs_dtype) {
+      throw NotImplemented(std::string(name()) + ": " + lhs + " inputs with an " + out +
+                           " output; cublasGemmGroupedBatchedEx takes one type for A, B and C "
+                           "(cublas, one gemm per group, has this one)");
+    }
     if (p.M > INT_MAX || p.K > INT_MAX || p.N > INT_MAX) {
       throw NotImplemented(std::string(name()) + ": extents past cuBLAS's 32-bit integers");
     }
@@ -88,12 +95,16 @@ class CublasRaggedDot final : public TypedImplementation<RaggedDotProblem> {
     if (p.K == 0 || p.N == 0) return;
     const cuda::Element in = cuda_element(p.lhs_dtype), o = cuda_element(p.out_dtype);
     const int N = static_cast<int>(p.N), K = static_cast<int>(p.K);
-    if (grouped_) {
-      cuda::grouped_gemm(device, in, o, N, K, groups);
-      return;
-    }
-    for (const cuda::GemmGroup& g : groups) {
-      if (g.m > 0) cuda::gemm(device, in, o, g.m, N, K, g.a, K, g.b, N, g.c, N);
+    try {
+      if (grouped_) {
+        cuda::grouped_gemm(device, in, o, N, K, groups);
+        return;
+      }
+      for (const cuda::GemmGroup& g : groups) {
+        if (g.m > 0) cuda::gemm(device, in, o, g.m, N, K, g.a, K, g.b, N, g.c, N);
+      }
+    } catch (const cuda::CublasNotSupported& e) {
+      throw NotImplemented(std::string(name()) + ": " + e.what());
     }
 #else
     (void)inputs;

@@ -40,12 +40,21 @@ namespace tokamax::ragged_cuda {
 
 using cuda::check;
 
-inline void check_cutlass(cutlass::Status status, const char* what) {
+// `context` says what was launched (grid, block, cluster, shared memory, the problem): CUTLASS's
+// own status is often only "Error Internal".
+template <class Context>
+void check_cutlass(cutlass::Status status, const char* what, Context&& context) {
   if (status != cutlass::Status::kSuccess) {
     cuda::check_context(what);  // a kernel before it faulted: the device is lost
+    const cudaError_t last = cudaPeekAtLastError();
     throw std::runtime_error(std::string("CUTLASS ") + what + ": " +
-                             cutlass::cutlassGetStatusString(status));
+                             cutlass::cutlassGetStatusString(status) + " (" + context() +
+                             "; last CUDA error: " + cudaGetErrorName(last) + ")");
   }
+}
+
+inline std::string dim3_text(dim3 d) {
+  return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
 }
 
 // Rounds up to 256 bytes, the alignment every table of the workspace keeps.
@@ -188,9 +197,22 @@ struct RaggedGemm {
     check(cudaGetLastError(), "zero_tail");
     Gemm gemm;
     const typename Gemm::Arguments args = arguments(l, t);
-    check_cutlass(gemm.can_implement(args), "can_implement");
-    check_cutlass(gemm.initialize(args, t.cutlass_workspace, stream), "initialize");
-    check_cutlass(gemm.run(stream), "run");
+    bool initialized = false;
+    auto context = [&] {
+      std::string text = "G=" + std::to_string(l.G) + " M=" + std::to_string(l.M) +
+                         " K=" + std::to_string(l.K) + " N=" + std::to_string(l.N) + ", block " +
+                         dim3_text(GemmKernel::get_block_shape()) + ", cluster " +
+                         std::to_string(cute::size<0>(ClusterShape{})) + "x" +
+                         std::to_string(cute::size<1>(ClusterShape{})) + ", shared memory " +
+                         std::to_string(GemmKernel::SharedStorageSize) + " bytes, " +
+                         std::to_string(l.sm_count) + " SMs";
+      if (initialized) text += ", grid " + dim3_text(GemmKernel::get_grid_shape(gemm.params()));
+      return text;
+    };
+    check_cutlass(gemm.can_implement(args), "can_implement", context);
+    check_cutlass(gemm.initialize(args, t.cutlass_workspace, stream), "initialize", context);
+    initialized = true;
+    check_cutlass(gemm.run(stream), "run", context);
   }
 };
 

@@ -70,11 +70,15 @@ class CublasRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem>
       cuda::memset_async(device, at(z.tensor, z.offset), static_cast<size_t>(z.count) * size);
     }
     const cuda::Element element = cuda_element(vp.fwd.lhs_dtype);
-    for (const RaggedDotVjpGemm& g : plan.gemms) {
-      cuda::gemm(device, element, element, static_cast<int>(g.m), static_cast<int>(g.n),
-                 static_cast<int>(g.k), at(g.a, g.a_offset), static_cast<int>(g.lda),
-                 at(g.b, g.b_offset), static_cast<int>(g.ldb), at(g.c, g.c_offset),
-                 static_cast<int>(g.ldc), g.a_transposed, g.b_transposed);
+    try {
+      for (const RaggedDotVjpGemm& g : plan.gemms) {
+        cuda::gemm(device, element, element, static_cast<int>(g.m), static_cast<int>(g.n),
+                   static_cast<int>(g.k), at(g.a, g.a_offset), static_cast<int>(g.lda),
+                   at(g.b, g.b_offset), static_cast<int>(g.ldb), at(g.c, g.c_offset),
+                   static_cast<int>(g.ldc), g.a_transposed, g.b_transposed);
+      }
+    } catch (const cuda::CublasNotSupported& e) {
+      throw NotImplemented(std::string("cublas: ") + e.what());
     }
 #else
     (void)inputs;

@@ -31,6 +31,8 @@ class FakeDevice final : public Device {
   }
   const Memory& memory() const override { return host_memory(); }
   std::unique_ptr<Timer> timer() const override { return std::make_unique<WallTimer>(); }
+  int64_t min_calls = 1;  // what min_calls_per_sample answers
+  int64_t min_calls_per_sample() const override { return min_calls; }
   void synchronize() const override {}
   CacheSize last_level_cache() const override { return {0, "none"}; }
   std::vector<InfoRow> info_rows() const override { return {}; }

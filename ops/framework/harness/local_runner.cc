@@ -141,7 +141,17 @@ CheckResult LocalRunner::check(const Implementation& impl, const nlohmann::json&
   const OracleSet& oracle = s.ensure_oracle();
   if (interrupt_ != nullptr && interrupt_->load()) throw Interrupted();
   CheckResult result;
-  for (auto& [name, tensor] : s.outputs) tensor.fill_zero();
+  // NaN bytes everywhere an implementation must write (every byte 0xff is a NaN in every float
+  // type), so one that leaves an element unwritten fails; zeros where the op keeps old contents.
+  const bool zeroed = s.op->outputs_start_zeroed(s.setup.args);
+  for (auto& [name, tensor] : s.outputs) {
+    if (zeroed) {
+      tensor.fill_zero();
+    } else {
+      const std::vector<unsigned char> poison(tensor.size_bytes(), 0xff);
+      tensor.memory().copy_from_host(tensor.raw(), poison.data(), poison.size());
+    }
+  }
   try {
     s.kernel(impl, config).run(s.inputs, s.outputs);
     s.device->synchronize();

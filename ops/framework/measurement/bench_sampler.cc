@@ -146,8 +146,10 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options, cons
 
   if (stats.ok) {
     if (batch <= 0) {
-      batch = static_cast<int64_t>(
-          std::clamp(std::round(options.sample_time_s / std::max(one_call, 1e-9)), 1.0, 1e6));
+      batch = std::max(
+          device.min_calls_per_sample(),
+          static_cast<int64_t>(std::clamp(
+              std::round(options.sample_time_s / std::max(one_call, 1e-9)), 1.0, 1e6)));
     }
     stats.iterations = batch;
     double timed = 0;

@@ -12,10 +12,12 @@ namespace tokamax::testing {
 
 // Config of FakeRaggedDot: `mode` picks its behaviour, `delay_us` how slow it is.
 struct FakeConfig {
-  int mode = 0;  // 0 correct, 1 corrupts one output element, 2 rejected by check_config
+  // 0 correct, 1 corrupts one output element, 2 rejected by check_config, 3 writes only the
+  // rows of the groups (the rows past the group sum keep whatever was there)
+  int mode = 0;
   int delay_us = 0;
   void validate() const {
-    if (mode < 0 || mode > 2) throw InvalidArgument("mode must be 0, 1 or 2", "mode");
+    if (mode < 0 || mode > 3) throw InvalidArgument("mode must be 0, 1, 2 or 3", "mode");
   }
   template <class V>
   void visit(V&& v) {
@@ -51,8 +53,15 @@ class FakeRaggedDot final : public TypedImplementation<RaggedDotProblem, FakeCon
            const TensorMap& inputs, TensorMap& outputs) const override {
     if (config.delay_us > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(config.delay_us));
-    ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), outputs.at("out"));
-    if (config.mode == 1) outputs.at("out").set(0, outputs.at("out").get(0) + 1.0);
+    Tensor& out = outputs.at("out");
+    if (config.mode == 3) {
+      Tensor full(out.spec());
+      ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), full);
+      for (int64_t i = 0; i < problem.rows() * problem.out_N(); ++i) out.set(i, full.get(i));
+      return;
+    }
+    ragged_dot_reference<float>(problem, inputs.at("lhs"), inputs.at("rhs"), out);
+    if (config.mode == 1) out.set(0, out.get(0) + 1.0);
   }
 
  private:

@@ -63,6 +63,26 @@ TEST_CASE("verify passes correct implementations and fails a wrong one", "[verif
   }
 }
 
+TEST_CASE("verify fills outputs with NaN first, so an element left unwritten fails",
+          "[verifier]") {
+  const FakeRaggedDot lazy("lazy");
+  VerifyOptions options;
+  options.configs.explicit_config = nlohmann::json{{"mode", 3}};
+  // Rows 19-23 are past the group sum: they must be written (zeros), and `lazy` does not.
+  const auto records = verify_case(spec_of(small_ragged_dot_args()), {&lazy}, options);
+  CHECK(record_of(records, "lazy").disposition == Disposition::kFailed);
+  CHECK(record_of(records, "lazy").comparison.nonfinite == 5 * 8);
+  // With zero_initialize=false those rows are the op's to leave as they were: zeros to start.
+  const BoundArgs kept = ragged_dot_op().bind({{"lhs", "f32[24,16]"},
+                                               {"rhs", "f32[3,16,8]"},
+                                               {"group_sizes", {10, 0, 9}},
+                                               {"zero_initialize", false}});
+  CHECK(ragged_dot_op().outputs_start_zeroed(kept));
+  CHECK(!ragged_dot_op().outputs_start_zeroed(small_ragged_dot_args()));
+  const auto kept_records = verify_case(spec_of(kept), {&lazy}, options);
+  CHECK(record_of(kept_records, "lazy").disposition == Disposition::kPassed);
+}
+
 TEST_CASE("verify samples the oracle past its budget and says so", "[verifier]") {
   VerifyOptions options;
   options.oracle_budget = 16 * 50;  // K=16 multiply-adds per output: about 50 outputs

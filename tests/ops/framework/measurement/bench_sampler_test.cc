@@ -493,5 +493,26 @@ TEST_CASE("run_benchmarks reports the drift probe and an unsettled case as noisy
   CHECK(iterations == 1);
 }
 
+TEST_CASE("run_benchmarks batches at least the device's fewest calls per sample",
+          "[benchmark_runner]") {
+  // A 2 ms call against a 0.5 ms sample time: one call per sample, unless the device (an
+  // accelerator hiding its launch latency) asks for more.
+  BenchCase slow;
+  slow.name = "slow/case/fake";
+  slow.run = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  BenchOptions options;
+  options.stop.min_samples = 3;
+  options.stop.max_samples = 3;
+  options.stop.min_time_s = 0;
+  options.drift_probe = false;
+  testing::FakeDevice device("cuda");
+  CHECK(run_benchmarks({slow}, options, device)[0].iterations == 1);
+  device.min_calls = 4;
+  const BenchStats batched = run_benchmarks({slow}, options, device)[0];
+  REQUIRE(batched.ok);
+  CHECK(batched.iterations == 4);
+  CHECK(batched.median_s > 1.5e-3);  // still per call
+}
+
 }  // namespace
 }  // namespace tokamax
