@@ -11,6 +11,7 @@ namespace {
 
 // mkl_service.h's codes.
 constexpr int kMklInterfaceLp64 = 0;
+constexpr int kMklThreadingSequential = 1;
 constexpr int kMklThreadingGnu = 3;
 
 template <typename Fn>
@@ -63,7 +64,10 @@ Mkl load_mkl(const std::string& path) {
   // Both take effect only before the first computational call, which has not happened: a
   // MKL_INTERFACE_LAYER or MKL_THREADING_LAYER in the environment would otherwise decide them.
   set_interface(kMklInterfaceLp64);
-  set_threading(kMklThreadingGnu);
+  const char* threading = std::getenv("TOKAMAX_MKL_THREADING");
+  const bool sequential = threading != nullptr && std::string(threading) == "sequential";
+  set_threading(sequential ? kMklThreadingSequential : kMklThreadingGnu);
+  mkl.threading = sequential ? "sequential" : "GNU OpenMP";
   char text[256] = {};
   version(text, sizeof(text));
   mkl.version = text;
@@ -100,7 +104,7 @@ nlohmann::json mkl_describe() {
   return {{"library", "oneMKL"},
           {"version", loaded->version},
           {"path", loaded->path},
-          {"threading", "GNU OpenMP"}};
+          {"threading", loaded->threading}};
 }
 
 }  // namespace tokamax::cpu

@@ -30,7 +30,8 @@ struct Mkl {
   void (*set_num_threads)(int) = nullptr;
   int (*get_max_threads)() = nullptr;
 
-  std::string path;     // what was dlopen()ed
+  std::string threading;  // "GNU OpenMP", or "sequential" (TOKAMAX_MKL_THREADING=sequential)
+  std::string path;       // what was dlopen()ed
   std::string version;  // MKL_Get_Version_String()
   std::string error;    // why loading failed; empty on success
 };
@@ -39,8 +40,9 @@ struct Mkl {
 // build was configured with (.deps/mkl/lib).
 std::string mkl_library_path();
 
-// dlopen()s `path`, sets the LP64 interface and the GNU threading layer, and resolves the entry
-// points. Never throws; failures are described in `error`. For tests: use mkl() instead.
+// dlopen()s `path`, sets the LP64 interface and the GNU threading layer (the sequential one with
+// TOKAMAX_MKL_THREADING=sequential: the sanitizer suite's, whose LeakSanitizer crashes scanning
+// MKL's OpenMP threads at exit, scripts/test_sanitized.sh), and resolves the entry points. Never throws; failures are described in `error`. For tests: use mkl() instead.
 Mkl load_mkl(const std::string& path);
 
 // The process-wide oneMKL, loaded on first use; nullptr when it cannot be loaded, with the reason

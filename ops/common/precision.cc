@@ -91,6 +91,9 @@ inline float round_to_bf16_finite(float x) {
   return std::bit_cast<float>((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
 }
 
+// Below this many source elements the expansion runs on the calling thread.
+constexpr int64_t kSerialElements = int64_t{1} << 17;
+
 float round_to_piece(Preset::Piece piece, float x) {
   switch (piece) {
     case Preset::Piece::kBf16:
@@ -341,7 +344,10 @@ Tensor expand_operand(const Tensor& source, int axis, const PrecisionPlan& plan,
       Out* dst = out.data<Out>();
       auto run = [&](auto piece_kind_constant) {
         constexpr Preset::Piece kPiece = decltype(piece_kind_constant)::value;
-        cpu::parallel_for(outer * k_chunks, 0, [&](int64_t task, int) {
+        // Operands of a few tasks' worth are split on the calling thread: waking the pool costs
+        // more than the work.
+        const int threads = outer * K * inner <= kSerialElements ? 1 : 0;
+        cpu::parallel_for(outer * k_chunks, threads, [&](int64_t task, int) {
           const int64_t o = task / k_chunks;
           if (!outer_used.empty() && !outer_used[o]) return;
           const int64_t k0 = task % k_chunks * k_chunk, k1 = std::min(K, k0 + k_chunk);
