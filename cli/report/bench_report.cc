@@ -55,27 +55,27 @@ std::vector<BenchField> bench_fields(NoiseEstimator estimator) {
       {"impl", "impl", false, [](R r) { return r.impl; }, [](R r) { return json(r.impl); }},
       {"dtype", "dtype", false, [](R r) { return r.dtype; }, [](R r) { return json(r.dtype); }},
       {"median", "median_s", true, if_ok([](R r) { return format_duration(r.stats.median_s); }),
-       [](R r) { return json(r.stats.median_s); }},
+       [](R r) { return json(r.stats.median_s); }, 10},
       {"min", "min_s", true, if_ok([](R r) { return format_duration(r.stats.min_s); }),
-       [](R r) { return json(r.stats.min_s); }},
+       [](R r) { return json(r.stats.min_s); }, 10},
       {"max", "max_s", true, if_ok([](R r) { return format_duration(r.stats.max_s); }),
-       [](R r) { return json(r.stats.max_s); }},
+       [](R r) { return json(r.stats.max_s); }, 10},
       {"samples", "num_samples", true,
        if_ok([](R r) { return std::to_string(r.stats.samples_s.size()); }),
-       [](R r) { return json(r.stats.samples_s.size()); }},
+       [](R r) { return json(r.stats.samples_s.size()); }, 7},
       {noise_header, "noise", true, if_ok([](R r) { return percent(r.stats.noise); }),
-       [](R r) { return finite_or_null(r.stats.noise); }},
+       [](R r) { return finite_or_null(r.stats.noise); }, 7},
       {"GFLOP/s", "gflops", true, if_ok([](R r) { return format_number(r.stats.gflops, 2); }),
-       [](R r) { return json(r.stats.gflops); }},
+       [](R r) { return json(r.stats.gflops); }, 8},
       {"GB/s", "gbps", true, if_ok([](R r) { return format_number(r.stats.gbps, 2); }),
-       [](R r) { return json(r.stats.gbps); }},
+       [](R r) { return json(r.stats.gbps); }, 6},
       {"roofline", "roofline_fraction", true, [](R r) { return percent(r.roofline_fraction); },
-       [](R r) { return finite_or_null(r.roofline_fraction); }},
+       [](R r) { return finite_or_null(r.roofline_fraction); }, 8},
       {"vs vendor", "vs_best_vendor", true, [](R r) { return vs_vendor(r); },
-       [](R r) { return finite_or_null(r.vs_best_vendor); }},
-      {"flags", "", false, if_ok([](R r) { return flags(r.stats); }), nullptr},
+       [](R r) { return finite_or_null(r.vs_best_vendor); }, 17},
+      {"flags", "", false, if_ok([](R r) { return flags(r.stats); }), nullptr, 5},
       {"source", "config_source", false, [](R r) { return r.config_source; },
-       [](R r) { return json(r.config_source); }},
+       [](R r) { return json(r.config_source); }, 10},
       {"config", "config", false,
        [](R r) { return r.stats.ok ? r.config.dump() : "failed: " + r.stats.error; },
        [](R r) { return r.config; }},
@@ -172,11 +172,10 @@ std::vector<std::string> bench_row(const BenchResult& result, NoiseEstimator est
 
 std::vector<size_t> bench_width_hints(NoiseEstimator estimator,
                                       const std::vector<size_t>& identity) {
-  // median, min, max ("123.456 ms"), samples, noise, GFLOP/s, GB/s, roofline, vs vendor
-  // ("1.00x (0.97-1.01)"), flags, source; config is last and free.
-  std::vector<size_t> hints = identity;
-  for (size_t w : {10, 10, 10, 7, 7, 8, 6, 8, 17, 5, 10}) hints.push_back(w);
-  hints.resize(shown_fields(estimator).size(), 0);
+  std::vector<size_t> hints;
+  for (const BenchField& field : shown_fields(estimator)) {
+    hints.push_back(hints.size() < identity.size() ? identity[hints.size()] : field.width);
+  }
   return hints;
 }
 

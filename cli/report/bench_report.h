@@ -20,6 +20,8 @@ struct BenchField {
   std::function<std::string(const BenchResult&)> text;
   // The JSON value (results that ran only: unsupported ones have no record).
   std::function<nlohmann::json(const BenchResult&)> json;
+  // The table column's usual width: what a table printed row by row reserves for it.
+  size_t width = 0;
 };
 
 // Every value of the report, in table then record order. `estimator` names the noise column.

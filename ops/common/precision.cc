@@ -108,20 +108,18 @@ float round_to_piece(Preset::Piece piece, float x) {
   return x;
 }
 
-// Pieces 0..count-1 of x into `pieces` (precision_piece's definition, each computed once).
-template <Preset::Piece kPiece>
-inline void split_value(float x, int count, float* pieces) {
+// Pieces 0..count-1 of x into `pieces`: piece 0 is x rounded to the piece type, piece i the
+// rounding of what the earlier ones left; inf and NaN are all in piece 0.
+void split_value(Preset::Piece piece, float x, int count, float* pieces) {
   if (!std::isfinite(x)) {
-    pieces[0] = round_to_piece(kPiece, x);
+    pieces[0] = round_to_piece(piece, x);
     for (int i = 1; i < count; ++i) pieces[i] = 0.0f;
     return;
   }
   float rest = x;
   for (int i = 0; i < count; ++i) {
-    const float value =
-        kPiece == Preset::Piece::kBf16 ? round_to_bf16_finite(rest) : round_to_piece(kPiece, rest);
-    pieces[i] = value;
-    rest -= value;  // exact: value is rest rounded to fewer bits
+    pieces[i] = round_to_piece(piece, rest);
+    rest -= pieces[i];  // exact: the piece is rest rounded to fewer bits
   }
 }
 
@@ -298,15 +296,9 @@ DotPrecision bind_precision(const nlohmann::json& args, const std::string& op_pr
 
 float precision_piece(const PrecisionPlan& plan, float x, int index) {
   if (plan.identity()) return index == 0 ? x : 0.0f;
-  const Preset::Piece piece = piece_kind(plan.piece_dtype);
-  float rest = x;
-  float value = round_to_piece(piece, rest);
-  if (!std::isfinite(x)) return index == 0 ? value : 0.0f;  // inf and NaN are all in piece 0
-  for (int i = 1; i <= index; ++i) {
-    rest -= value;  // exact: value is rest rounded to fewer bits
-    value = round_to_piece(piece, rest);
-  }
-  return value;
+  float pieces[3];
+  split_value(piece_kind(plan.piece_dtype), x, index + 1, pieces);
+  return pieces[index];
 }
 
 Tensor expand_operand(const Tensor& source, int axis, const PrecisionPlan& plan, bool is_lhs,
@@ -342,51 +334,37 @@ Tensor expand_operand(const Tensor& source, int axis, const PrecisionPlan& plan,
     dispatch_float(plan.piece_dtype, [&](auto out_type) {
       using Out = decltype(out_type);
       Out* dst = out.data<Out>();
-      auto run = [&](auto piece_kind_constant) {
-        constexpr Preset::Piece kPiece = decltype(piece_kind_constant)::value;
-        // Operands of a few tasks' worth are split on the calling thread: waking the pool costs
-        // more than the work.
-        const int threads = outer * K * inner <= kSerialElements ? 1 : 0;
-        cpu::parallel_for(outer * k_chunks, threads, [&](int64_t task, int) {
-          const int64_t o = task / k_chunks;
-          if (!outer_used.empty() && !outer_used[o]) return;
-          const int64_t k0 = task % k_chunks * k_chunk, k1 = std::min(K, k0 + k_chunk);
-          if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, bf16>) {
-            // The common case (f32 operands, bf16 pieces): vectorized passes over contiguous
-            // runs, the k range when the contraction is the last axis (inner = 1), else rows.
-            const int64_t runs = inner == 1 ? 1 : k1 - k0, run = inner == 1 ? k1 - k0 : inner;
-            for (int64_t r = 0; r < runs; ++r) {
-              const int64_t k = inner == 1 ? k0 : k0 + r;
-              for (int64_t j = 0; j < P; ++j) {
-                bf16_piece_row(src + (o * K + k) * inner, run, piece_of[j],
-                               dst + ((o * P + j) * K + k) * inner);
-              }
-            }
-            return;
-          }
-          float pieces[3];
-          for (int64_t k = k0; k < k1; ++k) {
-            const In* from = src + (o * K + k) * inner;
-            for (int64_t i = 0; i < inner; ++i) {
-              split_value<kPiece>(static_cast<float>(to_double(from[i])), num_pieces, pieces);
-              for (int64_t j = 0; j < P; ++j) {
-                dst[((o * P + j) * K + k) * inner + i] = store_piece<Out>(pieces[piece_of[j]]);
-              }
+      // Operands of a few tasks' worth are split on the calling thread: waking the pool costs
+      // more than the work.
+      const int threads = outer * K * inner <= kSerialElements ? 1 : 0;
+      cpu::parallel_for(outer * k_chunks, threads, [&](int64_t task, int) {
+        const int64_t o = task / k_chunks;
+        if (!outer_used.empty() && !outer_used[o]) return;
+        const int64_t k0 = task % k_chunks * k_chunk, k1 = std::min(K, k0 + k_chunk);
+        if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, bf16>) {
+          // The common case (f32 operands, bf16 pieces): vectorized passes over contiguous
+          // runs, the k range when the contraction is the last axis (inner = 1), else rows.
+          const int64_t runs = inner == 1 ? 1 : k1 - k0, run = inner == 1 ? k1 - k0 : inner;
+          for (int64_t r = 0; r < runs; ++r) {
+            const int64_t k = inner == 1 ? k0 : k0 + r;
+            for (int64_t j = 0; j < P; ++j) {
+              bf16_piece_row(src + (o * K + k) * inner, run, piece_of[j],
+                             dst + ((o * P + j) * K + k) * inner);
             }
           }
-        });
-      };
-      switch (kind) {
-        case Preset::Piece::kBf16:
-          run(std::integral_constant<Preset::Piece, Preset::Piece::kBf16>{});
-          break;
-        case Preset::Piece::kF16:
-          run(std::integral_constant<Preset::Piece, Preset::Piece::kF16>{});
-          break;
-        default:
-          run(std::integral_constant<Preset::Piece, Preset::Piece::kTf32>{});
-          break;
-      }
+          return;
+        }
+        float pieces[3];
+        for (int64_t k = k0; k < k1; ++k) {
+          const In* from = src + (o * K + k) * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            split_value(kind, static_cast<float>(to_double(from[i])), num_pieces, pieces);
+            for (int64_t j = 0; j < P; ++j) {
+              dst[((o * P + j) * K + k) * inner + i] = store_piece<Out>(pieces[piece_of[j]]);
+            }
+          }
+        }
+      });
     });
   });
   return out;
