@@ -42,7 +42,8 @@ std::string mkl_library_path();
 
 // dlopen()s `path`, sets the LP64 interface and the GNU threading layer (the sequential one with
 // TOKAMAX_MKL_THREADING=sequential: the sanitizer suite's, whose LeakSanitizer crashes scanning
-// MKL's OpenMP threads at exit, scripts/test_sanitized.sh), and resolves the entry points. Never throws; failures are described in `error`. For tests: use mkl() instead.
+// MKL's OpenMP threads at exit, scripts/test_sanitized.sh), and resolves the entry points.
+// Never throws; failures are described in `error`. For tests: use mkl() instead.
 Mkl load_mkl(const std::string& path);
 
 // The process-wide oneMKL, loaded on first use; nullptr when it cannot be loaded, with the reason
