@@ -32,6 +32,7 @@
 #include "cutlass/gemm/group_array_problem_shape.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
+#include "ops/ragged_dot/cuda_init_cache.h"
 #include "ops/ragged_dot/cuda_kernel.h"
 #include "ops/ragged_dot/cuda_setup.h"
 #include "ops/ragged_dot/cuda_tail.cuh"
@@ -195,9 +196,8 @@ struct RaggedGemm {
     zero_tail<ElementOut>
         <<<l.sm_count * 4, 256, 0, stream>>>(t.rows, l.M, l.N, static_cast<ElementOut*>(l.out));
     check(cudaGetLastError(), "zero_tail");
-    Gemm gemm;
     const typename Gemm::Arguments args = arguments(l, t);
-    bool initialized = false;
+    const Gemm* current = nullptr;  // once initialized: its grid goes into error messages
     auto context = [&] {
       std::string text = "G=" + std::to_string(l.G) + " M=" + std::to_string(l.M) +
                          " K=" + std::to_string(l.K) + " N=" + std::to_string(l.N) + ", block " +
@@ -206,13 +206,25 @@ struct RaggedGemm {
                          std::to_string(cute::size<1>(ClusterShape{})) + ", shared memory " +
                          std::to_string(GemmKernel::SharedStorageSize) + " bytes, " +
                          std::to_string(l.sm_count) + " SMs";
-      if (initialized) text += ", grid " + dim3_text(GemmKernel::get_grid_shape(gemm.params()));
+      if (current) text += ", grid " + dim3_text(GemmKernel::get_grid_shape(current->params()));
       return text;
     };
-    check_cutlass(gemm.can_implement(args), "can_implement", context);
-    check_cutlass(gemm.initialize(args, t.cutlass_workspace, stream), "initialize", context);
-    initialized = true;
-    check_cutlass(gemm.run(stream), "run", context);
+    // Initialized once per key (cuda_init_cache.h says why that is safe), then only launched.
+    initialized().with(
+        init_key(l),
+        [&](Gemm& gemm) {
+          check_cutlass(gemm.can_implement(args), "can_implement", context);
+          check_cutlass(gemm.initialize(args, t.cutlass_workspace, stream), "initialize", context);
+        },
+        [&](Gemm& gemm) {
+          current = &gemm;
+          check_cutlass(gemm.run(stream), "run", context);
+        });
+  }
+
+  static InitCache<Gemm>& initialized() {
+    static InitCache<Gemm> cache(8);
+    return cache;
   }
 };
 
