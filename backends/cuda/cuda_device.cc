@@ -14,6 +14,9 @@
 #include <mutex>
 #include <new>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cuda/cublas.h"
 #include "backends/cuda/cuda_check.h"
@@ -21,6 +24,43 @@
 
 namespace tokamax::cuda {
 namespace {
+
+struct NamedProbe {
+  std::string name;
+  TensorCoreProbe probe;
+};
+
+// Filled at static initialization by the layers above, read when ceilings are measured.
+std::mutex& probes_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<NamedProbe>& probes() {
+  static std::vector<NamedProbe> p;
+  return p;
+}
+
+// The fastest of mma.sync chains, an n^3 cublasGemmEx where cuBLAS loads, and every offered probe.
+double tensor_core_peak(const Device& device, void* stream, int sm_count, bool bf16) {
+  constexpr int kN = 8192, kRepetitions = 5;
+  double best = std::max(
+      measure_mma_gflops(stream, sm_count, bf16),
+      measure_cublas_gemm_gflops(device, bf16 ? Element::kBF16 : Element::kF16, kN, kRepetitions));
+  std::vector<NamedProbe> offered;
+  {
+    const std::lock_guard<std::mutex> lock(probes_mutex());
+    offered = probes();
+  }
+  for (const NamedProbe& p : offered)
+    best = std::max(best, p.probe(device, bf16, kN, kRepetitions));
+  return best;
+}
+
+std::string tensor_core_peak_method() {
+  std::string text = "measured: max of mma.sync chains, an 8192^3 cublasGemmEx where cuBLAS loads";
+  for (const std::string& name : tensor_core_probe_names()) text += ", " + name + " on 8192^3";
+  return text + ")";
+}
 
 std::string error_text(cudaError_t error) {
   return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
@@ -171,14 +211,8 @@ class CudaDevice final : public Device {
       Ceilings measured;
       measured.f32_fma_gflops = measure_f32_fma_gflops(stream(), sm_count_);
       measured.f64_fma_gflops = measure_f64_fma_gflops(stream(), sm_count_);
-      // The tensor cores: the larger of mma.sync chains and an 8192^3 cuBLAS GEMM, which issues
-      // wgmma on Hopper (about 1.5x the mma.sync rate) where cuBLAS loads.
-      measured.bf16_dot_gflops =
-          std::max(measure_mma_gflops(stream(), sm_count_, /*bf16=*/true),
-                   measure_cublas_gemm_gflops(*this, Element::kBF16, 8192, 5));
-      measured.f16_dot_gflops =
-          std::max(measure_mma_gflops(stream(), sm_count_, /*bf16=*/false),
-                   measure_cublas_gemm_gflops(*this, Element::kF16, 8192, 5));
+      measured.bf16_dot_gflops = tensor_core_peak(*this, stream(), sm_count_, /*bf16=*/true);
+      measured.f16_dot_gflops = tensor_core_peak(*this, stream(), sm_count_, /*bf16=*/false);
       measured.bandwidth_gbps = probe_bandwidth_gbps();
       return measured;
     };
@@ -230,12 +264,8 @@ class CudaDevice final : public Device {
             {"memory", fixed(p["memory_bytes"].get<int64_t>() / double(1 << 30), 1) + " GiB, " +
                            fixed(theoretical_gbps_, 0) + " GB/s theoretical"},
             {"L2", std::to_string(l2_bytes_ >> 20) + " MiB"},
-            {"bf16 tensor-core peak",
-             tflops(c.bf16_dot_gflops) + " (measured: max of mma.sync chains and an 8192^3 " +
-                 "cublasGemmEx where cuBLAS loads)"},
-            {"f16 tensor-core peak",
-             tflops(c.f16_dot_gflops) + " (measured: max of mma.sync chains and an 8192^3 " +
-                 "cublasGemmEx where cuBLAS loads)"},
+            {"bf16 tensor-core peak", tflops(c.bf16_dot_gflops) + " (" + tensor_core_peak_method()},
+            {"f16 tensor-core peak", tflops(c.f16_dot_gflops) + " (" + tensor_core_peak_method()},
             {"f32 FMA peak", tflops(c.f32_fma_gflops)},
             {"f64 FMA peak", tflops(c.f64_fma_gflops)},
             {"memory bandwidth", fixed(c.bandwidth_gbps, 1) + " GB/s (device copy, read + write)"}};
@@ -301,6 +331,18 @@ const CudaDevice& as_cuda(const Device& device) {
 }  // namespace
 
 const std::vector<const Device*>& devices() { return discovery().devices; }
+
+void add_tensor_core_probe(std::string name, TensorCoreProbe probe) {
+  const std::lock_guard<std::mutex> lock(probes_mutex());
+  probes().push_back({std::move(name), probe});
+}
+
+std::vector<std::string> tensor_core_probe_names() {
+  const std::lock_guard<std::mutex> lock(probes_mutex());
+  std::vector<std::string> names;
+  for (const NamedProbe& p : probes()) names.push_back(p.name);
+  return names;
+}
 
 const std::string& unavailable_reason() { return discovery().reason; }
 

@@ -39,4 +39,14 @@ void copy_to_host(const Device& device, void* host, const void* device_ptr, size
 void* scratch(const Device& device, size_t bytes);
 std::mutex& scratch_mutex(const Device& device);
 
+// The 16-bit tensor-core ceiling is the fastest of several probes (mma.sync chains, a large
+// cuBLAS GEMM, and what layers above the device offer here: ragged_dot's widest CUTLASS variant,
+// which issues wgmma as our kernels do). A probe runs an n x n x n GEMM of bf16 (else f16)
+// operands on `device`, `repetitions` times, and returns its best GFLOP/s, 0 where it cannot
+// run. Offered once at static initialization (defined in builds with the backend only);
+// tensor_core_probe_names() lists those offered, in order.
+using TensorCoreProbe = double (*)(const Device& device, bool bf16, int n, int repetitions);
+void add_tensor_core_probe(std::string name, TensorCoreProbe probe);
+std::vector<std::string> tensor_core_probe_names();
+
 }  // namespace tokamax::cuda

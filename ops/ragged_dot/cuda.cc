@@ -21,6 +21,7 @@
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cuda_kernel.h"
+#include "ops/ragged_dot/cuda_peak_probe.h"
 
 #if TOKAMAX_WITH_CUDA
 #include "backends/cuda/cuda_device.h"
@@ -242,6 +243,14 @@ class CudaRaggedDot final : public TypedImplementation<RaggedDotProblem, CudaRag
     return out;
   }
 };
+
+#if TOKAMAX_WITH_CUDA
+// Offered here, at static initialization, because the registry links this file into every
+// program that has the implementation.
+[[maybe_unused]] const bool kPeakProbeOffered =
+    (cuda::add_tensor_core_probe("our widest ragged_dot variant", &ragged_dot_cuda_peak_probe),
+     true);
+#endif
 
 }  // namespace
 

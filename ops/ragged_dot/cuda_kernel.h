@@ -38,6 +38,22 @@ inline constexpr CudaGemmVariant kCudaGemmVariants[] = {
 inline constexpr int kNumCudaGemmVariants =
     static_cast<int>(sizeof(kCudaGemmVariants) / sizeof(kCudaGemmVariants[0]));
 
+// The compiled variant with the widest tiles (tile and cluster area) for `in` -> `in`, or -1:
+// the device's tensor-core peak is probed with it (cuda_peak_probe.cc).
+constexpr int widest_cuda_gemm_variant(CudaElement in) {
+  int best = -1;
+  long best_area = 0;
+  for (int i = 0; i < kNumCudaGemmVariants; ++i) {
+    const CudaGemmVariant& v = kCudaGemmVariants[i];
+    const long area = static_cast<long>(v.tile_m) * v.tile_n * v.cluster_m * v.cluster_n;
+    if (v.in == in && v.out == in && area > best_area) {
+      best = i;
+      best_area = area;
+    }
+  }
+  return best;
+}
+
 // One call: every pointer is device memory; `workspace` holds at least
 // ragged_dot_cuda_workspace_bytes(launch) bytes.
 struct CudaRaggedDotLaunch {

@@ -1,11 +1,13 @@
 // Tests for ragged_dot's cuda implementation that need no GPU: its checks, its configs against the
 // compiled variants, its heuristics and search space (on a stand-in CUDA device), and how it is
 // reported where there is no CUDA device.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
 #include <string>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cuda/cuda_device.h"
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/cuda_kernel.h"
@@ -139,4 +141,23 @@ TEST_CASE("cublas_grouped declines 16-bit inputs with an f32 output, which cubla
     CHECK_NOTHROW(check_args(per_group, mixed, gpu));
     CHECK_NOTHROW(check_args(grouped, moe(in, in, 64, 128, 64, {30, 34}), gpu));
   }
+}
+
+TEST_CASE("the tensor-core peak is probed with the widest compiled variant of each 16-bit type",
+          "[cuda]") {
+  const int bf16 = widest_cuda_gemm_variant(CudaElement::kBF16);
+  REQUIRE(bf16 >= 0);
+  CHECK(kCudaGemmVariants[bf16].out == CudaElement::kBF16);
+  CHECK(kCudaGemmVariants[bf16].tile_n == 256);
+  CHECK(kCudaGemmVariants[bf16].cluster_m == 2);
+  const int f16 = widest_cuda_gemm_variant(CudaElement::kF16);
+  REQUIRE(f16 >= 0);
+  CHECK(kCudaGemmVariants[f16].in == CudaElement::kF16);
+  CHECK(kCudaGemmVariants[f16].out == CudaElement::kF16);
+  CHECK(widest_cuda_gemm_variant(CudaElement::kF32) == -1);
+#if TOKAMAX_WITH_CUDA
+  // Offered to the device at static initialization, so `info` takes it into the ceiling.
+  const std::vector<std::string> names = cuda::tensor_core_probe_names();
+  CHECK(std::find(names.begin(), names.end(), "our widest ragged_dot variant") != names.end());
+#endif
 }
