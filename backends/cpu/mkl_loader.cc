@@ -56,6 +56,7 @@ Mkl load_mkl(const std::string& path) {
       !resolve(library, "MKL_Set_Threading_Layer", set_threading, mkl.error) ||
       !resolve(library, "MKL_Get_Version_String", version, mkl.error) ||
       !resolve(library, "cblas_sgemm", mkl.cblas_sgemm, mkl.error) ||
+      !resolve(library, "cblas_sgemm_batch", mkl.cblas_sgemm_batch, mkl.error) ||
       !resolve(library, "cblas_gemm_bf16bf16f32", mkl.cblas_gemm_bf16bf16f32, mkl.error) ||
       !resolve(library, "MKL_Set_Num_Threads", mkl.set_num_threads, mkl.error) ||
       !resolve(library, "MKL_Get_Max_Threads", mkl.get_max_threads, mkl.error)) {

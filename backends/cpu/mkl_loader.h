@@ -25,15 +25,23 @@ struct Mkl {
                             const uint16_t* a, int lda, const uint16_t* b, int ldb, float beta,
                             float* c, int ldc);
 
+  // MKL's grouped batch: group_count groups of group_size[i] gemms sharing the i-th entry of
+  // every *_array (transposes as CBLAS enum values), a/b/c one pointer per gemm, in order.
+  using SgemmBatch = void (*)(int layout, const int* trans_a, const int* trans_b, const int* m,
+                              const int* n, const int* k, const float* alpha, const float** a,
+                              const int* lda, const float** b, const int* ldb, const float* beta,
+                              float** c, const int* ldc, int group_count, const int* group_size);
+
   Sgemm cblas_sgemm = nullptr;
+  SgemmBatch cblas_sgemm_batch = nullptr;
   GemmBf16 cblas_gemm_bf16bf16f32 = nullptr;
   void (*set_num_threads)(int) = nullptr;
   int (*get_max_threads)() = nullptr;
 
   std::string threading;  // "GNU OpenMP", or "sequential" (TOKAMAX_MKL_THREADING=sequential)
   std::string path;       // what was dlopen()ed
-  std::string version;  // MKL_Get_Version_String()
-  std::string error;    // why loading failed; empty on success
+  std::string version;    // MKL_Get_Version_String()
+  std::string error;      // why loading failed; empty on success
 };
 
 // Where the loader looks: $TOKAMAX_MKL_LIBRARY when set, else libmkl_rt.so.3 in the folder the

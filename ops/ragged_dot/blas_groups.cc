@@ -52,6 +52,17 @@ void run_blas_ragged_dot(const RaggedDotProblem& p, const BlasGemms& gemms, cons
               static_cast<size_t>((p.M - first_zero_row) * N) * sizeof(float));
   if (K == 0 || N == 0) return;
   const int k = static_cast<int>(K), n = static_cast<int>(N);
+  if (p.lhs_dtype == DType::kF32 && gemms.f32_grouped) {
+    std::vector<BlasF32Group> groups;
+    for (int64_t g = 0; g < p.G; ++g) {
+      const int64_t m_g = p.group_sizes[g], row0 = p.group_starts[g];
+      if (m_g == 0) continue;
+      groups.push_back({static_cast<int>(m_g), lhs.data<float>() + row0 * K,
+                        rhs.data<float>() + g * K * N, out_data + row0 * N});
+    }
+    if (!groups.empty()) gemms.f32_grouped(n, k, groups);
+    return;
+  }
   for (int64_t g = 0; g < p.G; ++g) {
     const int64_t m_g = p.group_sizes[g], row0 = p.group_starts[g];
     if (m_g == 0) continue;

@@ -41,8 +41,18 @@ struct BlasRaggedDotConfig {
 // a one-core machine).
 std::vector<BlasRaggedDotConfig> blas_autotuning_configs(const Device& device);
 
+// One group's f32 gemm for a library's grouped call: C[m, N] = A[m, K] B[K, N], row-major with
+// leading dimensions K, N and N.
+struct BlasF32Group {
+  int m = 0;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* c = nullptr;
+};
+
 // The gemms of one library, row-major, C = A B (alpha 1, beta 0): f32 and bf16 (raw bits) into
-// f32. `bf16` may be empty (the library has none).
+// f32. `bf16` may be empty (the library has none). `f32_grouped`, when set, runs every non-empty
+// group of an f32 call in one library call (MKL's cblas_sgemm_batch) instead of `f32` per group.
 struct BlasGemms {
   std::function<void(int M, int N, int K, const float* a, int lda, const float* b, int ldb,
                      float* c, int ldc)>
@@ -50,6 +60,7 @@ struct BlasGemms {
   std::function<void(int M, int N, int K, const uint16_t* a, int lda, const uint16_t* b, int ldb,
                      float* c, int ldc)>
       bf16;
+  std::function<void(int N, int K, const std::vector<BlasF32Group>& groups)> f32_grouped;
 };
 
 // NotImplemented unless `library` (the implementation's name) can run `p`: a plain ragged_dot,

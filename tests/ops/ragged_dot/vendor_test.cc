@@ -159,6 +159,46 @@ TEST_CASE("mkl ragged_dot matches the oracle on f32 and bf16", "[vendor][mkl]") 
   CHECK_THAT(described.at("version").get<std::string>(), Catch::Contains("Math Kernel Library"));
 }
 
+TEST_CASE("mkl ragged_dot runs f32 groups in one grouped batch call", "[vendor][mkl]") {
+  if (!available("mkl")) return;
+  // Every f32 case through cblas_sgemm_batch: empty groups, one group, rows past the sum, K = 0
+  // and the group-free call (no batch call at all).
+  for (const json& args : f32_cases()) {
+    check_against_oracle("mkl", args, {{"calls", "batch"}});
+    check_against_oracle("mkl", args, {{"calls", "batch"}, {"num_threads", 1}});
+  }
+  // bf16 (and a preset's bf16 pieces) cannot: oneMKL has no bf16 batch.
+  json bf16 = bf16_cases()[0];
+  bf16["preferred_element_type"] = "f32";
+  const BoundArgs bf16_args = ragged_dot_op().bind(bf16);
+  CHECK_THROWS_WITH(check_config_json(impl("mkl"), bf16_args, {{"calls", "batch"}}),
+                    Catch::Contains("calls=batch") && Catch::Contains("f32 only"));
+}
+
+TEST_CASE("mkl configs: the grouped batch for several f32 groups, per group otherwise",
+          "[vendor][mkl]") {
+  const Implementation& mkl = impl("mkl");
+  auto args = [](const json& a) { return ragged_dot_op().bind(a); };
+  CHECK(heuristics_config_json(mkl, args(f32_cases()[0])) ==
+        json{{"calls", "batch"}, {"num_threads", 0}});
+  // One non-empty group: one gemm either way.
+  CHECK(heuristics_config_json(mkl, args(f32_cases()[1])).at("calls") == "per_group");
+  json bf16 = bf16_cases()[0];
+  bf16["preferred_element_type"] = "f32";
+  CHECK(heuristics_config_json(mkl, args(bf16)).at("calls") == "per_group");
+  cpu::CpuInfo cpu = cpu::host_cpu();
+  cpu.cores = 8;
+  const cpu::CpuDevice eight(cpu, false);
+  CHECK(autotuning_configs_json(mkl, args(f32_cases()[0]), eight) ==
+        std::vector<json>{{{"calls", "per_group"}, {"num_threads", 0}},
+                          {{"calls", "batch"}, {"num_threads", 0}},
+                          {{"calls", "per_group"}, {"num_threads", 1}},
+                          {{"calls", "batch"}, {"num_threads", 1}}});
+  CHECK(autotuning_configs_json(mkl, args(bf16), eight).size() == 2);
+  CHECK_THROWS_WITH(mkl.canonical_config({{"calls", "grouped"}}),
+                    Catch::Contains("calls") && Catch::Contains("per_group"));
+}
+
 TEST_CASE("onednn ragged_dot matches the oracle on f32 and bf16", "[vendor]") {
   if (!available("onednn")) return;
   for (const json& args : f32_cases()) check_against_oracle("onednn", args);
