@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/interrupt.h"
+#include "cli/progress.h"
 #include "cli/report/bench_compare.h"
 #include "cli/report/bench_report.h"
 #include "ops/framework/errors.h"
@@ -295,10 +296,9 @@ struct BenchCommand {
     if (!compare_paths.empty()) return run_compare();
     const Device& device = resolve_device(device_name);
     const BenchOptions options_template = measurement_options(device);
-    // With no case filter, bench runs the quick `smoke` set of every op.
-    Selection effective = selection;
-    if (!effective.has_case_filter()) effective.tags = {"smoke"};
-    const std::vector<ArgSpec> specs = select_specs(effective);
+    const std::vector<ArgSpec> specs = select_specs(selection);
+    const std::string note = default_selection_note(selection, specs);
+    if (!note.empty()) std::cerr << "bench: " << note << "\n";
     const ConfigSources sources(config, selection.impls);
     const Ceilings& ceilings = device.ceilings();
 
@@ -339,10 +339,16 @@ struct BenchCommand {
     Table table = bench_table_header(options.stop.estimator);
     table.stream_to(std::cout, bench_width_hints(options.stop.estimator, identity));
     bool stopped = false;
+    ProgressLine progress(stderr_is_terminal());
+    int case_index = 0;
     try {
       for (const ArgSpec& spec : specs) {
         std::vector<BenchResult> planned = plan(spec, specs, device, sources.context(), options);
+        progress.show(++case_index, static_cast<int>(specs.size()),
+                      spec.op + "/" + spec.name + ": timing " + std::to_string(planned.size()) +
+                          " implementations");
         time_spec(spec, device, ceilings, options, *runner, planned, merged, scratch);
+        progress.clear();
         print_retries(spec.op + "/" + spec.name, runner->take_retries());
         for (const BenchResult& r : planned) table.add_row(bench_row(r, options.stop.estimator));
         results.insert(results.end(), planned.begin(), planned.end());
@@ -354,6 +360,7 @@ struct BenchCommand {
     } catch (const Interrupted&) {
       stopped = true;
     }
+    progress.clear();
     std::error_code ignored;
     fs::remove(scratch, ignored);
 

@@ -57,10 +57,11 @@ struct ListCommand {
       std::cout << "\n" << name << " also accepts: " << text << "\n";
     }
 
+    const bool table_of_specs = selection.has_case_filter() || selection.all;
     const std::vector<ArgSpec> specs =
-        selection.has_case_filter() ? select_specs(selection) : load_specs(selection.spec_files);
+        table_of_specs ? select_specs(selection) : load_specs(selection.spec_files);
     std::cout << "\n";
-    if (selection.has_case_filter()) {
+    if (table_of_specs) {
       // A filtered list shows the specs themselves.
       Table table({"op", "spec", "tags", "args"});
       for (const ArgSpec& spec : specs) {

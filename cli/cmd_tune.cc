@@ -33,10 +33,15 @@ struct TuneCommand {
   IsolationOptions isolation;
 
   std::vector<ArgSpec> select_cases() const {
-    if (from_files.empty()) return select_specs(selection);
-    if (selection.has_case_filter() || !selection.spec_files.empty()) {
+    if (from_files.empty()) {
+      std::vector<ArgSpec> specs = select_specs(selection);
+      const std::string note = default_selection_note(selection, specs);
+      if (!note.empty() && !quiet) std::cerr << "tune: " << note << "\n";
+      return specs;
+    }
+    if (!selection.is_default()) {
       throw InvalidArgument(
-          "--from replaces the catalog selection: drop --op/--tag/--name/--spec "
+          "--from replaces the catalog selection: drop --op/--tag/--name/--spec/--all "
           "(--impl still applies)");
     }
     std::vector<ArgSpec> specs = load_tune_sources(from_files);
@@ -196,7 +201,9 @@ struct TuneCommand {
 Runner add_tune_command(CLI::App& app) {
   auto command = std::make_shared<TuneCommand>();
   CLI::App* sub = app.add_subcommand(
-      "tune", "Search each implementation's configs, verify the fastest, record it in the cache");
+      "tune",
+      "Search each implementation's configs, verify the fastest, record it in the cache "
+      "(default: the smoke set of every op)");
   add_selection_options(*sub, command->selection);
   add_device_option(*sub, command->device_name);
   sub->add_option("--cache", command->cache_path,

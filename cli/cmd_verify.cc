@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/interrupt.h"
+#include "cli/progress.h"
 #include "cli/report/table.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/harness/verifier.h"
@@ -44,6 +45,7 @@ struct VerifyCommand {
   std::string dump_dir;
   std::string json_path;
   IsolationOptions isolation;
+  bool quiet = false;
 
   // The summary line: counts by disposition, failures by kind.
   static void print_summary(const std::vector<VerifyRecord>& records) {
@@ -91,6 +93,8 @@ struct VerifyCommand {
 
   int run() const {
     const std::vector<ArgSpec> specs = select_specs(selection);
+    const std::string note = default_selection_note(selection, specs);
+    if (!note.empty()) std::cerr << "verify: " << note << "\n";
     const ConfigSources sources(config, selection.impls);
     const Device& device = resolve_device(device_name);
     // A first SIGINT / SIGTERM abandons the implementation running and keeps what is done.
@@ -105,11 +109,15 @@ struct VerifyCommand {
     // One worker for the whole command, restarted after a crash or timeout.
     const std::unique_ptr<CaseRunner> runner = make_runner(isolation, interrupt.flag());
     options.runner = runner.get();
+    // The portable reference is skipped where it would outlast the run timeout, unless named.
+    ReferenceEstimator reference_estimator;
+    options.reference_estimator = &reference_estimator;
+    options.reference_limit_s = names_impl(selection.impls, "reference") ? 0 : isolation.timeout_s;
 
     // err/bound: the worst ratio of an output's error to its own bound (passed means <= 1);
     // err/max|y|: the largest error relative to the largest oracle value (the output's scale).
-    Table table({"op", "spec", "impl", "dtype", "result", "err/bound", "max abs err",
-                 "err/max|y|", "checked", "note"});
+    Table table({"op", "spec", "impl", "dtype", "result", "err/bound", "max abs err", "err/max|y|",
+                 "checked", "note"});
     table.set_right_aligned({5, 6, 7, 8});
     // Rows print as each implementation finishes: the identity columns are as wide as the
     // selection needs, the others as their usual values.
@@ -126,8 +134,16 @@ struct VerifyCommand {
       cases.emplace_back(&spec, std::move(impls));
     }
     table.stream_to(std::cout, widths);
+    ProgressLine progress(!quiet && stderr_is_terminal());
+    int case_index = 0;
+    const int num_cases = static_cast<int>(cases.size());
+    std::string current;  // op/spec
+    options.on_step = [&](const std::string& step) {
+      progress.show(case_index, num_cases, current + ": " + step);
+    };
     std::vector<VerifyRecord> records;
     options.on_record = [&](const VerifyRecord& record) {
+      progress.clear();
       const bool compared = record.comparison.sampled > 0;
       table.add_row({record.op, record.spec, record.impl, record.dtype, result_word(record),
                      compared ? format_ratio(record.comparison.worst_ratio) : "-",
@@ -143,13 +159,17 @@ struct VerifyCommand {
     bool stopped = false;
     try {
       for (const auto& [spec, impls] : cases) {
+        ++case_index;
+        current = spec->op + "/" + spec->name;
         verify_case(*spec, impls, options);
+        progress.clear();
         print_retries(spec->op + "/" + spec->name, runner->take_retries());
         if (interrupt.interrupted()) throw Interrupted();
       }
     } catch (const Interrupted&) {
       stopped = true;
     }
+    progress.clear();
     print_summary(records);
     if (!json_path.empty()) write_json(device, records, !stopped);
     if (stopped) {
@@ -169,7 +189,9 @@ struct VerifyCommand {
 Runner add_verify_command(CLI::App& app) {
   auto command = std::make_shared<VerifyCommand>();
   CLI::App* sub =
-      app.add_subcommand("verify", "Check every implementation against the float64 oracle");
+      app.add_subcommand("verify",
+                         "Check every implementation against the float64 oracle (default: the "
+                         "smoke set of every op)");
   add_selection_options(*sub, command->selection);
   add_device_option(*sub, command->device_name);
   add_config_options(*sub, command->config, /*allow_explicit=*/true);
@@ -184,6 +206,7 @@ Runner add_verify_command(CLI::App& app) {
   sub->add_option("--dump-dir", command->dump_dir,
                   "Write inputs, outputs and oracle as .npy (DIR/<op>/<spec>/<impl>/<name>.npy)");
   sub->add_option("--json", command->json_path, "Write the results as JSON");
+  sub->add_flag("-q,--quiet", command->quiet, "No progress line");
   add_isolation_options(*sub, command->isolation, "--run-timeout", 300.0,
                         "one implementation's run");
   return [command] { return command->run(); };

@@ -23,12 +23,45 @@ void add_selection_options(CLI::App& command, Selection& selection) {
   command.add_option("--name", selection.names,
                      "Only specs whose name matches this glob (repeatable)");
   command.add_option("--impl", selection.impls, "Comma list of implementations (default: all)");
-  command.add_option("--spec", selection.spec_files, "Extra ArgSpec catalog YAML (repeatable)");
+  command.add_option("--spec", selection.spec_files,
+                     "Extra ArgSpec catalog YAML (repeatable); alone, selects its specs");
+  command.add_flag("--all", selection.all,
+                   "Every spec of the catalogs, production shapes included (default without "
+                   "--op/--tag/--name/--spec: the smoke set)");
 }
 
 std::vector<ArgSpec> select_specs(const Selection& selection) {
   const std::vector<ArgSpec> all = load_specs(selection.spec_files);
+  if (selection.is_default()) return filter_specs(all, SpecFilter{{}, {"smoke"}, {}});
+  if (!selection.has_case_filter() && !selection.all) {
+    // Only --spec: the user's own files, not the builtin catalog beside them.
+    const std::set<std::string> files(selection.spec_files.begin(), selection.spec_files.end());
+    std::vector<ArgSpec> own;
+    for (const ArgSpec& spec : all) {
+      if (files.count(spec.source)) own.push_back(spec);
+    }
+    if (own.empty()) throw InvalidArgument("the --spec files hold no specs", "spec");
+    return own;
+  }
   return filter_specs(all, SpecFilter{selection.ops, selection.tags, selection.names});
+}
+
+std::string default_selection_note(const Selection& selection, const std::vector<ArgSpec>& specs) {
+  if (!selection.is_default()) return "";
+  std::set<std::string> ops;
+  for (const ArgSpec& spec : specs) ops.insert(spec.op);
+  return "the smoke set: " + std::to_string(specs.size()) + " specs of " +
+         std::to_string(ops.size()) +
+         " ops (the default); widen it with --tag ci_tests, --tag primary, --op OP or --all";
+}
+
+bool names_impl(const std::string& impls, const std::string& impl) {
+  std::stringstream list(impls);
+  std::string name;
+  while (std::getline(list, name, ',')) {
+    if (name == impl) return true;
+  }
+  return false;
 }
 
 std::vector<const Implementation*> select_impls(const Op& op, const std::string& impls,

@@ -17,21 +17,30 @@
 
 namespace tokamax::cli {
 
-// --op, --tag, --name, --impl, --spec: which cases and implementations to run.
+// --op, --tag, --name, --impl, --spec, --all: which cases and implementations to run.
 struct Selection {
   std::vector<std::string> ops;
   std::vector<std::string> tags;
   std::vector<std::string> names;
   std::vector<std::string> spec_files;
   std::string impls;  // comma list; empty = all
+  bool all = false;   // every spec of the catalogs, production shapes included
 
   bool has_case_filter() const { return !ops.empty() || !tags.empty() || !names.empty(); }
+  // Nothing chosen: verify, bench and tune then run the quick `smoke` set of every op.
+  bool is_default() const { return !has_case_filter() && spec_files.empty() && !all; }
 };
 void add_selection_options(CLI::App& command, Selection& selection);
 
 // Loads the builtin and user catalogs and applies the filters (InvalidArgument when nothing
-// matches, listing what exists).
+// matches, listing what exists). The default selection is the `smoke` set of every op; with
+// only --spec, the specs of those files.
 std::vector<ArgSpec> select_specs(const Selection& selection);
+// For a default selection, the line that says what ran and how to widen it (printed to stderr
+// by the commands); "" otherwise.
+std::string default_selection_note(const Selection& selection, const std::vector<ArgSpec>& specs);
+// Whether the --impl comma list names `impl`.
+bool names_impl(const std::string& impls, const std::string& impl);
 // The implementations of `op` named in the comma list (all when empty), in dispatch order. An
 // unknown name is an InvalidArgument listing the known ones; a name that exists for some
 // selected op but not this one is simply not run for this op.

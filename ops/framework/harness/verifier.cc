@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "backends/files.h"
@@ -116,9 +117,10 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
   CaseRunner& runner = options.runner != nullptr ? *options.runner : local;
   // DIR/<op>/<spec>/: both names must stay one folder each, inside DIR.
   if (!options.dump_dir.empty() && (!is_safe_file_name(spec.op) || !is_safe_file_name(spec.name))) {
-    throw InvalidArgument("--dump-dir: the spec name '" + spec.name.substr(0, 128) +
-                              "' cannot be a folder name (empty, . or .., '/', NUL, over 128 bytes)",
-                          "--dump-dir");
+    throw InvalidArgument(
+        "--dump-dir: the spec name '" + spec.name.substr(0, 128) +
+            "' cannot be a folder name (empty, . or .., '/', NUL, over 128 bytes)",
+        "--dump-dir");
   }
   const fs::path case_dir =
       options.dump_dir.empty() ? fs::path() : fs::path(options.dump_dir) / spec.op / spec.name;
@@ -129,6 +131,23 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
   setup.seed = options.seed;
   setup.oracle_budget = options.oracle_budget;
   setup.dump_dir = case_dir.string();  // inputs and oracle
+  // The reference's estimate first: its calibration uses the runner, then this case is set up.
+  std::string reference_skip;
+  for (const Implementation* impl : impls) {
+    if (impl->name() != "reference" || options.reference_limit_s <= 0 ||
+        options.reference_estimator == nullptr || !impl->supported_on(device).ok) {
+      continue;
+    }
+    // Anything under a GFLOP finishes in seconds at any reference's rate: no calibration.
+    if (op.flops(args) < 1e9) continue;
+    if (options.on_step) options.on_step("estimating the reference's time");
+    const std::optional<ReferenceEstimate> estimate =
+        options.reference_estimator->estimate(op, args, *impl, device, runner);
+    if (estimate && estimate->seconds > options.reference_limit_s) {
+      reference_skip = reference_skip_reason(*estimate, options.reference_limit_s);
+    }
+  }
+  if (options.on_step) options.on_step("inputs and oracle");
   runner.setup(setup);
 
   for (const Implementation* impl : impls) {
@@ -140,7 +159,14 @@ std::vector<VerifyRecord> verify_case(const ArgSpec& spec,
       emit(std::move(record));
       continue;
     }
+    if (impl->name() == "reference" && !reference_skip.empty()) {
+      record.disposition = Disposition::kSkipped;
+      record.reason = reference_skip;
+      emit(std::move(record));
+      continue;
+    }
     CheckResult check;
+    if (options.on_step) options.on_step(record.impl);
     try {
       const std::unique_ptr<Implementation::Prepared> prepared = impl->prepare(args, device);
       prepared->check();

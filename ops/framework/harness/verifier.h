@@ -10,6 +10,7 @@
 #include "ops/framework/catalog/arg_spec.h"
 #include "ops/framework/config_resolution.h"
 #include "ops/framework/harness/case_runner.h"
+#include "ops/framework/harness/reference_estimate.h"
 #include "ops/framework/numerics.h"
 #include "ops/framework/op.h"
 
@@ -32,6 +33,15 @@ struct VerifyOptions {
   // Called with each implementation's record as soon as it is final (before verify_case
   // returns), so that a caller can print and save it even if a later implementation hangs.
   std::function<void(const VerifyRecord&)> on_record;
+  // The portable `reference` is skipped (with its estimated time) where the estimate exceeds
+  // this many seconds (the run timeout); 0 = never, as when the user names --impl reference.
+  // `reference_estimator` keeps each op's measured rate across the cases of a run (null: none
+  // is skipped).
+  double reference_limit_s = 0;
+  ReferenceEstimator* reference_estimator = nullptr;
+  // Called as each step starts: "inputs and oracle", then each implementation's name (for a
+  // progress line).
+  std::function<void(const std::string& step)> on_step;
 };
 
 struct VerifyRecord {
