@@ -60,7 +60,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
     if (c.int8_path == "dequant_f32" || !is_int8_problem(p)) require_micro_tile(c.mr, c.nr);
     if (c.bf16_path != "convert_f32") {
       require_bf16_path(c.bf16_path, is_bf16_problem(p),
-                        "bf16 lhs and rhs and an f32/bf16/f16 output");
+                        "bf16 lhs, bf16 rhs or f8e4m3 weights (without maybe_quantize_lhs) and an "
+                        "f32/bf16/f16 output");
       require_config(c.packing == "packed", "packing", [&] {
         return c.bf16_path + " reads rhs as packed bf16 pairs; it needs packing=packed";
       });

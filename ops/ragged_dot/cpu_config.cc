@@ -30,7 +30,9 @@ int64_t max_group_size(const RaggedDotProblem& p) {
 }
 
 bool is_bf16_problem(const RaggedDotProblem& p) {
-  return p.lhs_dtype == DType::kBF16 && p.rhs_dtype == DType::kBF16 && p.out_dtype != DType::kF64;
+  const bool bf16_rhs = p.rhs_dtype == DType::kBF16 ||
+                        (p.rhs_dtype == DType::kF8E4M3 && p.quantized() && !p.quantize_lhs);
+  return p.lhs_dtype == DType::kBF16 && bf16_rhs && p.out_dtype != DType::kF64;
 }
 
 bool is_int8_problem(const RaggedDotProblem& p) {

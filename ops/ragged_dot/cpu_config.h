@@ -63,7 +63,9 @@ inline constexpr int64_t kCpuMaxAccElements = int64_t{1} << 24;
 
 // The largest group, in rows (0 without groups).
 int64_t max_group_size(const RaggedDotProblem& p);
-// bf16 x bf16 into a non-f64 output: the problems bf16_path=native_dot can run.
+// bf16 lhs times bf16 rhs, or times f8e4m3 weights (decoded to bf16 exactly, their scales
+// applied to the products; not with maybe_quantize_lhs), into a non-f64 output: the problems
+// bf16_path=native_dot and amx can run.
 bool is_bf16_problem(const RaggedDotProblem& p);
 // maybe_quantize_lhs with i8 rhs, per column or in scale blocks of a multiple of 4 rows: the
 // problems int8_path=vnni can run (on a CPU with avx512_vnni).

@@ -143,6 +143,21 @@ const char* then_rhs(const Launch& launch, const RaggedDotTask& task, int64_t co
   return launch.rhs + first * static_cast<int64_t>(dtype_size(launch.rhs_dtype));
 }
 
+// acc [rows, cols] (row stride ldc) (+)= product [rows, cols] (row stride ld) * scale[column]:
+// one scale block's products of fp8 codes, scaled as the dequantized weights would be.
+void add_scaled_columns(const float* product, int64_t ld, int64_t rows, int64_t cols,
+                        const float* scale, bool accumulate, float* acc, int64_t ldc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = product + r * ld;
+    float* a = acc + r * ldc;
+    if (accumulate) {
+      for (int64_t c = 0; c < cols; ++c) a[c] += p[c] * scale[c];
+    } else {
+      for (int64_t c = 0; c < cols; ++c) a[c] = p[c] * scale[c];
+    }
+  }
+}
+
 // Partial sums of the task's rows for rhs columns [task.n_start, task.n_end) + col_offset into
 // acc [rows, ldc] (col_offset = out_N: the up half of [gate | up]).
 template <typename Acc>
@@ -180,14 +195,28 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
     return;
   }
 
-  for (int64_t k_i = 0; k_i < work.nk; ++k_i) {
-    const int64_t k0 = k_i * work.tk, depth = std::min(work.tk, K - k0);
+  // fp8 weights on a bf16 engine: the codes decoded to bf16 (exact) and multiplied as they are;
+  // each segment's products land in `product` and are added to acc times the segment's scale
+  // row, so segments end at scale-block boundaries as well as at K blocks.
+  const bool scaled = quantized && options.engine != GemmEngine::kF32Fma;
+  thread_local cpu::ScratchBuffer product_buffer, decoded_buffer;
+  float* product = nullptr;
+  bf16* decoded = nullptr;
+  if constexpr (!f64) {
+    if (scaled) {
+      product = static_cast<float*>(product_buffer.get(rows * work.tn * sizeof(float)));
+      decoded = static_cast<bf16*>(decoded_buffer.get(work.tk * work.tn * sizeof(bf16)));
+    }
+  }
+  for (int64_t k0 = 0; k0 < K;) {
+    int64_t depth = std::min(work.tk - k0 % work.tk, K - k0);
+    if (scaled) depth = std::min(depth, launch.block_k - k0 % launch.block_k);
     BlockArgs args{};
     args.lhs_block = lhs_block;
     args.rows = rows;
     args.depth = depth;
-    args.ldc = ldc;
-    args.accumulate = k_i > 0;
+    args.ldc = scaled ? work.tn : ldc;
+    args.accumulate = !scaled && k0 > 0;
     args.mr = options.mr;
     args.nr_vectors = options.nr_vectors;
     if (options.engine == GemmEngine::kAmxBf16) {
@@ -203,25 +232,42 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
       const int64_t cols = std::min(work.tn, task.n_end - n0);
       const char* rhs_block = rhs_g + (k0 * N + n0) * rhs_size;
       args.out = acc + (n0 - task.n_start);
+      if (scaled) args.out = product;
       args.next_rhs = next_panel(rhs_g, rhs_size, K, N, work.tk, work.tn, task, k0, n0,
                                  then_rhs(launch, task, col_offset));
-      if (options.engine == GemmEngine::kAmxBf16) {
-        pack_rhs_panel_amx(reinterpret_cast<const bf16*>(rhs_block), N, false, depth, cols,
-                           reinterpret_cast<uint32_t*>(rhs_panel));
-        args.rhs = rhs_panel;
-        args.cols = cols;
-        if (!block_product_amx_bf16(args)) {
-          throw NotImplemented("cpu ragged_dot: the AMX tiles are not available");
+      if (options.engine != GemmEngine::kF32Fma) {
+        // bf16 rhs as stored, or fp8 codes decoded into a dense [depth, cols] bf16 block.
+        const bf16* rhs_bf16 = reinterpret_cast<const bf16*>(rhs_block);
+        int64_t ld = N;
+        if (scaled) {
+          decode_f8e4m3_to_bf16(reinterpret_cast<const uint8_t*>(rhs_block), N, depth, cols,
+                                decoded);
+          rhs_bf16 = decoded;
+          ld = cols;
         }
-        continue;
-      }
-      if (options.engine == GemmEngine::kBf16Dot) {
-        pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(rhs_block), N, depth, cols, nr,
-                             reinterpret_cast<uint32_t*>(rhs_panel));
         args.rhs = rhs_panel;
         args.cols = cols;
-        if (!block_product_bf16(args))
-          throw NotImplemented("cpu ragged_dot: no such bf16 micro-kernel");
+        if (options.engine == GemmEngine::kAmxBf16) {
+          pack_rhs_panel_amx(rhs_bf16, ld, false, depth, cols,
+                             reinterpret_cast<uint32_t*>(rhs_panel));
+          if (!block_product_amx_bf16(args)) {
+            throw NotImplemented("cpu ragged_dot: the AMX tiles are not available");
+          }
+        } else {
+          pack_rhs_panel_pairs(rhs_bf16, ld, depth, cols, nr,
+                               reinterpret_cast<uint32_t*>(rhs_panel));
+          if (!block_product_bf16(args))
+            throw NotImplemented("cpu ragged_dot: no such bf16 micro-kernel");
+        }
+        if constexpr (!f64) {
+          if (scaled) {
+            const float* scale_row = launch.scale +
+                                     (task.group * launch.scale_blocks + k0 / launch.block_k) * N +
+                                     col_offset + n0;
+            add_scaled_columns(product, work.tn, rows, cols, scale_row, k0 > 0,
+                               acc + (n0 - task.n_start), ldc);
+          }
+        }
         continue;
       }
       int64_t packed_from = 0;  // columns [packed_from, cols) go through a packed panel
@@ -257,6 +303,7 @@ void compute_columns(const Launch& launch, const RaggedDotTask& task, int64_t co
         block_product(args, f64);
       }
     }
+    k0 += depth;
   }
 }
 
@@ -481,9 +528,14 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     throw InvalidArgument(
         "ragged_dot cpu kernel: rhs_scale given without quantized rhs, or missing", "rhs_scale");
   }
-  if (p.quantized() && (f64 || options.engine != GemmEngine::kF32Fma)) {
+  if (p.quantized() && f64) {
+    throw NotImplemented("cpu ragged_dot: quantized rhs runs in f32 (no f64 output)");
+  }
+  if (p.quantized() && options.engine != GemmEngine::kF32Fma &&
+      (p.rhs_dtype != DType::kF8E4M3 || p.lhs_dtype != DType::kBF16 || p.quantize_lhs)) {
     throw NotImplemented(
-        "cpu ragged_dot: quantized rhs runs in f32 (no f64 output, no native_dot or amx)");
+        "cpu ragged_dot: quantized rhs on native_dot or amx needs bf16 lhs and f8e4m3 rhs "
+        "(decoded to bf16 exactly) without maybe_quantize_lhs");
   }
   Launch launch{};
   launch.work = &work;
@@ -597,8 +649,8 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     throw NotImplemented("cpu ragged_dot: amx needs a CPU with amx_bf16 whose tiles Linux grants");
   }
   if (engine != GemmEngine::kF32Fma &&
-      (lhs.dtype() != DType::kBF16 || rhs.dtype() != DType::kBF16)) {
-    throw NotImplemented("cpu ragged_dot: a bf16 engine needs bf16 lhs and rhs");
+      (lhs.dtype() != DType::kBF16 || (rhs.dtype() != DType::kBF16 && !p.quantized()))) {
+    throw NotImplemented("cpu ragged_dot: a bf16 engine needs bf16 lhs and bf16 or fp8 rhs");
   }
   launch.scratch =
       task_scratch(work, launch.options.mr, launch.nr,

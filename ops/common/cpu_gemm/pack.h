@@ -49,6 +49,13 @@ void pack_rhs_panel_dequant(DType dtype, const void* rhs, int64_t ld, int64_t de
                             int64_t nr, const float* scale, int64_t scale_ld, int64_t k0,
                             int64_t block, float* packed);
 
+// f8e4m3 codes [depth, cols] (row stride ld) -> the same values as bf16 [depth, cols] (row
+// stride cols), exactly: e4m3's 3 mantissa bits and its exponent range fit bf16's, so fp8
+// weights can ride the bf16 engines (native_dot, the AMX tiles) with their scales applied to
+// the products.
+void decode_f8e4m3_to_bf16(const uint8_t* codes, int64_t ld, int64_t depth, int64_t cols,
+                           bf16* out);
+
 // bf16 lhs [rows, depth] / rhs [depth, cols] -> bf16 pair layouts (no conversion: the native
 // dot instruction multiplies bf16 directly).
 void pack_lhs_block_pairs(const bf16* lhs, int64_t ld, int64_t rows, int64_t depth, int64_t mr,

@@ -1,4 +1,5 @@
-// CPU GEMM engine: the dequantizing rhs pack (quantized weights to f32 panels).
+// CPU GEMM engine: the dequantizing rhs pack (quantized weights to f32 panels), and fp8 codes
+// decoded to bf16 for the bf16 engines.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -13,7 +14,8 @@ namespace {
 const std::array<float, 256>& f8e4m3_table() {
   static const std::array<float, 256> table = [] {
     std::array<float, 256> t{};
-    for (int code = 0; code < 256; ++code) t[code] = f8e4m3_to_float(f8e4m3{static_cast<uint8_t>(code)});
+    for (int code = 0; code < 256; ++code)
+      t[code] = f8e4m3_to_float(f8e4m3{static_cast<uint8_t>(code)});
     return t;
   }();
   return table;
@@ -37,7 +39,27 @@ void pack(const uint8_t* rhs, int64_t ld, int64_t depth, int64_t cols, int64_t n
   }
 }
 
+// All 256 e4m3 codes as bf16 bits (exact), once.
+const std::array<bf16, 256>& f8e4m3_bf16_table() {
+  static const std::array<bf16, 256> table = [] {
+    std::array<bf16, 256> t{};
+    for (int code = 0; code < 256; ++code) t[code] = float_to_bf16(f8e4m3_table()[code]);
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace
+
+void decode_f8e4m3_to_bf16(const uint8_t* codes, int64_t ld, int64_t depth, int64_t cols,
+                           bf16* out) {
+  const std::array<bf16, 256>& table = f8e4m3_bf16_table();
+  for (int64_t k = 0; k < depth; ++k) {
+    const uint8_t* row = codes + k * ld;
+    bf16* dst = out + k * cols;
+    for (int64_t c = 0; c < cols; ++c) dst[c] = table[row[c]];
+  }
+}
 
 void pack_rhs_panel_dequant(DType dtype, const void* rhs, int64_t ld, int64_t depth, int64_t cols,
                             int64_t nr, const float* scale, int64_t scale_ld, int64_t k0,
