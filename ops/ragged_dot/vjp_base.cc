@@ -43,14 +43,9 @@ BoundArgs RaggedDotVjpOp::bind_canonical(const nlohmann::json& args) const {
                             key);
     }
   }
-  // A preset that rounds the operands would need the gradient's two products (over N and over
-  // the rows) expanded each its own way: refused by name until they are, never ignored.
-  if (const RaggedDotProblem p = RaggedDotProblem::from(bound); !p.precision_plan().identity()) {
-    throw InvalidArgument("ragged_dot_vjp: precision=" + std::string(precision_name(p.precision)) +
-                              " is not implemented for the gradient (default, high, highest and "
-                              "presets that keep these operands as they are run)",
-                          "precision");
-  }
+  // A preset applies to both products (vjp_precision.h), so dout must be able to take it too.
+  const RaggedDotVjpProblem p = RaggedDotVjpProblem::from(bound);
+  (void)plan_precision(p.fwd.precision, p.dout_dtype, p.fwd.rhs_dtype);
   return bound;
 }
 

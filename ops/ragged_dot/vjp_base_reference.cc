@@ -24,6 +24,7 @@
 #include "ops/framework/vjp.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/vjp_base.h"
+#include "ops/ragged_dot/vjp_precision.h"
 
 namespace tokamax {
 namespace {
@@ -37,8 +38,8 @@ DType accumulator(const RaggedDotVjpProblem& p) {
 TensorMap RaggedDotVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // The forward's inputs (activations N(0, 1), weights N(0, 1/K)) and a cotangent ~ N(0, 1): the
   // scale of a loss gradient normalized per token.
-  TensorMap inputs = ragged_dot_op().make_inputs(primal_args(ragged_dot_op(), args, cotangents()),
-                                                 seed);
+  TensorMap inputs =
+      ragged_dot_op().make_inputs(primal_args(ragged_dot_op(), args, cotangents()), seed);
   inputs.emplace("dout", normal_tensor(args.tensor("dout"), seed, "dout"));
   return inputs;
 }
@@ -95,8 +96,7 @@ template void ragged_dot_vjp_reference<double>(const RaggedDotVjpProblem&, const
 
 namespace {
 
-void run_reference(const RaggedDotVjpProblem& problem, const TensorMap& inputs,
-                   TensorMap& outputs) {
+void run_plain(const RaggedDotVjpProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
   const Tensor& lhs = inputs.at("lhs");
   const Tensor& rhs = inputs.at("rhs");
   const Tensor& dout = inputs.at("dout");
@@ -108,6 +108,12 @@ void run_reference(const RaggedDotVjpProblem& problem, const TensorMap& inputs,
     ragged_dot_vjp_reference<float>(problem, lhs, rhs, dout, outputs.at("dlhs"),
                                     outputs.at("drhs"));
   }
+}
+
+// A precision preset as its passes on pieces (vjp_precision.h).
+void run_reference(const RaggedDotVjpProblem& problem, const TensorMap& inputs,
+                   TensorMap& outputs) {
+  run_ragged_dot_vjp(problem, inputs, outputs, run_plain);
 }
 
 }  // namespace

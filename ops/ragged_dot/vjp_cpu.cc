@@ -13,6 +13,7 @@
 #include "ops/ragged_dot/vjp_base.h"
 #include "ops/ragged_dot/vjp_cpu_config.h"
 #include "ops/ragged_dot/vjp_cpu_kernel.h"
+#include "ops/ragged_dot/vjp_precision.h"
 
 namespace tokamax {
 namespace {
@@ -35,8 +36,11 @@ class CpuRaggedDotVjp final
     }
   }
 
-  void check_config(const RaggedDotVjpProblem& p, const CpuRaggedDotVjpConfig& c,
+  // A precision preset runs as passes on pieces (vjp_precision.h): configs are checked, chosen
+  // and run for the problem of a pass.
+  void check_config(const RaggedDotVjpProblem& given, const CpuRaggedDotVjpConfig& c,
                     const Device& device) const override {
+    const RaggedDotVjpProblem p = vjp_computed(given);
     require_num_threads(c.num_threads, device);
     require_micro_tile(c.mr, c.nr);
     require_bf16_path(c.bf16_path, is_bf16_vjp_problem(p), "bf16 lhs, rhs and dout");
@@ -44,18 +48,21 @@ class CpuRaggedDotVjp final
 
   CpuRaggedDotVjpConfig heuristics_config(const RaggedDotVjpProblem& p,
                                           const Device& device) const override {
-    return cpu_ragged_dot_vjp_heuristics_config(p, device);
+    return cpu_ragged_dot_vjp_heuristics_config(vjp_computed(p), device);
   }
   std::vector<CpuRaggedDotVjpConfig> autotuning_configs(const RaggedDotVjpProblem& p,
                                                         const Device& device) const override {
-    return cpu_ragged_dot_vjp_autotuning_configs(p, device);
+    return cpu_ragged_dot_vjp_autotuning_configs(vjp_computed(p), device);
   }
 
   void run(const RaggedDotVjpProblem& p, const CpuRaggedDotVjpConfig& config, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
-    ragged_dot_vjp_cpu_kernel(p, config, inputs.at("lhs"), inputs.at("rhs"), inputs.at("dout"),
-                              outputs.at("dlhs"), outputs.at("drhs"));
+    run_ragged_dot_vjp(p, inputs, outputs,
+                       [&](const RaggedDotVjpProblem& q, const TensorMap& in, TensorMap& out) {
+                         ragged_dot_vjp_cpu_kernel(q, config, in.at("lhs"), in.at("rhs"),
+                                                   in.at("dout"), out.at("dlhs"), out.at("drhs"));
+                       });
   }
 };
 

@@ -48,15 +48,21 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
                                const Tensor& lhs, const Tensor& rhs, const Tensor& dout,
                                Tensor& dlhs, Tensor& drhs, int64_t wave_bytes) {
   const RaggedDotProblem& p = vp.fwd;
+  if (dlhs.dtype() != vp.dlhs_dtype || drhs.dtype() != vp.drhs_dtype) {
+    throw InvalidArgument("ragged_dot_vjp cpu kernel: dlhs / drhs are not of the problem's dtypes",
+                          "dlhs");
+  }
   const int64_t M = p.M, K = p.K, N = p.N;
   const size_t lhs_size = dtype_size(p.lhs_dtype), rhs_size = dtype_size(p.rhs_dtype);
   const size_t dout_size = dtype_size(vp.dout_dtype);
+  // The gradients' own dtypes (the inputs', or f32 for the passes of a precision preset).
+  const size_t dlhs_size = dtype_size(vp.dlhs_dtype), drhs_size = dtype_size(vp.drhs_dtype);
   char* dlhs_data = static_cast<char*>(dlhs.raw());
   char* drhs_data = static_cast<char*>(drhs.raw());
   // Rows with no forward output (before the shard, past the group sum) have a zero gradient.
-  std::memset(dlhs_data, 0, static_cast<size_t>(p.first_row() * K) * lhs_size);
-  std::memset(dlhs_data + p.rows() * K * static_cast<int64_t>(lhs_size), 0,
-              static_cast<size_t>((M - p.rows()) * K) * lhs_size);
+  std::memset(dlhs_data, 0, static_cast<size_t>(p.first_row() * K) * dlhs_size);
+  std::memset(dlhs_data + p.rows() * K * static_cast<int64_t>(dlhs_size), 0,
+              static_cast<size_t>((M - p.rows()) * K) * dlhs_size);
   if (K == 0) return;
 
   const int64_t tm = c.tile_m, tn = c.tile_n;
@@ -70,7 +76,7 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
   const char* lhs_data = static_cast<const char*>(lhs.raw());
   const char* rhs_data = static_cast<const char*>(rhs.raw());
   const char* dout_data = static_cast<const char*>(dout.raw());
-  const bool dlhs_f32 = p.lhs_dtype == DType::kF32, drhs_f32 = p.rhs_dtype == DType::kF32;
+  const bool dlhs_f32 = vp.dlhs_dtype == DType::kF32, drhs_f32 = vp.drhs_dtype == DType::kF32;
 
   // The B operand of a column block [c0, c0 + cols) of either gradient of group g: rhs[g]^T for
   // dlhs (contraction N), dout_g for drhs (contraction rows_g).
@@ -113,7 +119,7 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
     add_slabs(Task::kDrhs, g, K, N, rows_g);
     add_slabs(Task::kDlhs, g, rows_g, K, N);
   }
-  const int64_t group_bytes = K * N * static_cast<int64_t>(rhs_size);
+  const int64_t group_bytes = K * N * static_cast<int64_t>(drhs_size);
   cpu::parallel_for(static_cast<int64_t>(empty_groups.size()), c.num_threads, [&](int64_t i, int) {
     std::memset(drhs_data + empty_groups[i] * group_bytes, 0, static_cast<size_t>(group_bytes));
   });
@@ -171,14 +177,14 @@ void ragged_dot_vjp_cpu_kernel(const RaggedDotVjpProblem& vp, const CpuRaggedDot
         // dlhs[s_g + r0 + r, c0 + j] = sum_n dout[s_g + r0 + r, n] rhs[g, c0 + j, n].
         a = {vp.dout_dtype, dout_data + (s_g + t.r0) * N * static_cast<int64_t>(dout_size), N,
              false};
-        out_dtype = p.lhs_dtype;
-        out = dlhs_data + ((s_g + t.r0) * K + t.c0) * static_cast<int64_t>(lhs_size);
+        out_dtype = vp.dlhs_dtype;
+        out = dlhs_data + ((s_g + t.r0) * K + t.c0) * static_cast<int64_t>(dlhs_size);
         ld_out = K;
       } else {
         // drhs[g, r0 + r, c0 + j] = sum_m lhs[s_g + m, r0 + r] dout[s_g + m, c0 + j].
         a = {p.lhs_dtype, lhs_data + (s_g * K + t.r0) * static_cast<int64_t>(lhs_size), K, true};
-        out_dtype = p.rhs_dtype;
-        out = drhs_data + ((t.g * K + t.r0) * N + t.c0) * static_cast<int64_t>(rhs_size);
+        out_dtype = vp.drhs_dtype;
+        out = drhs_data + ((t.g * K + t.r0) * N + t.c0) * static_cast<int64_t>(drhs_size);
         ld_out = N;
       }
       const bool f32_out = t.kind == Task::kDlhs ? dlhs_f32 : drhs_f32;

@@ -13,6 +13,7 @@
 #include "ops/ragged_dot/cuda_vendor.h"
 #include "ops/ragged_dot/vjp_base.h"
 #include "ops/ragged_dot/vjp_gemm_plan.h"
+#include "ops/ragged_dot/vjp_precision.h"
 
 #if TOKAMAX_WITH_CUDA
 #include "backends/cuda/cublas.h"
@@ -36,6 +37,10 @@ class CublasRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem>
   }
 
   void check(const RaggedDotVjpProblem& vp, const Device&) const override {
+    if (vjp_precision_rounds(vp)) {
+      throw NotImplemented("cublas: precision=" + std::string(precision_name(vp.fwd.precision)) +
+                           "; the baseline multiplies the operands as given");
+    }
     const RaggedDotProblem& p = vp.fwd;
     const DType in = p.lhs_dtype;
     if (p.rhs_dtype != in || vp.dout_dtype != in) {

@@ -41,15 +41,33 @@ RaggedDotVjpGemmPlan ragged_dot_vjp_gemm_plan(const RaggedDotVjpProblem& vp) {
     }
     using T = RaggedDotVjpTensor;
     // dlhs rows of g [m_g, K] = dout_g [m_g, N] x rhs[g]^T, rhs[g] stored [K, N].
-    plan.gemms.push_back({.m = m_g, .n = K, .k = N,
-                          .a = T::kDout, .a_offset = s_g * N, .lda = N,
-                          .b = T::kRhs, .b_offset = g * K * N, .ldb = N, .b_transposed = true,
-                          .c = T::kDlhs, .c_offset = s_g * K, .ldc = K});
+    plan.gemms.push_back({.m = m_g,
+                          .n = K,
+                          .k = N,
+                          .a = T::kDout,
+                          .a_offset = s_g * N,
+                          .lda = N,
+                          .b = T::kRhs,
+                          .b_offset = g * K * N,
+                          .ldb = N,
+                          .b_transposed = true,
+                          .c = T::kDlhs,
+                          .c_offset = s_g * K,
+                          .ldc = K});
     // drhs[g] [K, N] = lhs_g^T [K, m_g] x dout_g [m_g, N], lhs_g stored [m_g, K].
-    plan.gemms.push_back({.m = K, .n = N, .k = m_g,
-                          .a = T::kLhs, .a_offset = s_g * K, .lda = K, .a_transposed = true,
-                          .b = T::kDout, .b_offset = s_g * N, .ldb = N,
-                          .c = T::kDrhs, .c_offset = g * K * N, .ldc = N});
+    plan.gemms.push_back({.m = K,
+                          .n = N,
+                          .k = m_g,
+                          .a = T::kLhs,
+                          .a_offset = s_g * K,
+                          .lda = K,
+                          .a_transposed = true,
+                          .b = T::kDout,
+                          .b_offset = s_g * N,
+                          .ldb = N,
+                          .c = T::kDrhs,
+                          .c_offset = g * K * N,
+                          .ldc = N});
   }
   return plan;
 }

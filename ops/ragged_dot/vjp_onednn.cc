@@ -21,6 +21,7 @@
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/vjp_base.h"
 #include "ops/ragged_dot/vjp_gemm_plan.h"
+#include "ops/ragged_dot/vjp_precision.h"
 
 namespace tokamax {
 namespace {
@@ -48,6 +49,10 @@ class OneDnnRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem>
   nlohmann::json describe() const override { return cpu::onednn_describe(); }
 
   void check(const RaggedDotVjpProblem& p, const Device&) const override {
+    if (vjp_precision_rounds(p)) {
+      throw NotImplemented("onednn: precision=" + std::string(precision_name(p.fwd.precision)) +
+                           "; the baseline multiplies the operands as given");
+    }
     const DType in = p.fwd.lhs_dtype;
     if (p.fwd.rhs_dtype != in || p.dout_dtype != in) {
       throw NotImplemented("onednn: lhs " + std::string(dtype_name(in)) + ", rhs " +
@@ -88,13 +93,11 @@ class OneDnnRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem>
     const dnnl::engine& engine = cpu::onednn_engine();
     dnnl::stream stream(engine);
     for (const RaggedDotVjpGemm& g : plan.gemms) {
-      const MatmulKey key{g.m, g.k, g.n, g.a_transposed, g.b_transposed, g.lda, g.ldb, g.ldc,
-                          type};
+      const MatmulKey key{g.m, g.k, g.n, g.a_transposed, g.b_transposed, g.lda, g.ldb, g.ldc, type};
       dnnl::memory a(a_desc(key), engine, at(g.a, g.a_offset));
       dnnl::memory b(b_desc(key), engine, at(g.b, g.b_offset));
       dnnl::memory c(c_desc(key), engine, at(g.c, g.c_offset));
-      primitive(key).execute(stream,
-                             {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+      primitive(key).execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
     }
     stream.wait();
   }

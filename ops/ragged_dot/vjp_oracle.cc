@@ -9,8 +9,10 @@
 
 #include "ops/common/f64_matrix.h"
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
 #include "ops/ragged_dot/oracle.h"
 #include "ops/ragged_dot/vjp_api.h"
+#include "ops/ragged_dot/vjp_precision.h"
 
 namespace tokamax {
 namespace {
@@ -167,17 +169,28 @@ OracleSample ragged_dot_vjp_oracle(const BoundArgs& args, const TensorMap& input
     blocked_drhs(p, inputs, index, sums);
   }
   // (n + 1) (1 + 2 (n + 1) u): the per-point factor of the error model (vjp_base_reference.cc).
-  const double u = ragged_dot_vjp_op().error_model(args).accumulation_roundoff;
-  auto factor = [u](int64_t n) {
-    const double terms = static_cast<double>(n) + 1.0;
+  const ErrorModel model = ragged_dot_vjp_op().error_model(args);
+  const double u = model.accumulation_roundoff;
+  auto factor = [u](double n) {
+    const double terms = n + 1.0;
     return terms * (1.0 + 2.0 * terms * u);
   };
+  // A rounding preset (vjp_precision.h): P passes of n terms each, summed (P n terms in all),
+  // and each term off by the pieces' relative error r once: r sum |terms| joins the magnitude
+  // scaled by 1 / gamma, since the bound is gamma * magnitude.
+  double passes = 1.0, r_over_gamma = 0.0;
+  if (vjp_precision_rounds(vp)) {
+    const PrecisionPlan plan = vjp_precision_plan(vp);
+    passes = static_cast<double>(plan.passes());
+    r_over_gamma = plan.operand_roundoff / term_gamma(model);
+  }
   OracleSample sample;
   sample.index.assign(index.begin(), index.end());
   sample.value = std::move(sums.value);
   sample.magnitude.resize(index.size());
   for (size_t s = 0; s < index.size(); ++s) {
-    sample.magnitude[s] = factor(sums.terms[s]) * sums.magnitude[s];
+    const double n = passes * static_cast<double>(sums.terms[s]);
+    sample.magnitude[s] = (factor(n) + r_over_gamma) * sums.magnitude[s];
   }
   return sample;
 }
