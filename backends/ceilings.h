@@ -9,7 +9,7 @@
 namespace tokamax {
 
 // What a kernel on the device can reach at best, all of it together. Which peak applies to a
-// kernel depends on the dtype its arithmetic runs at (ops/framework/measurement/roofline.h).
+// kernel depends on the dtype its arithmetic runs at (cli/toolkit/measurement/roofline.h).
 struct Ceilings {
   double f32_fma_gflops = 0;
   double f64_fma_gflops = 0;

@@ -17,12 +17,12 @@
 #include "cli/report/bench_compare.h"
 #include "cli/report/bench_report.h"
 #include "ops/framework/errors.h"
-#include "ops/framework/harness/verifier.h"
-#include "ops/framework/measurement/bench_sampler.h"
-#include "ops/framework/measurement/measurement.h"
-#include "ops/framework/measurement/roofline.h"
+#include "cli/toolkit/harness/verifier.h"
+#include "cli/toolkit/measurement/bench_sampler.h"
+#include "cli/toolkit/measurement/measurement.h"
+#include "cli/toolkit/measurement/roofline.h"
 #include "ops/framework/metadata.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 
 namespace tokamax::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "backends/files.h"
 #include "cli/report/table.h"
-#include "ops/framework/autotuning/autotune_cache.h"
+#include "ops/framework/autotune_cache.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax::cli {

@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/report/table.h"
-#include "ops/framework/measurement/roofline.h"
+#include "cli/toolkit/measurement/roofline.h"
 #include "ops/framework/metadata.h"
 
 namespace tokamax::cli {

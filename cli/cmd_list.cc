@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/report/table.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 
 namespace tokamax::cli {
 namespace {

@@ -7,10 +7,10 @@
 #include "cli/report/table.h"
 #include "cli/tune_items.h"
 #include "cli/tune_sources.h"
-#include "ops/framework/autotuning/tuner.h"
+#include "cli/toolkit/autotuning/tuner.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/metadata.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 
 namespace tokamax::cli {
 namespace {

@@ -11,9 +11,9 @@
 #include "cli/progress.h"
 #include "cli/report/table.h"
 #include "ops/framework/errors.h"
-#include "ops/framework/harness/verifier.h"
+#include "cli/toolkit/harness/verifier.h"
 #include "ops/framework/metadata.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 
 namespace tokamax::cli {
 namespace {

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "ops/framework/harness/worker_protocol.h"
+#include "cli/toolkit/harness/worker_protocol.h"
 
 namespace tokamax::cli {
 

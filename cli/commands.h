@@ -22,7 +22,7 @@ Runner add_verify_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_tune_command(CLI::App& app);
 Runner add_export_cache_command(CLI::App& app);
-Runner add_worker_command(CLI::App& app);  // hidden: the isolation worker (ops/framework/harness/worker_runner.h)
+Runner add_worker_command(CLI::App& app);  // hidden: the isolation worker (cli/toolkit/harness/worker_runner.h)
 
 // Parses argv and runs the subcommand; returns the exit code (cli/main.cc's main()).
 int run_cli(int argc, char** argv);

@@ -11,9 +11,9 @@
 
 #include "backends/registry.h"
 #include "ops/framework/errors.h"
-#include "ops/framework/harness/local_runner.h"
-#include "ops/framework/harness/worker_runner.h"
-#include "ops/framework/registry.h"
+#include "cli/toolkit/harness/local_runner.h"
+#include "cli/toolkit/harness/worker_runner.h"
+#include "ops/registry.h"
 
 namespace tokamax::cli {
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "ops/framework/autotuning/autotune_cache.h"
-#include "ops/framework/catalog/arg_spec.h"
+#include "ops/framework/autotune_cache.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/config_resolution.h"
 #include "ops/framework/devices.h"
-#include "ops/framework/harness/case_runner.h"
+#include "cli/toolkit/harness/case_runner.h"
 #include "ops/framework/op.h"
 
 namespace tokamax::cli {

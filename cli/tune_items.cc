@@ -8,7 +8,7 @@
 
 #include "cli/common.h"
 #include "ops/framework/errors.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 
 namespace tokamax::cli {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/framework/autotuning/tuner.h"
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/autotuning/tuner.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/op.h"
 
 namespace tokamax::cli {

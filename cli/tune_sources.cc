@@ -10,7 +10,7 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/input_file.h"
 #include "ops/framework/random.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 
 namespace tokamax {
 namespace {

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 
 namespace tokamax {
 

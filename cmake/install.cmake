@@ -7,7 +7,7 @@ include(CMakePackageConfigHelpers)
 # The headers reachable from the public entry points by project includes.
 function(tokamax_public_headers out)
   file(GLOB queue RELATIVE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/ops/*/api.h)
-  list(APPEND queue ops/framework/random.h ops/framework/registry.h)
+  list(APPEND queue ops/framework/random.h ops/registry.h)
   set(seen "")
   while(queue)
     list(POP_FRONT queue header)

@@ -1,15 +1,19 @@
 // The layering check: every project include points down the layers (docs/architecture.md).
 //
-//   cli/                    -> anything below
-//   ops/framework/<role>/   catalog, autotuning, measurement, harness: -> ops/framework, backends
+//   cli/                    the commands -> anything below
+//   cli/toolkit/            catalogs, measurement, autotuning, the harness: -> cli/toolkit, the
+//                           op registry, the op model, backends (never an op's own files)
+//   ops/registry.*          the registry of ops -> each op's (vjp_)api.h, the op model, backends
 //   ops/<op>/               -> its own folder, ops/common, the op model, backends
 //   ops/common/             -> ops/common, the op model, backends
-//   ops/framework/*         the op model (op, tensor, dtype, config, errors, dispatch, ...):
-//                           -> ops/framework, backends; registry.cc alone names each op's (vjp_)api.h
+//   ops/framework/          the op model (op, tensor, dtype, config, errors, dispatch, the
+//                           autotuning cache configs are resolved from): -> ops/framework,
+//                           backends
 //   backends/               -> backends only
 //
-// No op includes another op's files, ops/common includes no op, and backends/ includes nothing
-// from ops/. Tests may include anything.
+// No include runs up: no op includes another op's files or the registry, ops/common includes no
+// op, the op model includes neither the ops nor the toolkit, and backends/ includes nothing from
+// ops/. Tests may include anything.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -33,24 +37,30 @@ std::string component(const std::string& path, const std::string& prefix) {
   return rest.substr(0, rest.find('/'));
 }
 
-// A header of the op model: a file directly in ops/framework/, not in a role subfolder.
-bool op_model(const std::string& include) {
-  return starts_with(include, "ops/framework/") &&
-         include.find('/', std::string("ops/framework/").size()) == std::string::npos;
+// A header of the op model: a file in ops/framework/ (the folder has no subfolders).
+bool op_model(const std::string& include) { return starts_with(include, "ops/framework/"); }
+
+// A file directly in ops/ (the registry of ops), not in an op's folder.
+bool registry(const std::string& path) {
+  return starts_with(path, "ops/") && path.find('/', 4) == std::string::npos;
 }
 
 // Whether `file` (relative to the source root) may include the project header `include`.
 bool allowed(const std::string& file, const std::string& include) {
   const bool to_backends = starts_with(include, "backends/");
   if (starts_with(file, "backends/")) return to_backends;
+  if (starts_with(file, "cli/toolkit/")) {
+    return to_backends || starts_with(include, "cli/toolkit/") || op_model(include) ||
+           registry(include);
+  }
   if (starts_with(file, "cli/")) return true;
-  if (starts_with(file, "ops/framework/")) {
-    if (to_backends || starts_with(include, "ops/framework/")) return true;
+  if (registry(file)) {
     // The registry is where the ops are listed: it names each op's entry point (a VJP op's is
     // vjp_api.h beside its forward's).
-    return file == "ops/framework/registry.cc" &&
+    return to_backends || op_model(include) || registry(include) ||
            std::regex_match(include, std::regex("ops/[a-z_]+/(vjp_)?api\\.h"));
   }
+  if (starts_with(file, "ops/framework/")) return to_backends || op_model(include);
   if (starts_with(file, "ops/common/")) {
     return to_backends || starts_with(include, "ops/common/") || op_model(include);
   }
@@ -108,15 +118,26 @@ TEST_CASE("the layering check reports includes that point up or sideways", "[lay
   write("ops/layer_norm/z.cc",
         "#include \"ops/layer_norm/base.h\"\n#include \"ops/common/cpu_checks.h\"\n"
         "#include \"ops/ragged_dot/cpu_tiling.h\"\n"
-        "#include \"ops/framework/harness/verifier.h\"\n");
-  write("ops/framework/registry.cc", "#include \"ops/layer_norm/api.h\"\n");
-  write("ops/framework/dispatch.cc", "#include \"ops/layer_norm/api.h\"\n");
-  write("cli/c.cc", "#include \"ops/layer_norm/api.h\"\n");
+        "#include \"cli/toolkit/harness/verifier.h\"\n#include \"ops/registry.h\"\n");
+  write("ops/registry.cc",
+        "#include \"ops/layer_norm/api.h\"\n#include \"ops/layer_norm/base.h\"\n");
+  write("ops/framework/dispatch.cc",
+        "#include \"ops/layer_norm/api.h\"\n#include \"ops/registry.h\"\n");
+  write("cli/toolkit/t.cc",
+        "#include \"ops/registry.h\"\n#include \"ops/layer_norm/cpu_kernel.h\"\n"
+        "#include \"cli/common.h\"\n");
+  write("cli/c.cc",
+        "#include \"ops/layer_norm/api.h\"\n#include \"cli/toolkit/harness/verifier.h\"\n");
   const std::vector<std::string> violations = layering_violations(dir.path());
   CHECK_THAT(violations, Catch::Matchers::UnorderedEquals(std::vector<std::string>{
                              "backends/cpu/x.cc:2: includes ops/framework/op.h",
                              "ops/common/y.cc:2: includes ops/ragged_dot/base.h",
                              "ops/layer_norm/z.cc:3: includes ops/ragged_dot/cpu_tiling.h",
-                             "ops/layer_norm/z.cc:4: includes ops/framework/harness/verifier.h",
-                             "ops/framework/dispatch.cc:1: includes ops/layer_norm/api.h"}));
+                             "ops/layer_norm/z.cc:4: includes cli/toolkit/harness/verifier.h",
+                             "ops/layer_norm/z.cc:5: includes ops/registry.h",
+                             "ops/registry.cc:2: includes ops/layer_norm/base.h",
+                             "ops/framework/dispatch.cc:1: includes ops/layer_norm/api.h",
+                             "ops/framework/dispatch.cc:2: includes ops/registry.h",
+                             "cli/toolkit/t.cc:2: includes ops/layer_norm/cpu_kernel.h",
+                             "cli/toolkit/t.cc:3: includes cli/common.h"}));
 }

@@ -10,7 +10,7 @@
 #include "cli/report/table.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/input_file.h"
-#include "ops/framework/measurement/measurement.h"
+#include "cli/toolkit/measurement/measurement.h"
 
 namespace tokamax {
 

@@ -24,7 +24,7 @@ inline constexpr size_t kMaxExactSamples = 20;  // C(40, 20) counts are still ex
 // Throws InvalidArgument when x or y is empty.
 MannWhitney mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y);
 
-// (Medians and quartiles: quantile / median of ops/framework/measurement/measurement.h.)
+// (Medians and quartiles: quantile / median of cli/toolkit/measurement/measurement.h.)
 // Relative noise of one run: interquartile range / median (0 for a single sample).
 double relative_iqr(const std::vector<double>& values);
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ops/framework/dtype.h"
-#include "ops/framework/measurement/bench_sampler.h"
+#include "cli/toolkit/measurement/bench_sampler.h"
 
 namespace tokamax::cli {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "ops/framework/autotuning/autotune_cache.h"
+#include "ops/framework/autotune_cache.h"
 #include "ops/framework/bound_args.h"
 #include "ops/framework/op.h"
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "ops/framework/autotuning/autotune_cache.h"
+#include "ops/framework/autotune_cache.h"
 #include "ops/framework/errors.h"
 #include "tests/test_util.h"
 

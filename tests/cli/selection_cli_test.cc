@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "tests/test_util.h"
 
 using namespace tokamax;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "backends/clock.h"
-#include "ops/framework/autotuning/autotune_cache.h"
+#include "ops/framework/autotune_cache.h"
 #include "ops/framework/devices.h"
 #include "ops/ragged_dot/api.h"
 #include "tests/test_util.h"

@@ -2,7 +2,7 @@
 // and its writer: whatever it accepts must round-trip to the same cache.
 #include <stdexcept>
 
-#include "ops/framework/autotuning/autotune_cache.h"
+#include "ops/framework/autotune_cache.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // Fuzz target: the YAML catalog loader, whole files (`--spec`), through every op's binding.
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

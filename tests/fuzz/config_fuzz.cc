@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "ops/framework/catalog/arg_spec.h"
-#include "ops/framework/registry.h"
+#include "cli/toolkit/catalog/arg_spec.h"
+#include "ops/registry.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

@@ -12,10 +12,10 @@
 #include <string>
 
 #include "backends/cpu/cpu_device.h"
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
-#include "ops/framework/harness/verifier.h"
-#include "ops/framework/registry.h"
+#include "cli/toolkit/harness/verifier.h"
+#include "ops/registry.h"
 
 using namespace tokamax;
 using nlohmann::json;

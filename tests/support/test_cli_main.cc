@@ -1,6 +1,6 @@
 // `tokamax_test_cli`: the tokamax program plus the fault-injection op (test builds only).
 #include "cli/commands.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 #include "tests/support/fault_injection_op.h"
 
 int main(int argc, char** argv) {

@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/dot_product_attention/api.h"
 
 using namespace tokamax;

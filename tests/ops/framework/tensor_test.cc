@@ -8,7 +8,7 @@
 
 #include "ops/framework/checked_math.h"
 #include "ops/framework/errors.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 
 using namespace tokamax;
 using Catch::Contains;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
 #include "ops/gated_linear_unit/api.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "layer_norm_test_util.h"
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/api.h"
 #include "tests/ops/impl_calls.h"

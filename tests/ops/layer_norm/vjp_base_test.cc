@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/vjp_api.h"
 #include "tests/ops/impl_calls.h"

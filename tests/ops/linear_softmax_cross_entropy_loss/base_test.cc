@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "ops/framework/catalog/arg_spec.h"
+#include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "test_helpers.h"

@@ -10,7 +10,7 @@
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
 #include "tests/ops/impl_calls.h"

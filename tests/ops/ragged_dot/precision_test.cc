@@ -10,7 +10,7 @@
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
 #include "tests/ops/impl_calls.h"

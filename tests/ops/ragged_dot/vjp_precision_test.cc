@@ -10,7 +10,7 @@
 #include "backends/cpu/cpu_device.h"
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/framework/errors.h"
-#include "ops/framework/registry.h"
+#include "ops/registry.h"
 #include "ops/ragged_dot/vjp_api.h"
 #include "tests/ops/impl_calls.h"
 #include "tests/ops/oracle_run.h"

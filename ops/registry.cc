@@ -1,0 +1,61 @@
+// The list of ops compiled into the library. Explicit (not static-initializer registration) so
+// the linker cannot drop an op from the static library and the order is stable.
+#include "ops/registry.h"
+
+#include <string>
+
+#include "ops/dot_product_attention/api.h"
+#include "ops/dot_product_attention/vjp_api.h"
+#include "ops/framework/errors.h"
+#include "ops/gated_linear_unit/api.h"
+#include "ops/gated_linear_unit/vjp_api.h"
+#include "ops/layer_norm/api.h"
+#include "ops/layer_norm/vjp_api.h"
+#include "ops/linear_softmax_cross_entropy_loss/api.h"
+#include "ops/linear_softmax_cross_entropy_loss/vjp_api.h"
+#include "ops/ragged_dot/api.h"
+#include "ops/ragged_dot/vjp_api.h"
+
+namespace tokamax {
+namespace {
+
+std::vector<const Op*>& extra_ops() {
+  static std::vector<const Op*> ops;
+  return ops;
+}
+
+}  // namespace
+
+void register_extra_op(const Op& op) { extra_ops().push_back(&op); }
+
+const std::vector<const Op*>& all_ops() {
+  static const std::vector<const Op*> ops = {
+      &ragged_dot_op(),
+      &ragged_dot_vjp_op(),
+      &dot_product_attention_op(),
+      &dot_product_attention_vjp_op(),
+      &gated_linear_unit_op(),
+      &gated_linear_unit_vjp_op(),
+      &layer_norm_op(),
+      &layer_norm_vjp_op(),
+      &linear_softmax_cross_entropy_loss_op(),
+      &linear_softmax_cross_entropy_loss_vjp_op(),
+  };
+  static const std::vector<const Op*> with_extras = [] {
+    std::vector<const Op*> all = ops;
+    all.insert(all.end(), extra_ops().begin(), extra_ops().end());
+    return all;
+  }();
+  return with_extras;
+}
+
+const Op& find_op(std::string_view name) {
+  std::string known;
+  for (const Op* op : all_ops()) {
+    if (op->name() == name) return *op;
+    known += (known.empty() ? "" : ", ") + std::string(op->name());
+  }
+  throw InvalidArgument("unknown op '" + std::string(name) + "' (known: " + known + ")", "op");
+}
+
+}  // namespace tokamax
