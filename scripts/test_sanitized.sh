@@ -11,7 +11,7 @@
 #                files with the tags tests/CMakeLists.txt lists).
 #
 # Both builds leave the CUDA backend out (its host code is compiled by nvcc, not instrumented)
-# and use -O1. Options: --asan-only, --tsan-only, --no-fuzz; FUZZ_SECONDS=30 by default.
+# and use -O1. Options: --asan-only, --tsan-only, --no-fuzz; FUZZ_SECONDS=20 by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,7 +69,7 @@ fi
 if [ "$run_fuzz" -eq 1 ]; then
   start=$(date +%s)
   # Every target of build-asan/fuzz/targets.txt.
-  scripts/fuzz.sh --build-dir build-asan --seconds "${FUZZ_SECONDS:-30}"
+  scripts/fuzz.sh --build-dir build-asan --seconds "${FUZZ_SECONDS:-20}"
   echo "test_sanitized: fuzzing: $(elapsed "$start")"
 fi
 
@@ -84,6 +84,7 @@ if [ "$run_tsan" -eq 1 ]; then
   # The Catch2 tags the binary was built from (any of).
   tsan_tags="$(cat build-tsan/thread_test_tags.txt)"
   (cd build-tsan && XDG_CACHE_HOME="$PWD/test-cache-home" \
-     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" ./tokamax_thread_tests "$tsan_tags")
+     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \
+       ./tokamax_thread_tests --warn NoTests "$tsan_tags")
   echo "test_sanitized: TSan suite: $(elapsed "$start")"
 fi
