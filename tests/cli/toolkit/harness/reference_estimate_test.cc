@@ -26,7 +26,7 @@ ArgSpec large_case() {
 }  // namespace
 
 TEST_CASE("the reference's estimate scales its measured rate on a smoke spec by FLOPs",
-          "[verifier]") {
+          "[reference_estimate]") {
   const Op& op = ragged_dot_op();
   const Implementation& reference = op.implementation("reference");
   LocalRunner runner;
@@ -51,7 +51,7 @@ TEST_CASE("the reference's estimate scales its measured rate on a smoke spec by 
 }
 
 TEST_CASE("verify skips a reference that would outlast the run timeout, never passing it",
-          "[verifier]") {
+          "[reference_estimate]") {
   const Op& op = ragged_dot_op();
   const std::vector<const Implementation*> impls = {&op.implementation("cpu"),
                                                     &op.implementation("reference")};
