@@ -10,9 +10,9 @@
 #include <sstream>
 
 #include "backends/registry.h"
-#include "ops/framework/errors.h"
 #include "cli/toolkit/harness/local_runner.h"
 #include "cli/toolkit/harness/worker_runner.h"
+#include "ops/framework/errors.h"
 #include "ops/registry.h"
 
 namespace tokamax::cli {
@@ -55,24 +55,29 @@ std::string default_selection_note(const Selection& selection, const std::vector
          " ops (the default); widen it with --tag ci_tests, --tag primary, --op OP or --all";
 }
 
-bool names_impl(const std::string& impls, const std::string& impl) {
+namespace {
+
+// The names of an --impl comma list.
+std::set<std::string> impl_names(const std::string& impls) {
+  std::set<std::string> names;
   std::stringstream list(impls);
   std::string name;
   while (std::getline(list, name, ',')) {
-    if (name == impl) return true;
+    if (!name.empty()) names.insert(name);
   }
-  return false;
+  return names;
+}
+
+}  // namespace
+
+bool names_impl(const std::string& impls, const std::string& impl) {
+  return impl_names(impls).count(impl) > 0;
 }
 
 std::vector<const Implementation*> select_impls(const Op& op, const std::string& impls,
                                                 const std::vector<ArgSpec>& selected) {
   if (impls.empty()) return op.implementations();
-  std::set<std::string> wanted;
-  std::stringstream list(impls);
-  std::string name;
-  while (std::getline(list, name, ',')) {
-    if (!name.empty()) wanted.insert(name);
-  }
+  const std::set<std::string> wanted = impl_names(impls);
   // Every name must exist for at least one selected op.
   std::set<std::string> selected_ops;
   for (const ArgSpec& spec : selected) selected_ops.insert(spec.op);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/common/cpu_gemm/pack.h"
+
 namespace tokamax {
 
 bool vjp_precision_rounds(const RaggedDotVjpProblem& p) {
@@ -49,14 +51,10 @@ void add_into(const Tensor& pass, Tensor& sum) {
   for (int64_t i = 0; i < n; ++i) to[i] += from[i];
 }
 
-// The f32 sum into the output's dtype (rounded once).
+// The f32 sum into the output's dtype (rounded once, as the kernels store their tiles).
 void store(const Tensor& sum, Tensor& out) {
-  if (out.dtype() == DType::kF32) {
-    std::copy_n(sum.data<float>(), sum.num_elements(), out.data<float>());
-    return;
-  }
-  const float* from = sum.data<float>();
-  for (int64_t i = 0; i < sum.num_elements(); ++i) out.set(i, from[i]);
+  const int64_t n = sum.num_elements();
+  store_rows(sum.data<float>(), n, 1, n, out.dtype(), out.raw(), n);
 }
 
 }  // namespace
