@@ -1,12 +1,13 @@
-# Install rules: the library as tokamax::tokamax, its public headers (each op's api.h and what it
-# includes, transitively: the op model and the device seam, not the kernels' internals), the
-# `tokamax` program, the catalogs and shipped caches (also embedded in the library), and the
-# package files find_package(tokamax) reads.
+# Install rules: the library as tokamax::tokamax, its public headers (each op's api.h and
+# vjp/api.h and what they include, transitively: the op model and the device seam, not the
+# kernels' internals), the `tokamax` program, the catalogs and shipped caches (also embedded in
+# the library), and the package files find_package(tokamax) reads.
 include(CMakePackageConfigHelpers)
 
 # The headers reachable from the public entry points by project includes.
 function(tokamax_public_headers out)
-  file(GLOB queue RELATIVE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/ops/*/api.h)
+  file(GLOB queue RELATIVE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/ops/*/api.h
+       ${CMAKE_SOURCE_DIR}/ops/*/vjp/api.h)
   list(APPEND queue ops/framework/random.h ops/registry.h)
   set(seen "")
   while(queue)

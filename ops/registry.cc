@@ -5,16 +5,16 @@
 #include <string>
 
 #include "ops/dot_product_attention/api.h"
-#include "ops/dot_product_attention/vjp_api.h"
+#include "ops/dot_product_attention/vjp/api.h"
 #include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/api.h"
-#include "ops/gated_linear_unit/vjp_api.h"
+#include "ops/gated_linear_unit/vjp/api.h"
 #include "ops/layer_norm/api.h"
-#include "ops/layer_norm/vjp_api.h"
+#include "ops/layer_norm/vjp/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
-#include "ops/linear_softmax_cross_entropy_loss/vjp_api.h"
+#include "ops/linear_softmax_cross_entropy_loss/vjp/api.h"
 #include "ops/ragged_dot/api.h"
-#include "ops/ragged_dot/vjp_api.h"
+#include "ops/ragged_dot/vjp/api.h"
 
 namespace tokamax {
 namespace {

@@ -3,8 +3,8 @@
 //   cli/                    the commands -> anything below
 //   cli/toolkit/            catalogs, measurement, autotuning, the harness: -> cli/toolkit, the
 //                           op registry, the op model, backends (never an op's own files)
-//   ops/registry.*          the registry of ops -> each op's (vjp_)api.h, the op model, backends
-//   ops/<op>/               -> its own folder, ops/common, the op model, backends
+//   ops/registry.*          the registry of ops -> each op's api.h and vjp/api.h, the op model,
+//   backends ops/<op>/               -> its own folder, ops/common, the op model, backends
 //   ops/common/             -> ops/common, the op model, backends
 //   ops/framework/          the op model (op, tensor, dtype, config, errors, dispatch, the
 //                           autotuning cache configs are resolved from): -> ops/framework,
@@ -56,9 +56,9 @@ bool allowed(const std::string& file, const std::string& include) {
   if (starts_with(file, "cli/")) return true;
   if (registry(file)) {
     // The registry is where the ops are listed: it names each op's entry point (a VJP op's is
-    // vjp_api.h beside its forward's).
+    // vjp/api.h beside its forward's).
     return to_backends || op_model(include) || registry(include) ||
-           std::regex_match(include, std::regex("ops/[a-z_]+/(vjp_)?api\\.h"));
+           std::regex_match(include, std::regex("ops/[a-z_]+/(vjp/)?api\\.h"));
   }
   if (starts_with(file, "ops/framework/")) return to_backends || op_model(include);
   if (starts_with(file, "ops/common/")) {

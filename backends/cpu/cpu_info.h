@@ -24,6 +24,11 @@ struct CpuInfo {
 
   bool has(const std::string& feature) const;
   std::string description() const;  // one line for tables and records
+
+  // The cache sizes tiles are sized from. Where the OS reports none (some containers and VMs):
+  // the smallest L1d and L2 of current server cores, so that tiles err on the side of fitting.
+  int64_t tile_l1d_bytes() const { return l1d_bytes > 0 ? l1d_bytes : int64_t{32} << 10; }
+  int64_t tile_l2_bytes() const { return l2_bytes > 0 ? l2_bytes : int64_t{256} << 10; }
 };
 
 // Detects the host CPU once (cached); cheap to call repeatedly.

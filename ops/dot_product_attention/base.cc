@@ -25,36 +25,14 @@ bool present(const json& args, const char* name) {
   return args.contains(name) && !args.at(name).is_null();
 }
 
-TensorSpec bind_spec(const json& args, const char* name) {
-  const json& value = args.at(name);
-  if (!value.is_string()) {
-    throw InvalidArgument(std::string(kOp) + name + " must be a tensor spec like bf16[2,128,8,64]" +
-                              ", got " + value.dump(),
-                          name);
-  }
-  try {
-    return parse_tensor_spec(value.get<std::string>());
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string(kOp) + name + ": " + e.what(), name);
-  }
+TensorSpec bind_spec(const json& args, const char* name, const char* shape_doc) {
+  return read_tensor_arg(kOp, args, name,
+                         {.shape = shape_doc, .example = "bf16[2,128,8,64]", .float_only = false});
 }
 
 TensorSpec bind_qkv(const json& args, const char* name, const char* shape_doc) {
-  if (!args.contains(name)) {
-    throw InvalidArgument(std::string(kOp) + "missing argument '" + name + "' (" + shape_doc + ")",
-                          name);
-  }
-  const TensorSpec spec = bind_spec(args, name);
-  if (spec.rank() < 3) {
-    throw InvalidArgument(
-        std::string(kOp) + name + " must have rank >= 3 " + shape_doc + ", got " + spec.to_string(),
-        name);
-  }
-  if (!is_floating(spec.dtype)) {
-    throw InvalidArgument(
-        std::string(kOp) + name + " must be a float tensor, got " + spec.to_string(), name);
-  }
-  return spec;
+  return read_tensor_arg(kOp, args, name,
+                         {.shape = shape_doc, .example = "bf16[2,128,8,64]", .min_rank = 3});
 }
 
 // A tensor broadcastable to full = [*B, H, T, t] (numpy rules, right-aligned).
@@ -322,7 +300,7 @@ BoundArgs DotProductAttentionOp::bind_canonical(const json& raw_args) const {
   out["v"] = v.to_string();
   out["bias"] = nullptr;
   if (present(args, "bias")) {
-    const TensorSpec bias = bind_spec(args, "bias");
+    const TensorSpec bias = bind_spec(args, "bias", "broadcastable to [*B, H, T, t]");
     if (!is_floating(bias.dtype)) {
       throw InvalidArgument(
           std::string(kOp) + "bias must be a float tensor, got " + bias.to_string(), "bias");
@@ -332,7 +310,7 @@ BoundArgs DotProductAttentionOp::bind_canonical(const json& raw_args) const {
   }
   out["mask"] = nullptr;
   if (present(args, "mask")) {
-    const TensorSpec mask = bind_spec(args, "mask");
+    const TensorSpec mask = bind_spec(args, "mask", "broadcastable to [*B, H, T, t]");
     if (mask.dtype != DType::kBool) {
       throw InvalidArgument(
           std::string(kOp) + "mask must be a bool tensor (true = keep), got " + mask.to_string(),

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_engine.h"
+#include "ops/common/onednn_primitive.h"
 #include "ops/dot_product_attention/base.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
@@ -160,7 +161,7 @@ class OneDnnDotProductAttention final : public TypedImplementation<AttentionProb
     const int64_t T = p.T, t = p.t, D = p.D, d = p.d, H = p.H, h = p.h;
     const dnnl::engine& engine = cpu::onednn_engine();
     auto c = std::make_shared<Composite>();
-    try {
+    create_onednn("primitive for this attention", [&] {
       dnnl::primitive_attr attr;
       attr.set_output_scales(0, {static_cast<float>(p.logits_scale)});
       if (p.is_causal) {
@@ -190,14 +191,7 @@ class OneDnnDotProductAttention final : public TypedImplementation<AttentionProb
                                       strided(t, d, x_type, h * d, 1),
                                       strided(T, d, x_type, H * d, 1));
       c->values = dnnl::matmul(dnnl::matmul::primitive_desc(values, engine));
-    } catch (const dnnl::error& e) {
-      if (e.status == dnnl_unimplemented) {
-        throw NotImplemented(std::string("onednn: no primitive for this attention: ") + e.what() +
-                             " (oneDNN's cpu isa here: " +
-                             cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) + ")");
-      }
-      throw;
-    }
+    });
     return c;
   }
 

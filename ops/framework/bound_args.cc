@@ -48,4 +48,42 @@ nlohmann::json resolve_arg_aliases(const nlohmann::json& args, const std::vector
   return resolved;
 }
 
+TensorSpec read_tensor_arg(std::string_view prefix, const nlohmann::json& args,
+                           const std::string& name, const TensorArgRule& rule) {
+  const std::string op(prefix);
+  if (!args.contains(name)) {
+    throw InvalidArgument(op + "missing argument '" + name + "' (" + std::string(rule.shape) + ")",
+                          name);
+  }
+  const nlohmann::json& value = args.at(name);
+  if (!value.is_string()) {
+    throw InvalidArgument(op + name + " must be a tensor spec like " + std::string(rule.example) +
+                              ", got " + value.dump(),
+                          name);
+  }
+  TensorSpec spec;
+  try {
+    spec = parse_tensor_spec(value.get<std::string>());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(op + name + ": " + e.what(), name);
+  }
+  const bool rank_ok = rule.rank >= 0 ? spec.rank() == rule.rank : spec.rank() >= rule.min_rank;
+  if (!rank_ok) {
+    const std::string wanted =
+        rule.rank >= 0 ? std::to_string(rule.rank) : ">= " + std::to_string(rule.min_rank);
+    throw InvalidArgument(op + name + " must have rank " + wanted + " " + std::string(rule.shape) +
+                              ", got " + spec.to_string(),
+                          name);
+  }
+  const bool dtype_ok = !rule.float_only || is_floating(spec.dtype) ||
+                        (rule.quantized_ok && is_quantized(spec.dtype));
+  if (!dtype_ok) {
+    throw InvalidArgument(op + name + " must be a float tensor" +
+                              (rule.quantized_ok ? std::string(rule.quantized_note) : "") +
+                              ", got " + spec.to_string(),
+                          name);
+  }
+  return spec;
+}
+
 }  // namespace tokamax

@@ -39,4 +39,23 @@ struct ArgAlias {
 nlohmann::json resolve_arg_aliases(const nlohmann::json& args, const std::vector<ArgAlias>& aliases,
                                    std::string_view prefix);
 
+// What a tensor argument given to an op's bind must be (read_tensor_arg).
+struct TensorArgRule {
+  // Its shape in the op's notation, "[M, K]", and a spec of the kind expected, "bf16[4096,7168]"
+  // (both for the messages).
+  std::string_view shape = {};
+  std::string_view example = {};
+  int rank = -1;  // the rank it must have; -1: any rank >= min_rank
+  int min_rank = 0;
+  bool float_only = true;                // a floating-point dtype
+  bool quantized_ok = false;             // with float_only: also i8 and f8e4m3
+  std::string_view quantized_note = {};  // with quantized_ok: how, in the dtype message
+};
+
+// Tensor argument `name` of `args`: present, a spec string that parses ("bf16[8,128]"), of the
+// rule's rank and dtype. Anything else throws InvalidArgument naming the argument, its message
+// starting with `prefix` ("ragged_dot: ").
+TensorSpec read_tensor_arg(std::string_view prefix, const nlohmann::json& args,
+                           const std::string& name, const TensorArgRule& rule);
+
 }  // namespace tokamax

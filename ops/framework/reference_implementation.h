@@ -1,5 +1,5 @@
 // The portable reference of an op as an implementation ("reference"): nothing to tune, every
-// dtype, host memory. Each op's base_reference.cc instantiates it with its run function.
+// dtype, host memory. Each op's reference.cc instantiates it with its run function.
 #pragma once
 
 #include <string_view>

@@ -17,29 +17,8 @@ namespace {
 using nlohmann::json;
 
 TensorSpec bind_tensor(const json& args, const char* name, const char* shape_doc) {
-  if (!args.contains(name)) {
-    throw InvalidArgument(
-        std::string("gated_linear_unit: missing argument '") + name + "' (" + shape_doc + ")",
-        name);
-  }
-  const json& value = args.at(name);
-  if (!value.is_string()) {
-    throw InvalidArgument(std::string("gated_linear_unit: ") + name +
-                              " must be a tensor spec like bf16[512,384], got " + value.dump(),
-                          name);
-  }
-  TensorSpec spec;
-  try {
-    spec = parse_tensor_spec(value.get<std::string>());
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string("gated_linear_unit: ") + name + ": " + e.what(), name);
-  }
-  if (!is_floating(spec.dtype)) {
-    throw InvalidArgument(std::string("gated_linear_unit: ") + name +
-                              " must be a float tensor, got " + spec.to_string(),
-                          name);
-  }
-  return spec;
+  return read_tensor_arg("gated_linear_unit: ", args, name,
+                         {.shape = shape_doc, .example = "bf16[512,384]"});
 }
 
 }  // namespace
@@ -134,8 +113,10 @@ BoundArgs GatedLinearUnitBase::bind_canonical(const json& args) const {
   if (unfused) {
     for (const char* name : {"gate_weights", "proj_weights"}) {
       if (!present(name)) {
-        throw InvalidArgument(op + ": unfused weights need both gate_weights and proj_weights "
-                                   "[K, N]; " + name + " is missing",
+        throw InvalidArgument(op +
+                                  ": unfused weights need both gate_weights and proj_weights "
+                                  "[K, N]; " +
+                                  name + " is missing",
                               name);
       }
     }

@@ -27,9 +27,6 @@ constexpr int kMaxTile = 1 << 16;
 // Below this many multiply-adds a call takes tens of microseconds on one core, comparable to
 // waking the pool, so the heuristics run it on the calling thread.
 constexpr double kSerialMultiplyAdds = double(1 << 17);
-// Used only when the OS reports no cache sizes (some containers and VMs).
-constexpr int64_t kFallbackL1Bytes = 32 << 10;
-constexpr int64_t kFallbackL2Bytes = 256 << 10;
 // The tallest token batch taken as one row tile when the weights stream from memory: 64
 // micro-panels of AVX-512's 14-row tile, where it was measured (in rows, so that AVX2's 6-row
 // tile takes the same batches).
@@ -56,43 +53,18 @@ int64_t task_columns(const GluProblem& p, const CpuGluConfig& c) {
 }
 
 void CpuGluConfig::validate() const {
-  require_range("tile_m", tile_m, 1, kMaxTile);
-  require_config(tile_n >= 0 && tile_n <= kMaxTile, "tile_n", [&] {
-    return "tile_n is " + std::to_string(tile_n) + "; expected 0 (all of N) or 1.." +
-           std::to_string(kMaxTile);
-  });
-  require_range("tile_k", tile_k, 1, kMaxTile);
-  require_range("panel_n", panel_n, 1, kMaxTile);
-  require_range("mr", mr, 1, 64);
-  require_range("nr", nr, 1, 256);
-  require_config(int64_t{tile_m} * 2 * std::max(tile_n, 1) <= kCpuGluMaxScratchElements, "tile_m",
-                 [&] {
-                   return "tile_m * 2 * tile_n is " + std::to_string(int64_t{tile_m} * 2 * tile_n) +
-                          "; expected <= " + std::to_string(kCpuGluMaxScratchElements);
-                 });
-  require_bf16_path_name(bf16_path);
-  require_config(num_threads >= 0, "num_threads", [&] {
-    return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
-  });
+  validate_gemm_task_config(*this, {.tile_n_zero_is_all = true,
+                                    .scratch_columns_per_tn = 2,
+                                    .max_scratch = kCpuGluMaxScratchElements});
 }
 
 CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const Device& target) {
   const cpu::CpuInfo& device = cpu::cpu_info(target);
-  const int64_t l1 = device.l1d_bytes > 0 ? device.l1d_bytes : kFallbackL1Bytes;
-  const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kFallbackL2Bytes;
+  const int64_t l2 = device.tile_l2_bytes();
   const int64_t cores = std::max(1, device.cores);
-  const int lanes = kernel_f32_lanes(device);
   CpuGluConfig c;
   // The first (squarest) micro-tile: rows are plentiful here (no groups to pad).
-  const MicroKernelShape shape = micro_kernel_shapes(lanes)[0];
-  c.mr = shape.mr;
-  c.nr = shape.nr_vectors * lanes;
-  // tk: one lhs micro-panel [mr, tk] fills at most half of L1 (reread for every strip).
-  c.tile_k = static_cast<int>(std::clamp<int64_t>(l1 / (2 * int64_t{c.mr} * 4) / 32 * 32, 32, 512));
-  // pn: the packed weight panel [tk, pn] fills at most half of L2 (reread by every micro-panel).
-  // K = 0 counts as one row of it, so that the divisor stays positive.
-  c.panel_n = static_cast<int>(std::clamp<int64_t>(
-      l2 / (2 * std::clamp<int64_t>(p.K, 1, c.tile_k) * 4) / c.nr * c.nr, c.nr, 4096));
+  set_engine_blocking(c, device, p.K);
   // tm: every task re-packs its weight columns [K, 2 tn], so tall tasks amortise the packing
   // (1/tm of the multiply-adds); 18 micro-panels (252 rows at mr = 14) keep it under 0.5%.
   c.tile_m = static_cast<int>(std::clamp<int64_t>(round_up(p.M, c.mr), 1, 18 * int64_t{c.mr}));

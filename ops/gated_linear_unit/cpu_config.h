@@ -18,36 +18,17 @@
 #include <vector>
 
 #include "backends/device.h"
+#include "ops/common/cpu_gemm/task_config.h"
 #include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/base.h"
 
 namespace tokamax {
 
-struct CpuGluConfig {
-  int tile_m = 252;   // tm: rows of x per task (best a multiple of mr)
-  int tile_n = 0;     // tn: gate columns per task; 0 = all of N (one product of width 2N)
-  int tile_k = 256;   // tk: K block; an lhs micro-panel [mr, tk] stays in L1
-  int panel_n = 512;  // pn: columns of one packed weight panel [tk, pn]; stays in L2
-  int mr = 14;        // micro-tile rows
-  int nr = 32;        // micro-tile columns: nr / L vectors of the SIMD target
-  std::string bf16_path = "convert_f32";  // "convert_f32" | "native_dot" | "amx" (checks.h)
-  int num_threads = 0;                    // 0 = all cores
-
+// The GEMM engine's task config (task_config.h): tm rows of x per task (best a multiple of mr), tn
+// gate columns per task (0 = all of N: one product of width 2N).
+struct CpuGluConfig : GemmTaskConfig {
+  CpuGluConfig() { tile_n = 0; }
   void validate() const;
-  template <class V>
-  void visit(V&& v) {
-    v("tile_m", tile_m);
-    v("tile_n", tile_n);
-    v("tile_k", tile_k);
-    v("panel_n", panel_n);
-    v("mr", mr);
-    v("nr", nr);
-    v("bf16_path", bf16_path);
-    v("num_threads", num_threads);
-  }
-  auto key() const {
-    return std::make_tuple(tile_m, tile_n, tile_k, panel_n, mr, nr, bf16_path, num_threads);
-  }
 };
 
 // Per-thread f32 scratch bound for the gate and projection tiles [tm, 2 tn].

@@ -1,5 +1,5 @@
 // gated_linear_unit on CPU: the products x W of the forward kernel (cpu_kernel.cc) and of the
-// backward's first phase (vjp_cpu_kernel.cc), as tasks (row tile, column tile) on the pool, each
+// backward's first phase (vjp/cpu_kernel.cc), as tasks (row tile, column tile) on the pool, each
 // operand that several tasks share packed once.
 //
 // Dimensions.

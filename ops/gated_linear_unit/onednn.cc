@@ -16,6 +16,7 @@
 
 #include "backends/cpu/onednn_engine.h"
 #include "backends/cpu/simd_target.h"
+#include "ops/common/onednn_primitive.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/gated_linear_unit/base.h"
@@ -105,16 +106,10 @@ class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, OneDn
       const dnnl::matmul::desc desc(cpu::onednn_plain_desc(rows, K, in_type),
                                     cpu::onednn_plain_desc(K, cols, in_type),
                                     dnnl::memory::desc({rows, cols}, dt::f32, {ld_dst, 1}));
-      try {
-        return dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine()));
-      } catch (const dnnl::error& e) {
-        if (e.status == dnnl_unimplemented) {
-          throw NotImplemented("onednn: no matmul for M=" + std::to_string(rows) +
-                               ", K=" + std::to_string(K) + ", 2N=" + std::to_string(cols) + ": " +
-                               e.what());
-        }
-        throw;
-      }
+      return create_onednn(
+          "matmul for M=" + std::to_string(rows) + ", K=" + std::to_string(K) +
+              ", 2N=" + std::to_string(cols),
+          [&] { return dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu::onednn_engine())); });
     });
   }
 

@@ -16,30 +16,17 @@ namespace {
 
 using nlohmann::json;
 
-TensorSpec bind_tensor(const json& value, const char* name) {
-  if (!value.is_string()) {
-    throw InvalidArgument(std::string("layer_norm: ") + name +
-                              " must be a tensor spec like bf16[384,384,128], got " + value.dump(),
-                          name);
-  }
-  TensorSpec spec;
-  try {
-    spec = parse_tensor_spec(value.get<std::string>());
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string("layer_norm: ") + name + ": " + e.what(), name);
-  }
-  if (!is_floating(spec.dtype)) {
-    throw InvalidArgument(
-        std::string("layer_norm: ") + name + " must be a float tensor, got " + spec.to_string(),
-        name);
-  }
-  return spec;
+TensorSpec bind_tensor(const json& args, const char* name, const char* shape_doc,
+                       int min_rank = 0) {
+  return read_tensor_arg(
+      "layer_norm: ", args, name,
+      {.shape = shape_doc, .example = "bf16[384,384,128]", .min_rank = min_rank});
 }
 
 // scale / offset: absent or null = not used; otherwise a float tensor of shape [C].
 bool bind_param(const json& args, const char* name, int64_t C, int axis, TensorSpec& spec) {
   if (!args.contains(name) || args.at(name).is_null()) return false;
-  spec = bind_tensor(args.at(name), name);
+  spec = bind_tensor(args, name, "[C]");
   if (spec.rank() != 1 || spec.dims[0] != C) {
     throw InvalidArgument(std::string("layer_norm: ") + name + " must have shape [C] = [" +
                               std::to_string(C) + "] (x's extent along axis " +
@@ -85,13 +72,7 @@ BoundArgs LayerNormOp::bind_canonical(const json& args) const {
           key);
     }
   }
-  if (!args.contains("x")) {
-    throw InvalidArgument("layer_norm: missing argument 'x' (the tensor to normalize)", "x");
-  }
-  const TensorSpec x = bind_tensor(args.at("x"), "x");
-  if (x.rank() < 1) {
-    throw InvalidArgument("layer_norm: x must have rank >= 1, got " + x.to_string(), "x");
-  }
+  const TensorSpec x = bind_tensor(args, "x", "[..., C, ...]", /*min_rank=*/1);
   int axis = -1;
   if (args.contains("axis") && !args.at("axis").is_null()) {
     const json& value = args.at("axis");

@@ -42,7 +42,20 @@ struct LayerNormProblem {
   int64_t num_elements() const { return O * C * I; }
   bool last_axis() const { return I == 1; }
   static LayerNormProblem from(const BoundArgs& args);
+
+  // Channel c's effective scale, scale[c] + scale_offset (1 without a scale), and offset (0
+  // without one), in f64.
+  double scale_at(const Tensor* scale, int64_t c) const {
+    return scale == nullptr ? 1.0 : scale->get(c) + scale_offset;
+  }
+  static double offset_at(const Tensor* offset, int64_t c) {
+    return offset == nullptr ? 0.0 : offset->get(c);
+  }
 };
+
+// Half the smallest subnormal spacing of an output dtype: the absolute error of rounding a value
+// below the normal range, which no relative bound covers (part of the error models).
+double layer_norm_output_underflow(DType dtype);
 
 // Per-row statistics of a forward pass, [O, I] row-major: what a layer_norm_vjp needs again
 // (mean is 0 for RMSNorm).

@@ -21,7 +21,7 @@ namespace {
 
 // An optional [C] parameter as f32, padded with `fill` to a multiple of L so that the kernel's
 // last partial vector can load whole vectors. Exact for f32/bf16/f16 parameters; f64 ones are
-// rounded once (inside the error model's slack, see base_reference.cc).
+// rounded once (inside the error model's slack, see base_numerics.cc).
 std::vector<float> stage_param(const TensorMap& inputs, const char* name, int64_t C, int64_t L,
                                float fill) {
   std::vector<float> values(static_cast<size_t>((C + L - 1) / L * L), fill);

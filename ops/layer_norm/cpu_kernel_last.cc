@@ -77,8 +77,8 @@ HWY_INLINE void GroupSumsPairs(DF d, const bf16* HWY_RESTRICT x, int64_t C,
 template <bool subtract_mean, bool kStream, int kRows>
 HWY_INLINE void OutputPairs(DF d, const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT out, int64_t C,
                             const float* HWY_RESTRICT scale_p, const float* HWY_RESTRICT offset_p,
-                            const VF* r, const VF* mr, const char* prefetch,
-                            int64_t prefetch_bytes, bool native_bf16) {
+                            const VF* r, const VF* mr, const char* prefetch, int64_t prefetch_bytes,
+                            bool native_bf16) {
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   int64_t prefetched = 0;  // bytes
   for (int64_t c = 0; c < C; c += 2 * L) {
@@ -210,7 +210,7 @@ HWY_INLINE void RowGroup(const T* HWY_RESTRICT x, T* HWY_RESTRICT out, int64_t C
     VF mr[kRows];
     for (int k = 0; k < kRows; ++k) mr[k] = hn::Set(d, mean[k] * rstd[k]);
     OutputPairs<subtract_mean, kStream, kRows>(d, x, out, C, scale, offset, r, mr, prefetch,
-                                                prefetch_bytes, native_bf16);
+                                               prefetch_bytes, native_bf16);
     return;
   }
   int64_t prefetched = 0;  // bytes
@@ -313,7 +313,7 @@ HWY_INLINE void RowGroup8Pairs(const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT ou
     mr[k] = hn::Set(d, (shift[k] + mean[kSumLane[k]]) * rstd[kSumLane[k]]);
   }
   OutputPairs<subtract_mean, kStream, kRows>(d, x, out, C, scale_p, offset_p, r, mr, prefetch,
-                                              prefetch_bytes, /*native_bf16=*/true);
+                                             prefetch_bytes, /*native_bf16=*/true);
 }
 #endif
 

@@ -102,7 +102,7 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> DemoteBf16(VF v) {
 
 // f32 -> bf16 by vcvtneps2bf16 (avx512_bf16): round to nearest even in one instruction instead
 // of the ten of DemoteBf16, a quarter of the output pass. It flushes subnormal inputs to zero,
-// which the error model allows for (base_reference.cc). Inline asm, because Highway 1.0.3 has
+// which the error model allows for (base_numerics.cc). Inline asm, because Highway 1.0.3 has
 // no target with avx512_bf16 and the compiler would not inline an intrinsic of a wider target;
 // callers run it only where the CPU has the instruction.
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -181,8 +181,8 @@ HWY_INLINE void StorePairBf16(VF even, VF odd, bf16* HWY_RESTRICT dst, bool nati
     __m512i halves;  // words 0..15: even rounded, 16..31: odd rounded
     asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
     const __m512i interleave =
-        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                         6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i words = _mm512_permutexvar_epi16(interleave, halves);
     if constexpr (kStream) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), words);
@@ -194,7 +194,7 @@ HWY_INLINE void StorePairBf16(VF even, VF odd, bf16* HWY_RESTRICT dst, bool nati
 #else
   (void)native;
 #endif
-#if HWY_TARGET != HWY_SCALAR  // kHasPairPath
+#if HWY_TARGET != HWY_SCALAR                 // kHasPairPath
   const hn::Repartition<uint16_t, DF> du16;  // 2L lanes
   // Lane 2k (the low half of word k): even's rounded high half shifted down; lane 2k + 1: odd's.
   const auto words = hn::OddEven(hn::BitCast(du16, RoundBf16High(odd)),

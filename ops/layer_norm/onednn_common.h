@@ -1,4 +1,4 @@
-// layer_norm on oneDNN: what the forward baseline (onednn.cc) and the VJP's (vjp_onednn.cc)
+// layer_norm on oneDNN: what the forward baseline (onednn.cc) and the VJP's (vjp/onednn.cc)
 // share: the data layout and the arguments oneDNN 2.6's layer_normalization cannot take.
 //
 // Dimensions.

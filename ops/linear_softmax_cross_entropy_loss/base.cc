@@ -21,29 +21,8 @@ constexpr const char* kOp = "linear_softmax_cross_entropy_loss";
 std::string prefix() { return std::string(kOp) + ": "; }
 
 TensorSpec bind_tensor(const json& args, const char* name, const char* shape_doc) {
-  if (!args.contains(name)) {
-    throw InvalidArgument(prefix() + "missing argument '" + name + "' (" + shape_doc + ")", name);
-  }
-  const json& value = args.at(name);
-  if (!value.is_string()) {
-    throw InvalidArgument(
-        prefix() + name + " must be a tensor spec like bf16[1024,4096], got " + value.dump(), name);
-  }
-  TensorSpec spec;
-  try {
-    spec = parse_tensor_spec(value.get<std::string>());
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(prefix() + name + ": " + e.what(), name);
-  }
-  if (spec.rank() != 2) {
-    throw InvalidArgument(
-        prefix() + name + " must have rank 2 " + shape_doc + ", got " + spec.to_string(), name);
-  }
-  if (!is_floating(spec.dtype)) {
-    throw InvalidArgument(prefix() + name + " must be a float tensor, got " + spec.to_string(),
-                          name);
-  }
-  return spec;
+  return read_tensor_arg(prefix(), args, name,
+                         {.shape = shape_doc, .example = "bf16[1024,4096]", .rank = 2});
 }
 
 }  // namespace
@@ -79,8 +58,7 @@ LinearSoftmaxCrossEntropyProblem LinearSoftmaxCrossEntropyProblem::from(const Bo
   p.x_dtype = x.dtype;
   p.w_dtype = w.dtype;
   p.reduction = parse_lsce_reduction(args.option("reduction").get<std::string>());
-  p.return_residuals =
-      args.has("return_residuals") && args.option("return_residuals").get<bool>();
+  p.return_residuals = args.has("return_residuals") && args.option("return_residuals").get<bool>();
   if (args.has("precision")) {
     p.precision = parse_precision(args.option("precision").get<std::string>());
   }
@@ -198,9 +176,9 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) cons
   if (args.contains("return_residuals") && !args.at("return_residuals").is_null()) {
     const json& value = args.at("return_residuals");
     if (!value.is_boolean()) {
-      throw InvalidArgument(prefix() + "return_residuals must be true or false, got " +
-                                value.dump(),
-                            "return_residuals");
+      throw InvalidArgument(
+          prefix() + "return_residuals must be true or false, got " + value.dump(),
+          "return_residuals");
     }
     residuals = value.get<bool>();
   }

@@ -1,4 +1,5 @@
-// linear_softmax_cross_entropy_loss on CPU: the "cpu" implementation's config and heuristics.
+// linear_softmax_cross_entropy_loss on CPU: the "cpu" implementation's config, its heuristics and
+// search space (cpu_config.cc).
 //
 // Dimensions.
 //   B, H, V      rows, hidden size, vocabulary size (see base.h)
@@ -46,6 +47,9 @@ struct CpuLsceConfig {
                            num_threads);
   }
 };
+
+// Bound on the per-thread logits tile [tb, tv] f32 (64 MB): past L2 it only wastes memory.
+inline constexpr int64_t kCpuLsceMaxLogitsTile = int64_t{1} << 24;
 
 // bf16 x and bf16 w: the problems bf16_path=native_dot can run.
 bool is_lsce_bf16_problem(const LinearSoftmaxCrossEntropyProblem& p);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_engine.h"
+#include "ops/common/onednn_primitive.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
@@ -103,22 +104,19 @@ class OneDnnLinearSoftmaxCrossEntropy final
       const auto& [B, H, V, in_type] = key;
       const dnnl::engine& engine = cpu::onednn_engine();
       Primitives prims;
-      try {
-        const dnnl::matmul::desc matmul(cpu::onednn_plain_desc(B, H, in_type),
-                                        cpu::onednn_plain_desc(H, V, in_type),
-                                        cpu::onednn_plain_desc(B, V, dt::f32));
-        prims.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(matmul, engine));
-        const dnnl::logsoftmax_forward::desc logsoftmax(dnnl::prop_kind::forward_inference,
-                                                        cpu::onednn_plain_desc(B, V, dt::f32), 1);
-        prims.logsoftmax =
-            dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(logsoftmax, engine));
-      } catch (const dnnl::error& e) {
-        if (e.status == dnnl_unimplemented) {
-          throw NotImplemented("onednn: no primitive for B=" + std::to_string(B) + ", H=" +
-                               std::to_string(H) + ", V=" + std::to_string(V) + ": " + e.what());
-        }
-        throw;
-      }
+      create_onednn("primitive for B=" + std::to_string(B) + ", H=" + std::to_string(H) +
+                        ", V=" + std::to_string(V),
+                    [&] {
+                      const dnnl::matmul::desc matmul(cpu::onednn_plain_desc(B, H, in_type),
+                                                      cpu::onednn_plain_desc(H, V, in_type),
+                                                      cpu::onednn_plain_desc(B, V, dt::f32));
+                      prims.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(matmul, engine));
+                      const dnnl::logsoftmax_forward::desc logsoftmax(
+                          dnnl::prop_kind::forward_inference, cpu::onednn_plain_desc(B, V, dt::f32),
+                          1);
+                      prims.logsoftmax = dnnl::logsoftmax_forward(
+                          dnnl::logsoftmax_forward::primitive_desc(logsoftmax, engine));
+                    });
       return prims;
     });
   }

@@ -1,5 +1,5 @@
 // linear_softmax_cross_entropy_loss on oneDNN: what the forward composite (onednn.cc) and the
-// VJP's (vjp_onednn.cc) share: the input type and the arguments their matmuls cannot take.
+// VJP's (vjp/onednn.cc) share: the input type and the arguments their matmuls cannot take.
 //
 // Dimensions.
 //   B      rows of x (tokens)

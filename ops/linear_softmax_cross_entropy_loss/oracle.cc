@@ -1,5 +1,5 @@
 // linear_softmax_cross_entropy_loss: the float64 oracle of `loss` from each row's softmax
-// statistics (oracle_logits.h); the error model is derived in base_reference.cc.
+// statistics (oracle_logits.h); the error model is derived in base_numerics.cc.
 //
 // Dimensions: as base.h (B, H, V).
 #include "ops/linear_softmax_cross_entropy_loss/oracle.h"
@@ -23,7 +23,7 @@ double gamma_f32(double n) {
   return nu < 0.5 ? nu / (1.0 - nu) : 1.0;
 }
 
-// A row's loss and its error budget (items 1-3 of base_reference.cc's model, absolute).
+// A row's loss and its error budget (items 1-3 of base_numerics.cc's model, absolute).
 struct RowOracle {
   double loss = 0.0;
   double budget = 0.0;
@@ -46,8 +46,7 @@ RowOracle row_oracle(const LinearSoftmaxCrossEntropyProblem& p, const LsceRowSta
   const double lse = s.lse();
   RowOracle row;
   row.loss = lse - s.z_label;
-  row.budget = lse_budget(p, s) + logit_gamma(p) * s.m_label +
-               kU * std::fabs(s.z_label);
+  row.budget = lse_budget(p, s) + logit_gamma(p) * s.m_label + kU * std::fabs(s.z_label);
   return row;
 }
 
@@ -110,8 +109,7 @@ OracleSample linear_softmax_cross_entropy_oracle(const BoundArgs& args, const Te
   return sample;
 }
 
-OracleSample linear_softmax_cross_entropy_lse_oracle(const BoundArgs& args,
-                                                     const TensorMap& inputs,
+OracleSample linear_softmax_cross_entropy_lse_oracle(const BoundArgs& args, const TensorMap& inputs,
                                                      std::span<const int64_t> index,
                                                      OracleMethod method) {
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);

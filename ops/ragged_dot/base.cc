@@ -17,34 +17,12 @@ using nlohmann::json;
 // A tensor argument of `rank`; float, or also quantized (i8, f8e4m3) when `quantized_ok`.
 TensorSpec bind_tensor(const json& args, const char* name, int rank, const char* shape_doc,
                        bool quantized_ok = false) {
-  if (!args.contains(name)) {
-    throw InvalidArgument(
-        std::string("ragged_dot: missing argument '") + name + "' (" + shape_doc + ")", name);
-  }
-  const json& value = args.at(name);
-  if (!value.is_string()) {
-    throw InvalidArgument(std::string("ragged_dot: ") + name + " must be a tensor spec like " +
-                              "bf16[4096,7168], got " + value.dump(),
-                          name);
-  }
-  TensorSpec spec;
-  try {
-    spec = parse_tensor_spec(value.get<std::string>());
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string("ragged_dot: ") + name + ": " + e.what(), name);
-  }
-  if (spec.rank() != rank) {
-    throw InvalidArgument(std::string("ragged_dot: ") + name + " must have rank " +
-                              std::to_string(rank) + " " + shape_doc + ", got " + spec.to_string(),
-                          name);
-  }
-  if (!is_floating(spec.dtype) && !(quantized_ok && is_quantized(spec.dtype))) {
-    throw InvalidArgument(std::string("ragged_dot: ") + name + " must be a float tensor" +
-                              (quantized_ok ? " (or quantized i8 / f8e4m3 with rhs_scale)" : "") +
-                              ", got " + spec.to_string(),
-                          name);
-  }
-  return spec;
+  return read_tensor_arg("ragged_dot: ", args, name,
+                         {.shape = shape_doc,
+                          .example = "bf16[4096,7168]",
+                          .rank = rank,
+                          .quantized_ok = quantized_ok,
+                          .quantized_note = " (or quantized i8 / f8e4m3 with rhs_scale)"});
 }
 
 int64_t json_int(const json& value, const std::string& what) {
@@ -351,7 +329,8 @@ BoundArgs RaggedDotOp::bind_canonical(const json& args) const {
   }
   // group_sizes has one entry per group (a list in the key, a vector here): a count from a file
   // must not size an allocation unchecked.
-  const int64_t total_groups = checked_add(count.offset, G, "ragged_dot: group_offset + G", "group_offset");
+  const int64_t total_groups =
+      checked_add(count.offset, G, "ragged_dot: group_offset + G", "group_offset");
   if (total_groups > kMaxGroups) {
     throw InvalidArgument("ragged_dot: " + std::to_string(total_groups) +
                               " groups (group_offset + G); at most " + std::to_string(kMaxGroups),
@@ -399,8 +378,8 @@ BoundArgs RaggedDotOp::bind_canonical(const json& args) const {
     const bool per_block = scale.rank() == 3 && scale.dims[0] == G && scale.dims[2] == N &&
                            scale.dims[1] >= 1 && K % scale.dims[1] == 0;
     if (!is_floating(scale.dtype) || !(per_channel || per_block)) {
-      throw InvalidArgument("ragged_dot: rhs_scale must be a float [G, N] = [" +
-                                std::to_string(G) + ", " + std::to_string(N) +
+      throw InvalidArgument("ragged_dot: rhs_scale must be a float [G, N] = [" + std::to_string(G) +
+                                ", " + std::to_string(N) +
                                 "] or [G, K / b, N] with K / b dividing K=" + std::to_string(K) +
                                 ", got " + scale.to_string(),
                             "rhs_scale");

@@ -75,7 +75,7 @@ CpuRaggedDotConfig clamp_to_problem(CpuRaggedDotConfig c, const RaggedDotProblem
 // f32 partial sums a thread keeps for outputs that are not the accumulator type: [tm, task_n].
 int64_t acc_elements(const RaggedDotProblem& p, const CpuRaggedDotConfig& c);
 
-// The implementation's heuristics_config and autotuning_configs (cpu_heuristics.cc). Both return
+// The implementation's heuristics_config and autotuning_configs. Both return
 // configs already clamped to the problem; `device` may be another machine (cross-tuning).
 CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
                                                     const Device& device);

@@ -1,5 +1,5 @@
 // ragged_dot and ragged_dot_vjp on the CUDA vendor libraries: what their baselines (cublas.cc,
-// cudnn.cc, vjp_cublas.cc) share. Without the CUDA backend only the cuBLAS description is here.
+// cudnn.cc, vjp/cublas.cc) share. Without the CUDA backend only the cuBLAS description is here.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -29,6 +29,7 @@
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm/pack.h"
+#include "ops/common/onednn_primitive.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
@@ -82,7 +83,8 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
       }
       if (!cpu::onednn_int8_exact()) {
         throw NotImplemented(
-            "onednn: int8 matmul on isa=" + cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
+            "onednn: int8 matmul on isa=" +
+            cpu::onednn_cpu_isa_name(dnnl::get_effective_cpu_isa()) +
             ": without VNNI oneDNN sums pairs of u8 x s8 products in saturating 16-bit "
             "(vpmaddubsw), so its int8 results are not exact");
       }
@@ -159,8 +161,7 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
 
  private:
   // Each group's matmul into an f32 scratch, then the epilogue pass and the rounding.
-  void run_composite(const RaggedDotProblem& p, const TensorMap& inputs,
-                     TensorMap& outputs) const {
+  void run_composite(const RaggedDotProblem& p, const TensorMap& inputs, TensorMap& outputs) const {
     const int64_t K = p.K, N = p.N, out_N = p.out_N();
     const size_t in_bytes = dtype_size(p.lhs_dtype), out_bytes = dtype_size(p.out_dtype);
     char* lhs_data = static_cast<char*>(const_cast<void*>(inputs.at("lhs").raw()));
@@ -247,15 +248,12 @@ class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
       dnnl::primitive_attr attr;
       // int8: per-column output scales given at run time (mask: dim 1 of dst [m_g, N]).
       if (in_type == dt::s8) attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
-      try {
-        return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu::onednn_engine()));
-      } catch (const dnnl::error& e) {
-        if (e.status == dnnl_unimplemented) {
-          throw NotImplemented("onednn: no matmul for m_g=" + std::to_string(m_g) + ", K=" +
-                               std::to_string(K) + ", N=" + std::to_string(N) + ": " + e.what());
-        }
-        throw;
-      }
+      return create_onednn(
+          "matmul for m_g=" + std::to_string(m_g) + ", K=" + std::to_string(K) +
+              ", N=" + std::to_string(N),
+          [&] {
+            return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu::onednn_engine()));
+          });
     });
   }
 

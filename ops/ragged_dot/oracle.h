@@ -10,7 +10,7 @@
 #include "ops/framework/op.h"
 #include "ops/framework/tensor.h"
 #include "ops/ragged_dot/base.h"
-#include "ops/ragged_dot/vjp_base.h"
+#include "ops/ragged_dot/vjp/base.h"
 
 namespace tokamax {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <string>
 
-#include "attention_test_util.h"
 #include "ops/framework/errors.h"
+#include "tests/ops/dot_product_attention/attention_test_util.h"
 
 using namespace tokamax;
 using namespace tokamax::attention_testing;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "attention_test_util.h"
 #include "ops/framework/errors.h"
+#include "tests/ops/dot_product_attention/attention_test_util.h"
 
 using namespace tokamax;
 using namespace tokamax::attention_testing;
@@ -314,9 +314,10 @@ TEST_CASE("dot_product_attention error model rejects perturbed and wrong outputs
   }
 }
 
-TEST_CASE("dot_product_attention accepts upstream's precision where it keeps the operands and "
-          "refuses a rounding preset by name",
-          "[attention][precision]") {
+TEST_CASE(
+    "dot_product_attention accepts upstream's precision where it keeps the operands and "
+    "refuses a rounding preset by name",
+    "[attention][precision]") {
   const json base = {{"q", "f32[1,16,2,32]"}, {"k", "f32[1,16,2,32]"}, {"v", "f32[1,16,2,32]"}};
   const std::string plain_key = dot_product_attention_op().bind(base).key();
   for (const json& precision : {json("highest"), json("DEFAULT"), json({"high", "f32_f32_f32"})}) {
@@ -330,9 +331,8 @@ TEST_CASE("dot_product_attention accepts upstream's precision where it keeps the
                {"v", "bf16[1,16,2,32]"},
                {"precision", "bf16_bf16_f32_x3"}};
   CHECK_NOTHROW(dot_product_attention_op().bind(bf16));  // bf16 operands: nothing to round
-  for (const json& precision :
-       {json("bf16_bf16_f32"), json({"highest", "tf32_tf32_f32"}), json("x3"), json(3),
-        json({"highest"})}) {
+  for (const json& precision : {json("bf16_bf16_f32"), json({"highest", "tf32_tf32_f32"}),
+                                json("x3"), json(3), json({"highest"})}) {
     CAPTURE(precision.dump());
     json args = base;
     args["precision"] = precision;

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "attention_test_util.h"
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_softmax.h"
 #include "ops/dot_product_attention/cpu_config.h"
 #include "ops/framework/errors.h"
+#include "tests/ops/dot_product_attention/attention_test_util.h"
 #include "tests/ops/impl_calls.h"
 #include "tests/simd_targets.h"
 #include "tests/tile_modes.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/dot_product_attention/api.h"
-#include "ops/dot_product_attention/vjp_api.h"
+#include "ops/dot_product_attention/vjp/api.h"
 #include "tests/ops/oracle_methods.h"
 #include "tests/simd_targets.h"
 

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "ops/dot_product_attention/api.h"
-#include "ops/dot_product_attention/vjp_api.h"
+#include "ops/dot_product_attention/vjp/api.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
-#include "tests/ops/dot_product_attention/vjp_test_util.h"
+#include "tests/ops/dot_product_attention/vjp/test_util.h"
 #include "tests/ops/impl_calls.h"
 
 using namespace tokamax;

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "attention_test_util.h"
 #include "backends/cpu/cpu_device.h"
 #include "ops/framework/errors.h"
+#include "tests/ops/dot_product_attention/attention_test_util.h"
 #include "tests/ops/impl_calls.h"
 
 using namespace tokamax;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ops/gated_linear_unit/api.h"
-#include "ops/gated_linear_unit/vjp_api.h"
+#include "ops/gated_linear_unit/vjp/api.h"
 #include "tests/ops/oracle_methods.h"
 #include "tests/simd_targets.h"
 

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "layer_norm_test_util.h"
 #include "ops/framework/errors.h"
+#include "tests/ops/layer_norm/layer_norm_test_util.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "layer_norm_test_util.h"
 #include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/api.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/layer_norm/layer_norm_test_util.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;

@@ -7,12 +7,12 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/simd_target.h"
-#include "layer_norm_test_util.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
 #include "ops/layer_norm/api.h"
 #include "ops/layer_norm/cpu_kernel.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/layer_norm/layer_norm_test_util.h"
 #include "tests/simd_targets.h"
 
 using namespace tokamax;

@@ -4,11 +4,11 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
-#include "layer_norm_test_util.h"
 #include "ops/framework/dispatch.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/api.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/layer_norm/layer_norm_test_util.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;

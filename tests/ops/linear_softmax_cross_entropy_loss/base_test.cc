@@ -12,7 +12,7 @@
 #include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
-#include "test_helpers.h"
+#include "tests/ops/linear_softmax_cross_entropy_loss/test_helpers.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -89,7 +89,7 @@ TEST_CASE("lsce padded labels: generated at the asked fraction, zero loss in the
     CHECK((labels[i] == -1 || (labels[i] >= 0 && labels[i] < 10)));
     padded += labels[i] == -1;
   }
-  CHECK(labels[0] == 0);    // the edge rows keep their classes
+  CHECK(labels[0] == 0);  // the edge rows keep their classes
   CHECK(labels[399] == 9);
   CHECK(padded > 60);
   CHECK(padded < 140);
@@ -106,9 +106,11 @@ TEST_CASE("lsce padded labels: generated at the asked fraction, zero loss in the
   }
   // The mean divides the counted rows' sum by B, padding included.
   args_json["reduction"] = "sum";
-  const double sum = op.oracle(op.bind(args_json), inputs, "loss", std::vector<int64_t>{0}).value[0];
+  const double sum =
+      op.oracle(op.bind(args_json), inputs, "loss", std::vector<int64_t>{0}).value[0];
   args_json["reduction"] = "mean";
-  const double mean = op.oracle(op.bind(args_json), inputs, "loss", std::vector<int64_t>{0}).value[0];
+  const double mean =
+      op.oracle(op.bind(args_json), inputs, "loss", std::vector<int64_t>{0}).value[0];
   CHECK(mean == Approx(sum / 400));
   // check_lsce_labels only checks the tensor.
   const auto p = LinearSoftmaxCrossEntropyProblem::from(args);

@@ -11,8 +11,8 @@
 #include "ops/framework/numerics.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/cpu_config.h"
-#include "test_helpers.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/linear_softmax_cross_entropy_loss/test_helpers.h"
 #include "tests/tile_modes.h"
 
 using namespace tokamax;

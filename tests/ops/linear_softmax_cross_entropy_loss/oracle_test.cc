@@ -7,8 +7,8 @@
 #include <string>
 
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
-#include "ops/linear_softmax_cross_entropy_loss/vjp_api.h"
-#include "tests/ops/linear_softmax_cross_entropy_loss/vjp_test_util.h"
+#include "ops/linear_softmax_cross_entropy_loss/vjp/api.h"
+#include "tests/ops/linear_softmax_cross_entropy_loss/vjp/test_util.h"
 #include "tests/ops/oracle_methods.h"
 
 using namespace tokamax;

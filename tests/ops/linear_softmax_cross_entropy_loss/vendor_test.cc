@@ -6,8 +6,8 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
-#include "test_helpers.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/linear_softmax_cross_entropy_loss/test_helpers.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;

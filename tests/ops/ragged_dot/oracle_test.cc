@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/ragged_dot/api.h"
-#include "ops/ragged_dot/vjp_api.h"
+#include "ops/ragged_dot/vjp/api.h"
 #include "tests/ops/oracle_methods.h"
 #include "tests/simd_targets.h"
 

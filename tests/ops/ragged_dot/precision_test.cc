@@ -10,9 +10,9 @@
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
-#include "ops/registry.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/base.h"
+#include "ops/registry.h"
 #include "tests/ops/impl_calls.h"
 #include "tests/ops/oracle_run.h"
 #include "tests/tile_modes.h"
@@ -67,9 +67,8 @@ TEST_CASE(
   CHECK(op.error_model(bf16).operand_roundoff == 0.0);
 
   // An operand the preset keeps is used as given, not copied (a bf16 rhs under bf16_bf16_f32).
-  const BoundArgs kept = op.bind({{"lhs", "f32[8,16]"},
-                                  {"rhs", "bf16[1,16,16]"},
-                                  {"precision", "bf16_bf16_f32"}});
+  const BoundArgs kept =
+      op.bind({{"lhs", "f32[8,16]"}, {"rhs", "bf16[1,16,16]"}, {"precision", "bf16_bf16_f32"}});
   const TensorMap kept_inputs = op.make_inputs(kept, 1);
   const TensorMap kept_expanded =
       expand_precision_operands(RaggedDotProblem::from(kept), kept_inputs);
@@ -94,7 +93,7 @@ TEST_CASE(
            {"rhs_scale", "f32[1,4]"},
            {"precision", "bf16_bf16_f32"}},
           "i8");
-  // The gradient takes the forward's presets (tests/ops/ragged_dot/vjp_precision_test.cc).
+  // The gradient takes the forward's presets (tests/ops/ragged_dot/vjp/precision_test.cc).
   const Op& vjp = find_op("ragged_dot_vjp");
   json vjp_args = f32_case("bf16_bf16_f32");
   vjp_args["dout"] = "f32[70,40]";

@@ -1,0 +1,41 @@
+// gated_linear_unit_vjp: high-level API and the dispatch order of its implementations.
+#include "ops/gated_linear_unit/vjp/api.h"
+
+#include <vector>
+
+#include "ops/framework/dispatch.h"
+
+namespace tokamax {
+
+// Defined in the vjp_* implementation files of this folder.
+const Implementation& gated_linear_unit_vjp_cpu_implementation();
+const Implementation& gated_linear_unit_vjp_reference_implementation();
+const Implementation& gated_linear_unit_vjp_onednn_implementation();
+
+// Fastest first; the vendor composite after the reference, so "auto" never picks it.
+std::vector<const Implementation*> GatedLinearUnitVjpOp::implementations() const {
+  return {&gated_linear_unit_vjp_cpu_implementation(),
+          &gated_linear_unit_vjp_reference_implementation(),
+          &gated_linear_unit_vjp_onednn_implementation()};
+}
+
+const GatedLinearUnitVjpOp& gated_linear_unit_vjp_op() {
+  static const GatedLinearUnitVjpOp op;
+  return op;
+}
+
+GluGradients gated_linear_unit_vjp(const Tensor& x, const Tensor& weights, const Tensor& dout,
+                                   const GatedLinearUnitVjpOptions& options) {
+  const nlohmann::json args = {{"x", x.spec().to_string()},
+                               {"weights", weights.spec().to_string()},
+                               {"dout", dout.spec().to_string()},
+                               {"activation", std::string(activation_name(options.activation))}};
+  const GatedLinearUnitVjpOp& op = gated_linear_unit_vjp_op();
+  const BoundArgs bound = op.bind(args);
+  TensorMap inputs = {{"x", x}, {"weights", weights}, {"dout", dout}};
+  TensorMap outputs = op.allocate_outputs(bound);
+  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
+  return {outputs.at("dx"), outputs.at("dweights")};
+}
+
+}  // namespace tokamax
