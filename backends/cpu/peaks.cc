@@ -384,7 +384,7 @@ double measure_triad_gbps(const PeakOptions& options) {
   try {
     a = array(), b = array(), c = array();
   } catch (const std::bad_alloc&) {
-    return 0;  // as before: no memory for the arrays, no bandwidth figure
+    return 0;  // no memory for the arrays: no bandwidth figure
   }
   auto chunk = [&](int t) {  // -> (first element, element count) of thread t
     const int64_t begin = blocks * t / threads * kBlock;

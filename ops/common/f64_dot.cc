@@ -22,9 +22,9 @@ constexpr int64_t kKc = 128;
 constexpr int64_t kPanelsPerTile = 8;
 constexpr int64_t kTileColumns = 256;  // tn, rounded to whole strips
 // A tile is dense when at least this fraction of its products are requested: a micro-kernel
-// product costs about an eighth of a per-point dot (measured on two Zen 5 cores, 2048^3: ~120
-// GFLOP/s for every product against ~16 for scattered points, whose b rows come from L3 or
-// memory), and packing the tile's a rows costs little next to its products.
+// product costs about an eighth of a per-point dot (scattered points read their b rows from L3
+// or memory; measured: docs/measurement_log.md, "f64 oracle: dense tiles against scattered
+// points"), and packing the tile's a rows costs little next to its products.
 constexpr double kDenseFraction = 0.125;
 
 struct Tiling {

@@ -6,9 +6,10 @@
 // it is a full load then a blend (HWY_MEM_OPS_MIGHT_FAULT): a tail at the end of a buffer would be
 // read past its end. MaskedLoadFirstN copies the kept lanes through the stack there instead.
 //
-// StoreFirstN exists because AVX2's masked store (vmaskmovps) is microcoded on AMD: about 24
-// cycles each on Zen 3 (measured: 8.6 ns against 1.9 ns for the 128 + 64-bit stores used here),
-// which made the packing of 6-wide micro-panels a fifth of the attention backward's time there.
+// StoreFirstN exists because AVX2's masked store (vmaskmovps) is microcoded on AMD: several
+// times the cost of the 128 + 64-bit stores used here, enough to make the packing of 6-wide
+// micro-panels a large part of the attention backward's time (measured:
+// docs/measurement_log.md, "AVX2 masked stores").
 //
 // A Highway "-inl" header (see ops/common/cpu_gemm/widen-inl.h for the toggle guard).
 #if defined(TOKAMAX_OPS_COMMON_MASKED_LOAD_INL_H_) == defined(HWY_TARGET_TOGGLE)

@@ -20,12 +20,13 @@
 // transposed layout (kv_packing=transposed: S^T = K Q^T, softmax down columns) is the task body
 // in cpu_kernel_transposed.cc.
 //
-// The two GEMMs run ragged_dot's register-blocked micro-kernels. kv_packing=shared:
-// K^T and V of a chunk of kv heads are packed once into micro-kernel panels (cpu_pack.h) and the
-// Q tile once per task, so a block costs only the packing of P; the f32 Q tile carries the
-// logits scale. kv_packing=per_block: every block goes through cpu_gemm_f32 with K read in place
-// as the transposed operand (row stride h*D) and V in place (row stride h*d), which repacks K,
-// V and Q on every call. native_dot (bf16): vdpbf16ps on bf16 pairs, P rounded to bf16.
+// The two GEMMs run the GEMM engine's register-blocked micro-kernels (ops/common/cpu_gemm/).
+// kv_packing=shared: K^T and V of a chunk of kv heads are packed once into micro-kernel panels
+// (cpu_pack.h) and the Q tile once per task, so a block costs only the packing of P; the f32 Q
+// tile carries the logits scale. kv_packing=per_block: every block goes through cpu_gemm_f32
+// with K read in place as the transposed operand (row stride h*D) and V in place (row stride
+// h*d), which repacks K, V and Q on every call. native_dot (bf16): vdpbf16ps on bf16 pairs, P
+// rounded to bf16.
 #include "ops/dot_product_attention/cpu_kernel.h"
 
 #include <algorithm>

@@ -54,7 +54,7 @@ void add_bias_row(DType dtype, const void* bias, int64_t at, int64_t stride, int
   }
 }
 
-// rows [rows, depth] -> [ceil(rows / nr)][depth][nr]: ragged_dot's lhs packing with mr = nr.
+// rows [rows, depth] -> [ceil(rows / nr)][depth][nr]: the GEMM engine's lhs packing with mr = nr.
 // That packing transposes in registers up to 16 rows, so a strip is packed 16 rows at a time
 // into `scratch` ([depth][16]) and copied into its columns.
 void pack_strips(DType dtype, const void* rows, int64_t ld, int64_t count, int64_t depth,

@@ -5,7 +5,7 @@
 //   B      flattened batch;  t  key/value positions;  b, i  a batch and a kv head
 //   h      key/value heads;  D, d  q/k and v head dimensions
 //   bkv    keys per kv block (a multiple of nr);  M  rows of a task's P tile;  n  keys of a block
-//   mr, nr the micro-tile (ragged_dot's micro_kernel_shapes)
+//   mr, nr the micro-tile (a shape of micro_kernel_shapes, ops/common/cpu_gemm/micro_tile.h)
 #pragma once
 
 #include <cstdint>
@@ -45,7 +45,7 @@ void pack_v(const AttentionProblem& p, const void* v, int64_t b, int64_t i, int6
 // [ceil(M / mr)][ceil(n / 2)][mr], rounded to nearest even.
 void pack_p_pairs(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr, uint32_t* out);
 // The same result in two vectorized passes where the CPU has avx512_bf16 (the native_dot path):
-// rows rounded into `rounded` [M, ld] bf16 (vcvtne2ps2bf16), then ragged_dot's pair packing.
+// rows rounded into `rounded` [M, ld] bf16 (vcvtne2ps2bf16), then the GEMM engine's pair packing.
 // Falls back to pack_p_pairs elsewhere.
 // P^T [n, cols] f32 (row stride ld, finite and >= 0) -> the bf16-pair rhs layout
 // [ceil(cols / nr)][ceil(n / 2)][nr], rounded to nearest even through `rounded` [n, ld] bf16.

@@ -51,10 +51,11 @@ Disposition judge(const Comparison& comparison);
 std::vector<int64_t> sample_indices(int64_t total, int64_t max_samples, uint64_t seed);
 
 // The default budget of verify and tune (--oracle-budget): float64 multiply-adds of a case's full
-// oracle. The blocked oracles (ops/common/f64_dot.h) run about 3e10 a second on two Zen 5 cores,
+// oracle. The blocked oracles (ops/common/f64_dot.h) run a few times 1e10 a second on two cores,
 // and a sampled one costs at most about what a full oracle of the budget would (scattered points
-// run ~8x slower per multiply-add but number budget / cost), so a case costs ~0.3 to 2.5 s of
-// oracle there; 2048^3 (8.6e9) is checked at every output.
+// run several times slower per multiply-add but number budget / cost), so a case costs seconds
+// of oracle at most; 2048^3 (8.6e9) is checked at every output (measured:
+// docs/measurement_log.md, "f64 oracle rate").
 inline constexpr double kDefaultOracleBudget = 1e10;
 // At most this many outputs of one tensor are sampled when the full oracle exceeds the budget
 // (ops of few multiply-adds per output would otherwise ask for tens of millions: the oracle's

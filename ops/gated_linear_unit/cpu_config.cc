@@ -86,10 +86,9 @@ CpuGluConfig cpu_glu_heuristics_config(const GluProblem& p, const Device& target
   // Weights past half of the last-level cache come from memory once per row tile: when one row
   // tile of at most kWholeBatchRows covers all of M (a token batch), take it, and the cores'
   // share of the tasks from N instead (4 per core), so that the weights stream once; its f32
-  // tiles then outgrow half of L2, which costs less than a second pass over the weights.
-  // Measured on the llama MLP shapes: f32 512 x 1024 -> 2816, 1.08x over two row tiles of 252 in
-  // the same run (Zen 5, mr = 14); on Zen 3 (AVX2, mr = 6) it cut the weight packing from 10.2%
-  // to 2.6% of the samples against five row tiles of 108 (`perf record`, 30 calls each).
+  // tiles then outgrow half of L2, which costs less than a second pass over the weights, and
+  // the weights are packed once instead of once per row tile (measured:
+  // docs/measurement_log.md, "gated_linear_unit whole-batch row tile").
   const double weight_bytes = 2.0 * static_cast<double>(p.K) * p.N * dtype_size(p.w_dtype);
   if (threads > 1 && device.l3_bytes > 0 && weight_bytes > 0.5 * device.l3_bytes &&
       p.M > c.tile_m && p.M <= kWholeBatchRows) {

@@ -1,8 +1,8 @@
 // gated_linear_unit on CPU: the products of the forward and of the backward's first phase, as
 // tiles of cpu_gemm_tiles (ops/common/cpu_gemm/tiles.h), which packs each shared operand once:
 // the x rows of a row tile when N has several column tiles (a token batch as one row tile with
-// N in 8 tasks packed x 8 times: 5% of a llama-MLP call on Zen 3), the weight columns of a column
-// tile when M has several row tiles (each row tile re-packed all of W).
+// N in 8 tasks would pack x 8 times), the weight columns of a column tile when M has several row
+// tiles (each row tile would re-pack all of W).
 //
 // Dimensions: as cpu_products_kernel.h (M, K, N, tm, tn).
 #include "ops/gated_linear_unit/cpu_products_kernel.h"

@@ -39,11 +39,9 @@ int64_t lanes(const cpu::CpuInfo& device) { return std::max<int64_t>(device.simd
 // of L2, leaving room for the output lines in flight and the other data (the VJP's dout blocks
 // go beside them: half of L2 in all); a multiple of L, at most I rounded up to L and at most 2048
 // (a 4 KiB page of bf16 per row: past that, runs are no longer and the block only costs L2).
-// Measured on the AlphaFold axis-0 shapes (C = 128 bf16, 1 MiB L2): tI 512 beats 2048 by
-// 1.2-1.3x. The VJP's blocks took a quarter of L2 for x and dout together until measured on
-// Zen 3 (512 KiB L2, 384res_128chan_axis0, 3 interleaved rounds): bf16 7.3-8.1 ms at tI 256
-// against 8.2-11.0 ms at 128, f32 10.6-12.9 ms at 128 against 11.3-14.6 ms at 64; twice that
-// again was no faster.
+// On the AlphaFold axis-0 shapes a block sized this way beats the 2048 cap, and the VJP's
+// blocks as wide as the forward's beat x and dout sharing that quarter of L2, while blocks twice
+// as wide again are no faster (measured: docs/measurement_log.md, "layer_norm axis-0 blocks").
 int64_t inner_block_for(const LayerNormProblem& p, const cpu::CpuInfo& device) {
   const int64_t L = lanes(device);
   const int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : (1 << 20);

@@ -109,9 +109,9 @@ HWY_INLINE void OutputPairs(DF d, const bf16* HWY_RESTRICT x, bf16* HWY_RESTRICT
 // kRows consecutive rows of a last-axis problem from `x` / `out` ([kRows, C], row-major).
 // `row` is an f32 scratch [kRows, C_pad] (C_pad = C rounded up to L); each row's zero-padded
 // partial last vector sits at its end. Loops over k have a constant trip count and unroll.
-// Against the earlier kernel that widened whole rows into the scratch and took a centred second
-// pass: f32 [384*384, 128] one thread 3.2-3.4 -> 2.8-3.0 ms, C = 64 1.63-1.67 -> 1.31-1.34 ms;
-// f16 unchanged (2.06-2.08 ms, also with the 8-row transposing reduction for its sums).
+// Re-reading the rows from L1 is faster for f32 than widening whole rows into the scratch and
+// taking a centred second pass, and no slower for f16 (measured: docs/measurement_log.md,
+// "layer_norm last-axis rows from L1").
 // kPairs (bf16 rows with C a multiple of 2L, on every pair target): rows are widened and rounded
 // back in pairs of vectors (GroupSumsPairs, OutputPairs; pair order, which the row sums ignore),
 // and `scale` / `offset` come in pair order. On AVX2 the one-vector path is bound by its widening
@@ -263,8 +263,8 @@ constexpr int kSumLane[8] = {0, 4, 8, 12, 2, 6, 10, 14};
 // the lane sums ignore), and the statistics of the 8 rows are computed together (SumsOf8, one
 // vector square root and division). No f32 scratch: the 8 rows of bf16 (2 KiB for C = 128) stay
 // in L1 and are re-widened in pass 3, one load and two ALU operations per 32 elements instead
-// of two stores in pass 1 and two loads in pass 3 (C = 64: 1.08 -> 0.89 ms on the 384x384 rows
-// with the one-pass statistics, one thread). Layer norm's mean and variance come from one pass
+// of two stores in pass 1 and two loads in pass 3 (measured: docs/measurement_log.md,
+// "layer_norm last-axis rows from L1"). Layer norm's mean and variance come from one pass
 // of shifted sums (kMaxShiftRatio), with a corrected two-pass fallback from L1. `scale_p`,
 // `offset_p`: scale and offset in pair order.
 template <bool subtract_mean, bool kStream>

@@ -21,7 +21,8 @@ namespace tokamax {
 namespace {
 
 // Below this many multiply-adds (~30 us of one core) a second thread costs more to wake than it
-// saves; measured on the 2-core development machine under load, a woken worker cost ~1 ms.
+// saves, the more so on a loaded machine (measured: docs/measurement_log.md, "thread wake-up
+// under load").
 constexpr double kSerialMultiplyAdds = double(1 << 22);
 
 }  // namespace

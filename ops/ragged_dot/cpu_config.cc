@@ -179,19 +179,20 @@ CpuRaggedDotConfig cpu_ragged_dot_heuristics_config(const RaggedDotProblem& p,
     c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
   }
   // bf16: the fastest engine the CPU has (checks.h: the AMX tiles, else vdpbf16ps where it
-  // out-runs f32 FMAs, as on Zen 4 and 5). Groups that fit one micro-panel read rhs once, in
+  // out-runs f32 FMAs, as on AMD's cores). Groups that fit one micro-panel read rhs once, in
   // place: packing pairs or tiles would add a copy there, so they stay on the f32 path.
   if (is_bf16_problem(p) && max_group_size(p) > c.mr) c.bf16_path = fastest_bf16_path(device);
   // int8 x int8: vpdpbusd, 64 multiply-adds an instruction. Its operands are bytes, so K blocks
-  // can be long: every block ends in a flush of the int32 sums and a pack call, and measured on
-  // the gpt-oss MoE shape (K = 1440) one block of all of K beat 512 by 7% (its [K, 48] strip
-  // then lives in L2, which the strip's 8-row reuse hides). An 8x48 tile. Panels of 192 columns:
-  // whole 64-column packs, and the panel, the next one (prefetched into L2 while this one is
-  // multiplied) and the task's lhs codes stay within L2; measured on Zen 4 (1 MiB L2) against
-  // 96 and 384 on the gpt-oss and DeepSeek int8 shapes, 192 was the fastest or within 2%.
-  // The 6x64 tile where it pads less, as the f32 tiles are chosen above (the columns of one
-  // half of [gate | up]): on DeepSeek's 512-column halves (11 strips of 48, the last a third
-  // empty, or 8 of 64) it measured 4-5% faster; on gpt-oss's 1440 (30 x 48) 2% slower.
+  // can be long: every block ends in a flush of the int32 sums and a pack call, so one block of
+  // all of K beats shorter ones on the gpt-oss MoE shape (K = 1440; its [K, 48] strip then lives
+  // in L2, which the strip's 8-row reuse hides). An 8x48 tile. Panels of 192 columns: whole
+  // 64-column packs, and the panel, the next one (prefetched into L2 while this one is
+  // multiplied) and the task's lhs codes stay within L2 (narrower or wider panels are no
+  // faster). The 6x64 tile where it pads less, as the f32 tiles are chosen above (the columns of
+  // one half of [gate | up]): it gains where the 8x48 tile would pad a strip (DeepSeek's
+  // 512-column halves: 11 strips of 48, the last a third empty, or 8 of 64) and loses a little
+  // where 8x48 pads nothing (gpt-oss's 1440 = 30 x 48; measured: docs/measurement_log.md,
+  // "ragged_dot int8 blocking").
   if (is_int8_problem(p) && device.has("avx512_vnni")) {
     c.int8_path = "vnni";
     std::tie(c.mr, c.nr) = least_padded_tile(kInt8Tiles, p.group_sizes, p.out_N());

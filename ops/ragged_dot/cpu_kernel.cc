@@ -16,17 +16,18 @@
 //   1. packs its lhs rows [rows, depth] into k-major micro-panels (L2/L3: reused by every
 //      column of the task, so the transposition is paid once per K block, not per panel);
 //   2. for each panel of tn columns packs rhs [depth, tn] into nr-wide strips (L2: reused by
-//      every micro-panel of the task), widening bf16/f16 to f32 once per element (cpu_pack.cc);
+//      every micro-panel of the task), widening bf16/f16 to f32 once per element (the GEMM
+//      engine's pack.cc, ops/common/cpu_gemm/);
 //   3. runs the micro-kernel over (micro-panel, strip) pairs: mr x NRV accumulator vectors stay
 //      in registers for the whole depth; each k step loads NRV rhs vectors, broadcasts mr lhs
 //      values and issues mr * NRV FMAs, so loads per FMA are (mr + NRV) / (mr * NRV)
-//      (cpu_micro_kernel.cc).
+//      (ops/common/cpu_gemm/micro_kernel.cc).
 // The K block loop is outermost so that only one rhs panel is live per thread; the partial sums
 // go straight to an f32 output (or to an f32 scratch that is rounded to bf16/f16 at the end,
-// cpu_convert.cc). Variants of step 2-3: bf16 x bf16 with bf16_path=native_dot packs both
-// operands as bf16 pairs for vdpbf16ps (cpu_bf16_kernel.cc); tasks of one micro-panel read rhs
+// convert.cc). Variants of step 2-3: bf16 x bf16 with bf16_path=native_dot packs both
+// operands as bf16 pairs for vdpbf16ps (bf16_kernel.cc); tasks of one micro-panel read rhs
 // in place (no copy for a single use), and tasks of <= kCpuStreamRows rows stream it row by row
-// (cpu_stream_kernel.cc).
+// (stream_kernel.cc); all of these in ops/common/cpu_gemm/.
 #include "ops/ragged_dot/cpu_kernel.h"
 
 #include <algorithm>
@@ -598,7 +599,7 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
     // the last row. Nothing is filled: the padding's values never reach an output (columns
     // [K, Kq) meet the zero codes the rhs pack puts past K, and rows past a panel's are not
     // stored), and the quantization writes every owned code and scale (filling the buffer
-    // first cost ~1% of a call).
+    // first costs ~1% of a call).
     launch.codes_row0 = p.first_row();
     // The AMX tiles read whole 32-row blocks, and up to 63 bytes past a K block's end (codes
     // that meet zero quads), so one more row.

@@ -170,16 +170,17 @@ void Search::halving(const std::vector<size_t>& order) {
     TimingOptions request = look;
     // The case's first request (the heuristics config's) warms up with one untimed call: the
     // first call in a worker pays first-touch costs no later call does (page faults of buffers
-    // kept between calls: 193 against 86 ms on the llama MLP backward), which would prune it.
+    // kept between calls, about twice a later call's time; measured: docs/measurement_log.md,
+    // "first calls in tuning"), which would prune it.
     if (k == 0) request.warmup_runs = 1;
     if (!measure(i, request)) continue;
     SearchOutcome& o = outcomes_[i];
     o.round = 0;
     // A slow kernel's one sample is its first call, which pays first-touch costs when the config
-    // grows a buffer the kernel keeps between calls (llama MLP backward, tile_n 1792: 155 ms
-    // first, 84 ms after, against 91 ms for the heuristics): one confirming sample before an
-    // abort, which nothing would revisit. Candidates that are merely slower stay unconfirmed:
-    // round 0's halving ranks them on what they have.
+    // grows a buffer the kernel keeps between calls (so a config faster than the heuristics'
+    // can look slower on its first call alone): one confirming sample before an abort, which
+    // nothing would revisit. Candidates that are merely slower stay unconfirmed: round 0's
+    // halving ranks them on what they have.
     if (best > 0 && fastest(i) > ratio * best && o.samples.size() == 1) {
       if (!measure(i, look)) continue;
     }

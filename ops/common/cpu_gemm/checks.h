@@ -74,7 +74,7 @@ inline bool amx_on_hardware(const cpu::CpuInfo& cpu, bool int8 = false) {
 }
 
 // Whether vdpbf16ps out-runs f32 FMAs on `cpu`. It does two multiply-adds per f32 lane, at the
-// FMA's issue rate on AMD's Zen 4 and 5 (twice the f32 flops) but at half of it on Intel's cores,
+// FMA's issue rate on AMD's cores (twice the f32 flops) but at half of it on Intel's cores,
 // where widening to f32 is the faster of the two (docs/amx.md has the measurements).
 inline bool native_bf16_outruns_fma(const cpu::CpuInfo& cpu) {
   return kernel_has_native_bf16(cpu) && cpu.vendor != "GenuineIntel";

@@ -1,6 +1,6 @@
 // A single-threaded GEMM tile over the engine's packing and micro-kernels.
 //
-// Dimensions: see cpu_gemm.h. depth = the K extent of the current block (<= tk).
+// Dimensions: see gemm.h. depth = the K extent of the current block (<= tk).
 #include "ops/common/cpu_gemm/gemm.h"
 
 #include <hwy/cache_control.h>

@@ -10,7 +10,7 @@
 //   K      contraction extent
 //   tk     K block: the depth of the packed panels
 //   tn     columns of one packed B panel (rounded up to whole nr strips)
-//   mr, nr the micro-tile (a shape of micro_kernel_shapes, cpu_tiling.h)
+//   mr, nr the micro-tile (a shape of micro_kernel_shapes, micro_tile.h)
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// CPU GEMM engine: the calls between a client's task loop (ragged_dot's cpu_kernel.cc,
+// CPU GEMM engine: the calls between a client's task loop (ops/ragged_dot/cpu_kernel.cc,
 // gemm.cc) and the micro-kernels.
 //
 // Dimensions.

@@ -56,7 +56,8 @@ void StreamRowsT(const StreamArgs& args) {
     int64_t c = 0;
     for (; c + L <= cols; c += L) {
       // Software prefetch two row groups ahead: the hardware streams ramp up per 4 KiB page,
-      // and each rhs row crosses a page every 2-4 KiB here; +3-5% of the bandwidth measured.
+      // and each rhs row crosses a page every 2-4 KiB here (measured: docs/measurement_log.md,
+      // "streaming kernel prefetch").
       if (k + kPrefetchRows + 4 <= K) {
         for (int j = 0; j < 4; ++j) hwy::Prefetch(b0 + (kPrefetchRows + j) * ldb + c);
       }

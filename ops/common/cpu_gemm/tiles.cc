@@ -51,8 +51,8 @@ std::vector<PackedGemmOperand> pack_gemm_operands(const std::vector<GemmPackRequ
   }
   // Operands larger together than a core's L2 are read by their tasks only after every piece is
   // packed, by then from L3 or memory whatever the stores did: packed with non-temporal stores,
-  // which skip reading each line before writing it. Llama MLP backward f32 (W^T, H, x: 13-35
-  // MiB per phase), interleaved runs: packing 5.1 -> 4.3 ms of ~87, the products unchanged.
+  // which skip reading each line before writing it (measured: docs/measurement_log.md,
+  // "non-temporal packing").
   const bool stream = packed_bytes > l2_bytes();
   cpu::parallel_for(static_cast<int64_t>(pieces.size()), num_threads, [&](int64_t t, int) {
     const auto [k, piece] = pieces[static_cast<size_t>(t)];

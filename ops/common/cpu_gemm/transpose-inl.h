@@ -4,7 +4,7 @@
 //   L      f32 lanes of the Highway target (16 on AVX-512, 8 on AVX2)
 //   mr     rows of one lhs micro-panel (<= L for the register path)
 //
-// A Highway "-inl" header for cpu_pack.cc: included after hwy/highway.h and re-included by
+// A Highway "-inl" header for pack.cc: included after hwy/highway.h and re-included by
 // foreach_target.h once per target (the toggle guard below). x86 vector targets get a
 // TransposeVec, LoadRowChunk, Transpose, StoreLanes and StreamLanes; the others only
 // kTransposeLanes = 0, which sends the packing to its scalar loop.
@@ -29,10 +29,11 @@ namespace tokamax::HWY_NAMESPACE {
 
 // --- lhs transposition [rows, depth] -> [depth][mr] per micro-panel. -------------------------
 // The lhs block is packed once per (task, K block) and then feeds every column of the task, yet
-// a scalar transposition still costs about 7% of an f32 GEMM (one load and one strided store per
-// element). On x86 the micro-panel is transposed in registers instead, L rows x L k at a time
-// (L = 16 on AVX-512, 8 on AVX2): rows past the group's end are loaded as zeros, and each k
-// stores its mr lanes with one masked store.
+// a scalar transposition still costs a visible share of an f32 GEMM (one load and one strided
+// store per element; measured: docs/measurement_log.md, "lhs transposition"). On x86 the
+// micro-panel is transposed in registers instead, L rows x L k at a time (L = 16 on AVX-512, 8
+// on AVX2): rows past the group's end are loaded as zeros, and each k stores its mr lanes with
+// one masked store.
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr int64_t kTransposeLanes = 16;
 using TransposeVec = __m512;

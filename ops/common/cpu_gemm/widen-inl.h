@@ -3,9 +3,9 @@
 // Dimensions.
 //   L      lanes of one vector of the accumulation type (f32: 16 on AVX-512, 8 on AVX2)
 //
-// A Highway "-inl" header: every translation unit that compiles once per target (cpu_pack.cc,
-// cpu_convert.cc, cpu_micro_kernel.cc, cpu_stream_kernel.cc) includes it after hwy/highway.h,
-// and the toggle guard below lets foreach_target.h re-include it for each target. Defining the
+// A Highway "-inl" header: every translation unit that compiles once per target (pack.cc,
+// convert.cc, micro_kernel.cc, stream_kernel.cc) includes it after hwy/highway.h, and the
+// toggle guard below lets foreach_target.h re-include it for each target. Defining the
 // helpers once keeps the per-target namespaces (tokamax::N_AVX3, ...) free of two different
 // definitions under one name, which the linker would silently merge.
 #if defined(TOKAMAX_OPS_RAGGED_DOT_CPU_WIDEN_INL_H_) == defined(HWY_TARGET_TOGGLE)

@@ -49,11 +49,10 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
   CpuAttentionVjpConfig c;
   // 128 x 128 blocks at least: the five block products are then 128^3 each (packing is a few
   // percent of them). Without a causal or window mask every block is full and 256 keys per block
-  // (measured at T = t = 2048, D = 128 on the 2-core Zen 5 with the earlier two-pass kernel: 8%
-  // faster in f32); with a mask, 128 wastes less on the diagonal blocks. The native bf16
-  // products, twice as fast, favour 256 rows too (their packing weighs more). With the row-block
-  // tasks on Zen 3 (AVX2), five (bq, bkv) pairs on a full case and four on a causal one, each
-  // extent 64 to 256, were within the run noise of each other (two rounds each).
+  // spread that packing over larger products; with a mask, 128 wastes less on the diagonal
+  // blocks. The native bf16 products, twice as fast, favour 256 rows too (their packing weighs
+  // more). Other (bq, bkv) pairs, each extent 64 to 256, run within the noise of these (measured:
+  // docs/measurement_log.md, "attention backward block extents").
   const bool banded = p.is_causal || p.has_local_window();
   // bf16 products on a bf16 engine: the AMX tiles where they run on the hardware, else
   // vdpbf16ps where it out-runs f32 FMAs.

@@ -9,7 +9,7 @@
 // from them (lse unless given, and Dr = rowsum(P dP), or dout . out when out is given); then,
 // per key block, dS = P (dP - Dr) (cap'), dv += P^T dout, dk += dS^T q, dq += dS k. That is the
 // five products of the backward and no more: the forward's P v is never recomputed for Dr
-// (an earlier two-pass design ran it and S once more in a first pass, 7 products; the strips
+// (a two-pass design would run it and S once more in a first pass, 7 products; the strips
 // cost 2 bq t floats per thread, O(T), never [T, t]). The task owns its dq rows; dk and dv
 // (summed over the g q heads of a kv head and over row blocks) and dbias go into per-thread f32
 // copies (O(t D) per thread; kept between calls), summed at the end. The kv heads run in waves:

@@ -55,9 +55,8 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
     c.tile_m = static_cast<int>(round_up(c.tile_m / 2, c.mr));
   }
   // Row tiles in a multiple of the threads: the dx phase has as many tasks as row tiles when K
-  // fits one column tile, and 5 equal tasks on 2 cores take 3 rounds. On Zen 3 (2 cores), AF3
-  // single f32 2048x384->768: 6 row tiles of 342 rows against 5 of 410, faster in each of 8
-  // interleaved rounds (by 0.2-11%).
+  // fits one column tile, and 5 equal tasks on 2 cores take 3 rounds while 6 take 3 shorter
+  // ones (measured: docs/measurement_log.md, "gated_linear_unit_vjp row tiles").
   // (tile_m also caps the K row tiles of the dW phase: left alone when M already divides well.)
   const int64_t row_tiles = ceil_div(std::max<int64_t>(p.M, 1), c.tile_m);
   if (threads > 1 && row_tiles % threads != 0) {
@@ -67,10 +66,8 @@ CpuGluVjpConfig cpu_glu_vjp_heuristics_config(const GluVjpProblem& vp, const Dev
   // No thin last column tile: N = 2816 in tiles of 896 leaves one of 128 per half in the H and
   // dW phases (and K = 1024 one in the dx phase), tasks with a whole task's overheads for a
   // seventh of the work. Whole panels are added (up to 4x) until the last tile of N and of K is
-  // at least half a tile, while every phase keeps a task per core. llama_mlp_f32_512x1024x2816
-  // on Zen 4, per-phase times over 15 calls in three interleaved pairs: tiles of 1792 against
-  // 896 faster in every phase, 84.0 against 84.4-90.4 ms in all (best phases 28.3 / 28.0 / 27.0
-  // against 28.5 / 28.3 / 27.2 ms).
+  // at least half a tile, while every phase keeps a task per core (measured:
+  // docs/measurement_log.md, "gated_linear_unit_vjp column tiles").
   auto thin = [](int64_t extent, int64_t tn) {
     return extent > tn && extent % tn != 0 && extent % tn < tn / 2;
   };

@@ -89,7 +89,8 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   const char* proj = static_cast<const char*>(w.proj);
   char* dx_data = static_cast<char*>(dx.raw());
   // H in a buffer of the calling thread that only grows: a fresh [M, 2N] per call would be
-  // page-faulted and zeroed by the kernel each time (7% of a llama-MLP call, measured).
+  // page-faulted and zeroed by the kernel each time (measured: docs/measurement_log.md,
+  // "gated_linear_unit_vjp H buffer").
   thread_local cpu::ScratchBuffer h_buffer;
   float* h = h_buffer.floats(static_cast<size_t>(M * N2));
   // native_dot, amx: H rounded to bf16 [M, 2N] (the operand of phases 2 and 3), as JAX's autodiff
@@ -107,8 +108,8 @@ void gated_linear_unit_vjp_cpu_kernel(const GluVjpProblem& vp, const CpuGluVjpCo
   // tile_m caps the row tiles of phases 1-2 (over M) and 3 (over K); each is cut evenly, in
   // multiples of the tail tile's rows (micro_tile.h), so that the two cores' row tiles are equal
   // work: llama MLP f32 (M = 512) as 256 + 256 rows is 18 panels of 14 and a 4-row tail each,
-  // where 266 + 246 made the 19-panel tile the critical path (with the tail tiles: the dx
-  // phase's tasks 26.9 against 28.2 ms, best of five interleaved runs each).
+  // where 266 + 246 would make the 19-panel tile the critical path (measured:
+  // docs/measurement_log.md, "gated_linear_unit_vjp even row tiles").
   const int64_t tm = even_tile(M, c.tile_m, kTailRowStep);
   const int64_t tk_rows = even_tile(K, c.tile_m, kTailRowStep);
 

@@ -46,9 +46,9 @@ constexpr int64_t kPrefetchRows = 8;
 // The task's next block (C rows of `row_bytes`, I elements apart, of x and dout), prefetched into
 // L2 a quota of lines at a time from every pass over the current block: pass 1 before each
 // group of rows, pass 2 likewise, pass 3 before each row. Spread so, the block's memory reads
-// overlap with the passes that run from L2 (before, pass 3 fetched the whole next block while
-// passes 1 and 2 left the memory idle: on Zen 4 the f32 and bf16 [128, 384, 384] axis-0 cases
-// moved 27-28 GB/s against 40-50 on the last axis).
+// overlap with the passes that run from L2. Fetching the whole next block during pass 3 alone
+// would leave the memory idle through passes 1 and 2 (measured: docs/measurement_log.md,
+// "layer_norm_vjp axis-0 prefetch").
 template <typename T>
 struct BlockPrefetch {
   const char* x = nullptr;

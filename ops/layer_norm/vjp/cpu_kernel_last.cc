@@ -74,9 +74,8 @@ struct PairRows {
   using Elem = bf16;
   static constexpr int kV = 2;
   // Not pipelined: the fused loop's two groups of pairs take more vector registers than there are
-  // (the widened words go through the stack), and on Zen 4 (the four bf16 last-axis bench_cpu
-  // cases, 2 cores, two interleaved rounds) the pipelined pairs took 1.04-1.18x the time of
-  // these passes one after the other.
+  // (the widened words go through the stack), so pipelined pairs run slower than these passes
+  // one after the other (measured: docs/measurement_log.md, "layer_norm_vjp bf16 pairs").
   static constexpr bool kPipelined = false;
   static HWY_INLINE void Load(const bf16* HWY_RESTRICT row, int64_t c, bool, size_t, VF* v) {
     LoadWidenPair(row + c, v[0], v[1]);
@@ -258,11 +257,10 @@ HWY_INLINE OutputConstants<kRowsG> GroupConstants(const typename A::Elem* HWY_RE
 // Software prefetch of the rows a fixed distance ahead of the group being read from memory,
 // spread over the output steps of the group before it (a burst of prefetches stalls the loop
 // once the core's miss buffers are full). f32 rows are memory-bound: kAheadBytes of each of x
-// and dout ahead, into L2 (the L1 prefetcher streams them on): on Zen 4 (2 cores, f32
-// [147456, 128], interleaved with a streaming loop that reads two arrays and writes one) this
-// ran at 0.77-0.83 of that loop against 0.59-0.62 for one group ahead into L1 with the rest in a
-// burst, and 4 or 16 KiB were no better. bf16 and f16 rows are bound by their ALU work, so
-// their next group is enough, into L1.
+// and dout ahead, into L2 (the L1 prefetcher streams them on), which comes closer to a plain
+// streaming loop's bandwidth than one group ahead into L1 with the rest in a burst; 4 or 16 KiB
+// are no better (measured: docs/measurement_log.md, "layer_norm_vjp spread prefetch"). bf16 and
+// f16 rows are bound by their ALU work, so their next group is enough, into L1.
 template <typename T>
 struct SpreadPrefetch {
   static constexpr int64_t kAheadBytes = sizeof(T) == 4 ? 8192 : 0;
@@ -392,10 +390,9 @@ HWY_INLINE void GroupOutputs(const typename A::Elem* HWY_RESTRICT x,
 // A::kPipelined, software-pipelined: each group's output pass also reads the next group from
 // memory and sums it (pass 1), so the loads and stores of two groups interleave with the latency
 // chain between a group's sums and its outputs (horizontal sums, square root, division, pass 2
-// from L1) instead of waiting on it. On Zen 4 (one thread, f32 [1024, 128] in L2) that is 0.034
-// against 0.044 ms a call; on the bench_cpu f32 shapes with 128 channels 5.3 against 7.8 ms
-// (layer norm) and 4.6 against 6.8 ms (RMSNorm). `s` = scale padded to C_pad, dscale_acc /
-// doffset_acc [C_pad] partial sums (pair order for PairRows).
+// from L1) instead of waiting on it (measured: docs/measurement_log.md, "layer_norm_vjp
+// pipelined row groups"). `s` = scale padded to C_pad, dscale_acc / doffset_acc [C_pad] partial
+// sums (pair order for PairRows).
 template <class A, bool kMean, bool kStream, int kRowsG>
 HWY_INLINE void GroupedRows(const typename A::Elem* HWY_RESTRICT x,
                             const typename A::Elem* HWY_RESTRICT dy,

@@ -88,9 +88,8 @@ CpuLsceVjpConfig cpu_lsce_vjp_heuristics_config(const LinearSoftmaxCrossEntropyV
   // (2 tk, ~800 columns) at least, so that no thin K block remains and dx's accumulator traffic
   // ([tb, H] per K block) stays far below the FLOPs; and four whole packed panels (4 tn) at
   // least, the columns of the logits and dw products, so that neither ends each chunk on a thin
-  // panel; within the dz tile's cap. On Zen 4 (tk 288, tn 448), llama3.1 bf16 given lse, two
-  // interleaved rounds: 4 panels (1792) 2.00 / 2.03 s against 2 tk (576, 448 + 128) 2.12 / 2.10 s;
-  // the f32 head within the noise.
+  // panel; within the dz tile's cap (measured: docs/measurement_log.md, "LSCE backward V
+  // chunks").
   const int64_t dz_cap = std::max<int64_t>(nr, kCpuLsceVjpMaxDzTile / std::max<int64_t>(p.B, 1));
   const int64_t tv =
       round_up(std::max<int64_t>(2 * int64_t{c.tile_k}, 4 * int64_t{c.tile_n}), c.tile_n);

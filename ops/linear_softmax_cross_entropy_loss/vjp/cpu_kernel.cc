@@ -21,8 +21,8 @@
 // transposed panels of the dx product), while the chunk is still in L2/L3. x [B, H] is packed
 // once per call, both ways (rows per tb block for the logits, transposed per th block for dw),
 // and shared read-only by the ranges; dz once per chunk as dw's B, for all its th blocks.
-// (Packing both per chunk, and dz per th block, was 9.8 MB of packing per 576-column chunk on
-// the f32 head shape (B 256, H 1024); now 6 MB: w's two layouts and dz's two.) The dz tile
+// (On the f32 head shape (B 256, H 1024) a 576-column chunk packs 6 MB: w's two layouts and
+// dz's two; packing x both ways per chunk, and dz per th block, would make it 9.8 MB.) The dz tile
 // [B, tv] f32 stays in the core's share of cache between the three products.
 #include "ops/linear_softmax_cross_entropy_loss/vjp/cpu_kernel.h"
 

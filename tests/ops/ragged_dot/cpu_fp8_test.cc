@@ -1,4 +1,4 @@
-// Tests for fp8 (e4m3) weights on ragged_dot's bf16 engines: the codes decoded to bf16 exactly,
+// Tests for ragged_dot's fp8 (e4m3) weights on the bf16 engines: the codes decoded to bf16 exactly,
 // multiplied on vdpbf16ps or the AMX tiles (their emulation everywhere), each scale block's
 // products scaled, against the float64 oracle.
 #include <catch2/catch.hpp>

@@ -60,8 +60,8 @@ TEST_CASE("peak_gflops picks the ceiling of the compute dtype", "[roofline]") {
 }
 
 TEST_CASE("on a CPU with AMX every bf16 and int8 roofline is the tiles' peak", "[roofline]") {
-  // The Sapphire Rapids figures: the tiles run 13x the vector bf16 dot. A vendor GEMM at
-  // 1332 GFLOP/s read 294% of a roofline that knew only the vector units; it must stay below 1.
+  // A Sapphire Rapids' figures: the tiles run 13x the vector bf16 dot. A vendor GEMM at 1332
+  // GFLOP/s would read 294% of a roofline that knew only the vector units; it must stay below 1.
   Ceilings amx = sample_ceilings();
   amx.f32_fma_gflops = 453;
   amx.bf16_dot_gflops = 223;

@@ -1,4 +1,4 @@
-// Tests for the cpu ragged_dot packing layouts and the f32 -> bf16/f16 output rounding.
+// Tests for the GEMM engine's packing layouts and the f32 -> bf16/f16 output rounding.
 #include "ops/common/cpu_gemm/pack.h"
 
 #include <hwy/targets.h>
