@@ -47,6 +47,9 @@ class Timer {
   virtual void start() = 0;
   // Seconds since start(), once the work issued in between has finished.
   virtual double stop() = 0;
+  // The smallest difference of two readings the timer can tell apart, in seconds: a spread of
+  // samples within it is the timer's, not the work's.
+  virtual double resolution_s() const = 0;
 };
 
 // The cache a cold-cache benchmark must overflow between two uses of one set of buffers, and

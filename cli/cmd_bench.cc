@@ -16,11 +16,11 @@
 #include "cli/progress.h"
 #include "cli/report/bench_compare.h"
 #include "cli/report/bench_report.h"
-#include "ops/framework/errors.h"
 #include "cli/toolkit/harness/verifier.h"
 #include "cli/toolkit/measurement/bench_sampler.h"
 #include "cli/toolkit/measurement/measurement.h"
 #include "cli/toolkit/measurement/roofline.h"
+#include "ops/framework/errors.h"
 #include "ops/framework/metadata.h"
 #include "ops/registry.h"
 
@@ -152,7 +152,10 @@ struct BenchCommand {
       r.estimator = options.stop.estimator;
       r.cache_mode = options.cache_mode;
       const Support support = impl->supported_on(device);
-      if (!support.ok) r.unsupported = support.reason;
+      if (!support.ok) {
+        r.unsupported = support.reason;
+        r.other_device = true;
+      }
       if (r.unsupported.empty()) {
         try {
           const std::unique_ptr<Implementation::Prepared> prepared =
@@ -267,7 +270,7 @@ struct BenchCommand {
         << benchmarks << " benchmarks, " << failures << " failed, " << noisy << " noisy, "
         << drifted << " drifted (medians of per-call wall time; sampled until "
         << estimator_name(options.stop.estimator)
-        << " <= " << format_number(100 * options.stop.max_noise, 2)
+        << " or the median's 95% interval <= " << format_number(100 * options.stop.max_noise, 2)
         << "% after >= " << options.stop.min_samples
         << " samples and >= " << format_number(options.stop.min_time_s, 3) << " s, at most "
         << options.stop.max_samples << " samples or " << format_number(options.stop.timeout_s, 3)
@@ -333,7 +336,7 @@ struct BenchCommand {
       identity[1] = std::max(identity[1], spec.name.size());
       identity[3] = std::max(identity[3], case_dtype(op, spec.args).size());
       for (const Implementation* impl : select_impls(op, selection.impls, specs)) {
-        identity[2] = std::max(identity[2], impl->name().size());
+        if (impl->supported_on(device).ok) identity[2] = std::max(identity[2], impl->name().size());
       }
     }
     Table table = bench_table_header(options.stop.estimator);
@@ -350,7 +353,9 @@ struct BenchCommand {
         time_spec(spec, device, ceilings, options, *runner, planned, merged, scratch);
         progress.clear();
         print_retries(spec.op + "/" + spec.name, runner->take_retries());
-        for (const BenchResult& r : planned) table.add_row(bench_row(r, options.stop.estimator));
+        for (const BenchResult& r : planned) {
+          if (!r.other_device) table.add_row(bench_row(r, options.stop.estimator));
+        }
         results.insert(results.end(), planned.begin(), planned.end());
         if (!json_path.empty()) {
           write_json(merged, ceilings, options_template, device, results, false);
@@ -364,6 +369,9 @@ struct BenchCommand {
     std::error_code ignored;
     fs::remove(scratch, ignored);
 
+    const std::vector<std::string> elsewhere = other_device_notes(results, device.id());
+    if (!elsewhere.empty()) std::cout << "\n";
+    for (const std::string& line : elsewhere) std::cout << line << "\n";
     print_summary(std::cout, options, results);
     if (!json_path.empty()) {
       write_json(merged, ceilings, options_template, device, results, !stopped);

@@ -37,6 +37,12 @@ std::vector<std::string> bench_row(const BenchResult& result, NoiseEstimator est
 std::vector<size_t> bench_width_hints(NoiseEstimator estimator,
                                       const std::vector<size_t>& identity);
 
+// The implementations of `results` that run on another kind of device than the one benched, one
+// line per reason: "not run on <device>: cublas (ragged_dot, ragged_dot_vjp), cudnn
+// (ragged_dot): <reason>".
+std::vector<std::string> other_device_notes(const std::vector<BenchResult>& results,
+                                            const std::string& device);
+
 // tokamax.cases of `bench --json`: one record per result that ran.
 nlohmann::json bench_records(const std::vector<BenchResult>& results);
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/framework/dtype.h"
 #include "cli/toolkit/measurement/bench_sampler.h"
+#include "ops/framework/dtype.h"
 
 namespace tokamax::cli {
 
@@ -25,6 +25,9 @@ struct BenchResult {
   nlohmann::json config;
   std::string config_source;
   std::string unsupported;  // not empty: not run, and why
+  // Not run because the implementation runs on another kind of device than the one benched (a
+  // CUDA kernel on a CPU): the table leaves it out and lists it once below (other_device_notes).
+  bool other_device = false;
   // The run.
   std::string failure;  // "" when it ran, else "error", "crash" or "timeout"
   BenchStats stats;

@@ -146,10 +146,10 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options, cons
 
   if (stats.ok) {
     if (batch <= 0) {
-      batch = std::max(
-          device.min_calls_per_sample(),
-          static_cast<int64_t>(std::clamp(
-              std::round(options.sample_time_s / std::max(one_call, 1e-9)), 1.0, 1e6)));
+      batch =
+          std::max(device.min_calls_per_sample(),
+                   static_cast<int64_t>(std::clamp(
+                       std::round(options.sample_time_s / std::max(one_call, 1e-9)), 1.0, 1e6)));
     }
     stats.iterations = batch;
     double timed = 0;
@@ -169,7 +169,8 @@ CaseRun time_case(const BenchCase& bench_case, const BenchOptions& options, cons
       result.samples.push_back({real, process_cpu_s() - cpu_start});
       stats.samples_s.push_back(real / static_cast<double>(batch));
       timed += real;
-      decision = should_stop(stats.samples_s, timed, wall_seconds() - begin, options.stop);
+      decision = should_stop(stats.samples_s, timed, wall_seconds() - begin, options.stop,
+                             timer->resolution_s() / static_cast<double>(batch));
     }
     stats.elapsed_s = wall_seconds() - begin;
     stats.noise = decision.noise;

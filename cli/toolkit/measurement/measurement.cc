@@ -63,6 +63,20 @@ double relative_noise(const std::vector<double>& samples, NoiseEstimator estimat
   return (quantile(samples, 0.75) - quantile(samples, 0.25)) / mid;
 }
 
+double median_uncertainty(const std::vector<double>& samples) {
+  const double n = static_cast<double>(samples.size());
+  if (samples.size() < 6) return kInf;
+  const double spread = 1.96 * std::sqrt(n);
+  const auto j = static_cast<size_t>(std::floor((n - spread) / 2));     // 1-based rank
+  const auto k = static_cast<size_t>(std::ceil(1 + (n + spread) / 2));  // 1-based rank
+  if (j < 1 || k > samples.size()) return kInf;
+  std::vector<double> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  const double mid = quantile(sorted, 0.5);
+  if (!(mid > 0)) return kInf;
+  return (sorted[k - 1] - sorted[j - 1]) / (2 * mid);
+}
+
 double parse_fraction(const std::string& text, const std::string& option) {
   const bool percent = !text.empty() && text.back() == '%';
   const std::string number = percent ? text.substr(0, text.size() - 1) : text;
@@ -101,12 +115,24 @@ std::string_view stop_reason_name(StopReason reason) {
 }
 
 StopDecision should_stop(const std::vector<double>& samples, double timed_s, double elapsed_s,
-                         const StopRule& rule) {
+                         const StopRule& rule, double tick_s) {
   StopDecision decision;
   if (samples.empty()) return decision;
   decision.noise = relative_noise(samples, rule.estimator);
+  // The relative noise that two ticks of the timer make at the estimator's center.
+  double resolved = 0;
+  if (tick_s > 0) {
+    const double center = rule.estimator == NoiseEstimator::kStdevMean
+                              ? std::accumulate(samples.begin(), samples.end(), 0.0) /
+                                    static_cast<double>(samples.size())
+                              : median(samples);
+    if (center > 0) resolved = 2 * tick_s / center;
+  }
+  decision.median_uncertainty = median_uncertainty(samples);
   const int count = static_cast<int>(samples.size());
-  if (count >= rule.min_samples && timed_s >= rule.min_time_s && decision.noise <= rule.max_noise) {
+  const bool precise = decision.noise <= std::max(rule.max_noise, resolved) ||
+                       decision.median_uncertainty <= rule.max_noise;
+  if (count >= rule.min_samples && timed_s >= rule.min_time_s && precise) {
     decision.reason = StopReason::kSettled;
   } else if (elapsed_s >= rule.timeout_s) {
     decision.reason = StopReason::kTimeout;

@@ -37,6 +37,13 @@ NoiseEstimator parse_estimator(const std::string& text, const std::string& optio
 // shows no spread) or a non-positive center.
 double relative_noise(const std::vector<double>& samples, NoiseEstimator estimator);
 
+// How precisely the samples fix their median: the half-width of its distribution-free 95%
+// confidence interval (order statistics j..k around n/2, j = floor((n - 1.96 sqrt(n)) / 2), k =
+// ceil(1 + (n + 1.96 sqrt(n)) / 2)) over the median, a fraction. A minority of disturbed samples
+// widens the IQR but not this; more samples narrow it. Infinity where the interval reaches past
+// the samples (fewer than 8) or for a non-positive median.
+double median_uncertainty(const std::vector<double>& samples);
+
 // "1%" (a percentage) or "0.01" (a fraction) -> 0.01. A bare number >= 1 is ambiguous and
 // rejected, as are negative, non-finite and non-numeric texts: InvalidArgument naming `option`
 // (e.g. "--max-noise").
@@ -48,14 +55,16 @@ struct StopRule {
   int min_samples = 10;     // never settle before this many samples
   int max_samples = 1000;   // hard cap on the sample count (unsettled: noisy)
   double min_time_s = 0.1;  // never settle before this much timed time (sum of the samples)
-  double max_noise = 0.01;  // settled once relative_noise <= max_noise
-  double timeout_s = 5.0;   // hard cap on the wall time since sampling began (unsettled: noisy)
+  // Settled once relative_noise or median_uncertainty is <= max_noise.
+  double max_noise = 0.01;
+  double timeout_s = 5.0;  // hard cap on the wall time since sampling began (unsettled: noisy)
   NoiseEstimator estimator = NoiseEstimator::kIqrMedian;
 };
 
 enum class StopReason {
   kContinue,    // take another sample
-  kSettled,     // min_samples and min_time reached and noise <= max_noise
+  kSettled,     // min_samples and min_time reached, and the noise or the median's uncertainty
+                // <= max_noise
   kMaxSamples,  // max_samples reached without settling
   kTimeout,     // timeout_s reached without settling
 };
@@ -63,16 +72,22 @@ std::string_view stop_reason_name(StopReason reason);  // "running", "settled", 
 
 struct StopDecision {
   StopReason reason = StopReason::kContinue;
-  double noise = 0;  // relative_noise of the samples so far
+  double noise = 0;               // relative_noise of the samples so far
+  double median_uncertainty = 0;  // median_uncertainty of the samples so far
   bool stop() const { return reason != StopReason::kContinue; }
   bool noisy() const { return reason == StopReason::kMaxSamples || reason == StopReason::kTimeout; }
 };
 
 // After each sample: `samples` so far (per-call seconds), `timed_s` the timed seconds they
-// took together, `elapsed_s` the wall seconds since sampling began (timing overhead included).
-// Settling is checked first, then the timeout, then max_samples; no samples: continue.
+// took together, `elapsed_s` the wall seconds since sampling began (timing overhead included),
+// `tick_s` the timer's resolution per call (its resolution over the calls of a sample).
+// Settling is checked first, then the timeout, then max_samples; no samples: continue. Settled:
+// the noise within max_noise, or a spread within two ticks (the estimator's: IQR or standard
+// deviation; it is the timer's, not the run's), or the median fixed within max_noise
+// (median_uncertainty: a case whose every fourth sample is disturbed still has a precise
+// median, which is what bench reports).
 StopDecision should_stop(const std::vector<double>& samples, double timed_s, double elapsed_s,
-                         const StopRule& rule);
+                         const StopRule& rule, double tick_s = 0);
 
 // Throws InvalidArgument naming the field: min_samples >= 1, max_samples >= min_samples,
 // min_time_s >= 0, max_noise >= 0, timeout_s > 0 (all finite except max_noise/timeout_s, which

@@ -79,7 +79,10 @@ std::vector<double> time_calls(const std::function<void()>& call, const TimingOp
     const double elapsed = timer->stop();
     timed += elapsed;
     samples.push_back(elapsed / batch);
-    if (should_stop(samples, timed, wall_seconds() - begin, rule).stop()) break;
+    if (should_stop(samples, timed, wall_seconds() - begin, rule, timer->resolution_s() / batch)
+            .stop()) {
+      break;
+    }
   }
   return samples;
 }
