@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Replays every fuzz target's corpus and regressions, then fuzzes each for a bounded time.
-#   scripts/fuzz.sh [--build-dir DIR] [--seconds N] [TARGET...]
+#   scripts/fuzz.sh [--build-dir DIR] [--seconds N | --budget N] [TARGET...]
+# --seconds: each target's fuzzing time (default 60); --budget: the whole run's, split evenly
+# over the targets (at least 5 s each).
 # DIR is a build with -DTOKAMAX_BUILD_FUZZERS=ON (scripts/test_sanitized.sh makes build-asan/);
 # TARGET names from DIR/fuzz/targets.txt (default: all). New corpus entries go to
 # DIR/fuzz/corpus/<target>/ (the committed seeds are only read); a finding (crash, sanitizer
@@ -11,12 +13,14 @@ cd "$(dirname "$0")/.."
 
 build_dir=build-asan
 seconds=60
+budget=""
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build_dir="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --budget) budget="$2"; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -28,6 +32,10 @@ if [ ! -f "$build_dir/fuzz/targets.txt" ]; then
 fi
 if [ ${#targets[@]} -eq 0 ]; then
   IFS=';' read -r -a targets < "$build_dir/fuzz/targets.txt"
+fi
+if [ -n "$budget" ]; then
+  seconds=$(( budget / ${#targets[@]} ))
+  if [ "$seconds" -lt 5 ]; then seconds=5; fi
 fi
 
 # The limits every finding is judged by: a hang is an input that takes over 10 s, a huge

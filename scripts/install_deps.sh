@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake git pkg-config
+  build-essential cmake ninja-build git pkg-config
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libbenchmark-dev catch2
   libhwy-dev libopenblas-dev libdnnl-dev
   # Debian's oneDNN CMake config asks for OpenCL (its GPU runtime) even for a CPU-only build.

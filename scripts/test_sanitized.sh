@@ -5,13 +5,13 @@
 #                the library, the CLI, every test, and the libFuzzer targets. ctest runs the
 #                whole suite but the tests listed in ASAN_EXCLUDE below (the fuzz targets'
 #                corpus and regression replays included), then scripts/fuzz.sh fuzzes every
-#                target for FUZZ_SECONDS each.
+#                target, FUZZ_BUDGET seconds split over the targets.
 #   build-tsan/  clang, ThreadSanitizer: the tests of the thread pool, the worker protocol and
 #                processes, the verifier and the cache's locking (tokamax_thread_tests: the test
 #                files with the tags tests/CMakeLists.txt lists).
 #
 # Both builds leave the CUDA backend out (its host code is compiled by nvcc, not instrumented)
-# and use -O1. Options: --asan-only, --tsan-only, --no-fuzz; FUZZ_SECONDS=20 by default.
+# and use -O1. Options: --asan-only, --tsan-only, --no-fuzz; FUZZ_BUDGET=90 by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,7 +41,12 @@ ASAN_EXCLUDE="installed package|bench --cache-mode cold writes every sample"
 configure() {  # build dir, sanitizers, extra cmake arguments...
   local dir="$1" sanitize="$2"
   shift 2
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" \
+  local generator=()
+  if [ ! -f "$dir/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+    generator=(-G Ninja)
+  fi
+  cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" \
         -DCMAKE_CXX_COMPILER=clang++ -DTOKAMAX_CUDA=OFF -DTOKAMAX_SANITIZE="$sanitize" "$@" \
         > /dev/null
 }
@@ -69,7 +74,7 @@ fi
 if [ "$run_fuzz" -eq 1 ]; then
   start=$(date +%s)
   # Every target of build-asan/fuzz/targets.txt.
-  scripts/fuzz.sh --build-dir build-asan --seconds "${FUZZ_SECONDS:-20}"
+  scripts/fuzz.sh --build-dir build-asan --budget "${FUZZ_BUDGET:-90}"
   echo "test_sanitized: fuzzing: $(elapsed "$start")"
 fi
 
