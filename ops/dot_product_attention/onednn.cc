@@ -45,10 +45,8 @@ dnnl::memory::desc strided(int64_t rows, int64_t cols, dt type, int64_t row_stri
   return dnnl::memory::desc({rows, cols}, type, {row_stride, col_stride});
 }
 
-class OneDnnDotProductAttention final : public TypedImplementation<AttentionProblem> {
+class OneDnnDotProductAttention final : public OneDnnImplementation<AttentionProblem> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
     nlohmann::json description = cpu::onednn_describe();
     description["composite"] = "matmul + softmax_v2 + matmul per (batch, head)";

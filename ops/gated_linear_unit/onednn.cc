@@ -48,10 +48,8 @@ struct OneDnnGluConfig {
 
 dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
-class OneDnnGatedLinearUnit final : public TypedImplementation<GluProblem, OneDnnGluConfig> {
+class OneDnnGatedLinearUnit final : public OneDnnImplementation<GluProblem, OneDnnGluConfig> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
     nlohmann::json description = cpu::onednn_describe();
     description["epilogue"] = std::string("tokamax cpu_glu_row (") + cpu::simd_target_name() + ")";

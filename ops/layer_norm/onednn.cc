@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_engine.h"
+#include "ops/common/onednn_primitive.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/layer_norm/base.h"
@@ -44,12 +45,8 @@ std::vector<float> param_f32(const TensorMap& inputs, const char* name, int64_t 
   return values;
 }
 
-class OneDnnLayerNorm final : public TypedImplementation<LayerNormProblem> {
+class OneDnnLayerNorm final : public OneDnnImplementation<LayerNormProblem> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
-  nlohmann::json describe() const override { return cpu::onednn_describe(); }
-
   void check(const LayerNormProblem& p, const Device&) const override {
     check_layer_norm_onednn_args(p);
     if (p.num_elements() == 0) return;

@@ -36,10 +36,8 @@ struct Primitives {
 };
 
 class OneDnnLinearSoftmaxCrossEntropy final
-    : public TypedImplementation<LinearSoftmaxCrossEntropyProblem> {
+    : public OneDnnImplementation<LinearSoftmaxCrossEntropyProblem> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
     nlohmann::json description = cpu::onednn_describe();
     description["composite"] = "matmul -> f32 logits [B,V] -> logsoftmax -> gather, reduce";

@@ -52,12 +52,8 @@ constexpr int64_t kEpilogueRows = 16;
 
 dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
-class OneDnnRaggedDot final : public TypedImplementation<RaggedDotProblem> {
+class OneDnnRaggedDot final : public OneDnnImplementation<RaggedDotProblem> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
-  nlohmann::json describe() const override { return cpu::onednn_describe(); }
-
   void check(const RaggedDotProblem& p, const Device&) const override {
     if (!p.precision_plan().identity()) {
       throw NotImplemented("onednn: precision=" + std::string(precision_name(p.precision)) +

@@ -65,10 +65,8 @@ const float* as_f32(const Tensor& x, std::vector<float>& copy) {
   return copy.data();
 }
 
-class OneDnnDotProductAttentionVjp final : public TypedImplementation<AttentionVjpProblem> {
+class OneDnnDotProductAttentionVjp final : public OneDnnImplementation<AttentionVjpProblem> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
     nlohmann::json description = cpu::onednn_describe();
     description["composite"] =

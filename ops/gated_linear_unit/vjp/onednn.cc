@@ -40,10 +40,8 @@ struct MatmulShape {
   bool accumulate;
 };
 
-class OneDnnGatedLinearUnitVjp final : public TypedImplementation<GluVjpProblem> {
+class OneDnnGatedLinearUnitVjp final : public OneDnnImplementation<GluVjpProblem> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
     nlohmann::json d = cpu::onednn_describe();
     d["composite"] = "matmul x W, H pass, matmul H W^T, matmul x^T H";

@@ -26,6 +26,7 @@
 
 #include "backends/cpu/onednn_engine.h"
 #include "backends/cpu/scratch.h"
+#include "ops/common/onednn_primitive.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/layer_norm/onednn_common.h"
@@ -59,12 +60,8 @@ void* forward_scratch(size_t bytes) {
   return buffer.get(bytes);
 }
 
-class OneDnnLayerNormVjp final : public TypedImplementation<LayerNormVjpProblem> {
+class OneDnnLayerNormVjp final : public OneDnnImplementation<LayerNormVjpProblem> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
-  nlohmann::json describe() const override { return cpu::onednn_describe(); }
-
   void check(const LayerNormVjpProblem& p, const Device&) const override {
     check_layer_norm_onednn_args(p);
     if (p.num_elements() == 0) return;

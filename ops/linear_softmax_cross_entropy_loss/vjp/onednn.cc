@@ -52,10 +52,8 @@ dnnl::memory::desc strided(int64_t rows, int64_t cols, dt type, int64_t row_stri
 }
 
 class OneDnnLinearSoftmaxCrossEntropyVjp final
-    : public TypedImplementation<LinearSoftmaxCrossEntropyVjpProblem> {
+    : public OneDnnImplementation<LinearSoftmaxCrossEntropyVjpProblem> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
   nlohmann::json describe() const override {
     nlohmann::json description = cpu::onednn_describe();
     description["composite"] =

@@ -43,12 +43,8 @@ dnnl::memory::desc strided(int64_t rows, int64_t cols, dt type, int64_t row_stri
   return dnnl::memory::desc(dims{rows, cols}, type, dims{row_stride, col_stride});
 }
 
-class OneDnnRaggedDotVjp final : public TypedImplementation<RaggedDotVjpProblem> {
+class OneDnnRaggedDotVjp final : public OneDnnImplementation<RaggedDotVjpProblem> {
  public:
-  std::string_view name() const override { return "onednn"; }
-  bool is_vendor() const override { return true; }
-  nlohmann::json describe() const override { return cpu::onednn_describe(); }
-
   void check(const RaggedDotVjpProblem& p, const Device&) const override {
     if (vjp_precision_rounds(p)) {
       throw NotImplemented("onednn: precision=" + std::string(precision_name(p.fwd.precision)) +

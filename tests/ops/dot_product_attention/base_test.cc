@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/framework/errors.h"
+#include "tests/ops/bind_errors.h"
 #include "tests/ops/dot_product_attention/attention_test_util.h"
 
 using namespace tokamax;
@@ -18,12 +19,7 @@ using nlohmann::json;
 namespace {
 
 std::string bind_error_field(const json& args) {
-  try {
-    dot_product_attention_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    return e.field();
-  }
-  return "<no error>";
+  return testing::bind_error_field(dot_product_attention_op(), args);
 }
 
 const json kBase = {{"q", "f32[2,8,4,16]"}, {"k", "f32[2,10,2,16]"}, {"v", "f32[2,10,2,8]"}};

@@ -15,6 +15,7 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
 #include "ops/gated_linear_unit/api.h"
+#include "tests/ops/bind_errors.h"
 
 using namespace tokamax;
 using nlohmann::json;
@@ -22,12 +23,7 @@ using nlohmann::json;
 namespace {
 
 std::string bind_error_field(const json& args) {
-  try {
-    gated_linear_unit_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    return e.field();
-  }
-  return "<no error>";
+  return testing::bind_error_field(gated_linear_unit_op(), args);
 }
 
 }  // namespace
@@ -103,10 +99,10 @@ TEST_CASE("gated_linear_unit bind errors name the offending argument", "[glu]") 
   CHECK(bind_error_field(k) == "gate_weights");
 }
 
-TEST_CASE("gated_linear_unit unfused weights hold the fused layout's values and results",
-          "[glu]") {
+TEST_CASE("gated_linear_unit unfused weights hold the fused layout's values and results", "[glu]") {
   const GatedLinearUnitOp& op = gated_linear_unit_op();
-  const BoundArgs fused = op.bind({{"x", "bf16[2,9,40]"}, {"weights", "bf16[40,2,24]"}, {"activation", "gelu"}});
+  const BoundArgs fused =
+      op.bind({{"x", "bf16[2,9,40]"}, {"weights", "bf16[40,2,24]"}, {"activation", "gelu"}});
   const BoundArgs unfused = op.bind({{"x", "bf16[2,9,40]"},
                                      {"gate_weights", "bf16[40,24]"},
                                      {"proj_weights", "bf16[40,24]"},

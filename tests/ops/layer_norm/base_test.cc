@@ -12,6 +12,7 @@
 #include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/api.h"
+#include "tests/ops/bind_errors.h"
 #include "tests/ops/impl_calls.h"
 #include "tests/ops/layer_norm/layer_norm_test_util.h"
 
@@ -21,14 +22,8 @@ using nlohmann::json;
 
 namespace {
 
-// The field an InvalidArgument names, or "<no error>".
 std::string bind_error_field(const json& args) {
-  try {
-    layer_norm_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    return e.field();
-  }
-  return "<no error>";
+  return testing::bind_error_field(layer_norm_op(), args);
 }
 
 bool has_tag(const ArgSpec& spec, const std::string& tag) {

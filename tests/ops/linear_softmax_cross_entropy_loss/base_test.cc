@@ -12,6 +12,7 @@
 #include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
+#include "tests/ops/bind_errors.h"
 #include "tests/ops/linear_softmax_cross_entropy_loss/test_helpers.h"
 
 using namespace tokamax;
@@ -21,12 +22,7 @@ using nlohmann::json;
 namespace {
 
 std::string bind_error_field(const json& args) {
-  try {
-    linear_softmax_cross_entropy_loss_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    return e.field();
-  }
-  return "<no error>";
+  return testing::bind_error_field(linear_softmax_cross_entropy_loss_op(), args);
 }
 
 }  // namespace

@@ -11,20 +11,15 @@
 #include "ops/framework/errors.h"
 #include "ops/framework/numerics.h"
 #include "ops/ragged_dot/api.h"
+#include "tests/ops/bind_errors.h"
 
 using namespace tokamax;
 using nlohmann::json;
 
 namespace {
 
-// The field an InvalidArgument names, or "<no error>".
 std::string bind_error_field(const json& args) {
-  try {
-    ragged_dot_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    return e.field();
-  }
-  return "<no error>";
+  return testing::bind_error_field(ragged_dot_op(), args);
 }
 
 }  // namespace
@@ -131,7 +126,7 @@ TEST_CASE("ragged_dot reference<float> applies group_offset, bias and the fused 
     const RaggedDotProblem p = RaggedDotProblem::from(args);
     Tensor lhs(args.tensor("lhs")), rhs(args.tensor("rhs")), bias(args.tensor("rhs_bias"));
     const double lhs_values[] = {9, 9, 1, 2, 3, 4, -1, 0.5, 9, 9};
-    const double rhs_values[] = {1, 0, 2, 1, 0, 1, 1, 3,    // rhs[0]
+    const double rhs_values[] = {1,  0, 2, 1, 0, 1,  1, 3,   // rhs[0]
                                  -1, 2, 0, 1, 1, -3, 2, 0};  // rhs[1]
     const double bias_values[] = {0.5, -0.5, 1, 0, 0, 0.25, -1, 2};
     for (int i = 0; i < 10; ++i) lhs.set(i, lhs_values[i]);
@@ -145,7 +140,8 @@ TEST_CASE("ragged_dot reference<float> applies group_offset, bias and the fused 
       double y[4];
       for (int n = 0; n < 4; ++n) {
         y[n] = bias_values[g * 4 + n];
-        for (int k = 0; k < 2; ++k) y[n] += lhs_values[row * 2 + k] * rhs_values[(g * 2 + k) * 4 + n];
+        for (int k = 0; k < 2; ++k)
+          y[n] += lhs_values[row * 2 + k] * rhs_values[(g * 2 + k) * 4 + n];
       }
       return apply_gate_up<double>(kind, y[col], y[col + 2]);
     };
@@ -314,13 +310,16 @@ TEST_CASE("ragged_dot quantized weights: bind, inputs, and a wrong scale block f
   const TensorMap inputs = op.make_inputs(args, 4);
   const Tensor& codes = inputs.at("rhs");
   double max_code = 0;
-  for (int64_t i = 0; i < codes.num_elements(); ++i) max_code = std::max(max_code, std::fabs(codes.get(i)));
+  for (int64_t i = 0; i < codes.num_elements(); ++i)
+    max_code = std::max(max_code, std::fabs(codes.get(i)));
   CHECK(max_code > 60);  // the codes use the int8 range
   CHECK(max_code <= 127);
 
   TensorMap outputs = op.allocate_outputs(args);
-  op.implementation("reference").prepare(args, cpu::host_device())->heuristics_kernel().run(
-      inputs, outputs);
+  op.implementation("reference")
+      .prepare(args, cpu::host_device())
+      ->heuristics_kernel()
+      .run(inputs, outputs);
   std::vector<int64_t> index(static_cast<size_t>(outputs.at("out").num_elements()));
   std::iota(index.begin(), index.end(), 0);
   const OracleSample oracle = op.oracle(args, inputs, "out", index);
@@ -335,8 +334,10 @@ TEST_CASE("ragged_dot quantized weights: bind, inputs, and a wrong scale block f
     }
   }
   TensorMap wrong = op.allocate_outputs(args);
-  op.implementation("reference").prepare(args, cpu::host_device())->heuristics_kernel().run(
-      wrong_inputs, wrong);
+  op.implementation("reference")
+      .prepare(args, cpu::host_device())
+      ->heuristics_kernel()
+      .run(wrong_inputs, wrong);
   CHECK(judge(compare_to_oracle(wrong.at("out"), oracle, op.error_model(args))) ==
         Disposition::kFailed);
 }
@@ -370,8 +371,10 @@ TEST_CASE("ragged_dot reference passes the oracle's bound with every epilogue ar
     const BoundArgs args = op.bind(args_json);
     const TensorMap inputs = op.make_inputs(args, 5);
     TensorMap outputs = op.allocate_outputs(args);
-    op.implementation("reference").prepare(args, cpu::host_device())->heuristics_kernel().run(
-        inputs, outputs);
+    op.implementation("reference")
+        .prepare(args, cpu::host_device())
+        ->heuristics_kernel()
+        .run(inputs, outputs);
     const Tensor& out = outputs.at("out");
     std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
     std::iota(index.begin(), index.end(), 0);
@@ -386,12 +389,9 @@ TEST_CASE("ragged_dot reference passes the oracle's bound with every epilogue ar
 TEST_CASE("ragged_dot zero_initialize=false leaves the rows outside the owned groups as they were",
           "[ragged_dot]") {
   const RaggedDotOp& op = ragged_dot_op();
-  const json base = {{"lhs", "bf16[60,32]"},
-                     {"rhs", "bf16[2,32,48]"},
-                     {"group_offset", 1},
-                     {"group_sizes", {10, 20, 15, 5}},
-                     {"rhs_bias", "f32[2,48]"},
-                     {"activation", "silu"}};
+  const json base = {{"lhs", "bf16[60,32]"},    {"rhs", "bf16[2,32,48]"},
+                     {"group_offset", 1},       {"group_sizes", {10, 20, 15, 5}},
+                     {"rhs_bias", "f32[2,48]"}, {"activation", "silu"}};
   json kept = base;
   kept["zero_initialize"] = false;
   const BoundArgs zeroed = op.bind(base), untouched = op.bind(kept);

@@ -10,6 +10,7 @@
 #include "ops/dot_product_attention/api.h"
 #include "ops/dot_product_attention/vjp/api.h"
 #include "ops/framework/errors.h"
+#include "tests/ops/bind_errors.h"
 #include "tests/ops/dot_product_attention/vjp/test_util.h"
 #include "tests/ops/vjp_test_util.h"
 
@@ -20,12 +21,7 @@ using nlohmann::json;
 namespace {
 
 std::string bind_error_field(const json& args) {
-  try {
-    dot_product_attention_vjp_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    return e.field();
-  }
-  return "<no error>";
+  return testing::bind_error_field(dot_product_attention_vjp_op(), args);
 }
 
 const json kBase = {{"q", "bf16[2,16,4,8]"},

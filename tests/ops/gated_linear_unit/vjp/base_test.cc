@@ -9,6 +9,7 @@
 #include "ops/framework/errors.h"
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/vjp/api.h"
+#include "tests/ops/bind_errors.h"
 #include "tests/ops/gated_linear_unit/vjp/test_util.h"
 #include "tests/ops/vjp_test_util.h"
 
@@ -19,12 +20,7 @@ using nlohmann::json;
 namespace {
 
 std::string bind_error_field(const json& args) {
-  try {
-    gated_linear_unit_vjp_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    return e.field();
-  }
-  return "<no error>";
+  return testing::bind_error_field(gated_linear_unit_vjp_op(), args);
 }
 
 const json kBase = {{"x", "bf16[3,5,8]"},

@@ -10,6 +10,7 @@
 #include "ops/framework/errors.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/vjp/api.h"
+#include "tests/ops/bind_errors.h"
 #include "tests/ops/linear_softmax_cross_entropy_loss/vjp/test_util.h"
 #include "tests/ops/vjp_test_util.h"
 
@@ -23,14 +24,7 @@ const LinearSoftmaxCrossEntropyLossVjpOp& vjp_op() {
   return linear_softmax_cross_entropy_loss_vjp_op();
 }
 
-std::string bind_error_field(const json& args) {
-  try {
-    vjp_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
+std::string bind_error_field(const json& args) { return testing::bind_error_field(vjp_op(), args); }
 
 std::string bind_error(const json& args) {
   try {

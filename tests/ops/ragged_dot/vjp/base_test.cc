@@ -10,6 +10,7 @@
 #include "ops/framework/errors.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/vjp/api.h"
+#include "tests/ops/bind_errors.h"
 #include "tests/ops/ragged_dot/vjp/test_util.h"
 #include "tests/ops/vjp_test_util.h"
 #include "tests/test_util.h"
@@ -21,12 +22,7 @@ using nlohmann::json;
 namespace {
 
 std::string bind_error_field(const json& args) {
-  try {
-    ragged_dot_vjp_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    return e.field();
-  }
-  return "<no error>";
+  return testing::bind_error_field(ragged_dot_vjp_op(), args);
 }
 
 std::string bind_error(const json& args) {
