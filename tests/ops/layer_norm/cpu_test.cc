@@ -44,11 +44,7 @@ void check_cpu(const BoundArgs& args, const TensorMap& inputs, const json& confi
   std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
   const OracleSample oracle = op.oracle(args, inputs, "out", index);
-  for (size_t i = 0; i < index.size(); ++i) {
-    const double bound = error_bound(model, oracle.value[i], oracle.magnitude[i]);
-    CAPTURE(i, out.get(i), reference.at("out").get(i));
-    REQUIRE(std::fabs(out.get(i) - reference.at("out").get(i)) <= 2.0 * bound);
-  }
+  require_within_twice_the_bound("out", out, reference.at("out"), oracle, model);
 }
 
 void check_cpu(const BoundArgs& args, const json& config) {

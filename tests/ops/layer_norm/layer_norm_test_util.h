@@ -2,6 +2,7 @@
 #pragma once
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
@@ -41,7 +42,10 @@ inline std::vector<nlohmann::json> layer_norm_cases() {
       {{"x", "f32[16,50,7]"}, {"axis", 0}, {"scale", "f32[16]"}, {"subtract_mean", false}},
       {{"x", "bf16[5,16,48]"}, {"axis", 1}, {"epsilon", 1e-5}, {"subtract_mean", false}},
       // scale_offset: Gemma's RMSNorm (1 + scale), and a layer norm along axis 0.
-      {{"x", "bf16[12,96]"}, {"scale", "bf16[96]"}, {"scale_offset", 1.0}, {"subtract_mean", false}},
+      {{"x", "bf16[12,96]"},
+       {"scale", "bf16[96]"},
+       {"scale_offset", 1.0},
+       {"subtract_mean", false}},
       {{"x", "f32[24,10,9]"},
        {"axis", 0},
        {"scale", "f32[24]"},
@@ -56,6 +60,24 @@ inline Comparison compare_all(const BoundArgs& args, const TensorMap& inputs, co
   std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
   std::iota(index.begin(), index.end(), int64_t{0});
   return compare_to_oracle(out, op.oracle(args, inputs, "out", index), op.error_model(args));
+}
+
+// Checks that `out` and `reference` (both within the oracle's bound of the exact values) are
+// within twice that bound of each other at every element: one assertion for the tensor, naming
+// the first element apart (an assertion per element would cost more than the kernels).
+inline void require_within_twice_the_bound(const std::string& name, const Tensor& out,
+                                           const Tensor& reference, const OracleSample& oracle,
+                                           const ErrorModel& model) {
+  int64_t apart = -1;
+  for (int64_t i = 0; i < out.num_elements() && apart < 0; ++i) {
+    const double bound = error_bound(model, oracle.value[i], oracle.magnitude[i]);
+    if (!(std::fabs(out.get(i) - reference.get(i)) <= 2.0 * bound)) apart = i;
+  }
+  INFO(name << ": first element apart " << apart
+            << (apart < 0 ? std::string()
+                          : ": " + std::to_string(out.get(apart)) + " against the reference's " +
+                                std::to_string(reference.get(apart))));
+  REQUIRE(apart < 0);
 }
 
 }  // namespace tokamax::testing

@@ -44,11 +44,7 @@ void check_cpu(const BoundArgs& args, const TensorMap& inputs, const json& confi
     std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
     for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
     const OracleSample oracle = op.oracle(args, inputs, decl.name, index);
-    for (size_t i = 0; i < index.size(); ++i) {
-      const double bound = error_bound(model, oracle.value[i], oracle.magnitude[i]);
-      CAPTURE(decl.name, i, out.get(i), reference.at(decl.name).get(i));
-      REQUIRE(std::fabs(out.get(i) - reference.at(decl.name).get(i)) <= 2.0 * bound);
-    }
+    require_within_twice_the_bound(decl.name, out, reference.at(decl.name), oracle, model);
   }
 }
 
