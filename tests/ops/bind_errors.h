@@ -9,11 +9,14 @@
 
 namespace tokamax::testing {
 
-// The field `op.bind(args)` names in its InvalidArgument, or "<no error>".
-inline std::string bind_error_field(const Op& op, const nlohmann::json& args) {
+// The field `op.bind(args)` names in its InvalidArgument (its message in `message` when given),
+// or "<no error>".
+inline std::string bind_error_field(const Op& op, const nlohmann::json& args,
+                                    std::string* message = nullptr) {
   try {
     op.bind(args);
   } catch (const InvalidArgument& e) {
+    if (message != nullptr) *message = e.what();
     return e.field();
   }
   return "<no error>";

@@ -15,12 +15,9 @@
 using namespace tokamax;
 using namespace tokamax::attention_testing;
 using nlohmann::json;
+using testing::bind_error_field;
 
 namespace {
-
-std::string bind_error_field(const json& args) {
-  return testing::bind_error_field(dot_product_attention_op(), args);
-}
 
 const json kBase = {{"q", "f32[2,8,4,16]"}, {"k", "f32[2,10,2,16]"}, {"v", "f32[2,10,2,8]"}};
 
@@ -59,7 +56,7 @@ std::vector<json> option_cases() {
 }  // namespace
 
 TEST_CASE("dot_product_attention bind errors name the offending argument", "[attention]") {
-  CHECK(bind_error_field(kBase) == "<no error>");
+  CHECK(bind_error_field(dot_product_attention_op(), kBase) == "<no error>");
   const std::vector<std::pair<json, std::string>> cases = {
       {{{"k", "f32[2,10,2,12]"}}, "k"},                          // D mismatch
       {{{"k", "f32[2,10,3,16]"}, {"v", "f32[2,10,3,8]"}}, "k"},  // H not a multiple of h
@@ -86,11 +83,11 @@ TEST_CASE("dot_product_attention bind errors name the offending argument", "[att
     json args = kBase;
     args.update(patch);
     CAPTURE(args.dump());
-    CHECK(bind_error_field(args) == field);
+    CHECK(bind_error_field(dot_product_attention_op(), args) == field);
   }
   json missing = kBase;
   missing.erase("v");
-  CHECK(bind_error_field(missing) == "v");
+  CHECK(bind_error_field(dot_product_attention_op(), missing) == "v");
 }
 
 TEST_CASE("dot_product_attention bind fills defaults canonically", "[attention]") {
@@ -129,11 +126,11 @@ TEST_CASE("dot_product_attention accepts upstream's public-API spellings", "[att
   // Both spellings at once: the alias is named.
   json both = kBase;
   both.update({{"scale", 0.5}, {"logits_scale", 0.5}});
-  CHECK(bind_error_field(both) == "scale");
+  CHECK(bind_error_field(dot_product_attention_op(), both) == "scale");
   // A bad value under the alias still gets the argument's own check.
   json bad = kBase;
   bad["local_window_size"] = -1;
-  CHECK(bind_error_field(bad) == "local_window");
+  CHECK(bind_error_field(dot_product_attention_op(), bad) == "local_window");
 }
 
 TEST_CASE("dot_product_attention key ranges: causal top-left, windows, lengths", "[attention]") {

@@ -19,84 +19,77 @@
 
 using namespace tokamax;
 using nlohmann::json;
-
-namespace {
-
-std::string bind_error_field(const json& args) {
-  return testing::bind_error_field(gated_linear_unit_op(), args);
-}
-
-}  // namespace
+using testing::bind_error_field;
 
 TEST_CASE("gated_linear_unit bind errors name the offending argument", "[glu]") {
   const json base = {{"x", "f32[2,8,4]"}, {"weights", "f32[4,2,3]"}, {"activation", "silu"}};
-  CHECK(bind_error_field(base) == "<no error>");
+  CHECK(bind_error_field(gated_linear_unit_op(), base) == "<no error>");
 
   json mismatched_k = base;
   mismatched_k["weights"] = "f32[5,2,3]";
-  CHECK(bind_error_field(mismatched_k) == "weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), mismatched_k) == "weights");
 
   json not_two = base;
   not_two["weights"] = "f32[4,3,3]";
-  CHECK(bind_error_field(not_two) == "weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), not_two) == "weights");
 
   json weights_rank = base;
   weights_rank["weights"] = "f32[4,6]";
-  CHECK(bind_error_field(weights_rank) == "weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), weights_rank) == "weights");
 
   json x_rank = base;
   x_rank["x"] = "f32[4]";
-  CHECK(bind_error_field(x_rank) == "x");
+  CHECK(bind_error_field(gated_linear_unit_op(), x_rank) == "x");
 
   json int_x = base;
   int_x["x"] = "i32[8,4]";
-  CHECK(bind_error_field(int_x) == "x");
+  CHECK(bind_error_field(gated_linear_unit_op(), int_x) == "x");
 
   json bad_activation = base;
   bad_activation["activation"] = "swish";
-  CHECK(bind_error_field(bad_activation) == "activation");
+  CHECK(bind_error_field(gated_linear_unit_op(), bad_activation) == "activation");
 
   json activation_type = base;
   activation_type["activation"] = 3;
-  CHECK(bind_error_field(activation_type) == "activation");
+  CHECK(bind_error_field(gated_linear_unit_op(), activation_type) == "activation");
 
   json unknown = base;
   unknown["precison"] = "highest";
-  CHECK(bind_error_field(unknown) == "precison");
+  CHECK(bind_error_field(gated_linear_unit_op(), unknown) == "precison");
 
   json bad_precision = base;
   bad_precision["precision"] = "bf16x3";
-  CHECK(bind_error_field(bad_precision) == "precision");
+  CHECK(bind_error_field(gated_linear_unit_op(), bad_precision) == "precision");
 
   json missing = base;
   missing.erase("weights");
-  CHECK(bind_error_field(missing) == "weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), missing) == "weights");
 
   // Unfused weights: both halves, [K, N] each, the same shape and dtype, not with weights.
   json unfused = {{"x", "f32[2,8,4]"},
                   {"gate_weights", "f32[4,3]"},
                   {"proj_weights", "f32[4,3]"},
                   {"activation", "silu"}};
-  CHECK(bind_error_field(unfused) == "<no error>");
+  CHECK(bind_error_field(gated_linear_unit_op(), unfused) == "<no error>");
   json both = unfused;
   both["weights"] = "f32[4,2,3]";
-  CHECK(bind_error_field(both) == "weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), both) == "weights");
   json half = unfused;
   half.erase("proj_weights");
-  CHECK(bind_error_field(half) == "proj_weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), half) == "proj_weights");
   json other_shape = unfused;
   other_shape["proj_weights"] = "f32[4,5]";
-  CHECK(bind_error_field(other_shape) == "proj_weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), other_shape) == "proj_weights");
   json other_dtype = unfused;
   other_dtype["proj_weights"] = "bf16[4,3]";
-  CHECK(bind_error_field(other_dtype) == "proj_weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), other_dtype) == "proj_weights");
   json rank3 = unfused;
   rank3["gate_weights"] = "f32[4,2,3]";
-  CHECK(bind_error_field(rank3) == "gate_weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), rank3) == "gate_weights");
   json k = unfused;
   k["gate_weights"] = "f32[5,3]";
   k["proj_weights"] = "f32[5,3]";
-  CHECK(bind_error_field(k) == "gate_weights");
+  CHECK(bind_error_field(gated_linear_unit_op(), k) == "gate_weights");
 }
 
 TEST_CASE("gated_linear_unit unfused weights hold the fused layout's values and results", "[glu]") {

@@ -22,10 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string bind_error_field(const json& args) {
-  return testing::bind_error_field(layer_norm_op(), args);
-}
-
 bool has_tag(const ArgSpec& spec, const std::string& tag) {
   return std::find(spec.tags.begin(), spec.tags.end(), tag) != spec.tags.end();
 }
@@ -34,54 +30,54 @@ bool has_tag(const ArgSpec& spec, const std::string& tag) {
 
 TEST_CASE("layer_norm bind errors name the offending argument", "[layer_norm]") {
   const json base = {{"x", "bf16[8,6,4]"}, {"scale", "f32[4]"}, {"offset", "f32[4]"}};
-  CHECK(bind_error_field(base) == "<no error>");
+  CHECK(bind_error_field(layer_norm_op(), base) == "<no error>");
 
   json missing = base;
   missing.erase("x");
-  CHECK(bind_error_field(missing) == "x");
-  CHECK(bind_error_field({{"x", "i32[8,4]"}}) == "x");
-  CHECK(bind_error_field({{"x", "f32[]"}}) == "x");
+  CHECK(bind_error_field(layer_norm_op(), missing) == "x");
+  CHECK(bind_error_field(layer_norm_op(), {{"x", "i32[8,4]"}}) == "x");
+  CHECK(bind_error_field(layer_norm_op(), {{"x", "f32[]"}}) == "x");
 
   json bad_axis = base;
   bad_axis["axis"] = 3;
-  CHECK(bind_error_field(bad_axis) == "axis");
+  CHECK(bind_error_field(layer_norm_op(), bad_axis) == "axis");
   bad_axis["axis"] = -4;
-  CHECK(bind_error_field(bad_axis) == "axis");
+  CHECK(bind_error_field(layer_norm_op(), bad_axis) == "axis");
   bad_axis["axis"] = "last";
-  CHECK(bind_error_field(bad_axis) == "axis");
+  CHECK(bind_error_field(layer_norm_op(), bad_axis) == "axis");
 
   json scale_shape = base;
   scale_shape["scale"] = "f32[6]";  // C is 4 for the last axis
-  CHECK(bind_error_field(scale_shape) == "scale");
+  CHECK(bind_error_field(layer_norm_op(), scale_shape) == "scale");
   json scale_axis = base;
   scale_axis["axis"] = 1;  // now C = 6, so f32[4] params no longer fit
-  CHECK(bind_error_field(scale_axis) == "scale");
+  CHECK(bind_error_field(layer_norm_op(), scale_axis) == "scale");
 
   json offset_dtype = base;
   offset_dtype["offset"] = "i32[4]";
-  CHECK(bind_error_field(offset_dtype) == "offset");
+  CHECK(bind_error_field(layer_norm_op(), offset_dtype) == "offset");
 
   json epsilon = base;
   epsilon["epsilon"] = -1e-6;
-  CHECK(bind_error_field(epsilon) == "epsilon");
+  CHECK(bind_error_field(layer_norm_op(), epsilon) == "epsilon");
   epsilon["epsilon"] = "small";
-  CHECK(bind_error_field(epsilon) == "epsilon");
+  CHECK(bind_error_field(layer_norm_op(), epsilon) == "epsilon");
 
   json subtract_mean = base;
   subtract_mean["subtract_mean"] = 1;
-  CHECK(bind_error_field(subtract_mean) == "subtract_mean");
+  CHECK(bind_error_field(layer_norm_op(), subtract_mean) == "subtract_mean");
 
   json unknown = base;
   unknown["bias"] = "f32[4]";
-  CHECK(bind_error_field(unknown) == "bias");
+  CHECK(bind_error_field(layer_norm_op(), unknown) == "bias");
 
   json scale_offset = base;
   scale_offset["scale_offset"] = "one";
-  CHECK(bind_error_field(scale_offset) == "scale_offset");
+  CHECK(bind_error_field(layer_norm_op(), scale_offset) == "scale_offset");
   scale_offset["scale_offset"] = 1.0;
-  CHECK(bind_error_field(scale_offset) == "<no error>");
+  CHECK(bind_error_field(layer_norm_op(), scale_offset) == "<no error>");
   scale_offset.erase("scale");  // nothing to add it to
-  CHECK(bind_error_field(scale_offset) == "scale_offset");
+  CHECK(bind_error_field(layer_norm_op(), scale_offset) == "scale_offset");
 }
 
 TEST_CASE("layer_norm scale_offset is added to the scale, 0 is the canonical default",

@@ -19,44 +19,36 @@ using namespace tokamax;
 using namespace tokamax::testing;
 using nlohmann::json;
 
-namespace {
-
-std::string bind_error_field(const json& args) {
-  return testing::bind_error_field(linear_softmax_cross_entropy_loss_op(), args);
-}
-
-}  // namespace
-
 TEST_CASE("lsce bind errors name the offending argument", "[lsce]") {
   const json base = {{"x", "f32[8,4]"}, {"w", "bf16[4,10]"}, {"reduction", "mean"}};
-  CHECK(bind_error_field(base) == "<no error>");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), base) == "<no error>");
   json mismatched_h = base;
   mismatched_h["w"] = "bf16[5,10]";
-  CHECK(bind_error_field(mismatched_h) == "w");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), mismatched_h) == "w");
   json bad_reduction = base;
   bad_reduction["reduction"] = "max";
-  CHECK(bind_error_field(bad_reduction) == "reduction");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), bad_reduction) == "reduction");
   json bad_labels = base;
   bad_labels["labels"] = "i32[7]";
-  CHECK(bind_error_field(bad_labels) == "labels");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), bad_labels) == "labels");
   json float_labels = base;
   float_labels["labels"] = "f32[8]";
-  CHECK(bind_error_field(float_labels) == "labels");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), float_labels) == "labels");
   json unknown = base;
   unknown["logit_soft_cap"] = 30;
-  CHECK(bind_error_field(unknown) == "logit_soft_cap");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), unknown) == "logit_soft_cap");
   json bad_rank = base;
   bad_rank["x"] = "f32[8]";
-  CHECK(bind_error_field(bad_rank) == "x");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), bad_rank) == "x");
   json int_w = base;
   int_w["w"] = "i32[4,10]";
-  CHECK(bind_error_field(int_w) == "w");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), int_w) == "w");
   json empty_vocab = base;
   empty_vocab["w"] = "bf16[4,0]";
-  CHECK(bind_error_field(empty_vocab) == "w");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), empty_vocab) == "w");
   json missing = base;
   missing.erase("x");
-  CHECK(bind_error_field(missing) == "x");
+  CHECK(bind_error_field(linear_softmax_cross_entropy_loss_op(), missing) == "x");
 }
 
 TEST_CASE("lsce bind fills defaults canonically and shapes the output", "[lsce]") {

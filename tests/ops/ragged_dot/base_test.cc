@@ -15,50 +15,43 @@
 
 using namespace tokamax;
 using nlohmann::json;
-
-namespace {
-
-std::string bind_error_field(const json& args) {
-  return testing::bind_error_field(ragged_dot_op(), args);
-}
-
-}  // namespace
+using testing::bind_error_field;
 
 TEST_CASE("ragged_dot bind errors name the offending argument", "[ragged_dot]") {
   const json base = {{"lhs", "f32[8,4]"}, {"rhs", "f32[2,4,3]"}, {"group_sizes", {3, 5}}};
-  CHECK(bind_error_field(base) == "<no error>");
+  CHECK(bind_error_field(ragged_dot_op(), base) == "<no error>");
 
   json mismatched_k = base;
   mismatched_k["rhs"] = "f32[2,5,3]";
-  CHECK(bind_error_field(mismatched_k) == "rhs");
+  CHECK(bind_error_field(ragged_dot_op(), mismatched_k) == "rhs");
 
   json sum_too_big = base;
   sum_too_big["group_sizes"] = {5, 5};
-  CHECK(bind_error_field(sum_too_big) == "group_sizes");
+  CHECK(bind_error_field(ragged_dot_op(), sum_too_big) == "group_sizes");
 
   json negative = base;
   negative["group_sizes"] = {-1, 3};
-  CHECK(bind_error_field(negative) == "group_sizes");
+  CHECK(bind_error_field(ragged_dot_op(), negative) == "group_sizes");
 
   json wrong_count = base;
   wrong_count["group_sizes"] = {4};
-  CHECK(bind_error_field(wrong_count) == "group_sizes");
+  CHECK(bind_error_field(ragged_dot_op(), wrong_count) == "group_sizes");
 
   json wrong_num_groups = base;
   wrong_num_groups["group_sizes"] = {{"num_groups", 3}, {"total", 4}};
-  CHECK(bind_error_field(wrong_num_groups) == "group_sizes");
+  CHECK(bind_error_field(ragged_dot_op(), wrong_num_groups) == "group_sizes");
 
   json unknown = base;
   unknown["transpose_rhs"] = true;
-  CHECK(bind_error_field(unknown) == "transpose_rhs");
+  CHECK(bind_error_field(ragged_dot_op(), unknown) == "transpose_rhs");
 
   json bad_rank = base;
   bad_rank["lhs"] = "f32[8]";
-  CHECK(bind_error_field(bad_rank) == "lhs");
+  CHECK(bind_error_field(ragged_dot_op(), bad_rank) == "lhs");
 
   json missing = base;
   missing.erase("rhs");
-  CHECK(bind_error_field(missing) == "rhs");
+  CHECK(bind_error_field(ragged_dot_op(), missing) == "rhs");
 }
 
 TEST_CASE("ragged_dot bind errors of the epilogue arguments name them", "[ragged_dot]") {
@@ -68,27 +61,28 @@ TEST_CASE("ragged_dot bind errors of the epilogue arguments name them", "[ragged
     args[key] = value;
     return args;
   };
-  CHECK(bind_error_field(with("group_offset", -1)) == "group_offset");
-  CHECK(bind_error_field(with("group_offset", "one")) == "group_offset");
+  CHECK(bind_error_field(ragged_dot_op(), with("group_offset", -1)) == "group_offset");
+  CHECK(bind_error_field(ragged_dot_op(), with("group_offset", "one")) == "group_offset");
   // group_offset 1 with G = 2 owned groups needs at least 3 entries.
-  CHECK(bind_error_field(with("group_offset", 1)) == "group_sizes");
+  CHECK(bind_error_field(ragged_dot_op(), with("group_offset", 1)) == "group_sizes");
   json offset_ok = with("group_offset", 1);
   offset_ok["group_sizes"] = {1, 3, 4};
-  CHECK(bind_error_field(offset_ok) == "<no error>");
-  CHECK(bind_error_field(with("rhs_bias", "f32[2,5]")) == "rhs_bias");
-  CHECK(bind_error_field(with("rhs_bias", "f32[6]")) == "rhs_bias");
-  CHECK(bind_error_field(with("rhs_bias", "f32[2,6]")) == "<no error>");
-  CHECK(bind_error_field(with("activation", "swish")) == "activation");
-  CHECK(bind_error_field(with("activation", 3)) == "activation");
-  CHECK(bind_error_field(with("fuse_gateup_activation", "tanh")) == "fuse_gateup_activation");
+  CHECK(bind_error_field(ragged_dot_op(), offset_ok) == "<no error>");
+  CHECK(bind_error_field(ragged_dot_op(), with("rhs_bias", "f32[2,5]")) == "rhs_bias");
+  CHECK(bind_error_field(ragged_dot_op(), with("rhs_bias", "f32[6]")) == "rhs_bias");
+  CHECK(bind_error_field(ragged_dot_op(), with("rhs_bias", "f32[2,6]")) == "<no error>");
+  CHECK(bind_error_field(ragged_dot_op(), with("activation", "swish")) == "activation");
+  CHECK(bind_error_field(ragged_dot_op(), with("activation", 3)) == "activation");
+  CHECK(bind_error_field(ragged_dot_op(), with("fuse_gateup_activation", "tanh")) ==
+        "fuse_gateup_activation");
   json odd_n = with("fuse_gateup_activation", "silu");
   odd_n["rhs"] = "f32[2,4,5]";
-  CHECK(bind_error_field(odd_n) == "fuse_gateup_activation");
+  CHECK(bind_error_field(ragged_dot_op(), odd_n) == "fuse_gateup_activation");
   json both = with("fuse_gateup_activation", "silu");
   both["activation"] = "relu";
-  CHECK(bind_error_field(both) == "activation");
-  CHECK(bind_error_field(with("zero_initialize", "yes")) == "zero_initialize");
-  CHECK(bind_error_field(with("zero_initialize", false)) == "<no error>");
+  CHECK(bind_error_field(ragged_dot_op(), both) == "activation");
+  CHECK(bind_error_field(ragged_dot_op(), with("zero_initialize", "yes")) == "zero_initialize");
+  CHECK(bind_error_field(ragged_dot_op(), with("zero_initialize", false)) == "<no error>");
 }
 
 TEST_CASE("ragged_dot problem of a group_offset owns the middle groups", "[ragged_dot]") {
@@ -276,7 +270,7 @@ TEST_CASE("ragged_dot quantized weights: bind, inputs, and a wrong scale block f
                      {"rhs", "i8[2,64,24]"},
                      {"rhs_scale", "f32[2,4,24]"},
                      {"group_sizes", {15, 25}}};
-  CHECK(bind_error_field(base) == "<no error>");
+  CHECK(bind_error_field(ragged_dot_op(), base) == "<no error>");
   auto with = [&](const std::string& key, const json& value) {
     json args = base;
     if (value.is_null()) {
@@ -286,20 +280,23 @@ TEST_CASE("ragged_dot quantized weights: bind, inputs, and a wrong scale block f
     }
     return args;
   };
-  CHECK(bind_error_field(with("rhs_scale", nullptr)) == "rhs");  // quantized needs a scale
-  CHECK(bind_error_field(with("rhs_scale", "f32[2,3,24]")) == "rhs_scale");  // 3 does not divide 64
-  CHECK(bind_error_field(with("rhs_scale", "f32[2,24]")) == "<no error>");
-  CHECK(bind_error_field(with("rhs_scale", "i8[2,24]")) == "rhs_scale");
-  CHECK(bind_error_field(with("rhs", "bf16[2,64,24]")) == "rhs_scale");  // a scale without codes
-  CHECK(bind_error_field(with("lhs", "i8[40,64]")) == "lhs");
-  CHECK(bind_error_field(with("maybe_quantize_lhs", 1)) == "maybe_quantize_lhs");
+  CHECK(bind_error_field(ragged_dot_op(), with("rhs_scale", nullptr)) ==
+        "rhs");  // quantized needs a scale
+  CHECK(bind_error_field(ragged_dot_op(), with("rhs_scale", "f32[2,3,24]")) ==
+        "rhs_scale");  // 3 does not divide 64
+  CHECK(bind_error_field(ragged_dot_op(), with("rhs_scale", "f32[2,24]")) == "<no error>");
+  CHECK(bind_error_field(ragged_dot_op(), with("rhs_scale", "i8[2,24]")) == "rhs_scale");
+  CHECK(bind_error_field(ragged_dot_op(), with("rhs", "bf16[2,64,24]")) ==
+        "rhs_scale");  // a scale without codes
+  CHECK(bind_error_field(ragged_dot_op(), with("lhs", "i8[40,64]")) == "lhs");
+  CHECK(bind_error_field(ragged_dot_op(), with("maybe_quantize_lhs", 1)) == "maybe_quantize_lhs");
   json f8 = with("rhs", "f8e4m3[2,64,24]");
   f8["maybe_quantize_lhs"] = true;  // lhs quantized to e4m3 for e4m3 weights
-  CHECK(bind_error_field(f8) == "<no error>");
+  CHECK(bind_error_field(ragged_dot_op(), f8) == "<no error>");
   json float_weights = {{"lhs", "bf16[40,64]"},
                         {"rhs", "bf16[2,64,24]"},
                         {"maybe_quantize_lhs", true}};  // nothing to quantize to
-  CHECK(bind_error_field(float_weights) == "maybe_quantize_lhs");
+  CHECK(bind_error_field(ragged_dot_op(), float_weights) == "maybe_quantize_lhs");
 
   const BoundArgs args = op.bind(base);
   const RaggedDotProblem p = RaggedDotProblem::from(args);

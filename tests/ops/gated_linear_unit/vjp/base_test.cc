@@ -19,10 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string bind_error_field(const json& args) {
-  return testing::bind_error_field(gated_linear_unit_vjp_op(), args);
-}
-
 const json kBase = {{"x", "bf16[3,5,8]"},
                     {"weights", "bf16[8,2,6]"},
                     {"activation", "silu"},
@@ -52,22 +48,22 @@ TEST_CASE("gated_linear_unit_vjp binds the forward's args plus dout", "[glu_vjp]
 }
 
 TEST_CASE("gated_linear_unit_vjp bind errors name the offending argument", "[glu_vjp]") {
-  CHECK(bind_error_field(kBase) == "<no error>");
+  CHECK(bind_error_field(gated_linear_unit_vjp_op(), kBase) == "<no error>");
   json missing = kBase;
   missing.erase("dout");
-  CHECK(bind_error_field(missing) == "dout");
+  CHECK(bind_error_field(gated_linear_unit_vjp_op(), missing) == "dout");
   json shape = kBase;
   shape["dout"] = "bf16[3,5,8]";
-  CHECK(bind_error_field(shape) == "dout");
+  CHECK(bind_error_field(gated_linear_unit_vjp_op(), shape) == "dout");
   json dtype = kBase;
   dtype["dout"] = "f32[3,5,6]";
-  CHECK(bind_error_field(dtype) == "dout");
+  CHECK(bind_error_field(gated_linear_unit_vjp_op(), dtype) == "dout");
   json act = kBase;
   act["activation"] = "swish";
-  CHECK(bind_error_field(act) == "activation");
+  CHECK(bind_error_field(gated_linear_unit_vjp_op(), act) == "activation");
   json weights = kBase;
   weights["weights"] = "bf16[7,2,6]";
-  CHECK(bind_error_field(weights) == "weights");
+  CHECK(bind_error_field(gated_linear_unit_vjp_op(), weights) == "weights");
 }
 
 TEST_CASE("gated_linear_unit_vjp's oracle matches central finite differences", "[glu_vjp]") {

@@ -13,6 +13,7 @@
 #include "cli/toolkit/catalog/arg_spec.h"
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/vjp/api.h"
+#include "tests/ops/bind_errors.h"
 #include "tests/ops/impl_calls.h"
 #include "tests/ops/layer_norm/vjp/cases.h"
 #include "tests/ops/vjp_test_util.h"
@@ -22,17 +23,6 @@ using namespace tokamax::testing;
 using nlohmann::json;
 
 namespace {
-
-// The field an InvalidArgument names (and its message), or "<no error>".
-std::string bind_error_field(const json& args, std::string* message = nullptr) {
-  try {
-    layer_norm_vjp_op().bind(args);
-  } catch (const InvalidArgument& e) {
-    if (message != nullptr) *message = e.what();
-    return e.field();
-  }
-  return "<no error>";
-}
 
 bool has_tag(const ArgSpec& spec, const std::string& tag) {
   return std::find(spec.tags.begin(), spec.tags.end(), tag) != spec.tags.end();
@@ -49,46 +39,46 @@ std::vector<std::string> output_names(const BoundArgs& args) {
 TEST_CASE("layer_norm_vjp bind errors name the offending argument", "[layer_norm_vjp]") {
   const json base = {
       {"x", "bf16[8,6,4]"}, {"dout", "bf16[8,6,4]"}, {"scale", "f32[4]"}, {"offset", "f32[4]"}};
-  CHECK(bind_error_field(base) == "<no error>");
+  CHECK(bind_error_field(layer_norm_vjp_op(), base) == "<no error>");
 
   json missing = base;
   missing.erase("dout");
   std::string message;
-  CHECK(bind_error_field(missing, &message) == "dout");
+  CHECK(bind_error_field(layer_norm_vjp_op(), missing, &message) == "dout");
   CHECK_THAT(message, Catch::StartsWith("layer_norm_vjp: ") && Catch::Contains("bf16[8,6,4]"));
   json dout_shape = base;
   dout_shape["dout"] = "bf16[8,6,5]";
-  CHECK(bind_error_field(dout_shape, &message) == "dout");
+  CHECK(bind_error_field(layer_norm_vjp_op(), dout_shape, &message) == "dout");
   CHECK_THAT(message, Catch::Contains("bf16[8,6,5]"));
   json dout_dtype = base;
   dout_dtype["dout"] = "f32[8,6,4]";
-  CHECK(bind_error_field(dout_dtype) == "dout");
+  CHECK(bind_error_field(layer_norm_vjp_op(), dout_dtype) == "dout");
   dout_dtype["dout"] = 3;
-  CHECK(bind_error_field(dout_dtype) == "dout");
+  CHECK(bind_error_field(layer_norm_vjp_op(), dout_dtype) == "dout");
   dout_dtype["dout"] = "bf16[8,6";
-  CHECK(bind_error_field(dout_dtype) == "dout");
+  CHECK(bind_error_field(layer_norm_vjp_op(), dout_dtype) == "dout");
 
   // The forward's checks, re-worded as the VJP op's, keep their field.
   json scale_shape = base;
   scale_shape["scale"] = "f32[6]";
-  CHECK(bind_error_field(scale_shape, &message) == "scale");
+  CHECK(bind_error_field(layer_norm_vjp_op(), scale_shape, &message) == "scale");
   CHECK_THAT(message, Catch::StartsWith("layer_norm_vjp: "));
   json x_missing = base;
   x_missing.erase("x");
-  CHECK(bind_error_field(x_missing) == "x");
+  CHECK(bind_error_field(layer_norm_vjp_op(), x_missing) == "x");
   json bad_axis = base;
   bad_axis["axis"] = 3;
-  CHECK(bind_error_field(bad_axis) == "axis");
+  CHECK(bind_error_field(layer_norm_vjp_op(), bad_axis) == "axis");
   json epsilon = base;
   epsilon["epsilon"] = -1.0;
-  CHECK(bind_error_field(epsilon) == "epsilon");
+  CHECK(bind_error_field(layer_norm_vjp_op(), epsilon) == "epsilon");
   json unknown = base;
   unknown["dy"] = "bf16[8,6,4]";
-  CHECK(bind_error_field(unknown) == "dy");
+  CHECK(bind_error_field(layer_norm_vjp_op(), unknown) == "dy");
   json scale_offset = base;
   scale_offset.erase("scale");
   scale_offset["scale_offset"] = 1.0;
-  CHECK(bind_error_field(scale_offset) == "scale_offset");
+  CHECK(bind_error_field(layer_norm_vjp_op(), scale_offset) == "scale_offset");
 }
 
 TEST_CASE("layer_norm_vjp binds the forward's canonical args plus dout", "[layer_norm_vjp]") {
