@@ -99,7 +99,9 @@ class OneDnnLinearSoftmaxCrossEntropy final
   // The primitives of one shape, created on first use.
   Primitives primitives(const Key& key) const {
     return cache_.get(key, [&] {
-      const auto& [B, H, V, in_type] = key;
+      // Named copies, not structured bindings: the lambda below captures them.
+      const int64_t B = std::get<0>(key), H = std::get<1>(key), V = std::get<2>(key);
+      const dt in_type = std::get<3>(key);
       const dnnl::engine& engine = cpu::onednn_engine();
       Primitives prims;
       create_onednn("primitive for B=" + std::to_string(B) + ", H=" + std::to_string(H) +
