@@ -23,7 +23,6 @@
 namespace tokamax {
 namespace {
 
-constexpr int kMaxTile = 1 << 16;
 // Below this many multiply-adds a call takes tens of microseconds on one core, comparable to
 // waking the pool, so the heuristics run it on the calling thread.
 constexpr double kSerialMultiplyAdds = double(1 << 17);

@@ -17,7 +17,6 @@
 namespace tokamax {
 namespace {
 
-constexpr int kMaxTile = 1 << 16;
 constexpr double kSerialMultiplyAdds = double(1 << 17);
 
 }  // namespace

@@ -16,7 +16,6 @@
 namespace tokamax {
 namespace {
 
-constexpr int kMaxTile = 1 << 16;
 // Below this many multiply-adds the pool's wake-up is comparable to the work: one thread.
 constexpr double kSerialMultiplyAdds = double(1 << 17);
 
