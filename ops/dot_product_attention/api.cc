@@ -12,7 +12,8 @@ const Implementation& dot_product_attention_reference_implementation();
 const Implementation& dot_product_attention_onednn_implementation();
 
 // Fastest first; the vendor composite comes after the reference so "auto" never picks it.
-std::vector<const Implementation*> DotProductAttentionOp::implementations() const {
+template <>
+std::vector<const Implementation*> ProblemOp<AttentionProblem>::implementations() const {
   return {&dot_product_attention_cpu_implementation(),
           &dot_product_attention_reference_implementation(),
           &dot_product_attention_onednn_implementation()};
@@ -23,32 +24,26 @@ const DotProductAttentionOp& dot_product_attention_op() {
   return op;
 }
 
+void add_attention_arguments(ApiCall& call, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const DotProductAttentionOptions& options) {
+  call.tensor("q", q).tensor("k", k).tensor("v", v);
+  call.tensor("bias", options.bias ? &*options.bias : nullptr);
+  call.tensor("mask", options.mask ? &*options.mask : nullptr);
+  call.option("is_causal", options.is_causal)
+      .option("logits_scale", options.logits_scale)
+      .option("logits_soft_cap", options.logits_soft_cap)
+      .option("q_seq_lengths", options.q_seq_lengths)
+      .option("kv_seq_lengths", options.kv_seq_lengths);
+  if (options.local_window) {
+    call.option("local_window", {options.local_window->first, options.local_window->second});
+  }
+}
+
 Tensor dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                              const DotProductAttentionOptions& options) {
-  nlohmann::json args = {{"q", q.spec().to_string()},
-                         {"k", k.spec().to_string()},
-                         {"v", v.spec().to_string()},
-                         {"is_causal", options.is_causal}};
-  if (options.logits_scale) args["logits_scale"] = *options.logits_scale;
-  if (options.logits_soft_cap) args["logits_soft_cap"] = *options.logits_soft_cap;
-  if (options.bias) args["bias"] = options.bias->spec().to_string();
-  if (options.mask) args["mask"] = options.mask->spec().to_string();
-  if (options.q_seq_lengths) args["q_seq_lengths"] = *options.q_seq_lengths;
-  if (options.kv_seq_lengths) args["kv_seq_lengths"] = *options.kv_seq_lengths;
-  if (options.local_window) {
-    args["local_window"] = {options.local_window->first, options.local_window->second};
-  }
-  const DotProductAttentionOp& op = dot_product_attention_op();
-  const BoundArgs bound = op.bind(args);
-  TensorMap inputs;
-  inputs.emplace("q", q);
-  inputs.emplace("k", k);
-  inputs.emplace("v", v);
-  if (options.bias) inputs.emplace("bias", *options.bias);
-  if (options.mask) inputs.emplace("mask", *options.mask);
-  TensorMap outputs = op.allocate_outputs(bound);
-  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
-  return outputs.at("out");
+  ApiCall call(dot_product_attention_op());
+  add_attention_arguments(call, q, k, v, options);
+  return call.run(options.implementation, options.config).at("out");
 }
 
 }  // namespace tokamax

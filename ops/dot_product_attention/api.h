@@ -19,6 +19,8 @@
 
 namespace tokamax {
 
+class ApiCall;  // ops/framework/dispatch.h
+
 // The op object: bind, counts, oracle, and its implementations in dispatch order.
 const DotProductAttentionOp& dot_product_attention_op();
 
@@ -41,5 +43,9 @@ Tensor dot_product_attention(const Tensor& q,  // [*B, T, H, D]
                              const Tensor& k,  // [*B, t, h, D]
                              const Tensor& v,  // [*B, t, h, d]
                              const DotProductAttentionOptions& options = {});
+
+// Adds q, k, v and the options to a call of this op or of its VJP (the arguments they share).
+void add_attention_arguments(ApiCall& call, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const DotProductAttentionOptions& options);
 
 }  // namespace tokamax

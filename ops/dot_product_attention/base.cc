@@ -220,7 +220,8 @@ void bind_attention_precision(const json& args, DType q, DType k, DType v) {
 
 }  // namespace
 
-BoundArgs DotProductAttentionOp::bind_canonical(const json& raw_args) const {
+template <>
+BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) const {
   if (!raw_args.is_object()) throw InvalidArgument(std::string(kOp) + "args must be a mapping");
   json args = resolve_arg_aliases(raw_args, attention_arg_aliases(), kOp);
   // local_window_size as upstream's API takes it: one int w is the window (w, w).
@@ -377,7 +378,8 @@ BoundArgs DotProductAttentionOp::bind_canonical(const json& raw_args) const {
   return bound;
 }
 
-std::vector<TensorDecl> DotProductAttentionOp::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<AttentionProblem>::inputs(const BoundArgs& args) const {
   const AttentionProblem p = AttentionProblem::from(args);
   std::vector<TensorDecl> decls = {
       {"q", args.tensor("q")}, {"k", args.tensor("k")}, {"v", args.tensor("v")}};
@@ -386,7 +388,8 @@ std::vector<TensorDecl> DotProductAttentionOp::inputs(const BoundArgs& args) con
   return decls;
 }
 
-std::vector<TensorDecl> DotProductAttentionOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<AttentionProblem>::outputs(const BoundArgs& args) const {
   const AttentionProblem p = AttentionProblem::from(args);
   std::vector<int64_t> dims = p.batch;
   dims.insert(dims.end(), {p.T, p.H, p.d});
@@ -399,7 +402,8 @@ std::vector<TensorDecl> DotProductAttentionOp::outputs(const BoundArgs& args) co
   return decls;
 }
 
-double DotProductAttentionOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<AttentionProblem>::flops(const BoundArgs& args) const {
   // The standard count (FlashAttention's): 2*T*t*D for Q K^T plus 2*T*t*d for P V per head,
   // halved under is_causal. Masks, windows and sequence lengths are not discounted, so the
   // rate compares with other kernels' reports; softmax work is not counted.
@@ -408,7 +412,8 @@ double DotProductAttentionOp::flops(const BoundArgs& args) const {
   return p.is_causal ? 0.5 * full : full;
 }
 
-double DotProductAttentionOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<AttentionProblem>::bytes(const BoundArgs& args) const {
   double total = 0.0;
   for (const TensorDecl& decl : inputs(args)) total += static_cast<double>(decl.spec.size_bytes());
   for (const TensorDecl& decl : outputs(args)) total += static_cast<double>(decl.spec.size_bytes());

@@ -27,6 +27,7 @@
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
@@ -45,6 +46,9 @@ struct AttentionBroadcast {
 // (later) its VJP: nothing here is forward-specific.
 struct AttentionProblem {
   static constexpr std::string_view kOp = "dot_product_attention";
+  static constexpr std::string_view kSummary =
+      "softmax(scale * q k^T + bias, masked) v with GQA, causal/local masks, soft cap; a "
+      "row with no visible key is zeros (upstream's XLA path: the mean of v)";
   std::vector<int64_t> batch;  // *B
   int64_t B = 1, T = 0, t = 0, H = 0, h = 0, D = 0, d = 0;
   DType dtype = DType::kF32;  // q, k, v and the output
@@ -83,25 +87,9 @@ struct AttentionResiduals {
 // key_value_seq_lengths, local_window_size (an int w: the window (w, w)).
 const std::vector<ArgAlias>& attention_arg_aliases();
 
-class DotProductAttentionOp : public Op {
+class DotProductAttentionOp : public ProblemOp<AttentionProblem> {
  public:
-  std::string_view name() const override { return AttentionProblem::kOp; }
-  std::string_view summary() const override {
-    return "softmax(scale * q k^T + bias, masked) v with GQA, causal/local masks, soft cap; a "
-           "row with no visible key is zeros (upstream's XLA path: the mean of v)";
-  }
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   std::vector<ArgAlias> arg_aliases() const override { return attention_arg_aliases(); }
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
 };
 
 // The portable reference, accumulating (logits, softmax, P V) in `Acc`; Acc = double computes

@@ -28,7 +28,8 @@ double accumulation_unit(const AttentionProblem& p) {
 
 }  // namespace
 
-TensorMap DotProductAttentionOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+template <>
+TensorMap ProblemOp<AttentionProblem>::make_inputs(const BoundArgs& args, uint64_t seed) const {
   const AttentionProblem p = AttentionProblem::from(args);
   TensorMap inputs;
   // q, k, v ~ N(0, 1): with the default scale 1/sqrt(D) the logits are ~ N(0, 1), as after
@@ -49,14 +50,16 @@ TensorMap DotProductAttentionOp::make_inputs(const BoundArgs& args, uint64_t see
   return inputs;
 }
 
-double DotProductAttentionOp::oracle_cost_per_output(const BoundArgs& args) const {
+template <>
+double ProblemOp<AttentionProblem>::oracle_cost_per_output(const BoundArgs& args) const {
   // A sampled output costs its row's logits (t * D) plus its own t-term sum; rows shared by
   // neighbouring samples are computed once, which this ignores.
   const AttentionProblem p = AttentionProblem::from(args);
   return static_cast<double>(std::max<int64_t>(p.t, 1)) * (p.D + 1.0);
 }
 
-ErrorModel DotProductAttentionOp::error_model(const BoundArgs& args) const {
+template <>
+ErrorModel ProblemOp<AttentionProblem>::error_model(const BoundArgs& args) const {
   const AttentionProblem p = AttentionProblem::from(args);
   ErrorModel model;
   // The oracle's magnitude is already the whole accumulated error budget in units of u (see

@@ -252,9 +252,10 @@ OracleSample dot_product_attention_oracle(const BoundArgs& args, const TensorMap
   return sample;
 }
 
-OracleSample DotProductAttentionOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                           std::string_view output,
-                                           std::span<const int64_t> index) const {
+template <>
+OracleSample ProblemOp<AttentionProblem>::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                                 std::string_view output,
+                                                 std::span<const int64_t> index) const {
   return dot_product_attention_oracle(args, inputs, output, index, OracleMethod::kBlocked);
 }
 

@@ -72,4 +72,29 @@ DispatchResult dispatch(const Op& op, const BoundArgs& args, std::string_view im
                        reasons + ")");
 }
 
+ApiCall& ApiCall::tensor(const std::string& name, const Tensor* tensor) {
+  if (tensor != nullptr) {
+    args_[name] = tensor->spec().to_string();
+    input(name, *tensor);
+  }
+  return *this;
+}
+
+ApiCall& ApiCall::input(const std::string& name, const Tensor& tensor) {
+  inputs_.insert_or_assign(name, tensor);
+  return *this;
+}
+
+ApiCall& ApiCall::option(const std::string& name, nlohmann::json value) {
+  args_[name] = std::move(value);
+  return *this;
+}
+
+TensorMap ApiCall::run(const BoundArgs& bound, std::string_view implementation,
+                       const std::optional<nlohmann::json>& config) const {
+  TensorMap outputs = op_.allocate_outputs(bound);
+  dispatch(op_, bound, implementation, config, inputs_, outputs);
+  return outputs;
+}
+
 }  // namespace tokamax

@@ -26,4 +26,41 @@ DispatchResult dispatch(const Op& op, const BoundArgs& args, std::string_view im
                         const std::optional<nlohmann::json>& config, const TensorMap& inputs,
                         TensorMap& outputs, const Device& device = default_device());
 
+// One call of an op from its C++ API, built up argument by argument: a tensor argument is its
+// spec for binding and its data for the kernel, an option only an argument. run() binds (errors
+// name the argument), allocates the outputs on the default device and dispatches.
+class ApiCall {
+ public:
+  explicit ApiCall(const Op& op) : op_(op) {}
+
+  // A tensor argument; null leaves an optional tensor absent.
+  ApiCall& tensor(const std::string& name, const Tensor* tensor);
+  ApiCall& tensor(const std::string& name, const Tensor& tensor) {
+    return this->tensor(name, &tensor);
+  }
+  // An input the kernel reads whose argument is given otherwise (e.g. as values by option()).
+  ApiCall& input(const std::string& name, const Tensor& tensor);
+  ApiCall& option(const std::string& name, nlohmann::json value);
+  // An option that is left at the op's default when unset.
+  template <typename T>
+  ApiCall& option(const std::string& name, const std::optional<T>& value) {
+    if (value) option(name, nlohmann::json(*value));
+    return *this;
+  }
+
+  // run() in two steps, for an API that checks values of the bound arguments before dispatch.
+  BoundArgs bind() const { return op_.bind(args_); }
+  TensorMap run(const BoundArgs& bound, std::string_view implementation,
+                const std::optional<nlohmann::json>& config) const;
+  TensorMap run(std::string_view implementation,
+                const std::optional<nlohmann::json>& config) const {
+    return run(bind(), implementation, config);
+  }
+
+ private:
+  const Op& op_;
+  nlohmann::json args_ = nlohmann::json::object();
+  TensorMap inputs_;
+};
+
 }  // namespace tokamax

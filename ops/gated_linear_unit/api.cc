@@ -15,7 +15,8 @@ const Implementation& gated_linear_unit_mkl_implementation();
 // Fastest first; "auto" takes the first implementation that is supported and accepts the args.
 // The vendor baseline comes after the reference (which accepts every valid args), so "auto"
 // never picks it; it is listed for bench, verify and tune to run side by side.
-std::vector<const Implementation*> GatedLinearUnitOp::implementations() const {
+template <>
+std::vector<const Implementation*> ProblemOp<GluProblem>::implementations() const {
   return {&gated_linear_unit_cpu_implementation(), &gated_linear_unit_reference_implementation(),
           &gated_linear_unit_onednn_implementation(), &gated_linear_unit_mkl_implementation()};
 }
@@ -30,18 +31,12 @@ namespace {
 // Binds x, the named weight tensors and the activation, then dispatches.
 Tensor run_glu(const Tensor& x, const std::vector<std::pair<const char*, const Tensor*>>& weights,
                const GatedLinearUnitOptions& options) {
-  nlohmann::json args = {{"x", x.spec().to_string()},
-                         {"activation", std::string(activation_name(options.activation))}};
-  for (const auto& [name, tensor] : weights) args[name] = tensor->spec().to_string();
-  args["precision"] = std::string(precision_name(options.precision));
-  const GatedLinearUnitOp& op = gated_linear_unit_op();
-  const BoundArgs bound = op.bind(args);
-  TensorMap inputs;
-  inputs.emplace("x", x);
-  for (const auto& [name, tensor] : weights) inputs.emplace(name, *tensor);
-  TensorMap outputs = op.allocate_outputs(bound);
-  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
-  return outputs.at("out");
+  ApiCall call(gated_linear_unit_op());
+  call.tensor("x", x)
+      .option("activation", std::string(activation_name(options.activation)))
+      .option("precision", std::string(precision_name(options.precision)));
+  for (const auto& [name, tensor] : weights) call.tensor(name, tensor);
+  return call.run(options.implementation, options.config).at("out");
 }
 
 }  // namespace

@@ -78,7 +78,8 @@ TensorMap expand_glu_precision_operands(const GluProblem& problem, const TensorM
   return expanded;
 }
 
-BoundArgs GatedLinearUnitBase::bind_canonical(const json& args) const {
+template <>
+BoundArgs ProblemOp<GluProblem>::bind_canonical(const json& args) const {
   const std::string op(name());
   if (!args.is_object()) throw InvalidArgument(op + ": args must be a mapping");
   for (auto it = args.begin(); it != args.end(); ++it) {
@@ -171,7 +172,8 @@ BoundArgs GatedLinearUnitBase::bind_canonical(const json& args) const {
   return bound;
 }
 
-std::vector<TensorDecl> GatedLinearUnitBase::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<GluProblem>::inputs(const BoundArgs& args) const {
   if (!args.has("weights")) {
     return {{"x", args.tensor("x")},
             {"gate_weights", args.tensor("gate_weights")},
@@ -213,18 +215,21 @@ GluWeights glu_weights(const GluProblem& p, const TensorMap& inputs) {
   return w;
 }
 
-std::vector<TensorDecl> GatedLinearUnitOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<GluProblem>::outputs(const BoundArgs& args) const {
   const GluProblem p = GluProblem::from(args);
   return {{"out", TensorSpec{p.out_dtype(), p.out_dims()}}};
 }
 
-double GatedLinearUnitOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<GluProblem>::flops(const BoundArgs& args) const {
   // Two [M, K] x [K, N] products; the activation and the product (O(M N)) are not counted.
   const GluProblem p = GluProblem::from(args);
   return 4.0 * static_cast<double>(p.M) * p.K * p.N;
 }
 
-double GatedLinearUnitOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<GluProblem>::bytes(const BoundArgs& args) const {
   const GluProblem p = GluProblem::from(args);
   return static_cast<double>(p.M) * p.K * dtype_size(p.x_dtype) +
          2.0 * p.K * p.N * dtype_size(p.w_dtype) +

@@ -8,8 +8,7 @@
 //          (or, unfused, gate_weights [K, N] = Wg and proj_weights [K, N] = Wp)
 //
 // out[*B, M, N] = act(x @ Wg) * (x @ Wp), both products accumulated in >= f32, the output in x's
-// dtype. The spec (GluProblem, the binding, the inputs) is shared with the future backward op
-// (gated_linear_unit_vjp): GatedLinearUnitBase holds it, the forward op adds its outputs.
+// dtype.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +20,7 @@
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
@@ -28,6 +28,9 @@ namespace tokamax {
 // The parsed, validated view of gated_linear_unit's BoundArgs that implementations work with.
 struct GluProblem {
   static constexpr std::string_view kOp = "gated_linear_unit";
+  static constexpr std::string_view kSummary =
+      "act(x @ weights[:,0,:]) * (x @ weights[:,1,:]) for x[*B,M,K], weights[K,2,N] "
+      "(or gate_weights, proj_weights [K,N])";
   int64_t M = 0, K = 0, N = 0;  // M flattens *B
   std::vector<int64_t> x_dims;  // [*B, M_last, K] as given
   DType x_dtype = DType::kF32;
@@ -64,37 +67,15 @@ GluWeights glu_weights(const GluProblem& problem, const TensorMap& inputs);
 // K), the inputs of problem.computed(); `inputs` unchanged when the precision is the identity.
 TensorMap expand_glu_precision_operands(const GluProblem& problem, const TensorMap& inputs);
 
-// The spec shared by the forward op and its future vjp: arguments x, weights (or gate_weights
-// and proj_weights), activation.
-class GatedLinearUnitBase : public Op {
+// x: a float tensor of rank >= 2 [*B, M, K]; weights: float [K, 2, N], or gate_weights and
+// proj_weights: float [K, N] each (the same dtype); activation: a name of ops/common/activation.h
+// (default "none"). Inputs: x ~ N(0, 1) (a post-layer-norm activation) and weights ~ N(0, 1/K)
+// (fan-in initialised), so both products stay O(1) at any K and low-precision outputs neither
+// overflow nor underflow.
+class GatedLinearUnitOp : public ProblemOp<GluProblem> {
  public:
-  // x: a float tensor of rank >= 2 [*B, M, K]; weights: float [K, 2, N], or gate_weights and
-  // proj_weights: float [K, N] each (the same dtype); activation: a name of
-  // ops/common/activation.h (default "none").
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
-  // x ~ N(0, 1) (a post-layer-norm activation) and weights ~ N(0, 1/K) (fan-in initialised), so
-  // both products stay O(1) at any K and low-precision outputs neither overflow nor underflow.
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-};
-
-class GatedLinearUnitOp : public GatedLinearUnitBase {
- public:
-  std::string_view name() const override { return GluProblem::kOp; }
-  std::string_view summary() const override {
-    return "act(x @ weights[:,0,:]) * (x @ weights[:,1,:]) for x[*B,M,K], weights[K,2,N] "
-           "(or gate_weights, proj_weights [K,N])";
-  }
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
   // A precision preset multiplies its pieces (bf16, f16, or tf32 on the f32 units).
   DType compute_dtype(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
 };
 
 // The portable reference: every float dtype combination, both products accumulated in `Acc`

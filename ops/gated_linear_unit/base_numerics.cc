@@ -35,7 +35,8 @@ double accumulation_length(const GluProblem& p) {
 
 }  // namespace
 
-TensorMap GatedLinearUnitBase::make_inputs(const BoundArgs& args, uint64_t seed) const {
+template <>
+TensorMap ProblemOp<GluProblem>::make_inputs(const BoundArgs& args, uint64_t seed) const {
   const GluProblem p = GluProblem::from(args);
   TensorMap inputs;
   const double scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(p.K, 1)));
@@ -59,11 +60,13 @@ TensorMap GatedLinearUnitBase::make_inputs(const BoundArgs& args, uint64_t seed)
   return inputs;
 }
 
-double GatedLinearUnitOp::oracle_cost_per_output(const BoundArgs& args) const {
+template <>
+double ProblemOp<GluProblem>::oracle_cost_per_output(const BoundArgs& args) const {
   return 2.0 * static_cast<double>(std::max<int64_t>(GluProblem::from(args).K, 1));
 }
 
-ErrorModel GatedLinearUnitOp::error_model(const BoundArgs& args) const {
+template <>
+ErrorModel ProblemOp<GluProblem>::error_model(const BoundArgs& args) const {
   const GluProblem p = GluProblem::from(args);
   ErrorModel model;
   model.accumulation_roundoff = unit_roundoff(accumulator_dtype(p));

@@ -149,9 +149,10 @@ OracleSample gated_linear_unit_oracle(const BoundArgs& args, const TensorMap& in
   return sample;
 }
 
-OracleSample GatedLinearUnitOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                       std::string_view output,
-                                       std::span<const int64_t> index) const {
+template <>
+OracleSample ProblemOp<GluProblem>::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                           std::string_view output,
+                                           std::span<const int64_t> index) const {
   if (output != "out") {
     throw InvalidArgument("gated_linear_unit has no output '" + std::string(output) + "'");
   }

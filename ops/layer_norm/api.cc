@@ -14,7 +14,8 @@ const Implementation& layer_norm_onednn_implementation();
 // Fastest first; "auto" takes the first implementation that is supported and accepts the args.
 // The vendor baseline comes after the reference (which accepts every valid args), so "auto"
 // never picks it; it is listed for bench, verify and tune to run side by side.
-std::vector<const Implementation*> LayerNormOp::implementations() const {
+template <>
+std::vector<const Implementation*> ProblemOp<LayerNormProblem>::implementations() const {
   return {&layer_norm_cpu_implementation(), &layer_norm_reference_implementation(),
           &layer_norm_onednn_implementation()};
 }
@@ -24,24 +25,20 @@ const LayerNormOp& layer_norm_op() {
   return op;
 }
 
+void add_layer_norm_arguments(ApiCall& call, const Tensor& x, const Tensor* scale,
+                              const Tensor* offset, const LayerNormOptions& options) {
+  call.tensor("x", x).tensor("scale", scale).tensor("offset", offset);
+  call.option("axis", options.axis)
+      .option("epsilon", options.epsilon)
+      .option("subtract_mean", options.subtract_mean);
+  if (options.scale_offset != 0.0) call.option("scale_offset", options.scale_offset);
+}
+
 Tensor layer_norm(const Tensor& x, const Tensor* scale, const Tensor* offset,
                   const LayerNormOptions& options) {
-  nlohmann::json args = {{"x", x.spec().to_string()},
-                         {"axis", options.axis},
-                         {"epsilon", options.epsilon},
-                         {"subtract_mean", options.subtract_mean}};
-  if (scale != nullptr) args["scale"] = scale->spec().to_string();
-  if (offset != nullptr) args["offset"] = offset->spec().to_string();
-  if (options.scale_offset != 0.0) args["scale_offset"] = options.scale_offset;
-  const LayerNormOp& op = layer_norm_op();
-  const BoundArgs bound = op.bind(args);
-  TensorMap inputs;
-  inputs.emplace("x", x);
-  if (scale != nullptr) inputs.emplace("scale", *scale);
-  if (offset != nullptr) inputs.emplace("offset", *offset);
-  TensorMap outputs = op.allocate_outputs(bound);
-  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
-  return outputs.at("out");
+  ApiCall call(layer_norm_op());
+  add_layer_norm_arguments(call, x, scale, offset, options);
+  return call.run(options.implementation, options.config).at("out");
 }
 
 }  // namespace tokamax

@@ -13,6 +13,8 @@
 
 namespace tokamax {
 
+class ApiCall;  // ops/framework/dispatch.h
+
 // The op object: bind, counts, oracle, and its implementations in dispatch order.
 const LayerNormOp& layer_norm_op();
 
@@ -34,5 +36,9 @@ Tensor layer_norm(const Tensor& x,       // x's shape, any rank >= 1
                   const Tensor* scale,   // [C] or null
                   const Tensor* offset,  // [C] or null
                   const LayerNormOptions& options = {});
+
+// Adds x, scale, offset and the options to a call of this op or of its VJP.
+void add_layer_norm_arguments(ApiCall& call, const Tensor& x, const Tensor* scale,
+                              const Tensor* offset, const LayerNormOptions& options);
 
 }  // namespace tokamax

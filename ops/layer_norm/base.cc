@@ -60,7 +60,8 @@ LayerNormProblem LayerNormProblem::from(const BoundArgs& args) {
   return p;
 }
 
-BoundArgs LayerNormOp::bind_canonical(const json& args) const {
+template <>
+BoundArgs ProblemOp<LayerNormProblem>::bind_canonical(const json& args) const {
   if (!args.is_object()) throw InvalidArgument("layer_norm: args must be a mapping");
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();
@@ -138,18 +139,21 @@ BoundArgs LayerNormOp::bind_canonical(const json& args) const {
   return bound;
 }
 
-std::vector<TensorDecl> LayerNormOp::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<LayerNormProblem>::inputs(const BoundArgs& args) const {
   std::vector<TensorDecl> decls = {{"x", args.tensor("x")}};
   if (args.has("scale")) decls.push_back({"scale", args.tensor("scale")});
   if (args.has("offset")) decls.push_back({"offset", args.tensor("offset")});
   return decls;
 }
 
-std::vector<TensorDecl> LayerNormOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<LayerNormProblem>::outputs(const BoundArgs& args) const {
   return {{"out", args.tensor("x")}};
 }
 
-double LayerNormOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<LayerNormProblem>::flops(const BoundArgs& args) const {
   // Per element: layer norm adds for the mean, subtract + multiply-add for the variance,
   // subtract, multiply by rstd and multiply-add of scale/offset (8); RMSNorm a multiply-add for
   // the mean square and three multiplies/adds to normalize (5).
@@ -157,7 +161,8 @@ double LayerNormOp::flops(const BoundArgs& args) const {
   return static_cast<double>(p.num_elements()) * (p.subtract_mean ? 8.0 : 5.0);
 }
 
-double LayerNormOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<LayerNormProblem>::bytes(const BoundArgs& args) const {
   // x read once, out written once, the parameters read once.
   const LayerNormProblem p = LayerNormProblem::from(args);
   double bytes = 2.0 * static_cast<double>(p.num_elements()) * dtype_size(p.x_dtype);

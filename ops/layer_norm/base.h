@@ -19,6 +19,7 @@
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
@@ -26,6 +27,8 @@ namespace tokamax {
 // The parsed, validated view of layer_norm's BoundArgs that implementations work with.
 struct LayerNormProblem {
   static constexpr std::string_view kOp = "layer_norm";
+  static constexpr std::string_view kSummary =
+      "layer norm / RMSNorm of x along one axis: (x-mean)*rsqrt(var+eps)*scale+offset";
   std::vector<int64_t> dims;  // x's extents
   int axis = 0;               // canonical, in [0, rank)
   int64_t O = 1, C = 1, I = 1;
@@ -64,24 +67,7 @@ struct LayerNormResiduals {
   std::vector<double> rstd;
 };
 
-class LayerNormOp : public Op {
- public:
-  std::string_view name() const override { return LayerNormProblem::kOp; }
-  std::string_view summary() const override {
-    return "layer norm / RMSNorm of x along one axis: (x-mean)*rsqrt(var+eps)*scale+offset";
-  }
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
-};
+using LayerNormOp = ProblemOp<LayerNormProblem>;
 
 // The portable reference: every dtype, statistics accumulated in `Acc` (two passes: the mean,
 // then the centred sum of squares). With Acc = double it is the float64 oracle of the whole

@@ -71,7 +71,8 @@ double layer_norm_output_underflow(DType dtype) {
   }
 }
 
-TensorMap LayerNormOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+template <>
+TensorMap ProblemOp<LayerNormProblem>::make_inputs(const BoundArgs& args, uint64_t seed) const {
   TensorMap inputs;
   // Activations ~ 0.25 + 1.5 N(0, 1): a non-zero mean, so that the mean subtraction matters and
   // RMSNorm differs from layer norm. Scale ~ 1 + N(0, 1/16), offset ~ N(0, 1/100): trained
@@ -86,8 +87,26 @@ TensorMap LayerNormOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   return inputs;
 }
 
-OracleSample LayerNormOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                 std::string_view output, std::span<const int64_t> index) const {
+template <>
+double ProblemOp<LayerNormProblem>::oracle_cost_per_output(const BoundArgs& args) const {
+  // A sampled output costs its row's statistics (3 passes over C) unless a neighbour shared them.
+  return 3.0 * static_cast<double>(std::max<int64_t>(LayerNormProblem::from(args).C, 1));
+}
+
+template <>
+ErrorModel ProblemOp<LayerNormProblem>::error_model(const BoundArgs& args) const {
+  const LayerNormProblem p = LayerNormProblem::from(args);
+  ErrorModel model;
+  model.accumulation_roundoff = unit_roundoff(stats_dtype(p));
+  model.accumulation_length = accumulation_length(p);
+  model.output_roundoff = unit_roundoff(p.x_dtype);
+  return model;
+}
+
+template <>
+OracleSample ProblemOp<LayerNormProblem>::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                                 std::string_view output,
+                                                 std::span<const int64_t> index) const {
   if (output != "out") {
     throw InvalidArgument("layer_norm has no output '" + std::string(output) + "'");
   }
@@ -144,20 +163,6 @@ OracleSample LayerNormOp::oracle(const BoundArgs& args, const TensorMap& inputs,
         std::fabs(b) + (n_u > 0.0 ? layer_norm_output_underflow(p.x_dtype) / n_u : 0.0);
   }
   return sample;
-}
-
-double LayerNormOp::oracle_cost_per_output(const BoundArgs& args) const {
-  // A sampled output costs its row's statistics (3 passes over C) unless a neighbour shared them.
-  return 3.0 * static_cast<double>(std::max<int64_t>(LayerNormProblem::from(args).C, 1));
-}
-
-ErrorModel LayerNormOp::error_model(const BoundArgs& args) const {
-  const LayerNormProblem p = LayerNormProblem::from(args);
-  ErrorModel model;
-  model.accumulation_roundoff = unit_roundoff(stats_dtype(p));
-  model.accumulation_length = accumulation_length(p);
-  model.output_roundoff = unit_roundoff(p.x_dtype);
-  return model;
 }
 
 }  // namespace tokamax

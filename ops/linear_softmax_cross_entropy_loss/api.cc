@@ -14,7 +14,9 @@ const Implementation& linear_softmax_cross_entropy_loss_mkl_implementation();
 
 // Fastest first; the vendor composite last, after the reference (which accepts every valid
 // args), so "auto" never picks it; it is listed for bench, verify and tune.
-std::vector<const Implementation*> LinearSoftmaxCrossEntropyLossOp::implementations() const {
+template <>
+std::vector<const Implementation*> ProblemOp<LinearSoftmaxCrossEntropyProblem>::implementations()
+    const {
   return {&linear_softmax_cross_entropy_loss_cpu_implementation(),
           &linear_softmax_cross_entropy_loss_reference_implementation(),
           &linear_softmax_cross_entropy_loss_onednn_implementation(),
@@ -30,24 +32,16 @@ namespace {
 
 TensorMap run(const Tensor& x, const Tensor& labels, const Tensor& w,
               const LinearSoftmaxCrossEntropyOptions& options, bool return_residuals) {
-  const LinearSoftmaxCrossEntropyLossOp& op = linear_softmax_cross_entropy_loss_op();
-  nlohmann::json args = {{"x", x.spec().to_string()},
-                         {"labels", labels.spec().to_string()},
-                         {"w", w.spec().to_string()},
-                         {"reduction", std::string(lsce_reduction_name(options.reduction))}};
-  if (return_residuals) args["return_residuals"] = true;
-  args["precision"] = std::string(precision_name(options.precision));
-  const BoundArgs bound = op.bind(args);
+  ApiCall call(linear_softmax_cross_entropy_loss_op());
+  call.tensor("x", x).tensor("labels", labels).tensor("w", w);
+  call.option("reduction", std::string(lsce_reduction_name(options.reduction)))
+      .option("precision", std::string(precision_name(options.precision)));
+  if (return_residuals) call.option("return_residuals", true);
+  const BoundArgs bound = call.bind();
   // Values, not shapes: checked here too so that "auto" fails on a bad label before it tries
   // (and falls back across) any implementation.
   check_lsce_labels(LinearSoftmaxCrossEntropyProblem::from(bound), labels);
-  TensorMap inputs;
-  inputs.emplace("x", x);
-  inputs.emplace("labels", labels);
-  inputs.emplace("w", w);
-  TensorMap outputs = op.allocate_outputs(bound);
-  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
-  return outputs;
+  return call.run(bound, options.implementation, options.config);
 }
 
 }  // namespace

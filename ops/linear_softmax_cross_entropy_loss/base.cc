@@ -110,7 +110,8 @@ void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p, const Tensor& 
   }
 }
 
-BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) const {
+template <>
+BoundArgs ProblemOp<LinearSoftmaxCrossEntropyProblem>::bind_canonical(const json& args) const {
   if (!args.is_object()) throw InvalidArgument(prefix() + "args must be a mapping");
   for (auto it = args.begin(); it != args.end(); ++it) {
     const std::string& key = it.key();
@@ -198,11 +199,15 @@ BoundArgs LinearSoftmaxCrossEntropyLossOp::bind_canonical(const json& args) cons
   return bound;
 }
 
-std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossOp::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<LinearSoftmaxCrossEntropyProblem>::inputs(
+    const BoundArgs& args) const {
   return {{"x", args.tensor("x")}, {"labels", args.tensor("labels")}, {"w", args.tensor("w")}};
 }
 
-std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<LinearSoftmaxCrossEntropyProblem>::outputs(
+    const BoundArgs& args) const {
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
   TensorSpec loss{DType::kF32, {}};
   if (p.reduction == LsceReduction::kNone) loss.dims = {p.B};
@@ -211,7 +216,8 @@ std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossOp::outputs(const BoundArgs
   return decls;
 }
 
-double LinearSoftmaxCrossEntropyLossOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<LinearSoftmaxCrossEntropyProblem>::flops(const BoundArgs& args) const {
   // The logits contraction dominates; the softmax adds a max, a subtract, an exp and an add per
   // logit (counted as 4, an exp as one operation).
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
@@ -219,7 +225,8 @@ double LinearSoftmaxCrossEntropyLossOp::flops(const BoundArgs& args) const {
   return 2.0 * logits * static_cast<double>(p.H) + 4.0 * logits;
 }
 
-double LinearSoftmaxCrossEntropyLossOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<LinearSoftmaxCrossEntropyProblem>::bytes(const BoundArgs& args) const {
   // x, w and labels read once, the loss (and lse) written once: the logits never reach memory.
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
   return static_cast<double>(p.B) * p.H * dtype_size(p.x_dtype) +

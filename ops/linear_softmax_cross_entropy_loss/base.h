@@ -24,6 +24,7 @@
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
@@ -36,6 +37,9 @@ LsceReduction parse_lsce_reduction(std::string_view name);
 // The parsed, validated view of the BoundArgs that implementations work with.
 struct LinearSoftmaxCrossEntropyProblem {
   static constexpr std::string_view kOp = "linear_softmax_cross_entropy_loss";
+  static constexpr std::string_view kSummary =
+      "cross-entropy of softmax(x[B,H] @ w[H,V]) against labels[B], never materialising "
+      "the logits";
   int64_t B = 0, H = 0, V = 0;
   DType x_dtype = DType::kF32;
   DType w_dtype = DType::kBF16;
@@ -69,30 +73,13 @@ inline bool lsce_label_counts(int32_t label, int64_t V) { return label >= 0 && l
 // The loss output from each row's loss (B values): the rows themselves, their sum or their mean
 // (over B, padding rows included), as the problem's reduction says; summed in double. The vendor
 // composites' last step.
-void write_lsce_loss(const LinearSoftmaxCrossEntropyProblem& p, const double* row_loss,
-                     float* out);
+void write_lsce_loss(const LinearSoftmaxCrossEntropyProblem& p, const double* row_loss, float* out);
 
 // The base class of the forward op.
-class LinearSoftmaxCrossEntropyLossOp : public Op {
+class LinearSoftmaxCrossEntropyLossOp : public ProblemOp<LinearSoftmaxCrossEntropyProblem> {
  public:
-  std::string_view name() const override { return LinearSoftmaxCrossEntropyProblem::kOp; }
-  std::string_view summary() const override {
-    return "cross-entropy of softmax(x[B,H] @ w[H,V]) against labels[B], never materialising "
-           "the logits";
-  }
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
   // A precision preset multiplies its pieces (bf16, f16, or tf32 on the f32 units).
   DType compute_dtype(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
 };
 
 // The portable reference: any float dtypes, logits and log-sum-exp accumulated in `Acc`, the
@@ -105,7 +92,7 @@ void linear_softmax_cross_entropy_reference(const LinearSoftmaxCrossEntropyProbl
                                             const Tensor& labels,  // [B] i32
                                             const Tensor& w,       // [H, V]
                                             // Outputs.
-                                            Tensor& loss,             // [B] or [] f32
+                                            Tensor& loss,            // [B] or [] f32
                                             Tensor* lse = nullptr);  // [B] f32
 
 }  // namespace tokamax

@@ -49,7 +49,9 @@ constexpr double kLogitStd = 3.0;
 
 }  // namespace
 
-TensorMap LinearSoftmaxCrossEntropyLossOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+template <>
+TensorMap ProblemOp<LinearSoftmaxCrossEntropyProblem>::make_inputs(const BoundArgs& args,
+                                                                   uint64_t seed) const {
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
   Tensor x = normal_tensor(args.tensor("x"), seed, "x");
   const double w_scale = kLogitStd / std::sqrt(static_cast<double>(std::max<int64_t>(p.H, 1)));
@@ -79,13 +81,16 @@ TensorMap LinearSoftmaxCrossEntropyLossOp::make_inputs(const BoundArgs& args, ui
   return inputs;
 }
 
-double LinearSoftmaxCrossEntropyLossOp::oracle_cost_per_output(const BoundArgs& args) const {
+template <>
+double ProblemOp<LinearSoftmaxCrossEntropyProblem>::oracle_cost_per_output(
+    const BoundArgs& args) const {
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
   const double row = static_cast<double>(std::max<int64_t>(p.H, 1)) * static_cast<double>(p.V);
   return p.reduction == LsceReduction::kNone ? row : row * static_cast<double>(p.B);
 }
 
-ErrorModel LinearSoftmaxCrossEntropyLossOp::error_model(const BoundArgs&) const {
+template <>
+ErrorModel ProblemOp<LinearSoftmaxCrossEntropyProblem>::error_model(const BoundArgs&) const {
   // The whole budget is in the oracle's magnitude (see the comment at the top of this file).
   ErrorModel model;
   model.accumulation_roundoff = unit_roundoff(DType::kF32);

@@ -124,9 +124,10 @@ OracleSample linear_softmax_cross_entropy_lse_oracle(const BoundArgs& args, cons
   return sample;
 }
 
-OracleSample LinearSoftmaxCrossEntropyLossOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                                     std::string_view output,
-                                                     std::span<const int64_t> index) const {
+template <>
+OracleSample ProblemOp<LinearSoftmaxCrossEntropyProblem>::oracle(
+    const BoundArgs& args, const TensorMap& inputs, std::string_view output,
+    std::span<const int64_t> index) const {
   if (output == "lse" && LinearSoftmaxCrossEntropyProblem::from(args).return_residuals) {
     return linear_softmax_cross_entropy_lse_oracle(args, inputs, index, OracleMethod::kBlocked);
   }

@@ -21,7 +21,8 @@ const Implementation& ragged_dot_cudnn_implementation();
 // that is supported on the device and accepts the args (cuda on a CUDA device, cpu on the host).
 // The vendor baselines come last, after the reference (which accepts every valid args), so "auto"
 // never picks one over ours; they are listed for bench, verify and tune to run side by side.
-std::vector<const Implementation*> RaggedDotOp::implementations() const {
+template <>
+std::vector<const Implementation*> ProblemOp<RaggedDotProblem>::implementations() const {
   return {&ragged_dot_cuda_implementation(),      &ragged_dot_cpu_implementation(),
           &ragged_dot_reference_implementation(), &ragged_dot_openblas_implementation(),
           &ragged_dot_onednn_implementation(),    &ragged_dot_mkl_implementation(),
@@ -34,35 +35,35 @@ const RaggedDotOp& ragged_dot_op() {
   return op;
 }
 
-Tensor ragged_dot(const Tensor& lhs, const Tensor& rhs, const Tensor& group_sizes,
-                  const RaggedDotOptions& options) {
+void add_ragged_dot_arguments(ApiCall& call, std::string_view op, const Tensor& lhs,
+                              const Tensor& rhs, const Tensor& group_sizes,
+                              std::optional<DType> preferred_element_type,
+                              std::optional<int64_t> group_offset) {
   if (group_sizes.dtype() != DType::kI32 || group_sizes.spec().rank() != 1) {
     throw InvalidArgument(
-        "ragged_dot: group_sizes must be i32[G], got " + group_sizes.spec().to_string(),
+        std::string(op) + ": group_sizes must be i32[G], got " + group_sizes.spec().to_string(),
         "group_sizes");
   }
-  nlohmann::json args = {{"lhs", lhs.spec().to_string()}, {"rhs", rhs.spec().to_string()}};
-  std::vector<int64_t> sizes(group_sizes.data<int32_t>(),
-                             group_sizes.data<int32_t>() + group_sizes.num_elements());
-  args["group_sizes"] = sizes;
-  if (options.preferred_element_type) {
-    args["preferred_element_type"] = std::string(dtype_name(*options.preferred_element_type));
+  // The sizes are values of the binding (they decide the work); the tensor is an input too.
+  const int32_t* sizes = group_sizes.data<int32_t>();
+  call.tensor("lhs", lhs).tensor("rhs", rhs).input("group_sizes", group_sizes);
+  call.option("group_sizes", std::vector<int64_t>(sizes, sizes + group_sizes.num_elements()));
+  if (preferred_element_type) {
+    call.option("preferred_element_type", std::string(dtype_name(*preferred_element_type)));
   }
-  if (options.group_offset) args["group_offset"] = *options.group_offset;
-  if (options.rhs_bias != nullptr) args["rhs_bias"] = options.rhs_bias->spec().to_string();
-  args["activation"] = std::string(activation_name(options.activation));
-  args["fuse_gateup_activation"] = std::string(gate_up_name(options.fuse_gateup_activation));
-  args["precision"] = std::string(precision_name(options.precision));
-  const RaggedDotOp& op = ragged_dot_op();
-  const BoundArgs bound = op.bind(args);
-  TensorMap inputs;
-  inputs.emplace("lhs", lhs);
-  inputs.emplace("rhs", rhs);
-  inputs.emplace("group_sizes", group_sizes);
-  if (options.rhs_bias != nullptr) inputs.emplace("rhs_bias", *options.rhs_bias);
-  TensorMap outputs = op.allocate_outputs(bound);
-  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
-  return outputs.at("out");
+  call.option("group_offset", group_offset);
+}
+
+Tensor ragged_dot(const Tensor& lhs, const Tensor& rhs, const Tensor& group_sizes,
+                  const RaggedDotOptions& options) {
+  ApiCall call(ragged_dot_op());
+  add_ragged_dot_arguments(call, RaggedDotProblem::kOp, lhs, rhs, group_sizes,
+                           options.preferred_element_type, options.group_offset);
+  call.tensor("rhs_bias", options.rhs_bias)
+      .option("activation", std::string(activation_name(options.activation)))
+      .option("fuse_gateup_activation", std::string(gate_up_name(options.fuse_gateup_activation)))
+      .option("precision", std::string(precision_name(options.precision)));
+  return call.run(options.implementation, options.config).at("out");
 }
 
 }  // namespace tokamax

@@ -7,15 +7,19 @@
 //   N      columns of rhs (output features; N / 2 with fuse_gateup_activation)
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "ops/framework/dtype.h"
 #include "ops/framework/tensor.h"
 #include "ops/ragged_dot/base.h"
 
 namespace tokamax {
+
+class ApiCall;  // ops/framework/dispatch.h
 
 // The op object: bind, counts, oracle, and its implementations in dispatch order.
 const RaggedDotOp& ragged_dot_op();
@@ -45,5 +49,12 @@ Tensor ragged_dot(const Tensor& lhs,          // [M, K]
                   const Tensor& rhs,          // [G, K, N]
                   const Tensor& group_sizes,  // [G] i32 ([>= group_offset + G])
                   const RaggedDotOptions& options = {});
+
+// Adds lhs, rhs, group_sizes (checked to be i32[G]: its values are part of the binding) and the
+// options shared with the VJP to a call of `op` (this op or its VJP).
+void add_ragged_dot_arguments(ApiCall& call, std::string_view op, const Tensor& lhs,
+                              const Tensor& rhs, const Tensor& group_sizes,
+                              std::optional<DType> preferred_element_type,
+                              std::optional<int64_t> group_offset);
 
 }  // namespace tokamax

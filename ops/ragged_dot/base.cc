@@ -278,7 +278,8 @@ GateUp parse_gate_up(std::string_view name) {
                         "fuse_gateup_activation");
 }
 
-BoundArgs RaggedDotOp::bind_canonical(const json& args) const {
+template <>
+BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
   if (!args.is_object()) throw InvalidArgument("ragged_dot: args must be a mapping");
   static constexpr const char* kKnown[] = {"lhs",
                                            "rhs",
@@ -480,7 +481,8 @@ BoundArgs RaggedDotOp::bind_canonical(const json& args) const {
   return bound;
 }
 
-std::vector<TensorDecl> RaggedDotOp::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<RaggedDotProblem>::inputs(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   std::vector<TensorDecl> decls = {
       {"lhs", args.tensor("lhs")},
@@ -491,7 +493,8 @@ std::vector<TensorDecl> RaggedDotOp::inputs(const BoundArgs& args) const {
   return decls;
 }
 
-std::vector<TensorDecl> RaggedDotOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<RaggedDotProblem>::outputs(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   return {{"out", TensorSpec{p.out_dtype, {p.M, p.out_N()}}}};
 }
@@ -508,12 +511,14 @@ bool RaggedDotOp::outputs_start_zeroed(const BoundArgs& args) const {
   return !RaggedDotProblem::from(args).zero_initialize;
 }
 
-double RaggedDotOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<RaggedDotProblem>::flops(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   return 2.0 * static_cast<double>(p.owned_rows()) * p.K * p.N;
 }
 
-double RaggedDotOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<RaggedDotProblem>::bytes(const BoundArgs& args) const {
   // Only the rows in groups and the rhs of non-empty groups must be read; every output row is
   // written (rows past the group sum are zeroed).
   const RaggedDotProblem p = RaggedDotProblem::from(args);

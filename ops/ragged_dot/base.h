@@ -28,6 +28,7 @@
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
@@ -66,6 +67,8 @@ T apply_gate_up(GateUp gate_up, T gate, T up) {
 // The parsed, validated view of ragged_dot's BoundArgs that implementations work with.
 struct RaggedDotProblem {
   static constexpr std::string_view kOp = "ragged_dot";
+  static constexpr std::string_view kSummary =
+      "grouped matmul: rows of lhs[M,K] in group g times rhs[g] of rhs[G,K,N]";
   int64_t G = 0, M = 0, K = 0, N = 0;
   DType lhs_dtype = DType::kF32;
   DType rhs_dtype = DType::kF32;
@@ -131,27 +134,12 @@ std::vector<int64_t> random_group_sizes(int64_t num_groups, int64_t total, uint6
 // Splits `total` rows as evenly as possible; the first total % num_groups groups get one more.
 std::vector<int64_t> even_group_sizes(int64_t num_groups, int64_t total);
 
-class RaggedDotOp : public Op {
+class RaggedDotOp : public ProblemOp<RaggedDotProblem> {
  public:
-  std::string_view name() const override { return RaggedDotProblem::kOp; }
-  std::string_view summary() const override {
-    return "grouped matmul: rows of lhs[M,K] in group g times rhs[g] of rhs[G,K,N]";
-  }
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
   // maybe_quantize_lhs with i8 weights multiplies int8 by int8: kI8 (the int8 dot ceiling).
   DType compute_dtype(const BoundArgs& args) const override;
   // zero_initialize=false leaves the rows outside the owned groups as they were: zeros.
   bool outputs_start_zeroed(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
 };
 
 // The portable reference: every dtype combination, accumulating in `Acc`. With Acc = double it

@@ -42,7 +42,8 @@ std::vector<int64_t> random_group_sizes(int64_t num_groups, int64_t total, uint6
   return sizes;
 }
 
-TensorMap RaggedDotOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+template <>
+TensorMap ProblemOp<RaggedDotProblem>::make_inputs(const BoundArgs& args, uint64_t seed) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   TensorMap inputs;
   // Activations ~ N(0, 1); weights ~ N(0, 1/K) as after a fan-in initialisation, so outputs stay
@@ -74,12 +75,14 @@ TensorMap RaggedDotOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
   return inputs;
 }
 
-double RaggedDotOp::oracle_cost_per_output(const BoundArgs& args) const {
+template <>
+double ProblemOp<RaggedDotProblem>::oracle_cost_per_output(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   return static_cast<double>(std::max<int64_t>(p.K, 1)) * (p.gate_up == GateUp::kNone ? 1 : 2);
 }
 
-ErrorModel RaggedDotOp::error_model(const BoundArgs& args) const {
+template <>
+ErrorModel ProblemOp<RaggedDotProblem>::error_model(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   ErrorModel model;
   // Products of two bf16/f16/f32 values are exact in f32 only for 16-bit inputs, so the bound

@@ -244,8 +244,10 @@ OracleSample ragged_dot_oracle(const BoundArgs& args, const TensorMap& inputs,
   return sample;
 }
 
-OracleSample RaggedDotOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                 std::string_view output, std::span<const int64_t> index) const {
+template <>
+OracleSample ProblemOp<RaggedDotProblem>::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                                 std::string_view output,
+                                                 std::span<const int64_t> index) const {
   if (output != "out")
     throw InvalidArgument("ragged_dot has no output '" + std::string(output) + "'");
   return ragged_dot_oracle(args, inputs, index, OracleMethod::kBlocked);

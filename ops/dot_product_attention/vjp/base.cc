@@ -28,7 +28,8 @@ TensorSpec attention_lse_spec(const AttentionProblem& p) {
 
 const Op* DotProductAttentionVjpOp::primal() const { return &dot_product_attention_op(); }
 
-BoundArgs DotProductAttentionVjpOp::bind_canonical(const nlohmann::json& args) const {
+template <>
+BoundArgs ProblemOp<AttentionVjpProblem>::bind_canonical(const nlohmann::json& args) const {
   // lse and out are the VJP's own inputs (the forward's residual and output, not forward
   // arguments): taken out before the forward binds the rest, checked against the bound shapes,
   // and kept in the canonical args only when given, so the cache key of a call without them has
@@ -72,7 +73,8 @@ BoundArgs DotProductAttentionVjpOp::bind_canonical(const nlohmann::json& args) c
   return bound;
 }
 
-std::vector<TensorDecl> DotProductAttentionVjpOp::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<AttentionVjpProblem>::inputs(const BoundArgs& args) const {
   std::vector<TensorDecl> decls = dot_product_attention_op().inputs(args);
   decls.push_back({"dout", args.tensor("dout")});
   if (args.has("lse")) decls.push_back({"lse", args.tensor("lse")});
@@ -80,14 +82,16 @@ std::vector<TensorDecl> DotProductAttentionVjpOp::inputs(const BoundArgs& args) 
   return decls;
 }
 
-std::vector<TensorDecl> DotProductAttentionVjpOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<AttentionVjpProblem>::outputs(const BoundArgs& args) const {
   std::vector<TensorDecl> decls = {
       {"dq", args.tensor("q")}, {"dk", args.tensor("k")}, {"dv", args.tensor("v")}};
   if (!args.option("bias").is_null()) decls.push_back({"dbias", args.tensor("bias")});
   return decls;
 }
 
-double DotProductAttentionVjpOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<AttentionVjpProblem>::flops(const BoundArgs& args) const {
   // The standard count (FlashAttention-2's backward): S = q k^T again (2 T t D), dP = dout v^T
   // (2 T t d), dv = P^T dout (2 T t d), dq = dS k and dk = dS^T q (2 T t D each): 2.5 times the
   // forward's 2 T t (D + d) when D = d; halved under is_causal, nothing else discounted. The
@@ -97,7 +101,8 @@ double DotProductAttentionVjpOp::flops(const BoundArgs& args) const {
   return p.is_causal ? 0.5 * full : full;
 }
 
-double DotProductAttentionVjpOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<AttentionVjpProblem>::bytes(const BoundArgs& args) const {
   double total = 0.0;
   for (const TensorDecl& decl : inputs(args)) total += static_cast<double>(decl.spec.size_bytes());
   for (const TensorDecl& decl : outputs(args)) total += static_cast<double>(decl.spec.size_bytes());

@@ -31,6 +31,7 @@
 
 #include "ops/dot_product_attention/base.h"
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
@@ -39,6 +40,9 @@ namespace tokamax {
 // forward output's spec) and whether the residual lse and the forward's out are inputs.
 struct AttentionVjpProblem {
   static constexpr std::string_view kOp = "dot_product_attention_vjp";
+  static constexpr std::string_view kSummary =
+      "dot_product_attention's VJP: dq, dk, dv (and dbias) for every forward option; "
+      "optional residual lse [*B, H, T] and forward output out";
   AttentionProblem fwd;
   bool has_lse = false;
   bool has_out = false;
@@ -48,27 +52,11 @@ struct AttentionVjpProblem {
 // The spec of the residual lse for these forward args: f32[*B, H, T].
 TensorSpec attention_lse_spec(const AttentionProblem& problem);
 
-class DotProductAttentionVjpOp : public Op {
+class DotProductAttentionVjpOp : public ProblemOp<AttentionVjpProblem> {
  public:
-  std::string_view name() const override { return AttentionVjpProblem::kOp; }
-  std::string_view summary() const override {
-    return "dot_product_attention's VJP: dq, dk, dv (and dbias) for every forward option; "
-           "optional residual lse [*B, H, T] and forward output out";
-  }
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dout"}; }
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   std::vector<ArgAlias> arg_aliases() const override { return attention_arg_aliases(); }
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
 };
 
 // The portable reference: per row the logits, P, dP and dS accumulated in `Acc` (Acc = double:

@@ -54,7 +54,8 @@ DType accumulator(const AttentionProblem& p) {
 
 }  // namespace
 
-TensorMap DotProductAttentionVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+template <>
+TensorMap ProblemOp<AttentionVjpProblem>::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // The forward's inputs (q, k, v, bias ~ N(0, 1), mask ~80% kept), a cotangent ~ N(0, 1), and
   // lse and out, when asked for, exactly as the forward defines them (f64, rounded once to
   // their dtypes).
@@ -96,14 +97,16 @@ TensorMap DotProductAttentionVjpOp::make_inputs(const BoundArgs& args, uint64_t 
   return inputs;
 }
 
-double DotProductAttentionVjpOp::oracle_cost_per_output(const BoundArgs& args) const {
+template <>
+double ProblemOp<AttentionVjpProblem>::oracle_cost_per_output(const BoundArgs& args) const {
   // A dq sample costs its row (t (D + d)); dk, dv and dbias samples share whole sweeps, which
   // this ignores.
   const AttentionProblem p = AttentionProblem::from(args);
   return static_cast<double>(std::max<int64_t>(p.t, 1)) * (p.D + p.d + 1.0);
 }
 
-ErrorModel DotProductAttentionVjpOp::error_model(const BoundArgs& args) const {
+template <>
+ErrorModel ProblemOp<AttentionVjpProblem>::error_model(const BoundArgs& args) const {
   const AttentionProblem p = AttentionProblem::from(args);
   ErrorModel model;
   model.accumulation_roundoff = unit_roundoff(accumulator(p));

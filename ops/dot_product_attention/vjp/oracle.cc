@@ -259,9 +259,10 @@ OracleSample dot_product_attention_vjp_oracle(const BoundArgs& args, const Tenso
   return sample;
 }
 
-OracleSample DotProductAttentionVjpOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                              std::string_view output,
-                                              std::span<const int64_t> index) const {
+template <>
+OracleSample ProblemOp<AttentionVjpProblem>::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                                    std::string_view output,
+                                                    std::span<const int64_t> index) const {
   return dot_product_attention_vjp_oracle(args, inputs, output, index, OracleMethod::kBlocked);
 }
 

@@ -13,7 +13,8 @@ const Implementation& gated_linear_unit_vjp_reference_implementation();
 const Implementation& gated_linear_unit_vjp_onednn_implementation();
 
 // Fastest first; the vendor composite after the reference, so "auto" never picks it.
-std::vector<const Implementation*> GatedLinearUnitVjpOp::implementations() const {
+template <>
+std::vector<const Implementation*> ProblemOp<GluVjpProblem>::implementations() const {
   return {&gated_linear_unit_vjp_cpu_implementation(),
           &gated_linear_unit_vjp_reference_implementation(),
           &gated_linear_unit_vjp_onednn_implementation()};
@@ -26,15 +27,10 @@ const GatedLinearUnitVjpOp& gated_linear_unit_vjp_op() {
 
 GluGradients gated_linear_unit_vjp(const Tensor& x, const Tensor& weights, const Tensor& dout,
                                    const GatedLinearUnitVjpOptions& options) {
-  const nlohmann::json args = {{"x", x.spec().to_string()},
-                               {"weights", weights.spec().to_string()},
-                               {"dout", dout.spec().to_string()},
-                               {"activation", std::string(activation_name(options.activation))}};
-  const GatedLinearUnitVjpOp& op = gated_linear_unit_vjp_op();
-  const BoundArgs bound = op.bind(args);
-  TensorMap inputs = {{"x", x}, {"weights", weights}, {"dout", dout}};
-  TensorMap outputs = op.allocate_outputs(bound);
-  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
+  ApiCall call(gated_linear_unit_vjp_op());
+  call.tensor("x", x).tensor("weights", weights).tensor("dout", dout);
+  call.option("activation", std::string(activation_name(options.activation)));
+  TensorMap outputs = call.run(options.implementation, options.config);
   return {outputs.at("dx"), outputs.at("dweights")};
 }
 

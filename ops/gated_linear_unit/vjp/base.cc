@@ -32,7 +32,8 @@ GluWeightGrads glu_weight_grads(const GluProblem& p, TensorMap& outputs) {
 
 const Op* GatedLinearUnitVjpOp::primal() const { return &gated_linear_unit_op(); }
 
-BoundArgs GatedLinearUnitVjpOp::bind_canonical(const nlohmann::json& args) const {
+template <>
+BoundArgs ProblemOp<GluVjpProblem>::bind_canonical(const nlohmann::json& args) const {
   BoundArgs bound = bind_vjp(gated_linear_unit_op(), name(), args, cotangents());
   // A preset that rounds the operands would need the gradient's products expanded each its own
   // way: refused by name until they are, never ignored.
@@ -46,13 +47,15 @@ BoundArgs GatedLinearUnitVjpOp::bind_canonical(const nlohmann::json& args) const
   return bound;
 }
 
-std::vector<TensorDecl> GatedLinearUnitVjpOp::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<GluVjpProblem>::inputs(const BoundArgs& args) const {
   std::vector<TensorDecl> decls = gated_linear_unit_op().inputs(args);
   decls.push_back({"dout", args.tensor("dout")});
   return decls;
 }
 
-std::vector<TensorDecl> GatedLinearUnitVjpOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<GluVjpProblem>::outputs(const BoundArgs& args) const {
   std::vector<TensorDecl> decls = {{"dx", args.tensor("x")}};
   if (args.has("weights")) {
     decls.push_back({"dweights", args.tensor("weights")});
@@ -63,14 +66,16 @@ std::vector<TensorDecl> GatedLinearUnitVjpOp::outputs(const BoundArgs& args) con
   return decls;
 }
 
-double GatedLinearUnitVjpOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<GluVjpProblem>::flops(const BoundArgs& args) const {
   // The forward's two products again (g and p are not saved), then dx ([M, 2N] x [2N, K]) and
   // dweights ([K, M] x [M, 2N]): six products of M K N multiply-adds.
   const GluProblem p = GluProblem::from(args);
   return 12.0 * static_cast<double>(p.M) * p.K * p.N;
 }
 
-double GatedLinearUnitVjpOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<GluVjpProblem>::bytes(const BoundArgs& args) const {
   // x, the weights and dout read once; dx and the weight gradients written once.
   const GluProblem p = GluProblem::from(args);
   const double M = static_cast<double>(p.M), K = static_cast<double>(p.K),

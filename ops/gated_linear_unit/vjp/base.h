@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 #include "ops/gated_linear_unit/base.h"
 
@@ -27,6 +28,8 @@ namespace tokamax {
 // forward output's spec: x's dtype).
 struct GluVjpProblem {
   static constexpr std::string_view kOp = "gated_linear_unit_vjp";
+  static constexpr std::string_view kSummary =
+      "gated_linear_unit's VJP: dx = [dg | dp] [Wg | Wp]^T, dweights = x^T [dg | dp]";
   GluProblem fwd;
   static GluVjpProblem from(const BoundArgs& args);
 };
@@ -46,25 +49,10 @@ GluWeightGrads glu_weight_grads(const GluProblem& problem, TensorMap& outputs);
 // the accumulator). Part of the error model (base_numerics.cc).
 double glu_vjp_h_roundoff(const GluProblem& problem);
 
-class GatedLinearUnitVjpOp : public Op {
+class GatedLinearUnitVjpOp : public ProblemOp<GluVjpProblem> {
  public:
-  std::string_view name() const override { return GluVjpProblem::kOp; }
-  std::string_view summary() const override {
-    return "gated_linear_unit's VJP: dx = [dg | dp] [Wg | Wp]^T, dweights = x^T [dg | dp]";
-  }
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dout"}; }
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
 };
 
 // The portable reference, both forward products, H and both gradient products accumulated in

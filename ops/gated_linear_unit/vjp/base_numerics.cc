@@ -55,7 +55,8 @@ double glu_vjp_h_roundoff(const GluProblem& p) {
   return p.x_dtype == DType::kBF16 && p.w_dtype == DType::kBF16 ? unit_roundoff(DType::kBF16) : 0.0;
 }
 
-TensorMap GatedLinearUnitVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+template <>
+TensorMap ProblemOp<GluVjpProblem>::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // The forward's inputs (x ~ N(0, 1), weights ~ N(0, 1/K)) and a cotangent ~ N(0, 1).
   TensorMap inputs = gated_linear_unit_op().make_inputs(
       primal_args(gated_linear_unit_op(), args, cotangents()), seed);
@@ -63,13 +64,15 @@ TensorMap GatedLinearUnitVjpOp::make_inputs(const BoundArgs& args, uint64_t seed
   return inputs;
 }
 
-double GatedLinearUnitVjpOp::oracle_cost_per_output(const BoundArgs& args) const {
+template <>
+double ProblemOp<GluVjpProblem>::oracle_cost_per_output(const BoundArgs& args) const {
   // A weight gradient needs every row of H (2 N K each, shared by the samples of one call).
   const GluProblem p = GluProblem::from(args);
   return 2.0 * static_cast<double>(std::max<int64_t>(p.K, 1)) * static_cast<double>(p.N);
 }
 
-ErrorModel GatedLinearUnitVjpOp::error_model(const BoundArgs& args) const {
+template <>
+ErrorModel ProblemOp<GluVjpProblem>::error_model(const BoundArgs& args) const {
   const GluProblem p = GluProblem::from(args);
   ErrorModel model;
   model.accumulation_roundoff = unit_roundoff(accumulator(p));

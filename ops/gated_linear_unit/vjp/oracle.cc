@@ -273,9 +273,10 @@ OracleSample gated_linear_unit_vjp_oracle(const BoundArgs& args, const TensorMap
   return sample;
 }
 
-OracleSample GatedLinearUnitVjpOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                          std::string_view output,
-                                          std::span<const int64_t> index) const {
+template <>
+OracleSample ProblemOp<GluVjpProblem>::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                              std::string_view output,
+                                              std::span<const int64_t> index) const {
   return gated_linear_unit_vjp_oracle(args, inputs, output, index, OracleMethod::kBlocked);
 }
 

@@ -13,7 +13,8 @@ const Implementation& layer_norm_vjp_onednn_implementation();
 // Fastest first; "auto" takes the first implementation that is supported and accepts the args.
 // The vendor baseline comes after the reference (which accepts every valid args), so "auto"
 // never picks it; it is listed for bench, verify and tune to run side by side.
-std::vector<const Implementation*> LayerNormVjpOp::implementations() const {
+template <>
+std::vector<const Implementation*> ProblemOp<LayerNormVjpProblem>::implementations() const {
   return {&layer_norm_vjp_cpu_implementation(), &layer_norm_vjp_reference_implementation(),
           &layer_norm_vjp_onednn_implementation()};
 }
@@ -25,23 +26,10 @@ const LayerNormVjpOp& layer_norm_vjp_op() {
 
 LayerNormGradients layer_norm_vjp(const Tensor& x, const Tensor* scale, const Tensor* offset,
                                   const Tensor& dout, const LayerNormOptions& options) {
-  nlohmann::json args = {{"x", x.spec().to_string()},
-                         {"dout", dout.spec().to_string()},
-                         {"axis", options.axis},
-                         {"epsilon", options.epsilon},
-                         {"subtract_mean", options.subtract_mean}};
-  if (scale != nullptr) args["scale"] = scale->spec().to_string();
-  if (offset != nullptr) args["offset"] = offset->spec().to_string();
-  if (options.scale_offset != 0.0) args["scale_offset"] = options.scale_offset;
-  const LayerNormVjpOp& op = layer_norm_vjp_op();
-  const BoundArgs bound = op.bind(args);
-  TensorMap inputs;
-  inputs.emplace("x", x);
-  inputs.emplace("dout", dout);
-  if (scale != nullptr) inputs.emplace("scale", *scale);
-  if (offset != nullptr) inputs.emplace("offset", *offset);
-  TensorMap outputs = op.allocate_outputs(bound);
-  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
+  ApiCall call(layer_norm_vjp_op());
+  add_layer_norm_arguments(call, x, scale, offset, options);
+  call.tensor("dout", dout);
+  TensorMap outputs = call.run(options.implementation, options.config);
   LayerNormGradients grads;
   grads.dx = outputs.at("dx");
   if (scale != nullptr) grads.dscale = outputs.at("dscale");

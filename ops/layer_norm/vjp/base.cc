@@ -20,19 +20,22 @@ LayerNormVjpProblem LayerNormVjpProblem::from(const BoundArgs& args) {
 
 const Op* LayerNormVjpOp::primal() const { return &layer_norm_op(); }
 
-BoundArgs LayerNormVjpOp::bind_canonical(const nlohmann::json& args) const {
+template <>
+BoundArgs ProblemOp<LayerNormVjpProblem>::bind_canonical(const nlohmann::json& args) const {
   // The forward's arguments as its bind takes them (same names, defaults, errors), plus dout of
   // the forward output's spec.
   return bind_vjp(layer_norm_op(), name(), args, cotangents());
 }
 
-std::vector<TensorDecl> LayerNormVjpOp::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<LayerNormVjpProblem>::inputs(const BoundArgs& args) const {
   std::vector<TensorDecl> decls = layer_norm_op().inputs(args);
   decls.push_back({"dout", args.tensor("dout")});
   return decls;
 }
 
-std::vector<TensorDecl> LayerNormVjpOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<LayerNormVjpProblem>::outputs(const BoundArgs& args) const {
   // The gradient of each differentiable input, in its spec.
   std::vector<TensorDecl> decls = {{"dx", args.tensor("x")}};
   if (args.has("scale")) decls.push_back({"dscale", args.tensor("scale")});
@@ -40,7 +43,8 @@ std::vector<TensorDecl> LayerNormVjpOp::outputs(const BoundArgs& args) const {
   return decls;
 }
 
-double LayerNormVjpOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<LayerNormVjpProblem>::flops(const BoundArgs& args) const {
   // Per element, layer norm: the statistics (1 add for the mean, subtract + multiply-add for the
   // variance: 4 flops), g = dout * s (1), the row sums of g and g * xhat (1 + 2), xhat (2), dx
   // (subtract, multiply-add, multiply: 5) = 15; RMSNorm drops the mean, its subtractions and
@@ -52,7 +56,8 @@ double LayerNormVjpOp::flops(const BoundArgs& args) const {
   return static_cast<double>(p.num_elements()) * per_element;
 }
 
-double LayerNormVjpOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<LayerNormVjpProblem>::bytes(const BoundArgs& args) const {
   // The minimum traffic: x and dout read once, dx written once, scale read once, dscale and
   // doffset written once (offset's values do not enter the gradient). A kernel meets it by
   // keeping a row, or a block of rows, in cache for its later passes.

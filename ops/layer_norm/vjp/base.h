@@ -24,6 +24,7 @@
 
 #include "ops/framework/bound_args.h"
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 #include "ops/layer_norm/base.h"
 
@@ -33,30 +34,17 @@ namespace tokamax {
 // adds no extent of its own; kOp names the VJP op for its implementations.
 struct LayerNormVjpProblem : LayerNormProblem {
   static constexpr std::string_view kOp = "layer_norm_vjp";
+  static constexpr std::string_view kSummary =
+      "gradient of layer_norm: dx, dscale, doffset from x, scale, offset and dout";
   DType dout_dtype = DType::kF32;  // = x_dtype
 
   static LayerNormVjpProblem from(const BoundArgs& args);
 };
 
-class LayerNormVjpOp : public Op {
+class LayerNormVjpOp : public ProblemOp<LayerNormVjpProblem> {
  public:
-  std::string_view name() const override { return LayerNormVjpProblem::kOp; }
-  std::string_view summary() const override {
-    return "gradient of layer_norm: dx, dscale, doffset from x, scale, offset and dout";
-  }
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dout"}; }
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
 };
 
 // The portable reference: every dtype, statistics and reductions accumulated in `Acc` (two

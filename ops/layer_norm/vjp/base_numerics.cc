@@ -118,7 +118,8 @@ struct RowSums {
 
 }  // namespace
 
-TensorMap LayerNormVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+template <>
+TensorMap ProblemOp<LayerNormVjpProblem>::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // The forward's inputs (x with a non-zero mean, parameters near (1, 0)) and dout ~ N(0, 1):
   // cotangents of a loss have no preferred sign or offset.
   TensorMap inputs = layer_norm_op().make_inputs(args, seed);
@@ -126,8 +127,28 @@ TensorMap LayerNormVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) cons
   return inputs;
 }
 
-OracleSample LayerNormVjpOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                    std::string_view output, std::span<const int64_t> index) const {
+template <>
+double ProblemOp<LayerNormVjpProblem>::oracle_cost_per_output(const BoundArgs& args) const {
+  // A sampled dx costs its row's statistics and sums (5 passes over C) unless a neighbour shared
+  // them; dscale and doffset (C outputs) cost a pass over everything, once per output.
+  return 5.0 * static_cast<double>(std::max<int64_t>(LayerNormProblem::from(args).C, 1));
+}
+
+template <>
+ErrorModel ProblemOp<LayerNormVjpProblem>::error_model(const BoundArgs& args) const {
+  // Term counts and output roundings differ per output, so they live in the oracle's magnitudes
+  // (header comment): the bound is u / (1 - u) * magnitude.
+  ErrorModel model;
+  model.accumulation_roundoff = unit_roundoff(acc_dtype(LayerNormProblem::from(args)));
+  model.accumulation_length = 1.0;
+  model.output_roundoff = 0.0;
+  return model;
+}
+
+template <>
+OracleSample ProblemOp<LayerNormVjpProblem>::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                                    std::string_view output,
+                                                    std::span<const int64_t> index) const {
   const LayerNormVjpProblem p = LayerNormVjpProblem::from(args);
   if (output != "dx" && !(output == "dscale" && p.has_scale) &&
       !(output == "doffset" && p.has_offset)) {
@@ -221,22 +242,6 @@ OracleSample LayerNormVjpOp::oracle(const BoundArgs& args, const TensorMap& inpu
         (1.0 + u_out) * (1.0 + 2.0 * n * u) * terms + (u_out / u) * std::fabs(value) + floor;
   }
   return sample;
-}
-
-double LayerNormVjpOp::oracle_cost_per_output(const BoundArgs& args) const {
-  // A sampled dx costs its row's statistics and sums (5 passes over C) unless a neighbour shared
-  // them; dscale and doffset (C outputs) cost a pass over everything, once per output.
-  return 5.0 * static_cast<double>(std::max<int64_t>(LayerNormProblem::from(args).C, 1));
-}
-
-ErrorModel LayerNormVjpOp::error_model(const BoundArgs& args) const {
-  // Term counts and output roundings differ per output, so they live in the oracle's magnitudes
-  // (header comment): the bound is u / (1 - u) * magnitude.
-  ErrorModel model;
-  model.accumulation_roundoff = unit_roundoff(acc_dtype(LayerNormProblem::from(args)));
-  model.accumulation_length = 1.0;
-  model.output_roundoff = 0.0;
-  return model;
 }
 
 }  // namespace tokamax

@@ -55,7 +55,9 @@ const Op* LinearSoftmaxCrossEntropyLossVjpOp::primal() const {
   return &linear_softmax_cross_entropy_loss_op();
 }
 
-BoundArgs LinearSoftmaxCrossEntropyLossVjpOp::bind_canonical(const nlohmann::json& args) const {
+template <>
+BoundArgs ProblemOp<LinearSoftmaxCrossEntropyVjpProblem>::bind_canonical(
+    const nlohmann::json& args) const {
   const std::string prefix = std::string(name()) + ": ";
   // lse is the VJP's own input (the forward's residual): taken out before the forward binds the
   // rest, checked against the bound shape, and kept in the canonical args only when given.
@@ -105,18 +107,23 @@ BoundArgs LinearSoftmaxCrossEntropyLossVjpOp::bind_canonical(const nlohmann::jso
   return bound;
 }
 
-std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossVjpOp::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<LinearSoftmaxCrossEntropyVjpProblem>::inputs(
+    const BoundArgs& args) const {
   std::vector<TensorDecl> decls = linear_softmax_cross_entropy_loss_op().inputs(args);
   decls.push_back({"dloss", args.tensor("dloss")});
   if (args.has("lse")) decls.push_back({"lse", args.tensor("lse")});
   return decls;
 }
 
-std::vector<TensorDecl> LinearSoftmaxCrossEntropyLossVjpOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<LinearSoftmaxCrossEntropyVjpProblem>::outputs(
+    const BoundArgs& args) const {
   return {{"dx", args.tensor("x")}, {"dw", args.tensor("w")}};
 }
 
-double LinearSoftmaxCrossEntropyLossVjpOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<LinearSoftmaxCrossEntropyVjpProblem>::flops(const BoundArgs& args) const {
   // The gradient's own work: the logits (x w), dx = dz w^T and dw = x^T dz, three products of
   // the forward's size, plus the softmax and dz per logit (max, subtract, exp, add, scale: 5).
   // Kernels that first recompute the per-row log-sum-exp (when lse is not an input) run a fourth
@@ -126,7 +133,8 @@ double LinearSoftmaxCrossEntropyLossVjpOp::flops(const BoundArgs& args) const {
   return 6.0 * logits * static_cast<double>(p.H) + 5.0 * logits;
 }
 
-double LinearSoftmaxCrossEntropyLossVjpOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<LinearSoftmaxCrossEntropyVjpProblem>::bytes(const BoundArgs& args) const {
   // x, w, labels and dloss read once, dx and dw written once: the logits never reach memory.
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
   return 2.0 * static_cast<double>(p.B) * p.H * dtype_size(p.x_dtype) +

@@ -28,6 +28,7 @@
 
 #include "ops/framework/bound_args.h"
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 #include "ops/linear_softmax_cross_entropy_loss/base.h"
 
@@ -38,6 +39,10 @@ namespace tokamax {
 // residual lse is an input.
 struct LinearSoftmaxCrossEntropyVjpProblem {
   static constexpr std::string_view kOp = "linear_softmax_cross_entropy_loss_vjp";
+  static constexpr std::string_view kSummary =
+      "linear_softmax_cross_entropy_loss's VJP: dx = dz w^T, dw = x^T dz with dz = c (p - "
+      "onehot), the logits recomputed per V chunk, never materialised; optional residual "
+      "lse [B] f32 (the forward's, with return_residuals)";
   LinearSoftmaxCrossEntropyProblem fwd;
   bool has_lse = false;
   static LinearSoftmaxCrossEntropyVjpProblem from(const BoundArgs& args);
@@ -49,27 +54,10 @@ std::vector<double> lsce_vjp_row_weights(const LinearSoftmaxCrossEntropyVjpProbl
                                          const Tensor& labels,  // [B] i32
                                          const Tensor& dloss);  // [B] or [] f32
 
-class LinearSoftmaxCrossEntropyLossVjpOp : public Op {
+class LinearSoftmaxCrossEntropyLossVjpOp : public ProblemOp<LinearSoftmaxCrossEntropyVjpProblem> {
  public:
-  std::string_view name() const override { return LinearSoftmaxCrossEntropyVjpProblem::kOp; }
-  std::string_view summary() const override {
-    return "linear_softmax_cross_entropy_loss's VJP: dx = dz w^T, dw = x^T dz with dz = c (p - "
-           "onehot), the logits recomputed per V chunk, never materialised; optional residual "
-           "lse [B] f32 (the forward's, with return_residuals)";
-  }
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dloss"}; }
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
 };
 
 // The portable reference, accumulating in `Acc` (Acc = double: the float64 oracle of both

@@ -48,8 +48,9 @@
 
 namespace tokamax {
 
-TensorMap LinearSoftmaxCrossEntropyLossVjpOp::make_inputs(const BoundArgs& args,
-                                                          uint64_t seed) const {
+template <>
+TensorMap ProblemOp<LinearSoftmaxCrossEntropyVjpProblem>::make_inputs(const BoundArgs& args,
+                                                                      uint64_t seed) const {
   // The forward's inputs (logits spanning about +-12, edge classes pinned, padding) and a
   // cotangent ~ N(0, 1): a loss scale of O(1), per row for reduction none. lse, when asked for,
   // exactly as the forward defines it (every row's, in f64 by the oracle's blocked logits,
@@ -71,7 +72,9 @@ TensorMap LinearSoftmaxCrossEntropyLossVjpOp::make_inputs(const BoundArgs& args,
   return inputs;
 }
 
-double LinearSoftmaxCrossEntropyLossVjpOp::oracle_cost_per_output(const BoundArgs& args) const {
+template <>
+double ProblemOp<LinearSoftmaxCrossEntropyVjpProblem>::oracle_cost_per_output(
+    const BoundArgs& args) const {
   // dx: a row's logits (H V) shared by the row's sampled elements, then V; dw: B logits of H
   // terms each. The row statistics (B H V in all for dw) are paid once per call.
   const LinearSoftmaxCrossEntropyProblem p = LinearSoftmaxCrossEntropyProblem::from(args);
@@ -79,7 +82,8 @@ double LinearSoftmaxCrossEntropyLossVjpOp::oracle_cost_per_output(const BoundArg
   return std::max({H * static_cast<double>(p.V), 2.0 * H * static_cast<double>(p.B), 1.0});
 }
 
-ErrorModel LinearSoftmaxCrossEntropyLossVjpOp::error_model(const BoundArgs&) const {
+template <>
+ErrorModel ProblemOp<LinearSoftmaxCrossEntropyVjpProblem>::error_model(const BoundArgs&) const {
   // The whole budget, output rounding included, is in the oracle's magnitude (see the top of
   // this file).
   ErrorModel model;

@@ -253,10 +253,10 @@ OracleSample linear_softmax_cross_entropy_vjp_oracle(const BoundArgs& args, cons
   return sample;
 }
 
-OracleSample LinearSoftmaxCrossEntropyLossVjpOp::oracle(const BoundArgs& args,
-                                                        const TensorMap& inputs,
-                                                        std::string_view output,
-                                                        std::span<const int64_t> index) const {
+template <>
+OracleSample ProblemOp<LinearSoftmaxCrossEntropyVjpProblem>::oracle(
+    const BoundArgs& args, const TensorMap& inputs, std::string_view output,
+    std::span<const int64_t> index) const {
   return linear_softmax_cross_entropy_vjp_oracle(args, inputs, output, index,
                                                  OracleMethod::kBlocked);
 }

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "ops/framework/dispatch.h"
-#include "ops/framework/errors.h"
+#include "ops/ragged_dot/api.h"
 
 namespace tokamax {
 
@@ -15,7 +15,8 @@ const Implementation& ragged_dot_vjp_onednn_implementation();
 const Implementation& ragged_dot_vjp_cublas_implementation();
 
 // Fastest first; the vendor baselines after the reference, so "auto" never picks them.
-std::vector<const Implementation*> RaggedDotVjpOp::implementations() const {
+template <>
+std::vector<const Implementation*> ProblemOp<RaggedDotVjpProblem>::implementations() const {
   return {&ragged_dot_vjp_cpu_implementation(), &ragged_dot_vjp_reference_implementation(),
           &ragged_dot_vjp_onednn_implementation(), &ragged_dot_vjp_cublas_implementation()};
 }
@@ -27,29 +28,11 @@ const RaggedDotVjpOp& ragged_dot_vjp_op() {
 
 RaggedDotGradients ragged_dot_vjp(const Tensor& lhs, const Tensor& rhs, const Tensor& group_sizes,
                                   const Tensor& dout, const RaggedDotVjpOptions& options) {
-  if (group_sizes.dtype() != DType::kI32 || group_sizes.spec().rank() != 1) {
-    throw InvalidArgument(
-        "ragged_dot_vjp: group_sizes must be i32[G], got " + group_sizes.spec().to_string(),
-        "group_sizes");
-  }
-  nlohmann::json args = {{"lhs", lhs.spec().to_string()},
-                         {"rhs", rhs.spec().to_string()},
-                         {"dout", dout.spec().to_string()}};
-  args["group_sizes"] = std::vector<int64_t>(
-      group_sizes.data<int32_t>(), group_sizes.data<int32_t>() + group_sizes.num_elements());
-  if (options.preferred_element_type) {
-    args["preferred_element_type"] = std::string(dtype_name(*options.preferred_element_type));
-  }
-  if (options.group_offset) args["group_offset"] = *options.group_offset;
-  const RaggedDotVjpOp& op = ragged_dot_vjp_op();
-  const BoundArgs bound = op.bind(args);
-  TensorMap inputs;
-  inputs.emplace("lhs", lhs);
-  inputs.emplace("rhs", rhs);
-  inputs.emplace("group_sizes", group_sizes);
-  inputs.emplace("dout", dout);
-  TensorMap outputs = op.allocate_outputs(bound);
-  dispatch(op, bound, options.implementation, options.config, inputs, outputs);
+  ApiCall call(ragged_dot_vjp_op());
+  add_ragged_dot_arguments(call, RaggedDotVjpProblem::kOp, lhs, rhs, group_sizes,
+                           options.preferred_element_type, options.group_offset);
+  call.tensor("dout", dout);
+  TensorMap outputs = call.run(options.implementation, options.config);
   return {outputs.at("dlhs"), outputs.at("drhs")};
 }
 

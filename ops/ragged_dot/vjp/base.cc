@@ -29,7 +29,8 @@ RaggedDotVjpProblem RaggedDotVjpProblem::from(const BoundArgs& args) {
 
 const Op* RaggedDotVjpOp::primal() const { return &ragged_dot_op(); }
 
-BoundArgs RaggedDotVjpOp::bind_canonical(const nlohmann::json& args) const {
+template <>
+BoundArgs ProblemOp<RaggedDotVjpProblem>::bind_canonical(const nlohmann::json& args) const {
   BoundArgs bound = bind_vjp(ragged_dot_op(), name(), args, cotangents());
   // The gradient of the epilogue (bias, activations) and of quantized weights is not this op's:
   // refuse them by name rather than differentiate a different function.
@@ -49,24 +50,28 @@ BoundArgs RaggedDotVjpOp::bind_canonical(const nlohmann::json& args) const {
   return bound;
 }
 
-std::vector<TensorDecl> RaggedDotVjpOp::inputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<RaggedDotVjpProblem>::inputs(const BoundArgs& args) const {
   std::vector<TensorDecl> decls = ragged_dot_op().inputs(args);
   decls.push_back({"dout", args.tensor("dout")});
   return decls;
 }
 
-std::vector<TensorDecl> RaggedDotVjpOp::outputs(const BoundArgs& args) const {
+template <>
+std::vector<TensorDecl> ProblemOp<RaggedDotVjpProblem>::outputs(const BoundArgs& args) const {
   return {{"dlhs", args.tensor("lhs")}, {"drhs", args.tensor("rhs")}};
 }
 
-double RaggedDotVjpOp::flops(const BoundArgs& args) const {
+template <>
+double ProblemOp<RaggedDotVjpProblem>::flops(const BoundArgs& args) const {
   // Two products of the forward's size over the owned rows: dout rhs^T and lhs^T dout.
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   return 4.0 * static_cast<double>(p.owned_rows()) * static_cast<double>(p.K) *
          static_cast<double>(p.N);
 }
 
-double RaggedDotVjpOp::bytes(const BoundArgs& args) const {
+template <>
+double ProblemOp<RaggedDotVjpProblem>::bytes(const BoundArgs& args) const {
   // lhs, rhs and dout read once, dlhs and drhs written once.
   const RaggedDotVjpProblem p = RaggedDotVjpProblem::from(args);
   const double M = static_cast<double>(p.fwd.M), K = static_cast<double>(p.fwd.K),

@@ -24,6 +24,7 @@
 
 #include "ops/framework/bound_args.h"
 #include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
 #include "ops/framework/tensor.h"
 #include "ops/ragged_dot/base.h"
 
@@ -33,6 +34,8 @@ namespace tokamax {
 // plus the gradients' dtypes.
 struct RaggedDotVjpProblem {
   static constexpr std::string_view kOp = "ragged_dot_vjp";
+  static constexpr std::string_view kSummary =
+      "ragged_dot's VJP: dlhs = dout rhs[g]^T per group, drhs[g] = lhs_g^T dout_g";
   RaggedDotProblem fwd;
   DType dout_dtype = DType::kF32;
   DType dlhs_dtype = DType::kF32;  // = lhs's
@@ -43,25 +46,10 @@ struct RaggedDotVjpProblem {
   static RaggedDotVjpProblem from(const BoundArgs& args);
 };
 
-class RaggedDotVjpOp : public Op {
+class RaggedDotVjpOp : public ProblemOp<RaggedDotVjpProblem> {
  public:
-  std::string_view name() const override { return RaggedDotVjpProblem::kOp; }
-  std::string_view summary() const override {
-    return "ragged_dot's VJP: dlhs = dout rhs[g]^T per group, drhs[g] = lhs_g^T dout_g";
-  }
   const Op* primal() const override;
   std::vector<std::string> cotangents() const override { return {"dout"}; }
-  BoundArgs bind_canonical(const nlohmann::json& args) const override;
-  std::vector<TensorDecl> inputs(const BoundArgs& args) const override;
-  std::vector<TensorDecl> outputs(const BoundArgs& args) const override;
-  double flops(const BoundArgs& args) const override;
-  double bytes(const BoundArgs& args) const override;
-  TensorMap make_inputs(const BoundArgs& args, uint64_t seed) const override;
-  OracleSample oracle(const BoundArgs& args, const TensorMap& inputs, std::string_view output,
-                      std::span<const int64_t> index) const override;
-  double oracle_cost_per_output(const BoundArgs& args) const override;
-  ErrorModel error_model(const BoundArgs& args) const override;
-  std::vector<const Implementation*> implementations() const override;
 };
 
 // The portable reference, accumulating in `Acc` (Acc = double: the float64 oracle of both

@@ -35,7 +35,8 @@ DType accumulator(const RaggedDotVjpProblem& p) {
 
 }  // namespace
 
-TensorMap RaggedDotVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) const {
+template <>
+TensorMap ProblemOp<RaggedDotVjpProblem>::make_inputs(const BoundArgs& args, uint64_t seed) const {
   // The forward's inputs (activations N(0, 1), weights N(0, 1/K)) and a cotangent ~ N(0, 1): the
   // scale of a loss gradient normalized per token.
   TensorMap inputs =
@@ -44,12 +45,14 @@ TensorMap RaggedDotVjpOp::make_inputs(const BoundArgs& args, uint64_t seed) cons
   return inputs;
 }
 
-double RaggedDotVjpOp::oracle_cost_per_output(const BoundArgs& args) const {
+template <>
+double ProblemOp<RaggedDotVjpProblem>::oracle_cost_per_output(const BoundArgs& args) const {
   const RaggedDotVjpProblem p = RaggedDotVjpProblem::from(args);
   return static_cast<double>(std::max<int64_t>({p.fwd.N, p.max_group_rows(), 1}));
 }
 
-ErrorModel RaggedDotVjpOp::error_model(const BoundArgs& args) const {
+template <>
+ErrorModel ProblemOp<RaggedDotVjpProblem>::error_model(const BoundArgs& args) const {
   const RaggedDotVjpProblem p = RaggedDotVjpProblem::from(args);
   ErrorModel model;
   model.accumulation_roundoff = unit_roundoff(accumulator(p));

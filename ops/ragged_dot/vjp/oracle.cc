@@ -196,8 +196,10 @@ OracleSample ragged_dot_vjp_oracle(const BoundArgs& args, const TensorMap& input
   return sample;
 }
 
-OracleSample RaggedDotVjpOp::oracle(const BoundArgs& args, const TensorMap& inputs,
-                                    std::string_view output, std::span<const int64_t> index) const {
+template <>
+OracleSample ProblemOp<RaggedDotVjpProblem>::oracle(const BoundArgs& args, const TensorMap& inputs,
+                                                    std::string_view output,
+                                                    std::span<const int64_t> index) const {
   return ragged_dot_vjp_oracle(args, inputs, output, index, OracleMethod::kBlocked);
 }
 
