@@ -369,7 +369,8 @@ struct BenchCommand {
     std::error_code ignored;
     fs::remove(scratch, ignored);
 
-    const std::vector<std::string> elsewhere = other_device_notes(results, device.id());
+    const std::vector<std::string> elsewhere =
+        other_device_notes(other_device_runs(results), device.id());
     if (!elsewhere.empty()) std::cout << "\n";
     for (const std::string& line : elsewhere) std::cout << line << "\n";
     print_summary(std::cout, options, results);

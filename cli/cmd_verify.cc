@@ -9,9 +9,10 @@
 #include "cli/common.h"
 #include "cli/interrupt.h"
 #include "cli/progress.h"
+#include "cli/report/other_device.h"
 #include "cli/report/table.h"
-#include "ops/framework/errors.h"
 #include "cli/toolkit/harness/verifier.h"
+#include "ops/framework/errors.h"
 #include "ops/framework/metadata.h"
 #include "ops/registry.h"
 
@@ -130,7 +131,9 @@ struct VerifyCommand {
       widths[0] = std::max(widths[0], spec.op.size());
       widths[1] = std::max(widths[1], spec.name.size());
       widths[3] = std::max(widths[3], case_dtype(op, spec.args).size());
-      for (const Implementation* impl : impls) widths[2] = std::max(widths[2], impl->name().size());
+      for (const Implementation* impl : impls) {
+        if (impl->supported_on(device).ok) widths[2] = std::max(widths[2], impl->name().size());
+      }
       cases.emplace_back(&spec, std::move(impls));
     }
     table.stream_to(std::cout, widths);
@@ -142,8 +145,16 @@ struct VerifyCommand {
       progress.show(case_index, num_cases, current + ": " + step);
     };
     std::vector<VerifyRecord> records;
+    std::vector<OtherDeviceRun> elsewhere;  // listed once under the table, not a row per case
     options.on_record = [&](const VerifyRecord& record) {
       progress.clear();
+      records.push_back(record);
+      if (!json_path.empty()) write_json(device, records, false);
+      const Support support = find_op(record.op).implementation(record.impl).supported_on(device);
+      if (!support.ok) {
+        elsewhere.push_back({record.op, record.impl, support.reason});
+        return;
+      }
       const bool compared = record.comparison.sampled > 0;
       table.add_row({record.op, record.spec, record.impl, record.dtype, result_word(record),
                      compared ? format_ratio(record.comparison.worst_ratio) : "-",
@@ -153,8 +164,6 @@ struct VerifyCommand {
                                     std::to_string(record.comparison.total)
                               : "-",
                      record.reason});
-      records.push_back(record);
-      if (!json_path.empty()) write_json(device, records, false);
     };
     bool stopped = false;
     try {
@@ -170,6 +179,9 @@ struct VerifyCommand {
       stopped = true;
     }
     progress.clear();
+    const std::vector<std::string> notes = other_device_notes(elsewhere, device.id());
+    if (!notes.empty()) std::cout << "\n";
+    for (const std::string& line : notes) std::cout << line << "\n";
     print_summary(records);
     if (!json_path.empty()) write_json(device, records, !stopped);
     if (stopped) {

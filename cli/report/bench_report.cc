@@ -187,46 +187,6 @@ Table bench_table(const std::vector<BenchResult>& results, NoiseEstimator estima
   return table;
 }
 
-std::vector<std::string> other_device_notes(const std::vector<BenchResult>& results,
-                                            const std::string& device) {
-  // Each reason with its implementations and their ops, in first-seen order.
-  struct Impl {
-    std::string name;
-    std::vector<std::string> ops;
-  };
-  struct Group {
-    std::string reason;
-    std::vector<Impl> impls;
-  };
-  std::vector<Group> groups;
-  for (const BenchResult& r : results) {
-    if (!r.other_device) continue;
-    auto group = std::find_if(groups.begin(), groups.end(),
-                              [&](const Group& g) { return g.reason == r.unsupported; });
-    if (group == groups.end()) group = groups.insert(groups.end(), Group{r.unsupported, {}});
-    auto impl = std::find_if(group->impls.begin(), group->impls.end(),
-                             [&](const Impl& i) { return i.name == r.impl; });
-    if (impl == group->impls.end())
-      impl = group->impls.insert(group->impls.end(), Impl{r.impl, {}});
-    if (std::find(impl->ops.begin(), impl->ops.end(), r.op) == impl->ops.end()) {
-      impl->ops.push_back(r.op);
-    }
-  }
-  std::vector<std::string> lines;
-  for (const Group& group : groups) {
-    std::string line = "not run on " + device + ":";
-    for (size_t i = 0; i < group.impls.size(); ++i) {
-      line += (i == 0 ? " " : ", ") + group.impls[i].name + " (";
-      for (size_t o = 0; o < group.impls[i].ops.size(); ++o) {
-        line += (o == 0 ? "" : ", ") + group.impls[i].ops[o];
-      }
-      line += ")";
-    }
-    lines.push_back(line + ": " + group.reason);
-  }
-  return lines;
-}
-
 nlohmann::json bench_records(const std::vector<BenchResult>& results) {
   const std::vector<BenchField> fields = bench_fields(NoiseEstimator::kIqrMedian);
   json records = json::array();
@@ -239,6 +199,14 @@ nlohmann::json bench_records(const std::vector<BenchResult>& results) {
     records.push_back(std::move(record));
   }
   return records;
+}
+
+std::vector<OtherDeviceRun> other_device_runs(const std::vector<BenchResult>& results) {
+  std::vector<OtherDeviceRun> runs;
+  for (const BenchResult& r : results) {
+    if (r.other_device) runs.push_back({r.op, r.impl, r.unsupported});
+  }
+  return runs;
 }
 
 }  // namespace tokamax::cli

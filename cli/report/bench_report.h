@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/report/bench_result.h"
+#include "cli/report/other_device.h"
 #include "cli/report/table.h"
 
 namespace tokamax::cli {
@@ -37,11 +38,8 @@ std::vector<std::string> bench_row(const BenchResult& result, NoiseEstimator est
 std::vector<size_t> bench_width_hints(NoiseEstimator estimator,
                                       const std::vector<size_t>& identity);
 
-// The implementations of `results` that run on another kind of device than the one benched, one
-// line per reason: "not run on <device>: cublas (ragged_dot, ragged_dot_vjp), cudnn
-// (ragged_dot): <reason>".
-std::vector<std::string> other_device_notes(const std::vector<BenchResult>& results,
-                                            const std::string& device);
+// The results that are implementations for another kind of device (other_device_notes).
+std::vector<OtherDeviceRun> other_device_runs(const std::vector<BenchResult>& results);
 
 // tokamax.cases of `bench --json`: one record per result that ran.
 nlohmann::json bench_records(const std::vector<BenchResult>& results);

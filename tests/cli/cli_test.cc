@@ -44,8 +44,8 @@ TEST_CASE("list shows ops, implementations with support, and catalog tags", "[cl
   const CommandResult bound = run_tokamax("list --spec " + spec + " --name spelled");
   INFO(bound.output);
   CHECK(bound.exit_code == 0);
-  CHECK_THAT(bound.output, Catch::Contains("\"local_window\":[3,3]") &&
-                               Catch::Contains("\"logits_scale\":0.5"));
+  CHECK_THAT(bound.output,
+             Catch::Contains("\"local_window\":[3,3]") && Catch::Contains("\"logits_scale\":0.5"));
 }
 
 TEST_CASE("without a CUDA device the CUDA implementations are unsupported with why, exit 0",
@@ -64,6 +64,13 @@ TEST_CASE("without a CUDA device the CUDA implementations are unsupported with w
   CHECK(verified.exit_code == 0);
   CHECK_THAT(verified.output, Catch::Contains("16 results: 0 passed, 0 failed, 0 mistrusted, "
                                               "16 unsupported"));
+  // verify lists them the same way: once, not a row per case.
+  CHECK_THAT(verified.output, Catch::Contains("not run on cpu"));
+  for (const char* impl : {"cuda", "cublas", "cublas_grouped", "cudnn"}) {
+    INFO(impl);
+    CHECK_THAT(verified.output, Catch::Contains(std::string(" ") + impl + " (ragged_dot)"));
+    CHECK_THAT(verified.output, !Catch::Contains(std::string(impl) + "  "));
+  }
   const CommandResult benched = run_tokamax("bench --op ragged_dot --name smoke_f32" + impls);
   INFO(benched.output);
   CHECK(benched.exit_code == 0);

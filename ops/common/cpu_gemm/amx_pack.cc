@@ -9,6 +9,7 @@
 // each), so packing is a small share of a call; the row copies of the untransposed lhs are
 // memcpy, the rest is left to the compiler's vectorizer.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "ops/common/cpu_gemm/amx_layout.h"
@@ -33,7 +34,8 @@ void pack_lhs_block_amx(const bf16* lhs, int64_t ld, bool transposed, int64_t ro
       const int64_t copied = r < rows ? depth : 0;
       if (copied > 0) std::memcpy(dst, lhs + r * ld, copied * sizeof(bf16));
       // The rest of the row: the odd depth's last pair's high half and the padding pairs.
-      std::memset(reinterpret_cast<bf16*>(dst) + copied, 0, (2 * Kp - copied) * sizeof(bf16));
+      std::memset(reinterpret_cast<uint16_t*>(dst) + copied, 0,
+                  (2 * Kp - copied) * sizeof(uint16_t));
     }
     return;
   }

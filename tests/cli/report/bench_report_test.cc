@@ -18,30 +18,20 @@ BenchResult result(const std::string& op, const std::string& impl, const std::st
   return r;
 }
 
-TEST_CASE("implementations for another device are listed once per reason", "[bench_report]") {
-  const std::string no_cuda = "no CUDA device: cudaErrorNoDevice";
-  const std::vector<BenchResult> results = {
-      result("ragged_dot", "cpu", "", false),
-      result("ragged_dot", "cuda", no_cuda, true),
-      result("ragged_dot", "cublas", no_cuda, true),
-      result("ragged_dot", "onednn", "onednn: f16 operands", false),
-      result("ragged_dot_vjp", "cublas", no_cuda, true),
-      result("ragged_dot", "cuda", no_cuda, true),  // a second spec of the same op
-      result("layer_norm", "tpu", "no TPU", true),
-  };
-  const std::vector<std::string> notes = other_device_notes(results, "cpu-x");
-  REQUIRE(notes.size() == 2);
-  CHECK(notes[0] == "not run on cpu-x: cuda (ragged_dot), cublas (ragged_dot, ragged_dot_vjp): " +
-                        no_cuda);
-  CHECK(notes[1] == "not run on cpu-x: tpu (layer_norm): no TPU");
-  CHECK(other_device_notes({results[0], results[3]}, "cpu-x").empty());
+TEST_CASE("the results for another device are the runs listed under the table", "[bench_report]") {
+  const std::vector<OtherDeviceRun> runs = other_device_runs(
+      {result("ragged_dot", "cpu", "", false), result("ragged_dot", "cuda", "no CUDA device", true),
+       result("ragged_dot", "onednn", "onednn: f16 operands", false)});
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].op == "ragged_dot");
+  CHECK(runs[0].impl == "cuda");
+  CHECK(runs[0].reason == "no CUDA device");
 }
 
 TEST_CASE("an unsupported row keeps its identity and says why in the last column",
           "[bench_report]") {
-  const std::vector<std::string> row =
-      bench_row(result("ragged_dot", "onednn", "onednn: f16 operands", false),
-                NoiseEstimator::kIqrMedian);
+  const std::vector<std::string> row = bench_row(
+      result("ragged_dot", "onednn", "onednn: f16 operands", false), NoiseEstimator::kIqrMedian);
   REQUIRE(row.size() > 5);
   CHECK(row[0] == "ragged_dot");
   CHECK(row[2] == "onednn");
