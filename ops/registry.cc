@@ -15,6 +15,7 @@
 #include "ops/linear_softmax_cross_entropy_loss/vjp/api.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/vjp/api.h"
+#include "ops/top_k/api.h"
 
 namespace tokamax {
 namespace {
@@ -40,6 +41,7 @@ const std::vector<const Op*>& all_ops() {
       &layer_norm_vjp_op(),
       &linear_softmax_cross_entropy_loss_op(),
       &linear_softmax_cross_entropy_loss_vjp_op(),
+      &top_k_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

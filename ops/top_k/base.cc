@@ -1,0 +1,120 @@
+// top_k: binding, validation, tensors and counts.
+#include "ops/top_k/base.h"
+
+#include <string>
+
+#include "ops/framework/errors.h"
+
+namespace tokamax {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kPrefix = "top_k: ";
+
+bool read_bool(const json& args, const char* name) {
+  if (!args.contains(name) || args.at(name).is_null()) return false;
+  const json& value = args.at(name);
+  if (!value.is_boolean()) {
+    throw InvalidArgument(
+        std::string(kPrefix) + name + " must be true or false, got " + value.dump(), name);
+  }
+  return value.get<bool>();
+}
+
+}  // namespace
+
+TopKProblem TopKProblem::from(const BoundArgs& args) {
+  TopKProblem p;
+  const TensorSpec scores = args.tensor("scores");
+  p.b = scores.dims[0];
+  p.n = scores.dims[1];
+  p.scores_dtype = scores.dtype;
+  p.k = args.option("k").get<int64_t>();
+  p.has_row_lengths = args.has("row_lengths");
+  p.return_scores = args.has("return_scores") && args.option("return_scores").get<bool>();
+  return p;
+}
+
+template <>
+BoundArgs ProblemOp<TopKProblem>::bind_canonical(const json& args) const {
+  if (!args.is_object()) throw InvalidArgument("top_k: args must be a mapping");
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    const std::string& key = it.key();
+    if (key != "scores" && key != "k" && key != "row_lengths" && key != "return_scores") {
+      throw InvalidArgument(
+          "top_k: unknown argument '" + key + "' (expected scores, k, row_lengths, return_scores)",
+          key);
+    }
+  }
+  const TensorSpec scores = read_tensor_arg(
+      kPrefix, args, "scores",
+      {.shape = "[b, n]", .example = "f32[64,10240]", .rank = 2, .float_only = false});
+  if (scores.dtype != DType::kF32 && scores.dtype != DType::kI32) {
+    throw InvalidArgument(
+        "top_k: scores must be f32, or i32 holding f32 bits, got " + scores.to_string(), "scores");
+  }
+  if (!args.contains("k")) throw InvalidArgument("top_k: missing argument 'k' (an integer)", "k");
+  const json& k_value = args.at("k");
+  if (!k_value.is_number_integer()) {
+    throw InvalidArgument("top_k: k must be an integer, got " + k_value.dump(), "k");
+  }
+  const int64_t k = k_value.get<int64_t>();
+  if (k <= 0) throw InvalidArgument("top_k: k must be positive, got " + std::to_string(k), "k");
+  if (k > scores.dims[1]) {
+    throw InvalidArgument("top_k: k (" + std::to_string(k) + ") must be <= n, the last extent of " +
+                              scores.to_string(),
+                          "k");
+  }
+  BoundArgs bound;
+  bound.op = std::string(TopKProblem::kOp);
+  bound.args = {{"scores", scores.to_string()}, {"k", k}};
+  if (args.contains("row_lengths") && !args.at("row_lengths").is_null()) {
+    const TensorSpec lengths =
+        read_tensor_arg(kPrefix, args, "row_lengths",
+                        {.shape = "[b]", .example = "i32[64]", .rank = 1, .float_only = false});
+    if (lengths.dtype != DType::kI32 || lengths.dims[0] != scores.dims[0]) {
+      throw InvalidArgument("top_k: row_lengths must be i32[b] = i32[" +
+                                std::to_string(scores.dims[0]) + "] (scores' rows), got " +
+                                lengths.to_string(),
+                            "row_lengths");
+    }
+    bound.args["row_lengths"] = lengths.to_string();
+  }
+  // The default stays out of the canonical form (one cache key per selection).
+  if (read_bool(args, "return_scores")) bound.args["return_scores"] = true;
+  return bound;
+}
+
+template <>
+std::vector<TensorDecl> ProblemOp<TopKProblem>::inputs(const BoundArgs& args) const {
+  std::vector<TensorDecl> decls = {{"scores", args.tensor("scores")}};
+  if (args.has("row_lengths")) decls.push_back({"row_lengths", args.tensor("row_lengths")});
+  return decls;
+}
+
+template <>
+std::vector<TensorDecl> ProblemOp<TopKProblem>::outputs(const BoundArgs& args) const {
+  const TopKProblem p = TopKProblem::from(args);
+  const TensorSpec selected{DType::kI32, {p.b, p.k}};
+  std::vector<TensorDecl> decls = {{"indices", selected}};
+  if (p.return_scores) decls.push_back({"scores_bits", selected});
+  return decls;
+}
+
+template <>
+double ProblemOp<TopKProblem>::flops(const BoundArgs&) const {
+  // Comparisons, not floating-point arithmetic: the op is measured in bytes.
+  return 0.0;
+}
+
+template <>
+double ProblemOp<TopKProblem>::bytes(const BoundArgs& args) const {
+  // scores and row_lengths read once, the selection written once.
+  const TopKProblem p = TopKProblem::from(args);
+  const double rows = static_cast<double>(p.b);
+  return 4.0 * rows * static_cast<double>(p.n) + (p.has_row_lengths ? 4.0 * rows : 0.0) +
+         4.0 * rows * static_cast<double>(p.k) * (p.return_scores ? 2.0 : 1.0);
+}
+
+}  // namespace tokamax

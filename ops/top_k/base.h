@@ -1,0 +1,71 @@
+// top_k: the math spec (binding, validation, counts, inputs, reference and oracle).
+//
+// Dimensions.
+//   b      rows of scores
+//   n      columns of scores (candidates per row)
+//   k      selected per row, 1 <= k <= n
+//   len    a row's eligible prefix: clip(row_lengths[r], 0, n), or n without row_lengths
+//
+// indices[r, j] is the column of the j-th largest eligible score of row r: among the columns
+// c < len whose score is > -inf (NaN never is), in descending score order, equal scores in
+// ascending column order (-0.0 equals +0.0); -1 past the eligible count. scores may be f32 or
+// i32 holding f32 bits; with return_scores, scores_bits[r, j] holds the selected score's f32
+// bits (-inf's bits past the eligible count), as upstream's SparseCore top-k returns them.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <string_view>
+
+#include "ops/framework/bound_args.h"
+#include "ops/framework/dtype.h"
+#include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
+#include "ops/framework/tensor.h"
+
+namespace tokamax {
+
+// The parsed, validated view of top_k's BoundArgs that implementations work with.
+struct TopKProblem {
+  static constexpr std::string_view kOp = "top_k";
+  static constexpr std::string_view kSummary =
+      "the k largest of each row of scores[b,n] (below row_lengths, > -inf): column indices, "
+      "descending, ties to the lower column, -1 past the eligible count";
+  int64_t b = 0, n = 0, k = 1;
+  DType scores_dtype = DType::kF32;  // kF32, or kI32 holding f32 bits
+  bool has_row_lengths = false;
+  bool return_scores = false;
+
+  static TopKProblem from(const BoundArgs& args);
+};
+
+using TopKOp = ProblemOp<TopKProblem>;
+
+// A row's eligible prefix: clip(row_lengths[row], 0, n), or n without row_lengths.
+inline int64_t top_k_row_length(const TopKProblem& p, const int32_t* row_lengths, int64_t row) {
+  if (row_lengths == nullptr) return p.n;
+  const int64_t len = row_lengths[row];
+  return len < 0 ? 0 : (len > p.n ? p.n : len);
+}
+
+// The selection order as one signed integer per score: a larger key is a larger score, -0.0 and
+// +0.0 have the same key, and every ineligible score (-inf, NaN) has kTopKIneligible, below every
+// eligible key. Equal keys are equal scores.
+inline constexpr int32_t kTopKIneligible = INT32_MIN;
+inline int32_t top_k_key(float score) {
+  if (!(score > -__builtin_inff())) return kTopKIneligible;
+  const int32_t bits = std::bit_cast<int32_t>(score + 0.0f);  // -0.0 + 0.0 = +0.0
+  return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+
+// The portable reference: a loop over rows, each selected by std::partial_sort of its eligible
+// columns. `row_lengths` and `scores_bits` may be null (absent).
+void top_k_reference(const TopKProblem& problem,
+                     // Inputs.
+                     const Tensor& scores,       // [b, n] f32 or i32 (f32 bits)
+                     const Tensor* row_lengths,  // [b] i32 or null
+                     // Outputs.
+                     Tensor& indices,       // [b, k] i32
+                     Tensor* scores_bits);  // [b, k] i32 or null
+
+}  // namespace tokamax

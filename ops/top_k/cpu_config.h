@@ -1,0 +1,42 @@
+// top_k on CPU: the "cpu" implementation's config, its invariants, heuristics and search space.
+//
+// Dimensions.
+//   b, n, k   as in base.h
+#pragma once
+
+#include <tuple>
+#include <vector>
+
+#include "backends/device.h"
+#include "ops/framework/config.h"
+#include "ops/top_k/base.h"
+
+namespace tokamax {
+
+struct CpuTopKConfig {
+  // Rows per task; tasks are handed out dynamically.
+  int rows_per_task = 1;
+  int num_threads = 0;  // 0 = all cores
+  // How a row is selected. false: threshold select (the lanes' running maxima bound the k-th
+  // largest from below; the few scores above the bound are ranked: cheap for small k). true:
+  // radix select (a histogram of the keys' high bits finds the bin of the k-th largest; only that
+  // bin's scores are ranked further; then one sort of the k selected: cheap for large k, where
+  // lane maxima bound the k-th largest loosely).
+  bool radix_select = false;
+
+  void validate() const;
+  template <class V>
+  void visit(V&& v) {
+    v("rows_per_task", rows_per_task);
+    v("num_threads", num_threads);
+    v("radix_select", radix_select);
+  }
+  auto key() const { return std::make_tuple(rows_per_task, num_threads, radix_select); }
+};
+
+void check_top_k_config(const TopKProblem& p, const CpuTopKConfig& c, const Device& device);
+// `device` may be another machine (cross-tuning): only its cores are used.
+CpuTopKConfig cpu_top_k_heuristics_config(const TopKProblem& p, const Device& device);
+std::vector<CpuTopKConfig> cpu_top_k_autotuning_configs(const TopKProblem& p, const Device& device);
+
+}  // namespace tokamax

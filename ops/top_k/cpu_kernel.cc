@@ -1,0 +1,223 @@
+// top_k on CPU: each row selected by a threshold from its lanes' maxima (small k) or by radix
+// select (large k), rows in parallel tasks.
+//
+// Dimensions.
+//   b, n, k   as in base.h
+//   len       a row's eligible prefix (base.h)
+//   N         32-bit lanes of the SIMD target
+#include "ops/top_k/cpu_kernel.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/top_k/cpu_kernel.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+// Internal linkage: other ops' Highway files define functions in the same per-target namespaces.
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+// What one task selects: rows [begin, end) of the problem.
+struct Rows {
+  const float* scores;
+  const int32_t* row_lengths;
+  int32_t* indices;
+  int32_t* scores_bits;
+  int64_t n, k;
+};
+
+// top_k_key (base.h) of N scores at once.
+template <class DF, class DI>
+hn::Vec<DI> Keys(DF df, DI di, hn::Vec<DF> v) {
+  const auto eligible =
+      hn::RebindMask(di, hn::Gt(v, hn::Set(df, -std::numeric_limits<float>::infinity())));
+  const auto bits = hn::BitCast(di, hn::Add(v, hn::Zero(df)));  // -0.0 + 0.0 = +0.0
+  const auto key = hn::Xor(bits, hn::And(hn::ShiftRight<31>(bits), hn::Set(di, 0x7fffffff)));
+  return hn::IfThenElse(eligible, key, hn::Set(di, kTopKIneligible));
+}
+
+// The row's selection written out: columns, their scores' bits, -1 / -inf padding.
+void WriteRow(const Rows& a, int64_t r, const int32_t* columns, int64_t count) {
+  const float* row = a.scores + r * a.n;
+  int32_t* out = a.indices + r * a.k;
+  const int32_t neg_inf_bits = std::bit_cast<int32_t>(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < a.k; ++j) out[j] = j < count ? columns[j] : -1;
+  if (a.scores_bits == nullptr) return;
+  int32_t* bits = a.scores_bits + r * a.k;
+  for (int64_t j = 0; j < a.k; ++j) {
+    bits[j] = j < count ? std::bit_cast<int32_t>(row[columns[j]]) : neg_inf_bits;
+  }
+}
+
+// Threshold select: A = ceil(k / N) running maxima per lane (vector i updates set i % A) give
+// A N scores of the row, at least k of them distinct elements, so the k-th largest of the maxima
+// is a lower bound t of the row's k-th largest key. The scores with key >= t (for small k about
+// k to 2k of them: a lane's maximum is an extreme of its lane) are compressed out with their
+// columns and ranked by one small sort.
+void ThresholdSelectRow(const Rows& a, int64_t r, int64_t len, std::vector<int32_t>& maxima,
+                        std::vector<uint64_t>& ranks) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t A = (a.k + N - 1) / N;
+  const float* row = a.scores + r * a.n;
+  maxima.assign(static_cast<size_t>(A * N), kTopKIneligible);
+  int64_t c = 0, set = 0;
+  for (; c + N <= len; c += N) {
+    int32_t* m = maxima.data() + set * N;
+    hn::StoreU(hn::Max(hn::LoadU(di, m), Keys(df, di, hn::LoadU(df, row + c))), di, m);
+    set = set + 1 == A ? 0 : set + 1;
+  }
+  for (int64_t l = 0; c + l < len; ++l) {
+    int32_t& m = maxima[set * N + l];
+    m = std::max(m, top_k_key(row[c + l]));
+  }
+  std::nth_element(maxima.begin(), maxima.begin() + (a.k - 1), maxima.end(), std::greater<>());
+  // Not below the smallest eligible key: lanes without an eligible score select nothing.
+  const int32_t threshold = std::max(maxima[a.k - 1], kTopKIneligible + 1);
+
+  // The candidates as 64-bit ranks (key, then the complemented column: one descending sort
+  // orders both), in column order.
+  ranks.clear();
+  HWY_ALIGN int32_t lanes[hn::MaxLanes(di)];
+  const auto below_threshold = hn::Set(di, threshold - 1);  // threshold > INT32_MIN
+  auto rank = [](int32_t key, int64_t column) {
+    return (uint64_t{static_cast<uint32_t>(key) ^ 0x80000000u} << 32) |
+           (0xffffffffu - static_cast<uint32_t>(column));
+  };
+  for (c = 0; c + N <= len; c += N) {
+    const auto keys = Keys(df, di, hn::LoadU(df, row + c));
+    if (hn::AllFalse(di, hn::Gt(keys, below_threshold))) continue;
+    hn::Store(keys, di, lanes);
+    for (int64_t l = 0; l < N; ++l) {
+      if (lanes[l] >= threshold) ranks.push_back(rank(lanes[l], c + l));
+    }
+  }
+  for (; c < len; ++c) {
+    const int32_t key = top_k_key(row[c]);
+    if (key >= threshold) ranks.push_back(rank(key, c));
+  }
+  const int64_t count = std::min<int64_t>(a.k, static_cast<int64_t>(ranks.size()));
+  std::partial_sort(ranks.begin(), ranks.begin() + count, ranks.end(), std::greater<>());
+  int32_t* columns = reinterpret_cast<int32_t*>(maxima.data());
+  for (int64_t j = 0; j < count; ++j) {
+    columns[j] = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(ranks[j]));
+  }
+  WriteRow(a, r, columns, count);
+}
+
+// Radix select: the keys as unsigned (ineligible: 0), a histogram of their top kBits bits finds
+// the bin holding the k-th largest; the scores of higher bins are selected, the bin's own ranked
+// by nth_element, and the k selected sorted once (key descending, column ascending: a 64-bit
+// rank, key above the complemented column).
+constexpr int kBits = 11;
+void RadixSelectRow(const Rows& a, int64_t r, int64_t len, std::vector<uint32_t>& keys,
+                    std::vector<uint64_t>& ranks, std::vector<uint32_t>& histogram) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const float* row = a.scores + r * a.n;
+  keys.resize(static_cast<size_t>(len + N));
+  histogram.assign(size_t{1} << kBits, 0);
+  const auto flip = hn::Set(du, 0x80000000u);
+  int64_t c = 0;
+  for (; c + N <= len; c += N) {
+    const auto key = hn::Xor(hn::BitCast(du, Keys(df, di, hn::LoadU(df, row + c))), flip);
+    hn::StoreU(key, du, keys.data() + c);
+  }
+  for (; c < len; ++c) keys[c] = static_cast<uint32_t>(top_k_key(row[c])) ^ 0x80000000u;
+  int64_t eligible = 0;
+  for (int64_t i = 0; i < len; ++i) {
+    ++histogram[keys[i] >> (32 - kBits)];
+    eligible += keys[i] != 0;
+  }
+  auto rank = [&](int64_t i) {
+    return (uint64_t{keys[i]} << 32) | (0xffffffffu - static_cast<uint32_t>(i));
+  };
+  ranks.clear();
+  if (eligible <= a.k) {
+    for (int64_t i = 0; i < len; ++i) {
+      if (keys[i] != 0) ranks.push_back(rank(i));
+    }
+  } else {
+    // The bin of the k-th largest, walking down from the top; `above` scores lie in higher bins.
+    int64_t bin = (int64_t{1} << kBits) - 1, above = 0;
+    while (above + histogram[bin] < a.k) above += histogram[bin--];
+    const uint32_t bin_start = static_cast<uint32_t>(bin) << (32 - kBits);
+    const uint32_t next_bin = bin_start + (uint32_t{1} << (32 - kBits));  // 0 after the top bin
+    for (int64_t i = 0; i < len; ++i) {
+      if (keys[i] >= bin_start && (next_bin == 0 || keys[i] < next_bin)) ranks.push_back(rank(i));
+    }
+    const int64_t need = a.k - above;
+    std::nth_element(ranks.begin(), ranks.begin() + (need - 1), ranks.end(), std::greater<>());
+    ranks.resize(static_cast<size_t>(need));
+    for (int64_t i = 0; i < len; ++i) {
+      if (next_bin != 0 && keys[i] >= next_bin) ranks.push_back(rank(i));
+    }
+  }
+  std::sort(ranks.begin(), ranks.end(), std::greater<>());
+  // The columns, in place of the keys (no longer needed).
+  int32_t* columns = reinterpret_cast<int32_t*>(keys.data());
+  const int64_t count = static_cast<int64_t>(ranks.size());
+  for (int64_t j = 0; j < count; ++j) {
+    columns[j] = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(ranks[j]));
+  }
+  WriteRow(a, r, columns, count);
+}
+
+void SelectRows(const float* scores, const int32_t* row_lengths, int32_t* indices,
+                int32_t* scores_bits, int64_t n, int64_t k, int64_t begin, int64_t end,
+                bool radix_select) {
+  const Rows a{scores, row_lengths, indices, scores_bits, n, k};
+  // Per-thread scratch that only grows: pool threads are persistent.
+  thread_local std::vector<int32_t> maxima;
+  thread_local std::vector<uint32_t> keys, histogram;
+  thread_local std::vector<uint64_t> ranks;
+  for (int64_t r = begin; r < end; ++r) {
+    int64_t len = a.n;
+    if (a.row_lengths != nullptr) len = std::clamp<int64_t>(a.row_lengths[r], 0, a.n);
+    if (radix_select) {
+      RadixSelectRow(a, r, len, keys, ranks, histogram);
+    } else {
+      ThresholdSelectRow(a, r, len, maxima, ranks);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+namespace {
+
+HWY_EXPORT(SelectRows);
+
+}  // namespace
+
+void top_k_cpu_kernel(const TopKProblem& p, const CpuTopKLaunch& launch, const float* scores,
+                      const int32_t* row_lengths, int32_t* indices, int32_t* scores_bits) {
+  const int64_t per_task = std::max<int64_t>(launch.rows_per_task, 1);
+  const int64_t tasks = (p.b + per_task - 1) / per_task;
+  cpu::parallel_for(tasks, launch.num_threads, [&](int64_t task, int) {
+    const int64_t begin = task * per_task, end = std::min(p.b, begin + per_task);
+    HWY_DYNAMIC_DISPATCH(SelectRows)
+    (scores, row_lengths, indices, scores_bits, p.n, p.k, begin, end, launch.radix_select);
+  });
+}
+
+}  // namespace tokamax
+#endif  // HWY_ONCE
