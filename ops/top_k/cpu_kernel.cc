@@ -60,61 +60,133 @@ void WriteRow(const Rows& a, int64_t r, const int32_t* columns, int64_t count) {
   }
 }
 
-// Threshold select: A = ceil(k / N) running maxima per lane (vector i updates set i % A) give
-// A N scores of the row, at least k of them distinct elements, so the k-th largest of the maxima
-// is a lower bound t of the row's k-th largest key. The scores with key >= t (for small k about
-// k to 2k of them: a lane's maximum is an extreme of its lane) are compressed out with their
-// columns and ranked by one small sort.
-void ThresholdSelectRow(const Rows& a, int64_t r, int64_t len, std::vector<int32_t>& maxima,
-                        std::vector<uint64_t>& ranks) {
+// Candidates threshold select ranks by counting; past it, by a sort.
+constexpr int64_t kRankByCountingMax = 256;
+
+// Scratch of threshold select for rows of up to n scores (one per thread, reused across rows).
+struct ThresholdScratch {
+  std::vector<int32_t> keys, columns, maxima, selected;
+  std::vector<uint64_t> ranks;  // past kRankByCountingMax candidates
+  void reserve(int64_t n, int64_t k, int64_t N) {
+    const size_t lanes = static_cast<size_t>((n + N - 1) / N * N + 2 * N);
+    if (keys.size() < lanes) keys.resize(lanes), columns.resize(lanes);
+    const size_t sets = static_cast<size_t>((k + N - 1) / N * N);
+    if (maxima.size() < sets) maxima.resize(sets);
+    if (selected.size() < static_cast<size_t>(k + 1)) selected.resize(static_cast<size_t>(k + 1));
+  }
+};
+
+// For each of the `count` candidates (keys, columns) from `first` on, a vector at a time: how
+// many of all `count` candidates rank above it (a larger key, or an equal key at a lower column).
+// Lanes past `count` read the scratch's padding and are not used.
+template <class DI>
+hn::Vec<DI> RankedAbove(DI di, const int32_t* keys, const int32_t* columns, int64_t count,
+                        int64_t first) {
+  const auto key = hn::LoadU(di, keys + first);
+  const auto column = hn::LoadU(di, columns + first);
+  auto above = hn::Zero(di);
+  for (int64_t j = 0; j < count; ++j) {
+    const auto other_key = hn::Set(di, keys[j]);
+    const auto ranked_above =
+        hn::Or(hn::Gt(other_key, key),
+               hn::And(hn::Eq(other_key, key), hn::Gt(column, hn::Set(di, columns[j]))));
+    above = hn::Sub(above, hn::VecFromMask(di, ranked_above));  // a true lane is -1
+  }
+  return above;
+}
+
+// Threshold select: A = ceil(k / N) running maxima per lane (vector i updates set i % A) are A N
+// scores of the row, at least k of them distinct elements, so the k-th largest of the maxima is
+// a lower bound t of the row's k-th largest key. The keys are kept from that pass; the scores
+// with key >= t (for small k about k to 2k of them: a lane's maximum is an extreme of its lane)
+// are compressed out with their columns, and each one's place is the count of those ranked above
+// it. No step branches on the data: a sort of these few random values mispredicts about every
+// other compare, which costs more than the counting.
+void ThresholdSelectRow(const Rows& a, int64_t r, int64_t len, ThresholdScratch& scratch) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t A = (a.k + N - 1) / N;
+  const int64_t A = (a.k + N - 1) / N, M = A * N;
   const float* row = a.scores + r * a.n;
-  maxima.assign(static_cast<size_t>(A * N), kTopKIneligible);
-  int64_t c = 0, set = 0;
-  for (; c + N <= len; c += N) {
-    int32_t* m = maxima.data() + set * N;
-    hn::StoreU(hn::Max(hn::LoadU(di, m), Keys(df, di, hn::LoadU(df, row + c))), di, m);
-    set = set + 1 == A ? 0 : set + 1;
-  }
-  for (int64_t l = 0; c + l < len; ++l) {
-    int32_t& m = maxima[set * N + l];
-    m = std::max(m, top_k_key(row[c + l]));
-  }
-  std::nth_element(maxima.begin(), maxima.begin() + (a.k - 1), maxima.end(), std::greater<>());
-  // Not below the smallest eligible key: lanes without an eligible score select nothing.
-  const int32_t threshold = std::max(maxima[a.k - 1], kTopKIneligible + 1);
-
-  // The candidates as 64-bit ranks (key, then the complemented column: one descending sort
-  // orders both), in column order.
-  ranks.clear();
-  HWY_ALIGN int32_t lanes[hn::MaxLanes(di)];
-  const auto below_threshold = hn::Set(di, threshold - 1);  // threshold > INT32_MIN
-  auto rank = [](int32_t key, int64_t column) {
-    return (uint64_t{static_cast<uint32_t>(key) ^ 0x80000000u} << 32) |
-           (0xffffffffu - static_cast<uint32_t>(column));
-  };
-  for (c = 0; c + N <= len; c += N) {
-    const auto keys = Keys(df, di, hn::LoadU(df, row + c));
-    if (hn::AllFalse(di, hn::Gt(keys, below_threshold))) continue;
-    hn::Store(keys, di, lanes);
-    for (int64_t l = 0; l < N; ++l) {
-      if (lanes[l] >= threshold) ranks.push_back(rank(lanes[l], c + l));
+  int32_t* keys = scratch.keys.data();
+  int32_t* columns = scratch.columns.data();
+  int32_t* maxima = scratch.maxima.data();
+  // Whole vectors: the tail is padded with ineligible keys.
+  const int64_t padded = (len + N - 1) / N * N;
+  int64_t c = 0;
+  if (A == 1) {
+    // One set: the maxima stay in a register (through memory each vector would wait on the
+    // previous vector's store).
+    auto m = hn::Set(di, kTopKIneligible);
+    for (; c + N <= len; c += N) {
+      const auto key = Keys(df, di, hn::LoadU(df, row + c));
+      hn::StoreU(key, di, keys + c);
+      m = hn::Max(m, key);
+    }
+    hn::StoreU(m, di, maxima);
+  } else {
+    std::fill_n(maxima, M, kTopKIneligible);
+    for (int64_t set = 0; c + N <= len; c += N) {
+      const auto key = Keys(df, di, hn::LoadU(df, row + c));
+      hn::StoreU(key, di, keys + c);
+      hn::StoreU(hn::Max(hn::LoadU(di, maxima + set * N), key), di, maxima + set * N);
+      set = set + 1 == A ? 0 : set + 1;
     }
   }
-  for (; c < len; ++c) {
-    const int32_t key = top_k_key(row[c]);
-    if (key >= threshold) ranks.push_back(rank(key, c));
+  for (int64_t l = 0; c + l < padded; ++l) {
+    const int32_t key = c + l < len ? top_k_key(row[c + l]) : kTopKIneligible;
+    keys[c + l] = key;
+    maxima[l] = std::max(maxima[l], key);  // into set 0: any lane of any set bounds the same
   }
-  const int64_t count = std::min<int64_t>(a.k, static_cast<int64_t>(ranks.size()));
-  std::partial_sort(ranks.begin(), ranks.begin() + count, ranks.end(), std::greater<>());
-  int32_t* columns = reinterpret_cast<int32_t*>(maxima.data());
-  for (int64_t j = 0; j < count; ++j) {
-    columns[j] = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(ranks[j]));
+
+  // The k-th largest of the maxima: the one with k - 1 of them ranked above it.
+  for (int64_t l = 0; l < M; ++l) columns[l] = static_cast<int32_t>(l);
+  int32_t kth = kTopKIneligible;
+  for (int64_t s = 0; s < M; s += N) {
+    const auto above = RankedAbove(di, maxima, columns, M, s);
+    const intptr_t lane =
+        hn::FindFirstTrue(di, hn::Eq(above, hn::Set(di, static_cast<int32_t>(a.k - 1))));
+    if (lane >= 0) kth = maxima[s + lane];
   }
-  WriteRow(a, r, columns, count);
+  // Not below the smallest eligible key: lanes without an eligible score select nothing.
+  const auto below_threshold = hn::Set(di, std::max(kth, kTopKIneligible + 1) - 1);
+
+  // The candidates, compressed in registers and stored as whole vectors (the scratch has N lanes
+  // of slack; the masked compress-store to memory is microcoded on Intel cores). The store
+  // lands at or below the vector just read.
+  int64_t count = 0;
+  for (c = 0; c < padded; c += N) {
+    const auto key = hn::LoadU(di, keys + c);
+    const auto above = hn::Gt(key, below_threshold);
+    if (hn::AllFalse(di, above)) continue;
+    hn::StoreU(hn::Compress(key, above), di, keys + count);
+    hn::StoreU(hn::Compress(hn::Iota(di, static_cast<int32_t>(c)), above), di, columns + count);
+    count += static_cast<int64_t>(hn::CountTrue(di, above));
+  }
+  const int64_t selected = std::min<int64_t>(a.k, count);
+  int32_t* out = scratch.selected.data();  // [k + 1]: slot k takes the candidates past k
+  if (count > kRankByCountingMax) {
+    // A loose bound (many equal scores at it): counting would cost count^2 / N.
+    std::vector<uint64_t>& ranks = scratch.ranks;
+    ranks.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      ranks[i] = (uint64_t{static_cast<uint32_t>(keys[i]) ^ 0x80000000u} << 32) |
+                 (0xffffffffu - static_cast<uint32_t>(columns[i]));
+    }
+    std::partial_sort(ranks.begin(), ranks.begin() + selected, ranks.end(), std::greater<>());
+    for (int64_t j = 0; j < selected; ++j) {
+      out[j] = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(ranks[j]));
+    }
+  } else {
+    HWY_ALIGN int32_t places[hn::MaxLanes(di)];
+    for (int64_t s = 0; s < count; s += N) {
+      hn::Store(RankedAbove(di, keys, columns, count, s), di, places);
+      for (int64_t l = 0; l < N && s + l < count; ++l) {
+        out[std::min<int64_t>(places[l], a.k)] = columns[s + l];
+      }
+    }
+  }
+  WriteRow(a, r, out, selected);
 }
 
 // Radix select: the keys as unsigned (ineligible: 0), a histogram of their top kBits bits finds
@@ -182,16 +254,19 @@ void SelectRows(const float* scores, const int32_t* row_lengths, int32_t* indice
                 bool radix_select) {
   const Rows a{scores, row_lengths, indices, scores_bits, n, k};
   // Per-thread scratch that only grows: pool threads are persistent.
-  thread_local std::vector<int32_t> maxima;
+  thread_local ThresholdScratch threshold;
   thread_local std::vector<uint32_t> keys, histogram;
   thread_local std::vector<uint64_t> ranks;
+  if (!radix_select) {
+    threshold.reserve(n, k, static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())));
+  }
   for (int64_t r = begin; r < end; ++r) {
     int64_t len = a.n;
     if (a.row_lengths != nullptr) len = std::clamp<int64_t>(a.row_lengths[r], 0, a.n);
     if (radix_select) {
       RadixSelectRow(a, r, len, keys, ranks, histogram);
     } else {
-      ThresholdSelectRow(a, r, len, maxima, ranks);
+      ThresholdSelectRow(a, r, len, threshold);
     }
   }
 }
