@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <vector>
@@ -66,11 +67,14 @@ constexpr int64_t kRankByCountingMax = 256;
 // Scratch of threshold select for rows of up to n scores (one per thread, reused across rows).
 struct ThresholdScratch {
   std::vector<int32_t> keys, columns, maxima, selected;
+  std::vector<uint8_t> bitmap;  // a bit per score, whole 64-bit words
   std::vector<uint64_t> ranks;  // past kRankByCountingMax candidates
   void reserve(int64_t n, int64_t k, int64_t N) {
     const size_t lanes = static_cast<size_t>((n + N - 1) / N * N + 2 * N);
     if (keys.size() < lanes) keys.resize(lanes), columns.resize(lanes);
-    const size_t sets = static_cast<size_t>((k + N - 1) / N * N);
+    const size_t words = static_cast<size_t>((n + N - 1) / N * N + 63) / 64;
+    if (bitmap.size() < 8 * words) bitmap.resize(8 * words);
+    const size_t sets = static_cast<size_t>((2 * k + N - 1) / N * N);
     if (maxima.size() < sets) maxima.resize(sets);
     if (selected.size() < static_cast<size_t>(k + 1)) selected.resize(static_cast<size_t>(k + 1));
   }
@@ -95,18 +99,18 @@ hn::Vec<DI> RankedAbove(DI di, const int32_t* keys, const int32_t* columns, int6
   return above;
 }
 
-// Threshold select: A = ceil(k / N) running maxima per lane (vector i updates set i % A) are A N
-// scores of the row, at least k of them distinct elements, so the k-th largest of the maxima is
-// a lower bound t of the row's k-th largest key. The keys are kept from that pass; the scores
-// with key >= t (for small k about k to 2k of them: a lane's maximum is an extreme of its lane)
-// are compressed out with their columns, and each one's place is the count of those ranked above
-// it. No step branches on the data: a sort of these few random values mispredicts about every
-// other compare, which costs more than the counting.
+// Threshold select: A = ceil(2k / N) running maxima per lane (vector i updates set i % A) are
+// A N >= 2k scores of the row, distinct elements, so the k-th largest of the maxima is a lower
+// bound t of the row's k-th largest key (with twice k maxima, a tight one). The keys are kept from
+// that pass; the scores with key >= t (for small k about k to 2k of them: a lane's maximum is an
+// extreme of its lane) are compressed out with their columns, and each one's place is the count of
+// those ranked above it. No step branches on the data: a sort of these few random values
+// mispredicts about every other compare, which costs more than the counting.
 void ThresholdSelectRow(const Rows& a, int64_t r, int64_t len, ThresholdScratch& scratch) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t A = (a.k + N - 1) / N, M = A * N;
+  const int64_t A = (2 * a.k + N - 1) / N, M = A * N;
   const float* row = a.scores + r * a.n;
   int32_t* keys = scratch.keys.data();
   int32_t* columns = scratch.columns.data();
@@ -151,17 +155,36 @@ void ThresholdSelectRow(const Rows& a, int64_t r, int64_t len, ThresholdScratch&
   // Not below the smallest eligible key: lanes without an eligible score select nothing.
   const auto below_threshold = hn::Set(di, std::max(kth, kTopKIneligible + 1) - 1);
 
-  // The candidates, compressed in registers and stored as whole vectors (the scratch has N lanes
-  // of slack; the masked compress-store to memory is microcoded on Intel cores). The store
-  // lands at or below the vector just read.
+  // Which scores are candidates, as a bitmap of the row (each vector's mask bits, in column
+  // order, then zeros to the end of the last 64-bit word); then its set bits, lowest first. No
+  // branch per vector: about half the vectors hold a candidate, in no pattern a predictor could
+  // learn (a branch, or compressing every vector into a running count, costs twice this).
+  uint8_t* bitmap = scratch.bitmap.data();
+  const size_t words = (static_cast<size_t>(padded) + 63) / 64;
+  std::memset(bitmap + padded / 8, 0, words * 8 - static_cast<size_t>(padded / 8));
+  if (N >= 8) {
+    for (c = 0; c < padded; c += N) {
+      hn::StoreMaskBits(di, hn::Gt(hn::LoadU(di, keys + c), below_threshold), bitmap + c / 8);
+    }
+  } else {
+    const int32_t threshold = hn::GetLane(below_threshold) + 1;
+    std::memset(bitmap, 0, words * 8);
+    for (c = 0; c < padded; ++c) {
+      bitmap[c / 8] |= static_cast<uint8_t>((keys[c] >= threshold ? 1u : 0u) << (c % 8));
+    }
+  }
   int64_t count = 0;
-  for (c = 0; c < padded; c += N) {
-    const auto key = hn::LoadU(di, keys + c);
-    const auto above = hn::Gt(key, below_threshold);
-    if (hn::AllFalse(di, above)) continue;
-    hn::StoreU(hn::Compress(key, above), di, keys + count);
-    hn::StoreU(hn::Compress(hn::Iota(di, static_cast<int32_t>(c)), above), di, columns + count);
-    count += static_cast<int64_t>(hn::CountTrue(di, above));
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t bits;
+    std::memcpy(&bits, bitmap + w * 8, sizeof(bits));
+    while (bits != 0) {
+      const int64_t column =
+          static_cast<int64_t>(w * 64 + hwy::Num0BitsBelowLS1Bit_Nonzero64(bits));
+      keys[count] = keys[column];  // column >= count: read before anything overwrites it
+      columns[count] = static_cast<int32_t>(column);
+      ++count;
+      bits &= bits - 1;
+    }
   }
   const int64_t selected = std::min<int64_t>(a.k, count);
   int32_t* out = scratch.selected.data();  // [k + 1]: slot k takes the candidates past k
