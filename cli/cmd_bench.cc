@@ -192,8 +192,10 @@ struct BenchCommand {
       if (r.stats.bandwidth.probed()) at.bandwidth_gbps = r.stats.bandwidth.mean_gbps();
       r.roofline_gflops = roofline_gflops(at, r.flops, r.bytes, compute);
       r.roofline_bandwidth_gbps = at.bandwidth_gbps;
-      if (r.stats.ok && r.roofline_gflops > 0)
-        r.roofline_fraction = r.stats.gflops / r.roofline_gflops;
+      if (r.stats.ok) {
+        r.roofline_fraction =
+            roofline_fraction(at, r.flops, r.bytes, compute, r.stats.gflops, r.stats.gbps);
+      }
       r.best_vendor_gflops = best_vendor;
       r.vs_best_vendor_rounds.clear();
       if (!r.stats.ok || best_vendor <= 0) continue;

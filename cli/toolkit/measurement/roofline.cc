@@ -2,6 +2,7 @@
 #include "cli/toolkit/measurement/roofline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "ops/framework/errors.h"
@@ -36,6 +37,15 @@ double roofline_gflops(const Ceilings& ceilings, double flops, double bytes, DTy
   const double peak = peak_gflops(ceilings, compute);
   if (bytes <= 0) return peak;
   return std::min(peak, ceilings.bandwidth_gbps * flops / bytes);
+}
+
+double roofline_fraction(const Ceilings& ceilings, double flops, double bytes, DType compute,
+                         double gflops, double gbps) {
+  if (flops <= 0) {
+    return bytes > 0 && ceilings.bandwidth_gbps > 0 ? gbps / ceilings.bandwidth_gbps : NAN;
+  }
+  const double roofline = roofline_gflops(ceilings, flops, bytes, compute);
+  return roofline > 0 ? gflops / roofline : NAN;
 }
 
 }  // namespace tokamax

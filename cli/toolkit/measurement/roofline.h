@@ -22,4 +22,10 @@ double peak_gflops(const Ceilings& ceilings, DType compute);
 // bytes). GB/s times flop/byte is GFLOP/s; bytes <= 0 means no traffic, i.e. compute-bound.
 double roofline_gflops(const Ceilings& ceilings, double flops, double bytes, DType compute);
 
+// The fraction of its roofline a measured case reached (gflops / roofline_gflops); for a case
+// without arithmetic (flops <= 0: a selection, a gather) the fraction of the memory bandwidth
+// (gbps / bandwidth). NaN where neither has a ceiling.
+double roofline_fraction(const Ceilings& ceilings, double flops, double bytes, DType compute,
+                         double gflops, double gbps);
+
 }  // namespace tokamax

@@ -2,6 +2,7 @@
 #include "cli/toolkit/measurement/roofline.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "ops/framework/errors.h"
 
@@ -77,4 +78,14 @@ TEST_CASE("on a CPU with AMX every bf16 and int8 roofline is the tiles' peak", "
   // Without the int8 tiles an int8 product can still run on the bf16 ones.
   amx.amx_int8_gflops = 0;
   CHECK(peak_gflops(amx, DType::kI8) == 6000);
+}
+
+TEST_CASE("roofline_fraction: of the roofline, or of the bandwidth for an op without arithmetic",
+          "[roofline]") {
+  const Ceilings c = sample_ceilings();
+  // 1 flop per byte at 10 GB/s: a 10 GFLOP/s roofline, of which 5 is half.
+  CHECK(roofline_fraction(c, 1e9, 1e9, DType::kF32, 5.0, 5.0) == Approx(0.5));
+  // A selection moves bytes only: 7.5 GB/s of a 10 GB/s ceiling.
+  CHECK(roofline_fraction(c, 0.0, 1e9, DType::kI32, 0.0, 7.5) == Approx(0.75));
+  CHECK(std::isnan(roofline_fraction(c, 0.0, 0.0, DType::kI32, 0.0, 0.0)));
 }
