@@ -212,64 +212,86 @@ void ThresholdSelectRow(const Rows& a, int64_t r, int64_t len, ThresholdScratch&
   WriteRow(a, r, out, selected);
 }
 
-// Radix select: the keys as unsigned (ineligible: 0), a histogram of their top kBits bits finds
-// the bin holding the k-th largest; the scores of higher bins are selected, the bin's own ranked
-// by nth_element, and the k selected sorted once (key descending, column ascending: a 64-bit
-// rank, key above the complemented column).
-constexpr int kBits = 11;
-void RadixSelectRow(const Rows& a, int64_t r, int64_t len, std::vector<uint32_t>& keys,
-                    std::vector<uint64_t>& ranks, std::vector<uint32_t>& histogram) {
+// Scratch of radix select for rows of up to n scores (one per thread, reused across rows).
+struct RadixScratch {
+  std::vector<uint32_t> keys, sorted_keys;
+  std::vector<int32_t> columns, sorted_columns;
+  void reserve(int64_t n, int64_t N) {
+    const size_t lanes = static_cast<size_t>(n + N);
+    if (keys.size() < lanes) {
+      keys.resize(lanes), sorted_keys.resize(lanes);
+      columns.resize(lanes), sorted_columns.resize(lanes);
+    }
+  }
+};
+
+// Radix select: the keys as unsigned (ineligible: 0) and a histogram of their top kBinBits bits;
+// walking the bins down from the top finds the bin holding the k-th largest. The scores of that
+// bin and above (k and the bin's others: few, unless the scores crowd into one bin) are gathered
+// in column order and sorted by key, descending, with a stable LSD radix sort of byte digits, so
+// equal keys keep their columns ascending; the first k are the selection. No comparison sort:
+// its compares on random keys mispredict about every other time.
+constexpr int kBinBits = 11;
+void RadixSelectRow(const Rows& a, int64_t r, int64_t len, RadixScratch& scratch) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::RebindToUnsigned<decltype(df)> du;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const float* row = a.scores + r * a.n;
-  keys.resize(static_cast<size_t>(len + N));
-  histogram.assign(size_t{1} << kBits, 0);
+  uint32_t* keys = scratch.keys.data();
   const auto flip = hn::Set(du, 0x80000000u);
   int64_t c = 0;
   for (; c + N <= len; c += N) {
-    const auto key = hn::Xor(hn::BitCast(du, Keys(df, di, hn::LoadU(df, row + c))), flip);
-    hn::StoreU(key, du, keys.data() + c);
+    hn::StoreU(hn::Xor(hn::BitCast(du, Keys(df, di, hn::LoadU(df, row + c))), flip), du, keys + c);
   }
   for (; c < len; ++c) keys[c] = static_cast<uint32_t>(top_k_key(row[c])) ^ 0x80000000u;
-  int64_t eligible = 0;
+
+  uint32_t bins[size_t{1} << kBinBits] = {};
+  for (int64_t i = 0; i < len; ++i) ++bins[keys[i] >> (32 - kBinBits)];
+  // Ineligible keys are 0, in bin 0, where no eligible key falls (the smallest, -FLT_MAX's, is
+  // 2^23): stop above it, and every eligible score is a candidate when fewer than k are.
+  int64_t bin = (int64_t{1} << kBinBits) - 1, at_or_above = 0;
+  for (; bin > 0; --bin) {
+    at_or_above += bins[bin];
+    if (at_or_above >= a.k) break;
+  }
+  const uint32_t lowest = std::max<uint32_t>(static_cast<uint32_t>(bin) << (32 - kBinBits), 1);
+  int32_t* columns = scratch.columns.data();
+  int64_t count = 0;
   for (int64_t i = 0; i < len; ++i) {
-    ++histogram[keys[i] >> (32 - kBits)];
-    eligible += keys[i] != 0;
+    // Branch-free gather: every key is written, the count moves past the candidates only.
+    keys[count] = keys[i];  // count <= i
+    columns[count] = static_cast<int32_t>(i);
+    count += keys[i] >= lowest;
   }
-  auto rank = [&](int64_t i) {
-    return (uint64_t{keys[i]} << 32) | (0xffffffffu - static_cast<uint32_t>(i));
-  };
-  ranks.clear();
-  if (eligible <= a.k) {
-    for (int64_t i = 0; i < len; ++i) {
-      if (keys[i] != 0) ranks.push_back(rank(i));
-    }
-  } else {
-    // The bin of the k-th largest, walking down from the top; `above` scores lie in higher bins.
-    int64_t bin = (int64_t{1} << kBits) - 1, above = 0;
-    while (above + histogram[bin] < a.k) above += histogram[bin--];
-    const uint32_t bin_start = static_cast<uint32_t>(bin) << (32 - kBits);
-    const uint32_t next_bin = bin_start + (uint32_t{1} << (32 - kBits));  // 0 after the top bin
-    for (int64_t i = 0; i < len; ++i) {
-      if (keys[i] >= bin_start && (next_bin == 0 || keys[i] < next_bin)) ranks.push_back(rank(i));
-    }
-    const int64_t need = a.k - above;
-    std::nth_element(ranks.begin(), ranks.begin() + (need - 1), ranks.end(), std::greater<>());
-    ranks.resize(static_cast<size_t>(need));
-    for (int64_t i = 0; i < len; ++i) {
-      if (next_bin != 0 && keys[i] >= next_bin) ranks.push_back(rank(i));
-    }
+
+  // LSD radix sort by key, descending (digit complemented), stable; digits every candidate
+  // shares are skipped.
+  uint32_t* sorted_keys = scratch.sorted_keys.data();
+  int32_t* sorted_columns = scratch.sorted_columns.data();
+  uint32_t histograms[4][256] = {};
+  for (int64_t i = 0; i < count; ++i) {
+    const uint32_t key = ~keys[i];
+    for (int d = 0; d < 4; ++d) ++histograms[d][(key >> (8 * d)) & 0xff];
   }
-  std::sort(ranks.begin(), ranks.end(), std::greater<>());
-  // The columns, in place of the keys (no longer needed).
-  int32_t* columns = reinterpret_cast<int32_t*>(keys.data());
-  const int64_t count = static_cast<int64_t>(ranks.size());
-  for (int64_t j = 0; j < count; ++j) {
-    columns[j] = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(ranks[j]));
+  for (int d = 0; d < 4; ++d) {
+    uint32_t* h = histograms[d];
+    if (h[(~keys[0] >> (8 * d)) & 0xff] == static_cast<uint32_t>(count)) continue;
+    uint32_t offset = 0;
+    for (int digit = 0; digit < 256; ++digit) {
+      const uint32_t bucket = h[digit];
+      h[digit] = offset;
+      offset += bucket;
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const uint32_t place = h[(~keys[i] >> (8 * d)) & 0xff]++;
+      sorted_keys[place] = keys[i];
+      sorted_columns[place] = columns[i];
+    }
+    std::swap(keys, sorted_keys);
+    std::swap(columns, sorted_columns);
   }
-  WriteRow(a, r, columns, count);
+  WriteRow(a, r, columns, std::min<int64_t>(a.k, count));
 }
 
 void SelectRows(const float* scores, const int32_t* row_lengths, int32_t* indices,
@@ -278,16 +300,18 @@ void SelectRows(const float* scores, const int32_t* row_lengths, int32_t* indice
   const Rows a{scores, row_lengths, indices, scores_bits, n, k};
   // Per-thread scratch that only grows: pool threads are persistent.
   thread_local ThresholdScratch threshold;
-  thread_local std::vector<uint32_t> keys, histogram;
-  thread_local std::vector<uint64_t> ranks;
-  if (!radix_select) {
-    threshold.reserve(n, k, static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())));
+  thread_local RadixScratch radix;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  if (radix_select) {
+    radix.reserve(n, N);
+  } else {
+    threshold.reserve(n, k, N);
   }
   for (int64_t r = begin; r < end; ++r) {
     int64_t len = a.n;
     if (a.row_lengths != nullptr) len = std::clamp<int64_t>(a.row_lengths[r], 0, a.n);
     if (radix_select) {
-      RadixSelectRow(a, r, len, keys, ranks, histogram);
+      RadixSelectRow(a, r, len, radix);
     } else {
       ThresholdSelectRow(a, r, len, threshold);
     }
