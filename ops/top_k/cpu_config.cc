@@ -15,7 +15,7 @@ constexpr int kMaxRowsPerTask = 1 << 20;
 // The largest k threshold select takes by default: past it the lanes' maxima are maxima of few
 // scores each, the bound is loose and the candidates many, and radix select's fixed costs (a
 // histogram to clear and scan) cost less.
-constexpr int64_t kListMaxK = 32;
+constexpr int64_t kThresholdMaxK = 64;
 // Scores one task should read: enough that handing out a task is noise, little enough that the
 // last tasks balance (at least 4 tasks per thread besides).
 constexpr int64_t kTaskScores = 64 * 1024;
@@ -41,7 +41,7 @@ void check_top_k_config(const TopKProblem&, const CpuTopKConfig& c, const Device
 CpuTopKConfig cpu_top_k_heuristics_config(const TopKProblem& p, const Device& target) {
   const cpu::CpuInfo& device = cpu::cpu_info(target);
   CpuTopKConfig c;
-  c.radix_select = p.k > kListMaxK;
+  c.radix_select = p.k > kThresholdMaxK;
   const int64_t by_size = std::max<int64_t>(kTaskScores / std::max<int64_t>(p.n, 1), 1);
   const int64_t by_balance = std::max<int64_t>(ceil_div(p.b, 4 * std::max(device.cores, 1)), 1);
   c.rows_per_task =
