@@ -15,6 +15,7 @@
 #include "ops/linear_softmax_cross_entropy_loss/vjp/api.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/vjp/api.h"
+#include "ops/router_topk/api.h"
 #include "ops/top_k/api.h"
 
 namespace tokamax {
@@ -42,6 +43,7 @@ const std::vector<const Op*>& all_ops() {
       &linear_softmax_cross_entropy_loss_op(),
       &linear_softmax_cross_entropy_loss_vjp_op(),
       &top_k_op(),
+      &router_topk_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

@@ -13,10 +13,10 @@
 // bits (-inf's bits past the eligible count), as upstream's SparseCore top-k returns them.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <string_view>
 
+#include "ops/common/row_select.h"
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
@@ -46,16 +46,6 @@ inline int64_t top_k_row_length(const TopKProblem& p, const int32_t* row_lengths
   if (row_lengths == nullptr) return p.n;
   const int64_t len = row_lengths[row];
   return len < 0 ? 0 : (len > p.n ? p.n : len);
-}
-
-// The selection order as one signed integer per score: a larger key is a larger score, -0.0 and
-// +0.0 have the same key, and every ineligible score (-inf, NaN) has kTopKIneligible, below every
-// eligible key. Equal keys are equal scores.
-inline constexpr int32_t kTopKIneligible = INT32_MIN;
-inline int32_t top_k_key(float score) {
-  if (!(score > -__builtin_inff())) return kTopKIneligible;
-  const int32_t bits = std::bit_cast<int32_t>(score + 0.0f);  // -0.0 + 0.0 = +0.0
-  return bits ^ ((bits >> 31) & 0x7fffffff);
 }
 
 // The portable reference: a loop over rows, each selected by std::partial_sort of its eligible

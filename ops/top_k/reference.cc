@@ -23,8 +23,8 @@ void top_k_reference(const TopKProblem& p, const Tensor& scores, const Tensor* r
     const int64_t len = top_k_row_length(p, lengths, r);
     eligible.clear();
     for (int64_t c = 0; c < len; ++c) {
-      const int32_t key = top_k_key(row[c]);
-      if (key != kTopKIneligible) eligible.emplace_back(key, c);
+      const int32_t key = row_select_key(row[c], RowSelectRule::kAboveNegInf, 0.0f);
+      if (key != kRowSelectIneligible) eligible.emplace_back(key, c);
     }
     const int64_t selected = std::min<int64_t>(p.k, static_cast<int64_t>(eligible.size()));
     std::partial_sort(eligible.begin(), eligible.begin() + selected, eligible.end(),

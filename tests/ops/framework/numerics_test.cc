@@ -75,6 +75,21 @@ TEST_CASE("compare_to_oracle passes within the bound and fails outside it", "[nu
   }
 }
 
+TEST_CASE("a NaN or infinite oracle value is matched exactly", "[numerics]") {
+  const ErrorModel model{};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const OracleSample oracle = sample_of({std::nan(""), -static_cast<double>(inf), 1.0}, {0, 0, 0});
+  CHECK(judge(compare_to_oracle(f32_tensor({nan, -inf, 1.0f}), oracle, model)) ==
+        Disposition::kPassed);
+  // A number where the oracle has NaN, the other infinity, NaN for an infinity: all fail.
+  for (const std::vector<float>& wrong :
+       std::vector<std::vector<float>>{{0.5f, -inf, 1.0f}, {nan, inf, 1.0f}, {nan, nan, 1.0f}}) {
+    const Comparison c = compare_to_oracle(f32_tensor(wrong), oracle, model);
+    CHECK(judge(c) == Disposition::kFailed);
+  }
+}
+
 TEST_CASE("an all-zero oracle is mistrusted", "[numerics]") {
   const ErrorModel model{std::ldexp(1.0, -24), 4.0, std::ldexp(1.0, -24)};
   const Comparison c =

@@ -1,5 +1,5 @@
-// top_k on CPU: validation of the "cpu" config, its heuristics and its search space.
-#include "ops/top_k/cpu_config.h"
+// The CPU row selection's config: validation, heuristics and search space.
+#include "ops/common/row_select_config.h"
 
 #include <algorithm>
 #include <set>
@@ -24,7 +24,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-void CpuTopKConfig::validate() const {
+void RowSelectConfig::validate() const {
   require_config(rows_per_task >= 1 && rows_per_task <= kMaxRowsPerTask, "rows_per_task", [&] {
     return "rows_per_task is " + std::to_string(rows_per_task) + "; expected 1.." +
            std::to_string(kMaxRowsPerTask);
@@ -34,30 +34,31 @@ void CpuTopKConfig::validate() const {
   });
 }
 
-void check_top_k_config(const TopKProblem&, const CpuTopKConfig& c, const Device& device) {
+void check_row_select_config(const RowSelectConfig& c, const Device& device) {
   require_num_threads(c.num_threads, device);
 }
 
-CpuTopKConfig cpu_top_k_heuristics_config(const TopKProblem& p, const Device& target) {
+RowSelectConfig row_select_heuristics_config(int64_t b, int64_t n, int64_t k,
+                                             const Device& target) {
   const cpu::CpuInfo& device = cpu::cpu_info(target);
-  CpuTopKConfig c;
-  c.radix_select = p.k > kThresholdMaxK;
-  const int64_t by_size = std::max<int64_t>(kTaskScores / std::max<int64_t>(p.n, 1), 1);
-  const int64_t by_balance = std::max<int64_t>(ceil_div(p.b, 4 * std::max(device.cores, 1)), 1);
+  RowSelectConfig c;
+  c.radix_select = k > kThresholdMaxK;
+  const int64_t by_size = std::max<int64_t>(kTaskScores / std::max<int64_t>(n, 1), 1);
+  const int64_t by_balance = std::max<int64_t>(ceil_div(b, 4 * std::max(device.cores, 1)), 1);
   c.rows_per_task =
       static_cast<int>(std::clamp<int64_t>(std::min(by_size, by_balance), 1, kMaxRowsPerTask));
   return c;
 }
 
-std::vector<CpuTopKConfig> cpu_top_k_autotuning_configs(const TopKProblem& p,
-                                                        const Device& target) {
-  const CpuTopKConfig h = cpu_top_k_heuristics_config(p, target);
-  std::vector<CpuTopKConfig> configs = {h};
+std::vector<RowSelectConfig> row_select_autotuning_configs(int64_t b, int64_t n, int64_t k,
+                                                           const Device& target) {
+  const RowSelectConfig h = row_select_heuristics_config(b, n, k, target);
+  std::vector<RowSelectConfig> configs = {h};
   std::set<std::tuple<int, int, bool>> seen = {h.key()};
   for (const bool radix : {h.radix_select, !h.radix_select}) {
     for (const int rows :
          {h.rows_per_task, h.rows_per_task * 4, std::max(h.rows_per_task / 4, 1), 1}) {
-      CpuTopKConfig c = h;
+      RowSelectConfig c = h;
       c.radix_select = radix;
       c.rows_per_task = std::clamp(rows, 1, kMaxRowsPerTask);
       if (seen.insert(c.key()).second) configs.push_back(c);

@@ -1,19 +1,20 @@
-// top_k on CPU: the "cpu" implementation's config, its invariants, heuristics and search space.
+// The config of the CPU row selection (row_select.h), shared by the selection ops' "cpu"
+// implementations: its invariants, heuristics and search space.
 //
 // Dimensions.
-//   b, n, k   as in base.h
+//   b, n, k   as in row_select.h
 #pragma once
 
+#include <cstdint>
 #include <tuple>
 #include <vector>
 
 #include "backends/device.h"
 #include "ops/framework/config.h"
-#include "ops/top_k/base.h"
 
 namespace tokamax {
 
-struct CpuTopKConfig {
+struct RowSelectConfig {
   // Rows per task; tasks are handed out dynamically.
   int rows_per_task = 1;
   int num_threads = 0;  // 0 = all cores
@@ -34,9 +35,11 @@ struct CpuTopKConfig {
   auto key() const { return std::make_tuple(rows_per_task, num_threads, radix_select); }
 };
 
-void check_top_k_config(const TopKProblem& p, const CpuTopKConfig& c, const Device& device);
-// `device` may be another machine (cross-tuning): only its cores are used.
-CpuTopKConfig cpu_top_k_heuristics_config(const TopKProblem& p, const Device& device);
-std::vector<CpuTopKConfig> cpu_top_k_autotuning_configs(const TopKProblem& p, const Device& device);
+void check_row_select_config(const RowSelectConfig& c, const Device& device);
+// For b rows of n scores, k selected from each. `device` may be another machine (cross-tuning):
+// only its cores are used.
+RowSelectConfig row_select_heuristics_config(int64_t b, int64_t n, int64_t k, const Device& device);
+std::vector<RowSelectConfig> row_select_autotuning_configs(int64_t b, int64_t n, int64_t k,
+                                                           const Device& device);
 
 }  // namespace tokamax
