@@ -46,8 +46,9 @@ hn::Vec<DI> Keys(DF df, DI di, hn::Vec<DF> v, const Rows& a) {
   if (a.rule == RowSelectRule::kClampToFloor) {
     const auto floor = hn::Set(df, a.floor);
     v = hn::IfThenElse(hn::Gt(v, floor), v, floor);  // NaN too
+    v = hn::Add(v, hn::Zero(df));                     // -0.0 + 0.0 = +0.0
   }
-  const auto bits = hn::BitCast(di, hn::Add(v, hn::Zero(df)));  // -0.0 + 0.0 = +0.0
+  const auto bits = hn::BitCast(di, v);
   const auto key = hn::Xor(bits, hn::And(hn::ShiftRight<31>(bits), hn::Set(di, 0x7fffffff)));
   if (a.rule == RowSelectRule::kClampToFloor) return key;
   const auto eligible =

@@ -36,15 +36,18 @@ struct RowSelectProblem {
 // The key of an ineligible score, below every eligible key.
 inline constexpr int32_t kRowSelectIneligible = INT32_MIN;
 
-// A score's selection key: a larger key is a larger score, -0.0 and +0.0 share a key (equal keys
-// are equal scores), an ineligible score has kRowSelectIneligible.
+// A score's selection key: a larger key is a larger score (equal keys are equal scores), an
+// ineligible score has kRowSelectIneligible. -0.0 ranks below +0.0 under kAboveNegInf (the total
+// order of XLA's top_k, which upstream's top_k follows) and equals it under kClampToFloor
+// (upstream's router compares with ==).
 inline int32_t row_select_key(float score, RowSelectRule rule, float floor) {
   if (rule == RowSelectRule::kClampToFloor) {
     if (!(score > floor)) score = floor;
+    score += 0.0f;  // -0.0 + 0.0 = +0.0
   } else if (!(score > -__builtin_inff())) {
     return kRowSelectIneligible;
   }
-  const int32_t bits = std::bit_cast<int32_t>(score + 0.0f);  // -0.0 + 0.0 = +0.0
+  const int32_t bits = std::bit_cast<int32_t>(score);
   return bits ^ ((bits >> 31) & 0x7fffffff);
 }
 

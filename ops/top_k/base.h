@@ -8,7 +8,8 @@
 //
 // indices[r, j] is the column of the j-th largest eligible score of row r: among the columns
 // c < len whose score is > -inf (NaN never is), in descending score order, equal scores in
-// ascending column order (-0.0 equals +0.0); -1 past the eligible count. scores may be f32 or
+// ascending column order (+0.0 above -0.0, the total order of XLA's top_k); -1 past the
+// eligible count. scores may be f32 or
 // i32 holding f32 bits; with return_scores, scores_bits[r, j] holds the selected score's f32
 // bits (-inf's bits past the eligible count), as upstream's SparseCore top-k returns them.
 #pragma once

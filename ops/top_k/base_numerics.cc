@@ -10,7 +10,7 @@
 
 namespace tokamax {
 
-// Scores ~ N(0, 1) on a grid of 1/64, so that rows hold equal scores (ties, -0.0 beside +0.0)
+// Scores ~ N(0, 1) on a grid of 1/64, so that rows hold equal scores (ties, and -0.0 beside +0.0)
 // wherever a selection's threshold falls; about 1 in 64 is -inf and 1 in 256 NaN, which are never
 // selected. row_lengths spread over [-n/8, 9n/8]: empty rows, partial rows and clipped lengths.
 template <>

@@ -1,6 +1,6 @@
 // top_k: the oracle, each sampled row ranked by a full stable sort of its eligible columns (in
-// double, by the float comparison itself: independent of the key encoding the implementations
-// share).
+// double, by the float comparison itself with +0.0 above -0.0: independent of the key encoding
+// the implementations share).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -45,9 +45,10 @@ OracleSample ProblemOp<TopKProblem>::oracle(const BoundArgs& args, const TensorM
       const double v = score_at(scores, r * p.n + c);
       if (v > -std::numeric_limits<double>::infinity()) columns.push_back(c);
     }
+    // Descending in the total order of XLA's top_k: +0.0 above -0.0, otherwise the values.
     std::stable_sort(columns.begin(), columns.end(), [&](int64_t a, int64_t b) {
-      return static_cast<double>(score_at(scores, r * p.n + a)) >
-             static_cast<double>(score_at(scores, r * p.n + b));
+      const double x = score_at(scores, r * p.n + a), y = score_at(scores, r * p.n + b);
+      return x > y || (x == 0.0 && y == 0.0 && !std::signbit(x) && std::signbit(y));
     });
     return ranked.emplace(r, std::move(columns)).first->second;
   };

@@ -68,7 +68,8 @@ TEST_CASE("top_k bind names the argument it rejects", "[top_k]") {
 
 TEST_CASE("top_k reference: descending, ties to the lower column, -inf and NaN never chosen",
           "[top_k]") {
-  // Row 0: ties (3 at columns 1 and 2; -0.0 and +0.0 at 3 and 4), NaN and -inf ineligible.
+  // Row 0: ties (3 at columns 1 and 2), -0.0 at 3 below +0.0 at 4 (XLA's total order), NaN and
+  // -inf ineligible.
   // Row 1: fewer eligible than k: -1 padding. Row 2: row_lengths clips it to its first 2 columns.
   const std::vector<float> values = {1,     3,     3, -0.0f, 0.0f, kNaN, -kInf, 2,      //
                                      -kInf, kNaN,  5, -kInf, kNaN, kNaN, -kInf, -kInf,  //
@@ -77,14 +78,14 @@ TEST_CASE("top_k reference: descending, ties to the lower column, -inf and NaN n
   const Tensor lengths = i32_tensor({100, 8, 2});
   const TopKResult result =
       top_k(scores, 5, &lengths, {.return_scores = true, .implementation = "reference"});
-  CHECK(row(result.indices, 0, 5) == std::vector<int32_t>{1, 2, 7, 0, 3});
+  CHECK(row(result.indices, 0, 5) == std::vector<int32_t>{1, 2, 7, 0, 4});
   CHECK(row(result.indices, 1, 5) == std::vector<int32_t>{2, -1, -1, -1, -1});
   CHECK(row(result.indices, 2, 5) == std::vector<int32_t>{0, 1, -1, -1, -1});
   const int32_t neg_inf = std::bit_cast<int32_t>(-kInf);
   CHECK(row(*result.scores_bits, 0, 5) ==
         std::vector<int32_t>{std::bit_cast<int32_t>(3.0f), std::bit_cast<int32_t>(3.0f),
                              std::bit_cast<int32_t>(2.0f), std::bit_cast<int32_t>(1.0f),
-                             std::bit_cast<int32_t>(-0.0f)});
+                             std::bit_cast<int32_t>(0.0f)});
   CHECK(row(*result.scores_bits, 1, 5) ==
         std::vector<int32_t>{std::bit_cast<int32_t>(5.0f), neg_inf, neg_inf, neg_inf, neg_inf});
 
@@ -104,6 +105,10 @@ TEST_CASE("top_k reference: descending, ties to the lower column, -inf and NaN n
   for (int64_t i = 0; i < 15; ++i) swapped.data<int32_t>()[i] = result.indices.data<int32_t>()[i];
   std::swap(swapped.data<int32_t>()[0], swapped.data<int32_t>()[1]);
   const OracleSample oracle = top_k_op().oracle(args, inputs, "indices", index);
+  CHECK(judge(compare_to_oracle(swapped, oracle, model)) == Disposition::kFailed);
+  // And -0.0 taken before +0.0.
+  std::swap(swapped.data<int32_t>()[0], swapped.data<int32_t>()[1]);
+  swapped.data<int32_t>()[4] = 3;
   CHECK(judge(compare_to_oracle(swapped, oracle, model)) == Disposition::kFailed);
 }
 

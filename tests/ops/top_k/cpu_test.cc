@@ -82,7 +82,7 @@ TEST_CASE("cpu top_k on adversarial rows: all equal, sorted either way, all inel
     s[1 * n + c] = static_cast<float>(c);      // ascending: every score beats the last
     s[2 * n + c] = static_cast<float>(n - c);  // descending
     s[3 * n + c] = -std::numeric_limits<float>::infinity();  // nothing eligible
-    s[4 * n + c] = c % 2 == 0 ? -0.0f : 0.0f;                // zeros of both signs tie
+    s[4 * n + c] = c % 2 == 0 ? -0.0f : 0.0f;                // zeros of both signs: +0.0 first
     s[5 * n + c] = c < 5 ? std::numeric_limits<float>::quiet_NaN() : -1.0f * (c % 7);
   }
   const TensorMap inputs = {{"scores", scores}};
