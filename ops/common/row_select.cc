@@ -46,7 +46,7 @@ hn::Vec<DI> Keys(DF df, DI di, hn::Vec<DF> v, const Rows& a) {
   if (a.rule == RowSelectRule::kClampToFloor) {
     const auto floor = hn::Set(df, a.floor);
     v = hn::IfThenElse(hn::Gt(v, floor), v, floor);  // NaN too
-    v = hn::Add(v, hn::Zero(df));                     // -0.0 + 0.0 = +0.0
+    v = hn::Add(v, hn::Zero(df));                    // -0.0 + 0.0 = +0.0
   }
   const auto bits = hn::BitCast(di, v);
   const auto key = hn::Xor(bits, hn::And(hn::ShiftRight<31>(bits), hn::Set(di, 0x7fffffff)));
@@ -98,12 +98,14 @@ struct ThresholdScratch {
   std::vector<uint8_t> bitmap;  // a bit per score, whole 64-bit words
   std::vector<uint64_t> ranks;  // past kRankByCountingMax candidates
   void reserve(int64_t n, int64_t k, int64_t N) {
-    const size_t lanes = static_cast<size_t>((n + N - 1) / N * N + 2 * N);
+    // The maxima: A N of them. `columns` numbers them too, which can outnumber a short row's
+    // scores (k near n).
+    const size_t sets = static_cast<size_t>((2 * k + N - 1) / N * N);
+    if (maxima.size() < sets) maxima.resize(sets);
+    const size_t lanes = std::max(static_cast<size_t>((n + N - 1) / N * N + 2 * N), sets);
     if (keys.size() < lanes) keys.resize(lanes), columns.resize(lanes), ties.resize(lanes);
     const size_t words = static_cast<size_t>((n + N - 1) / N * N + 63) / 64;
     if (bitmap.size() < 8 * words) bitmap.resize(8 * words);
-    const size_t sets = static_cast<size_t>((2 * k + N - 1) / N * N);
-    if (maxima.size() < sets) maxima.resize(sets);
     if (selected.size() < static_cast<size_t>(k + 1)) selected.resize(static_cast<size_t>(k + 1));
   }
 };
