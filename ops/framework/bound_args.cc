@@ -86,4 +86,19 @@ TensorSpec read_tensor_arg(std::string_view prefix, const nlohmann::json& args,
   return spec;
 }
 
+int64_t read_int_arg(std::string_view prefix, const nlohmann::json& args, const std::string& name,
+                     int64_t min, int64_t max, std::string_view range) {
+  const std::string op(prefix);
+  if (!args.contains(name)) {
+    throw InvalidArgument(
+        op + "missing argument '" + name + "' (an integer in " + std::string(range) + ")", name);
+  }
+  const nlohmann::json& value = args.at(name);
+  if (!value.is_number_integer() || value.get<int64_t>() < min || value.get<int64_t>() > max) {
+    throw InvalidArgument(
+        op + name + " must be an integer in " + std::string(range) + ", got " + value.dump(), name);
+  }
+  return value.get<int64_t>();
+}
+
 }  // namespace tokamax

@@ -58,4 +58,10 @@ struct TensorArgRule {
 TensorSpec read_tensor_arg(std::string_view prefix, const nlohmann::json& args,
                            const std::string& name, const TensorArgRule& rule);
 
+// Integer argument `name` of `args`: present, an integer, within [min, max]. Anything else throws
+// InvalidArgument naming the argument, its message starting with `prefix` ("top_k: ") and saying
+// the range as `range` ("[1, n = 64]").
+int64_t read_int_arg(std::string_view prefix, const nlohmann::json& args, const std::string& name,
+                     int64_t min, int64_t max, std::string_view range);
+
 }  // namespace tokamax

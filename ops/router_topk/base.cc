@@ -35,19 +35,9 @@ BoundArgs ProblemOp<RouterTopKProblem>::bind_canonical(const json& args) const {
     throw InvalidArgument("router_topk: scores must be f32, bf16 or f16, got " + scores.to_string(),
                           "scores");
   }
-  if (!args.contains("k")) {
-    throw InvalidArgument("router_topk: missing argument 'k' (an integer)", "k");
-  }
-  const json& k_value = args.at("k");
-  if (!k_value.is_number_integer()) {
-    throw InvalidArgument("router_topk: k must be an integer, got " + k_value.dump(), "k");
-  }
-  const int64_t k = k_value.get<int64_t>();
-  if (k < 1 || k > scores.dims[1]) {
-    throw InvalidArgument("router_topk: k must be in [1, num_experts = " +
-                              std::to_string(scores.dims[1]) + "], got " + std::to_string(k),
-                          "k");
-  }
+  const int64_t experts = scores.dims[1];
+  const int64_t k = read_int_arg("router_topk: ", args, "k", 1, experts,
+                                 "[1, num_experts = " + std::to_string(experts) + "]");
   BoundArgs bound;
   bound.op = std::string(RouterTopKProblem::kOp);
   bound.args = {{"scores", scores.to_string()}, {"k", k}};

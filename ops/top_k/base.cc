@@ -54,18 +54,8 @@ BoundArgs ProblemOp<TopKProblem>::bind_canonical(const json& args) const {
     throw InvalidArgument(
         "top_k: scores must be f32, or i32 holding f32 bits, got " + scores.to_string(), "scores");
   }
-  if (!args.contains("k")) throw InvalidArgument("top_k: missing argument 'k' (an integer)", "k");
-  const json& k_value = args.at("k");
-  if (!k_value.is_number_integer()) {
-    throw InvalidArgument("top_k: k must be an integer, got " + k_value.dump(), "k");
-  }
-  const int64_t k = k_value.get<int64_t>();
-  if (k <= 0) throw InvalidArgument("top_k: k must be positive, got " + std::to_string(k), "k");
-  if (k > scores.dims[1]) {
-    throw InvalidArgument("top_k: k (" + std::to_string(k) + ") must be <= n, the last extent of " +
-                              scores.to_string(),
-                          "k");
-  }
+  const int64_t n = scores.dims[1];
+  const int64_t k = read_int_arg(kPrefix, args, "k", 1, n, "[1, n = " + std::to_string(n) + "]");
   BoundArgs bound;
   bound.op = std::string(TopKProblem::kOp);
   bound.args = {{"scores", scores.to_string()}, {"k", k}};
