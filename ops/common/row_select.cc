@@ -8,7 +8,6 @@
 #include "ops/common/row_select.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -342,8 +341,8 @@ void RadixSelectRow(const Rows& a, int64_t r, const float* row, int64_t len,
   WriteRow(a, r, row, columns, std::min<int64_t>(a.k, count));
 }
 
-// Rows [begin, end) of a problem whose scores are `dtype` (f32, bf16 or f16; others are widened
-// to f32 a row at a time, in scratch).
+// Rows [begin, end) of a problem whose scores are `dtype` (f32, or bf16 / f16 widened to f32 a
+// row at a time, in scratch).
 void SelectRows(const void* scores, DType dtype, const int32_t* row_lengths, RowSelectRule rule,
                 float floor, int64_t n, int64_t k, int32_t* columns, float* values, int64_t begin,
                 int64_t end, bool radix_select) {
@@ -363,8 +362,7 @@ void SelectRows(const void* scores, DType dtype, const int32_t* row_lengths, Row
     widened.resize(static_cast<size_t>(n));
   }
   for (int64_t r = begin; r < end; ++r) {
-    int64_t len = n;
-    if (row_lengths != nullptr) len = std::clamp<int64_t>(row_lengths[r], 0, n);
+    const int64_t len = row_select_length(row_lengths, r, n);
     const float* row = static_cast<const float*>(scores) + r * n;
     if (dtype == DType::kBF16) {
       WidenRow<hwy::bfloat16_t>(df, static_cast<const bf16*>(scores) + r * n, len, widened.data());

@@ -51,11 +51,11 @@ inline int32_t row_select_key(float score, RowSelectRule rule, float floor) {
   return bits ^ ((bits >> 31) & 0x7fffffff);
 }
 
-// A row's eligible prefix: clip(row_lengths[row], 0, n), or n without row_lengths.
-inline int64_t row_select_length(const RowSelectProblem& p, int64_t row) {
-  if (p.row_lengths == nullptr) return p.n;
-  const int64_t len = p.row_lengths[row];
-  return len < 0 ? 0 : (len > p.n ? p.n : len);
+// A row's eligible prefix: clip(row_lengths[row], 0, n), or n without row_lengths (null).
+inline int64_t row_select_length(const int32_t* row_lengths, int64_t row, int64_t n) {
+  if (row_lengths == nullptr) return n;
+  const int64_t len = row_lengths[row];
+  return len < 0 ? 0 : (len > n ? n : len);
 }
 
 // columns[r, j]: the column of row r's j-th largest eligible score (descending, equal scores in

@@ -47,7 +47,7 @@ class CpuRouterTopK final : public TypedImplementation<RouterTopKProblem, RowSel
     for (int64_t t = 0; t < p.T; ++t) {
       float* w = weights + t * p.k;
       for (int64_t j = 0; j < p.k; ++j) w[j] = router_clamp(w[j]);
-      if (p.k > 0 && w[0] <= kRouterFloor) {
+      if (w[0] <= kRouterFloor) {  // k >= 1 (bind)
         std::fill_n(w, p.k, std::numeric_limits<float>::quiet_NaN());
       }
     }

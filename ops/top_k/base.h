@@ -42,13 +42,6 @@ struct TopKProblem {
 
 using TopKOp = ProblemOp<TopKProblem>;
 
-// A row's eligible prefix: clip(row_lengths[row], 0, n), or n without row_lengths.
-inline int64_t top_k_row_length(const TopKProblem& p, const int32_t* row_lengths, int64_t row) {
-  if (row_lengths == nullptr) return p.n;
-  const int64_t len = row_lengths[row];
-  return len < 0 ? 0 : (len > p.n ? p.n : len);
-}
-
 // The portable reference: a loop over rows, each selected by std::partial_sort of its eligible
 // columns. `row_lengths` and `scores_bits` may be null (absent).
 void top_k_reference(const TopKProblem& problem,

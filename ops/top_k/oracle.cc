@@ -40,7 +40,7 @@ OracleSample ProblemOp<TopKProblem>::oracle(const BoundArgs& args, const TensorM
     auto it = ranked.find(r);
     if (it != ranked.end()) return it->second;
     std::vector<int64_t> columns;
-    const int64_t len = top_k_row_length(p, row_lengths, r);
+    const int64_t len = row_select_length(row_lengths, r, p.n);
     for (int64_t c = 0; c < len; ++c) {
       const double v = score_at(scores, r * p.n + c);
       if (v > -std::numeric_limits<double>::infinity()) columns.push_back(c);

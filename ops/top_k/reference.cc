@@ -20,7 +20,7 @@ void top_k_reference(const TopKProblem& p, const Tensor& scores, const Tensor* r
   std::vector<std::pair<int32_t, int64_t>> eligible;  // (key, column)
   for (int64_t r = 0; r < p.b; ++r) {
     const float* row = values + r * p.n;
-    const int64_t len = top_k_row_length(p, lengths, r);
+    const int64_t len = row_select_length(lengths, r, p.n);
     eligible.clear();
     for (int64_t c = 0; c < len; ++c) {
       const int32_t key = row_select_key(row[c], RowSelectRule::kAboveNegInf, 0.0f);

@@ -23,7 +23,7 @@ std::vector<int32_t> expected(const RowSelectProblem& p, const std::vector<float
   std::vector<int32_t> out(static_cast<size_t>(p.b * p.k), -1);
   for (int64_t r = 0; r < p.b; ++r) {
     std::vector<int32_t> columns;
-    for (int64_t c = 0; c < row_select_length(p, r); ++c) {
+    for (int64_t c = 0; c < row_select_length(p.row_lengths, r, p.n); ++c) {
       if (row_select_key(scores[r * p.n + c], p.rule, p.floor) != kRowSelectIneligible) {
         columns.push_back(static_cast<int32_t>(c));
       }

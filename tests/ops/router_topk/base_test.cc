@@ -10,6 +10,7 @@
 #include "ops/framework/numerics.h"
 #include "ops/router_topk/api.h"
 #include "tests/ops/bind_errors.h"
+#include "tests/ops/tensor_values.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -19,17 +20,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-Tensor f32_tensor(int64_t rows, int64_t cols, const std::vector<float>& values) {
-  Tensor t(TensorSpec{DType::kF32, {rows, cols}});
-  for (size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = values[i];
-  return t;
-}
-
-template <typename T>
-std::vector<T> row(const Tensor& t, int64_t r, int64_t k) {
-  return std::vector<T>(t.data<T>() + r * k, t.data<T>() + (r + 1) * k);
-}
 
 }  // namespace
 
@@ -57,18 +47,17 @@ TEST_CASE("router_topk reference: upstream's rules on ties, clamped scores and e
   // Row 0: ties (2 at experts 1 and 3, -0.0 and +0.0 at 4 and 5). Row 1: two real scores, then
   // the floor's ties go to the lowest experts (NaN, -inf, -FLT_MAX are all the floor). Row 2: no
   // real score: NaN weights, experts 0..k-1.
-  const Tensor scores = f32_tensor(3, 6,
-                                   {1, 2, -1, 2, -0.0f, 0.0f,           //
-                                    kNaN, -kInf, 3, -fmax, 0.5f, kNaN,  //
-                                    -kInf, kNaN, -fmax, -kInf, kNaN, kNaN});
+  const Tensor scores = tensor_of<float>({3, 6}, {1, 2, -1, 2, -0.0f, 0.0f,           //
+                                                  kNaN, -kInf, 3, -fmax, 0.5f, kNaN,  //
+                                                  -kInf, kNaN, -fmax, -kInf, kNaN, kNaN});
   const RouterTopKResult result = router_topk(scores, 4, {.implementation = "reference"});
-  CHECK(row<int32_t>(result.indices, 0, 4) == std::vector<int32_t>{1, 3, 0, 4});
-  CHECK(row<float>(result.weights, 0, 4) == std::vector<float>{2, 2, 1, 0});
-  CHECK(row<int32_t>(result.indices, 1, 4) == std::vector<int32_t>{2, 4, 0, 1});
-  CHECK(row<float>(result.weights, 1, 4) ==
+  CHECK(row_of<int32_t>(result.indices, 0, 4) == std::vector<int32_t>{1, 3, 0, 4});
+  CHECK(row_of<float>(result.weights, 0, 4) == std::vector<float>{2, 2, 1, 0});
+  CHECK(row_of<int32_t>(result.indices, 1, 4) == std::vector<int32_t>{2, 4, 0, 1});
+  CHECK(row_of<float>(result.weights, 1, 4) ==
         std::vector<float>{3, 0.5f, kRouterFloor, kRouterFloor});
-  CHECK(row<int32_t>(result.indices, 2, 4) == std::vector<int32_t>{0, 1, 2, 3});
-  for (const float w : row<float>(result.weights, 2, 4)) CHECK(std::isnan(w));
+  CHECK(row_of<int32_t>(result.indices, 2, 4) == std::vector<int32_t>{0, 1, 2, 3});
+  for (const float w : row_of<float>(result.weights, 2, 4)) CHECK(std::isnan(w));
 
   // The oracle agrees, and rejects a finite weight where the row has no real score.
   const BoundArgs args = router_topk_op().bind({{"scores", "f32[3,6]"}, {"k", 4}});

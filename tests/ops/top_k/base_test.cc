@@ -12,6 +12,7 @@
 #include "ops/framework/numerics.h"
 #include "ops/top_k/api.h"
 #include "tests/ops/bind_errors.h"
+#include "tests/ops/tensor_values.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -21,22 +22,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-Tensor f32_tensor(int64_t rows, int64_t cols, const std::vector<float>& values) {
-  Tensor t(TensorSpec{DType::kF32, {rows, cols}});
-  for (size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = values[i];
-  return t;
-}
-
-Tensor i32_tensor(const std::vector<int32_t>& values) {
-  Tensor t(TensorSpec{DType::kI32, {static_cast<int64_t>(values.size())}});
-  for (size_t i = 0; i < values.size(); ++i) t.data<int32_t>()[i] = values[i];
-  return t;
-}
-
-std::vector<int32_t> row(const Tensor& t, int64_t r, int64_t k) {
-  return std::vector<int32_t>(t.data<int32_t>() + r * k, t.data<int32_t>() + (r + 1) * k);
-}
 
 }  // namespace
 
@@ -74,19 +59,19 @@ TEST_CASE("top_k reference: descending, ties to the lower column, -inf and NaN n
   const std::vector<float> values = {1,     3,     3, -0.0f, 0.0f, kNaN, -kInf, 2,      //
                                      -kInf, kNaN,  5, -kInf, kNaN, kNaN, -kInf, -kInf,  //
                                      0.5f,  0.25f, 9, 9,     9,    9,    9,     9};
-  const Tensor scores = f32_tensor(3, 8, values);
-  const Tensor lengths = i32_tensor({100, 8, 2});
+  const Tensor scores = tensor_of<float>({3, 8}, values);
+  const Tensor lengths = tensor_of<int32_t>({3}, {100, 8, 2});
   const TopKResult result =
       top_k(scores, 5, &lengths, {.return_scores = true, .implementation = "reference"});
-  CHECK(row(result.indices, 0, 5) == std::vector<int32_t>{1, 2, 7, 0, 4});
-  CHECK(row(result.indices, 1, 5) == std::vector<int32_t>{2, -1, -1, -1, -1});
-  CHECK(row(result.indices, 2, 5) == std::vector<int32_t>{0, 1, -1, -1, -1});
+  CHECK(row_of<int32_t>(result.indices, 0, 5) == std::vector<int32_t>{1, 2, 7, 0, 4});
+  CHECK(row_of<int32_t>(result.indices, 1, 5) == std::vector<int32_t>{2, -1, -1, -1, -1});
+  CHECK(row_of<int32_t>(result.indices, 2, 5) == std::vector<int32_t>{0, 1, -1, -1, -1});
   const int32_t neg_inf = std::bit_cast<int32_t>(-kInf);
-  CHECK(row(*result.scores_bits, 0, 5) ==
+  CHECK(row_of<int32_t>(*result.scores_bits, 0, 5) ==
         std::vector<int32_t>{std::bit_cast<int32_t>(3.0f), std::bit_cast<int32_t>(3.0f),
                              std::bit_cast<int32_t>(2.0f), std::bit_cast<int32_t>(1.0f),
                              std::bit_cast<int32_t>(0.0f)});
-  CHECK(row(*result.scores_bits, 1, 5) ==
+  CHECK(row_of<int32_t>(*result.scores_bits, 1, 5) ==
         std::vector<int32_t>{std::bit_cast<int32_t>(5.0f), neg_inf, neg_inf, neg_inf, neg_inf});
 
   // The oracle agrees everywhere, and rejects the row-0 selection with its tie swapped.
@@ -116,12 +101,12 @@ TEST_CASE("top_k reads i32 scores as f32 bits and clips row_lengths to [0, n]", 
   Tensor bits(TensorSpec{DType::kI32, {2, 4}});
   const std::vector<float> values = {0.5f, -1.0f, 7.0f, 7.0f, 1.0f, 2.0f, 3.0f, 4.0f};
   for (int i = 0; i < 8; ++i) bits.data<int32_t>()[i] = std::bit_cast<int32_t>(values[i]);
-  const Tensor lengths = i32_tensor({-3, 9});
+  const Tensor lengths = tensor_of<int32_t>({2}, {-3, 9});
   const TopKResult result = top_k(bits, 2, &lengths, {.implementation = "reference"});
-  CHECK(row(result.indices, 0, 2) == std::vector<int32_t>{-1, -1});
-  CHECK(row(result.indices, 1, 2) == std::vector<int32_t>{3, 2});
+  CHECK(row_of<int32_t>(result.indices, 0, 2) == std::vector<int32_t>{-1, -1});
+  CHECK(row_of<int32_t>(result.indices, 1, 2) == std::vector<int32_t>{3, 2});
   const TopKResult full = top_k(bits, 2, nullptr, {.implementation = "reference"});
-  CHECK(row(full.indices, 0, 2) == std::vector<int32_t>{2, 3});
+  CHECK(row_of<int32_t>(full.indices, 0, 2) == std::vector<int32_t>{2, 3});
 }
 
 TEST_CASE("top_k's generated inputs hold ties, -inf, NaN and every kind of row length", "[top_k]") {
