@@ -62,7 +62,9 @@ inline int64_t row_select_length(const int32_t* row_lengths, int64_t row, int64_
 // ascending column order), -1 past the eligible count; values[r, j], when given, that score as
 // f32 (as read, not clamped), -inf past the eligible count.
 void row_select_cpu(const RowSelectProblem& problem, const RowSelectConfig& config,
-                    const void* scores,        // [b, n] of problem.dtype
+                    // Inputs.
+                    const void* scores,  // [b, n] of problem.dtype
+                    // Outputs.
                     int32_t* columns,          // [b, k]
                     float* values = nullptr);  // [b, k] or null
 
