@@ -229,28 +229,10 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
     const json w = args.at("local_window");
     args["local_window"] = json::array({w, w});
   }
-  static const char* const kKnown[] = {"q",
-                                       "k",
-                                       "v",
-                                       "bias",
-                                       "mask",
-                                       "is_causal",
-                                       "logits_scale",
-                                       "logits_soft_cap",
-                                       "q_seq_lengths",
-                                       "kv_seq_lengths",
-                                       "local_window",
-                                       "return_residuals",
-                                       "precision"};
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) {
-      throw InvalidArgument(std::string(kOp) + "unknown argument '" + it.key() +
-                                "' (expected q, k, v, bias, mask, is_causal, logits_scale, "
-                                "logits_soft_cap, q_seq_lengths, kv_seq_lengths, local_window, "
-                                "return_residuals, precision)",
-                            it.key());
-    }
-  }
+  check_arg_names(kOp, args,
+                  {"q", "k", "v", "bias", "mask", "is_causal", "logits_scale", "logits_soft_cap",
+                   "q_seq_lengths", "kv_seq_lengths", "local_window", "return_residuals",
+                   "precision"});
   const TensorSpec q = bind_qkv(args, "q", "[*B, T, H, D]");
   const TensorSpec k = bind_qkv(args, "k", "[*B, t, h, D]");
   const TensorSpec v = bind_qkv(args, "v", "[*B, t, h, d]");
@@ -320,15 +302,7 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
     check_broadcastable(mask, full, "mask");
     out["mask"] = mask.to_string();
   }
-  out["is_causal"] = false;
-  if (present(args, "is_causal")) {
-    if (!args.at("is_causal").is_boolean()) {
-      throw InvalidArgument(
-          std::string(kOp) + "is_causal must be true or false, got " + args.at("is_causal").dump(),
-          "is_causal");
-    }
-    out["is_causal"] = args.at("is_causal").get<bool>();
-  }
+  out["is_causal"] = read_bool_arg(kOp, args, "is_causal");
   out["logits_scale"] = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(D, 1)));
   if (present(args, "logits_scale")) {
     const json& value = args.at("logits_scale");
@@ -351,15 +325,8 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
   if (present(args, "kv_seq_lengths")) {
     out["kv_seq_lengths"] = bind_lengths(args, "kv_seq_lengths", B, t, "t");
   }
-  if (present(args, "return_residuals")) {
-    if (!args.at("return_residuals").is_boolean()) {
-      throw InvalidArgument(std::string(kOp) + "return_residuals must be true or false, got " +
-                                args.at("return_residuals").dump(),
-                            "return_residuals");
-    }
-    // Only when true: at its default the option stays out of the canonical args.
-    if (args.at("return_residuals").get<bool>()) out["return_residuals"] = true;
-  }
+  // Only when true: at its default the option stays out of the canonical args.
+  if (read_bool_arg(kOp, args, "return_residuals")) out["return_residuals"] = true;
   out["local_window"] = nullptr;
   if (present(args, "local_window")) {
     const json& value = args.at("local_window");

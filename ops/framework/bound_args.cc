@@ -1,6 +1,8 @@
 // BoundArgs accessors and canonical key.
 #include "ops/framework/bound_args.h"
 
+#include <algorithm>
+
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -99,6 +101,30 @@ int64_t read_int_arg(std::string_view prefix, const nlohmann::json& args, const 
         op + name + " must be an integer in " + std::string(range) + ", got " + value.dump(), name);
   }
   return value.get<int64_t>();
+}
+
+bool read_bool_arg(std::string_view prefix, const nlohmann::json& args, const std::string& name,
+                   bool fallback) {
+  if (!args.contains(name) || args.at(name).is_null()) return fallback;
+  const nlohmann::json& value = args.at(name);
+  if (!value.is_boolean()) {
+    throw InvalidArgument(
+        std::string(prefix) + name + " must be true or false, got " + value.dump(), name);
+  }
+  return value.get<bool>();
+}
+
+void check_arg_names(std::string_view prefix, const nlohmann::json& args,
+                     std::initializer_list<std::string_view> known) {
+  if (!args.is_object()) throw InvalidArgument(std::string(prefix) + "args must be a mapping");
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
+    std::string list;
+    for (std::string_view name : known) list += (list.empty() ? "" : ", ") + std::string(name);
+    throw InvalidArgument(
+        std::string(prefix) + "unknown argument '" + it.key() + "' (expected " + list + ")",
+        it.key());
+  }
 }
 
 }  // namespace tokamax

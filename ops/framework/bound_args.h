@@ -2,6 +2,7 @@
 // key.
 #pragma once
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -63,5 +64,15 @@ TensorSpec read_tensor_arg(std::string_view prefix, const nlohmann::json& args,
 // the range as `range` ("[1, n = 64]").
 int64_t read_int_arg(std::string_view prefix, const nlohmann::json& args, const std::string& name,
                      int64_t min, int64_t max, std::string_view range);
+
+// Boolean argument `name` of `args`: `fallback` when absent or null, else it must be true or
+// false (InvalidArgument naming it otherwise).
+bool read_bool_arg(std::string_view prefix, const nlohmann::json& args, const std::string& name,
+                   bool fallback = false);
+
+// `args` is a mapping whose keys are all in `known`: otherwise InvalidArgument, naming the first
+// unknown key and listing `known` ("ragged_gather: unknown argument 'idx' (expected x, ...)").
+void check_arg_names(std::string_view prefix, const nlohmann::json& args,
+                     std::initializer_list<std::string_view> known);
 
 }  // namespace tokamax

@@ -81,17 +81,8 @@ TensorMap expand_glu_precision_operands(const GluProblem& problem, const TensorM
 template <>
 BoundArgs ProblemOp<GluProblem>::bind_canonical(const json& args) const {
   const std::string op(name());
-  if (!args.is_object()) throw InvalidArgument(op + ": args must be a mapping");
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    const std::string& key = it.key();
-    if (key != "x" && key != "weights" && key != "gate_weights" && key != "proj_weights" &&
-        key != "activation" && key != "precision") {
-      throw InvalidArgument(op + ": unknown argument '" + key +
-                                "' (expected x, weights or gate_weights and proj_weights, "
-                                "activation, precision)",
-                            key);
-    }
-  }
+  check_arg_names(op + ": ", args,
+                  {"x", "weights", "gate_weights", "proj_weights", "activation", "precision"});
   const TensorSpec x = bind_tensor(args, "x", "[*B, M, K]");
   if (x.rank() < 2) {
     throw InvalidArgument(op + ": x must have rank >= 2 [*B, M, K], got " + x.to_string(), "x");

@@ -62,17 +62,8 @@ LayerNormProblem LayerNormProblem::from(const BoundArgs& args) {
 
 template <>
 BoundArgs ProblemOp<LayerNormProblem>::bind_canonical(const json& args) const {
-  if (!args.is_object()) throw InvalidArgument("layer_norm: args must be a mapping");
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    const std::string& key = it.key();
-    if (key != "x" && key != "scale" && key != "offset" && key != "axis" && key != "epsilon" &&
-        key != "subtract_mean" && key != "scale_offset") {
-      throw InvalidArgument(
-          "layer_norm: unknown argument '" + key +
-              "' (expected x, scale, offset, axis, epsilon, subtract_mean, scale_offset)",
-          key);
-    }
-  }
+  check_arg_names("layer_norm: ", args,
+                  {"x", "scale", "offset", "axis", "epsilon", "subtract_mean", "scale_offset"});
   const TensorSpec x = bind_tensor(args, "x", "[..., C, ...]", /*min_rank=*/1);
   int axis = -1;
   if (args.contains("axis") && !args.at("axis").is_null()) {
@@ -100,15 +91,7 @@ BoundArgs ProblemOp<LayerNormProblem>::bind_canonical(const json& args) const {
     }
     epsilon = value.get<double>();
   }
-  bool subtract_mean = true;
-  if (args.contains("subtract_mean") && !args.at("subtract_mean").is_null()) {
-    const json& value = args.at("subtract_mean");
-    if (!value.is_boolean()) {
-      throw InvalidArgument("layer_norm: subtract_mean must be true or false, got " + value.dump(),
-                            "subtract_mean");
-    }
-    subtract_mean = value.get<bool>();
-  }
+  const bool subtract_mean = read_bool_arg("layer_norm: ", args, "subtract_mean", true);
   TensorSpec scale, offset;
   const bool has_scale = bind_param(args, "scale", C, axis, scale);
   const bool has_offset = bind_param(args, "offset", C, axis, offset);

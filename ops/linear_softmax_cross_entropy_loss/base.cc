@@ -112,17 +112,9 @@ void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p, const Tensor& 
 
 template <>
 BoundArgs ProblemOp<LinearSoftmaxCrossEntropyProblem>::bind_canonical(const json& args) const {
-  if (!args.is_object()) throw InvalidArgument(prefix() + "args must be a mapping");
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    const std::string& key = it.key();
-    if (key != "x" && key != "labels" && key != "w" && key != "reduction" &&
-        key != "padded_labels" && key != "return_residuals" && key != "precision") {
-      throw InvalidArgument(prefix() + "unknown argument '" + key +
-                                "' (expected x, labels, w, reduction, padded_labels, "
-                                "return_residuals, precision)",
-                            key);
-    }
-  }
+  check_arg_names(prefix(), args,
+                  {"x", "labels", "w", "reduction", "padded_labels", "return_residuals",
+                   "precision"});
   const TensorSpec x = bind_tensor(args, "x", "[B, H]");
   const TensorSpec w = bind_tensor(args, "w", "[H, V]");
   const int64_t B = x.dims[0], H = x.dims[1], w_H = w.dims[0], V = w.dims[1];
@@ -173,16 +165,7 @@ BoundArgs ProblemOp<LinearSoftmaxCrossEntropyProblem>::bind_canonical(const json
     }
     padded = value.get<double>();
   }
-  bool residuals = false;
-  if (args.contains("return_residuals") && !args.at("return_residuals").is_null()) {
-    const json& value = args.at("return_residuals");
-    if (!value.is_boolean()) {
-      throw InvalidArgument(
-          prefix() + "return_residuals must be true or false, got " + value.dump(),
-          "return_residuals");
-    }
-    residuals = value.get<bool>();
-  }
+  const bool residuals = read_bool_arg(prefix(), args, "return_residuals");
   const DotPrecision precision = bind_precision(args, prefix(), x.dtype, w.dtype);
   BoundArgs bound;
   bound.op = kOp;

@@ -280,27 +280,10 @@ GateUp parse_gate_up(std::string_view name) {
 
 template <>
 BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
-  if (!args.is_object()) throw InvalidArgument("ragged_dot: args must be a mapping");
-  static constexpr const char* kKnown[] = {"lhs",
-                                           "rhs",
-                                           "group_sizes",
-                                           "preferred_element_type",
-                                           "group_offset",
-                                           "rhs_bias",
-                                           "activation",
-                                           "fuse_gateup_activation",
-                                           "zero_initialize",
-                                           "rhs_scale",
-                                           "maybe_quantize_lhs",
-                                           "precision"};
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) {
-      std::string known;
-      for (const char* name : kKnown) known += (known.empty() ? "" : ", ") + std::string(name);
-      throw InvalidArgument(
-          "ragged_dot: unknown argument '" + it.key() + "' (expected " + known + ")", it.key());
-    }
-  }
+  check_arg_names("ragged_dot: ", args,
+                  {"lhs", "rhs", "group_sizes", "preferred_element_type", "group_offset",
+                   "rhs_bias", "activation", "fuse_gateup_activation", "zero_initialize",
+                   "rhs_scale", "maybe_quantize_lhs", "precision"});
   const TensorSpec lhs = bind_tensor(args, "lhs", 2, "[M, K]");
   const TensorSpec rhs = bind_tensor(args, "rhs", 3, "[G, K, N]", /*quantized_ok=*/true);
   const int64_t M = lhs.dims[0], K = lhs.dims[1];
@@ -339,16 +322,7 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
   }
   const std::vector<int64_t> sizes = bind_group_sizes(args, count, M);
 
-  bool zero_initialize = true;
-  if (args.contains("zero_initialize") && !args.at("zero_initialize").is_null()) {
-    const json& value = args.at("zero_initialize");
-    if (!value.is_boolean()) {
-      throw InvalidArgument(
-          "ragged_dot: zero_initialize must be true or false, got " + value.dump(),
-          "zero_initialize");
-    }
-    zero_initialize = value.get<bool>();
-  }
+  const bool zero_initialize = read_bool_arg("ragged_dot: ", args, "zero_initialize", true);
 
   // Quantized weights: rhs i8 / f8e4m3 with rhs_scale per expert and output column [G, N] or per
   // K block [G, K / b, N]; maybe_quantize_lhs quantizes lhs per row and K block to int8.
@@ -386,21 +360,11 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
                             "rhs_scale");
     }
   }
-  bool quantize_lhs = false;
-  if (args.contains("maybe_quantize_lhs") && !args.at("maybe_quantize_lhs").is_null()) {
-    const json& value = args.at("maybe_quantize_lhs");
-    if (!value.is_boolean()) {
-      throw InvalidArgument(
-          "ragged_dot: maybe_quantize_lhs must be true or false, got " + value.dump(),
-          "maybe_quantize_lhs");
-    }
-    quantize_lhs = value.get<bool>();
-    if (quantize_lhs && !quantized) {
-      throw InvalidArgument(
-          "ragged_dot: maybe_quantize_lhs quantizes lhs to the weights' type; rhs " +
-              rhs.to_string() + " is not quantized (i8 or f8e4m3)",
-          "maybe_quantize_lhs");
-    }
+  const bool quantize_lhs = read_bool_arg("ragged_dot: ", args, "maybe_quantize_lhs");
+  if (quantize_lhs && !quantized) {
+    throw InvalidArgument("ragged_dot: maybe_quantize_lhs quantizes lhs to the weights' type; rhs " +
+                              rhs.to_string() + " is not quantized (i8 or f8e4m3)",
+                          "maybe_quantize_lhs");
   }
 
   // Quantized weights keep lhs's type by default (jnp.result_type(bf16, int8) is bf16).

@@ -21,13 +21,7 @@ RouterTopKProblem RouterTopKProblem::from(const BoundArgs& args) {
 
 template <>
 BoundArgs ProblemOp<RouterTopKProblem>::bind_canonical(const json& args) const {
-  if (!args.is_object()) throw InvalidArgument("router_topk: args must be a mapping");
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    if (it.key() != "scores" && it.key() != "k") {
-      throw InvalidArgument("router_topk: unknown argument '" + it.key() + "' (expected scores, k)",
-                            it.key());
-    }
-  }
+  check_arg_names("router_topk: ", args, {"scores", "k"});
   const TensorSpec scores = read_tensor_arg(
       "router_topk: ", args, "scores",
       {.shape = "[num_tokens, num_experts]", .example = "f32[8192,256]", .rank = 2});

@@ -12,16 +12,6 @@ using nlohmann::json;
 
 constexpr const char* kPrefix = "top_k: ";
 
-bool read_bool(const json& args, const char* name) {
-  if (!args.contains(name) || args.at(name).is_null()) return false;
-  const json& value = args.at(name);
-  if (!value.is_boolean()) {
-    throw InvalidArgument(
-        std::string(kPrefix) + name + " must be true or false, got " + value.dump(), name);
-  }
-  return value.get<bool>();
-}
-
 }  // namespace
 
 TopKProblem TopKProblem::from(const BoundArgs& args) {
@@ -38,15 +28,7 @@ TopKProblem TopKProblem::from(const BoundArgs& args) {
 
 template <>
 BoundArgs ProblemOp<TopKProblem>::bind_canonical(const json& args) const {
-  if (!args.is_object()) throw InvalidArgument("top_k: args must be a mapping");
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    const std::string& key = it.key();
-    if (key != "scores" && key != "k" && key != "row_lengths" && key != "return_scores") {
-      throw InvalidArgument(
-          "top_k: unknown argument '" + key + "' (expected scores, k, row_lengths, return_scores)",
-          key);
-    }
-  }
+  check_arg_names(kPrefix, args, {"scores", "k", "row_lengths", "return_scores"});
   const TensorSpec scores = read_tensor_arg(
       kPrefix, args, "scores",
       {.shape = "[b, n]", .example = "f32[64,10240]", .rank = 2, .float_only = false});
@@ -72,7 +54,7 @@ BoundArgs ProblemOp<TopKProblem>::bind_canonical(const json& args) const {
     bound.args["row_lengths"] = lengths.to_string();
   }
   // The default stays out of the canonical form (one cache key per selection).
-  if (read_bool(args, "return_scores")) bound.args["return_scores"] = true;
+  if (read_bool_arg(kPrefix, args, "return_scores")) bound.args["return_scores"] = true;
   return bound;
 }
 
