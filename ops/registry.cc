@@ -15,6 +15,8 @@
 #include "ops/linear_softmax_cross_entropy_loss/vjp/api.h"
 #include "ops/ragged_dot/api.h"
 #include "ops/ragged_dot/vjp/api.h"
+#include "ops/ragged_gather/api.h"
+#include "ops/ragged_gather_reduce/api.h"
 #include "ops/router_topk/api.h"
 #include "ops/top_k/api.h"
 
@@ -44,6 +46,8 @@ const std::vector<const Op*>& all_ops() {
       &linear_softmax_cross_entropy_loss_vjp_op(),
       &top_k_op(),
       &router_topk_op(),
+      &ragged_gather_op(),
+      &ragged_gather_reduce_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

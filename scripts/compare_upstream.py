@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-# Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k and router_topk
-# with upstream Tokamax's own reference functions, bit for bit (NaN weights equal), and prints how
-# many cases agree. Not part of CI (it needs JAX and the upstream wheel); docs/ops/top_k.md says
+# Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k, router_topk,
+# ragged_gather and ragged_gather_reduce with upstream Tokamax's own reference functions and
+# prints how many cases agree: bit for bit (NaN weights equal), except ragged_gather_reduce, whose
+# f32 sums upstream leaves to XLA's order and rounding (it agrees when the two differ by no more
+# than twice the error bound verify applies to each), and ragged_gather, compared on rows
+# [start, end) only. Not part of CI (it needs JAX and the upstream wheel); docs/ops/top_k.md says
 # how to run it:
 #   python3 scripts/compare_upstream.py WHEEL_DIR DUMP_DIR
 # WHEEL_DIR is the unpacked tokamax wheel (holding tokamax/); the reference modules are loaded by
 # path, so only jax, numpy and ml_dtypes are needed, not the upstream package's dependencies.
+import ast
 import importlib.util
 import json
 import os
 import sys
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes  # noqa: F401 (registers bfloat16 with numpy, for the dumped bf16 scores)
 import numpy as np
@@ -24,41 +29,102 @@ def load(rel):
     spec.loader.exec_module(mod)
     return mod
 
+def load_function(rel, name):
+    # One function of a module whose imports need the whole package (ragged_gather's base.py):
+    # its source alone, run with jax in scope.
+    tree = ast.parse(open(os.path.join(WHEEL, rel)).read())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    scope = {'jax': jax}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), rel, 'exec'), scope)
+    return scope[name]
+
 topk = load('tokamax/_src/ops/topk/reference.py')
 router = load('tokamax/_src/ops/router_topk/reference.py')
+gather = load_function('tokamax/_src/ops/ragged_gather/base.py', 'ragged_gather')
+gather_reduce = load('tokamax/_src/ops/ragged_gather_reduce/reference.py')
+
+def within_bound(want, got, x, indices, weights, valid, g):
+    # Upstream and we each round an f32 sum of g products (in orders of our own) to the output
+    # dtype: each is within verify's bound of the exact sum, (g + 1) 2^-24 sum|terms| + u |sum|,
+    # so the two may differ by twice that, and no more.
+    rows = np.where(valid, indices, 0)
+    terms = x[rows].astype(np.float64) * weights.astype(np.float64)[:, None]
+    terms = np.where(valid[:, None], terms, 0.0).reshape(-1, g, x.shape[1])
+    exact, magnitude = terms.sum(axis=1), np.abs(terms).sum(axis=1)
+    u = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float16): 2.0**-11}.get(got.dtype, 2.0**-8)
+    bound = (g + 1) * 2.0**-24 * magnitude + u * np.abs(exact)
+    return bool(np.all(np.abs(want.astype(np.float64) - got.astype(np.float64)) <= 2 * bound))
 
 def npy(path):
     return np.load(path, allow_pickle=False)
 
 cases = agreed = 0
-for op in ('top_k', 'router_topk'):
+
+DTYPES = {'f32': np.float32, 'bf16': ml_dtypes.bfloat16, 'f16': np.float16,
+          'f8e4m3': ml_dtypes.float8_e4m3fn, 'i8': np.int8, 'i32': np.int32, 'bool': np.bool_}
+
+def inputs(d, args):
+    # The dump widens bf16, f16 and f8 to f32 .npy files: back to each argument's dtype.
+    root = os.path.join(d, 'inputs')
+    out = {}
+    for f in os.listdir(root):
+        name = f[:-4]
+        value = npy(os.path.join(root, f))
+        spec = args.get(name)
+        if isinstance(spec, str) and '[' in spec:
+            value = value.astype(DTYPES[spec.split('[')[0]])
+        out[name] = value
+    return out
+
+for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
     for spec in sorted(os.listdir(root)):
         d = os.path.join(root, spec)
         args = json.load(open(os.path.join(d, 'case.json')))['args']
-        scores_path = os.path.join(d, 'inputs', 'scores.npy')
-        scores = npy(scores_path)
-        if scores.size == 0:
-            continue
+        x = inputs(d, args)
         out = os.path.join(d, 'cpu')
-        cases += 1
-        if op == 'top_k':
-            lengths = None
-            lp = os.path.join(d, 'inputs', 'row_lengths.npy')
-            if os.path.exists(lp):
-                lengths = jnp.asarray(npy(lp))
-            want = topk.topk(jnp.asarray(scores), args['k'], lengths, return_scores=True)
-            ok = np.array_equal(np.asarray(want[0]), npy(os.path.join(out, 'indices.npy')))
-            bp = os.path.join(out, 'scores_bits.npy')
-            if os.path.exists(bp):
-                ok = ok and np.array_equal(np.asarray(want[1]), npy(bp))
+        if op in ('top_k', 'router_topk'):
+            if x['scores'].size == 0:
+                continue
+            cases += 1
+            if op == 'top_k':
+                lengths = jnp.asarray(x['row_lengths']) if 'row_lengths' in x else None
+                want = topk.topk(jnp.asarray(x['scores']), args['k'], lengths, return_scores=True)
+                ok = np.array_equal(np.asarray(want[0]), npy(os.path.join(out, 'indices.npy')))
+                bp = os.path.join(out, 'scores_bits.npy')
+                if os.path.exists(bp):
+                    ok = ok and np.array_equal(np.asarray(want[1]), npy(bp))
+            else:
+                s = jnp.asarray(x['scores']).astype(jnp.float32)
+                w, i = router.rowmax_topk(s, args['k'])
+                ok = np.array_equal(np.asarray(i), npy(os.path.join(out, 'indices.npy')))
+                ok = ok and np.array_equal(np.asarray(w), npy(os.path.join(out, 'weights.npy')),
+                                           equal_nan=True)
+        elif op == 'ragged_gather':
+            start, end = args['start'], args['end']
+            if end == start:
+                continue
+            cases += 1
+            bounds = jnp.asarray([start], jnp.int32), jnp.asarray([end], jnp.int32)
+            want = np.asarray(gather(jnp.asarray(x['x']), jnp.asarray(x['indices']), *bounds))
+            got = npy(os.path.join(out, 'out.npy')).astype(want.dtype)
+            ok = np.array_equal(want[start:end].view(np.uint8), got[start:end].view(np.uint8))
         else:
-            s = jnp.asarray(scores).astype(jnp.float32)
-            w, i = router.rowmax_topk(s, args['k'])
-            ok = np.array_equal(np.asarray(i), npy(os.path.join(out, 'indices.npy')))
-            ok = ok and np.array_equal(np.asarray(w), npy(os.path.join(out, 'weights.npy')), equal_nan=True)
+            got = npy(os.path.join(out, 'out.npy')).astype(x['x'].dtype)
+            if got.size == 0:
+                continue
+            cases += 1
+            want = gather_reduce.ragged_gather_reduce(
+                jnp.asarray(x['x']), jnp.asarray(x['indices']), jnp.asarray(x['topk_weights']),
+                jnp.asarray(x['valid_rows_mask']), args['reduce_group_size'])
+            want = np.asarray(want)
+            ok = want.dtype == got.dtype and within_bound(
+                want, got, x['x'], x['indices'], x['topk_weights'], x['valid_rows_mask'],
+                args['reduce_group_size'])
+            same = np.mean(want == got)
+            print(f'{op:12s} {spec:30s} equal bits: {same:.4%} of the elements')
         agreed += ok
         print(f'{op:12s} {spec:30s} {"agrees" if ok else "DIFFERS"}')
 print(f'{agreed} of {cases} cases agree with upstream')

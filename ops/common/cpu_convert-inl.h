@@ -133,7 +133,6 @@ HWY_INLINE void LoadWidenPair(const bf16* HWY_RESTRICT src, VF& even, VF& odd) {
   odd = hn::BitCast(d, hn::And(words, hn::Set(du, 0xFFFF0000u)));
 }
 
-
 // Rounds `even` and `odd` (pair order) to bf16 and stores the 2L bf16 in memory order; with
 // kStream non-temporally (dst aligned to 4L bytes). native (AVX-512 with avx512_bf16 only:
 // callers check the CPU): nearest even by vcvtne2ps2bf16, which flushes subnormals to zero as

@@ -229,10 +229,10 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
     const json w = args.at("local_window");
     args["local_window"] = json::array({w, w});
   }
-  check_arg_names(kOp, args,
-                  {"q", "k", "v", "bias", "mask", "is_causal", "logits_scale", "logits_soft_cap",
-                   "q_seq_lengths", "kv_seq_lengths", "local_window", "return_residuals",
-                   "precision"});
+  check_arg_names(
+      kOp, args,
+      {"q", "k", "v", "bias", "mask", "is_causal", "logits_scale", "logits_soft_cap",
+       "q_seq_lengths", "kv_seq_lengths", "local_window", "return_residuals", "precision"});
   const TensorSpec q = bind_qkv(args, "q", "[*B, T, H, D]");
   const TensorSpec k = bind_qkv(args, "k", "[*B, t, h, D]");
   const TensorSpec v = bind_qkv(args, "v", "[*B, t, h, d]");

@@ -145,14 +145,16 @@ OracleSet sample_oracle(const Op& op, const BoundArgs& args, const TensorMap& in
   const double cost = std::max(op.oracle_cost_per_output(args), 1.0);
   const double affordable = budget / cost;
   for (const TensorDecl& decl : op.outputs(args)) {
-    const int64_t total = decl.spec.num_elements();
+    const auto [first, last] = op.defined_range(args, decl);
+    const int64_t total = last - first;
     const int64_t max_samples =
         static_cast<double>(total) <= affordable
             ? total
             : static_cast<int64_t>(
                   std::clamp(affordable, 64.0, static_cast<double>(kMaxOracleSamples)));
-    oracle[decl.name] =
-        op.oracle(args, inputs, decl.name, sample_indices(total, max_samples, seed));
+    std::vector<int64_t> index = sample_indices(total, max_samples, seed);
+    for (int64_t& i : index) i += first;
+    oracle[decl.name] = op.oracle(args, inputs, decl.name, index);
   }
   return oracle;
 }

@@ -17,13 +17,13 @@ std::string_view disposition_name(Disposition disposition);
 
 struct Comparison {
   double max_abs_error = 0.0;
-  double max_rel_error = 0.0;  // pointwise, over oracle values != 0 (large near zeros)
+  double max_rel_error = 0.0;   // pointwise, over oracle values != 0 (large near zeros)
   double max_abs_oracle = 0.0;  // max |oracle value| over the samples
-  double bound = 0.0;          // the error bound at the worst point (largest error / bound)
-  double worst_ratio = 0.0;    // max over samples of |error| / bound; > 1 fails
-  int64_t worst_index = -1;    // flat output index of the worst point
-  int64_t violations = 0;      // samples whose error exceeds the bound
-  int64_t nonfinite = 0;       // NaN / Inf outputs where the oracle is finite
+  double bound = 0.0;           // the error bound at the worst point (largest error / bound)
+  double worst_ratio = 0.0;     // max over samples of |error| / bound; > 1 fails
+  int64_t worst_index = -1;     // flat output index of the worst point
+  int64_t violations = 0;       // samples whose error exceeds the bound
+  int64_t nonfinite = 0;        // NaN / Inf outputs where the oracle is finite
   int64_t sampled = 0;
   int64_t total = 0;
   bool degenerate_oracle = false;  // every sampled oracle value is zero: nothing to check
@@ -62,9 +62,9 @@ inline constexpr double kDefaultOracleBudget = 1e10;
 // bookkeeping is ~100 bytes a point). A budget that covers the full oracle checks every output.
 inline constexpr int64_t kMaxOracleSamples = int64_t{1} << 22;
 
-// The oracle of every output of a case, sampled once the full oracle would cost more than
-// `budget` float64 multiply-adds (same sample for every implementation): budget / cost
-// outputs, at least 64 and at most kMaxOracleSamples.
+// The oracle of every output of a case (of its Op::defined_range), sampled once the full oracle
+// would cost more than `budget` float64 multiply-adds (same sample for every implementation):
+// budget / cost outputs, at least 64 and at most kMaxOracleSamples.
 using OracleSet = std::map<std::string, OracleSample, std::less<>>;
 OracleSet sample_oracle(const Op& op, const BoundArgs& args, const TensorMap& inputs, double budget,
                         uint64_t seed);

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backends/device.h"
@@ -107,6 +108,13 @@ class Op {
   // part of them as they were (ragged_dot's zero_initialize=false). Otherwise verify fills them
   // with NaN first, so an implementation that fails to write an element fails.
   virtual bool outputs_start_zeroed(const BoundArgs&) const { return false; }
+  // The flat elements [first, last) of `output` that the op defines. Elements outside are
+  // unspecified (ragged_gather's rows outside [start, end), which its kernels skip): the oracle
+  // is sampled inside the range only. Every element by default.
+  virtual std::pair<int64_t, int64_t> defined_range(const BoundArgs& /*args*/,
+                                                    const TensorDecl& output) const {
+    return {0, output.spec.num_elements()};
+  }
 };
 
 // A kernel ready to run: one implementation with a parsed, validated config, bound to one

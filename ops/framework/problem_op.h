@@ -21,8 +21,9 @@ namespace tokamax {
 //   double ProblemOp<LayerNormProblem>::flops(const BoundArgs& args) const { ... }
 //
 // There is no generic definition, so a member an op forgets is a link error that names it. The
-// optional hooks of Op (primal, cotangents, arg_aliases, compute_dtype, outputs_start_zeroed)
-// belong to the ops that need them: those derive from ProblemOp and override them.
+// optional hooks of Op (primal, cotangents, arg_aliases, compute_dtype, outputs_start_zeroed,
+// defined_range) belong to the ops that need them: those derive from ProblemOp and override
+// them.
 template <class Problem>
 class ProblemOp : public Op {
  public:

@@ -44,8 +44,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // element 4 sigma out: 0.006% of normal data) takes the two-pass statistics from cache.
 constexpr float kMaxShiftRatio = 16.0f;
 
-// C per-column f32 values (C a multiple of 2L) put in pair order (cpu_convert-inl.h): dst[c + k] = src[c + 2k],
-// dst[c + L + k] = src[c + 2k + 1] for each pair at c.
+// C per-column f32 values (C a multiple of 2L) put in pair order (cpu_convert-inl.h): dst[c + k] =
+// src[c + 2k], dst[c + L + k] = src[c + 2k + 1] for each pair at c.
 HWY_INLINE void ToPairOrder(const float* HWY_RESTRICT src, int64_t C, float* HWY_RESTRICT dst) {
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   for (int64_t c = 0; c < C; c += 2 * L) {
@@ -67,7 +67,6 @@ HWY_INLINE void AddFromPairOrder(const float* HWY_RESTRICT src, int64_t C,
     }
   }
 }
-
 
 // Type-erased entry points for the dispatch table: T and the RMSNorm switch become template
 // arguments, so the per-element loops carry no branches.

@@ -112,9 +112,9 @@ void check_lsce_labels(const LinearSoftmaxCrossEntropyProblem& p, const Tensor& 
 
 template <>
 BoundArgs ProblemOp<LinearSoftmaxCrossEntropyProblem>::bind_canonical(const json& args) const {
-  check_arg_names(prefix(), args,
-                  {"x", "labels", "w", "reduction", "padded_labels", "return_residuals",
-                   "precision"});
+  check_arg_names(
+      prefix(), args,
+      {"x", "labels", "w", "reduction", "padded_labels", "return_residuals", "precision"});
   const TensorSpec x = bind_tensor(args, "x", "[B, H]");
   const TensorSpec w = bind_tensor(args, "w", "[H, V]");
   const int64_t B = x.dims[0], H = x.dims[1], w_H = w.dims[0], V = w.dims[1];

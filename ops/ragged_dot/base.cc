@@ -362,9 +362,10 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
   }
   const bool quantize_lhs = read_bool_arg("ragged_dot: ", args, "maybe_quantize_lhs");
   if (quantize_lhs && !quantized) {
-    throw InvalidArgument("ragged_dot: maybe_quantize_lhs quantizes lhs to the weights' type; rhs " +
-                              rhs.to_string() + " is not quantized (i8 or f8e4m3)",
-                          "maybe_quantize_lhs");
+    throw InvalidArgument(
+        "ragged_dot: maybe_quantize_lhs quantizes lhs to the weights' type; rhs " +
+            rhs.to_string() + " is not quantized (i8 or f8e4m3)",
+        "maybe_quantize_lhs");
   }
 
   // Quantized weights keep lhs's type by default (jnp.result_type(bf16, int8) is bf16).
