@@ -63,9 +63,9 @@ TEST_CASE("cpu ragged_gather_reduce passes the oracle for every config on every 
   });
 }
 
-TEST_CASE("cpu ragged_gather_reduce configs: streamed stores for outputs past the private caches",
+TEST_CASE("cpu ragged_gather_reduce configs: streamed stores for outputs past a core's L2",
           "[ragged_gather_reduce]") {
-  const BoundArgs decode = ragged_gather_reduce_op().bind(args_of("bf16[64,2880]", "f32", 64, 4));
+  const BoundArgs decode = ragged_gather_reduce_op().bind(args_of("bf16[64,2880]", "f32", 8, 4));
   const BoundArgs prefill =
       ragged_gather_reduce_op().bind(args_of("bf16[16384,7168]", "f32", 16384, 8));
   CHECK(heuristics_config_json(cpu_impl(), decode)["stream_stores"] == false);
