@@ -8,6 +8,7 @@
 
 #include "ops/framework/checked_math.h"
 #include "ops/framework/errors.h"
+#include "ops/ragged_dot/group_sizes.h"
 
 namespace tokamax {
 namespace {
@@ -23,102 +24,6 @@ TensorSpec bind_tensor(const json& args, const char* name, int rank, const char*
                           .rank = rank,
                           .quantized_ok = quantized_ok,
                           .quantized_note = " (or quantized i8 / f8e4m3 with rhs_scale)"});
-}
-
-int64_t json_int(const json& value, const std::string& what) {
-  if (!value.is_number_integer()) {
-    throw InvalidArgument("ragged_dot: " + what + " must be an integer, got " + value.dump(),
-                          "group_sizes");
-  }
-  return value.get<int64_t>();
-}
-
-// The most groups a call may have (MoE layers have up to a few thousand experts).
-constexpr int64_t kMaxGroups = int64_t{1} << 20;
-
-// How many entries group_sizes must have: exactly G, or, with a group_offset, at least
-// group_offset + G (the groups of the other shards of an expert-parallel layer).
-struct GroupCount {
-  int64_t G = 0, offset = 0;
-  bool has_offset = false;
-  bool fits(int64_t count) const { return has_offset ? count >= offset + G : count == G; }
-  std::string expected() const {
-    return has_offset ? "at least group_offset + G = " + std::to_string(offset + G) +
-                            " and at most " + std::to_string(kMaxGroups)
-                      : "G=" + std::to_string(G) + " (the groups of rhs)";
-  }
-};
-
-// group_sizes as a list, {num_groups: Gt, total: rows[, seed: s]}, or absent (even split of M).
-std::vector<int64_t> bind_group_sizes(const json& args, const GroupCount& count, int64_t M) {
-  if (!args.contains("group_sizes") || args.at("group_sizes").is_null()) {
-    return even_group_sizes(count.has_offset ? count.offset + count.G : count.G, M);
-  }
-  const json& value = args.at("group_sizes");
-  std::vector<int64_t> sizes;
-  if (value.is_array()) {
-    for (size_t g = 0; g < value.size(); ++g) {
-      sizes.push_back(json_int(value[g], "group_sizes[" + std::to_string(g) + "]"));
-    }
-  } else if (value.is_object()) {
-    int64_t num_groups = -1, total = -1;
-    uint64_t seed = 0;
-    for (auto it = value.begin(); it != value.end(); ++it) {
-      if (it.key() == "num_groups") {
-        num_groups = json_int(*it, "group_sizes.num_groups");
-      } else if (it.key() == "total") {
-        total = json_int(*it, "group_sizes.total");
-      } else if (it.key() == "seed") {
-        seed = static_cast<uint64_t>(json_int(*it, "group_sizes.seed"));
-      } else {
-        throw InvalidArgument("ragged_dot: unknown key '" + it.key() +
-                                  "' in group_sizes (expected num_groups, total, seed)",
-                              "group_sizes");
-      }
-    }
-    if (num_groups < 0 || total < 0) {
-      throw InvalidArgument(
-          "ragged_dot: group_sizes as a mapping needs non-negative num_groups and total",
-          "group_sizes");
-    }
-    if (!count.fits(num_groups) || num_groups > kMaxGroups) {
-      throw InvalidArgument("ragged_dot: group_sizes.num_groups is " + std::to_string(num_groups) +
-                                " but must be " + count.expected(),
-                            "group_sizes");
-    }
-    if (total > M) {
-      throw InvalidArgument("ragged_dot: group_sizes.total is " + std::to_string(total) +
-                                " but lhs has M=" + std::to_string(M) + " rows",
-                            "group_sizes");
-    }
-    return random_group_sizes(num_groups, total, seed);
-  } else {
-    throw InvalidArgument(
-        "ragged_dot: group_sizes must be a list of G integers or "
-        "{num_groups: G, total: rows}, got " +
-            value.dump(),
-        "group_sizes");
-  }
-  if (!count.fits(static_cast<int64_t>(sizes.size()))) {
-    throw InvalidArgument("ragged_dot: group_sizes has " + std::to_string(sizes.size()) +
-                              " entries but must have " + count.expected(),
-                          "group_sizes");
-  }
-  int64_t sum = 0;
-  for (size_t g = 0; g < sizes.size(); ++g) {
-    if (sizes[g] < 0) {
-      throw InvalidArgument("ragged_dot: group_sizes[" + std::to_string(g) + "] is " +
-                                std::to_string(sizes[g]) + "; sizes must be >= 0",
-                            "group_sizes");
-    }
-    sum = checked_add(sum, sizes[g], "ragged_dot: the sum of group_sizes", "group_sizes");
-  }
-  if (sum > M) {
-    throw InvalidArgument("ragged_dot: group_sizes sum to " + std::to_string(sum) +
-                              " but lhs has M=" + std::to_string(M) + " rows",
-                          "group_sizes");
-  }
-  return sizes;
 }
 
 // Upstream's default: the inputs' common type (jnp.result_type): the type itself when both
