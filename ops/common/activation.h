@@ -79,16 +79,22 @@ T activation_derivative(Activation activation, T x) {
 // 1 + erf(x) that makes gelu's absolute error scale with |x| (ops/common/cpu_activation.h).
 inline constexpr double kActivationEvalUlps = 8.0;
 
-// gpt-oss's gated activation ("swigluoai" in upstream's gmm_v2): the gate clamped above at
-// `limit`, up clamped to [-limit, limit], then (up + 1) * gate * sigmoid(alpha * gate).
-inline constexpr double kSwigluOaiAlpha = 1.702;
-inline constexpr double kSwigluOaiLimit = 7.0;
+// A clamped gated combine (upstream's gmm_v2 forms): the gate clamped above at `limit`, up
+// clamped to [-limit, limit] and offset, then (up + up_offset) * gate * sigmoid(alpha * gate).
+// A NaN gate gives the limit (the comparisons' way), a NaN up stays NaN.
+struct ClampedGlu {
+  double alpha = 1.0, limit = 0.0, up_offset = 0.0;
+};
+// gpt-oss's "swigluoai".
+inline constexpr ClampedGlu kSwigluOai{.alpha = 1.702, .limit = 7.0, .up_offset = 1.0};
+// DeepSeek-V4's "silu_and_mul_with_clamp": silu(min(gate, 10)) * clamp(up, -10, 10).
+inline constexpr ClampedGlu kSiluClamped{.alpha = 1.0, .limit = 10.0, .up_offset = 0.0};
 template <typename T>
-T swiglu_oai(T gate, T up) {
-  const T g = gate < T(kSwigluOaiLimit) ? gate : T(kSwigluOaiLimit);
-  const T u = up < T(-kSwigluOaiLimit) ? T(-kSwigluOaiLimit)
-                                       : (up > T(kSwigluOaiLimit) ? T(kSwigluOaiLimit) : up);
-  return (u + T(1)) * (g * sigmoid(T(kSwigluOaiAlpha) * g));
+T clamped_glu(const ClampedGlu& form, T gate, T up) {
+  const T limit = T(form.limit);
+  const T g = gate < limit ? gate : limit;
+  const T u = up < -limit ? -limit : (up > limit ? limit : up);
+  return (u + T(form.up_offset)) * (g * sigmoid(T(form.alpha) * g));
 }
 
 // The error magnitude of a gated product a * p, a = act(g), with the gate g and the projection
@@ -98,13 +104,13 @@ T swiglu_oai(T gate, T up) {
 // ops/gated_linear_unit/oracle.cc):
 //   |a^ p^ - a p| <= gamma * gated_product_magnitude(...) (+ the output rounding),
 // with a 1% margin for the second-order terms.
-inline double gated_product_magnitude(double g, double a, double p, double Mg, double Mp,
-                                      double L, double gamma, double n) {
+inline double gated_product_magnitude(double g, double a, double p, double Mg, double Mp, double L,
+                                      double gamma, double n) {
   const double proj_bound = std::fabs(p) + gamma * Mp;
   const double contraction = L * Mg * proj_bound + std::fabs(a) * Mp;
   const double evaluation =
-      (kActivationEvalUlps * (std::fabs(g) + std::fabs(a) + (1.0 + L) * gamma * Mg) +
-       std::fabs(a) + L * gamma * Mg) *
+      (kActivationEvalUlps * (std::fabs(g) + std::fabs(a) + (1.0 + L) * gamma * Mg) + std::fabs(a) +
+       L * gamma * Mg) *
       proj_bound / n;
   return 1.01 * (contraction + evaluation);
 }

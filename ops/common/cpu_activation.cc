@@ -100,14 +100,14 @@ HWY_INLINE VF ActApply(DF d, VF x) {
 }
 
 // out = act(gate + gate_bias) * (proj + proj_bias) in one pass; a null bias adds nothing and a
-// null proj leaves act(gate + gate_bias). kOai: gpt-oss's clamped form (activation.h's
-// swiglu_oai), (clamp(p, -7, 7) + 1) g sigmoid(1.702 g), g = min(gate, 7), with the reference's
-// comparisons (a NaN gate gives the limit, a NaN proj stays NaN). The last partial vector goes
-// through zero-padded stack copies, so every element takes the same vector code path (no scalar
-// tail whose rounding would differ from the body's).
-template <Activation kAct, bool kOai = false>
+// null proj leaves act(gate + gate_bias). kClamped: a clamped form instead (activation.h's
+// clamped_glu: (clamp(p, -limit, limit) + offset) g sigmoid(alpha g), g = min(gate, limit)),
+// with the reference's comparisons (a NaN gate gives the limit, a NaN proj stays NaN). The last
+// partial vector goes through zero-padded stack copies, so every element takes the same vector code
+// path (no scalar tail whose rounding would differ from the body's).
+template <Activation kAct, bool kClamped = false>
 void GluRowT(const float* gate, const float* gate_bias, const float* proj, const float* proj_bias,
-             float* out, int64_t n) {
+             float* out, int64_t n, const ClampedGlu& form = {}) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   auto step = [&](const float* g_in, const float* gb, const float* p_in, const float* pb,
@@ -115,21 +115,21 @@ void GluRowT(const float* gate, const float* gate_bias, const float* proj, const
     VF g = hn::LoadU(d, g_in);
     if (gb != nullptr) g = hn::Add(g, hn::LoadU(d, gb));
     VF a;
-    if constexpr (kOai) {
-      const VF limit = hn::Set(d, static_cast<float>(kSwigluOaiLimit));
+    if constexpr (kClamped) {
+      const VF limit = hn::Set(d, static_cast<float>(form.limit));
       g = hn::IfThenElse(hn::Lt(g, limit), g, limit);
-      a = hn::Mul(g, ActSigmoid(d, hn::Mul(hn::Set(d, static_cast<float>(kSwigluOaiAlpha)), g)));
+      a = hn::Mul(g, ActSigmoid(d, hn::Mul(hn::Set(d, static_cast<float>(form.alpha)), g)));
     } else {
       a = ActApply<kAct>(d, g);
     }
     if (p_in != nullptr) {
       VF p = hn::LoadU(d, p_in);
       if (pb != nullptr) p = hn::Add(p, hn::LoadU(d, pb));
-      if constexpr (kOai) {
-        const VF limit = hn::Set(d, static_cast<float>(kSwigluOaiLimit));
+      if constexpr (kClamped) {
+        const VF limit = hn::Set(d, static_cast<float>(form.limit));
         const VF low = hn::Neg(limit);
         p = hn::IfThenElse(hn::Lt(p, low), low, hn::IfThenElse(hn::Gt(p, limit), limit, p));
-        p = hn::Add(p, hn::Set(d, 1.0f));
+        p = hn::Add(p, hn::Set(d, static_cast<float>(form.up_offset)));
       }
       a = hn::Mul(a, p);
     }
@@ -147,8 +147,7 @@ void GluRowT(const float* gate, const float* gate_bias, const float* proj, const
       std::memcpy(copies[which], row + i, rest * sizeof(float));
       return copies[which];
     };
-    step(padded(0, gate), padded(1, gate_bias), padded(2, proj), padded(3, proj_bias),
-         copies[0]);
+    step(padded(0, gate), padded(1, gate_bias), padded(2, proj), padded(3, proj_bias), copies[0]);
     std::memcpy(out + i, copies[0], rest * sizeof(float));
   }
 }
@@ -249,9 +248,12 @@ void GluVjpRow(Activation activation, const float* dout, float* gate, float* pro
   }
 }
 
-void GluRow(Activation activation, bool oai, const float* gate, const float* gate_bias,
-            const float* proj, const float* proj_bias, float* out, int64_t n) {
-  if (oai) return GluRowT<Activation::kSilu, true>(gate, gate_bias, proj, proj_bias, out, n);
+void GluRow(Activation activation, const ClampedGlu* clamped, const float* gate,
+            const float* gate_bias, const float* proj, const float* proj_bias, float* out,
+            int64_t n) {
+  if (clamped != nullptr) {
+    return GluRowT<Activation::kSilu, true>(gate, gate_bias, proj, proj_bias, out, n, *clamped);
+  }
   switch (activation) {
     case Activation::kNone:
       return GluRowT<Activation::kNone>(gate, gate_bias, proj, proj_bias, out, n);
@@ -278,18 +280,18 @@ HWY_EXPORT(GluRow);
 HWY_EXPORT(GluVjpRow);
 
 void cpu_activation_row(Activation activation, float* x, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(GluRow)(activation, false, x, nullptr, nullptr, nullptr, x, n);
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, nullptr, x, nullptr, nullptr, nullptr, x, n);
 }
 
 void cpu_glu_row(Activation activation, const float* gate, const float* proj, float* out,
                  int64_t n) {
-  HWY_DYNAMIC_DISPATCH(GluRow)(activation, false, gate, nullptr, proj, nullptr, out, n);
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, nullptr, gate, nullptr, proj, nullptr, out, n);
 }
 
-void cpu_biased_glu_row(Activation activation, bool swiglu_oai, const float* gate,
+void cpu_biased_glu_row(Activation activation, const ClampedGlu* clamped, const float* gate,
                         const float* gate_bias, const float* proj, const float* proj_bias,
                         float* out, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(GluRow)(activation, swiglu_oai, gate, gate_bias, proj, proj_bias, out, n);
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, clamped, gate, gate_bias, proj, proj_bias, out, n);
 }
 
 void cpu_glu_vjp_row(Activation activation, const float* dout, float* gate, float* proj,

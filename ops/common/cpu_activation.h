@@ -29,9 +29,9 @@ void cpu_glu_row(Activation activation,
 
 // out[i] = act(gate[i] + gate_bias[i]) * (proj[i] + proj_bias[i]) in one pass (ragged_dot's
 // fused epilogue). A null bias adds nothing; a null proj gives act(gate[i] + gate_bias[i]).
-// swiglu_oai: gpt-oss's clamped combine instead, activation.h's swiglu_oai(gate + gate_bias,
-// proj + proj_bias) (the activation is then ignored). `out` may be `gate` or `proj`.
-void cpu_biased_glu_row(Activation activation, bool swiglu_oai,
+// clamped (or null): a clamped combine instead, activation.h's clamped_glu(*clamped, gate +
+// gate_bias, proj + proj_bias) (the activation is then ignored). `out` may be `gate` or `proj`.
+void cpu_biased_glu_row(Activation activation, const ClampedGlu* clamped,
                         // Inputs.
                         const float* gate,       // [n]
                         const float* gate_bias,  // [n] or null
@@ -43,7 +43,6 @@ void cpu_biased_glu_row(Activation activation, bool swiglu_oai,
 
 // In place over one row segment of the recomputed gate g and projection p (gated_linear_unit_vjp):
 // gate[i] <- dout[i] p[i] act'(g[i]), proj[i] <- dout[i] act(g[i]).
-void cpu_glu_vjp_row(Activation activation, const float* dout, float* gate, float* proj,
-                     int64_t n);
+void cpu_glu_vjp_row(Activation activation, const float* dout, float* gate, float* proj, int64_t n);
 
 }  // namespace tokamax

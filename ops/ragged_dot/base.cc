@@ -46,8 +46,8 @@ std::string string_option(const json& args, const char* name, const std::string&
   return value.get<std::string>();
 }
 
-constexpr GateUp kGateUps[] = {GateUp::kNone, GateUp::kSilu, GateUp::kGelu, GateUp::kGeluErf,
-                               GateUp::kSwigluOai};
+constexpr GateUp kGateUps[] = {GateUp::kNone,    GateUp::kSilu,      GateUp::kGelu,
+                               GateUp::kGeluErf, GateUp::kSwigluOai, GateUp::kSiluClamped};
 
 }  // namespace
 
@@ -168,18 +168,22 @@ std::string_view gate_up_name(GateUp gate_up) {
       return "gelu_erf";
     case GateUp::kSwigluOai:
       return "swigluoai";
+    case GateUp::kSiluClamped:
+      return "silu_and_mul_with_clamp";
   }
   return "?";
 }
 
 GateUp parse_gate_up(std::string_view name) {
+  // jax.nn.gelu's approximate=True, which is also its default ("gelu").
+  if (name == "gelu_tanh") return GateUp::kGelu;
   std::string known;
   for (GateUp gate_up : kGateUps) {
     if (gate_up_name(gate_up) == name) return gate_up;
     known += (known.empty() ? "" : ", ") + std::string(gate_up_name(gate_up));
   }
   throw InvalidArgument("ragged_dot: unknown fuse_gateup_activation '" + std::string(name) +
-                            "' (expected one of " + known + ")",
+                            "' (expected one of " + known + ", gelu_tanh)",
                         "fuse_gateup_activation");
 }
 
@@ -300,8 +304,9 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(std::string("ragged_dot: ") + e.what(), "activation");
   }
-  const std::string gate_up = string_option(args, "fuse_gateup_activation", "none");
-  parse_gate_up(gate_up);
+  // The canonical name: one cache key for upstream's two spellings of the same form.
+  const std::string gate_up(
+      gate_up_name(parse_gate_up(string_option(args, "fuse_gateup_activation", "none"))));
   if (gate_up != "none") {
     if (N % 2 != 0) {
       throw InvalidArgument(

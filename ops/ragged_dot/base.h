@@ -15,7 +15,8 @@
 // group_offset + g are multiplied by rhs[g]; rows of groups outside [group_offset,
 // group_offset + G) are zero), rhs_bias [G, N] added to the product, then either `activation`
 // applied to it or `fuse_gateup_activation`: rhs holds [gate | up] along N and the output is
-// act(gate) * up (swigluoai: gpt-oss's clamped form, ops/common/activation.h).
+// act(gate) * up (swigluoai, silu_and_mul_with_clamp: the clamped forms of
+// ops/common/activation.h).
 #pragma once
 
 #include <cstdint>
@@ -34,18 +35,26 @@
 namespace tokamax {
 
 // fuse_gateup_activation: the activation of act(gate) * up, or none. Upstream's names (gmm_v2):
-// silu, gelu (jax.nn.gelu's default, the tanh approximation), swigluoai; gelu_erf is the exact
-// gelu.
-enum class GateUp { kNone, kSilu, kGelu, kGeluErf, kSwigluOai };
+// silu, gelu (jax.nn.gelu's default, the tanh approximation; gelu_tanh is read as gelu),
+// swigluoai and silu_and_mul_with_clamp (the clamped forms of ops/common/activation.h); gelu_erf
+// is the exact gelu.
+enum class GateUp { kNone, kSilu, kGelu, kGeluErf, kSwigluOai, kSiluClamped };
 std::string_view gate_up_name(GateUp gate_up);
 // Throws InvalidArgument listing the accepted names.
 GateUp parse_gate_up(std::string_view name);
-// The activation applied to the gate (kSwigluOai: silu's shape, sigmoid(1.702 x) x, clamped;
+// The clamped form of a gate-up activation, or null.
+constexpr const ClampedGlu* clamped_form(GateUp gate_up) {
+  return gate_up == GateUp::kSwigluOai     ? &kSwigluOai
+         : gate_up == GateUp::kSiluClamped ? &kSiluClamped
+                                           : nullptr;
+}
+// The activation applied to the gate (the clamped forms: silu's shape, sigmoid(alpha x) x;
 // kNone: none).
 constexpr Activation gate_activation(GateUp gate_up) {
   switch (gate_up) {
     case GateUp::kSilu:
     case GateUp::kSwigluOai:
+    case GateUp::kSiluClamped:
       return Activation::kSilu;
     case GateUp::kGelu:
       return Activation::kGeluTanh;
@@ -56,11 +65,11 @@ constexpr Activation gate_activation(GateUp gate_up) {
   }
   return Activation::kNone;
 }
-// act(gate) * up in `T` (swiglu_oai for kSwigluOai); kNone returns gate.
+// act(gate) * up in `T` (clamped_glu for the clamped forms); kNone returns gate.
 template <typename T>
 T apply_gate_up(GateUp gate_up, T gate, T up) {
   if (gate_up == GateUp::kNone) return gate;
-  if (gate_up == GateUp::kSwigluOai) return swiglu_oai(gate, up);
+  if (const ClampedGlu* form = clamped_form(gate_up)) return clamped_glu(*form, gate, up);
   return apply_activation(gate_activation(gate_up), gate) * up;
 }
 

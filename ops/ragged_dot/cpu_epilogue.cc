@@ -3,7 +3,6 @@
 // Dimensions: as cpu_epilogue.h.
 #include "ops/ragged_dot/cpu_epilogue.h"
 
-
 #include "ops/common/cpu_activation.h"
 
 namespace tokamax {
@@ -21,11 +20,11 @@ void RaggedDotEpilogue::row(int64_t group, int64_t col0, int64_t cols, float* ga
   const float* up_bias = gate_bias != nullptr && up != nullptr ? gate_bias + out_N : nullptr;
   if (gate_up == GateUp::kNone) {
     if (gate_bias == nullptr && activation == Activation::kNone) return;
-    return cpu_biased_glu_row(activation, false, gate, gate_bias, nullptr, nullptr, gate, cols);
+    return cpu_biased_glu_row(activation, nullptr, gate, gate_bias, nullptr, nullptr, gate, cols);
   }
   // One pass: the biases, the (clamped) activation and the product.
-  cpu_biased_glu_row(gate_activation(gate_up), gate_up == GateUp::kSwigluOai, gate, gate_bias,
-                     up, up_bias, gate, cols);
+  cpu_biased_glu_row(gate_activation(gate_up), clamped_form(gate_up), gate, gate_bias, up, up_bias,
+                     gate, cols);
 }
 
 }  // namespace tokamax

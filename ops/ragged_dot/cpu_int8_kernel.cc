@@ -26,10 +26,9 @@ namespace tokamax {
 
 bool int8_vnni_available() {
 #if TOKAMAX_INT8_VNNI
-  static const bool available = __builtin_cpu_supports("avx512f") &&
-                                __builtin_cpu_supports("avx512bw") &&
-                                __builtin_cpu_supports("avx512vl") &&
-                                __builtin_cpu_supports("avx512vnni");
+  static const bool available =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
   return available;
 #else
   return false;
@@ -43,8 +42,8 @@ bool has_int8_micro_kernel(int mr, int nr) {
 namespace {
 
 // One quad row of 16 columns, scalar: the edges (past depth or cols), zero-padded.
-void pack_quad_scalar(const int8_t* rhs, int64_t ld, int64_t k_left, int64_t c_left,
-                      int8_t* dst, int32_t* colsum) {
+void pack_quad_scalar(const int8_t* rhs, int64_t ld, int64_t k_left, int64_t c_left, int8_t* dst,
+                      int32_t* colsum) {
   for (int64_t c = 0; c < 16; ++c) {
     for (int64_t j = 0; j < 4; ++j) {
       const int8_t code = (j < k_left && c < c_left) ? rhs[j * ld + c] : int8_t{0};
@@ -58,11 +57,12 @@ void pack_quad_scalar(const int8_t* rhs, int64_t ld, int64_t k_left, int64_t c_l
 
 // 16 columns of `quads` full quads (4 rows each) -> per quad 16 lanes of (k, k+1, k+2, k+3) at
 // dst + q * dst_stride; colsum[0, 16) += 128 times the columns' sums, kept in registers.
-TOKAMAX_VNNI_TARGET void pack_chunk_vnni(const int8_t* rhs, int64_t ld, int64_t quads,
-                                         int8_t* dst, int64_t dst_stride, int32_t* colsum) {
+TOKAMAX_VNNI_TARGET void pack_chunk_vnni(const int8_t* rhs, int64_t ld, int64_t quads, int8_t* dst,
+                                         int64_t dst_stride, int32_t* colsum) {
   const __m128i weight = _mm_set1_epi8(static_cast<char>(128));  // u8 128
   __m128i sum[4];
-  for (int i = 0; i < 4; ++i) sum[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(colsum + 4 * i));
+  for (int i = 0; i < 4; ++i)
+    sum[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(colsum + 4 * i));
   for (int64_t q = 0; q < quads; ++q, rhs += 4 * ld, dst += dst_stride) {
     const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rhs));
     const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rhs + ld));
@@ -287,8 +287,7 @@ void pack_rhs_int8_quads(const int8_t* rhs, int64_t ld, int64_t depth, int64_t c
         for (; q < quads; ++q) std::memset(dst + q * nr * 4, 0, 64);
       }
       for (; q < quads; ++q) {
-        pack_quad_scalar(rhs + 4 * q * ld + c, ld, depth - 4 * q, cols - c,
-                         dst + q * nr * 4, sum);
+        pack_quad_scalar(rhs + 4 * q * ld + c, ld, depth - 4 * q, cols - c, dst + q * nr * 4, sum);
       }
     }
   }

@@ -27,9 +27,9 @@ struct CpuKernelOptions {
   // bf16 inputs: f32 FMAs after widening, vdpbf16ps on pair-packed operands, or AMX tiles.
   GemmEngine engine = GemmEngine::kF32Fma;
   bool int8_tiles = false;  // with int8: TDPBUSD on AMX tiles (32 x 32 blocks) for vpdpbusd
-  bool int8 = false;    // maybe_quantize_lhs x i8 rhs on vpdpbusd (cpu_int8_kernel.h);
-                        // nr_vectors then counts 16 int32 lanes
-  int num_threads = 0;  // 0 = every core of the pool
+  bool int8 = false;        // maybe_quantize_lhs x i8 rhs on vpdpbusd (cpu_int8_kernel.h);
+                            // nr_vectors then counts 16 int32 lanes
+  int num_threads = 0;      // 0 = every core of the pool
 };
 
 // Runs every task of `work` (built over the output's out_N columns) on up to `num_threads`

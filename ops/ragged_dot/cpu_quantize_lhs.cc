@@ -57,8 +57,8 @@ void quantize_lhs_codes(const RaggedDotProblem& p, const Tensor& lhs, int num_th
   });
 }
 
-void quantize_lhs_int8(const RaggedDotProblem& p, const Tensor& lhs, int num_threads,
-                       int8_t* codes, float* scales) {
+void quantize_lhs_int8(const RaggedDotProblem& p, const Tensor& lhs, int num_threads, int8_t* codes,
+                       float* scales) {
   const int64_t K = p.K, bk = p.block_k(), blocks = p.scale_blocks;
   for_each_owned_row(p, lhs, num_threads, [&](int64_t row, const float* x) {
     quantize_row_int8(x, K, bk, codes + row * K, scales + row * blocks);

@@ -20,8 +20,8 @@ void quantize_lhs_codes(const RaggedDotProblem& p, const Tensor& lhs, int num_th
                         uint8_t* codes, float* scales);
 
 // codes [M, K] row-major: q of each owned row (quantize_row_int8), scales [M, scale_blocks].
-void quantize_lhs_int8(const RaggedDotProblem& p, const Tensor& lhs, int num_threads,
-                       int8_t* codes, float* scales);
+void quantize_lhs_int8(const RaggedDotProblem& p, const Tensor& lhs, int num_threads, int8_t* codes,
+                       float* scales);
 
 // values [M, K] row-major: s * q of each owned row quantized to rhs's type
 // (quantize_row_values).

@@ -173,10 +173,10 @@ void blocked_products(const RaggedDotProblem& p, const TensorMap& inputs,
 // My = sum |terms| + |bias|. Then
 //   activation: out = act(y): |act~(y^) - act(y)| <= L gamma My + c u (|y| + |act(y)|)
 //     (L = activation_lipschitz, c = kActivationEvalUlps), so magnitude = L My + c (|y| + |a|) / n;
-//   fuse_gateup_activation: out = a p with a = act(gate), p = up (swigluoai: a = h(min(g, 7)),
-//     h(x) = x sigmoid(1.702 x), whose slope is silu's, and p = clamp(up, -7, 7) + 1, one more
-//     rounding of u (|up| + 1)); as gated_linear_unit's bound (ops/gated_linear_unit/
-//     oracle.cc) with Mg, Mp the gate's and up's My.
+//   fuse_gateup_activation: out = a p with a = act(gate), p = up (the clamped forms: a =
+//     h(min(g, limit)), h(x) = x sigmoid(alpha x), whose slope is silu's, and p = clamp(up,
+//     -limit, limit) + offset, one more rounding of u |p|); as gated_linear_unit's bound
+//     (ops/gated_linear_unit/oracle.cc) with Mg, Mp the gate's and up's My.
 // A 1% margin covers the second-order terms, and f16's subnormal spacing is an absolute floor.
 OracleSample ragged_dot_oracle(const BoundArgs& args, const TensorMap& inputs,
                                std::span<const int64_t> index, OracleMethod method) {
@@ -218,15 +218,15 @@ OracleSample ragged_dot_oracle(const BoundArgs& args, const TensorMap& inputs,
     if (p.gate_up != GateUp::kNone) {
       const double L = activation_lipschitz(gate_activation(p.gate_up));
       double gate = y, extra = 0.0;
-      if (p.gate_up == GateUp::kSwigluOai) {
-        gate = std::min(y, kSwigluOaiLimit);
-        up = std::clamp(up, -kSwigluOaiLimit, kSwigluOaiLimit) + 1.0;
-        extra = std::fabs(up) / n;  // the rounding of up + 1
+      const ClampedGlu* form = clamped_form(p.gate_up);
+      if (form != nullptr) {
+        gate = std::min(y, form->limit);
+        up = std::clamp(up, -form->limit, form->limit) + form->up_offset;
+        extra = std::fabs(up) / n;  // the rounding of up + offset
       }
-      const double a = p.gate_up == GateUp::kSwigluOai
-                           ? gate * sigmoid(kSwigluOaiAlpha * gate)
-                           : apply_gate_up<double>(p.gate_up, gate, 1.0);
-      // swigluoai's up + 1 is one more rounding of |up + 1|: as that much more of Mp.
+      const double a = form != nullptr ? gate * sigmoid(form->alpha * gate)
+                                       : apply_gate_up<double>(p.gate_up, gate, 1.0);
+      // A clamped form's up + offset is one more rounding of |up + offset|: that much more Mp.
       sample.value[s] = a * up;
       sample.magnitude[s] =
           gated_product_magnitude(gate, a, up, My, Mp + extra * n, L, gamma, n) + floor_term;

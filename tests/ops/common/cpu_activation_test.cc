@@ -125,13 +125,14 @@ TEST_CASE("cpu_glu_vjp_row forms dout p act'(g) and dout act(g) within the error
   }
 }
 
-TEST_CASE("cpu_biased_glu_row adds the biases before the activation, swiglu_oai as its definition",
+TEST_CASE("cpu_biased_glu_row adds the biases before the activation, clamped forms as defined",
           "[glu]") {
   for (int64_t n = 0; n <= 53; ++n) {
     std::vector<float> gate(n), proj(n), gate_bias(n), proj_bias(n);
     for (int64_t i = 0; i < n; ++i) {
-      gate[i] = static_cast<float>(normalish(1, 2, i) * 6);  // past swiglu_oai's limit of 7
-      proj[i] = static_cast<float>(normalish(3, 4, i) * 6);
+      // Past swigluoai's limit of 7 and silu_and_mul_with_clamp's of 10.
+      gate[i] = static_cast<float>(normalish(1, 2, i) * 8);
+      proj[i] = static_cast<float>(normalish(3, 4, i) * 8);
       gate_bias[i] = static_cast<float>(normalish(5, 6, i));
       proj_bias[i] = static_cast<float>(normalish(7, 8, i));
     }
@@ -149,8 +150,8 @@ TEST_CASE("cpu_biased_glu_row adds the biases before the activation, swiglu_oai 
         std::vector<float> act = g;
         cpu_activation_row(activation, act.data(), n);
         std::vector<float> out(n + 1, -7.0f), alone(n + 1, -7.0f);
-        cpu_biased_glu_row(activation, false, gate.data(), gb, proj.data(), pb, out.data(), n);
-        cpu_biased_glu_row(activation, false, gate.data(), gb, nullptr, nullptr, alone.data(), n);
+        cpu_biased_glu_row(activation, nullptr, gate.data(), gb, proj.data(), pb, out.data(), n);
+        cpu_biased_glu_row(activation, nullptr, gate.data(), gb, nullptr, nullptr, alone.data(), n);
         CHECK(out[n] == -7.0f);  // nothing past n is written
         CHECK(alone[n] == -7.0f);
         for (int64_t i = 0; i < n; ++i) {
@@ -158,14 +159,19 @@ TEST_CASE("cpu_biased_glu_row adds the biases before the activation, swiglu_oai 
           CHECK(alone[i] == act[i]);
         }
       }
-      // swiglu_oai in place in gate, against the double definition on the same biased inputs.
-      std::vector<float> out = gate;
-      cpu_biased_glu_row(Activation::kSilu, true, out.data(), gb, proj.data(), pb, out.data(), n);
-      for (int64_t i = 0; i < n; ++i) {
-        const double want = swiglu_oai<double>(g[i], p[i]);
-        const double scale = std::abs(std::min<double>(g[i], kSwigluOaiLimit)) *
-                             (std::min<double>(std::abs(p[i]), kSwigluOaiLimit) + 1.0);
-        CHECK(std::abs(out[i] - want) <= 1e-6 * (1.0 + scale));
+      // The clamped forms in place in gate, against the double definition on the same biased
+      // inputs.
+      for (const ClampedGlu* form : {&kSwigluOai, &kSiluClamped}) {
+        CAPTURE(form->limit);
+        std::vector<float> out = gate;
+        cpu_biased_glu_row(Activation::kGelu, form, out.data(), gb, proj.data(), pb, out.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double want = clamped_glu<double>(*form, g[i], p[i]);
+          const double scale =
+              std::abs(std::min<double>(g[i], form->limit)) *
+              (std::min<double>(std::abs(p[i]), form->limit) + std::abs(form->up_offset));
+          CHECK(std::abs(out[i] - want) <= 1e-6 * (1.0 + scale));
+        }
       }
     }
   }

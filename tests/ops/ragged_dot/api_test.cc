@@ -1,7 +1,9 @@
 // Tests for tokamax::ragged_dot: auto dispatch, fallback on NotImplemented, named failures.
 #include "ops/ragged_dot/api.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "ops/framework/dispatch.h"
 #include "ops/framework/errors.h"
@@ -123,4 +125,31 @@ TEST_CASE("auto dispatch falls back on NotImplemented and a named implementation
   const FakeRaggedDotOp none({&no_device, &rejecting});
   CHECK_THROWS_WITH(dispatch(none, args, "auto", std::nullopt, inputs, outputs),
                     Catch::Contains("no implementation") && Catch::Contains("fake device"));
+}
+
+TEST_CASE("ragged_dot silu_and_mul_with_clamp clamps the gate at 10 and up to [-10, 10]",
+          "[ragged_dot]") {
+  // One row, one group: gate and up columns 20 / -30 (clamped), 0.5 / 3 (inside the limit).
+  Tensor lhs(TensorSpec{DType::kF32, {1, 1}});
+  lhs.data<float>()[0] = 1.0f;
+  Tensor rhs(TensorSpec{DType::kF32, {1, 1, 4}});
+  const float columns[] = {20.0f, 0.5f, -30.0f, 3.0f};  // [gate | up]
+  std::copy(columns, columns + 4, rhs.data<float>());
+  Tensor sizes(TensorSpec{DType::kI32, {1}});
+  sizes.data<int32_t>()[0] = 1;
+  RaggedDotOptions options;
+  options.fuse_gateup_activation = GateUp::kSiluClamped;
+  for (const char* impl : {"cpu", "reference"}) {
+    CAPTURE(impl);
+    options.implementation = impl;
+    const Tensor out = ragged_dot(lhs, rhs, sizes, options);
+    REQUIRE(out.spec().to_string() == "f32[1,2]");
+    const double silu10 = 10.0 / (1.0 + std::exp(-10.0)), silu_half = 0.5 / (1.0 + std::exp(-0.5));
+    CHECK(out.get(0) == Approx(silu10 * -10.0).epsilon(1e-6));
+    CHECK(out.get(1) == Approx(silu_half * 3.0).epsilon(1e-6));
+  }
+  // gelu_tanh is upstream's other spelling of gelu (jax.nn.gelu's default approximation).
+  const BoundArgs spelled = ragged_dot_op().bind(
+      {{"lhs", "f32[4,2]"}, {"rhs", "f32[1,2,4]"}, {"fuse_gateup_activation", "gelu_tanh"}});
+  CHECK(spelled.option("fuse_gateup_activation") == "gelu");
 }

@@ -151,8 +151,9 @@ TEST_CASE("ragged_dot reference<float> applies group_offset, bias and the fused 
     CHECK(out.get(9) == 0);
   }
   // swigluoai clamps: gate above 7 is 7, up beyond +-7 is +-7.
-  CHECK(swiglu_oai(10.0, 20.0) == Approx(8.0 * 7.0 / (1.0 + std::exp(-1.702 * 7.0))));
-  CHECK(swiglu_oai(10.0, -20.0) == Approx(-6.0 * 7.0 / (1.0 + std::exp(-1.702 * 7.0))));
+  CHECK(clamped_glu(kSwigluOai, 10.0, 20.0) == Approx(8.0 * 7.0 / (1.0 + std::exp(-1.702 * 7.0))));
+  CHECK(clamped_glu(kSwigluOai, 10.0, -20.0) ==
+        Approx(-6.0 * 7.0 / (1.0 + std::exp(-1.702 * 7.0))));
 }
 
 TEST_CASE("ragged_dot bind fills defaults canonically", "[ragged_dot]") {
