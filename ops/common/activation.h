@@ -97,6 +97,30 @@ T clamped_glu(const ClampedGlu& form, T gate, T up) {
   return (u + T(form.up_offset)) * (g * sigmoid(T(form.alpha) * g));
 }
 
+// upstream's gmm_v2 "situ:<beta>:<linear_beta>": silu with its linear factor soft-capped,
+// beta tanh(gate / beta) sigmoid(gate), times up soft-capped to linear_beta tanh(up /
+// linear_beta) (linear_beta 0: up as it is). beta, linear_beta > 0.
+struct SituGlu {
+  double beta = 1.0, linear_beta = 0.0;
+};
+template <typename T>
+T situ_glu(const SituGlu& form, T gate, T up) {
+  const T a = T(form.beta) * std::tanh(gate / T(form.beta)) * sigmoid(gate);
+  const T u =
+      form.linear_beta > 0.0 ? T(form.linear_beta) * std::tanh(up / T(form.linear_beta)) : up;
+  return a * u;
+}
+// |d/dg beta tanh(g / beta) sigmoid(g)| <= sech^2 sigmoid + |g| sigmoid (1 - sigmoid) <= 1 +
+// max |g| sigmoid'(g) (0.224, at |g| ~ 2.4), rounded up.
+inline constexpr double kSituLipschitz = 1.25;
+
+// How act(gate) and up combine where a gated product is fused (cpu_biased_glu_row): act(gate) *
+// up, or one of the forms above (at most one set; the activation is then theirs).
+struct GluForm {
+  const ClampedGlu* clamped = nullptr;
+  const SituGlu* situ = nullptr;
+};
+
 // The error magnitude of a gated product a * p, a = act(g), with the gate g and the projection
 // p each a contraction computed to |g^ - g| <= gamma Mg, |p^ - p| <= gamma Mp (gamma = n u /
 // (1 - n u), u the accumulator's roundoff), act evaluated within kActivationEvalUlps of |g| +

@@ -100,14 +100,17 @@ HWY_INLINE VF ActApply(DF d, VF x) {
 }
 
 // out = act(gate + gate_bias) * (proj + proj_bias) in one pass; a null bias adds nothing and a
-// null proj leaves act(gate + gate_bias). kClamped: a clamped form instead (activation.h's
+// null proj leaves act(gate + gate_bias). kForm kClamped: a clamped form instead (activation.h's
 // clamped_glu: (clamp(p, -limit, limit) + offset) g sigmoid(alpha g), g = min(gate, limit)),
-// with the reference's comparisons (a NaN gate gives the limit, a NaN proj stays NaN). The last
-// partial vector goes through zero-padded stack copies, so every element takes the same vector code
-// path (no scalar tail whose rounding would differ from the body's).
-template <Activation kAct, bool kClamped = false>
+// with the reference's comparisons (a NaN gate gives the limit, a NaN proj stays NaN); kSitu:
+// situ_glu's beta tanh(g / beta) sigmoid(g) times p, soft-capped to lb tanh(p / lb) when lb > 0.
+// The last partial vector goes through zero-padded stack copies, so every element takes the same
+// vector code path (no scalar tail whose rounding would differ from the body's).
+enum class GluKind { kPlain, kClamped, kSitu };
+
+template <Activation kAct, GluKind kForm = GluKind::kPlain>
 void GluRowT(const float* gate, const float* gate_bias, const float* proj, const float* proj_bias,
-             float* out, int64_t n, const ClampedGlu& form = {}) {
+             float* out, int64_t n, const ClampedGlu& form = {}, const SituGlu& situ = {}) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   auto step = [&](const float* g_in, const float* gb, const float* p_in, const float* pb,
@@ -115,17 +118,27 @@ void GluRowT(const float* gate, const float* gate_bias, const float* proj, const
     VF g = hn::LoadU(d, g_in);
     if (gb != nullptr) g = hn::Add(g, hn::LoadU(d, gb));
     VF a;
-    if constexpr (kClamped) {
+    if constexpr (kForm == GluKind::kClamped) {
       const VF limit = hn::Set(d, static_cast<float>(form.limit));
       g = hn::IfThenElse(hn::Lt(g, limit), g, limit);
       a = hn::Mul(g, ActSigmoid(d, hn::Mul(hn::Set(d, static_cast<float>(form.alpha)), g)));
+    } else if constexpr (kForm == GluKind::kSitu) {
+      const VF beta = hn::Set(d, static_cast<float>(situ.beta));
+      const VF capped = hn::Mul(beta, hn::Tanh(d, hn::Div(g, beta)));
+      a = hn::Mul(capped, ActSigmoid(d, g));
     } else {
       a = ActApply<kAct>(d, g);
     }
     if (p_in != nullptr) {
       VF p = hn::LoadU(d, p_in);
       if (pb != nullptr) p = hn::Add(p, hn::LoadU(d, pb));
-      if constexpr (kClamped) {
+      if constexpr (kForm == GluKind::kSitu) {
+        if (situ.linear_beta > 0.0) {
+          const VF cap = hn::Set(d, static_cast<float>(situ.linear_beta));
+          p = hn::Mul(cap, hn::Tanh(d, hn::Div(p, cap)));
+        }
+      }
+      if constexpr (kForm == GluKind::kClamped) {
         const VF limit = hn::Set(d, static_cast<float>(form.limit));
         const VF low = hn::Neg(limit);
         p = hn::IfThenElse(hn::Lt(p, low), low, hn::IfThenElse(hn::Gt(p, limit), limit, p));
@@ -248,11 +261,15 @@ void GluVjpRow(Activation activation, const float* dout, float* gate, float* pro
   }
 }
 
-void GluRow(Activation activation, const ClampedGlu* clamped, const float* gate,
-            const float* gate_bias, const float* proj, const float* proj_bias, float* out,
-            int64_t n) {
-  if (clamped != nullptr) {
-    return GluRowT<Activation::kSilu, true>(gate, gate_bias, proj, proj_bias, out, n, *clamped);
+void GluRow(Activation activation, GluForm form, const float* gate, const float* gate_bias,
+            const float* proj, const float* proj_bias, float* out, int64_t n) {
+  if (form.clamped != nullptr) {
+    return GluRowT<Activation::kSilu, GluKind::kClamped>(gate, gate_bias, proj, proj_bias, out, n,
+                                                         *form.clamped);
+  }
+  if (form.situ != nullptr) {
+    return GluRowT<Activation::kSilu, GluKind::kSitu>(gate, gate_bias, proj, proj_bias, out, n, {},
+                                                      *form.situ);
   }
   switch (activation) {
     case Activation::kNone:
@@ -280,18 +297,18 @@ HWY_EXPORT(GluRow);
 HWY_EXPORT(GluVjpRow);
 
 void cpu_activation_row(Activation activation, float* x, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(GluRow)(activation, nullptr, x, nullptr, nullptr, nullptr, x, n);
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, GluForm{}, x, nullptr, nullptr, nullptr, x, n);
 }
 
 void cpu_glu_row(Activation activation, const float* gate, const float* proj, float* out,
                  int64_t n) {
-  HWY_DYNAMIC_DISPATCH(GluRow)(activation, nullptr, gate, nullptr, proj, nullptr, out, n);
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, GluForm{}, gate, nullptr, proj, nullptr, out, n);
 }
 
-void cpu_biased_glu_row(Activation activation, const ClampedGlu* clamped, const float* gate,
+void cpu_biased_glu_row(Activation activation, GluForm form, const float* gate,
                         const float* gate_bias, const float* proj, const float* proj_bias,
                         float* out, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(GluRow)(activation, clamped, gate, gate_bias, proj, proj_bias, out, n);
+  HWY_DYNAMIC_DISPATCH(GluRow)(activation, form, gate, gate_bias, proj, proj_bias, out, n);
 }
 
 void cpu_glu_vjp_row(Activation activation, const float* dout, float* gate, float* proj,

@@ -29,9 +29,9 @@ void cpu_glu_row(Activation activation,
 
 // out[i] = act(gate[i] + gate_bias[i]) * (proj[i] + proj_bias[i]) in one pass (ragged_dot's
 // fused epilogue). A null bias adds nothing; a null proj gives act(gate[i] + gate_bias[i]).
-// clamped (or null): a clamped combine instead, activation.h's clamped_glu(*clamped, gate +
-// gate_bias, proj + proj_bias) (the activation is then ignored). `out` may be `gate` or `proj`.
-void cpu_biased_glu_row(Activation activation, const ClampedGlu* clamped,
+// form: a clamped or situ combine instead (activation.h's clamped_glu / situ_glu of gate +
+// gate_bias and proj + proj_bias; the activation is then ignored). `out` may be `gate` or `proj`.
+void cpu_biased_glu_row(Activation activation, GluForm form,
                         // Inputs.
                         const float* gate,       // [n]
                         const float* gate_bias,  // [n] or null

@@ -61,7 +61,8 @@ Tensor ragged_dot(const Tensor& lhs, const Tensor& rhs, const Tensor& group_size
                            options.preferred_element_type, options.group_offset);
   call.tensor("rhs_bias", options.rhs_bias)
       .option("activation", std::string(activation_name(options.activation)))
-      .option("fuse_gateup_activation", std::string(gate_up_name(options.fuse_gateup_activation)))
+      .option("fuse_gateup_activation",
+              gate_up_spelling(options.fuse_gateup_activation, options.situ))
       .option("precision", std::string(precision_name(options.precision)));
   return call.run(options.implementation, options.config).at("out");
 }

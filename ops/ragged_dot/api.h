@@ -38,6 +38,7 @@ struct RaggedDotOptions {
   const Tensor* rhs_bias = nullptr;
   Activation activation = Activation::kNone;
   GateUp fuse_gateup_activation = GateUp::kNone;
+  SituGlu situ = {};  // kSitu's beta and linear_beta (0: none)
   // Upstream's precision (ops/common/precision.h, docs/precision.md).
   DotPrecision precision = DotPrecision::kDefault;
 };

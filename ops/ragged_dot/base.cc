@@ -4,7 +4,10 @@
 #include "ops/ragged_dot/base.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <string>
+#include <system_error>
 
 #include "ops/framework/checked_math.h"
 #include "ops/framework/errors.h"
@@ -80,7 +83,8 @@ RaggedDotProblem RaggedDotProblem::from(const BoundArgs& args) {
     problem.activation = parse_activation(args.option("activation").get<std::string>());
   }
   if (args.has("fuse_gateup_activation")) {
-    problem.gate_up = parse_gate_up(args.option("fuse_gateup_activation").get<std::string>());
+    problem.gate_up =
+        parse_gate_up(args.option("fuse_gateup_activation").get<std::string>(), &problem.situ);
   }
   if (args.has("precision")) {
     problem.precision = parse_precision(args.option("precision").get<std::string>());
@@ -141,7 +145,7 @@ std::string RaggedDotProblem::extended_arguments() const {
   if (activation != Activation::kNone)
     add("activation=" + std::string(activation_name(activation)));
   if (gate_up != GateUp::kNone) {
-    add("fuse_gateup_activation=" + std::string(gate_up_name(gate_up)));
+    add("fuse_gateup_activation=" + gate_up_spelling(gate_up, situ));
   }
   if (!precision_plan().identity()) add("precision=" + std::string(precision_name(precision)));
   return used;
@@ -170,20 +174,72 @@ std::string_view gate_up_name(GateUp gate_up) {
       return "swigluoai";
     case GateUp::kSiluClamped:
       return "silu_and_mul_with_clamp";
+    case GateUp::kSitu:
+      return "situ";
   }
   return "?";
 }
 
-GateUp parse_gate_up(std::string_view name) {
+namespace {
+
+// The shortest decimal that reads back to `value` ("4", "0.25").
+std::string shortest(double value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
+}
+
+// situ's "<beta>:<linear_beta | none>": beta finite and > 0, linear_beta too or "none".
+SituGlu parse_situ(std::string_view name, std::string_view params) {
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument("ragged_dot: fuse_gateup_activation '" + std::string(name) +
+                               "': " + why +
+                               " (expected situ:<beta>:<linear_beta or none>, beta and "
+                               "linear_beta finite and > 0)",
+                           "fuse_gateup_activation");
+  };
+  const size_t colon = params.find(':');
+  if (colon == std::string_view::npos) throw bad("no linear_beta");
+  auto number = [&](std::string_view text, const char* what) {
+    double value = 0.0;
+    const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (result.ec != std::errc() || result.ptr != text.data() + text.size() ||
+        !std::isfinite(value) || value <= 0.0) {
+      throw bad(std::string(what) + " '" + std::string(text) + "' is not a number > 0");
+    }
+    return value;
+  };
+  SituGlu situ;
+  situ.beta = number(params.substr(0, colon), "beta");
+  const std::string_view linear = params.substr(colon + 1);
+  situ.linear_beta = linear == "none" ? 0.0 : number(linear, "linear_beta");
+  return situ;
+}
+
+}  // namespace
+
+std::string gate_up_spelling(GateUp gate_up, const SituGlu& situ) {
+  if (gate_up != GateUp::kSitu) return std::string(gate_up_name(gate_up));
+  return "situ:" + shortest(situ.beta) + ":" +
+         (situ.linear_beta > 0.0 ? shortest(situ.linear_beta) : std::string("none"));
+}
+
+GateUp parse_gate_up(std::string_view name, SituGlu* situ) {
   // jax.nn.gelu's approximate=True, which is also its default ("gelu").
   if (name == "gelu_tanh") return GateUp::kGelu;
+  if (name.substr(0, 5) == "situ:") {
+    const SituGlu parsed = parse_situ(name, name.substr(5));
+    if (situ != nullptr) *situ = parsed;
+    return GateUp::kSitu;
+  }
   std::string known;
   for (GateUp gate_up : kGateUps) {
     if (gate_up_name(gate_up) == name) return gate_up;
     known += (known.empty() ? "" : ", ") + std::string(gate_up_name(gate_up));
   }
   throw InvalidArgument("ragged_dot: unknown fuse_gateup_activation '" + std::string(name) +
-                            "' (expected one of " + known + ", gelu_tanh)",
+                            "' (expected one of " + known +
+                            ", gelu_tanh, situ:<beta>:<linear_beta or none>)",
                         "fuse_gateup_activation");
 }
 
@@ -305,8 +361,10 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
     throw InvalidArgument(std::string("ragged_dot: ") + e.what(), "activation");
   }
   // The canonical name: one cache key for upstream's two spellings of the same form.
-  const std::string gate_up(
-      gate_up_name(parse_gate_up(string_option(args, "fuse_gateup_activation", "none"))));
+  SituGlu situ;
+  const GateUp gate_up_form =
+      parse_gate_up(string_option(args, "fuse_gateup_activation", "none"), &situ);
+  const std::string gate_up = gate_up_spelling(gate_up_form, situ);
   if (gate_up != "none") {
     if (N % 2 != 0) {
       throw InvalidArgument(

@@ -36,12 +36,18 @@ namespace tokamax {
 
 // fuse_gateup_activation: the activation of act(gate) * up, or none. Upstream's names (gmm_v2):
 // silu, gelu (jax.nn.gelu's default, the tanh approximation; gelu_tanh is read as gelu),
-// swigluoai and silu_and_mul_with_clamp (the clamped forms of ops/common/activation.h); gelu_erf
-// is the exact gelu.
-enum class GateUp { kNone, kSilu, kGelu, kGeluErf, kSwigluOai, kSiluClamped };
+// swigluoai and silu_and_mul_with_clamp (the clamped forms of ops/common/activation.h),
+// situ:<beta>:<linear_beta | none> (situ_glu there, with its parameters); gelu_erf is the exact
+// gelu.
+enum class GateUp { kNone, kSilu, kGelu, kGeluErf, kSwigluOai, kSiluClamped, kSitu };
+// The form's name ("situ" without its parameters).
 std::string_view gate_up_name(GateUp gate_up);
-// Throws InvalidArgument listing the accepted names.
-GateUp parse_gate_up(std::string_view name);
+// The canonical spelling of a form: its name, or for kSitu "situ:<beta>:<linear_beta | none>"
+// with the shortest decimals that read back to the parameters.
+std::string gate_up_spelling(GateUp gate_up, const SituGlu& situ = {});
+// Throws InvalidArgument (naming fuse_gateup_activation) listing the accepted names, or saying
+// what is wrong with situ's parameters; `situ` (may be null) receives them.
+GateUp parse_gate_up(std::string_view name, SituGlu* situ = nullptr);
 // The clamped form of a gate-up activation, or null.
 constexpr const ClampedGlu* clamped_form(GateUp gate_up) {
   return gate_up == GateUp::kSwigluOai     ? &kSwigluOai
@@ -55,6 +61,7 @@ constexpr Activation gate_activation(GateUp gate_up) {
     case GateUp::kSilu:
     case GateUp::kSwigluOai:
     case GateUp::kSiluClamped:
+    case GateUp::kSitu:
       return Activation::kSilu;
     case GateUp::kGelu:
       return Activation::kGeluTanh;
@@ -65,11 +72,16 @@ constexpr Activation gate_activation(GateUp gate_up) {
   }
   return Activation::kNone;
 }
-// act(gate) * up in `T` (clamped_glu for the clamped forms); kNone returns gate.
+// The combine cpu_biased_glu_row applies for a form (`situ`: kSitu's parameters).
+inline GluForm glu_form(GateUp gate_up, const SituGlu& situ) {
+  return {.clamped = clamped_form(gate_up), .situ = gate_up == GateUp::kSitu ? &situ : nullptr};
+}
+// act(gate) * up in `T` (clamped_glu, situ_glu for those forms); kNone returns gate.
 template <typename T>
-T apply_gate_up(GateUp gate_up, T gate, T up) {
+T apply_gate_up(GateUp gate_up, const SituGlu& situ, T gate, T up) {
   if (gate_up == GateUp::kNone) return gate;
   if (const ClampedGlu* form = clamped_form(gate_up)) return clamped_glu(*form, gate, up);
+  if (gate_up == GateUp::kSitu) return situ_glu(situ, gate, up);
   return apply_activation(gate_activation(gate_up), gate) * up;
 }
 
@@ -91,6 +103,7 @@ struct RaggedDotProblem {
   DType bias_dtype = DType::kF32;
   Activation activation = Activation::kNone;
   GateUp gate_up = GateUp::kNone;
+  SituGlu situ;  // kSitu's parameters
   // Quantized weights: rhs_dtype i8 / f8e4m3 with rhs_scale [G, scale_blocks, N] (scale_blocks
   // = 1: [G, N]); rhs[g, k, n] means rhs[g, k, n] * rhs_scale[g, k / block_k(), n].
   DType scale_dtype = DType::kF32;

@@ -21,6 +21,7 @@ struct RaggedDotEpilogue {
   std::vector<float> bias;  // [G, N], empty: none
   Activation activation = Activation::kNone;
   GateUp gate_up = GateUp::kNone;
+  SituGlu situ;
 
   // `bias` is rhs_bias [G, N] when the problem has one (else null).
   RaggedDotEpilogue(const RaggedDotProblem& problem, const Tensor* bias);

@@ -94,6 +94,7 @@ struct Launch {
   int64_t codes_row0 = 0, Kq = 0, int8_tk = 0;
   Activation activation = Activation::kNone;
   GateUp gate_up = GateUp::kNone;
+  SituGlu situ;
 };
 
 // The source rows of one rhs panel: rows [k0, k0 + depth) x `cols` elements from column n0 of
@@ -439,7 +440,7 @@ void epilogue_row(const Launch& launch, const RaggedDotTask& task, double* gate,
       g += bias[c];
       if (up != nullptr) u += bias[launch.out_N + c];
     }
-    gate[c] = launch.gate_up != GateUp::kNone ? apply_gate_up(launch.gate_up, g, u)
+    gate[c] = launch.gate_up != GateUp::kNone ? apply_gate_up(launch.gate_up, launch.situ, g, u)
                                               : apply_activation(launch.activation, g);
   }
 }
@@ -547,6 +548,7 @@ void ragged_dot_cpu_kernel(const RaggedDotProblem& p, const RaggedDotWorkList& w
   launch.epilogue = p.has_epilogue();
   launch.activation = p.activation;
   launch.gate_up = p.gate_up;
+  launch.situ = p.situ;
   // The bias once in the accumulation type: G * N values, read by every row of its group.
   const RaggedDotEpilogue epilogue_f32(p, f64 ? nullptr : bias);
   launch.epilogue_f32 = &epilogue_f32;

@@ -175,7 +175,9 @@ void blocked_products(const RaggedDotProblem& p, const TensorMap& inputs,
 //     (L = activation_lipschitz, c = kActivationEvalUlps), so magnitude = L My + c (|y| + |a|) / n;
 //   fuse_gateup_activation: out = a p with a = act(gate), p = up (the clamped forms: a =
 //     h(min(g, limit)), h(x) = x sigmoid(alpha x), whose slope is silu's, and p = clamp(up,
-//     -limit, limit) + offset, one more rounding of u |p|); as gated_linear_unit's bound
+//     -limit, limit) + offset, one more rounding of u |p|; situ: a = beta tanh(g / beta)
+//     sigmoid(g), Lipschitz kSituLipschitz, p soft-capped to lb tanh(up / lb), Lipschitz 1 and
+//     six roundings of |p|); as gated_linear_unit's bound
 //     (ops/gated_linear_unit/oracle.cc) with Mg, Mp the gate's and up's My.
 // A 1% margin covers the second-order terms, and f16's subnormal spacing is an absolute floor.
 OracleSample ragged_dot_oracle(const BoundArgs& args, const TensorMap& inputs,
@@ -216,17 +218,29 @@ OracleSample ragged_dot_oracle(const BoundArgs& args, const TensorMap& inputs,
       }
     }
     if (p.gate_up != GateUp::kNone) {
-      const double L = activation_lipschitz(gate_activation(p.gate_up));
-      double gate = y, extra = 0.0;
+      double gate = y, extra = 0.0, L = activation_lipschitz(gate_activation(p.gate_up));
       const ClampedGlu* form = clamped_form(p.gate_up);
       if (form != nullptr) {
         gate = std::min(y, form->limit);
         up = std::clamp(up, -form->limit, form->limit) + form->up_offset;
         extra = std::fabs(up) / n;  // the rounding of up + offset
+      } else if (p.gate_up == GateUp::kSitu) {
+        L = kSituLipschitz;
+        if (p.situ.linear_beta > 0.0) {
+          // Soft-capped: as slopes go, no larger (Lipschitz 1); its evaluation (tanh within 4
+          // ulps, a division and a product) is 6 more roundings of |up'|.
+          up = p.situ.linear_beta * std::tanh(up / p.situ.linear_beta);
+          extra = 6.0 * std::fabs(up) / n;
+        }
       }
+      // The gate's factor alone (up, transformed above, is the other).
       const double a = form != nullptr ? gate * sigmoid(form->alpha * gate)
-                                       : apply_gate_up<double>(p.gate_up, gate, 1.0);
-      // A clamped form's up + offset is one more rounding of |up + offset|: that much more Mp.
+                       : p.gate_up == GateUp::kSitu
+                           ? situ_glu(SituGlu{p.situ.beta, 0.0}, gate, 1.0)
+                           : apply_gate_up<double>(p.gate_up, p.situ, gate, 1.0);
+      // The roundings of up's transform (extra, in units of u) count as that much more Mp. situ's
+      // gate factor, |a| <= |g|, is evaluated within kActivationEvalUlps of |g| + |a| as the
+      // other activations (tanh 4 ulps, sigmoid, three products).
       sample.value[s] = a * up;
       sample.magnitude[s] =
           gated_product_magnitude(gate, a, up, My, Mp + extra * n, L, gamma, n) + floor_term;

@@ -70,7 +70,8 @@ void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Te
         O* out_row = out_data + row * out_N;
         if (p.gate_up != GateUp::kNone) {
           for (int64_t n = 0; n < out_N; ++n) {
-            out_row[n] = from_double<O>(apply_gate_up<Acc>(p.gate_up, acc[n], acc[n + out_N]));
+            out_row[n] =
+                from_double<O>(apply_gate_up<Acc>(p.gate_up, p.situ, acc[n], acc[n + out_N]));
           }
         } else {
           for (int64_t n = 0; n < N; ++n) {

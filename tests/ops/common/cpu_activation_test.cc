@@ -150,8 +150,9 @@ TEST_CASE("cpu_biased_glu_row adds the biases before the activation, clamped for
         std::vector<float> act = g;
         cpu_activation_row(activation, act.data(), n);
         std::vector<float> out(n + 1, -7.0f), alone(n + 1, -7.0f);
-        cpu_biased_glu_row(activation, nullptr, gate.data(), gb, proj.data(), pb, out.data(), n);
-        cpu_biased_glu_row(activation, nullptr, gate.data(), gb, nullptr, nullptr, alone.data(), n);
+        cpu_biased_glu_row(activation, GluForm{}, gate.data(), gb, proj.data(), pb, out.data(), n);
+        cpu_biased_glu_row(activation, GluForm{}, gate.data(), gb, nullptr, nullptr, alone.data(),
+                           n);
         CHECK(out[n] == -7.0f);  // nothing past n is written
         CHECK(alone[n] == -7.0f);
         for (int64_t i = 0; i < n; ++i) {
@@ -164,7 +165,8 @@ TEST_CASE("cpu_biased_glu_row adds the biases before the activation, clamped for
       for (const ClampedGlu* form : {&kSwigluOai, &kSiluClamped}) {
         CAPTURE(form->limit);
         std::vector<float> out = gate;
-        cpu_biased_glu_row(Activation::kGelu, form, out.data(), gb, proj.data(), pb, out.data(), n);
+        cpu_biased_glu_row(Activation::kGelu, {.clamped = form}, out.data(), gb, proj.data(), pb,
+                           out.data(), n);
         for (int64_t i = 0; i < n; ++i) {
           const double want = clamped_glu<double>(*form, g[i], p[i]);
           const double scale =
@@ -173,6 +175,25 @@ TEST_CASE("cpu_biased_glu_row adds the biases before the activation, clamped for
           CHECK(std::abs(out[i] - want) <= 1e-6 * (1.0 + scale));
         }
       }
+      // situ, with and without the soft cap on up (gate and up spread past both betas).
+      for (const SituGlu situ : {SituGlu{4.0, 0.0}, SituGlu{2.5, 3.0}}) {
+        CAPTURE(situ.beta, situ.linear_beta);
+        std::vector<float> out(n);
+        cpu_biased_glu_row(Activation::kRelu, {.situ = &situ}, gate.data(), gb, proj.data(), pb,
+                           out.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double want = situ_glu<double>(situ, g[i], p[i]);
+          CHECK(std::abs(out[i] - want) <= 1e-6 * (1.0 + std::abs(g[i] * p[i])));
+        }
+      }
     }
   }
+}
+
+TEST_CASE("situ_glu soft-caps the gate's linear factor and up", "[glu]") {
+  // Far past beta the gate factor tends to beta sigmoid(g); near 0, to silu's g sigmoid(g).
+  const SituGlu form{4.0, 3.0};
+  CHECK(situ_glu(form, 100.0, 1.0) == Approx(4.0 * 3.0 * std::tanh(1.0 / 3.0)));
+  CHECK(situ_glu(form, 1e-3, 1e-3) == Approx(1e-3 * 0.5 * 1e-3).epsilon(1e-3));
+  CHECK(situ_glu(SituGlu{4.0, 0.0}, 100.0, 50.0) == Approx(4.0 * 50.0));
 }

@@ -153,3 +153,32 @@ TEST_CASE("ragged_dot silu_and_mul_with_clamp clamps the gate at 10 and up to [-
       {{"lhs", "f32[4,2]"}, {"rhs", "f32[1,2,4]"}, {"fuse_gateup_activation", "gelu_tanh"}});
   CHECK(spelled.option("fuse_gateup_activation") == "gelu");
 }
+
+TEST_CASE("ragged_dot situ:<beta>:<linear_beta> binds canonically and refuses bad parameters",
+          "[ragged_dot]") {
+  auto bind_as = [](const char* form) {
+    return ragged_dot_op().bind(
+        {{"lhs", "f32[4,2]"}, {"rhs", "f32[1,2,4]"}, {"fuse_gateup_activation", form}});
+  };
+  CHECK(bind_as("situ:4.0:none").option("fuse_gateup_activation") == "situ:4:none");
+  CHECK(bind_as("situ:4:25.0").option("fuse_gateup_activation") == "situ:4:25");
+  const RaggedDotProblem p = RaggedDotProblem::from(bind_as("situ:0.5:3"));
+  CHECK(p.gate_up == GateUp::kSitu);
+  CHECK(p.situ.beta == 0.5);
+  CHECK(p.situ.linear_beta == 3.0);
+  for (const char* bad : {"situ", "situ:", "situ:4", "situ:0:none", "situ:-1:none", "situ:x:none",
+                          "situ:4:0", "situ:4:nan", "situ:4:none:1", "situ:inf:none"}) {
+    CAPTURE(bad);
+    try {
+      bind_as(bad);
+      FAIL("accepted");
+    } catch (const InvalidArgument& e) {
+      CHECK(e.field() == "fuse_gateup_activation");
+    }
+  }
+  // The API's options spell it the same way.
+  RaggedDotOptions options;
+  options.fuse_gateup_activation = GateUp::kSitu;
+  options.situ = {.beta = 4.0, .linear_beta = 0.0};
+  CHECK(gate_up_spelling(options.fuse_gateup_activation, options.situ) == "situ:4:none");
+}

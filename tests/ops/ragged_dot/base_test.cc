@@ -109,7 +109,8 @@ TEST_CASE("ragged_dot reference<float> applies group_offset, bias and the fused 
           "[ragged_dot]") {
   // 5 rows: group 0 of group_sizes (1 row, another shard's), the owned groups 1 (2 rows) and
   // 2 (1 row), one row past the sum. rhs[g] = [gate | up] with N = 4, out_N = 2.
-  for (const char* gate_up : {"silu", "gelu", "gelu_erf", "swigluoai"}) {
+  for (const char* gate_up :
+       {"silu", "gelu", "gelu_erf", "swigluoai", "silu_and_mul_with_clamp", "situ:1.5:2"}) {
     CAPTURE(gate_up);
     const BoundArgs args = ragged_dot_op().bind({{"lhs", "f32[5,2]"},
                                                  {"rhs", "f32[2,2,4]"},
@@ -129,7 +130,8 @@ TEST_CASE("ragged_dot reference<float> applies group_offset, bias and the fused 
     Tensor out(TensorSpec{DType::kF32, {5, 2}});
     for (int i = 0; i < 10; ++i) out.set(i, -99.0);
     ragged_dot_reference<float>(p, lhs, rhs, out, &bias);
-    const GateUp kind = parse_gate_up(gate_up);
+    SituGlu situ;
+    const GateUp kind = parse_gate_up(gate_up, &situ);
     auto expect = [&](int row, int g, int col) {
       double y[4];
       for (int n = 0; n < 4; ++n) {
@@ -137,7 +139,7 @@ TEST_CASE("ragged_dot reference<float> applies group_offset, bias and the fused 
         for (int k = 0; k < 2; ++k)
           y[n] += lhs_values[row * 2 + k] * rhs_values[(g * 2 + k) * 4 + n];
       }
-      return apply_gate_up<double>(kind, y[col], y[col + 2]);
+      return apply_gate_up<double>(kind, situ, y[col], y[col + 2]);
     };
     CHECK(out.get(0) == 0);  // another shard's group
     CHECK(out.get(1) == 0);

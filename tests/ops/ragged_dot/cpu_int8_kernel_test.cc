@@ -5,7 +5,6 @@
 #include "ops/ragged_dot/cpu_int8_kernel.h"
 
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <random>
 #include <vector>

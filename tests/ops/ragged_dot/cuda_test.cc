@@ -125,8 +125,7 @@ TEST_CASE("the compiled variant table is what cuda.cc and the kernels agree on",
   CHECK(keys.size() == static_cast<size_t>(kNumCudaGemmVariants));
 }
 
-TEST_CASE("cublas_grouped declines 16-bit inputs with an f32 output, which cublas runs",
-          "[cuda]") {
+TEST_CASE("cublas_grouped declines 16-bit inputs with an f32 output, which cublas runs", "[cuda]") {
   const testing::FakeDevice gpu("cuda");
   const Implementation& grouped = ragged_dot_op().implementation("cublas_grouped");
   const Implementation& per_group = ragged_dot_op().implementation("cublas");

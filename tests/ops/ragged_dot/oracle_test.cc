@@ -71,7 +71,8 @@ TEST_CASE("ragged_dot blocked oracle matches the plain loop with every epilogue 
     c["rhs_bias"] = "f32[3,40]";
     check_forward(c);
   }
-  for (const char* gate_up : {"silu", "gelu_erf", "swigluoai", "silu_and_mul_with_clamp"}) {
+  for (const char* gate_up :
+       {"silu", "gelu_erf", "swigluoai", "silu_and_mul_with_clamp", "situ:4:none", "situ:2:0.5"}) {
     json c = base;
     c["fuse_gateup_activation"] = gate_up;
     c["rhs_bias"] = "bf16[3,40]";
