@@ -61,6 +61,11 @@ BoundArgs ProblemOp<RaggedGatherReduceProblem>::bind_canonical(const json& args)
       kPrefix, args, "indices",
       {.shape = "[input_size]", .example = "i32[8192]", .rank = 1, .float_only = false});
   const int64_t I = indices.dims[0];
+  if (x.dims[0] == 0 && I > 0) {
+    throw InvalidArgument("ragged_gather_reduce: x " + x.to_string() +
+                              " has no rows for the routes to read",
+                          "x");
+  }
   if (indices.dtype != DType::kI32) {
     throw InvalidArgument(
         "ragged_gather_reduce: indices must be i32[input_size], got " + indices.to_string(),
