@@ -111,7 +111,7 @@ T situ_glu(const SituGlu& form, T gate, T up) {
   return a * u;
 }
 // |d/dg beta tanh(g / beta) sigmoid(g)| <= sech^2 sigmoid + |g| sigmoid (1 - sigmoid) <= 1 +
-// max |g| sigmoid'(g) (0.224, at |g| ~ 2.4), rounded up.
+// max |g| sigmoid'(g) (0.224, at |g| ~ 1.54), rounded up.
 inline constexpr double kSituLipschitz = 1.25;
 
 // How act(gate) and up combine where a gated product is fused (cpu_biased_glu_row): act(gate) *

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <system_error>
 
@@ -195,7 +196,7 @@ SituGlu parse_situ(std::string_view name, std::string_view params) {
     return InvalidArgument("ragged_dot: fuse_gateup_activation '" + std::string(name) +
                                "': " + why +
                                " (expected situ:<beta>:<linear_beta or none>, beta and "
-                               "linear_beta finite and > 0)",
+                               "linear_beta > 0)",
                            "fuse_gateup_activation");
   };
   const size_t colon = params.find(':');
@@ -203,9 +204,12 @@ SituGlu parse_situ(std::string_view name, std::string_view params) {
   auto number = [&](std::string_view text, const char* what) {
     double value = 0.0;
     const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+    // The kernels take it as f32: a normal f32 (not 0, inf or subnormal there).
     if (result.ec != std::errc() || result.ptr != text.data() + text.size() ||
-        !std::isfinite(value) || value <= 0.0) {
-      throw bad(std::string(what) + " '" + std::string(text) + "' is not a number > 0");
+        !(value >= std::numeric_limits<float>::min() &&
+          value <= std::numeric_limits<float>::max())) {
+      throw bad(std::string(what) + " '" + std::string(text) +
+                "' is not a number > 0 within f32's normal range");
     }
     return value;
   };

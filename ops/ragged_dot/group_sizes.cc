@@ -69,7 +69,13 @@ std::vector<int64_t> bind_group_size_mapping(const json& value, const GroupCount
       total = json_int(*it, "group_sizes." + it.key());
       upstream = it.key() == "total_size";
     } else if (it.key() == "seed") {
-      seed = static_cast<uint64_t>(json_int(*it, "group_sizes.seed"));
+      const int64_t value = json_int(*it, "group_sizes.seed");
+      if (value < 0) {
+        // numpy's default_rng refuses negative seeds too.
+        throw InvalidArgument("ragged_dot: group_sizes.seed must be >= 0, got " + it->dump(),
+                              "group_sizes");
+      }
+      seed = static_cast<uint64_t>(value);
     } else if (it.key() == "p") {
       probabilities = &*it;
     } else {

@@ -2,6 +2,8 @@
 #include "ops/ragged_gather/base.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "ops/framework/errors.h"
@@ -48,6 +50,10 @@ BoundArgs ProblemOp<RaggedGatherProblem>::bind_canonical(const json& args) const
   const int64_t end = read_int_arg(
       kPrefix, args, "end", start, out,
       "[start = " + std::to_string(start) + ", out_size = " + std::to_string(out) + "]");
+  if (x.dims[0] > std::numeric_limits<int32_t>::max()) {
+    throw InvalidArgument(
+        "ragged_gather: x " + x.to_string() + " has more rows than i32 indices can name", "x");
+  }
   if (x.dims[0] == 0 && end > start) {
     throw InvalidArgument("ragged_gather: x " + x.to_string() +
                               " has no rows to gather, yet [start, end) = [" +

@@ -2,6 +2,8 @@
 #include "ops/ragged_gather_reduce/base.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "ops/framework/errors.h"
@@ -61,10 +63,14 @@ BoundArgs ProblemOp<RaggedGatherReduceProblem>::bind_canonical(const json& args)
       kPrefix, args, "indices",
       {.shape = "[input_size]", .example = "i32[8192]", .rank = 1, .float_only = false});
   const int64_t I = indices.dims[0];
+  if (x.dims[0] > std::numeric_limits<int32_t>::max()) {
+    throw InvalidArgument(
+        "ragged_gather_reduce: x " + x.to_string() + " has more rows than i32 indices can name",
+        "x");
+  }
   if (x.dims[0] == 0 && I > 0) {
-    throw InvalidArgument("ragged_gather_reduce: x " + x.to_string() +
-                              " has no rows for the routes to read",
-                          "x");
+    throw InvalidArgument(
+        "ragged_gather_reduce: x " + x.to_string() + " has no rows for the routes to read", "x");
   }
   if (indices.dtype != DType::kI32) {
     throw InvalidArgument(

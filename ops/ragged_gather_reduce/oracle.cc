@@ -21,6 +21,12 @@ OracleSample ProblemOp<RaggedGatherReduceProblem>::oracle(const BoundArgs& args,
   const Tensor& weights = inputs.at("topk_weights");
   const int32_t* indices = inputs.at("indices").data<int32_t>();
   const bool* valid = inputs.at("valid_rows_mask").data<bool>();
+  // The output's subnormal spacing as an absolute floor (f16 rounds a sum below its smallest
+  // normal, 6.1e-5, to a multiple of 2^-24): in magnitude units, so that the accumulation term
+  // of the bound (error_model: n u of the magnitude) is that spacing.
+  const ErrorModel model = error_model(args);
+  const double floor_term =
+      subnormal_floor(p.x_dtype) / (model.accumulation_length * model.accumulation_roundoff);
   OracleSample sample;
   sample.index.assign(index.begin(), index.end());
   sample.value.resize(index.size());
@@ -35,7 +41,7 @@ OracleSample ProblemOp<RaggedGatherReduceProblem>::oracle(const BoundArgs& args,
       magnitude += std::fabs(term);
     }
     sample.value[s] = sum;
-    sample.magnitude[s] = magnitude;
+    sample.magnitude[s] = magnitude + floor_term;
   }
   return sample;
 }

@@ -167,7 +167,8 @@ TEST_CASE("ragged_dot situ:<beta>:<linear_beta> binds canonically and refuses ba
   CHECK(p.situ.beta == 0.5);
   CHECK(p.situ.linear_beta == 3.0);
   for (const char* bad : {"situ", "situ:", "situ:4", "situ:0:none", "situ:-1:none", "situ:x:none",
-                          "situ:4:0", "situ:4:nan", "situ:4:none:1", "situ:inf:none"}) {
+                          "situ:4:0", "situ:4:nan", "situ:4:none:1", "situ:inf:none",
+                          "situ:1e39:none", "situ:1:1e39", "situ:1e-46:none"}) {
     CAPTURE(bad);
     try {
       bind_as(bad);

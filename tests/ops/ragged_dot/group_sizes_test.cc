@@ -53,6 +53,7 @@ TEST_CASE("ragged_dot group_sizes mappings name group_sizes in their errors", "[
       {{"num_groups", 4}, {"total", 10}, {"p", {1, 0, 0, 0}}},  // p without total_size
       {{"num_groups", 4}, {"total_size", 2.5}},
       {{"num_groups", 4}, {"size", 10}},
+      {{"num_groups", 4}, {"total_size", 10}, {"seed", -1}},
   };
   for (const json& group_sizes : bad) {
     CAPTURE(group_sizes.dump());

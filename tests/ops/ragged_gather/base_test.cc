@@ -38,7 +38,8 @@ TEST_CASE("ragged_gather bind names the argument it rejects", "[ragged_gather]")
       {with("end", 21), "end"},
       {with("end", "all"), "end"},
       {{{"x", "bf16[8,16]"}, {"indices", "i32[20]"}, {"start", 0}}, "end"},
-      {with("x", "bf16[0,16]"), "x"},  // no rows to gather from
+      {with("x", "bf16[0,16]"), "x"},         // no rows to gather from
+      {with("x", "f32[3000000000,0]"), "x"},  // more rows than i32 indices name
       {with("trim_rows", true), "trim_rows"},
   };
   for (const auto& [args, field] : bad) {

@@ -36,7 +36,8 @@ TEST_CASE("ragged_gather_reduce bind names the argument it rejects", "[ragged_ga
   const std::vector<std::pair<json, std::string>> bad = {
       {with("x", "i8[32,16]"), "x"},
       {with("x", "bf16[32]"), "x"},
-      {with("x", "bf16[0,16]"), "x"},  // no rows for the routes
+      {with("x", "bf16[0,16]"), "x"},         // no rows for the routes
+      {with("x", "f16[3000000000,0]"), "x"},  // more rows than i32 indices name
       {with("indices", "i8[24]"), "indices"},
       {with("topk_weights", "f32[23]"), "topk_weights"},
       {with("topk_weights", "i32[24]"), "topk_weights"},

@@ -3,6 +3,7 @@
 // kernel fuses each multiply into its add) and the float64 oracle; and its configs.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <string>
 #include <vector>
 
 #include "ops/ragged_gather_reduce/api.h"
@@ -61,6 +62,24 @@ TEST_CASE("cpu ragged_gather_reduce passes the oracle for every config on every 
       }
     }
   });
+}
+
+TEST_CASE("ragged_gather_reduce's f16 sums below f16's normal range pass at every seed",
+          "[ragged_gather_reduce]") {
+  // Small sums round to f16's subnormal spacing (2^-24), far more than u |sum|: the bound's
+  // absolute floor must cover that, for the kernel and the reference alike.
+  const BoundArgs args = ragged_gather_reduce_op().bind(args_of("f16[64,96]", "f32", 200, 1));
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    CAPTURE(seed);
+    const TensorMap inputs = ragged_gather_reduce_op().make_inputs(args, seed);
+    for (const char* impl : {"cpu", "reference"}) {
+      CAPTURE(impl);
+      const json chosen = std::string(impl) == "cpu" ? config(false, 0) : json::object();
+      const Comparison result =
+          run_against_oracle(ragged_gather_reduce_op(), impl, args, chosen, inputs, args, "out");
+      CHECK(judge(result) == Disposition::kPassed);
+    }
+  }
 }
 
 TEST_CASE("cpu ragged_gather_reduce configs: streamed stores for outputs past a core's L2",
