@@ -17,6 +17,8 @@
 #include "backends/cpu/thread_pool.h"
 #include "ops/framework/errors.h"
 
+#include <hwy/cache_control.h>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/common/row_gather.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -218,10 +220,6 @@ void GatherReduce(const GatherReduceProblem& p, const void* x, const int32_t* in
   }
 }
 
-// Drains the write-combining buffers of non-temporal stores (sfence), so that the caller of the
-// launch sees them once parallel_for returns.
-void FlushStores() { hwy::FlushStream(); }
-
 }  // namespace
 }  // namespace tokamax::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -232,7 +230,6 @@ namespace {
 
 HWY_EXPORT(GatherRows);
 HWY_EXPORT(GatherReduce);
-HWY_EXPORT(FlushStores);
 
 // Streams where asked and where every vector store is aligned: out at 64 bytes, rows a whole
 // number of lines.
@@ -254,17 +251,15 @@ void gather_rows_cpu(const GatherRowsProblem& p, const RowGatherConfig& config, 
     HWY_DYNAMIC_DISPATCH(GatherRows)
     (static_cast<const uint8_t*>(x), indices, p.row_bytes, begin, end, stream, config.prefetch_rows,
      static_cast<uint8_t*>(out));
-    if (stream) HWY_DYNAMIC_DISPATCH(FlushStores)();
+    // Drains the non-temporal stores (sfence): the caller sees them once parallel_for returns.
+    if (stream) hwy::FlushStream();
   });
 }
 
 void gather_reduce_rows_cpu(const GatherReduceProblem& p, const RowGatherConfig& config,
                             const void* x, const int32_t* indices, const void* weights,
                             const bool* valid, void* out) {
-  auto narrow_float = [](DType t) {
-    return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
-  };
-  if (!narrow_float(p.x_dtype) || !narrow_float(p.weights_dtype)) {
+  if (!is_kernel_float(p.x_dtype) || !is_kernel_float(p.weights_dtype)) {
     throw NotImplemented("cpu gather-reduce: x " + std::string(dtype_name(p.x_dtype)) +
                          ", weights " + std::string(dtype_name(p.weights_dtype)) +
                          " (f32, bf16 and f16 only)");
@@ -277,7 +272,7 @@ void gather_reduce_rows_cpu(const GatherReduceProblem& p, const RowGatherConfig&
     const int64_t begin = task * per_task, end = std::min(p.T, begin + per_task);
     HWY_DYNAMIC_DISPATCH(GatherReduce)
     (p, x, indices, weights, valid, begin, end, stream, config.prefetch_rows, out);
-    if (stream) HWY_DYNAMIC_DISPATCH(FlushStores)();
+    if (stream) hwy::FlushStream();
   });
 }
 

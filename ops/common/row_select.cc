@@ -86,7 +86,7 @@ HWY_EXPORT(SelectRows);
 
 void row_select_cpu(const RowSelectProblem& p, const RowSelectConfig& config, const void* scores,
                     int32_t* columns, float* values) {
-  if (p.dtype != DType::kF32 && p.dtype != DType::kBF16 && p.dtype != DType::kF16) {
+  if (!is_kernel_float(p.dtype)) {
     throw NotImplemented("cpu row selection: scores of dtype " + std::string(dtype_name(p.dtype)) +
                          " (f32, bf16 and f16 only)");
   }

@@ -68,6 +68,10 @@ bool is_floating(DType dtype) {
          dtype == DType::kF16;
 }
 
+bool is_kernel_float(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
+}
+
 bool is_quantized(DType dtype) { return dtype == DType::kI8 || dtype == DType::kF8E4M3; }
 
 double unit_roundoff(DType dtype) {
@@ -129,7 +133,10 @@ f8e4m3 double_to_f8e4m3(double value) {
   if (a >= 464.0) return f8e4m3{static_cast<uint8_t>(sign | 0x7F)};  // past 448 + half a step
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (f8e4m3_to_float(f8e4m3{static_cast<uint8_t>(mid)}) <= a) lo = mid; else hi = mid;
+    if (f8e4m3_to_float(f8e4m3{static_cast<uint8_t>(mid)}) <= a)
+      lo = mid;
+    else
+      hi = mid;
   }
   const double below = f8e4m3_to_float(f8e4m3{static_cast<uint8_t>(lo)});
   const double above = f8e4m3_to_float(f8e4m3{static_cast<uint8_t>(hi)});

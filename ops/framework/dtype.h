@@ -35,6 +35,9 @@ DType parse_dtype(std::string_view name);
 size_t dtype_size(DType dtype);
 // The float types arithmetic runs in (f64, f32, bf16, f16): not the quantized storage types.
 bool is_floating(DType dtype);
+// f32, bf16 or f16: the float types the CPU kernels read and write (f64 is the references' and
+// oracles').
+bool is_kernel_float(DType dtype);
 // The storage types of quantized weights (i8, f8e4m3), which come with a scale.
 bool is_quantized(DType dtype);
 // Unit roundoff u = 2^-(mantissa bits + 1): the relative error of one rounding.

@@ -38,6 +38,8 @@
 #include "ops/framework/errors.h"
 #include "ops/layer_norm/cpu_tasks.h"
 
+#include <hwy/cache_control.h>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/layer_norm/cpu_kernel.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -52,10 +54,6 @@ namespace tokamax::HWY_NAMESPACE {
 // per-target namespaces (tokamax::N_AVX3, ...), which the linker would otherwise merge.
 namespace {
 
-// Drains the write-combining buffers of non-temporal stores (sfence), so that the caller of the
-// launch sees them once parallel_for returns.
-void FlushStores() { hwy::FlushStream(); }
-
 bool NativeBf16Path() { return kHasNativeBf16Path; }
 
 }  // namespace
@@ -66,7 +64,6 @@ HWY_AFTER_NAMESPACE();
 namespace tokamax {
 namespace {
 
-HWY_EXPORT(FlushStores);
 HWY_EXPORT(NativeBf16Path);
 
 // Per-thread f32 scratch that only grows: pool threads are persistent, so after the first call
@@ -88,7 +85,7 @@ bool layer_norm_cpu_has_native_bf16() {
 
 void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& launch,
                            const void* x, const float* scale, const float* offset, void* out) {
-  if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16 && p.x_dtype != DType::kF16) {
+  if (!is_kernel_float(p.x_dtype)) {
     throw NotImplemented("cpu layer_norm: x dtype " + std::string(dtype_name(p.x_dtype)) +
                          " (the kernel handles f32, bf16 and f16 with f32 statistics)");
   }
@@ -107,7 +104,7 @@ void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& 
       const int64_t begin = task * per_task, end = std::min(rows, begin + per_task);
       layer_norm_last_axis_task(p.x_dtype, x, out, begin, end, C, scale, offset, eps,
                                 p.subtract_mean, stream, native_bf16, thread_scratch(row_floats));
-      if (stream) HWY_DYNAMIC_DISPATCH(FlushStores)();
+      if (stream) hwy::FlushStream();  // drains the non-temporal stores (sfence)
     });
     return;
   }
@@ -130,7 +127,7 @@ void layer_norm_cpu_kernel(const LayerNormProblem& p, const CpuLayerNormLaunch& 
                                  next_o * C * I + next_i0, next_w, scale, offset, eps,
                                  p.subtract_mean, stream, native_bf16, stats);
     }
-    if (stream) HWY_DYNAMIC_DISPATCH(FlushStores)();
+    if (stream) hwy::FlushStream();  // drains the non-temporal stores (sfence)
   });
 }
 

@@ -15,10 +15,6 @@ using nlohmann::json;
 
 constexpr const char* kPrefix = "ragged_gather_reduce: ";
 
-bool f32_bf16_or_f16(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
-}
-
 // A per-route argument `name`: rank 1 with I entries, of one of the dtypes `what` names.
 TensorSpec read_route_arg(const json& args, const std::string& name, int64_t I,
                           bool (*dtype_ok)(DType), const std::string& what,
@@ -55,7 +51,7 @@ BoundArgs ProblemOp<RaggedGatherReduceProblem>::bind_canonical(const json& args)
   const TensorSpec x = read_tensor_arg(
       kPrefix, args, "x",
       {.shape = "[num_rows, hidden_size]", .example = "bf16[8192,4096]", .rank = 2});
-  if (!f32_bf16_or_f16(x.dtype)) {
+  if (!is_kernel_float(x.dtype)) {
     throw InvalidArgument("ragged_gather_reduce: x must be f32, bf16 or f16, got " + x.to_string(),
                           "x");
   }
@@ -78,7 +74,7 @@ BoundArgs ProblemOp<RaggedGatherReduceProblem>::bind_canonical(const json& args)
         "indices");
   }
   const TensorSpec weights =
-      read_route_arg(args, "topk_weights", I, f32_bf16_or_f16, "f32, bf16 or f16 ", "bf16[8192]");
+      read_route_arg(args, "topk_weights", I, is_kernel_float, "f32, bf16 or f16 ", "bf16[8192]");
   const TensorSpec valid = read_route_arg(
       args, "valid_rows_mask", I, [](DType t) { return t == DType::kBool; }, "bool", "bool[8192]");
   const int64_t g = read_int_arg(kPrefix, args, "reduce_group_size", 1, std::max<int64_t>(I, 1),

@@ -25,7 +25,7 @@ BoundArgs ProblemOp<RouterTopKProblem>::bind_canonical(const json& args) const {
   const TensorSpec scores = read_tensor_arg(
       "router_topk: ", args, "scores",
       {.shape = "[num_tokens, num_experts]", .example = "f32[8192,256]", .rank = 2});
-  if (scores.dtype != DType::kF32 && scores.dtype != DType::kBF16 && scores.dtype != DType::kF16) {
+  if (!is_kernel_float(scores.dtype)) {
     throw InvalidArgument("router_topk: scores must be f32, bf16 or f16, got " + scores.to_string(),
                           "scores");
   }

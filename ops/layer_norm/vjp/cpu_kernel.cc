@@ -42,7 +42,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 void layer_norm_vjp_cpu_kernel(const LayerNormVjpProblem& p, const CpuLayerNormVjpLaunch& launch,
                                const void* x, const float* scale, const void* dout, void* dx,
                                float* dscale, float* doffset) {
-  if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16 && p.x_dtype != DType::kF16) {
+  if (!is_kernel_float(p.x_dtype)) {
     throw NotImplemented("cpu layer_norm_vjp: x dtype " + std::string(dtype_name(p.x_dtype)) +
                          " (the kernel handles f32, bf16 and f16 with f32 arithmetic)");
   }
