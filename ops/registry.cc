@@ -7,6 +7,7 @@
 #include "ops/dot_product_attention/api.h"
 #include "ops/dot_product_attention/vjp/api.h"
 #include "ops/framework/errors.h"
+#include "ops/fused_moe/api.h"
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/vjp/api.h"
 #include "ops/layer_norm/api.h"
@@ -48,6 +49,7 @@ const std::vector<const Op*>& all_ops() {
       &router_topk_op(),
       &ragged_gather_op(),
       &ragged_gather_reduce_op(),
+      &fused_moe_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

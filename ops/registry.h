@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/framework/op.h"
+#include "ops/framework/op_lookup.h"  // find_op
 
 namespace tokamax {
 
@@ -13,7 +14,5 @@ const std::vector<const Op*>& all_ops();
 // Adds an op that is not part of the library (a test build's fault-injection op), after the
 // library's own. Must be called before the first all_ops() / find_op(), i.e. first in main().
 void register_extra_op(const Op& op);
-// Throws InvalidArgument listing the known ops.
-const Op& find_op(std::string_view name);
 
 }  // namespace tokamax

@@ -1,0 +1,33 @@
+// fused_moe on CPU: the fused layer over the GEMM engine.
+//
+// Dimensions.
+//   T, H, E, I, k   as in base.h
+//   R      routes, T k
+//   m      routes of one task (<= tm), all of one expert
+#pragma once
+
+#include "ops/framework/tensor.h"
+#include "ops/fused_moe/base.h"
+#include "ops/fused_moe/cpu_config.h"
+#include "ops/fused_moe/routing.h"
+
+namespace tokamax {
+
+// One task per run of up to tm routes of one expert (largest first, handed out dynamically):
+// the task's token rows gathered from x into its own scratch, the gate/up product on the GEMM
+// engine (the streaming kernel for a few rows), bias and act_fn applied to the f32 result, the
+// down product from that scratch, bias and the route's weight applied as the rows are stored to
+// an f32 buffer [R, H] in route order. Then one pass sums each token's k rows into out. No
+// dispatched copy of x and no [R, I] intermediate exist in memory.
+void fused_moe_cpu_kernel(const FusedMoeProblem& problem, const CpuFusedMoeConfig& config,
+                          const MoeRouting& routing,
+                          // Inputs.
+                          const Tensor& x,        // [T, H]
+                          const Tensor& w1,       // [E, H, 2 I]
+                          const Tensor& w2,       // [E, I, H]
+                          const Tensor* w1_bias,  // [E, 1, 2 I] or null
+                          const Tensor* w2_bias,  // [E, 1, H] or null
+                          // Outputs.
+                          Tensor& out);  // [T, H]
+
+}  // namespace tokamax
