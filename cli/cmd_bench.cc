@@ -147,7 +147,7 @@ struct BenchCommand {
           r.footprint_bytes += static_cast<int64_t>(decl.spec.size_bytes());
         }
       }
-      r.vendor = impl->is_vendor();
+      r.vendor = impl->is_baseline();
       r.backend = impl->describe();
       r.estimator = options.stop.estimator;
       r.cache_mode = options.cache_mode;

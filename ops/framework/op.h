@@ -138,6 +138,9 @@ class Implementation {
   virtual std::string_view backend() const { return "cpu"; }
   // Vendor baselines are benchmarked beside our kernels; `auto` dispatch may skip them.
   virtual bool is_vendor() const { return false; }
+  // What bench's `vs vendor` ratio measures our kernels against: vendor libraries, and the
+  // composites that chain other ops the way a user would (fused_moe's `composite`).
+  virtual bool is_baseline() const { return is_vendor(); }
   // What records should say about the backend beyond its name: library version, the kernels it
   // selected (e.g. OpenBLAS's core type), the SIMD target. Empty by default.
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }

@@ -28,6 +28,7 @@ Tensor squeeze_bias(const Tensor& bias) {
 class CompositeFusedMoe final : public TypedImplementation<FusedMoeProblem> {
  public:
   std::string_view name() const override { return "composite"; }
+  bool is_baseline() const override { return true; }
   nlohmann::json describe() const override {
     return {{"stages", "route, ragged_gather, ragged_dot (gate/up + act), ragged_dot, "
                        "ragged_gather_reduce; each stage's cpu implementation"}};

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cpu/cpu_info.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/simd_target.h"
 #include "backends/cpu/thread_pool.h"
@@ -15,6 +16,7 @@
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
+#include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -53,23 +55,40 @@ std::vector<float> bias_f32(const Tensor* bias) {
   return values;
 }
 
-// C[m, N] = A[m, K] B[K, N]: the streaming kernel for a few rows (bound by reading B), the
-// engine's tiles otherwise.
+// Tasks of at most this many routes stream the weights (the streaming kernel, kCpuStreamRows
+// rows per call) instead of packing them: with so few rows per weight element, packing (a read,
+// an f32 write and a reread of every element) costs more than the multiply-adds it speeds up.
+constexpr int64_t kStreamTaskRows = 16;
+
+// C[m, N] = A[m, K] B[K, N], A's rows contiguous (row stride K) when m <= kStreamTaskRows: the
+// streaming kernel over column blocks of B that stay in L2 while every group of kCpuStreamRows
+// rows reads them (B comes from memory once); the engine's tiles otherwise.
 void product(const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t N, int64_t K, float* c,
-             const CpuGemmOptions& options) {
-  if (m <= kCpuStreamRows && a.ld == K && a.dtype == b.dtype) {
-    StreamArgs args{};
-    args.lhs = a.data;
-    args.lhs_dtype = a.dtype;
-    args.rows = m;
-    args.rhs = b.data;
-    args.rhs_dtype = b.dtype;
-    args.ldb = b.ld;
-    args.K = K;
-    args.cols = N;
-    args.out = c;
-    args.ldc = N;
-    if (stream_rows_f32(args)) return;
+             const CpuGemmOptions& options, int64_t l2_bytes) {
+  if (m <= kStreamTaskRows && a.ld == K) {
+    const int64_t b_size = static_cast<int64_t>(dtype_size(b.dtype));
+    const int64_t a_size = static_cast<int64_t>(dtype_size(a.dtype));
+    const int64_t block = m <= kCpuStreamRows
+                              ? N
+                              : std::clamp<int64_t>(l2_bytes / 2 / (K * b_size) / 64 * 64, 64, N);
+    bool done = true;
+    for (int64_t c0 = 0; c0 < N && done; c0 += block) {
+      for (int64_t r0 = 0; r0 < m && done; r0 += kCpuStreamRows) {
+        StreamArgs args{};
+        args.lhs = static_cast<const char*>(a.data) + r0 * K * a_size;
+        args.lhs_dtype = a.dtype;
+        args.rows = std::min(kCpuStreamRows, m - r0);
+        args.rhs = static_cast<const char*>(b.data) + c0 * b_size;
+        args.rhs_dtype = b.dtype;
+        args.ldb = b.ld;
+        args.K = K;
+        args.cols = std::min(block, N - c0);
+        args.out = c + r0 * N + c0;
+        args.ldc = N;
+        done = stream_rows_f32(args);
+      }
+    }
+    if (done) return;
   }
   cpu_gemm_f32(a, b, m, N, K, c, N, /*accumulate=*/false, options);
 }
@@ -88,6 +107,7 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
                             .tn = c.panel_n,
                             .engine = engine};
   const std::vector<float> b1 = bias_f32(w1_bias), b2 = bias_f32(w2_bias);
+  const int64_t l2 = cpu::host_cpu().tile_l2_bytes();
   const GluForm form{.clamped = moe_clamped_form(p.act)};
   const size_t x_size = dtype_size(p.x_dtype), w_size = dtype_size(p.w_dtype);
   const char* xs = static_cast<const char*>(x.raw());
@@ -103,12 +123,13 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
   std::stable_sort(tasks.begin(), tasks.end(),
                    [](const Task& l, const Task& r) { return l.count > r.count; });
 
-  // Each route's weighted down projection, in route order (a token's k rows adjacent); fresh
-  // pages, first touched by the task that writes them.
-  const std::unique_ptr<float, void (*)(void*)> routed(
-      static_cast<float*>(cpu::allocate_host(static_cast<size_t>(R * H) * sizeof(float))),
-      cpu::free_host);
-  float* y = routed.get();
+  // Each route's weighted down projection in x's dtype (rounded as a chain of ops would round
+  // it, half the bytes of f32 to write and read back), in route order: a token's k rows
+  // adjacent. Fresh pages, first touched by the task that writes them.
+  const int64_t row_bytes = H * static_cast<int64_t>(x_size);
+  const std::unique_ptr<char, void (*)(void*)> routed(
+      static_cast<char*>(cpu::allocate_host(static_cast<size_t>(R * row_bytes))), cpu::free_host);
+  char* y = routed.get();
 
   cpu::parallel_for(static_cast<int64_t>(tasks.size()), c.num_threads, [&](int64_t index, int) {
     const Task& task = tasks[index];
@@ -123,7 +144,7 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
       std::memcpy(rows + i * H * x_size, xs + token * H * x_size, H * x_size);
     }
     product({p.x_dtype, rows, H}, {p.w_dtype, w1s + e * H * N1 * w_size, N1}, m, N1, H, gate,
-            gemm);
+            gemm, l2);
     const float* gb = b1.empty() ? nullptr : b1.data() + e * N1;
     for (int64_t i = 0; i < m; ++i) {
       cpu_biased_glu_row(Activation::kSilu, form, gate + i * N1, gb, gate + i * N1 + I,
@@ -135,37 +156,40 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
       store_rows(act, I, m, I, DType::kBF16, act16, I);
       hidden = {DType::kBF16, act16, I};
     }
-    product(hidden, {p.w_dtype, w2s + e * I * H * w_size, H}, m, H, I, down, gemm);
+    product(hidden, {p.w_dtype, w2s + e * I * H * w_size, H}, m, H, I, down, gemm, l2);
     const float* db = b2.empty() ? nullptr : b2.data() + e * H;
     for (int64_t i = 0; i < m; ++i) {
       const int64_t route = routing.sorted[task.first + i];
       const float weight = routing.weight[route];
-      const float* src = down + i * H;
-      float* dst = y + route * H;
+      float* row = down + i * H;
       if (db) {
-        for (int64_t col = 0; col < H; ++col) dst[col] = (src[col] + db[col]) * weight;
+        for (int64_t col = 0; col < H; ++col) row[col] = (row[col] + db[col]) * weight;
       } else {
-        for (int64_t col = 0; col < H; ++col) dst[col] = src[col] * weight;
+        for (int64_t col = 0; col < H; ++col) row[col] *= weight;
       }
+      store_rows(row, H, 1, H, p.x_dtype, y + route * row_bytes, H);
     }
   });
 
-  // out[t] = the sum of its k routes' rows, rounded once.
+  // out[t] = the sum of its k routes' rows in f32, rounded once.
   constexpr int64_t kTokensPerTask = 16;
   char* dst = static_cast<char*>(out.raw());
-  cpu::parallel_for(ceil_div(p.T, kTokensPerTask), c.num_threads, [&](int64_t task, int) {
-    Scratch& s = thread_scratch();
-    float* acc = grown(s.down, H);
-    const int64_t t_end = std::min(p.T, (task + 1) * kTokensPerTask);
-    for (int64_t t = task * kTokensPerTask; t < t_end; ++t) {
-      const float* first = y + t * p.k * H;
-      std::memcpy(acc, first, H * sizeof(float));
-      for (int64_t j = 1; j < p.k; ++j) {
-        const float* row = first + j * H;
-        for (int64_t col = 0; col < H; ++col) acc[col] += row[col];
+  dispatch_float(p.x_dtype, [&](auto type) {
+    using T = decltype(type);
+    cpu::parallel_for(ceil_div(p.T, kTokensPerTask), c.num_threads, [&](int64_t task, int) {
+      Scratch& s = thread_scratch();
+      float* acc = grown(s.down, H);
+      const int64_t t_end = std::min(p.T, (task + 1) * kTokensPerTask);
+      for (int64_t t = task * kTokensPerTask; t < t_end; ++t) {
+        const T* first = reinterpret_cast<const T*>(y + t * p.k * row_bytes);
+        for (int64_t col = 0; col < H; ++col) acc[col] = to_float(first[col]);
+        for (int64_t j = 1; j < p.k; ++j) {
+          const T* row = first + j * H;
+          for (int64_t col = 0; col < H; ++col) acc[col] += to_float(row[col]);
+        }
+        store_rows(acc, H, 1, H, p.x_dtype, dst + t * row_bytes, H);
       }
-      store_rows(acc, H, 1, H, p.x_dtype, dst + t * H * x_size, H);
-    }
+    });
   });
 }
 

@@ -14,10 +14,11 @@
 namespace tokamax {
 
 // One task per run of up to tm routes of one expert (largest first, handed out dynamically):
-// the task's token rows gathered from x into its own scratch, the gate/up product on the GEMM
-// engine (the streaming kernel for a few rows), bias and act_fn applied to the f32 result, the
-// down product from that scratch, bias and the route's weight applied as the rows are stored to
-// an f32 buffer [R, H] in route order. Then one pass sums each token's k rows into out. No
+// the task's token rows gathered from x into its own scratch, the gate/up product (for at most
+// 16 routes the streaming kernel over L2-sized column blocks of the weights, else the GEMM
+// engine's tiles), bias and act_fn applied to the f32 result, the down product from that
+// scratch, bias and the route's weight applied as the rows are stored, rounded to x's dtype, to
+// a buffer [R, H] in route order. Then one pass sums each token's k rows into out in f32. No
 // dispatched copy of x and no [R, I] intermediate exist in memory.
 void fused_moe_cpu_kernel(const FusedMoeProblem& problem, const CpuFusedMoeConfig& config,
                           const MoeRouting& routing,
