@@ -12,13 +12,14 @@ namespace tokamax {
 // Defined in the implementation files of this folder.
 const Implementation& fused_moe_cpu_implementation();
 const Implementation& fused_moe_composite_implementation();
+const Implementation& fused_moe_onednn_implementation();
 const Implementation& fused_moe_reference_implementation();
 
 // Fastest first.
 template <>
 std::vector<const Implementation*> ProblemOp<FusedMoeProblem>::implementations() const {
   return {&fused_moe_cpu_implementation(), &fused_moe_composite_implementation(),
-          &fused_moe_reference_implementation()};
+          &fused_moe_onednn_implementation(), &fused_moe_reference_implementation()};
 }
 
 const FusedMoeOp& fused_moe_op() {

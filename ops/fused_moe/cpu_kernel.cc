@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "backends/cpu/cpu_info.h"
@@ -16,8 +15,8 @@
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
-#include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/errors.h"
+#include "ops/fused_moe/combine.h"
 
 namespace tokamax {
 namespace {
@@ -44,15 +43,6 @@ template <typename V>
 typename V::value_type* grown(V& v, int64_t count) {
   if (static_cast<int64_t>(v.size()) < count) v.resize(static_cast<size_t>(count));
   return v.data();
-}
-
-// A bias [E, 1, cols] as f32 [E, cols] (empty without one).
-std::vector<float> bias_f32(const Tensor* bias) {
-  std::vector<float> values;
-  if (!bias) return values;
-  values.resize(static_cast<size_t>(bias->num_elements()));
-  for (int64_t i = 0; i < bias->num_elements(); ++i) values[i] = static_cast<float>(bias->get(i));
-  return values;
 }
 
 // Tasks of at most this many routes stream the weights (the streaming kernel, kCpuStreamRows
@@ -99,7 +89,7 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
                           const MoeRouting& routing, const Tensor& x, const Tensor& w1,
                           const Tensor& w2, const Tensor* w1_bias, const Tensor* w2_bias,
                           Tensor& out) {
-  const int64_t H = p.H, I = p.I, N1 = 2 * I, R = p.routes();
+  const int64_t H = p.H, I = p.I, N1 = 2 * I;
   const GemmEngine engine = gemm_engine(c.bf16_path);
   const CpuGemmOptions gemm{.mr = c.mr,
                             .nr_vectors = c.nr / cpu::simd_f32_lanes(),
@@ -124,12 +114,8 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
                    [](const Task& l, const Task& r) { return l.count > r.count; });
 
   // Each route's weighted down projection in x's dtype (rounded as a chain of ops would round
-  // it, half the bytes of f32 to write and read back), in route order: a token's k rows
-  // adjacent. Fresh pages, first touched by the task that writes them.
-  const int64_t row_bytes = H * static_cast<int64_t>(x_size);
-  const std::unique_ptr<char, void (*)(void*)> routed(
-      static_cast<char*>(cpu::allocate_host(static_cast<size_t>(R * row_bytes))), cpu::free_host);
-  char* y = routed.get();
+  // it, half the bytes of f32 to write and read back).
+  const RoutedRows routed(p);
 
   cpu::parallel_for(static_cast<int64_t>(tasks.size()), c.num_threads, [&](int64_t index, int) {
     const Task& task = tasks[index];
@@ -159,38 +145,11 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
     product(hidden, {p.w_dtype, w2s + e * I * H * w_size, H}, m, H, I, down, gemm, l2);
     const float* db = b2.empty() ? nullptr : b2.data() + e * H;
     for (int64_t i = 0; i < m; ++i) {
-      const int64_t route = routing.sorted[task.first + i];
-      const float weight = routing.weight[route];
-      float* row = down + i * H;
-      if (db) {
-        for (int64_t col = 0; col < H; ++col) row[col] = (row[col] + db[col]) * weight;
-      } else {
-        for (int64_t col = 0; col < H; ++col) row[col] *= weight;
-      }
-      store_rows(row, H, 1, H, p.x_dtype, y + route * row_bytes, H);
+      store_route_row(p, routing, routing.sorted[task.first + i], db, down + i * H, routed);
     }
   });
 
-  // out[t] = the sum of its k routes' rows in f32, rounded once.
-  constexpr int64_t kTokensPerTask = 16;
-  char* dst = static_cast<char*>(out.raw());
-  dispatch_float(p.x_dtype, [&](auto type) {
-    using T = decltype(type);
-    cpu::parallel_for(ceil_div(p.T, kTokensPerTask), c.num_threads, [&](int64_t task, int) {
-      Scratch& s = thread_scratch();
-      float* acc = grown(s.down, H);
-      const int64_t t_end = std::min(p.T, (task + 1) * kTokensPerTask);
-      for (int64_t t = task * kTokensPerTask; t < t_end; ++t) {
-        const T* first = reinterpret_cast<const T*>(y + t * p.k * row_bytes);
-        for (int64_t col = 0; col < H; ++col) acc[col] = to_float(first[col]);
-        for (int64_t j = 1; j < p.k; ++j) {
-          const T* row = first + j * H;
-          for (int64_t col = 0; col < H; ++col) acc[col] += to_float(row[col]);
-        }
-        store_rows(acc, H, 1, H, p.x_dtype, dst + t * row_bytes, H);
-      }
-    });
-  });
+  combine_routes(p, routed, out, c.num_threads);
 }
 
 }  // namespace tokamax
