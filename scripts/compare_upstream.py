@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 # Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k, router_topk,
-# ragged_gather and ragged_gather_reduce with upstream Tokamax's own reference functions and
-# prints how many cases agree: bit for bit (NaN weights equal), except ragged_gather_reduce, whose
-# f32 sums upstream leaves to XLA's order and rounding (it agrees when the two differ by no more
-# than twice the error bound verify applies to each), and ragged_gather, compared on rows
-# [start, end) only. Not part of CI (it needs JAX and the upstream wheel); docs/ops/top_k.md says
+# ragged_gather, ragged_gather_reduce and fused_moe with upstream Tokamax's own reference
+# functions and prints how many cases agree: bit for bit (NaN weights equal), except
+# ragged_gather_reduce, whose f32 sums upstream leaves to XLA's order and rounding (it agrees when
+# the two differ by no more than twice the error bound verify applies to each), ragged_gather,
+# compared on rows [start, end) only, and fused_moe (silu layers: upstream's reference has no
+# other act_fn), compared normwise (MOE_TOLERANCE). Not part of CI (it needs JAX and the upstream
+# wheel); docs/ops/top_k.md says
 # how to run it:
 #   python3 scripts/compare_upstream.py WHEEL_DIR DUMP_DIR
 # WHEEL_DIR is the unpacked tokamax wheel (holding tokamax/); the reference modules are loaded by
@@ -42,6 +44,13 @@ topk = load('tokamax/_src/ops/topk/reference.py')
 router = load('tokamax/_src/ops/router_topk/reference.py')
 gather = load_function('tokamax/_src/ops/ragged_gather/base.py', 'ragged_gather')
 gather_reduce = load('tokamax/_src/ops/ragged_gather_reduce/reference.py')
+fused_moe = load('tokamax/_src/ops/experimental/fused_moe/reference.py')
+
+# fused_moe: two f32 computations of a two-layer network in different orders (XLA's, ours), each
+# rounded to the output dtype; they agree when their normwise difference, relative to the
+# float64 oracle's norm, is within a few units of the output dtype (a wrongly routed token moves
+# its row by O(1)).
+MOE_TOLERANCE = {np.dtype(np.float32): 2.0**-18, np.dtype(np.float16): 2.0**-9}
 
 def within_bound(want, got, x, indices, weights, valid, g):
     # Upstream and we each round an f32 sum of g products (in orders of our own) to the output
@@ -76,7 +85,7 @@ def inputs(d, args):
         out[name] = value
     return out
 
-for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce'):
+for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
@@ -111,6 +120,24 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce'):
             want = np.asarray(gather(jnp.asarray(x['x']), jnp.asarray(x['indices']), *bounds))
             got = npy(os.path.join(out, 'out.npy')).astype(want.dtype)
             ok = np.array_equal(want[start:end].view(np.uint8), got[start:end].view(np.uint8))
+        elif op == 'fused_moe':
+            if args['act_fn'] != 'silu':
+                print(f'{op:12s} {spec:30s} skipped: upstream\'s reference has act_fn silu only')
+                continue
+            cases += 1
+            got = npy(os.path.join(out, 'out.npy')).astype(x['x'].dtype)
+            oracle = npy(os.path.join(d, 'oracle', 'out.npy')).astype(np.float64)
+            bias = {k: jnp.asarray(x[k]) for k in ('w1_bias', 'w2_bias') if k in x}
+            want = np.asarray(fused_moe.fused_moe_reference(
+                jnp.asarray(x['x']), jnp.asarray(x['w1']), jnp.asarray(x['w2']),
+                jnp.asarray(x['gating']), topk=args['topk'], renormalize=args['renormalize'],
+                act_fn='silu', **bias))
+            norm = np.linalg.norm(oracle)
+            def rel(a, b):
+                return np.linalg.norm(a.astype(np.float64) - b.astype(np.float64)) / norm
+            ok = want.dtype == got.dtype and rel(want, got) <= MOE_TOLERANCE.get(got.dtype, 2.0**-6)
+            print(f'{op:12s} {spec:30s} normwise vs the oracle: upstream {rel(want, oracle):.2e},'
+                  f' ours {rel(got, oracle):.2e}; between them {rel(want, got):.2e}')
         else:
             got = npy(os.path.join(out, 'out.npy')).astype(x['x'].dtype)
             if got.size == 0:
