@@ -41,6 +41,28 @@ TensorSpec read_bias(const json& args, const char* name, int64_t E, int64_t cols
   return bias;
 }
 
+// A quantized expert weight's scale: float [E, cols], [E, blocks, cols] (blocks dividing the
+// contraction K) or upstream's [E, 1, 1, cols].
+TensorSpec read_scale(const json& args, const char* name, int64_t E, int64_t K, int64_t cols,
+                      const char* cols_name) {
+  const TensorSpec scale = read_tensor_arg(
+      kPrefix, args, name, {.shape = "[E, cols]", .example = "f32[8,512]", .min_rank = 2});
+  const auto& d = scale.dims;
+  const bool ok = d.size() >= 2 && d.size() <= 4 && d.front() == E && d.back() == cols &&
+                  (d.size() != 3 || (d[1] >= 1 && K % d[1] == 0)) &&
+                  (d.size() != 4 || (d[1] == 1 && d[2] == 1));
+  if (!ok) {
+    throw InvalidArgument(std::string(kPrefix) + name + " must be float [E, " + cols_name +
+                              "] = " + dims({E, cols}) + ", [E, blocks, " + cols_name +
+                              "] with blocks dividing " + std::to_string(K) + ", or [E, 1, 1, " +
+                              cols_name + "], got " + scale.to_string(),
+                          name);
+  }
+  return scale;
+}
+
+int64_t scale_blocks(const TensorSpec& scale) { return scale.rank() == 3 ? scale.dims[1] : 1; }
+
 }  // namespace
 
 std::string_view moe_activation_name(MoeActivation act) {
@@ -81,6 +103,10 @@ FusedMoeProblem FusedMoeProblem::from(const BoundArgs& args) {
   p.act = parse_moe_activation(args.option("act_fn").get<std::string>());
   p.has_w1_bias = args.has("w1_bias");
   p.has_w2_bias = args.has("w2_bias");
+  if (p.quantized()) {
+    p.w1_blocks = scale_blocks(args.tensor("w1_scale"));
+    p.w2_blocks = scale_blocks(args.tensor("w2_scale"));
+  }
   return p;
 }
 
@@ -89,25 +115,24 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
   check_arg_names(kPrefix, args,
                   {"x", "w1", "w2", "gating", "w1_scale", "w2_scale", "w1_bias", "w2_bias", "topk",
                    "renormalize", "act_fn"});
-  for (const char* scale : {"w1_scale", "w2_scale"}) {
-    if (present(args, scale)) {
-      throw InvalidArgument(std::string(kPrefix) + scale +
-                                ": quantized experts (i8 / f8e4m3 with scales) are not "
-                                "implemented yet; give w1 and w2 in x's float dtype",
-                            scale);
-    }
-  }
   const TensorSpec x = read_tensor_arg(kPrefix, args, "x",
                                        {.shape = "[T, H]", .example = "bf16[64,2048]", .rank = 2});
-  const TensorSpec w1 = read_tensor_arg(
-      kPrefix, args, "w1", {.shape = "[E, H, 2 I]", .example = "bf16[64,2048,1024]", .rank = 3});
-  const TensorSpec w2 = read_tensor_arg(
-      kPrefix, args, "w2", {.shape = "[E, I, H]", .example = "bf16[64,512,2048]", .rank = 3});
+  const TensorArgRule weight_rule{.rank = 3,
+                                  .quantized_ok = true,
+                                  .quantized_note = " (or quantized i8 / f8e4m3 with w1_scale and "
+                                                    "w2_scale)"};
+  TensorArgRule w1_rule = weight_rule, w2_rule = weight_rule;
+  w1_rule.shape = "[E, H, 2 I]";
+  w1_rule.example = "bf16[64,2048,1024]";
+  w2_rule.shape = "[E, I, H]";
+  w2_rule.example = "bf16[64,512,2048]";
+  const TensorSpec w1 = read_tensor_arg(kPrefix, args, "w1", w1_rule);
+  const TensorSpec w2 = read_tensor_arg(kPrefix, args, "w2", w2_rule);
   const TensorSpec gating = read_tensor_arg(
       kPrefix, args, "gating", {.shape = "[T, E]", .example = "f32[64,64]", .rank = 2});
-  for (const TensorSpec* spec : {&x, &w1, &w2, &gating}) {
+  for (const TensorSpec* spec : {&x, &gating}) {
     if (!is_kernel_float(spec->dtype)) {
-      const char* name = spec == &x ? "x" : spec == &w1 ? "w1" : spec == &w2 ? "w2" : "gating";
+      const char* name = spec == &x ? "x" : "gating";
       throw InvalidArgument(
           std::string(kPrefix) + name + " must be f32, bf16 or f16, got " + spec->to_string(),
           name);
@@ -128,12 +153,19 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
                               "), got " + w2.to_string(),
                           "w2");
   }
-  if (w1.dtype != x.dtype || w2.dtype != x.dtype) {
-    const char* name = w1.dtype != x.dtype ? "w1" : "w2";
-    throw InvalidArgument(std::string(kPrefix) + name + " must have x's dtype " +
-                              std::string(dtype_name(x.dtype)) + ", got " +
-                              (w1.dtype != x.dtype ? w1 : w2).to_string(),
+  const bool quantized = is_quantized(w1.dtype);
+  if (quantized ? w2.dtype != w1.dtype : (w1.dtype != x.dtype || w2.dtype != x.dtype)) {
+    const char* name = !quantized && w1.dtype != x.dtype ? "w1" : "w2";
+    throw InvalidArgument(std::string(kPrefix) + name + " must have " +
+                              (quantized ? "w1's quantized dtype " + std::string(dtype_name(w1.dtype))
+                                         : "x's dtype " + std::string(dtype_name(x.dtype))) +
+                              ", got " + (std::string(name) == "w1" ? w1 : w2).to_string(),
                           name);
+  }
+  if (!quantized && is_quantized(w2.dtype)) {
+    throw InvalidArgument(std::string(kPrefix) + "w2 " + w2.to_string() +
+                              " is quantized but w1 " + w1.to_string() + " is not",
+                          "w2");
   }
   if (gating.dims[0] != T || gating.dims[1] != E) {
     throw InvalidArgument(std::string(kPrefix) + "gating must be [T, E] = " + dims({T, E}) +
@@ -167,6 +199,19 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
   }
   parse_moe_activation(act_fn);
 
+  for (const char* scale : {"w1_scale", "w2_scale"}) {
+    if (present(args, scale) != quantized) {
+      throw InvalidArgument(
+          quantized ? std::string(kPrefix) + "w1 " + w1.to_string() +
+                          " is quantized: it needs w1_scale f32[E, 2 I] (or [E, blocks, 2 I], "
+                          "[E, 1, 1, 2 I]) and w2_scale f32[E, H] (or [E, blocks, H])"
+                    : std::string(kPrefix) + scale +
+                          " is the scale of quantized experts, but w1 " + w1.to_string() +
+                          " is not quantized (i8 or f8e4m3)",
+          scale);
+    }
+  }
+
   BoundArgs bound;
   bound.op = std::string(FusedMoeProblem::kOp);
   bound.args = {{"x", x.to_string()},
@@ -178,6 +223,10 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
                 {"act_fn", act_fn}};
   if (present(args, "w1_bias")) bound.args["w1_bias"] = read_bias(args, "w1_bias", E, 2 * I, "2 I").to_string();
   if (present(args, "w2_bias")) bound.args["w2_bias"] = read_bias(args, "w2_bias", E, H, "H").to_string();
+  if (quantized) {
+    bound.args["w1_scale"] = read_scale(args, "w1_scale", E, H, 2 * I, "2 I").to_string();
+    bound.args["w2_scale"] = read_scale(args, "w2_scale", E, I, H, "H").to_string();
+  }
   return bound;
 }
 
@@ -187,8 +236,8 @@ std::vector<TensorDecl> ProblemOp<FusedMoeProblem>::inputs(const BoundArgs& args
                                    {"w1", args.tensor("w1")},
                                    {"w2", args.tensor("w2")},
                                    {"gating", args.tensor("gating")}};
-  for (const char* bias : {"w1_bias", "w2_bias"}) {
-    if (args.has(bias)) decls.push_back({bias, args.tensor(bias)});
+  for (const char* optional : {"w1_bias", "w2_bias", "w1_scale", "w2_scale"}) {
+    if (args.has(optional)) decls.push_back({optional, args.tensor(optional)});
   }
   return decls;
 }
@@ -221,7 +270,9 @@ double ProblemOp<FusedMoeProblem>::bytes(const BoundArgs& args) const {
                             (p.has_w1_bias ? 2.0 * I * dtype_size(args.tensor("w1_bias").dtype) : 0.0) +
                             (p.has_w2_bias ? H * dtype_size(args.tensor("w2_bias").dtype) : 0.0);
   const double T = static_cast<double>(p.T);
-  return 2.0 * T * H * dtype_size(p.x_dtype) + T * E * dtype_size(p.gating_dtype) +
+  const double scales =
+      p.quantized() ? 4.0 * (static_cast<double>(p.w1_blocks) * 2.0 * I + p.w2_blocks * H) : 0.0;
+  return 2.0 * T * H * dtype_size(p.x_dtype) + used * scales + T * E * dtype_size(p.gating_dtype) +
          used * per_expert;
 }
 

@@ -65,12 +65,28 @@ struct FusedMoeProblem {
   bool renormalize = true;
   MoeActivation act = MoeActivation::kSilu;
   bool has_w1_bias = false, has_w2_bias = false;  // [E, 1, 2 I] and [E, 1, H]
+  // Quantized experts (w_dtype i8 or f8e4m3): w1_scale / w2_scale per expert and column in
+  // blocks of the contraction, [E, blocks, cols] in memory ([E, cols] and [E, 1, 1, cols] are
+  // one block): w1[e, h, n] means w1[e, h, n] * w1_scale[e, h / (H / w1_blocks), n], w2 the
+  // same over I.
+  int64_t w1_blocks = 1, w2_blocks = 1;
 
   int64_t routes() const { return T * k; }
+  bool quantized() const { return is_quantized(w_dtype); }
   static FusedMoeProblem from(const BoundArgs& args);
 };
 
 using FusedMoeOp = ProblemOp<FusedMoeProblem>;
+
+// Element (e, r, c) of an expert weight [E, K, cols] as the layer uses it: dequantized with its
+// scale ([E, blocks, cols]) when there is one.
+inline double expert_weight(const Tensor& w, const Tensor* scale, int64_t blocks, int64_t e,
+                            int64_t r, int64_t c) {
+  const int64_t K = w.dims()[1], cols = w.dims()[2];
+  const double value = w.get((e * K + r) * cols + c);
+  if (!scale) return value;
+  return value * scale->get((e * blocks + r / (K / blocks)) * cols + c);
+}
 
 // The portable reference: upstream's f32 computation as plain loops, token by token and route by
 // route (a full softmax, a sort of each row's experts, f32 dot products).
@@ -82,6 +98,8 @@ void fused_moe_reference(const FusedMoeProblem& problem,
                          const Tensor& gating,           // [T, E]
                          const Tensor* w1_bias,          // [E, 1, 2 I] or null
                          const Tensor* w2_bias,          // [E, 1, H] or null
+                         const Tensor* w1_scale,         // quantized experts: their scales
+                         const Tensor* w2_scale,
                          // Outputs.
                          Tensor& out);  // [T, H]
 

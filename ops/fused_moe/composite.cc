@@ -18,10 +18,14 @@ namespace {
 
 constexpr std::string_view kStageImpl = "cpu";
 
-// upstream's [E, 1, cols] bias as ragged_dot's rhs_bias [E, cols] (the same elements).
-Tensor squeeze_bias(const Tensor& bias) {
-  Tensor out(TensorSpec{bias.dtype(), {bias.dims()[0], bias.dims()[2]}});
-  std::memcpy(out.raw(), bias.raw(), bias.size_bytes());
+// upstream's [E, 1, cols] bias as ragged_dot's rhs_bias [E, cols], and a scale [E, cols],
+// [E, 1, 1, cols] or [E, blocks, cols] as its rhs_scale [E, cols] or [E, blocks, cols] (the
+// same elements).
+Tensor squeeze(const Tensor& t) {
+  const int64_t E = t.dims().front(), cols = t.dims().back();
+  const int64_t blocks = t.dims().size() == 3 && t.dims()[1] > 1 ? t.dims()[1] : 1;
+  Tensor out(blocks > 1 ? TensorSpec{t.dtype(), {E, blocks, cols}} : TensorSpec{t.dtype(), {E, cols}});
+  std::memcpy(out.raw(), t.raw(), t.size_bytes());
   return out;
 }
 
@@ -62,14 +66,16 @@ class CompositeFusedMoe final : public TypedImplementation<FusedMoeProblem> {
         .option("group_sizes", group_sizes)
         .option("preferred_element_type", dtype)
         .option("fuse_gateup_activation", std::string(moe_activation_name(p.act)));
-    if (const Tensor* b1 = find_tensor(inputs, "w1_bias")) gate_up.tensor("rhs_bias", squeeze_bias(*b1));
+    if (const Tensor* b1 = find_tensor(inputs, "w1_bias")) gate_up.tensor("rhs_bias", squeeze(*b1));
+    if (const Tensor* s1 = find_tensor(inputs, "w1_scale")) gate_up.tensor("rhs_scale", squeeze(*s1));
     const Tensor hidden = gate_up.run(device);
     Stage down_proj("ragged_dot");
     down_proj.tensor("lhs", hidden)
         .tensor("rhs", inputs.at("w2"))
         .option("group_sizes", group_sizes)
         .option("preferred_element_type", dtype);
-    if (const Tensor* b2 = find_tensor(inputs, "w2_bias")) down_proj.tensor("rhs_bias", squeeze_bias(*b2));
+    if (const Tensor* b2 = find_tensor(inputs, "w2_bias")) down_proj.tensor("rhs_bias", squeeze(*b2));
+    if (const Tensor* s2 = find_tensor(inputs, "w2_scale")) down_proj.tensor("rhs_scale", squeeze(*s2));
     const Tensor down = down_proj.run(device);
     Stage("ragged_gather_reduce")
         .tensor("x", down)

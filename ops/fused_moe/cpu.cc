@@ -1,8 +1,10 @@
 // fused_moe: the CPU implementation class ("cpu"): the router, then the fused layer of
 // cpu_kernel.h.
+#include <string>
 #include <vector>
 
 #include "backends/cpu/simd_target.h"
+#include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 #include "ops/fused_moe/base.h"
 #include "ops/fused_moe/cpu_config.h"
@@ -17,6 +19,13 @@ class CpuFusedMoe final : public TypedImplementation<FusedMoeProblem, CpuFusedMo
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override { return {{"simd_target", cpu::simd_target_name()}}; }
 
+  void check(const FusedMoeProblem& p, const Device&) const override {
+    if (p.quantized()) {
+      throw NotImplemented(
+          "cpu: quantized experts (" + std::string(dtype_name(p.w_dtype)) +
+          " weights) are not fused yet; the composite runs them on ragged_dot's quantized path");
+    }
+  }
   void check_config(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
                     const Device& device) const override {
     check_fused_moe_config(p, c, device);

@@ -49,6 +49,10 @@ class OneDnnFusedMoe final : public OneDnnImplementation<FusedMoeProblem> {
 
   void check(const FusedMoeProblem& p, const Device&) const override {
     const std::string x(dtype_name(p.x_dtype));
+    if (p.quantized()) {
+      throw NotImplemented("onednn: " + std::string(dtype_name(p.w_dtype)) +
+                           " experts; oneDNN 2.6 has no weight-decompression matmul");
+    }
     if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16) {
       throw NotImplemented("onednn: " + x + " layers; the baseline wires f32 and bf16 only");
     }

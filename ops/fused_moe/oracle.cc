@@ -31,6 +31,7 @@ std::vector<Route> token_routes(const FusedMoeProblem& p, const TensorMap& input
   const Tensor& w1 = inputs.at("w1");
   const Tensor& gating = inputs.at("gating");
   const Tensor* bias = find_tensor(inputs, "w1_bias");
+  const Tensor* w1_scale = find_tensor(inputs, "w1_scale");
   std::vector<int64_t> order(static_cast<size_t>(p.E));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t l, int64_t r) {
@@ -58,9 +59,8 @@ std::vector<Route> token_routes(const FusedMoeProblem& p, const TensorMap& input
     for (int64_t h = 0; h < p.H; ++h) {
       const double xv = x.get(t * p.H + h);
       if (xv == 0.0) continue;
-      const int64_t row = (route.expert * p.H + h) * N1;
       for (int64_t c = 0; c < N1; ++c) {
-        const double term = xv * w1.get(row + c);
+        const double term = xv * expert_weight(w1, w1_scale, p.w1_blocks, route.expert, h, c);
         value[c] += term;
         mag[c] += std::fabs(term);
       }
@@ -94,6 +94,7 @@ OracleSample ProblemOp<FusedMoeProblem>::oracle(const BoundArgs& args, const Ten
   const FusedMoeProblem p = FusedMoeProblem::from(args);
   const Tensor& w2 = inputs.at("w2");
   const Tensor* bias = find_tensor(inputs, "w2_bias");
+  const Tensor* w2_scale = find_tensor(inputs, "w2_scale");
   const ErrorModel model = error_model(args);
   const double n = model.accumulation_length;
   const double nu = n * model.accumulation_roundoff;
@@ -118,7 +119,7 @@ OracleSample ProblemOp<FusedMoeProblem>::oracle(const BoundArgs& args, const Ten
       const double b = bias ? bias->get(route.expert * p.H + c) : 0.0;
       double y = b, y_mag = std::fabs(b);
       for (int64_t i = 0; i < p.I; ++i) {
-        const double w = w2.get((route.expert * p.I + i) * p.H + c);
+        const double w = expert_weight(w2, w2_scale, p.w2_blocks, route.expert, i, c);
         y += route.hidden[i] * w;
         y_mag += std::fabs(w) * (route.magnitude[i] + std::fabs(route.hidden[i]));
       }

@@ -1,5 +1,6 @@
 // fused_moe: the portable reference, upstream's f32 computation as plain loops (a full softmax,
-// a sort of each row's experts, f32 dot products route by route), and its implementation.
+// a sort of each row's experts, f32 dot products route by route, quantized weights dequantized
+// to f32 as they are read), and its implementation.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,7 +15,8 @@ namespace tokamax {
 
 void fused_moe_reference(const FusedMoeProblem& p, const Tensor& x, const Tensor& w1,
                          const Tensor& w2, const Tensor& gating, const Tensor* w1_bias,
-                         const Tensor* w2_bias, Tensor& out) {
+                         const Tensor* w2_bias, const Tensor* w1_scale, const Tensor* w2_scale,
+                         Tensor& out) {
   const int64_t N1 = 2 * p.I;
   std::vector<float> probs(static_cast<size_t>(p.E)), acc1(static_cast<size_t>(N1)),
       act(static_cast<size_t>(p.I)), acc(static_cast<size_t>(p.H));
@@ -22,8 +24,6 @@ void fused_moe_reference(const FusedMoeProblem& p, const Tensor& x, const Tensor
   dispatch_float(p.x_dtype, [&](auto type) {
     using T = decltype(type);
     const T* xs = x.data<T>();
-    const T* a = w1.data<T>();
-    const T* b = w2.data<T>();
     T* dst = out.data<T>();
     for (int64_t t = 0; t < p.T; ++t) {
       // softmax over the row in f32, the experts ordered by logit (stable: ties to the lower).
@@ -49,13 +49,15 @@ void fused_moe_reference(const FusedMoeProblem& p, const Tensor& x, const Tensor
         for (int64_t n = 0; n < N1; ++n) {
           float s = 0.0f;
           for (int64_t h = 0; h < p.H; ++h)
-            s += to_float(xs[t * p.H + h]) * to_float(a[(e * p.H + h) * N1 + n]);
+            s += to_float(xs[t * p.H + h]) *
+                 static_cast<float>(expert_weight(w1, w1_scale, p.w1_blocks, e, h, n));
           acc1[n] = s + (w1_bias ? static_cast<float>(w1_bias->get(e * N1 + n)) : 0.0f);
         }
         for (int64_t i = 0; i < p.I; ++i) act[i] = apply_moe_activation(p.act, acc1[i], acc1[p.I + i]);
         for (int64_t c = 0; c < p.H; ++c) {
           float s = 0.0f;
-          for (int64_t i = 0; i < p.I; ++i) s += act[i] * to_float(b[(e * p.I + i) * p.H + c]);
+          for (int64_t i = 0; i < p.I; ++i)
+            s += act[i] * static_cast<float>(expert_weight(w2, w2_scale, p.w2_blocks, e, i, c));
           s += w2_bias ? static_cast<float>(w2_bias->get(e * p.H + c)) : 0.0f;
           acc[c] += weight * s;
         }
@@ -70,7 +72,8 @@ namespace {
 void run_reference(const FusedMoeProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
   fused_moe_reference(problem, inputs.at("x"), inputs.at("w1"), inputs.at("w2"),
                       inputs.at("gating"), find_tensor(inputs, "w1_bias"),
-                      find_tensor(inputs, "w2_bias"), outputs.at("out"));
+                      find_tensor(inputs, "w2_bias"), find_tensor(inputs, "w1_scale"),
+                      find_tensor(inputs, "w2_scale"), outputs.at("out"));
 }
 
 }  // namespace

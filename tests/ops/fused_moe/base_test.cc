@@ -59,7 +59,8 @@ TEST_CASE("fused_moe bind names the argument it rejects", "[fused_moe]") {
       {with("w1_bias", "f32[4,64]"), "w1_bias"},     // upstream's [E, 1, 2 I]
       {with("w1_bias", "f32[4,1,32]"), "w1_bias"},
       {with("w2_bias", "f32[4,1,32]"), "w2_bias"},
-      {with("w1_scale", "f32[4,64]"), "w1_scale"},   // quantized experts: not yet
+      {with("w1_scale", "f32[4,64]"), "w1_scale"},   // float experts take no scale
+      {with("w1", "i8[4,64,64]"), "w2"},             // w2 not of w1's quantized dtype
       {with("top_k", 2), "top_k"},
   };
   for (const auto& [args, field] : bad) {
@@ -71,6 +72,39 @@ TEST_CASE("fused_moe bind names the argument it rejects", "[fused_moe]") {
   one_expert["gating"] = "f32[16,1]";
   one_expert.erase("topk");  // the default k = 2 exceeds E = 1
   CHECK(bind_error_field(fused_moe_op(), one_expert) == "topk");
+  // Quantized experts: both scales, per channel, per block of the contraction, or upstream's
+  // [E, 1, 1, cols].
+  json quantized = with("w1", "f8e4m3[4,64,64]");
+  quantized["w2"] = "f8e4m3[4,32,64]";
+  quantized["w1_scale"] = "f32[4,64]";
+  quantized["w2_scale"] = "f32[4,4,64]";
+  CHECK(bind_error_field(fused_moe_op(), quantized) == "<no error>");
+  auto quantized_with = [&](const char* key, json value) {
+    json args = quantized;
+    if (value.is_null()) {
+      args.erase(key);
+    } else {
+      args[key] = std::move(value);
+    }
+    return args;
+  };
+  const std::vector<std::pair<json, std::string>> bad_quantized = {
+      {quantized_with("w2_scale", nullptr), "w2_scale"},
+      {quantized_with("w1_scale", "f32[4,32]"), "w1_scale"},
+      {quantized_with("w1_scale", "f32[4,5,64]"), "w1_scale"},  // 5 blocks do not divide H = 64
+      {quantized_with("w1_scale", "f32[4,2,1,64]"), "w1_scale"},
+      {quantized_with("w2_scale", "i32[4,64]"), "w2_scale"},
+      {quantized_with("w2", "i8[4,32,64]"), "w2"},
+      {quantized_with("w2", "bf16[4,32,64]"), "w2"},
+  };
+  for (const auto& [args, field] : bad_quantized) {
+    CAPTURE(args.dump());
+    CHECK(bind_error_field(fused_moe_op(), args) == field);
+  }
+  CHECK(FusedMoeProblem::from(fused_moe_op().bind(quantized)).w2_blocks == 4);
+  CHECK(FusedMoeProblem::from(fused_moe_op().bind(quantized_with("w2_scale", "f32[4,1,1,64]")))
+            .w2_blocks == 1);
+
   const BoundArgs bound = fused_moe_op().bind(base);
   CHECK(fused_moe_op().outputs(bound).at(0).spec == TensorSpec{DType::kBF16, {16, 64}});
   CHECK(bound.args["renormalize"] == true);

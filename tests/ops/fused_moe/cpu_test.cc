@@ -85,6 +85,49 @@ TEST_CASE("composite fused_moe (the chained cpu ops) passes the oracle", "[fused
   }
 }
 
+TEST_CASE("quantized fused_moe experts: composite and reference pass the oracle, cpu declines",
+          "[fused_moe]") {
+  auto quantized = [&](const std::string& w, const std::string& s1, const std::string& s2) {
+    json args = layer("bf16", 24, 64, 4, 16, 2);
+    args["w1"] = w + "[4,64,32]";
+    args["w2"] = w + "[4,16,64]";
+    args["w1_scale"] = s1;
+    args["w2_scale"] = s2;
+    return args;
+  };
+  const std::vector<json> cases = {
+      quantized("i8", "f32[4,32]", "f32[4,64]"),              // per channel
+      quantized("f8e4m3", "f32[4,1,1,32]", "f32[4,4,64]"),    // upstream's 4-d, 4 K blocks of I
+      with(quantized("i8", "f32[4,2,32]", "f32[4,1,64]"), "act_fn", "swigluoai"),
+  };
+  for (const json& c : cases) {
+    const BoundArgs args = fused_moe_op().bind(c);
+    const TensorMap inputs = fused_moe_op().make_inputs(args, 6);
+    for (const char* impl : {"composite", "reference"}) {
+      CAPTURE(args.key(), impl);
+      const Comparison result =
+          run_against_oracle(fused_moe_op(), impl, args, json::object(), inputs, args, "out");
+      CHECK(judge(result) == Disposition::kPassed);
+    }
+    CHECK_THROWS_AS(check_args(cpu_impl(), args), NotImplemented);
+  }
+  // A scale read from the wrong block fails: the last block's scales doubled.
+  const BoundArgs args = fused_moe_op().bind(cases[1]);
+  TensorMap inputs = fused_moe_op().make_inputs(args, 6);
+  const Tensor& kept = inputs.at("w2_scale");
+  Tensor scale(kept.spec());
+  for (int64_t i = 0; i < kept.num_elements(); ++i)
+    scale.set(i, kept.get(i) * ((i / 64) % 4 == 3 ? 2.0 : 1.0));
+  TensorMap wrong = inputs;
+  wrong.at("w2_scale") = scale;
+  TensorMap outputs = fused_moe_op().allocate_outputs(args);
+  run_json(fused_moe_op().implementation("composite"), args, json::object(), wrong, outputs);
+  std::vector<int64_t> index(static_cast<size_t>(outputs.at("out").num_elements()));
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+  CHECK(judge(compare_to_oracle(outputs.at("out"), fused_moe_op().oracle(args, inputs, "out", index),
+                                fused_moe_op().error_model(args))) == Disposition::kFailed);
+}
+
 TEST_CASE("cpu fused_moe configs: whole-row tasks, scratch within its bound", "[fused_moe]") {
   const BoundArgs prefill = fused_moe_op().bind(layer("bf16", 4096, 1024, 64, 256, 8));
   const BoundArgs decode = fused_moe_op().bind(layer("bf16", 8, 1024, 64, 256, 8));
