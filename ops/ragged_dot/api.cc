@@ -67,4 +67,25 @@ Tensor ragged_dot(const Tensor& lhs, const Tensor& rhs, const Tensor& group_size
   return call.run(options.implementation, options.config).at("out");
 }
 
+Tensor ragged_dot_general(const Tensor& lhs, const Tensor& rhs, const Tensor& group_sizes,
+                          RaggedDims dimension_numbers, const RaggedDotOptions& options) {
+  if (dimension_numbers == RaggedDims::kDefault) return ragged_dot(lhs, rhs, group_sizes, options);
+  ApiCall call(ragged_dot_op());
+  add_ragged_dot_arguments(call, RaggedDotProblem::kOp, lhs, rhs, group_sizes,
+                           options.preferred_element_type, options.group_offset);
+  call.tensor("rhs_bias", options.rhs_bias)
+      .option("ragged_dot_dimension_numbers", std::string(ragged_dims_name(dimension_numbers)));
+  if (options.activation != Activation::kNone) {
+    call.option("activation", std::string(activation_name(options.activation)));
+  }
+  if (options.fuse_gateup_activation != GateUp::kNone) {
+    call.option("fuse_gateup_activation",
+                gate_up_spelling(options.fuse_gateup_activation, options.situ));
+  }
+  if (options.precision != DotPrecision::kDefault) {
+    call.option("precision", std::string(precision_name(options.precision)));
+  }
+  return call.run(options.implementation, options.config).at("out");
+}
+
 }  // namespace tokamax

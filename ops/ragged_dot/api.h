@@ -51,6 +51,13 @@ Tensor ragged_dot(const Tensor& lhs,          // [M, K]
                   const Tensor& group_sizes,  // [G] i32 ([>= group_offset + G])
                   const RaggedDotOptions& options = {});
 
+// upstream's ragged_dot_general: the same op with its dimension numbers (base.h, RaggedDims):
+// kTransRhs takes rhs [G, N, K]; kRaggedContracting takes lhs [K, M] and rhs [K, N] with the
+// groups over K and returns [G, M, N]. Only the plain product (the options' implementation,
+// preferred_element_type and config; the others throw InvalidArgument naming them).
+Tensor ragged_dot_general(const Tensor& lhs, const Tensor& rhs, const Tensor& group_sizes,
+                          RaggedDims dimension_numbers, const RaggedDotOptions& options = {});
+
 // Adds lhs, rhs, group_sizes (checked to be i32[G]: its values are part of the binding) and the
 // options shared with the VJP to a call of `op` (this op or its VJP).
 void add_ragged_dot_arguments(ApiCall& call, std::string_view op, const Tensor& lhs,

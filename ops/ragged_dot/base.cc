@@ -12,6 +12,7 @@
 
 #include "ops/framework/checked_math.h"
 #include "ops/framework/errors.h"
+#include "ops/ragged_dot/dimension_numbers.h"
 #include "ops/ragged_dot/group_sizes.h"
 
 namespace tokamax {
@@ -59,14 +60,18 @@ RaggedDotProblem RaggedDotProblem::from(const BoundArgs& args) {
   RaggedDotProblem problem;
   const TensorSpec lhs = args.tensor("lhs");
   const TensorSpec rhs = args.tensor("rhs");
-  problem.M = lhs.dims[0];
-  problem.K = lhs.dims[1];
-  problem.G = rhs.dims[0];
-  problem.N = rhs.dims[2];
+  if (args.has("ragged_dot_dimension_numbers")) {
+    problem.dims = parse_ragged_dims(args.option("ragged_dot_dimension_numbers"));
+  }
+  problem.all_group_sizes = args.option("group_sizes").get<std::vector<int64_t>>();
+  const RaggedExtents extents = ragged_extents(problem.dims, lhs, rhs, args.args);
+  problem.M = extents.M;
+  problem.K = extents.K;
+  problem.G = extents.G;
+  problem.N = extents.N;
   problem.lhs_dtype = lhs.dtype;
   problem.rhs_dtype = rhs.dtype;
   problem.out_dtype = parse_dtype(args.option("preferred_element_type").get<std::string>());
-  problem.all_group_sizes = args.option("group_sizes").get<std::vector<int64_t>>();
   if (args.has("group_offset")) problem.group_offset = args.option("group_offset").get<int64_t>();
   if (args.has("rhs_bias")) {
     problem.has_bias = true;
@@ -149,6 +154,9 @@ std::string RaggedDotProblem::extended_arguments() const {
     add("fuse_gateup_activation=" + gate_up_spelling(gate_up, situ));
   }
   if (!precision_plan().identity()) add("precision=" + std::string(precision_name(precision)));
+  if (dims != RaggedDims::kDefault) {
+    add("ragged_dot_dimension_numbers=" + std::string(ragged_dims_name(dims)));
+  }
   return used;
 }
 
@@ -252,20 +260,33 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
   check_arg_names("ragged_dot: ", args,
                   {"lhs", "rhs", "group_sizes", "preferred_element_type", "group_offset",
                    "rhs_bias", "activation", "fuse_gateup_activation", "zero_initialize",
-                   "rhs_scale", "maybe_quantize_lhs", "precision"});
-  const TensorSpec lhs = bind_tensor(args, "lhs", 2, "[M, K]");
-  const TensorSpec rhs = bind_tensor(args, "rhs", 3, "[G, K, N]", /*quantized_ok=*/true);
-  const int64_t M = lhs.dims[0], K = lhs.dims[1];
-  const int64_t G = rhs.dims[0], rhs_K = rhs.dims[1], N = rhs.dims[2];
-  if (rhs_K != K) {
+                   "rhs_scale", "maybe_quantize_lhs", "precision",
+                   "ragged_dot_dimension_numbers"});
+  const RaggedDims dims = bind_ragged_dims(args);
+  const bool contracting = dims == RaggedDims::kRaggedContracting;
+  const TensorSpec lhs = bind_tensor(args, "lhs", 2, contracting ? "[K, M]" : "[M, K]");
+  const TensorSpec rhs = bind_tensor(args, "rhs", contracting ? 2 : 3,
+                                     dims == RaggedDims::kDefault    ? "[G, K, N]"
+                                     : dims == RaggedDims::kTransRhs ? "[G, N, K]"
+                                                                     : "[K, N]",
+                                     /*quantized_ok=*/true);
+  require_plain_form(dims, args);
+  const RaggedExtents extents = ragged_extents(dims, lhs, rhs, args);
+  const int64_t M = extents.M, K = extents.K, G = extents.G, N = extents.N;
+  if (extents.rhs_K != K) {
     throw InvalidArgument("ragged_dot: lhs has K=" + std::to_string(K) + " but rhs " +
-                              rhs.to_string() + " has K=" + std::to_string(rhs_K),
+                              rhs.to_string() + " has K=" + std::to_string(extents.rhs_K),
                           "rhs");
   }
-  if (G < 1) throw InvalidArgument("ragged_dot: rhs must have at least one group", "rhs");
+  if (G < 1) {
+    throw InvalidArgument(contracting ? "ragged_dot: group_sizes must have at least one group"
+                                      : "ragged_dot: rhs must have at least one group",
+                          contracting ? "group_sizes" : "rhs");
+  }
 
   GroupCount count;
   count.G = G;
+  if (contracting) count.extent = "K";
   if (args.contains("group_offset") && !args.at("group_offset").is_null()) {
     // An integer, or upstream's one-element array.
     json value = args.at("group_offset");
@@ -289,7 +310,12 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
                               " groups (group_offset + G); at most " + std::to_string(kMaxGroups),
                           count.has_offset && count.offset > 0 ? "group_offset" : "rhs");
   }
-  const std::vector<int64_t> sizes = bind_group_sizes(args, count, M);
+  if (contracting && count.G > kMaxGroups) {
+    throw InvalidArgument("ragged_dot: " + std::to_string(count.G) + " groups; at most " +
+                              std::to_string(kMaxGroups),
+                          "group_sizes");
+  }
+  const std::vector<int64_t> sizes = bind_group_sizes(args, count, contracting ? K : M);
 
   const bool zero_initialize = read_bool_arg("ragged_dot: ", args, "zero_initialize", true);
 
@@ -415,6 +441,9 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
   if (parsed_precision != DotPrecision::kDefault) {
     bound.args["precision"] = std::string(precision_name(parsed_precision));
   }
+  if (dims != RaggedDims::kDefault) {
+    bound.args["ragged_dot_dimension_numbers"] = std::string(ragged_dims_name(dims));
+  }
   return bound;
 }
 
@@ -433,6 +462,9 @@ std::vector<TensorDecl> ProblemOp<RaggedDotProblem>::inputs(const BoundArgs& arg
 template <>
 std::vector<TensorDecl> ProblemOp<RaggedDotProblem>::outputs(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
+  if (p.dims == RaggedDims::kRaggedContracting) {
+    return {{"out", TensorSpec{p.out_dtype, {p.G, p.M, p.N}}}};
+  }
   return {{"out", TensorSpec{p.out_dtype, {p.M, p.out_N()}}}};
 }
 
@@ -451,6 +483,10 @@ bool RaggedDotOp::outputs_start_zeroed(const BoundArgs& args) const {
 template <>
 double ProblemOp<RaggedDotProblem>::flops(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
+  // ragged_contracting: each of the grouped rows of K feeds an M x N outer product.
+  if (p.dims == RaggedDims::kRaggedContracting) {
+    return 2.0 * static_cast<double>(p.owned_rows()) * p.M * p.N;
+  }
   return 2.0 * static_cast<double>(p.owned_rows()) * p.K * p.N;
 }
 
@@ -461,6 +497,13 @@ double ProblemOp<RaggedDotProblem>::bytes(const BoundArgs& args) const {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
   const double used_groups = static_cast<double>(
       std::count_if(p.group_sizes.begin(), p.group_sizes.end(), [](int64_t s) { return s > 0; }));
+  if (p.dims == RaggedDims::kRaggedContracting) {
+    // The grouped rows of lhs [K, M] and rhs [K, N] once; every out[g] written.
+    return static_cast<double>(p.owned_rows()) *
+               (p.M * dtype_size(p.lhs_dtype) + p.N * dtype_size(p.rhs_dtype)) +
+           static_cast<double>(p.G) * p.M * p.N * dtype_size(p.out_dtype) +
+           static_cast<double>(p.all_group_sizes.size()) * 4.0;
+  }
   return static_cast<double>(p.owned_rows()) * p.K * dtype_size(p.lhs_dtype) +
          used_groups * p.K * p.N * dtype_size(p.rhs_dtype) +
          (p.has_bias ? used_groups * p.N * dtype_size(p.bias_dtype) : 0.0) +

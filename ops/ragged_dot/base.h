@@ -7,6 +7,8 @@
 //   K      contraction extent
 //   N      columns of rhs; the output has N columns, or N / 2 with fuse_gateup_activation
 //   rows   sum(group_sizes) <= M; output rows past it are zero
+// With ragged_dot_dimension_numbers = ragged_contracting the groups split K instead (rows:
+// sum(group_sizes) <= K) and G is the number of group sizes (RaggedDims below).
 //
 // Quantized weights (upstream's gmm_v2): rhs i8 or f8e4m3 with rhs_scale f32[G, N] or
 // f32[G, K / b, N]; maybe_quantize_lhs quantizes lhs per row and K block to rhs's type.
@@ -20,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +88,19 @@ T apply_gate_up(GateUp gate_up, const SituGlu& situ, T gate, T up) {
   return apply_activation(gate_activation(gate_up), gate) * up;
 }
 
+// ragged_dot_dimension_numbers: upstream's three (ragged_dot/base.py). kDefault: lhs [M, K]
+// ragged along M, rhs [G, K, N], out [M, N]. kTransRhs: rhs [G, N, K] (each group's weights
+// stored transposed). kRaggedContracting: lhs [K, M] and rhs [K, N] ragged along the
+// contraction, out [G, M, N] with out[g] = lhs_g^T rhs_g over group g's rows of K (the weight
+// gradient as a forward op); rows of K past the groups' sum take part in no product.
+enum class RaggedDims { kDefault, kTransRhs, kRaggedContracting };
+// "default", "trans_rhs", "ragged_contracting".
+std::string_view ragged_dims_name(RaggedDims dims);
+// A name above, or upstream's structure {dot_dimension_numbers: [[[1], [1]], [[], []]],
+// lhs_ragged_dimensions: [0], rhs_group_dimensions: [0]} (lax.RaggedDotDimensionNumbers) equal
+// to one of the three; InvalidArgument naming ragged_dot_dimension_numbers otherwise.
+RaggedDims parse_ragged_dims(const nlohmann::json& value);
+
 // The parsed, validated view of ragged_dot's BoundArgs that implementations work with.
 struct RaggedDotProblem {
   static constexpr std::string_view kOp = "ragged_dot";
@@ -118,6 +134,10 @@ struct RaggedDotProblem {
   bool zero_initialize = true;
   // Upstream's `precision` (ops/common/precision.h): default multiplies the operands as given.
   DotPrecision precision = DotPrecision::kDefault;
+  // The other dimension numbers take a plain grouped product only (bind refuses the epilogue,
+  // quantization, group_offset, zero_initialize=false and precision with them). With
+  // kRaggedContracting the groups split K: group_starts are rows of K, M and N the output's.
+  RaggedDims dims = RaggedDims::kDefault;
 
   bool quantized() const { return is_quantized(rhs_dtype); }
   int64_t block_k() const { return K / scale_blocks; }

@@ -92,7 +92,11 @@ ErrorModel ProblemOp<RaggedDotProblem>::error_model(const BoundArgs& args) const
   // A precision preset sums P products of pieces per term (P K terms), each exact in f32, and
   // rounds or splits the operands first (operand_roundoff).
   const PrecisionPlan plan = p.precision_plan();
-  model.accumulation_length = static_cast<double>(std::max<int64_t>(p.K, 1) * plan.passes()) +
+  // ragged_contracting sums over one group's rows of K: the largest group's.
+  const int64_t terms = p.dims == RaggedDims::kRaggedContracting
+                            ? *std::max_element(p.group_sizes.begin(), p.group_sizes.end())
+                            : p.K;
+  model.accumulation_length = static_cast<double>(std::max<int64_t>(terms, 1) * plan.passes()) +
                               (p.has_epilogue() ? 2.0 : 1.0);
   model.output_roundoff = unit_roundoff(p.out_dtype);
   model.operand_roundoff = plan.operand_roundoff;

@@ -21,6 +21,7 @@
 #include "ops/framework/op.h"
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_config.h"
+#include "ops/ragged_dot/cpu_general_kernel.h"
 #include "ops/ragged_dot/cpu_int8_kernel.h"
 #include "ops/ragged_dot/cpu_kernel.h"
 #include "ops/ragged_dot/cpu_tiling.h"
@@ -42,6 +43,11 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
       throw NotImplemented("cpu: f64 inputs with a " + std::string(dtype_name(p.out_dtype)) +
                            " output; the kernel accumulates in f64 only for f64 outputs, and "
                            "an f32 accumulator would drop the f64 inputs' precision");
+    }
+    if (p.dims != RaggedDims::kDefault && p.out_dtype == DType::kF64) {
+      throw NotImplemented("cpu: " + std::string(ragged_dims_name(p.dims)) +
+                           " with an f64 output; these forms run on the GEMM engine's f32 "
+                           "accumulators");
     }
     if (p.quantized() && (p.out_dtype == DType::kF64 || p.lhs_dtype == DType::kF64)) {
       throw NotImplemented(
@@ -89,6 +95,11 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
                cpu::host_amx().reason + "), or TOKAMAX_AMX=emulate";
       });
     }
+    if (p.dims != RaggedDims::kDefault) {
+      require_config(c.packing == "packed", "packing", [&] {
+        return std::string(ragged_dims_name(p.dims)) + " packs both operands; packing=packed";
+      });
+    }
     const CpuRaggedDotConfig clamped = clamp_to_problem(c, p);
     require_config(acc_elements(p, clamped) <= kCpuMaxAccElements, "tile_m", [&] {
       return "tile_m * task_n is " + std::to_string(acc_elements(p, clamped)) +
@@ -100,17 +111,24 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
 
   CpuRaggedDotConfig heuristics_config(const RaggedDotProblem& p,
                                        const Device& device) const override {
+    if (p.dims != RaggedDims::kDefault) return cpu_general_heuristics_config(p, device);
     return cpu_ragged_dot_heuristics_config(p.computed(), device);
   }
 
   std::vector<CpuRaggedDotConfig> autotuning_configs(const RaggedDotProblem& p,
                                                      const Device& device) const override {
+    if (p.dims != RaggedDims::kDefault) return cpu_general_autotuning_configs(p, device);
     return cpu_ragged_dot_autotuning_configs(p.computed(), device);
   }
 
   void run(const RaggedDotProblem& given, const CpuRaggedDotConfig& config, const Device& device,
            const TensorMap& given_inputs, TensorMap& outputs) const override {
     check(given, device);
+    if (given.dims != RaggedDims::kDefault) {
+      ragged_dot_general_cpu_kernel(given, config, given_inputs.at("lhs"),
+                                    given_inputs.at("rhs"), outputs.at("out"));
+      return;
+    }
     const RaggedDotProblem p = given.computed();
     const TensorMap inputs = expand_precision_operands(given, given_inputs);
     const CpuRaggedDotConfig c = clamp_to_problem(config, p);

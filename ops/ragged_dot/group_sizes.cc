@@ -98,7 +98,7 @@ std::vector<int64_t> bind_group_size_mapping(const json& value, const GroupCount
   }
   if (total > M) {
     throw InvalidArgument("ragged_dot: group_sizes total size is " + std::to_string(total) +
-                              " but lhs has M=" + std::to_string(M) + " rows",
+                              " but lhs has " + count.extent + "=" + std::to_string(M) + " rows",
                           "group_sizes");
   }
   if (probabilities != nullptr && !upstream) {
@@ -156,7 +156,7 @@ std::vector<int64_t> bind_group_sizes(const json& args, const GroupCount& count,
   }
   if (sum > M) {
     throw InvalidArgument("ragged_dot: group_sizes sum to " + std::to_string(sum) +
-                              " but lhs has M=" + std::to_string(M) + " rows",
+                              " but lhs has " + count.extent + "=" + std::to_string(M) + " rows",
                           "group_sizes");
   }
   return sizes;

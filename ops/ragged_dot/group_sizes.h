@@ -20,6 +20,7 @@ inline constexpr int64_t kMaxGroups = int64_t{1} << 20;
 struct GroupCount {
   int64_t G = 0, offset = 0;
   bool has_offset = false;
+  const char* extent = "M";  // the ragged dimension's name in errors (ragged_contracting: K)
   bool fits(int64_t count) const { return has_offset ? count >= offset + G : count == G; }
   std::string expected() const {
     return has_offset ? "at least group_offset + G = " + std::to_string(offset + G) +

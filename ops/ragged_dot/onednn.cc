@@ -55,6 +55,11 @@ dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32;
 class OneDnnRaggedDot final : public OneDnnImplementation<RaggedDotProblem> {
  public:
   void check(const RaggedDotProblem& p, const Device&) const override {
+    if (p.dims != RaggedDims::kDefault) {
+      throw NotImplemented("onednn: ragged_dot_dimension_numbers=" +
+                           std::string(ragged_dims_name(p.dims)) +
+                           "; the baseline wires the default form");
+    }
     if (!p.precision_plan().identity()) {
       throw NotImplemented("onednn: precision=" + std::string(precision_name(p.precision)) +
                            "; the baseline multiplies the operands as given");

@@ -183,6 +183,7 @@ void blocked_products(const RaggedDotProblem& p, const TensorMap& inputs,
 OracleSample ragged_dot_oracle(const BoundArgs& args, const TensorMap& inputs,
                                std::span<const int64_t> index, OracleMethod method) {
   const RaggedDotProblem p = RaggedDotProblem::from(args);
+  if (p.dims != RaggedDims::kDefault) return ragged_dot_general_oracle(p, inputs, index);
   const Tensor* bias = p.has_bias ? &inputs.find("rhs_bias")->second : nullptr;
   const int64_t out_N = p.out_N();
   const ErrorModel model = ragged_dot_op().error_model(args);

@@ -18,6 +18,10 @@ namespace tokamax {
 OracleSample ragged_dot_oracle(const BoundArgs& args, const TensorMap& inputs,
                                std::span<const int64_t> index, OracleMethod method);
 
+// The oracle of `out` for the dimension numbers other than the default (oracle_general.cc).
+OracleSample ragged_dot_general_oracle(const RaggedDotProblem& problem, const TensorMap& inputs,
+                                       std::span<const int64_t> index);
+
 // The oracle of dlhs or drhs (RaggedDotVjpOp::oracle with a chosen method).
 OracleSample ragged_dot_vjp_oracle(const BoundArgs& args, const TensorMap& inputs,
                                    std::string_view output, std::span<const int64_t> index,

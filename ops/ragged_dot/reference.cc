@@ -1,5 +1,6 @@
-// ragged_dot: the portable reference, templated on the accumulator (Acc = double is
-// exact to the float64 oracle's rounding), and the "reference" implementation that runs it.
+// ragged_dot: the portable reference of every dimension-numbers form, templated on the
+// accumulator (Acc = double is exact to the float64 oracle's rounding), and the "reference"
+// implementation that runs it.
 //
 // Dimensions: as base.h.
 #include <algorithm>
@@ -14,10 +15,55 @@
 #include "ops/ragged_dot/quantize.h"
 
 namespace tokamax {
+namespace {
+
+// trans_rhs and ragged_contracting (plain products only): each output's terms summed in order.
+template <typename Acc>
+void general_reference(const RaggedDotProblem& p, const Tensor& lhs, const Tensor& rhs,
+                       Tensor& out) {
+  dispatch_float(p.out_dtype, [&](auto out_type) {
+    using O = decltype(out_type);
+    O* out_data = out.data<O>();
+    if (p.dims == RaggedDims::kRaggedContracting) {
+      // out[g] = lhs_g^T rhs_g: k-outer over the group's rows, accumulators [M, N].
+      std::vector<Acc> acc(static_cast<size_t>(p.M * p.N));
+      for (int64_t g = 0; g < p.G; ++g) {
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        for (int64_t k = p.group_starts[g]; k < p.group_starts[g + 1]; ++k) {
+          for (int64_t m = 0; m < p.M; ++m) {
+            const Acc a = static_cast<Acc>(lhs.get(k * p.M + m));
+            for (int64_t n = 0; n < p.N; ++n)
+              acc[m * p.N + n] += a * static_cast<Acc>(rhs.get(k * p.N + n));
+          }
+        }
+        for (int64_t i = 0; i < p.M * p.N; ++i) out_data[g * p.M * p.N + i] = from_double<O>(acc[i]);
+      }
+      return;
+    }
+    // trans_rhs: out[row, n] = lhs[row] . rhs[g, n]; rows outside the groups are zero.
+    for (int64_t row = 0; row < p.M; ++row) {
+      const bool owned = row >= p.first_row() && row < p.rows();
+      const int64_t g = owned ? std::upper_bound(p.group_starts.begin(), p.group_starts.end(),
+                                                 row) - p.group_starts.begin() - 1
+                              : 0;
+      for (int64_t n = 0; n < p.N; ++n) {
+        Acc sum = 0;
+        for (int64_t k = 0; owned && k < p.K; ++k) {
+          sum += static_cast<Acc>(lhs.get(row * p.K + k)) *
+                 static_cast<Acc>(rhs.get((g * p.N + n) * p.K + k));
+        }
+        out_data[row * p.N + n] = from_double<O>(sum);
+      }
+    }
+  });
+}
+
+}  // namespace
 
 template <typename Acc>
 void ragged_dot_reference(const RaggedDotProblem& p, const Tensor& lhs, const Tensor& rhs,
                           Tensor& out, const Tensor* bias, const Tensor* scale) {
+  if (p.dims != RaggedDims::kDefault) return general_reference<Acc>(p, lhs, rhs, out);
   const int64_t K = p.K, N = p.N, out_N = p.out_N(), bk = p.block_k();
   if (p.has_bias && bias == nullptr) {
     throw InvalidArgument("ragged_dot reference: the problem has rhs_bias but none was given");
