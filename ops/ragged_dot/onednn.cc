@@ -17,7 +17,8 @@
 // comparison isolates the fusion and the GEMM) and the rounding to the output dtype. oneDNN's
 // eltwise post-ops would cover a bias and a plain activation, but not act(gate) * up of the two
 // halves; one mechanism for every epilogue keeps the baseline one composite. group_offset: the
-// rows of the other shards' groups are zeroed like those past the group sum.
+// rows of the other shards' groups are zeroed like those past the group sum. The other
+// dimension numbers (trans_rhs, ragged_contracting) are onednn_general.h's.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -35,6 +36,7 @@
 #include "ops/ragged_dot/base.h"
 #include "ops/ragged_dot/cpu_epilogue.h"
 #include "ops/ragged_dot/cpu_quantize_lhs.h"
+#include "ops/ragged_dot/onednn_general.h"
 
 namespace tokamax {
 namespace {
@@ -55,11 +57,6 @@ dt onednn_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32;
 class OneDnnRaggedDot final : public OneDnnImplementation<RaggedDotProblem> {
  public:
   void check(const RaggedDotProblem& p, const Device&) const override {
-    if (p.dims != RaggedDims::kDefault) {
-      throw NotImplemented("onednn: ragged_dot_dimension_numbers=" +
-                           std::string(ragged_dims_name(p.dims)) +
-                           "; the baseline wires the default form");
-    }
     if (!p.precision_plan().identity()) {
       throw NotImplemented("onednn: precision=" + std::string(precision_name(p.precision)) +
                            "; the baseline multiplies the operands as given");
@@ -121,6 +118,7 @@ class OneDnnRaggedDot final : public OneDnnImplementation<RaggedDotProblem> {
   void run(const RaggedDotProblem& p, const EmptyConfig&, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
+    if (p.dims != RaggedDims::kDefault) return run_onednn_general(p, inputs, outputs);
     if (p.has_epilogue() || p.first_row() > 0 || p.quantized() || !p.zero_initialize) {
       return run_composite(p, inputs, outputs);
     }

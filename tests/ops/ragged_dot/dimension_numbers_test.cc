@@ -159,3 +159,22 @@ TEST_CASE("cpu ragged_dot trans_rhs and ragged_contracting pass the oracle on ev
   no_pack["packing"] = "no_pack";
   CHECK_THROWS_AS(check_config_json(cpu, args, no_pack), InvalidArgument);
 }
+
+TEST_CASE("onednn ragged_dot trans_rhs and ragged_contracting pass the oracle", "[ragged_dot]") {
+  const Implementation& onednn = ragged_dot_op().implementation("onednn");
+  for (const json& c : {kTrans, with(kTrans, "preferred_element_type", "f32"), kContracting,
+                        with(with(kContracting, "lhs", "f32[50,20]"), "rhs", "f32[50,12]")}) {
+    const BoundArgs args = ragged_dot_op().bind(c);
+    CAPTURE(args.key());
+    try {
+      check_args(onednn, args);
+    } catch (const NotImplemented& e) {
+      WARN("skipping: " << e.what());
+      continue;
+    }
+    const TensorMap inputs = ragged_dot_op().make_inputs(args, 2);
+    const Comparison result =
+        run_against_oracle(ragged_dot_op(), "onednn", args, json::object(), inputs, args, "out");
+    CHECK(judge(result) == Disposition::kPassed);
+  }
+}
