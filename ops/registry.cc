@@ -20,6 +20,7 @@
 #include "ops/ragged_gather_reduce/api.h"
 #include "ops/router_topk/api.h"
 #include "ops/top_k/api.h"
+#include "ops/triangle_multiplication/api.h"
 
 namespace tokamax {
 namespace {
@@ -50,6 +51,7 @@ const std::vector<const Op*>& all_ops() {
       &ragged_gather_op(),
       &ragged_gather_reduce_op(),
       &fused_moe_op(),
+      &triangle_multiplication_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

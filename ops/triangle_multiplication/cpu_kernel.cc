@@ -1,0 +1,165 @@
+// triangle_multiplication on CPU: the three phases.
+#include "ops/triangle_multiplication/cpu_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/host_memory.h"
+#include "backends/cpu/simd_target.h"
+#include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_activation.h"
+#include "ops/common/cpu_gemm/checks.h"
+#include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
+#include "ops/common/cpu_gemm/pack.h"
+#include "ops/framework/dtype_dispatch.h"
+
+namespace tokamax {
+namespace {
+
+using Floats = std::vector<float, cpu::HostAllocator<float>>;
+
+std::vector<float> values_of(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.num_elements()));
+  for (int64_t i = 0; i < t.num_elements(); ++i) v[i] = static_cast<float>(t.get(i));
+  return v;
+}
+
+// In place over row[0, n): (row - mean) / sqrt(var + epsilon) * scale + offset, two passes.
+void layer_norm_row(float* row, int64_t n, const float* scale, const float* offset,
+                    float epsilon) {
+  float mean = 0.0f, var = 0.0f;
+  for (int64_t c = 0; c < n; ++c) mean += row[c];
+  mean /= static_cast<float>(n);
+  for (int64_t c = 0; c < n; ++c) var += (row[c] - mean) * (row[c] - mean);
+  var /= static_cast<float>(n);
+  const float r = 1.0f / std::sqrt(var + epsilon);
+  for (int64_t c = 0; c < n; ++c) row[c] = (row[c] - mean) * r * scale[c] + offset[c];
+}
+
+template <typename V>
+float* grown(V& v, int64_t count) {
+  if (static_cast<int64_t>(v.size()) < count) v.resize(static_cast<size_t>(count));
+  return v.data();
+}
+
+}  // namespace
+
+void triangle_multiplication_cpu_kernel(const TriangleMultiplicationProblem& p,
+                                        const CpuTriangleConfig& c, const TensorMap& inputs,
+                                        Tensor& out) {
+  const int64_t N = p.N, C = p.C, H = p.H, D = p.D, P = p.positions();
+  const int64_t W = 4 * H + D;  // [gate_in (2H) | projection_in (2H) | gate_out (D)]
+  const float epsilon = static_cast<float>(p.epsilon);
+  const CpuGemmOptions gemm{.mr = c.mr,
+                            .nr_vectors = c.nr / cpu::simd_f32_lanes(),
+                            .tk = c.tile_k,
+                            .tn = c.panel_n,
+                            .engine = GemmEngine::kF32Fma};
+  const std::vector<float> in_scale = values_of(inputs.at("layernorm_in_scale"));
+  const std::vector<float> in_offset = values_of(inputs.at("layernorm_in_offset"));
+  const std::vector<float> out_scale = values_of(inputs.at("layernorm_out_scale"));
+  const std::vector<float> out_offset = values_of(inputs.at("layernorm_out_offset"));
+  // The weights as f32 [C, W] and [H, D], packed once for every task.
+  std::vector<float> w_in(static_cast<size_t>(C * W));
+  {
+    const std::vector<float> gate = values_of(inputs.at("gate_in_weights"));
+    const std::vector<float> proj = values_of(inputs.at("projection_in_weights"));
+    const std::vector<float> gate_out = values_of(inputs.at("gate_out_weights"));
+    for (int64_t r = 0; r < C; ++r) {
+      std::copy_n(gate.data() + r * 2 * H, 2 * H, w_in.data() + r * W);
+      std::copy_n(proj.data() + r * 2 * H, 2 * H, w_in.data() + r * W + 2 * H);
+      std::copy_n(gate_out.data() + r * D, D, w_in.data() + r * W + 4 * H);
+    }
+  }
+  const std::vector<float> w_out = values_of(inputs.at("projection_out_weights"));
+  GemmPackStorage in_storage, out_storage;
+  const PackedGemmOperand in_packed =
+      pack_gemm_rhs({DType::kF32, w_in.data(), W}, C, W, gemm, in_storage);
+  const PackedGemmOperand out_packed =
+      pack_gemm_rhs({DType::kF32, w_out.data(), D}, H, D, gemm, out_storage);
+
+  const char* x = static_cast<const char*>(inputs.at("x").raw());
+  const size_t x_size = dtype_size(p.x_dtype);
+  const bool* mask = inputs.at("mask").data<bool>();
+  Floats planes(static_cast<size_t>(2 * H * P));  // left [H][P], then right
+  Floats gates(static_cast<size_t>(P * D));        // sigmoid(a gate_out)
+  Floats act(static_cast<size_t>(H * P));
+  const int64_t tm = std::max<int64_t>(c.tile_m, 1);
+
+  // Phase 1: norm, projections, gates.
+  cpu::parallel_for(ceil_div(P, tm), c.num_threads, [&](int64_t task, int) {
+    thread_local std::vector<float> a, y;
+    const int64_t q0 = task * tm, rows = std::min(tm, P - q0);
+    float* a_tile = grown(a, rows * C);
+    float* y_tile = grown(y, rows * W);
+    // x's rows widened to f32 and normalized.
+    for (int64_t r = 0; r < rows; ++r) {
+      dispatch_float(p.x_dtype, [&](auto type) {
+        using T = decltype(type);
+        const T* src = reinterpret_cast<const T*>(x + (q0 + r) * C * x_size);
+        for (int64_t ch = 0; ch < C; ++ch) a_tile[r * C + ch] = to_float(src[ch]);
+      });
+      layer_norm_row(a_tile + r * C, C, in_scale.data(), in_offset.data(), epsilon);
+    }
+    cpu_gemm_f32({DType::kF32, a_tile, C}, in_packed, rows, y_tile, W, /*accumulate=*/false,
+                 gemm);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = y_tile + r * W;
+      cpu_glu_row(Activation::kSigmoid, row, row + 2 * H, row, 2 * H);
+      if (!mask[q0 + r]) std::fill_n(row, 2 * H, 0.0f);
+      cpu_activation_row(Activation::kSigmoid, row + 4 * H, D);
+      std::copy_n(row + 4 * H, D, gates.data() + (q0 + r) * D);
+    }
+    // The tile's v transposed into the planes: contiguous runs of positions per channel.
+    for (int64_t t = 0; t < 2 * H; ++t) {
+      float* plane = planes.data() + t * P + q0;
+      for (int64_t r = 0; r < rows; ++r) plane[r] = y_tile[r * W + t];
+    }
+  });
+
+  // Phase 2: the triangle product of each channel's planes.
+  const int64_t row_tiles = ceil_div(N, tm);
+  cpu::parallel_for(H * row_tiles, c.num_threads, [&](int64_t task, int) {
+    const int64_t h = task / row_tiles, i0 = task % row_tiles * tm, rows = std::min(tm, N - i0);
+    const float* L = planes.data() + h * P;
+    const float* R = planes.data() + (H + h) * P;
+    float* dst = act.data() + h * P + i0 * N;
+    if (p.outgoing) {  // act[i, j] = sum_k L[i, k] R[j, k]
+      cpu_gemm_f32({DType::kF32, L + i0 * N, N}, {DType::kF32, R, N, /*transposed=*/true}, rows,
+                   N, N, dst, N, /*accumulate=*/false, gemm);
+    } else {  // act[i, j] = sum_k R[k, i] L[k, j]
+      cpu_gemm_f32({DType::kF32, R + i0, N, /*transposed=*/true}, {DType::kF32, L, N}, rows, N,
+                   N, dst, N, /*accumulate=*/false, gemm);
+    }
+  });
+
+  // Phase 3: output norm, projection, gate.
+  char* o = static_cast<char*>(out.raw());
+  cpu::parallel_for(ceil_div(P, tm), c.num_threads, [&](int64_t task, int) {
+    thread_local std::vector<float> b, z;
+    const int64_t q0 = task * tm, rows = std::min(tm, P - q0);
+    float* b_tile = grown(b, rows * H);
+    float* z_tile = grown(z, rows * D);
+    for (int64_t h = 0; h < H; ++h) {
+      const float* plane = act.data() + h * P + q0;
+      for (int64_t r = 0; r < rows; ++r) b_tile[r * H + h] = plane[r];
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      layer_norm_row(b_tile + r * H, H, out_scale.data(), out_offset.data(), epsilon);
+    }
+    cpu_gemm_f32({DType::kF32, b_tile, H}, out_packed, rows, z_tile, D, /*accumulate=*/false,
+                 gemm);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* g = gates.data() + (q0 + r) * D;
+      float* row = z_tile + r * D;
+      for (int64_t d = 0; d < D; ++d) row[d] *= g[d];
+    }
+    store_rows(z_tile, D, rows, D, p.x_dtype, o + q0 * D * x_size, D);
+  });
+}
+
+}  // namespace tokamax
