@@ -18,7 +18,8 @@ namespace tokamax {
 // planes on the GEMM engine (outgoing: L_h R_h^T; incoming: R_h^T L_h), reading the transposed
 // operand in its packing, into act [H][P]. Phase 3, per tile of positions: act gathered to rows
 // [tm, H], the output norm, one product with projection_out (packed once), times the gate, the
-// single rounding to x's dtype. Intermediates are f32.
+// single rounding to x's dtype. Intermediates are f32 but the planes, which are in x's dtype for
+// 16-bit inputs (rounded once, as the error model allows).
 void triangle_multiplication_cpu_kernel(const TriangleMultiplicationProblem& p,
                                         const CpuTriangleConfig& c,
                                         const TensorMap& inputs,  // x, mask and the weights
