@@ -10,6 +10,7 @@ namespace tokamax {
 
 // Defined in the implementation files of this folder.
 const Implementation& triangle_multiplication_cpu_implementation();
+const Implementation& triangle_multiplication_onednn_implementation();
 const Implementation& triangle_multiplication_reference_implementation();
 
 // Fastest first.
@@ -17,6 +18,7 @@ template <>
 std::vector<const Implementation*> ProblemOp<TriangleMultiplicationProblem>::implementations()
     const {
   return {&triangle_multiplication_cpu_implementation(),
+          &triangle_multiplication_onednn_implementation(),
           &triangle_multiplication_reference_implementation()};
 }
 

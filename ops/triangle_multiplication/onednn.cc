@@ -1,0 +1,191 @@
+// triangle_multiplication: the oneDNN baseline ("onednn"), the layer as a oneDNN user composes
+// it: our loops for the norms, the gating and the layout changes, oneDNN f32 matmuls for every
+// product (the input projections as one [P, C] x [C, 4H + D] matmul, the triangle product as
+// one matmul batched over H with the transposed plane given as strides, the output projection).
+// f32 matmuls for every input dtype: oneDNN 2.6's bf16 matmul runs at half their rate on CPUs
+// without avx512_bf16, and the baseline should be the faster of the two.
+//
+// Dimensions: as base.h.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/cpu/onednn_engine.h"
+#include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_activation.h"
+#include "ops/common/cpu_gemm/pack.h"
+#include "ops/common/onednn_primitive.h"
+#include "ops/framework/dtype_dispatch.h"
+#include "ops/framework/errors.h"
+#include "ops/triangle_multiplication/base.h"
+
+namespace tokamax {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using Dims = dnnl::memory::dims;
+
+std::vector<float> values_of(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.num_elements()));
+  for (int64_t i = 0; i < t.num_elements(); ++i) v[i] = static_cast<float>(t.get(i));
+  return v;
+}
+
+void layer_norm_row(float* row, int64_t n, const float* scale, const float* offset,
+                    float epsilon) {
+  double mean = 0.0, var = 0.0;
+  for (int64_t c = 0; c < n; ++c) mean += row[c];
+  mean /= static_cast<double>(n);
+  for (int64_t c = 0; c < n; ++c) var += (row[c] - mean) * (row[c] - mean);
+  var /= static_cast<double>(n);
+  const float r = static_cast<float>(1.0 / std::sqrt(var + epsilon));
+  const float m = static_cast<float>(mean);
+  for (int64_t c = 0; c < n; ++c) row[c] = (row[c] - m) * r * scale[c] + offset[c];
+}
+
+// A matmul src x weights -> dst, all f32, each described by dims and strides.
+struct MatmulShape {
+  Dims src_dims, src_strides, w_dims, w_strides, dst_dims, dst_strides;
+  bool operator<(const MatmulShape& o) const {
+    return std::tie(src_dims, src_strides, w_dims, w_strides, dst_dims, dst_strides) <
+           std::tie(o.src_dims, o.src_strides, o.w_dims, o.w_strides, o.dst_dims, o.dst_strides);
+  }
+  bool operator==(const MatmulShape& o) const = default;
+};
+
+class OneDnnTriangleMultiplication final
+    : public OneDnnImplementation<TriangleMultiplicationProblem> {
+ public:
+  nlohmann::json describe() const override {
+    nlohmann::json description = cpu::onednn_describe();
+    description["composite"] =
+        "tokamax norms, gating and layout loops around oneDNN f32 matmuls (input projections, "
+        "the triangle product batched over H, output projection)";
+    return description;
+  }
+
+  void check(const TriangleMultiplicationProblem&, const Device&) const override {
+    const std::string why = cpu::onednn_matmul_unavailable(dt::f32);
+    if (!why.empty()) throw NotImplemented("onednn: f32 matmul: " + why);
+  }
+
+  void run(const TriangleMultiplicationProblem& p, const EmptyConfig&, const Device& device,
+           const TensorMap& inputs, TensorMap& outputs) const override {
+    check(p, device);
+    const int64_t N = p.N, C = p.C, H = p.H, D = p.D, P = p.positions(), W = 4 * H + D;
+    const float epsilon = static_cast<float>(p.epsilon);
+    const std::vector<float> in_scale = values_of(inputs.at("layernorm_in_scale"));
+    const std::vector<float> in_offset = values_of(inputs.at("layernorm_in_offset"));
+    const std::vector<float> out_scale = values_of(inputs.at("layernorm_out_scale"));
+    const std::vector<float> out_offset = values_of(inputs.at("layernorm_out_offset"));
+    std::vector<float> w_in(static_cast<size_t>(C * W));
+    {
+      const std::vector<float> gate = values_of(inputs.at("gate_in_weights"));
+      const std::vector<float> proj = values_of(inputs.at("projection_in_weights"));
+      const std::vector<float> gate_out = values_of(inputs.at("gate_out_weights"));
+      for (int64_t r = 0; r < C; ++r) {
+        std::copy_n(gate.data() + r * 2 * H, 2 * H, w_in.data() + r * W);
+        std::copy_n(proj.data() + r * 2 * H, 2 * H, w_in.data() + r * W + 2 * H);
+        std::copy_n(gate_out.data() + r * D, D, w_in.data() + r * W + 4 * H);
+      }
+    }
+    std::vector<float> w_out = values_of(inputs.at("projection_out_weights"));
+    const bool* mask = inputs.at("mask").data<bool>();
+    constexpr int64_t kRows = 64;
+
+    // a = layer_norm(x) [P, C].
+    std::vector<float> a(static_cast<size_t>(P * C));
+    dispatch_float(p.x_dtype, [&](auto type) {
+      using T = decltype(type);
+      const T* x = inputs.at("x").data<T>();
+      cpu::parallel_for((P + kRows - 1) / kRows, 0, [&](int64_t task, int) {
+        for (int64_t q = task * kRows; q < std::min(P, (task + 1) * kRows); ++q) {
+          for (int64_t c = 0; c < C; ++c) a[q * C + c] = to_float(x[q * C + c]);
+          layer_norm_row(a.data() + q * C, C, in_scale.data(), in_offset.data(), epsilon);
+        }
+      });
+    });
+    // y = a [gate_in | projection_in | gate_out] [P, W].
+    std::vector<float> y(static_cast<size_t>(P * W));
+    matmul({{P, C}, {C, 1}, {C, W}, {W, 1}, {P, W}, {W, 1}}, a.data(), w_in.data(), y.data());
+    // v = sigmoid(g) p mask into planes [2][H][P]; the gates sigmoid(a gate_out) in place.
+    std::vector<float> planes(static_cast<size_t>(2 * H * P));
+    cpu::parallel_for((P + kRows - 1) / kRows, 0, [&](int64_t task, int) {
+      const int64_t q0 = task * kRows, q1 = std::min(P, q0 + kRows);
+      for (int64_t q = q0; q < q1; ++q) {
+        float* row = y.data() + q * W;
+        cpu_glu_row(Activation::kSigmoid, row, row + 2 * H, row, 2 * H);
+        if (!mask[q]) std::fill_n(row, 2 * H, 0.0f);
+        cpu_activation_row(Activation::kSigmoid, row + 4 * H, D);
+      }
+      for (int64_t t = 0; t < 2 * H; ++t) {
+        for (int64_t q = q0; q < q1; ++q) planes[t * P + q] = y[q * W + t];
+      }
+    });
+    // act [H][N][N]: outgoing L R^T, incoming R^T L, batched over H; the transposed plane by
+    // strides.
+    std::vector<float> act(static_cast<size_t>(H * P));
+    float* L = planes.data();
+    float* R = planes.data() + H * P;
+    const Dims plain = {P, N, 1}, transposed = {P, 1, N};
+    if (p.outgoing) {
+      matmul({{H, N, N}, plain, {H, N, N}, transposed, {H, N, N}, plain}, L, R, act.data());
+    } else {
+      matmul({{H, N, N}, transposed, {H, N, N}, plain, {H, N, N}, plain}, R, L, act.data());
+    }
+    // b = layer_norm(act over H) [P, H]; z = b projection_out [P, D]; out = z gates.
+    std::vector<float> b(static_cast<size_t>(P * H));
+    cpu::parallel_for((P + kRows - 1) / kRows, 0, [&](int64_t task, int) {
+      const int64_t q0 = task * kRows, q1 = std::min(P, q0 + kRows);
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t q = q0; q < q1; ++q) b[q * H + h] = act[h * P + q];
+      }
+      for (int64_t q = q0; q < q1; ++q) {
+        layer_norm_row(b.data() + q * H, H, out_scale.data(), out_offset.data(), epsilon);
+      }
+    });
+    std::vector<float> z(static_cast<size_t>(P * D));
+    matmul({{P, H}, {H, 1}, {H, D}, {D, 1}, {P, D}, {D, 1}}, b.data(), w_out.data(), z.data());
+    char* out = static_cast<char*>(outputs.at("out").raw());
+    const size_t out_size = dtype_size(p.x_dtype);
+    cpu::parallel_for((P + kRows - 1) / kRows, 0, [&](int64_t task, int) {
+      const int64_t q0 = task * kRows, q1 = std::min(P, q0 + kRows);
+      for (int64_t q = q0; q < q1; ++q) {
+        for (int64_t d = 0; d < D; ++d) z[q * D + d] *= y[q * W + 4 * H + d];
+      }
+      store_rows(z.data() + q0 * D, D, q1 - q0, D, p.x_dtype, out + q0 * D * out_size, D);
+    });
+  }
+
+ private:
+  void matmul(const MatmulShape& s, float* src, float* weights, float* dst) const {
+    const dnnl::engine& engine = cpu::onednn_engine();
+    const dnnl::memory::desc src_d(s.src_dims, dt::f32, s.src_strides);
+    const dnnl::memory::desc w_d(s.w_dims, dt::f32, s.w_strides);
+    const dnnl::memory::desc dst_d(s.dst_dims, dt::f32, s.dst_strides);
+    const dnnl::matmul primitive = primitives_.get(s, [&] {
+      return create_onednn("matmul for the triangle layer", [&] {
+        return dnnl::matmul(
+            dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_d, w_d, dst_d), engine));
+      });
+    });
+    dnnl::stream stream(engine);
+    primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(src_d, engine, src)},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(w_d, engine, weights)},
+                               {DNNL_ARG_DST, dnnl::memory(dst_d, engine, dst)}});
+    stream.wait();
+  }
+
+  mutable cpu::OneDnnPrimitiveCache<MatmulShape, dnnl::matmul> primitives_{64};
+};
+
+}  // namespace
+
+const Implementation& triangle_multiplication_onednn_implementation() {
+  static const OneDnnTriangleMultiplication impl;
+  return impl;
+}
+
+}  // namespace tokamax
