@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 # Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k, router_topk,
-# ragged_gather, ragged_gather_reduce and fused_moe with upstream Tokamax's own reference
-# functions and prints how many cases agree: bit for bit (NaN weights equal), except
+# ragged_gather, ragged_gather_reduce, fused_moe and triangle_multiplication with upstream
+# Tokamax's own reference functions and prints how many cases agree: bit for bit (NaN weights equal), except
 # ragged_gather_reduce, whose f32 sums upstream leaves to XLA's order and rounding (it agrees when
 # the two differ by no more than twice the error bound verify applies to each), ragged_gather,
 # compared on rows [start, end) only, and fused_moe (silu layers: upstream's reference has no
-# other act_fn), compared normwise (MOE_TOLERANCE). Not part of CI (it needs JAX and the upstream
+# other act_fn) and triangle_multiplication (its base.py _fwd, which needs the installed
+# package), compared normwise (MOE_TOLERANCE). Not part of CI (it needs JAX and the upstream
 # wheel); docs/ops/top_k.md says
 # how to run it:
 #   python3 scripts/compare_upstream.py WHEEL_DIR DUMP_DIR
@@ -85,7 +86,18 @@ def inputs(d, args):
         out[name] = value
     return out
 
-for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe'):
+def triangle_module():
+    # triangle_multiplication's base.py calls upstream's layer_norm and gated_linear_unit ops:
+    # it needs the installed package (pip install tokamax==0.0.17 with its dependencies).
+    try:
+        from tokamax._src.ops.triangle_multiplication import base as tri
+        return tri
+    except ImportError as e:
+        print(f'triangle_multiplication skipped: upstream\'s package is not installed ({e})')
+        return None
+
+for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe',
+           'triangle_multiplication'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
@@ -120,6 +132,35 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             want = np.asarray(gather(jnp.asarray(x['x']), jnp.asarray(x['indices']), *bounds))
             got = npy(os.path.join(out, 'out.npy')).astype(want.dtype)
             ok = np.array_equal(want[start:end].view(np.uint8), got[start:end].view(np.uint8))
+        elif op == 'triangle_multiplication':
+            tri = triangle_module()
+            if tri is None:
+                break
+            cases += 1
+            got = npy(os.path.join(out, 'out.npy')).astype(x['x'].dtype)
+            # A sampled oracle is not dumped whole: then our output stands in for its norm.
+            oracle_path = os.path.join(d, 'oracle', 'out.npy')
+            oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got).astype(np.float64)
+            names = ('projection_in_weights', 'gate_in_weights', 'projection_out_weights',
+                     'gate_out_weights', 'layernorm_in_scale', 'layernorm_in_offset',
+                     'layernorm_out_scale', 'layernorm_out_offset')
+            want = np.asarray(tri.TriangleMultiplication()(
+                x=jnp.asarray(x['x']), mask=jnp.asarray(x['mask']),
+                **{n: jnp.asarray(x[n]) for n in names}, triangle_type=args['triangle_type'],
+                epsilon=args['epsilon']))
+            norm = np.linalg.norm(oracle)
+            def rel(a, b):
+                return np.linalg.norm(a.astype(np.float64) - b.astype(np.float64)) / norm
+            # Upstream rounds every stage to x's dtype (its chain of ops), we keep f32: they
+            # agree within a few units of the dtype, normwise.
+            ok = want.dtype == got.dtype and rel(want, got) <= 4 * MOE_TOLERANCE.get(got.dtype, 2.0**-6)
+            if os.path.exists(oracle_path):
+                print(f'{op:12s} {spec:30s} normwise vs the oracle: upstream '
+                      f'{rel(want, oracle):.2e}, ours {rel(got, oracle):.2e}; between them '
+                      f'{rel(want, got):.2e}')
+            else:
+                print(f'{op:12s} {spec:30s} normwise between them {rel(want, got):.2e} '
+                      f'(oracle sampled: relative to our norm)')
         elif op == 'fused_moe':
             if args['act_fn'] != 'silu':
                 print(f'{op:12s} {spec:30s} skipped: upstream\'s reference has act_fn silu only')
