@@ -20,7 +20,7 @@ const FusedMoeOp& fused_moe_op();
 struct FusedMoeOptions {
   int64_t topk = 2;
   bool renormalize = true;
-  std::string act_fn = "silu";  // silu, swigluoai, silu_and_mul_with_clamp
+  std::string act_fn = "silu";      // silu, swigluoai, silu_and_mul_with_clamp
   const Tensor* w1_bias = nullptr;  // [E, 1, 2 I]
   const Tensor* w2_bias = nullptr;  // [E, 1, H]
   // "auto" picks the first implementation supported for these args; a name runs exactly that.

@@ -34,8 +34,8 @@ TensorSpec read_bias(const json& args, const char* name, int64_t E, int64_t cols
   const TensorSpec bias = read_tensor_arg(
       kPrefix, args, name, {.shape = "[E, 1, cols]", .example = "f32[8,1,512]", .rank = 3});
   if (bias.dims[0] != E || bias.dims[1] != 1 || bias.dims[2] != cols) {
-    throw InvalidArgument(std::string(kPrefix) + name + " must be [E, 1, " + cols_name + "] = " +
-                              dims({E, 1, cols}) + ", got " + bias.to_string(),
+    throw InvalidArgument(std::string(kPrefix) + name + " must be [E, 1, " + cols_name +
+                              "] = " + dims({E, 1, cols}) + ", got " + bias.to_string(),
                           name);
   }
   return bias;
@@ -119,8 +119,9 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
                                        {.shape = "[T, H]", .example = "bf16[64,2048]", .rank = 2});
   const TensorArgRule weight_rule{.rank = 3,
                                   .quantized_ok = true,
-                                  .quantized_note = " (or quantized i8 / f8e4m3 with w1_scale and "
-                                                    "w2_scale)"};
+                                  .quantized_note =
+                                      " (or quantized i8 / f8e4m3 with w1_scale and "
+                                      "w2_scale)"};
   TensorArgRule w1_rule = weight_rule, w2_rule = weight_rule;
   w1_rule.shape = "[E, H, 2 I]";
   w1_rule.example = "bf16[64,2048,1024]";
@@ -140,9 +141,9 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
   }
   const int64_t T = x.dims[0], H = x.dims[1], E = w1.dims[0];
   if (w1.dims[1] != H || w1.dims[2] % 2 != 0 || w1.dims[2] == 0) {
-    throw InvalidArgument(std::string(kPrefix) + "w1 must be [E, H, 2 I] with H = " +
-                              std::to_string(H) + " (x's columns) and 2 I even and > 0, got " +
-                              w1.to_string(),
+    throw InvalidArgument(std::string(kPrefix) +
+                              "w1 must be [E, H, 2 I] with H = " + std::to_string(H) +
+                              " (x's columns) and 2 I even and > 0, got " + w1.to_string(),
                           "w1");
   }
   if (E < 1) throw InvalidArgument(std::string(kPrefix) + "w1 must hold at least one expert", "w1");
@@ -156,15 +157,16 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
   const bool quantized = is_quantized(w1.dtype);
   if (quantized ? w2.dtype != w1.dtype : (w1.dtype != x.dtype || w2.dtype != x.dtype)) {
     const char* name = !quantized && w1.dtype != x.dtype ? "w1" : "w2";
-    throw InvalidArgument(std::string(kPrefix) + name + " must have " +
-                              (quantized ? "w1's quantized dtype " + std::string(dtype_name(w1.dtype))
-                                         : "x's dtype " + std::string(dtype_name(x.dtype))) +
-                              ", got " + (std::string(name) == "w1" ? w1 : w2).to_string(),
-                          name);
+    throw InvalidArgument(
+        std::string(kPrefix) + name + " must have " +
+            (quantized ? "w1's quantized dtype " + std::string(dtype_name(w1.dtype))
+                       : "x's dtype " + std::string(dtype_name(x.dtype))) +
+            ", got " + (std::string(name) == "w1" ? w1 : w2).to_string(),
+        name);
   }
   if (!quantized && is_quantized(w2.dtype)) {
-    throw InvalidArgument(std::string(kPrefix) + "w2 " + w2.to_string() +
-                              " is quantized but w1 " + w1.to_string() + " is not",
+    throw InvalidArgument(std::string(kPrefix) + "w2 " + w2.to_string() + " is quantized but w1 " +
+                              w1.to_string() + " is not",
                           "w2");
   }
   if (gating.dims[0] != T || gating.dims[1] != E) {
@@ -177,11 +179,10 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
                               " has more tokens than the routes' i32 indices can name",
                           "x");
   }
-  const int64_t k =
-      args.contains("topk") && !args.at("topk").is_null()
-          ? read_int_arg(kPrefix, args, "topk", 1, std::min<int64_t>(E, 64),
-                         "[1, min(E = " + std::to_string(E) + ", 64)]")
-          : 2;
+  const int64_t k = args.contains("topk") && !args.at("topk").is_null()
+                        ? read_int_arg(kPrefix, args, "topk", 1, std::min<int64_t>(E, 64),
+                                       "[1, min(E = " + std::to_string(E) + ", 64)]")
+                        : 2;
   if (k > E) {
     throw InvalidArgument(std::string(kPrefix) + "topk defaults to 2 but w1 has only " +
                               std::to_string(E) + " expert; give topk = 1",
@@ -191,9 +192,9 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
   std::string act_fn = "silu";
   if (present(args, "act_fn")) {
     if (!args.at("act_fn").is_string()) {
-      throw InvalidArgument(
-          std::string(kPrefix) + "act_fn must be a name (a string), got " + args.at("act_fn").dump(),
-          "act_fn");
+      throw InvalidArgument(std::string(kPrefix) + "act_fn must be a name (a string), got " +
+                                args.at("act_fn").dump(),
+                            "act_fn");
     }
     act_fn = args.at("act_fn").get<std::string>();
   }
@@ -205,9 +206,8 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
           quantized ? std::string(kPrefix) + "w1 " + w1.to_string() +
                           " is quantized: it needs w1_scale f32[E, 2 I] (or [E, blocks, 2 I], "
                           "[E, 1, 1, 2 I]) and w2_scale f32[E, H] (or [E, blocks, H])"
-                    : std::string(kPrefix) + scale +
-                          " is the scale of quantized experts, but w1 " + w1.to_string() +
-                          " is not quantized (i8 or f8e4m3)",
+                    : std::string(kPrefix) + scale + " is the scale of quantized experts, but w1 " +
+                          w1.to_string() + " is not quantized (i8 or f8e4m3)",
           scale);
     }
   }
@@ -221,8 +221,10 @@ BoundArgs ProblemOp<FusedMoeProblem>::bind_canonical(const json& args) const {
                 {"topk", k},
                 {"renormalize", renormalize},
                 {"act_fn", act_fn}};
-  if (present(args, "w1_bias")) bound.args["w1_bias"] = read_bias(args, "w1_bias", E, 2 * I, "2 I").to_string();
-  if (present(args, "w2_bias")) bound.args["w2_bias"] = read_bias(args, "w2_bias", E, H, "H").to_string();
+  if (present(args, "w1_bias"))
+    bound.args["w1_bias"] = read_bias(args, "w1_bias", E, 2 * I, "2 I").to_string();
+  if (present(args, "w2_bias"))
+    bound.args["w2_bias"] = read_bias(args, "w2_bias", E, H, "H").to_string();
   if (quantized) {
     bound.args["w1_scale"] = read_scale(args, "w1_scale", E, H, 2 * I, "2 I").to_string();
     bound.args["w2_scale"] = read_scale(args, "w2_scale", E, I, H, "H").to_string();
@@ -263,12 +265,13 @@ double ProblemOp<FusedMoeProblem>::bytes(const BoundArgs& args) const {
   // read once: with routes spread over the experts, E (1 - (1 - k / E)^T) of them are expected.
   const FusedMoeProblem p = FusedMoeProblem::from(args);
   const double E = static_cast<double>(p.E);
-  const double used = E * (1.0 - std::pow(1.0 - static_cast<double>(p.k) / E,
-                                          static_cast<double>(p.T)));
+  const double used =
+      E * (1.0 - std::pow(1.0 - static_cast<double>(p.k) / E, static_cast<double>(p.T)));
   const double H = static_cast<double>(p.H), I = static_cast<double>(p.I);
-  const double per_expert = 3.0 * H * I * dtype_size(p.w_dtype) +
-                            (p.has_w1_bias ? 2.0 * I * dtype_size(args.tensor("w1_bias").dtype) : 0.0) +
-                            (p.has_w2_bias ? H * dtype_size(args.tensor("w2_bias").dtype) : 0.0);
+  const double per_expert =
+      3.0 * H * I * dtype_size(p.w_dtype) +
+      (p.has_w1_bias ? 2.0 * I * dtype_size(args.tensor("w1_bias").dtype) : 0.0) +
+      (p.has_w2_bias ? H * dtype_size(args.tensor("w2_bias").dtype) : 0.0);
   const double T = static_cast<double>(p.T);
   const double scales =
       p.quantized() ? 4.0 * (static_cast<double>(p.w1_blocks) * 2.0 * I + p.w2_blocks * H) : 0.0;

@@ -92,13 +92,13 @@ inline double expert_weight(const Tensor& w, const Tensor* scale, int64_t blocks
 // route (a full softmax, a sort of each row's experts, f32 dot products).
 void fused_moe_reference(const FusedMoeProblem& problem,
                          // Inputs.
-                         const Tensor& x,                // [T, H]
-                         const Tensor& w1,               // [E, H, 2 I]
-                         const Tensor& w2,               // [E, I, H]
-                         const Tensor& gating,           // [T, E]
-                         const Tensor* w1_bias,          // [E, 1, 2 I] or null
-                         const Tensor* w2_bias,          // [E, 1, H] or null
-                         const Tensor* w1_scale,         // quantized experts: their scales
+                         const Tensor& x,         // [T, H]
+                         const Tensor& w1,        // [E, H, 2 I]
+                         const Tensor& w2,        // [E, I, H]
+                         const Tensor& gating,    // [T, E]
+                         const Tensor* w1_bias,   // [E, 1, 2 I] or null
+                         const Tensor* w2_bias,   // [E, 1, H] or null
+                         const Tensor* w1_scale,  // quantized experts: their scales
                          const Tensor* w2_scale,
                          // Outputs.
                          Tensor& out);  // [T, H]

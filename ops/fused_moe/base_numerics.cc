@@ -60,8 +60,8 @@ ErrorModel ProblemOp<FusedMoeProblem>::error_model(const BoundArgs& args) const 
   const FusedMoeProblem p = FusedMoeProblem::from(args);
   return ErrorModel{
       .accumulation_roundoff = unit_roundoff(DType::kF32),
-      .accumulation_length = static_cast<double>(p.H + p.I + p.E + 2 * p.k + 16 +
-                                                  (p.quantized() ? 2 : 0)),
+      .accumulation_length =
+          static_cast<double>(p.H + p.I + p.E + 2 * p.k + 16 + (p.quantized() ? 2 : 0)),
       .output_roundoff = unit_roundoff(p.x_dtype),
       .operand_roundoff = p.x_dtype == DType::kF32 ? 0.0 : 2.0 * unit_roundoff(p.x_dtype)};
 }

@@ -31,8 +31,7 @@ void store_route_row(const FusedMoeProblem& p, const MoeRouting& routing, int64_
 
 // out[t] = the sum of rows t k .. t k + k - 1 in f32, rounded once to x's dtype; threaded over
 // tokens on up to num_threads threads (0: all).
-void combine_routes(const FusedMoeProblem& p, const RoutedRows& rows, Tensor& out,
-                    int num_threads);
+void combine_routes(const FusedMoeProblem& p, const RoutedRows& rows, Tensor& out, int num_threads);
 
 // A bias [E, 1, cols] as f32 [E, cols] (empty without one).
 std::vector<float> bias_f32(const Tensor* bias);

@@ -24,7 +24,8 @@ constexpr std::string_view kStageImpl = "cpu";
 Tensor squeeze(const Tensor& t) {
   const int64_t E = t.dims().front(), cols = t.dims().back();
   const int64_t blocks = t.dims().size() == 3 && t.dims()[1] > 1 ? t.dims()[1] : 1;
-  Tensor out(blocks > 1 ? TensorSpec{t.dtype(), {E, blocks, cols}} : TensorSpec{t.dtype(), {E, cols}});
+  Tensor out(blocks > 1 ? TensorSpec{t.dtype(), {E, blocks, cols}}
+                        : TensorSpec{t.dtype(), {E, cols}});
   std::memcpy(out.raw(), t.raw(), t.size_bytes());
   return out;
 }
@@ -34,8 +35,9 @@ class CompositeFusedMoe final : public TypedImplementation<FusedMoeProblem> {
   std::string_view name() const override { return "composite"; }
   bool is_baseline() const override { return true; }
   nlohmann::json describe() const override {
-    return {{"stages", "route, ragged_gather, ragged_dot (gate/up + act), ragged_dot, "
-                       "ragged_gather_reduce; each stage's cpu implementation"}};
+    return {{"stages",
+             "route, ragged_gather, ragged_dot (gate/up + act), ragged_dot, "
+             "ragged_gather_reduce; each stage's cpu implementation"}};
   }
 
   void run(const FusedMoeProblem& p, const EmptyConfig&, const Device& device,
@@ -57,9 +59,12 @@ class CompositeFusedMoe final : public TypedImplementation<FusedMoeProblem> {
       group_sizes[e] = routing.expert_start[e + 1] - routing.expert_start[e];
     const std::string dtype(dtype_name(p.x_dtype));
 
-    const Tensor dispatched =
-        Stage("ragged_gather").tensor("x", inputs.at("x")).tensor("indices", tokens)
-            .option("start", 0).option("end", R).run(device);
+    const Tensor dispatched = Stage("ragged_gather")
+                                  .tensor("x", inputs.at("x"))
+                                  .tensor("indices", tokens)
+                                  .option("start", 0)
+                                  .option("end", R)
+                                  .run(device);
     Stage gate_up("ragged_dot");
     gate_up.tensor("lhs", dispatched)
         .tensor("rhs", inputs.at("w1"))
@@ -67,15 +72,18 @@ class CompositeFusedMoe final : public TypedImplementation<FusedMoeProblem> {
         .option("preferred_element_type", dtype)
         .option("fuse_gateup_activation", std::string(moe_activation_name(p.act)));
     if (const Tensor* b1 = find_tensor(inputs, "w1_bias")) gate_up.tensor("rhs_bias", squeeze(*b1));
-    if (const Tensor* s1 = find_tensor(inputs, "w1_scale")) gate_up.tensor("rhs_scale", squeeze(*s1));
+    if (const Tensor* s1 = find_tensor(inputs, "w1_scale"))
+      gate_up.tensor("rhs_scale", squeeze(*s1));
     const Tensor hidden = gate_up.run(device);
     Stage down_proj("ragged_dot");
     down_proj.tensor("lhs", hidden)
         .tensor("rhs", inputs.at("w2"))
         .option("group_sizes", group_sizes)
         .option("preferred_element_type", dtype);
-    if (const Tensor* b2 = find_tensor(inputs, "w2_bias")) down_proj.tensor("rhs_bias", squeeze(*b2));
-    if (const Tensor* s2 = find_tensor(inputs, "w2_scale")) down_proj.tensor("rhs_scale", squeeze(*s2));
+    if (const Tensor* b2 = find_tensor(inputs, "w2_bias"))
+      down_proj.tensor("rhs_bias", squeeze(*b2));
+    if (const Tensor* s2 = find_tensor(inputs, "w2_scale"))
+      down_proj.tensor("rhs_scale", squeeze(*s2));
     const Tensor down = down_proj.run(device);
     Stage("ragged_gather_reduce")
         .tensor("x", down)

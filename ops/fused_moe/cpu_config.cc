@@ -33,7 +33,8 @@ void check_fused_moe_config(const FusedMoeProblem& p, const CpuFusedMoeConfig& c
   require_bf16_path(c.bf16_path, bf16_problem(p), "bf16 x and weights");
   require_config(scratch_elements(p, c.tile_m) <= kCpuFusedMoeMaxScratchElements, "tile_m", [&] {
     return "tile_m " + std::to_string(c.tile_m) + " needs " +
-           std::to_string(scratch_elements(p, c.tile_m)) + " f32 of scratch per thread; expected <= " +
+           std::to_string(scratch_elements(p, c.tile_m)) +
+           " f32 of scratch per thread; expected <= " +
            std::to_string(kCpuFusedMoeMaxScratchElements);
   });
 }

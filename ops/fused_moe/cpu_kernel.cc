@@ -58,9 +58,8 @@ void product(const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t N, i
   if (m <= kStreamTaskRows && a.ld == K) {
     const int64_t b_size = static_cast<int64_t>(dtype_size(b.dtype));
     const int64_t a_size = static_cast<int64_t>(dtype_size(a.dtype));
-    const int64_t block = m <= kCpuStreamRows
-                              ? N
-                              : std::clamp<int64_t>(l2_bytes / 2 / (K * b_size) / 64 * 64, 64, N);
+    const int64_t block =
+        m <= kCpuStreamRows ? N : std::clamp<int64_t>(l2_bytes / 2 / (K * b_size) / 64 * 64, 64, N);
     bool done = true;
     for (int64_t c0 = 0; c0 < N && done; c0 += block) {
       for (int64_t r0 = 0; r0 < m && done; r0 += kCpuStreamRows) {
@@ -129,8 +128,8 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
       const int64_t token = routing.sorted[task.first + i] / p.k;
       std::memcpy(rows + i * H * x_size, xs + token * H * x_size, H * x_size);
     }
-    product({p.x_dtype, rows, H}, {p.w_dtype, w1s + e * H * N1 * w_size, N1}, m, N1, H, gate,
-            gemm, l2);
+    product({p.x_dtype, rows, H}, {p.w_dtype, w1s + e * H * N1 * w_size, N1}, m, N1, H, gate, gemm,
+            l2);
     const float* gb = b1.empty() ? nullptr : b1.data() + e * N1;
     for (int64_t i = 0; i < m; ++i) {
       cpu_biased_glu_row(Activation::kSilu, form, gate + i * N1, gb, gate + i * N1 + I,

@@ -71,8 +71,8 @@ class OneDnnFusedMoe final : public OneDnnImplementation<FusedMoeProblem> {
     std::vector<char> dispatched(static_cast<size_t>(R * H) * x_size);
     const char* xs = static_cast<const char*>(inputs.at("x").raw());
     cpu::parallel_for(R, 0, [&](int64_t s, int) {
-      std::memcpy(dispatched.data() + s * H * x_size,
-                  xs + (routing.sorted[s] / p.k) * H * x_size, H * x_size);
+      std::memcpy(dispatched.data() + s * H * x_size, xs + (routing.sorted[s] / p.k) * H * x_size,
+                  H * x_size);
     });
     int64_t most = 0;
     for (int64_t e = 0; e < p.E; ++e)
@@ -96,8 +96,8 @@ class OneDnnFusedMoe final : public OneDnnImplementation<FusedMoeProblem> {
       const float* gb = b1.empty() ? nullptr : b1.data() + e * N1;
       for (int64_t i = 0; i < m; ++i) {
         cpu_biased_glu_row(Activation::kSilu, form, gate.data() + i * N1, gb,
-                           gate.data() + i * N1 + I, gb ? gb + I : nullptr,
-                           act32.data() + i * I, I);
+                           gate.data() + i * N1 + I, gb ? gb + I : nullptr, act32.data() + i * I,
+                           I);
       }
       store_rows(act32.data(), I, m, I, p.x_dtype, act.data(), I);
       matmul(stream, type, m, I, H, act.data(), w2 + e * I * H * x_size, down.data());

@@ -28,7 +28,8 @@ void fused_moe_reference(const FusedMoeProblem& p, const Tensor& x, const Tensor
     for (int64_t t = 0; t < p.T; ++t) {
       // softmax over the row in f32, the experts ordered by logit (stable: ties to the lower).
       float top = -INFINITY;
-      for (int64_t e = 0; e < p.E; ++e) top = std::max(top, static_cast<float>(gating.get(t * p.E + e)));
+      for (int64_t e = 0; e < p.E; ++e)
+        top = std::max(top, static_cast<float>(gating.get(t * p.E + e)));
       float sum = 0.0f;
       for (int64_t e = 0; e < p.E; ++e) {
         probs[e] = std::exp(static_cast<float>(gating.get(t * p.E + e)) - top);
@@ -53,7 +54,8 @@ void fused_moe_reference(const FusedMoeProblem& p, const Tensor& x, const Tensor
                  static_cast<float>(expert_weight(w1, w1_scale, p.w1_blocks, e, h, n));
           acc1[n] = s + (w1_bias ? static_cast<float>(w1_bias->get(e * N1 + n)) : 0.0f);
         }
-        for (int64_t i = 0; i < p.I; ++i) act[i] = apply_moe_activation(p.act, acc1[i], acc1[p.I + i]);
+        for (int64_t i = 0; i < p.I; ++i)
+          act[i] = apply_moe_activation(p.act, acc1[i], acc1[p.I + i]);
         for (int64_t c = 0; c < p.H; ++c) {
           float s = 0.0f;
           for (int64_t i = 0; i < p.I; ++i)

@@ -56,7 +56,8 @@ MoeRouting route_tokens(const FusedMoeProblem& p, const Tensor& gating, int num_
   for (int64_t e = 0; e < p.E; ++e) routing.expert_start[e + 1] += routing.expert_start[e];
   routing.sorted.resize(static_cast<size_t>(R));
   std::vector<int64_t> next(routing.expert_start.begin(), routing.expert_start.end() - 1);
-  for (int64_t r = 0; r < R; ++r) routing.sorted[next[routing.expert[r]]++] = static_cast<int32_t>(r);
+  for (int64_t r = 0; r < R; ++r)
+    routing.sorted[next[routing.expert[r]]++] = static_cast<int32_t>(r);
   return routing;
 }
 

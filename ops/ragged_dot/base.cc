@@ -260,8 +260,7 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
   check_arg_names("ragged_dot: ", args,
                   {"lhs", "rhs", "group_sizes", "preferred_element_type", "group_offset",
                    "rhs_bias", "activation", "fuse_gateup_activation", "zero_initialize",
-                   "rhs_scale", "maybe_quantize_lhs", "precision",
-                   "ragged_dot_dimension_numbers"});
+                   "rhs_scale", "maybe_quantize_lhs", "precision", "ragged_dot_dimension_numbers"});
   const RaggedDims dims = bind_ragged_dims(args);
   const bool contracting = dims == RaggedDims::kRaggedContracting;
   const TensorSpec lhs = bind_tensor(args, "lhs", 2, contracting ? "[K, M]" : "[M, K]");
@@ -311,9 +310,9 @@ BoundArgs ProblemOp<RaggedDotProblem>::bind_canonical(const json& args) const {
                           count.has_offset && count.offset > 0 ? "group_offset" : "rhs");
   }
   if (contracting && count.G > kMaxGroups) {
-    throw InvalidArgument("ragged_dot: " + std::to_string(count.G) + " groups; at most " +
-                              std::to_string(kMaxGroups),
-                          "group_sizes");
+    throw InvalidArgument(
+        "ragged_dot: " + std::to_string(count.G) + " groups; at most " + std::to_string(kMaxGroups),
+        "group_sizes");
   }
   const std::vector<int64_t> sizes = bind_group_sizes(args, count, contracting ? K : M);
 

@@ -125,8 +125,8 @@ class CpuRaggedDot final : public TypedImplementation<RaggedDotProblem, CpuRagge
            const TensorMap& given_inputs, TensorMap& outputs) const override {
     check(given, device);
     if (given.dims != RaggedDims::kDefault) {
-      ragged_dot_general_cpu_kernel(given, config, given_inputs.at("lhs"),
-                                    given_inputs.at("rhs"), outputs.at("out"));
+      ragged_dot_general_cpu_kernel(given, config, given_inputs.at("lhs"), given_inputs.at("rhs"),
+                                    outputs.at("out"));
       return;
     }
     const RaggedDotProblem p = given.computed();

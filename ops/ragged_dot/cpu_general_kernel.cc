@@ -119,8 +119,8 @@ void ragged_dot_general_cpu_kernel(const RaggedDotProblem& p, const CpuRaggedDot
       cpu_gemm_f32({p.lhs_dtype, a + t.row0 * K * lsize, K},
                    {p.rhs_dtype, b + (t.group * N + t.col0) * K * rsize, K, /*transposed=*/true},
                    t.rows, t.cols, K, acc.data(), t.cols, /*accumulate=*/false, gemm);
-      store_rows(acc.data(), t.cols, t.rows, t.cols, p.out_dtype,
-                 o + (t.row0 * N + t.col0) * osize, N);
+      store_rows(acc.data(), t.cols, t.rows, t.cols, p.out_dtype, o + (t.row0 * N + t.col0) * osize,
+                 N);
     }
   });
 }

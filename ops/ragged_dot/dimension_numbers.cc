@@ -107,7 +107,8 @@ RaggedExtents ragged_extents(RaggedDims dims, const TensorSpec& lhs, const Tenso
 void require_plain_form(RaggedDims dims, const json& args) {
   if (dims == RaggedDims::kDefault) return;
   auto refuse = [&](const char* name) {
-    throw InvalidArgument("ragged_dot: " + std::string(name) + " is supported with the default "
+    throw InvalidArgument("ragged_dot: " + std::string(name) +
+                              " is supported with the default "
                               "ragged_dot_dimension_numbers only; " +
                               std::string(ragged_dims_name(dims)) +
                               " takes a plain grouped product",

@@ -32,8 +32,8 @@ dnnl::matmul primitive(const GeneralKey& key) {
     const dnnl::matmul::desc d(desc(m, k, in, a_t), desc(k, n, in, b_t),
                                cpu::onednn_plain_desc(m, n, out));
     return create_onednn(
-        "matmul for M=" + std::to_string(m) + ", K=" + std::to_string(k) + ", N=" +
-            std::to_string(n) + (a_t ? " (src transposed)" : "") +
+        "matmul for M=" + std::to_string(m) + ", K=" + std::to_string(k) +
+            ", N=" + std::to_string(n) + (a_t ? " (src transposed)" : "") +
             (b_t ? " (weights transposed)" : ""),
         [&] { return dnnl::matmul(dnnl::matmul::primitive_desc(d, cpu::onednn_engine())); });
   });

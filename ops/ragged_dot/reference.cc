@@ -36,16 +36,18 @@ void general_reference(const RaggedDotProblem& p, const Tensor& lhs, const Tenso
               acc[m * p.N + n] += a * static_cast<Acc>(rhs.get(k * p.N + n));
           }
         }
-        for (int64_t i = 0; i < p.M * p.N; ++i) out_data[g * p.M * p.N + i] = from_double<O>(acc[i]);
+        for (int64_t i = 0; i < p.M * p.N; ++i)
+          out_data[g * p.M * p.N + i] = from_double<O>(acc[i]);
       }
       return;
     }
     // trans_rhs: out[row, n] = lhs[row] . rhs[g, n]; rows outside the groups are zero.
     for (int64_t row = 0; row < p.M; ++row) {
       const bool owned = row >= p.first_row() && row < p.rows();
-      const int64_t g = owned ? std::upper_bound(p.group_starts.begin(), p.group_starts.end(),
-                                                 row) - p.group_starts.begin() - 1
-                              : 0;
+      const int64_t g = owned
+                            ? std::upper_bound(p.group_starts.begin(), p.group_starts.end(), row) -
+                                  p.group_starts.begin() - 1
+                            : 0;
       for (int64_t n = 0; n < p.N; ++n) {
         Acc sum = 0;
         for (int64_t k = 0; owned && k < p.K; ++k) {

@@ -55,14 +55,13 @@ TriangleMultiplicationProblem TriangleMultiplicationProblem::from(const BoundArg
 
 template <>
 BoundArgs ProblemOp<TriangleMultiplicationProblem>::bind_canonical(const json& args) const {
-  check_arg_names(kPrefix, args,
-                  {"x", "mask", "projection_in_weights", "gate_in_weights",
-                   "projection_out_weights", "gate_out_weights", "layernorm_in_scale",
-                   "layernorm_in_offset", "layernorm_out_scale", "layernorm_out_offset",
-                   "triangle_type", "epsilon"});
-  const TensorSpec x = read_tensor_arg(kPrefix, args, "x",
-                                       {.shape = "[N, N, C]", .example = "bf16[384,384,128]",
-                                        .rank = 3});
+  check_arg_names(
+      kPrefix, args,
+      {"x", "mask", "projection_in_weights", "gate_in_weights", "projection_out_weights",
+       "gate_out_weights", "layernorm_in_scale", "layernorm_in_offset", "layernorm_out_scale",
+       "layernorm_out_offset", "triangle_type", "epsilon"});
+  const TensorSpec x = read_tensor_arg(
+      kPrefix, args, "x", {.shape = "[N, N, C]", .example = "bf16[384,384,128]", .rank = 3});
   if (x.dims[0] != x.dims[1] || !is_kernel_float(x.dtype)) {
     throw InvalidArgument(std::string(kPrefix) +
                               "x must be f32, bf16 or f16 [N, N, C] (a square pair "
@@ -80,8 +79,8 @@ BoundArgs ProblemOp<TriangleMultiplicationProblem>::bind_canonical(const json& a
                           "mask");
   }
   // H and D from the output norm and projection; every other weight must agree.
-  const TensorSpec norm_out = read_tensor_arg(
-      kPrefix, args, "layernorm_out_scale", {.shape = "[H]", .example = "bf16[128]", .rank = 1});
+  const TensorSpec norm_out = read_tensor_arg(kPrefix, args, "layernorm_out_scale",
+                                              {.shape = "[H]", .example = "bf16[128]", .rank = 1});
   const TensorSpec proj_out =
       read_tensor_arg(kPrefix, args, "projection_out_weights",
                       {.shape = "[H, D]", .example = "bf16[128,128]", .rank = 2});
@@ -106,7 +105,8 @@ BoundArgs ProblemOp<TriangleMultiplicationProblem>::bind_canonical(const json& a
   }
   if (!args.contains("triangle_type") || !args.at("triangle_type").is_string() ||
       (args.at("triangle_type") != "incoming" && args.at("triangle_type") != "outgoing")) {
-    throw InvalidArgument(std::string(kPrefix) + "triangle_type must be incoming or outgoing, got " +
+    throw InvalidArgument(std::string(kPrefix) +
+                              "triangle_type must be incoming or outgoing, got " +
                               (args.contains("triangle_type") ? args.at("triangle_type").dump()
                                                               : std::string("nothing")),
                           "triangle_type");

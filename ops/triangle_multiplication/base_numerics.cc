@@ -52,11 +52,10 @@ ErrorModel ProblemOp<TriangleMultiplicationProblem>::error_model(const BoundArgs
   // H in the output norm and projection), plus one rounding to x's dtype of each stage's value
   // for 16-bit inputs (the magnitudes hold each stage's |value|).
   const TriangleMultiplicationProblem p = TriangleMultiplicationProblem::from(args);
-  return ErrorModel{
-      .accumulation_roundoff = unit_roundoff(DType::kF32),
-      .accumulation_length = static_cast<double>(p.C + p.N + p.H + 16),
-      .output_roundoff = unit_roundoff(p.x_dtype),
-      .operand_roundoff = p.x_dtype == DType::kF32 ? 0.0 : unit_roundoff(p.x_dtype)};
+  return ErrorModel{.accumulation_roundoff = unit_roundoff(DType::kF32),
+                    .accumulation_length = static_cast<double>(p.C + p.N + p.H + 16),
+                    .output_roundoff = unit_roundoff(p.x_dtype),
+                    .operand_roundoff = p.x_dtype == DType::kF32 ? 0.0 : unit_roundoff(p.x_dtype)};
 }
 
 }  // namespace tokamax

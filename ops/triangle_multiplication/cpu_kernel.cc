@@ -16,41 +16,10 @@
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/dtype_dispatch.h"
+#include "ops/triangle_multiplication/rows.h"
 
 namespace tokamax {
 namespace {
-
-std::vector<float> values_of(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.num_elements()));
-  for (int64_t i = 0; i < t.num_elements(); ++i) v[i] = static_cast<float>(t.get(i));
-  return v;
-}
-
-// In place over row[0, n): (row - mean) / sqrt(var + epsilon) * scale + offset, two passes.
-// The sums run in 8 independent chains (the compiler keeps a float reduction in order, one add
-// per cycle's latency otherwise); the normalization itself vectorizes.
-void layer_norm_row(float* row, int64_t n, const float* scale, const float* offset,
-                    float epsilon) {
-  float sums[8] = {};
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8) {
-    for (int l = 0; l < 8; ++l) sums[l] += row[c + l];
-  }
-  for (; c < n; ++c) sums[0] += row[c];
-  const float mean = ((sums[0] + sums[1]) + (sums[2] + sums[3]) + (sums[4] + sums[5]) +
-                      (sums[6] + sums[7])) /
-                     static_cast<float>(n);
-  float squares[8] = {};
-  for (c = 0; c + 8 <= n; c += 8) {
-    for (int l = 0; l < 8; ++l) squares[l] += (row[c + l] - mean) * (row[c + l] - mean);
-  }
-  for (; c < n; ++c) squares[0] += (row[c] - mean) * (row[c] - mean);
-  const float var = ((squares[0] + squares[1]) + (squares[2] + squares[3]) +
-                     (squares[4] + squares[5]) + (squares[6] + squares[7])) /
-                    static_cast<float>(n);
-  const float r = 1.0f / std::sqrt(var + epsilon);
-  for (c = 0; c < n; ++c) row[c] = (row[c] - mean) * r * scale[c] + offset[c];
-}
 
 // An uninitialized host buffer of `count` elements (every element is written before it is read).
 template <typename T>
@@ -78,23 +47,13 @@ void triangle_multiplication_cpu_kernel(const TriangleMultiplicationProblem& p,
                             .tk = c.tile_k,
                             .tn = c.panel_n,
                             .engine = GemmEngine::kF32Fma};
-  const std::vector<float> in_scale = values_of(inputs.at("layernorm_in_scale"));
-  const std::vector<float> in_offset = values_of(inputs.at("layernorm_in_offset"));
-  const std::vector<float> out_scale = values_of(inputs.at("layernorm_out_scale"));
-  const std::vector<float> out_offset = values_of(inputs.at("layernorm_out_offset"));
+  const std::vector<float> in_scale = f32_values(inputs.at("layernorm_in_scale"));
+  const std::vector<float> in_offset = f32_values(inputs.at("layernorm_in_offset"));
+  const std::vector<float> out_scale = f32_values(inputs.at("layernorm_out_scale"));
+  const std::vector<float> out_offset = f32_values(inputs.at("layernorm_out_offset"));
   // The weights as f32 [C, W] and [H, D], packed once for every task.
-  std::vector<float> w_in(static_cast<size_t>(C * W));
-  {
-    const std::vector<float> gate = values_of(inputs.at("gate_in_weights"));
-    const std::vector<float> proj = values_of(inputs.at("projection_in_weights"));
-    const std::vector<float> gate_out = values_of(inputs.at("gate_out_weights"));
-    for (int64_t r = 0; r < C; ++r) {
-      std::copy_n(gate.data() + r * 2 * H, 2 * H, w_in.data() + r * W);
-      std::copy_n(proj.data() + r * 2 * H, 2 * H, w_in.data() + r * W + 2 * H);
-      std::copy_n(gate_out.data() + r * D, D, w_in.data() + r * W + 4 * H);
-    }
-  }
-  const std::vector<float> w_out = values_of(inputs.at("projection_out_weights"));
+  const std::vector<float> w_in = input_weights(p, inputs);
+  const std::vector<float> w_out = f32_values(inputs.at("projection_out_weights"));
   GemmPackStorage in_storage, out_storage;
   const PackedGemmOperand in_packed =
       pack_gemm_rhs({DType::kF32, w_in.data(), W}, C, W, gemm, in_storage);
@@ -128,8 +87,7 @@ void triangle_multiplication_cpu_kernel(const TriangleMultiplicationProblem& p,
       });
       layer_norm_row(a_tile + r * C, C, in_scale.data(), in_offset.data(), epsilon);
     }
-    cpu_gemm_f32({DType::kF32, a_tile, C}, in_packed, rows, y_tile, W, /*accumulate=*/false,
-                 gemm);
+    cpu_gemm_f32({DType::kF32, a_tile, C}, in_packed, rows, y_tile, W, /*accumulate=*/false, gemm);
     for (int64_t r = 0; r < rows; ++r) {
       float* row = y_tile + r * W;
       cpu_glu_row(Activation::kSigmoid, row, row + 2 * H, row, 2 * H);
@@ -158,8 +116,8 @@ void triangle_multiplication_cpu_kernel(const TriangleMultiplicationProblem& p,
                    {plane_dtype, R, N, /*transposed=*/true}, rows, N, N, dst, N,
                    /*accumulate=*/false, gemm);
     } else {  // act[i, j] = sum_k R[k, i] L[k, j]
-      cpu_gemm_f32({plane_dtype, R + i0 * plane_size, N, /*transposed=*/true},
-                   {plane_dtype, L, N}, rows, N, N, dst, N, /*accumulate=*/false, gemm);
+      cpu_gemm_f32({plane_dtype, R + i0 * plane_size, N, /*transposed=*/true}, {plane_dtype, L, N},
+                   rows, N, N, dst, N, /*accumulate=*/false, gemm);
     }
   });
 
@@ -177,8 +135,7 @@ void triangle_multiplication_cpu_kernel(const TriangleMultiplicationProblem& p,
     for (int64_t r = 0; r < rows; ++r) {
       layer_norm_row(b_tile + r * H, H, out_scale.data(), out_offset.data(), epsilon);
     }
-    cpu_gemm_f32({DType::kF32, b_tile, H}, out_packed, rows, z_tile, D, /*accumulate=*/false,
-                 gemm);
+    cpu_gemm_f32({DType::kF32, b_tile, H}, out_packed, rows, z_tile, D, /*accumulate=*/false, gemm);
     for (int64_t r = 0; r < rows; ++r) {
       const float* g = gates.get() + (q0 + r) * D;
       float* row = z_tile + r * D;

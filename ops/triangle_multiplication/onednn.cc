@@ -20,30 +20,13 @@
 #include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/errors.h"
 #include "ops/triangle_multiplication/base.h"
+#include "ops/triangle_multiplication/rows.h"
 
 namespace tokamax {
 namespace {
 
 using dt = dnnl::memory::data_type;
 using Dims = dnnl::memory::dims;
-
-std::vector<float> values_of(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.num_elements()));
-  for (int64_t i = 0; i < t.num_elements(); ++i) v[i] = static_cast<float>(t.get(i));
-  return v;
-}
-
-void layer_norm_row(float* row, int64_t n, const float* scale, const float* offset,
-                    float epsilon) {
-  double mean = 0.0, var = 0.0;
-  for (int64_t c = 0; c < n; ++c) mean += row[c];
-  mean /= static_cast<double>(n);
-  for (int64_t c = 0; c < n; ++c) var += (row[c] - mean) * (row[c] - mean);
-  var /= static_cast<double>(n);
-  const float r = static_cast<float>(1.0 / std::sqrt(var + epsilon));
-  const float m = static_cast<float>(mean);
-  for (int64_t c = 0; c < n; ++c) row[c] = (row[c] - m) * r * scale[c] + offset[c];
-}
 
 // A matmul src x weights -> dst, all f32, each described by dims and strides.
 struct MatmulShape {
@@ -76,22 +59,12 @@ class OneDnnTriangleMultiplication final
     check(p, device);
     const int64_t N = p.N, C = p.C, H = p.H, D = p.D, P = p.positions(), W = 4 * H + D;
     const float epsilon = static_cast<float>(p.epsilon);
-    const std::vector<float> in_scale = values_of(inputs.at("layernorm_in_scale"));
-    const std::vector<float> in_offset = values_of(inputs.at("layernorm_in_offset"));
-    const std::vector<float> out_scale = values_of(inputs.at("layernorm_out_scale"));
-    const std::vector<float> out_offset = values_of(inputs.at("layernorm_out_offset"));
-    std::vector<float> w_in(static_cast<size_t>(C * W));
-    {
-      const std::vector<float> gate = values_of(inputs.at("gate_in_weights"));
-      const std::vector<float> proj = values_of(inputs.at("projection_in_weights"));
-      const std::vector<float> gate_out = values_of(inputs.at("gate_out_weights"));
-      for (int64_t r = 0; r < C; ++r) {
-        std::copy_n(gate.data() + r * 2 * H, 2 * H, w_in.data() + r * W);
-        std::copy_n(proj.data() + r * 2 * H, 2 * H, w_in.data() + r * W + 2 * H);
-        std::copy_n(gate_out.data() + r * D, D, w_in.data() + r * W + 4 * H);
-      }
-    }
-    std::vector<float> w_out = values_of(inputs.at("projection_out_weights"));
+    const std::vector<float> in_scale = f32_values(inputs.at("layernorm_in_scale"));
+    const std::vector<float> in_offset = f32_values(inputs.at("layernorm_in_offset"));
+    const std::vector<float> out_scale = f32_values(inputs.at("layernorm_out_scale"));
+    const std::vector<float> out_offset = f32_values(inputs.at("layernorm_out_offset"));
+    std::vector<float> w_in = input_weights(p, inputs);
+    std::vector<float> w_out = f32_values(inputs.at("projection_out_weights"));
     const bool* mask = inputs.at("mask").data<bool>();
     constexpr int64_t kRows = 64;
 

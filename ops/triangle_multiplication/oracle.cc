@@ -64,9 +64,9 @@ void normalize(const std::vector<double>& row, const std::vector<double>* incomi
     const double passed =
         incoming ? ((*incoming)[c] + mean_in + std::fabs(y[c]) * mean_weighted) / sigma : 0.0;
     value[c] = y[c] * scale[c] + offset[c];
-    magnitude[c] = std::fabs(scale[c]) * (passed + 2.0 * std::fabs(y[c]) + 2.0 +
-                                          std::fabs(mean) / sigma) +
-                   std::fabs(offset[c]);
+    magnitude[c] =
+        std::fabs(scale[c]) * (passed + 2.0 * std::fabs(y[c]) + 2.0 + std::fabs(mean) / sigma) +
+        std::fabs(offset[c]);
   }
 }
 

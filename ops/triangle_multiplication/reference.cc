@@ -7,27 +7,10 @@
 #include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/reference_implementation.h"
 #include "ops/triangle_multiplication/base.h"
+#include "ops/triangle_multiplication/rows.h"
 
 namespace tokamax {
 namespace {
-
-std::vector<float> values_of(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.num_elements()));
-  for (int64_t i = 0; i < t.num_elements(); ++i) v[i] = static_cast<float>(t.get(i));
-  return v;
-}
-
-// In place over row[0, n): (row - mean) / sqrt(var + epsilon) * scale + offset, two passes.
-void layer_norm_row(float* row, int64_t n, const float* scale, const float* offset,
-                    double epsilon) {
-  float mean = 0.0f, var = 0.0f;
-  for (int64_t c = 0; c < n; ++c) mean += row[c];
-  mean /= static_cast<float>(n);
-  for (int64_t c = 0; c < n; ++c) var += (row[c] - mean) * (row[c] - mean);
-  var /= static_cast<float>(n);
-  const float r = 1.0f / std::sqrt(var + static_cast<float>(epsilon));
-  for (int64_t c = 0; c < n; ++c) row[c] = (row[c] - mean) * r * scale[c] + offset[c];
-}
 
 float sigmoidf(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
@@ -38,21 +21,21 @@ void triangle_multiplication_reference(const TriangleMultiplicationProblem& p,
   const int64_t N = p.N, C = p.C, H = p.H, D = p.D, P = p.positions();
   const Tensor& x = inputs.at("x");
   const bool* mask = inputs.at("mask").data<bool>();
-  const std::vector<float> w_proj = values_of(inputs.at("projection_in_weights"));  // [C, 2H]
-  const std::vector<float> w_gate = values_of(inputs.at("gate_in_weights"));
-  const std::vector<float> w_out = values_of(inputs.at("projection_out_weights"));  // [H, D]
-  const std::vector<float> w_gate_out = values_of(inputs.at("gate_out_weights"));   // [C, D]
-  const std::vector<float> in_scale = values_of(inputs.at("layernorm_in_scale"));
-  const std::vector<float> in_offset = values_of(inputs.at("layernorm_in_offset"));
-  const std::vector<float> out_scale = values_of(inputs.at("layernorm_out_scale"));
-  const std::vector<float> out_offset = values_of(inputs.at("layernorm_out_offset"));
+  const std::vector<float> w_proj = f32_values(inputs.at("projection_in_weights"));  // [C, 2H]
+  const std::vector<float> w_gate = f32_values(inputs.at("gate_in_weights"));
+  const std::vector<float> w_out = f32_values(inputs.at("projection_out_weights"));  // [H, D]
+  const std::vector<float> w_gate_out = f32_values(inputs.at("gate_out_weights"));   // [C, D]
+  const std::vector<float> in_scale = f32_values(inputs.at("layernorm_in_scale"));
+  const std::vector<float> in_offset = f32_values(inputs.at("layernorm_in_offset"));
+  const std::vector<float> out_scale = f32_values(inputs.at("layernorm_out_scale"));
+  const std::vector<float> out_offset = f32_values(inputs.at("layernorm_out_offset"));
 
   // a = layer_norm(x) [P, C]; v = sigmoid(a gate_in) (a projection_in) mask, as [2][H][P].
   std::vector<float> a(static_cast<size_t>(P * C)), v(static_cast<size_t>(2 * H * P));
   for (int64_t q = 0; q < P; ++q) {
     float* row = a.data() + q * C;
     for (int64_t c = 0; c < C; ++c) row[c] = static_cast<float>(x.get(q * C + c));
-    layer_norm_row(row, C, in_scale.data(), in_offset.data(), p.epsilon);
+    layer_norm_row(row, C, in_scale.data(), in_offset.data(), static_cast<float>(p.epsilon));
     for (int64_t t = 0; t < 2 * H; ++t) {
       float g = 0.0f, pr = 0.0f;
       for (int64_t c = 0; c < C; ++c) {
@@ -78,7 +61,8 @@ void triangle_multiplication_reference(const TriangleMultiplicationProblem& p,
           }
           act[h] = sum;
         }
-        layer_norm_row(act.data(), H, out_scale.data(), out_offset.data(), p.epsilon);
+        layer_norm_row(act.data(), H, out_scale.data(), out_offset.data(),
+                       static_cast<float>(p.epsilon));
         const float* a_row = a.data() + (i * N + j) * C;
         for (int64_t d = 0; d < D; ++d) {
           float o = 0.0f, g = 0.0f;

@@ -34,9 +34,9 @@ BoundArgs ProblemOp<RaggedDotVjpProblem>::bind_canonical(const nlohmann::json& a
   BoundArgs bound = bind_vjp(ragged_dot_op(), name(), args, cotangents());
   // The gradient of the epilogue (bias, activations) and of quantized weights is not this op's:
   // refuse them by name rather than differentiate a different function.
-  for (const char* key : {"rhs_bias", "activation", "fuse_gateup_activation", "rhs_scale",
-                          "maybe_quantize_lhs", "zero_initialize",
-                          "ragged_dot_dimension_numbers"}) {
+  for (const char* key :
+       {"rhs_bias", "activation", "fuse_gateup_activation", "rhs_scale", "maybe_quantize_lhs",
+        "zero_initialize", "ragged_dot_dimension_numbers"}) {
     if (bound.has(key)) {
       throw InvalidArgument("ragged_dot_vjp: " + std::string(key) +
                                 " is not differentiated here: the VJP is of the plain grouped "

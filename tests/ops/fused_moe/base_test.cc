@@ -29,8 +29,11 @@ double silu(double v) { return v / (1.0 + std::exp(-v)); }
 }  // namespace
 
 TEST_CASE("fused_moe bind names the argument it rejects", "[fused_moe]") {
-  const json base = {{"x", "bf16[16,64]"}, {"w1", "bf16[4,64,64]"}, {"w2", "bf16[4,32,64]"},
-                     {"gating", "f32[16,4]"}, {"topk", 2}};
+  const json base = {{"x", "bf16[16,64]"},
+                     {"w1", "bf16[4,64,64]"},
+                     {"w2", "bf16[4,32,64]"},
+                     {"gating", "f32[16,4]"},
+                     {"topk", 2}};
   CHECK(bind_error_field(fused_moe_op(), base) == "<no error>");
   auto with = [&](const char* key, json value) {
     json args = base;
@@ -40,10 +43,10 @@ TEST_CASE("fused_moe bind names the argument it rejects", "[fused_moe]") {
   const std::vector<std::pair<json, std::string>> bad = {
       {with("x", "i8[16,64]"), "x"},
       {with("x", "bf16[16]"), "x"},
-      {with("w1", "bf16[4,64,63]"), "w1"},   // 2 I odd
-      {with("w1", "bf16[4,60,64]"), "w1"},   // H differs from x's
-      {with("w1", "f32[4,64,64]"), "w1"},    // not x's dtype
-      {with("w1", "bf16[0,64,64]"), "w1"},   // no expert
+      {with("w1", "bf16[4,64,63]"), "w1"},  // 2 I odd
+      {with("w1", "bf16[4,60,64]"), "w1"},  // H differs from x's
+      {with("w1", "f32[4,64,64]"), "w1"},   // not x's dtype
+      {with("w1", "bf16[0,64,64]"), "w1"},  // no expert
       {with("w2", "bf16[4,32,60]"), "w2"},
       {with("w2", "bf16[3,32,64]"), "w2"},
       {with("w2", "f16[4,32,64]"), "w2"},
@@ -56,11 +59,11 @@ TEST_CASE("fused_moe bind names the argument it rejects", "[fused_moe]") {
       {with("renormalize", "yes"), "renormalize"},
       {with("act_fn", "gelu"), "act_fn"},
       {with("act_fn", 3), "act_fn"},
-      {with("w1_bias", "f32[4,64]"), "w1_bias"},     // upstream's [E, 1, 2 I]
+      {with("w1_bias", "f32[4,64]"), "w1_bias"},  // upstream's [E, 1, 2 I]
       {with("w1_bias", "f32[4,1,32]"), "w1_bias"},
       {with("w2_bias", "f32[4,1,32]"), "w2_bias"},
-      {with("w1_scale", "f32[4,64]"), "w1_scale"},   // float experts take no scale
-      {with("w1", "i8[4,64,64]"), "w2"},             // w2 not of w1's quantized dtype
+      {with("w1_scale", "f32[4,64]"), "w1_scale"},  // float experts take no scale
+      {with("w1", "i8[4,64,64]"), "w2"},            // w2 not of w1's quantized dtype
       {with("top_k", 2), "top_k"},
   };
   for (const auto& [args, field] : bad) {
@@ -116,8 +119,8 @@ TEST_CASE("fused_moe routes on the logits with ties to the lower expert, as hand
   // H = 2, I = 1, E = 3, k = 2. Expert e: gate = x . a_e, up = x . b_e, out = silu(gate) up c_e.
   const Tensor x = tensor_of<float>({2, 2}, {1.0f, 2.0f, -0.5f, 0.25f});
   // w1[e] = [[a0, b0], [a1, b1]] ([H, 2 I]).
-  const Tensor w1 = tensor_of<float>({3, 2, 2}, {0.5f, 1.0f, -1.0f, 0.5f,    // expert 0
-                                                 1.0f, -0.5f, 0.25f, 2.0f,   // expert 1
+  const Tensor w1 = tensor_of<float>({3, 2, 2}, {0.5f, 1.0f, -1.0f, 0.5f,     // expert 0
+                                                 1.0f, -0.5f, 0.25f, 2.0f,    // expert 1
                                                  -0.75f, 1.5f, 1.0f, 1.0f});  // expert 2
   const Tensor w2 = tensor_of<float>({3, 1, 2}, {1.0f, -2.0f, 0.5f, 3.0f, -1.0f, 1.0f});
   // Token 0: experts 1 and 2 tie above expert 0: both taken (k = 2). Token 1: experts 0 and 2
@@ -142,9 +145,8 @@ TEST_CASE("fused_moe routes on the logits with ties to the lower expert, as hand
   for (const bool renormalize : {true, false}) {
     for (const char* impl : {"reference", "composite", "cpu"}) {
       CAPTURE(impl, renormalize);
-      const Tensor out =
-          fused_moe(x, w1, w2, gating,
-                    {.topk = 2, .renormalize = renormalize, .implementation = impl});
+      const Tensor out = fused_moe(x, w1, w2, gating,
+                                   {.topk = 2, .renormalize = renormalize, .implementation = impl});
       REQUIRE(out.spec() == TensorSpec{DType::kF32, {2, 2}});
       for (int64_t i = 0; i < 4; ++i) {
         CAPTURE(i);
@@ -182,17 +184,22 @@ TEST_CASE("fused_moe refuses gating the router cannot order", "[fused_moe]") {
   }
 }
 
-TEST_CASE("fused_moe's oracle passes the reference and rejects an output 1e-3 off or a wrong "
-          "router",
-          "[fused_moe]") {
+TEST_CASE(
+    "fused_moe's oracle passes the reference and rejects an output 1e-3 off or a wrong "
+    "router",
+    "[fused_moe]") {
   // bf16 layers may round the activation and each route's output to bf16 (a chain of ops
   // does), so their bound is several bf16 units wide; f32 layers have no such rounding and the
   // bound is the f32 accumulation's alone.
   for (const char* dtype : {"f32", "bf16"}) {
     CAPTURE(dtype);
     const std::string d = dtype;
-    const json base = {{"x", d + "[24,64]"},     {"w1", d + "[6,64,48]"}, {"w2", d + "[6,24,64]"},
-                       {"gating", "f32[24,6]"},  {"topk", 2},           {"act_fn", "swigluoai"},
+    const json base = {{"x", d + "[24,64]"},
+                       {"w1", d + "[6,64,48]"},
+                       {"w2", d + "[6,24,64]"},
+                       {"gating", "f32[24,6]"},
+                       {"topk", 2},
+                       {"act_fn", "swigluoai"},
                        {"w1_bias", d + "[6,1,48]"}};
     const BoundArgs args = fused_moe_op().bind(base);
     const TensorMap inputs = fused_moe_op().make_inputs(args, 5);

@@ -26,7 +26,9 @@ json layer(const std::string& dtype, int64_t T, int64_t H, int64_t E, int64_t I,
     for (int64_t d : dims) text += (text.back() == '[' ? "" : ",") + std::to_string(d);
     return text + "]";
   };
-  return {{"x", shape({T, H})},        {"w1", shape({E, H, 2 * I})}, {"w2", shape({E, I, H})},
+  return {{"x", shape({T, H})},
+          {"w1", shape({E, H, 2 * I})},
+          {"w2", shape({E, I, H})},
           {"gating", "f32[" + std::to_string(T) + "," + std::to_string(E) + "]"},
           {"topk", k}};
 }
@@ -96,8 +98,8 @@ TEST_CASE("quantized fused_moe experts: composite and reference pass the oracle,
     return args;
   };
   const std::vector<json> cases = {
-      quantized("i8", "f32[4,32]", "f32[4,64]"),              // per channel
-      quantized("f8e4m3", "f32[4,1,1,32]", "f32[4,4,64]"),    // upstream's 4-d, 4 K blocks of I
+      quantized("i8", "f32[4,32]", "f32[4,64]"),            // per channel
+      quantized("f8e4m3", "f32[4,1,1,32]", "f32[4,4,64]"),  // upstream's 4-d, 4 K blocks of I
       with(quantized("i8", "f32[4,2,32]", "f32[4,1,64]"), "act_fn", "swigluoai"),
   };
   for (const json& c : cases) {
@@ -124,8 +126,9 @@ TEST_CASE("quantized fused_moe experts: composite and reference pass the oracle,
   run_json(fused_moe_op().implementation("composite"), args, json::object(), wrong, outputs);
   std::vector<int64_t> index(static_cast<size_t>(outputs.at("out").num_elements()));
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-  CHECK(judge(compare_to_oracle(outputs.at("out"), fused_moe_op().oracle(args, inputs, "out", index),
-                                fused_moe_op().error_model(args))) == Disposition::kFailed);
+  CHECK(
+      judge(compare_to_oracle(outputs.at("out"), fused_moe_op().oracle(args, inputs, "out", index),
+                              fused_moe_op().error_model(args))) == Disposition::kFailed);
 }
 
 TEST_CASE("cpu fused_moe configs: whole-row tasks, scratch within its bound", "[fused_moe]") {

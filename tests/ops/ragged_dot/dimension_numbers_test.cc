@@ -50,7 +50,8 @@ TEST_CASE("ragged_dot binds trans_rhs and ragged_contracting and names what they
   CHECK(ragged_dot_op().bind(with(kContracting, "ragged_dot_dimension_numbers", upstream)).key() ==
         ragged_dot_op().bind(kContracting).key());
   // The default form stays out of the canonical args, so existing cache keys hold.
-  const json plain = {{"lhs", "bf16[40,32]"}, {"rhs", "bf16[3,32,24]"}, {"group_sizes", {10, 0, 25}}};
+  const json plain = {
+      {"lhs", "bf16[40,32]"}, {"rhs", "bf16[3,32,24]"}, {"group_sizes", {10, 0, 25}}};
   CHECK(ragged_dot_op().bind(with(plain, "ragged_dot_dimension_numbers", "default")).key() ==
         ragged_dot_op().bind(plain).key());
   const BoundArgs contracting = ragged_dot_op().bind(kContracting);
@@ -106,9 +107,9 @@ TEST_CASE("ragged_dot_general computes hand-checked products", "[ragged_dot]") {
     RaggedDotOptions options;
     options.implementation = impl;
     const Tensor t = ragged_dot_general(lhs, rhs_t, sizes, RaggedDims::kTransRhs, options);
-    CHECK(row_of<float>(t, 0, 2) == std::vector<float>{1, 2});          // [1 2] . I
+    CHECK(row_of<float>(t, 0, 2) == std::vector<float>{1, 2});  // [1 2] . I
     CHECK(row_of<float>(t, 1, 2) == std::vector<float>{2 * 3 + 4, -3 + 3 * 4});
-    CHECK(row_of<float>(t, 2, 2) == std::vector<float>{0, 0});          // outside the groups
+    CHECK(row_of<float>(t, 2, 2) == std::vector<float>{0, 0});  // outside the groups
     const Tensor c =
         ragged_dot_general(lhs_c, rhs_c, sizes_c, RaggedDims::kRaggedContracting, options);
     REQUIRE(c.spec() == TensorSpec{DType::kF32, {2, 2, 1}});
@@ -139,7 +140,7 @@ TEST_CASE("cpu ragged_dot trans_rhs and ragged_contracting pass the oracle on ev
       const BoundArgs args = ragged_dot_op().bind(c);
       const TensorMap inputs = ragged_dot_op().make_inputs(args, 9);
       json small = heuristics_config_json(cpu, args);
-      small["tile_m"] = 7;   // several row tasks per group, tails of a micro-panel
+      small["tile_m"] = 7;                // several row tasks per group, tails of a micro-panel
       small["task_n"] = small["tile_n"];  // and column tasks where N allows
       std::vector<json> configs = {heuristics_config_json(cpu, args), small};
       for (const json& candidate : autotuning_configs_json(cpu, args)) {

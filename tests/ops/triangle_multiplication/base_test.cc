@@ -12,32 +12,13 @@
 #include "ops/triangle_multiplication/api.h"
 #include "tests/ops/bind_errors.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/triangle_multiplication/layer_args.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
 using nlohmann::json;
 
 namespace {
-
-json layer(const std::string& dt, int64_t N, int64_t C, int64_t H, int64_t D,
-           const std::string& type) {
-  auto s = [&](std::initializer_list<int64_t> dims) {
-    std::string text = dt + "[";
-    for (int64_t d : dims) text += (text.back() == '[' ? "" : ",") + std::to_string(d);
-    return text + "]";
-  };
-  return {{"x", s({N, N, C})},
-          {"mask", "bool[" + std::to_string(N) + "," + std::to_string(N) + "]"},
-          {"projection_in_weights", s({C, 2, H})},
-          {"gate_in_weights", s({C, 2, H})},
-          {"projection_out_weights", s({H, D})},
-          {"gate_out_weights", s({C, D})},
-          {"layernorm_in_scale", s({C})},
-          {"layernorm_in_offset", s({C})},
-          {"layernorm_out_scale", s({H})},
-          {"layernorm_out_offset", s({H})},
-          {"triangle_type", type}};
-}
 
 json with(json args, const char* key, json value) {
   args[key] = std::move(value);
@@ -53,8 +34,9 @@ Comparison compare(const BoundArgs& args, const TensorMap& inputs, const Tensor&
 
 }  // namespace
 
-TEST_CASE("triangle_multiplication bind names the argument it rejects", "[triangle_multiplication]") {
-  const json base = layer("bf16", 8, 16, 32, 24, "outgoing");
+TEST_CASE("triangle_multiplication bind names the argument it rejects",
+          "[triangle_multiplication]") {
+  const json base = triangle_layer("bf16", 8, 16, 32, 24, "outgoing");
   CHECK(bind_error_field(triangle_multiplication_op(), base) == "<no error>");
   const std::vector<std::pair<json, std::string>> bad = {
       {with(base, "x", "bf16[8,9,16]"), "x"},
@@ -82,12 +64,14 @@ TEST_CASE("triangle_multiplication bind names the argument it rejects", "[triang
   CHECK(bound.args["epsilon"] == 1e-6);
 }
 
-TEST_CASE("triangle_multiplication's oracle passes the reference and rejects a 5% error (f32), "
-          "the other triangle type or an ignored mask",
-          "[triangle_multiplication]") {
+TEST_CASE(
+    "triangle_multiplication's oracle passes the reference and rejects a 5% error (f32), "
+    "the other triangle type or an ignored mask",
+    "[triangle_multiplication]") {
   for (const char* dtype : {"f32", "bf16"}) {
     CAPTURE(dtype);
-    const BoundArgs args = triangle_multiplication_op().bind(layer(dtype, 12, 16, 8, 12, "outgoing"));
+    const BoundArgs args =
+        triangle_multiplication_op().bind(triangle_layer(dtype, 12, 16, 8, 12, "outgoing"));
     const TensorMap inputs = triangle_multiplication_op().make_inputs(args, 3);
     const Implementation& reference = triangle_multiplication_op().implementation("reference");
     TensorMap outputs = triangle_multiplication_op().allocate_outputs(args);
@@ -108,7 +92,7 @@ TEST_CASE("triangle_multiplication's oracle passes the reference and rejects a 5
     }
 
     const BoundArgs incoming =
-        triangle_multiplication_op().bind(layer(dtype, 12, 16, 8, 12, "incoming"));
+        triangle_multiplication_op().bind(triangle_layer(dtype, 12, 16, 8, 12, "incoming"));
     TensorMap other = triangle_multiplication_op().allocate_outputs(incoming);
     run_json(reference, incoming, json::object(), inputs, other);
     CHECK(judge(compare(args, inputs, other.at("out"))) == Disposition::kFailed);

@@ -9,6 +9,7 @@
 #include "ops/triangle_multiplication/api.h"
 #include "tests/ops/impl_calls.h"
 #include "tests/ops/oracle_run.h"
+#include "tests/ops/triangle_multiplication/layer_args.h"
 #include "tests/simd_targets.h"
 
 using namespace tokamax;
@@ -19,33 +20,15 @@ namespace {
 
 const Implementation& cpu_impl() { return triangle_multiplication_op().implementation("cpu"); }
 
-json layer(const std::string& dt, int64_t N, int64_t C, int64_t H, int64_t D,
-           const std::string& type) {
-  auto s = [&](std::initializer_list<int64_t> dims) {
-    std::string text = dt + "[";
-    for (int64_t d : dims) text += (text.back() == '[' ? "" : ",") + std::to_string(d);
-    return text + "]";
-  };
-  return {{"x", s({N, N, C})},
-          {"mask", "bool[" + std::to_string(N) + "," + std::to_string(N) + "]"},
-          {"projection_in_weights", s({C, 2, H})},
-          {"gate_in_weights", s({C, 2, H})},
-          {"projection_out_weights", s({H, D})},
-          {"gate_out_weights", s({C, D})},
-          {"layernorm_in_scale", s({C})},
-          {"layernorm_in_offset", s({C})},
-          {"layernorm_out_scale", s({H})},
-          {"layernorm_out_offset", s({H})},
-          {"triangle_type", type}};
-}
-
 }  // namespace
 
 TEST_CASE("cpu triangle_multiplication passes the oracle on every SIMD target",
           "[triangle_multiplication]") {
   const std::vector<json> cases = {
-      layer("bf16", 20, 16, 24, 12, "outgoing"), layer("f32", 17, 9, 5, 7, "incoming"),
-      layer("f16", 9, 12, 8, 16, "outgoing"),    layer("bf16", 33, 8, 6, 10, "incoming"),
+      triangle_layer("bf16", 20, 16, 24, 12, "outgoing"),
+      triangle_layer("f32", 17, 9, 5, 7, "incoming"),
+      triangle_layer("f16", 9, 12, 8, 16, "outgoing"),
+      triangle_layer("bf16", 33, 8, 6, 10, "incoming"),
   };
   for_each_forced_target({HWY_AVX3, HWY_AVX2, HWY_SCALAR}, [&](int64_t) {
     for (const json& c : cases) {
@@ -56,8 +39,8 @@ TEST_CASE("cpu triangle_multiplication passes the oracle on every SIMD target",
       small["num_threads"] = 2;
       for (const json& cfg : {heuristics_config_json(cpu_impl(), args), small}) {
         CAPTURE(args.key(), cfg.dump());
-        const Comparison result = run_against_oracle(triangle_multiplication_op(), "cpu", args,
-                                                     cfg, inputs, args, "out");
+        const Comparison result =
+            run_against_oracle(triangle_multiplication_op(), "cpu", args, cfg, inputs, args, "out");
         CHECK(judge(result) == Disposition::kPassed);
       }
     }
@@ -65,7 +48,8 @@ TEST_CASE("cpu triangle_multiplication passes the oracle on every SIMD target",
 }
 
 TEST_CASE("cpu triangle_multiplication configs", "[triangle_multiplication]") {
-  const BoundArgs args = triangle_multiplication_op().bind(layer("bf16", 384, 128, 128, 128, "outgoing"));
+  const BoundArgs args =
+      triangle_multiplication_op().bind(triangle_layer("bf16", 384, 128, 128, 128, "outgoing"));
   const json h = heuristics_config_json(cpu_impl(), args);
   CHECK(h["tile_n"] == 0);
   const std::vector<json> space = autotuning_configs_json(cpu_impl(), args);

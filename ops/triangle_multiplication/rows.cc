@@ -1,0 +1,51 @@
+// triangle_multiplication: the shared row helpers.
+#include "ops/triangle_multiplication/rows.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tokamax {
+
+std::vector<float> f32_values(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.num_elements()));
+  for (int64_t i = 0; i < t.num_elements(); ++i) v[i] = static_cast<float>(t.get(i));
+  return v;
+}
+
+std::vector<float> input_weights(const TriangleMultiplicationProblem& p, const TensorMap& inputs) {
+  const int64_t H = p.H, D = p.D, W = 4 * H + D;
+  const std::vector<float> gate = f32_values(inputs.at("gate_in_weights"));
+  const std::vector<float> proj = f32_values(inputs.at("projection_in_weights"));
+  const std::vector<float> gate_out = f32_values(inputs.at("gate_out_weights"));
+  std::vector<float> w(static_cast<size_t>(p.C * W));
+  for (int64_t r = 0; r < p.C; ++r) {
+    std::copy_n(gate.data() + r * 2 * H, 2 * H, w.data() + r * W);
+    std::copy_n(proj.data() + r * 2 * H, 2 * H, w.data() + r * W + 2 * H);
+    std::copy_n(gate_out.data() + r * D, D, w.data() + r * W + 4 * H);
+  }
+  return w;
+}
+
+void layer_norm_row(float* row, int64_t n, const float* scale, const float* offset, float epsilon) {
+  float sums[8] = {};
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    for (int l = 0; l < 8; ++l) sums[l] += row[c + l];
+  }
+  for (; c < n; ++c) sums[0] += row[c];
+  const float mean =
+      ((sums[0] + sums[1]) + (sums[2] + sums[3]) + (sums[4] + sums[5]) + (sums[6] + sums[7])) /
+      static_cast<float>(n);
+  float squares[8] = {};
+  for (c = 0; c + 8 <= n; c += 8) {
+    for (int l = 0; l < 8; ++l) squares[l] += (row[c + l] - mean) * (row[c + l] - mean);
+  }
+  for (; c < n; ++c) squares[0] += (row[c] - mean) * (row[c] - mean);
+  const float var = ((squares[0] + squares[1]) + (squares[2] + squares[3]) +
+                     (squares[4] + squares[5]) + (squares[6] + squares[7])) /
+                    static_cast<float>(n);
+  const float r = 1.0f / std::sqrt(var + epsilon);
+  for (c = 0; c < n; ++c) row[c] = (row[c] - mean) * r * scale[c] + offset[c];
+}
+
+}  // namespace tokamax
