@@ -42,7 +42,7 @@ class CompositeFusedMoe final : public TypedImplementation<FusedMoeProblem> {
 
   void run(const FusedMoeProblem& p, const EmptyConfig&, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
-    const MoeRouting routing = route_tokens(p, inputs.at("gating"));
+    const MoeRouting routing = route_tokens(p, inputs.at("gating"), device);
     const int64_t R = p.routes();
     // Sorted position s holds token sorted[s] / k; route r sits at position[r].
     Tensor tokens(TensorSpec{DType::kI32, {R}}), position(TensorSpec{DType::kI32, {R}});

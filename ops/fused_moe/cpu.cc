@@ -39,9 +39,9 @@ class CpuFusedMoe final : public TypedImplementation<FusedMoeProblem, CpuFusedMo
     return cpu_fused_moe_autotuning_configs(p, device);
   }
 
-  void run(const FusedMoeProblem& p, const CpuFusedMoeConfig& config, const Device&,
+  void run(const FusedMoeProblem& p, const CpuFusedMoeConfig& config, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
-    const MoeRouting routing = route_tokens(p, inputs.at("gating"), config.num_threads);
+    const MoeRouting routing = route_tokens(p, inputs.at("gating"), device, config.num_threads);
     fused_moe_cpu_kernel(p, config, routing, inputs.at("x"), inputs.at("w1"), inputs.at("w2"),
                          find_tensor(inputs, "w1_bias"), find_tensor(inputs, "w2_bias"),
                          outputs.at("out"));

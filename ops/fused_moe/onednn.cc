@@ -63,7 +63,7 @@ class OneDnnFusedMoe final : public OneDnnImplementation<FusedMoeProblem> {
   void run(const FusedMoeProblem& p, const EmptyConfig&, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
-    const MoeRouting routing = route_tokens(p, inputs.at("gating"));
+    const MoeRouting routing = route_tokens(p, inputs.at("gating"), device);
     const int64_t H = p.H, I = p.I, N1 = 2 * I, R = p.routes();
     const size_t x_size = dtype_size(p.x_dtype);
     const dt type = onednn_type(p.x_dtype);

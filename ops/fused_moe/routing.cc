@@ -3,53 +3,54 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <vector>
 
 #include "backends/cpu/thread_pool.h"
+#include "ops/common/row_select.h"
 #include "ops/framework/dtype_dispatch.h"
 
 namespace tokamax {
 
-MoeRouting route_tokens(const FusedMoeProblem& p, const Tensor& gating, int num_threads) {
+MoeRouting route_tokens(const FusedMoeProblem& p, const Tensor& gating, const Device& device,
+                        int num_threads) {
   MoeRouting routing;
   const int64_t R = p.routes();
   routing.expert.resize(static_cast<size_t>(R));
   routing.weight.resize(static_cast<size_t>(R));
+  // The selection engine of top_k and router_topk: every logit eligible, -inf the floor (a masked
+  // expert still fills a row with fewer finite logits than k), equal logits to the lower expert.
+  const RowSelectProblem select{.b = p.T,
+                                .n = p.E,
+                                .k = p.k,
+                                .dtype = p.gating_dtype,
+                                .rule = RowSelectRule::kClampToFloor,
+                                .floor = -INFINITY,
+                                .row_lengths = nullptr};
+  RowSelectConfig config = row_select_heuristics_config(p.T, p.E, p.k, device);
+  if (num_threads > 0) config.num_threads = num_threads;
+  // The selected logits, as read (f32), land in `weight` and become the weights below.
+  row_select_cpu(select, config, gating.raw(), routing.expert.data(), routing.weight.data());
   constexpr int64_t kTokensPerTask = 64;
-  const int64_t tasks = (p.T + kTokensPerTask - 1) / kTokensPerTask;
   dispatch_float(p.gating_dtype, [&](auto type) {
     using G = decltype(type);
     const G* logits = gating.data<G>();
-    cpu::parallel_for(tasks, num_threads, [&](int64_t task, int) {
-      std::vector<float> row(static_cast<size_t>(p.E));
-      std::vector<bool> taken(static_cast<size_t>(p.E));
-      const int64_t t_end = std::min(p.T, (task + 1) * kTokensPerTask);
-      for (int64_t t = task * kTokensPerTask; t < t_end; ++t) {
-        for (int64_t e = 0; e < p.E; ++e) row[e] = to_float(logits[t * p.E + e]);
-        std::fill(taken.begin(), taken.end(), false);
-        // k passes of (largest logit not taken, the lowest expert attaining it).
-        for (int64_t j = 0; j < p.k; ++j) {
-          int64_t best = -1;
-          for (int64_t e = 0; e < p.E; ++e) {
-            if (!taken[e] && (best < 0 || row[e] > row[best])) best = e;
-          }
-          taken[best] = true;
-          routing.expert[t * p.k + j] = static_cast<int32_t>(best);
-        }
-        const float top = row[routing.expert[t * p.k]];
-        float denominator = 0.0f;
-        if (p.renormalize) {
-          for (int64_t j = 0; j < p.k; ++j)
-            denominator += std::exp(row[routing.expert[t * p.k + j]] - top);
-        } else {
-          for (int64_t e = 0; e < p.E; ++e) denominator += std::exp(row[e] - top);
-        }
-        for (int64_t j = 0; j < p.k; ++j) {
-          routing.weight[t * p.k + j] =
-              std::exp(row[routing.expert[t * p.k + j]] - top) / denominator;
-        }
-      }
-    });
+    cpu::parallel_for((p.T + kTokensPerTask - 1) / kTokensPerTask, num_threads,
+                      [&](int64_t task, int) {
+                        const int64_t t_end = std::min(p.T, (task + 1) * kTokensPerTask);
+                        for (int64_t t = task * kTokensPerTask; t < t_end; ++t) {
+                          float* w = routing.weight.data() + t * p.k;
+                          const float top = w[0];
+                          float denominator = 0.0f;
+                          if (p.renormalize) {
+                            for (int64_t j = 0; j < p.k; ++j) denominator += std::exp(w[j] - top);
+                          } else {
+                            for (int64_t e = 0; e < p.E; ++e)
+                              denominator += std::exp(to_float(logits[t * p.E + e]) - top);
+                          }
+                          for (int64_t j = 0; j < p.k; ++j)
+                            w[j] = std::exp(w[j] - top) / denominator;
+                        }
+                      });
   });
   routing.expert_start.assign(static_cast<size_t>(p.E + 1), 0);
   for (int64_t r = 0; r < R; ++r) ++routing.expert_start[routing.expert[r] + 1];

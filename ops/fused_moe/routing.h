@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/device.h"
 #include "ops/framework/tensor.h"
 #include "ops/fused_moe/base.h"
 
@@ -23,10 +24,12 @@ struct MoeRouting {
   std::vector<int32_t> sorted;        // [R]
 };
 
-// The top k logits of each row of gating (ties to the lower expert), softmax in f32 over the
-// row (or over the k with renormalize), then the counting sort. Threaded over tokens.
+// The top k logits of each row of gating (ties to the lower expert; the selection engine of
+// ops/common/row_select.h, on `device`'s heuristics), softmax in f32 over the row (or over the k
+// with renormalize), then the counting sort. Threaded over tokens on up to num_threads threads
+// (0: all).
 MoeRouting route_tokens(const FusedMoeProblem& problem,
                         const Tensor& gating,  // [T, E] f32, bf16 or f16
-                        int num_threads = 0);
+                        const Device& device, int num_threads = 0);
 
 }  // namespace tokamax

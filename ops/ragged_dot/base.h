@@ -21,6 +21,7 @@
 // ops/common/activation.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -146,6 +147,12 @@ struct RaggedDotProblem {
   int64_t first_row() const { return group_starts.front(); }
   int64_t rows() const { return group_starts.back(); }
   int64_t owned_rows() const { return rows() - first_row(); }
+  bool owns(int64_t row) const { return row >= first_row() && row < rows(); }
+  // The owned group holding `row` (owns(row)).
+  int64_t group_of(int64_t row) const {
+    return std::upper_bound(group_starts.begin(), group_starts.end(), row) - group_starts.begin() -
+           1;
+  }
   // Columns of the output.
   int64_t out_N() const { return gate_up == GateUp::kNone ? N : N / 2; }
   bool has_epilogue() const {

@@ -33,15 +33,15 @@ CpuRaggedDotConfig cpu_general_heuristics_config(const RaggedDotProblem& p, cons
   c.packing = "packed";
   c.int8_path = "dequant_f32";
   const int64_t cores = std::max(1, cpu::cpu_info(target).cores);
-  int64_t most = 1, tasks_by_rows = 0;
+  int64_t most = 1;
   for (int64_t g = 0; g < p.G; ++g) most = std::max(most, group_rows(p, g));
   // Tall tasks amortise the packing of their columns (18 micro-panels, as the GEMM clients);
   // halved while there are fewer than 4 tasks per core.
   int64_t tm = std::min<int64_t>(round_up(most, c.mr), 18 * int64_t{c.mr});
   auto tasks = [&](int64_t rows_per_task) {
-    tasks_by_rows = 0;
-    for (int64_t g = 0; g < p.G; ++g) tasks_by_rows += ceil_div(group_rows(p, g), rows_per_task);
-    return tasks_by_rows;
+    int64_t count = 0;
+    for (int64_t g = 0; g < p.G; ++g) count += ceil_div(group_rows(p, g), rows_per_task);
+    return count;
   };
   while (tm > c.mr && tasks(tm) < 4 * cores) tm = round_up(tm / 2, c.mr);
   c.tile_m = static_cast<int>(std::max<int64_t>(tm, 1));

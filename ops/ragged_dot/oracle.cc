@@ -29,15 +29,6 @@ struct Products {
   explicit Products(size_t S) : y(S), My(S), up(S), Mp(S) {}
 };
 
-int64_t group_of(const RaggedDotProblem& p, int64_t row) {
-  return std::upper_bound(p.group_starts.begin(), p.group_starts.end(), row) -
-         p.group_starts.begin() - 1;
-}
-
-bool owned(const RaggedDotProblem& p, int64_t row) {
-  return row >= p.first_row() && row < p.rows();
-}
-
 // The oracle's definition: one K-term sum per product, the dequantized weights times the
 // unquantized lhs; with maybe_quantize_lhs the quantization error of lhs (at most s_b / 2 per
 // element) joins the magnitude, scaled so that the bound's gamma gives it back.
@@ -75,8 +66,8 @@ void loop_products(const RaggedDotProblem& p, const TensorMap& inputs,
   };
   for (size_t s = 0; s < index.size(); ++s) {
     const int64_t row = index[s] / out_N, col = index[s] % out_N;
-    if (!owned(p, row)) continue;
-    const int64_t g = group_of(p, row);
+    if (!p.owns(row)) continue;
+    const int64_t g = p.group_of(row);
     out.y[s] = column(row, g, col, out.My[s]);
     if (p.gate_up != GateUp::kNone) out.up[s] = column(row, g, col + out_N, out.Mp[s]);
   }
@@ -94,7 +85,7 @@ void blocked_products(const RaggedDotProblem& p, const TensorMap& inputs,
   std::vector<std::vector<size_t>> by_group(static_cast<size_t>(p.G));
   for (size_t s = 0; s < index.size(); ++s) {
     const int64_t row = index[s] / out_N;
-    if (owned(p, row)) by_group[group_of(p, row)].push_back(s);
+    if (p.owns(row)) by_group[p.group_of(row)].push_back(s);
   }
   const int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / std::max<int64_t>(K, 1));
   for (int64_t g = 0; g < p.G; ++g) {
@@ -204,8 +195,8 @@ OracleSample ragged_dot_oracle(const BoundArgs& args, const TensorMap& inputs,
   sample.magnitude.assign(index.size(), 0.0);
   for (size_t s = 0; s < index.size(); ++s) {
     const int64_t row = index[s] / out_N, col = index[s] % out_N;
-    if (!owned(p, row)) continue;  // outside the owned groups' rows: exactly zero
-    const int64_t g = group_of(p, row);
+    if (!p.owns(row)) continue;  // outside the owned groups' rows: exactly zero
+    const int64_t g = p.group_of(row);
     double y = products.y[s], My = products.My[s];
     double up = products.up[s], Mp = products.Mp[s];
     if (bias != nullptr) {

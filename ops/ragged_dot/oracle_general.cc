@@ -31,9 +31,8 @@ OracleSample ragged_dot_general_oracle(const RaggedDotProblem& p, const TensorMa
       // trans_rhs: out[row, n] = sum over k of lhs[row, k] rhs[g, n, k]; rows outside the
       // groups are zero.
       const int64_t row = index[s] / p.N, n = index[s] % p.N;
-      if (row >= p.first_row() && row < p.rows()) {
-        const int64_t g = std::upper_bound(p.group_starts.begin(), p.group_starts.end(), row) -
-                          p.group_starts.begin() - 1;
+      if (p.owns(row)) {
+        const int64_t g = p.group_of(row);
         for (int64_t k = 0; k < p.K; ++k) {
           const double term = lhs.get(row * p.K + k) * rhs.get((g * p.N + n) * p.K + k);
           value += term;

@@ -43,11 +43,8 @@ void general_reference(const RaggedDotProblem& p, const Tensor& lhs, const Tenso
     }
     // trans_rhs: out[row, n] = lhs[row] . rhs[g, n]; rows outside the groups are zero.
     for (int64_t row = 0; row < p.M; ++row) {
-      const bool owned = row >= p.first_row() && row < p.rows();
-      const int64_t g = owned
-                            ? std::upper_bound(p.group_starts.begin(), p.group_starts.end(), row) -
-                                  p.group_starts.begin() - 1
-                            : 0;
+      const bool owned = p.owns(row);
+      const int64_t g = owned ? p.group_of(row) : 0;
       for (int64_t n = 0; n < p.N; ++n) {
         Acc sum = 0;
         for (int64_t k = 0; owned && k < p.K; ++k) {

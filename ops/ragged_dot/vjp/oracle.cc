@@ -21,11 +21,6 @@ namespace {
 // Elements of one f64 operand converted at once (256 MiB).
 constexpr int64_t kChunkElements = int64_t{1} << 25;
 
-int64_t group_of(const RaggedDotProblem& p, int64_t row) {
-  return std::upper_bound(p.group_starts.begin(), p.group_starts.end(), row) -
-         p.group_starts.begin() - 1;
-}
-
 struct Sums {
   std::vector<double> value, magnitude;
   std::vector<int64_t> terms;  // the point's term count (0: outside the forward's output)
@@ -44,7 +39,7 @@ void loop_sums(const RaggedDotProblem& p, const TensorMap& inputs, bool dlhs,
     if (dlhs) {
       const int64_t row = index[s] / K, k = index[s] % K;
       if (row < p.first_row() || row >= p.rows()) continue;  // no forward output: zero
-      const int64_t g = group_of(p, row);
+      const int64_t g = p.group_of(row);
       for (int64_t n = 0; n < N; ++n) {
         const double t = dout.get(row * N + n) * rhs.get((g * K + k) * N + n);
         value += t;
@@ -75,7 +70,7 @@ void blocked_dlhs(const RaggedDotProblem& p, const TensorMap& inputs,
   std::vector<std::vector<size_t>> by_group(static_cast<size_t>(p.G));
   for (size_t s = 0; s < index.size(); ++s) {
     const int64_t row = index[s] / K;
-    if (row >= p.first_row() && row < p.rows()) by_group[group_of(p, row)].push_back(s);
+    if (p.owns(row)) by_group[p.group_of(row)].push_back(s);
   }
   const int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / std::max<int64_t>(N, 1));
   for (int64_t g = 0; g < p.G; ++g) {
