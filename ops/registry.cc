@@ -21,6 +21,7 @@
 #include "ops/router_topk/api.h"
 #include "ops/top_k/api.h"
 #include "ops/triangle_multiplication/api.h"
+#include "ops/triangle_multiplication/vjp/api.h"
 
 namespace tokamax {
 namespace {
@@ -52,6 +53,7 @@ const std::vector<const Op*>& all_ops() {
       &ragged_gather_reduce_op(),
       &fused_moe_op(),
       &triangle_multiplication_op(),
+      &triangle_multiplication_vjp_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

@@ -1,10 +1,14 @@
-// triangle_multiplication on CPU: the three phases over the GEMM engine.
+// triangle_multiplication on CPU: the three phases over the GEMM engine (the first two, and the
+// buffers they fill, also run for triangle_multiplication_vjp's kernel).
 //
 // Dimensions.
 //   N, C, H, D, P   as in base.h
 //   tm     positions (phases 1 and 3) or rows of i (phase 2) per task
 #pragma once
 
+#include <memory>
+
+#include "ops/common/cpu_gemm/gemm.h"
 #include "ops/framework/tensor.h"
 #include "ops/triangle_multiplication/base.h"
 #include "ops/triangle_multiplication/cpu_config.h"
@@ -25,5 +29,31 @@ void triangle_multiplication_cpu_kernel(const TriangleMultiplicationProblem& p,
                                         const TensorMap& inputs,  // x, mask and the weights
                                         // Outputs.
                                         Tensor& out);  // [N, N, D]
+
+// The working buffers of phases 1 and 2 (the VJP's kernel runs them too, then its own phases).
+struct TriangleCpuBuffers {
+  DType plane_dtype = DType::kF32;                                  // x's dtype
+  std::unique_ptr<char, void (*)(void*)> planes{nullptr, nullptr};  // [2][H][P]: left, right
+  std::unique_ptr<float, void (*)(void*)> gates{nullptr, nullptr};  // [P, D] sigmoid(a gate_out)
+  std::unique_ptr<float, void (*)(void*)> act{nullptr, nullptr};    // [H][P]
+  char* plane(const TriangleMultiplicationProblem& p, int64_t t) const;  // channel t of 2H
+};
+TriangleCpuBuffers triangle_cpu_buffers(const TriangleMultiplicationProblem& p);
+
+// The engine options of a config (the f32 engine on its micro-tile and blocking).
+CpuGemmOptions triangle_gemm_options(const CpuTriangleConfig& c);
+
+// Phase 1 into buffers.planes and buffers.gates; `w_in_packed` is input_weights (rows.h) packed
+// as the right-hand side for triangle_gemm_options(c).
+void triangle_cpu_project(const TriangleMultiplicationProblem& p, const CpuTriangleConfig& c,
+                          const TensorMap& inputs, const PackedGemmOperand& w_in_packed,
+                          TriangleCpuBuffers& buffers);
+// Phase 2: buffers.act from buffers.planes.
+void triangle_cpu_product(const TriangleMultiplicationProblem& p, const CpuTriangleConfig& c,
+                          TriangleCpuBuffers& buffers);
+
+// x's rows [q0, q0 + rows) widened to f32 into xw [rows, C].
+void triangle_widen_x(const TriangleMultiplicationProblem& p, const Tensor& x, int64_t q0,
+                      int64_t rows, float* xw);
 
 }  // namespace tokamax

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "backends/cpu/onednn_engine.h"
@@ -20,6 +19,7 @@
 #include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/errors.h"
 #include "ops/triangle_multiplication/base.h"
+#include "ops/triangle_multiplication/onednn_matmul.h"
 #include "ops/triangle_multiplication/rows.h"
 
 namespace tokamax {
@@ -27,16 +27,6 @@ namespace {
 
 using dt = dnnl::memory::data_type;
 using Dims = dnnl::memory::dims;
-
-// A matmul src x weights -> dst, all f32, each described by dims and strides.
-struct MatmulShape {
-  Dims src_dims, src_strides, w_dims, w_strides, dst_dims, dst_strides;
-  bool operator<(const MatmulShape& o) const {
-    return std::tie(src_dims, src_strides, w_dims, w_strides, dst_dims, dst_strides) <
-           std::tie(o.src_dims, o.src_strides, o.w_dims, o.w_strides, o.dst_dims, o.dst_strides);
-  }
-  bool operator==(const MatmulShape& o) const = default;
-};
 
 class OneDnnTriangleMultiplication final
     : public OneDnnImplementation<TriangleMultiplicationProblem> {
@@ -133,25 +123,11 @@ class OneDnnTriangleMultiplication final
   }
 
  private:
-  void matmul(const MatmulShape& s, float* src, float* weights, float* dst) const {
-    const dnnl::engine& engine = cpu::onednn_engine();
-    const dnnl::memory::desc src_d(s.src_dims, dt::f32, s.src_strides);
-    const dnnl::memory::desc w_d(s.w_dims, dt::f32, s.w_strides);
-    const dnnl::memory::desc dst_d(s.dst_dims, dt::f32, s.dst_strides);
-    const dnnl::matmul primitive = primitives_.get(s, [&] {
-      return create_onednn("matmul for the triangle layer", [&] {
-        return dnnl::matmul(
-            dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_d, w_d, dst_d), engine));
-      });
-    });
-    dnnl::stream stream(engine);
-    primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(src_d, engine, src)},
-                               {DNNL_ARG_WEIGHTS, dnnl::memory(w_d, engine, weights)},
-                               {DNNL_ARG_DST, dnnl::memory(dst_d, engine, dst)}});
-    stream.wait();
+  void matmul(const TriangleMatmulShape& s, float* src, float* weights, float* dst) const {
+    matmuls_.run(s, src, weights, dst);
   }
 
-  mutable cpu::OneDnnPrimitiveCache<MatmulShape, dnnl::matmul> primitives_{64};
+  TriangleMatmuls matmuls_;
 };
 
 }  // namespace

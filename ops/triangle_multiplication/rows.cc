@@ -26,7 +26,7 @@ std::vector<float> input_weights(const TriangleMultiplicationProblem& p, const T
   return w;
 }
 
-void layer_norm_row(float* row, int64_t n, const float* scale, const float* offset, float epsilon) {
+RowStats row_stats(const float* row, int64_t n, float epsilon) {
   float sums[8] = {};
   int64_t c = 0;
   for (; c + 8 <= n; c += 8) {
@@ -44,8 +44,30 @@ void layer_norm_row(float* row, int64_t n, const float* scale, const float* offs
   const float var = ((squares[0] + squares[1]) + (squares[2] + squares[3]) +
                      (squares[4] + squares[5]) + (squares[6] + squares[7])) /
                     static_cast<float>(n);
-  const float r = 1.0f / std::sqrt(var + epsilon);
-  for (c = 0; c < n; ++c) row[c] = (row[c] - mean) * r * scale[c] + offset[c];
+  return {mean, 1.0f / std::sqrt(var + epsilon)};
+}
+
+void layer_norm_row(float* row, int64_t n, const float* scale, const float* offset, float epsilon) {
+  const RowStats s = row_stats(row, n, epsilon);
+  for (int64_t c = 0; c < n; ++c) row[c] = (row[c] - s.mean) * s.rstd * scale[c] + offset[c];
+}
+
+void layer_norm_vjp_row(const float* x, RowStats stats, const float* scale, const float* dy,
+                        int64_t n, float* dx, float* dscale, float* doffset) {
+  float sum_g = 0.0f, sum_gy = 0.0f;
+  for (int64_t c = 0; c < n; ++c) {
+    const float y = (x[c] - stats.mean) * stats.rstd;
+    const float g = dy[c] * scale[c];
+    sum_g += g;
+    sum_gy += g * y;
+    dscale[c] += dy[c] * y;
+    doffset[c] += dy[c];
+  }
+  const float mean_g = sum_g / static_cast<float>(n), mean_gy = sum_gy / static_cast<float>(n);
+  for (int64_t c = 0; c < n; ++c) {
+    const float y = (x[c] - stats.mean) * stats.rstd;
+    dx[c] = stats.rstd * (dy[c] * scale[c] - mean_g - y * mean_gy);
+  }
 }
 
 }  // namespace tokamax

@@ -1,5 +1,6 @@
-// triangle_multiplication: the row helpers its f32 implementations share (reference, cpu,
-// onednn): weights as f32, the input projections side by side, the layer norm of one row.
+// triangle_multiplication: the row helpers its f32 implementations and its VJP's share
+// (reference, cpu, onednn): weights as f32, the input projections side by side, the layer norm
+// of one row and its gradient.
 //
 // Dimensions: as base.h; W = 4 H + D.
 #pragma once
@@ -19,9 +20,24 @@ std::vector<float> f32_values(const Tensor& t);
 // the normalized input, one matrix.
 std::vector<float> input_weights(const TriangleMultiplicationProblem& p, const TensorMap& inputs);
 
-// In place over row[0, n): (row - mean) / sqrt(var + epsilon) * scale + offset, two passes in f32,
-// the sums in 8 independent chains (in order, a float reduction waits an add's latency per
-// element; the normalization itself vectorizes).
+// A row's mean and 1 / sqrt(var + epsilon), two passes in f32, the sums in 8 independent chains
+// (in order, a float reduction waits an add's latency per element).
+struct RowStats {
+  float mean = 0.0f;
+  float rstd = 0.0f;
+};
+RowStats row_stats(const float* row, int64_t n, float epsilon);
+
+// In place over row[0, n): (row - mean) * rstd * scale + offset with row_stats' statistics.
 void layer_norm_row(float* row, int64_t n, const float* scale, const float* offset, float epsilon);
+
+// The layer norm's gradient for one row x[0, n) with its `stats` and the cotangent dy of its
+// output: with y = (x - mean) rstd and g = dy scale,
+//   dx = rstd (g - mean(g) - y mean(g y)),
+// and dy y added to dscale[0, n), dy to doffset[0, n) (the caller sums them over rows).
+void layer_norm_vjp_row(const float* x, RowStats stats, const float* scale, const float* dy,
+                        int64_t n,
+                        // Outputs.
+                        float* dx, float* dscale, float* doffset);
 
 }  // namespace tokamax
