@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 # Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k, router_topk,
-# ragged_gather, ragged_gather_reduce, fused_moe and triangle_multiplication with upstream
+# ragged_gather, ragged_gather_reduce, fused_moe, triangle_multiplication and its VJP with upstream
 # Tokamax's own reference functions and prints how many cases agree: bit for bit (NaN weights equal), except
 # ragged_gather_reduce, whose f32 sums upstream leaves to XLA's order and rounding (it agrees when
 # the two differ by no more than twice the error bound verify applies to each), ragged_gather,
 # compared on rows [start, end) only, and fused_moe (silu layers: upstream's reference has no
 # other act_fn) and triangle_multiplication (its base.py _fwd, which needs the installed
-# package), compared normwise (MOE_TOLERANCE). Not part of CI (it needs JAX and the upstream
+# package; the VJP is jax.vjp of that layer), compared normwise (MOE_TOLERANCE). Not part of CI (it needs JAX and the upstream
 # wheel); docs/ops/top_k.md says
 # how to run it:
 #   python3 scripts/compare_upstream.py WHEEL_DIR DUMP_DIR
@@ -96,8 +96,12 @@ def triangle_module():
         print(f'triangle_multiplication skipped: upstream\'s package is not installed ({e})')
         return None
 
+TRIANGLE_WEIGHTS = ('projection_in_weights', 'gate_in_weights', 'projection_out_weights',
+                    'gate_out_weights', 'layernorm_in_scale', 'layernorm_in_offset',
+                    'layernorm_out_scale', 'layernorm_out_offset')
+
 for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe',
-           'triangle_multiplication'):
+           'triangle_multiplication', 'triangle_multiplication_vjp'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
@@ -141,12 +145,10 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             # A sampled oracle is not dumped whole: then our output stands in for its norm.
             oracle_path = os.path.join(d, 'oracle', 'out.npy')
             oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got).astype(np.float64)
-            names = ('projection_in_weights', 'gate_in_weights', 'projection_out_weights',
-                     'gate_out_weights', 'layernorm_in_scale', 'layernorm_in_offset',
-                     'layernorm_out_scale', 'layernorm_out_offset')
             want = np.asarray(tri.TriangleMultiplication()(
                 x=jnp.asarray(x['x']), mask=jnp.asarray(x['mask']),
-                **{n: jnp.asarray(x[n]) for n in names}, triangle_type=args['triangle_type'],
+                **{n: jnp.asarray(x[n]) for n in TRIANGLE_WEIGHTS},
+                triangle_type=args['triangle_type'],
                 epsilon=args['epsilon']))
             norm = np.linalg.norm(oracle)
             def rel(a, b):
@@ -161,6 +163,34 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             else:
                 print(f'{op:12s} {spec:30s} normwise between them {rel(want, got):.2e} '
                       f'(oracle sampled: relative to our norm)')
+        elif op == 'triangle_multiplication_vjp':
+            # Upstream has no separate VJP op: jax.vjp of its layer, with respect to x and the
+            # eight weights, for our dout; each gradient compared normwise as the forward is.
+            tri = triangle_module()
+            if tri is None:
+                break
+            cases += 1
+            names = ('x',) + TRIANGLE_WEIGHTS
+            layer = tri.TriangleMultiplication()
+            def forward(*values):
+                kw = dict(zip(names, values))
+                return layer(mask=jnp.asarray(x['mask']), **kw,
+                             triangle_type=args['triangle_type'], epsilon=args['epsilon'])
+            _, pullback = jax.vjp(forward, *[jnp.asarray(x[n]) for n in names])
+            grads = pullback(jnp.asarray(x['dout']))
+            ok = True
+            worst = 0.0
+            for n, g in zip(names, grads):
+                want = np.asarray(g)
+                got = npy(os.path.join(out, f'd{n}.npy')).astype(x[n].dtype)
+                oracle_path = os.path.join(d, 'oracle', f'd{n}.npy')
+                oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got)
+                norm = np.linalg.norm(oracle.astype(np.float64)) or 1.0
+                apart = np.linalg.norm(want.astype(np.float64) - got.astype(np.float64)) / norm
+                worst = max(worst, apart / MOE_TOLERANCE.get(got.dtype, 2.0**-6))
+                ok = ok and want.dtype == got.dtype and apart <= 4 * MOE_TOLERANCE.get(got.dtype, 2.0**-6)
+            print(f'{op:12s} {spec:30s} the nine gradients normwise apart: at most '
+                  f'{worst:.2f} units of the tolerance (4 allowed)')
         elif op == 'fused_moe':
             if args['act_fn'] != 'silu':
                 print(f'{op:12s} {spec:30s} skipped: upstream\'s reference has act_fn silu only')
