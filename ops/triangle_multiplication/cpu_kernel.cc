@@ -69,13 +69,11 @@ void triangle_widen_x(const TriangleMultiplicationProblem& p, const Tensor& x, i
 }
 
 void triangle_cpu_project(const TriangleMultiplicationProblem& p, const CpuTriangleConfig& c,
-                          const TensorMap& inputs, const PackedGemmOperand& w_in_packed,
-                          TriangleCpuBuffers& buffers) {
+                          const TensorMap& inputs, const TriangleWeightsF32& w,
+                          const PackedGemmOperand& w_in_packed, TriangleCpuBuffers& buffers) {
   const int64_t C = p.C, H = p.H, D = p.D, P = p.positions(), W = 4 * H + D;
   const CpuGemmOptions gemm = triangle_gemm_options(c);
   const float epsilon = static_cast<float>(p.epsilon);
-  const std::vector<float> in_scale = f32_values(inputs.at("layernorm_in_scale"));
-  const std::vector<float> in_offset = f32_values(inputs.at("layernorm_in_offset"));
   const bool* mask = inputs.at("mask").data<bool>();
   const int64_t plane_size = static_cast<int64_t>(dtype_size(buffers.plane_dtype));
   const int64_t tm = std::max<int64_t>(c.tile_m, 1);
@@ -87,7 +85,7 @@ void triangle_cpu_project(const TriangleMultiplicationProblem& p, const CpuTrian
     // x's rows widened to f32 and normalized.
     triangle_widen_x(p, inputs.at("x"), q0, rows, a_tile);
     for (int64_t r = 0; r < rows; ++r) {
-      layer_norm_row(a_tile + r * C, C, in_scale.data(), in_offset.data(), epsilon);
+      layer_norm_row(a_tile + r * C, C, w.in_scale.data(), w.in_offset.data(), epsilon);
     }
     cpu_gemm_f32({DType::kF32, a_tile, C}, w_in_packed, rows, y_tile, W, /*accumulate=*/false,
                  gemm);
@@ -137,18 +135,15 @@ void triangle_multiplication_cpu_kernel(const TriangleMultiplicationProblem& p,
   const int64_t H = p.H, D = p.D, P = p.positions(), W = 4 * H + D;
   const CpuGemmOptions gemm = triangle_gemm_options(c);
   const float epsilon = static_cast<float>(p.epsilon);
-  const std::vector<float> out_scale = f32_values(inputs.at("layernorm_out_scale"));
-  const std::vector<float> out_offset = f32_values(inputs.at("layernorm_out_offset"));
+  const TriangleWeightsF32 w = triangle_weights_f32(p, inputs);
   // The weights as f32 [C, W] and [H, D], packed once for every task.
-  const std::vector<float> w_in = input_weights(p, inputs);
-  const std::vector<float> w_out = f32_values(inputs.at("projection_out_weights"));
   GemmPackStorage in_storage, out_storage;
   const PackedGemmOperand in_packed =
-      pack_gemm_rhs({DType::kF32, w_in.data(), W}, p.C, W, gemm, in_storage);
+      pack_gemm_rhs({DType::kF32, w.w_in.data(), W}, p.C, W, gemm, in_storage);
   const PackedGemmOperand out_packed =
-      pack_gemm_rhs({DType::kF32, w_out.data(), D}, H, D, gemm, out_storage);
+      pack_gemm_rhs({DType::kF32, w.projection_out.data(), D}, H, D, gemm, out_storage);
   TriangleCpuBuffers buffers = triangle_cpu_buffers(p);
-  triangle_cpu_project(p, c, inputs, in_packed, buffers);
+  triangle_cpu_project(p, c, inputs, w, in_packed, buffers);
   triangle_cpu_product(p, c, buffers);
 
   // Phase 3: output norm, projection, gate.
@@ -165,7 +160,7 @@ void triangle_multiplication_cpu_kernel(const TriangleMultiplicationProblem& p,
       for (int64_t r = 0; r < rows; ++r) b_tile[r * H + h] = plane[r];
     }
     for (int64_t r = 0; r < rows; ++r) {
-      layer_norm_row(b_tile + r * H, H, out_scale.data(), out_offset.data(), epsilon);
+      layer_norm_row(b_tile + r * H, H, w.out_scale.data(), w.out_offset.data(), epsilon);
     }
     cpu_gemm_f32({DType::kF32, b_tile, H}, out_packed, rows, z_tile, D, /*accumulate=*/false, gemm);
     for (int64_t r = 0; r < rows; ++r) {

@@ -12,6 +12,7 @@
 #include "ops/framework/tensor.h"
 #include "ops/triangle_multiplication/base.h"
 #include "ops/triangle_multiplication/cpu_config.h"
+#include "ops/triangle_multiplication/rows.h"
 
 namespace tokamax {
 
@@ -43,11 +44,11 @@ TriangleCpuBuffers triangle_cpu_buffers(const TriangleMultiplicationProblem& p);
 // The engine options of a config (the f32 engine on its micro-tile and blocking).
 CpuGemmOptions triangle_gemm_options(const CpuTriangleConfig& c);
 
-// Phase 1 into buffers.planes and buffers.gates; `w_in_packed` is input_weights (rows.h) packed
-// as the right-hand side for triangle_gemm_options(c).
+// Phase 1 into buffers.planes and buffers.gates; `w_in_packed` is w.w_in packed as the
+// right-hand side for triangle_gemm_options(c).
 void triangle_cpu_project(const TriangleMultiplicationProblem& p, const CpuTriangleConfig& c,
-                          const TensorMap& inputs, const PackedGemmOperand& w_in_packed,
-                          TriangleCpuBuffers& buffers);
+                          const TensorMap& inputs, const TriangleWeightsF32& w,
+                          const PackedGemmOperand& w_in_packed, TriangleCpuBuffers& buffers);
 // Phase 2: buffers.act from buffers.planes.
 void triangle_cpu_product(const TriangleMultiplicationProblem& p, const CpuTriangleConfig& c,
                           TriangleCpuBuffers& buffers);

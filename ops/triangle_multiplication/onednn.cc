@@ -49,12 +49,7 @@ class OneDnnTriangleMultiplication final
     check(p, device);
     const int64_t N = p.N, C = p.C, H = p.H, D = p.D, P = p.positions(), W = 4 * H + D;
     const float epsilon = static_cast<float>(p.epsilon);
-    const std::vector<float> in_scale = f32_values(inputs.at("layernorm_in_scale"));
-    const std::vector<float> in_offset = f32_values(inputs.at("layernorm_in_offset"));
-    const std::vector<float> out_scale = f32_values(inputs.at("layernorm_out_scale"));
-    const std::vector<float> out_offset = f32_values(inputs.at("layernorm_out_offset"));
-    std::vector<float> w_in = input_weights(p, inputs);
-    std::vector<float> w_out = f32_values(inputs.at("projection_out_weights"));
+    TriangleWeightsF32 w = triangle_weights_f32(p, inputs);  // non-const: oneDNN takes float*
     const bool* mask = inputs.at("mask").data<bool>();
     constexpr int64_t kRows = 64;
 
@@ -66,13 +61,14 @@ class OneDnnTriangleMultiplication final
       cpu::parallel_for((P + kRows - 1) / kRows, 0, [&](int64_t task, int) {
         for (int64_t q = task * kRows; q < std::min(P, (task + 1) * kRows); ++q) {
           for (int64_t c = 0; c < C; ++c) a[q * C + c] = to_float(x[q * C + c]);
-          layer_norm_row(a.data() + q * C, C, in_scale.data(), in_offset.data(), epsilon);
+          layer_norm_row(a.data() + q * C, C, w.in_scale.data(), w.in_offset.data(), epsilon);
         }
       });
     });
     // y = a [gate_in | projection_in | gate_out] [P, W].
     std::vector<float> y(static_cast<size_t>(P * W));
-    matmul({{P, C}, {C, 1}, {C, W}, {W, 1}, {P, W}, {W, 1}}, a.data(), w_in.data(), y.data());
+    matmul_.run({{P, C}, {C, 1}, {C, W}, {W, 1}, {P, W}, {W, 1}}, a.data(), w.w_in.data(),
+                y.data());
     // v = sigmoid(g) p mask into planes [2][H][P]; the gates sigmoid(a gate_out) in place.
     std::vector<float> planes(static_cast<size_t>(2 * H * P));
     cpu::parallel_for((P + kRows - 1) / kRows, 0, [&](int64_t task, int) {
@@ -94,9 +90,9 @@ class OneDnnTriangleMultiplication final
     float* R = planes.data() + H * P;
     const Dims plain = {P, N, 1}, transposed = {P, 1, N};
     if (p.outgoing) {
-      matmul({{H, N, N}, plain, {H, N, N}, transposed, {H, N, N}, plain}, L, R, act.data());
+      matmul_.run({{H, N, N}, plain, {H, N, N}, transposed, {H, N, N}, plain}, L, R, act.data());
     } else {
-      matmul({{H, N, N}, transposed, {H, N, N}, plain, {H, N, N}, plain}, R, L, act.data());
+      matmul_.run({{H, N, N}, transposed, {H, N, N}, plain, {H, N, N}, plain}, R, L, act.data());
     }
     // b = layer_norm(act over H) [P, H]; z = b projection_out [P, D]; out = z gates.
     std::vector<float> b(static_cast<size_t>(P * H));
@@ -106,11 +102,12 @@ class OneDnnTriangleMultiplication final
         for (int64_t q = q0; q < q1; ++q) b[q * H + h] = act[h * P + q];
       }
       for (int64_t q = q0; q < q1; ++q) {
-        layer_norm_row(b.data() + q * H, H, out_scale.data(), out_offset.data(), epsilon);
+        layer_norm_row(b.data() + q * H, H, w.out_scale.data(), w.out_offset.data(), epsilon);
       }
     });
     std::vector<float> z(static_cast<size_t>(P * D));
-    matmul({{P, H}, {H, 1}, {H, D}, {D, 1}, {P, D}, {D, 1}}, b.data(), w_out.data(), z.data());
+    matmul_.run({{P, H}, {H, 1}, {H, D}, {D, 1}, {P, D}, {D, 1}}, b.data(), w.projection_out.data(),
+                z.data());
     char* out = static_cast<char*>(outputs.at("out").raw());
     const size_t out_size = dtype_size(p.x_dtype);
     cpu::parallel_for((P + kRows - 1) / kRows, 0, [&](int64_t task, int) {
@@ -123,11 +120,7 @@ class OneDnnTriangleMultiplication final
   }
 
  private:
-  void matmul(const TriangleMatmulShape& s, float* src, float* weights, float* dst) const {
-    matmuls_.run(s, src, weights, dst);
-  }
-
-  TriangleMatmuls matmuls_;
+  TriangleMatmuls matmul_;
 };
 
 }  // namespace

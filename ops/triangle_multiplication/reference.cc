@@ -21,26 +21,19 @@ void triangle_multiplication_reference(const TriangleMultiplicationProblem& p,
   const int64_t N = p.N, C = p.C, H = p.H, D = p.D, P = p.positions();
   const Tensor& x = inputs.at("x");
   const bool* mask = inputs.at("mask").data<bool>();
-  const std::vector<float> w_proj = f32_values(inputs.at("projection_in_weights"));  // [C, 2H]
-  const std::vector<float> w_gate = f32_values(inputs.at("gate_in_weights"));
-  const std::vector<float> w_out = f32_values(inputs.at("projection_out_weights"));  // [H, D]
-  const std::vector<float> w_gate_out = f32_values(inputs.at("gate_out_weights"));   // [C, D]
-  const std::vector<float> in_scale = f32_values(inputs.at("layernorm_in_scale"));
-  const std::vector<float> in_offset = f32_values(inputs.at("layernorm_in_offset"));
-  const std::vector<float> out_scale = f32_values(inputs.at("layernorm_out_scale"));
-  const std::vector<float> out_offset = f32_values(inputs.at("layernorm_out_offset"));
+  const TriangleWeightsF32 w = triangle_weights_f32(p, inputs);
 
   // a = layer_norm(x) [P, C]; v = sigmoid(a gate_in) (a projection_in) mask, as [2][H][P].
   std::vector<float> a(static_cast<size_t>(P * C)), v(static_cast<size_t>(2 * H * P));
   for (int64_t q = 0; q < P; ++q) {
     float* row = a.data() + q * C;
     for (int64_t c = 0; c < C; ++c) row[c] = static_cast<float>(x.get(q * C + c));
-    layer_norm_row(row, C, in_scale.data(), in_offset.data(), static_cast<float>(p.epsilon));
+    layer_norm_row(row, C, w.in_scale.data(), w.in_offset.data(), static_cast<float>(p.epsilon));
     for (int64_t t = 0; t < 2 * H; ++t) {
       float g = 0.0f, pr = 0.0f;
       for (int64_t c = 0; c < C; ++c) {
-        g += row[c] * w_gate[c * 2 * H + t];
-        pr += row[c] * w_proj[c * 2 * H + t];
+        g += row[c] * w.gate_in[c * 2 * H + t];
+        pr += row[c] * w.projection_in[c * 2 * H + t];
       }
       v[t * P + q] = mask[q] ? sigmoidf(g) * pr : 0.0f;
     }
@@ -61,13 +54,13 @@ void triangle_multiplication_reference(const TriangleMultiplicationProblem& p,
           }
           act[h] = sum;
         }
-        layer_norm_row(act.data(), H, out_scale.data(), out_offset.data(),
+        layer_norm_row(act.data(), H, w.out_scale.data(), w.out_offset.data(),
                        static_cast<float>(p.epsilon));
         const float* a_row = a.data() + (i * N + j) * C;
         for (int64_t d = 0; d < D; ++d) {
           float o = 0.0f, g = 0.0f;
-          for (int64_t h = 0; h < H; ++h) o += act[h] * w_out[h * D + d];
-          for (int64_t c = 0; c < C; ++c) g += a_row[c] * w_gate_out[c * D + d];
+          for (int64_t h = 0; h < H; ++h) o += act[h] * w.projection_out[h * D + d];
+          for (int64_t c = 0; c < C; ++c) g += a_row[c] * w.gate_out[c * D + d];
           dst[(i * N + j) * D + d] = from_double<T>(o * sigmoidf(g));
         }
       }

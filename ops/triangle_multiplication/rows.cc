@@ -12,16 +12,23 @@ std::vector<float> f32_values(const Tensor& t) {
   return v;
 }
 
-std::vector<float> input_weights(const TriangleMultiplicationProblem& p, const TensorMap& inputs) {
+TriangleWeightsF32 triangle_weights_f32(const TriangleMultiplicationProblem& p,
+                                        const TensorMap& inputs) {
+  TriangleWeightsF32 w;
+  w.projection_in = f32_values(inputs.at("projection_in_weights"));
+  w.gate_in = f32_values(inputs.at("gate_in_weights"));
+  w.projection_out = f32_values(inputs.at("projection_out_weights"));
+  w.gate_out = f32_values(inputs.at("gate_out_weights"));
+  w.in_scale = f32_values(inputs.at("layernorm_in_scale"));
+  w.in_offset = f32_values(inputs.at("layernorm_in_offset"));
+  w.out_scale = f32_values(inputs.at("layernorm_out_scale"));
+  w.out_offset = f32_values(inputs.at("layernorm_out_offset"));
   const int64_t H = p.H, D = p.D, W = 4 * H + D;
-  const std::vector<float> gate = f32_values(inputs.at("gate_in_weights"));
-  const std::vector<float> proj = f32_values(inputs.at("projection_in_weights"));
-  const std::vector<float> gate_out = f32_values(inputs.at("gate_out_weights"));
-  std::vector<float> w(static_cast<size_t>(p.C * W));
+  w.w_in.resize(static_cast<size_t>(p.C * W));
   for (int64_t r = 0; r < p.C; ++r) {
-    std::copy_n(gate.data() + r * 2 * H, 2 * H, w.data() + r * W);
-    std::copy_n(proj.data() + r * 2 * H, 2 * H, w.data() + r * W + 2 * H);
-    std::copy_n(gate_out.data() + r * D, D, w.data() + r * W + 4 * H);
+    std::copy_n(w.gate_in.data() + r * 2 * H, 2 * H, w.w_in.data() + r * W);
+    std::copy_n(w.projection_in.data() + r * 2 * H, 2 * H, w.w_in.data() + r * W + 2 * H);
+    std::copy_n(w.gate_out.data() + r * D, D, w.w_in.data() + r * W + 4 * H);
   }
   return w;
 }

@@ -16,9 +16,18 @@ namespace tokamax {
 // Every element of `t` as f32.
 std::vector<float> f32_values(const Tensor& t);
 
-// [gate_in (2H) | projection_in (2H) | gate_out (D)] as f32 [C, W]: every product that reads
-// the normalized input, one matrix.
-std::vector<float> input_weights(const TriangleMultiplicationProblem& p, const TensorMap& inputs);
+// Every weight and norm as f32, by role, and w_in = [gate_in (2H) | projection_in (2H) |
+// gate_out (D)] [C, W]: every product that reads the normalized input, one matrix.
+struct TriangleWeightsF32 {
+  std::vector<float> projection_in, gate_in;  // [C, 2H]
+  std::vector<float> projection_out;          // [H, D]
+  std::vector<float> gate_out;                // [C, D]
+  std::vector<float> in_scale, in_offset;     // [C]
+  std::vector<float> out_scale, out_offset;   // [H]
+  std::vector<float> w_in;                    // [C, W]
+};
+TriangleWeightsF32 triangle_weights_f32(const TriangleMultiplicationProblem& p,
+                                        const TensorMap& inputs);
 
 // A row's mean and 1 / sqrt(var + epsilon), two passes in f32, the sums in 8 independent chains
 // (in order, a float reduction waits an add's latency per element).

@@ -3,6 +3,7 @@
 // Dimensions: as base.h.
 #include "ops/triangle_multiplication/vjp/base.h"
 
+#include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/vjp.h"
 #include "ops/triangle_multiplication/api.h"
 
@@ -10,6 +11,30 @@ namespace tokamax {
 
 TriangleVjpProblem TriangleVjpProblem::from(const BoundArgs& args) {
   return {TriangleMultiplicationProblem::from(args)};
+}
+
+void store_triangle_weight_grads(const TriangleMultiplicationProblem& p,
+                                 const TriangleWeightSums& sums, TensorMap& outputs) {
+  const int64_t C = p.C, H = p.H, D = p.D, W = 4 * H + D;
+  auto put = [&](const char* name, const float* acc, int64_t rows, int64_t cols, int64_t ld) {
+    Tensor& t = outputs.at(vjp_name(name));
+    dispatch_float(t.dtype(), [&](auto type) {
+      using T = decltype(type);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          t.data<T>()[r * cols + c] = from_double<T>(static_cast<double>(acc[r * ld + c]));
+        }
+      }
+    });
+  };
+  put("gate_in_weights", sums.w_in, C, 2 * H, W);
+  put("projection_in_weights", sums.w_in + 2 * H, C, 2 * H, W);
+  put("gate_out_weights", sums.w_in + 4 * H, C, D, W);
+  put("projection_out_weights", sums.w_out, H, D, D);
+  put("layernorm_in_scale", sums.in_scale, 1, C, C);
+  put("layernorm_in_offset", sums.in_offset, 1, C, C);
+  put("layernorm_out_scale", sums.out_scale, 1, H, H);
+  put("layernorm_out_offset", sums.out_offset, 1, H, H);
 }
 
 const Op* TriangleMultiplicationVjpOp::primal() const { return &triangle_multiplication_op(); }

@@ -47,6 +47,21 @@ class TriangleMultiplicationVjpOp : public ProblemOp<TriangleVjpProblem> {
   std::vector<std::string> cotangents() const override { return {"dout"}; }
 };
 
+// The weight gradients as an implementation sums them in f32: [gate_in | projection_in |
+// gate_out] [C, W] (the layout of rows.h's w_in), projection_out [H, D], and the two norms'
+// scale and offset sums.
+struct TriangleWeightSums {
+  const float* w_in = nullptr;
+  const float* w_out = nullptr;
+  const float* in_scale = nullptr;
+  const float* in_offset = nullptr;
+  const float* out_scale = nullptr;
+  const float* out_offset = nullptr;
+};
+// Each rounded once into its output d<name> (its input's dtype).
+void store_triangle_weight_grads(const TriangleMultiplicationProblem& p,
+                                 const TriangleWeightSums& sums, TensorMap& outputs);
+
 // The portable reference: the forward's stages and the gradient's as plain f32 loops, every
 // intermediate in f32, each gradient rounded once to its input's dtype.
 void triangle_multiplication_vjp_reference(const TriangleVjpProblem& problem,

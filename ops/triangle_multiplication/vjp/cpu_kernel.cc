@@ -71,27 +71,22 @@ void triangle_multiplication_vjp_cpu_kernel(const TriangleVjpProblem& problem,
   const int64_t N = p.N, C = p.C, H = p.H, D = p.D, P = p.positions(), W = 4 * H + D;
   const CpuGemmOptions gemm = triangle_gemm_options(c);
   const float epsilon = static_cast<float>(p.epsilon);
-  const std::vector<float> in_scale = f32_values(inputs.at("layernorm_in_scale"));
-  const std::vector<float> in_offset = f32_values(inputs.at("layernorm_in_offset"));
-  const std::vector<float> out_scale = f32_values(inputs.at("layernorm_out_scale"));
-  const std::vector<float> out_offset = f32_values(inputs.at("layernorm_out_offset"));
-  const std::vector<float> w_in = input_weights(p, inputs);                          // [C, W]
-  const std::vector<float> w_out = f32_values(inputs.at("projection_out_weights"));  // [H, D]
+  const TriangleWeightsF32 w = triangle_weights_f32(p, inputs);
   // Each weight packed once for every task, in the four ways the products read them.
   GemmPackStorage in_storage, in4_storage, in_t_storage, out_storage, out_t_storage;
   const PackedGemmOperand in_packed =
-      pack_gemm_rhs({DType::kF32, w_in.data(), W}, C, W, gemm, in_storage);
+      pack_gemm_rhs({DType::kF32, w.w_in.data(), W}, C, W, gemm, in_storage);
   const PackedGemmOperand in4_packed =  // [gate_in | projection_in]: phase 5's g and pr
-      pack_gemm_rhs({DType::kF32, w_in.data(), W}, C, 4 * H, gemm, in4_storage);
+      pack_gemm_rhs({DType::kF32, w.w_in.data(), W}, C, 4 * H, gemm, in4_storage);
   const PackedGemmOperand in_t_packed =
-      pack_gemm_rhs({DType::kF32, w_in.data(), W, /*transposed=*/true}, W, C, gemm, in_t_storage);
+      pack_gemm_rhs({DType::kF32, w.w_in.data(), W, /*transposed=*/true}, W, C, gemm, in_t_storage);
   const PackedGemmOperand out_packed =
-      pack_gemm_rhs({DType::kF32, w_out.data(), D}, H, D, gemm, out_storage);
-  const PackedGemmOperand out_t_packed =
-      pack_gemm_rhs({DType::kF32, w_out.data(), D, /*transposed=*/true}, D, H, gemm, out_t_storage);
+      pack_gemm_rhs({DType::kF32, w.projection_out.data(), D}, H, D, gemm, out_storage);
+  const PackedGemmOperand out_t_packed = pack_gemm_rhs(
+      {DType::kF32, w.projection_out.data(), D, /*transposed=*/true}, D, H, gemm, out_t_storage);
 
   TriangleCpuBuffers buffers = triangle_cpu_buffers(p);
-  triangle_cpu_project(p, c, inputs, in_packed, buffers);
+  triangle_cpu_project(p, c, inputs, w, in_packed, buffers);
   triangle_cpu_product(p, c, buffers);
 
   const int64_t tm = std::max<int64_t>(c.tile_m, 1), tasks = ceil_div(P, tm);
@@ -120,8 +115,8 @@ void triangle_multiplication_vjp_cpu_kernel(const TriangleVjpProblem& problem,
     for (int64_t r = 0; r < rows; ++r) {
       stats[r] = row_stats(act_rows + r * H, H, epsilon);
       for (int64_t h = 0; h < H; ++h) {
-        b[r * H + h] =
-            (act_rows[r * H + h] - stats[r].mean) * stats[r].rstd * out_scale[h] + out_offset[h];
+        b[r * H + h] = (act_rows[r * H + h] - stats[r].mean) * stats[r].rstd * w.out_scale[h] +
+                       w.out_offset[h];
       }
     }
     cpu_gemm_f32({DType::kF32, b, H}, out_packed, rows, o, D, /*accumulate=*/false, gemm);
@@ -138,7 +133,7 @@ void triangle_multiplication_vjp_cpu_kernel(const TriangleVjpProblem& problem,
                  sums.w_out.data(), D, /*accumulate=*/true, gemm);
     for (int64_t r = 0; r < rows; ++r) {
       // dact over b's row (b is not read again).
-      layer_norm_vjp_row(act_rows + r * H, stats[r], out_scale.data(), db + r * H, H, b + r * H,
+      layer_norm_vjp_row(act_rows + r * H, stats[r], w.out_scale.data(), db + r * H, H, b + r * H,
                          sums.out_scale.data(), sums.out_offset.data());
     }
     for (int64_t h = 0; h < H; ++h) {
@@ -187,7 +182,7 @@ void triangle_multiplication_vjp_cpu_kernel(const TriangleVjpProblem& problem,
       stats[r] = row_stats(xw + r * C, C, epsilon);
       for (int64_t ch = 0; ch < C; ++ch) {
         a[r * C + ch] =
-            (xw[r * C + ch] - stats[r].mean) * stats[r].rstd * in_scale[ch] + in_offset[ch];
+            (xw[r * C + ch] - stats[r].mean) * stats[r].rstd * w.in_scale[ch] + w.in_offset[ch];
       }
     }
     cpu_gemm_f32({DType::kF32, a, C}, in4_packed, rows, y, 4 * H, /*accumulate=*/false, gemm);
@@ -213,7 +208,7 @@ void triangle_multiplication_vjp_cpu_kernel(const TriangleVjpProblem& problem,
                  sums.w_in.data(), W, /*accumulate=*/true, gemm);
     for (int64_t r = 0; r < rows; ++r) {
       // dx over a's row (a is not read again).
-      layer_norm_vjp_row(xw + r * C, stats[r], in_scale.data(), da + r * C, C, a + r * C,
+      layer_norm_vjp_row(xw + r * C, stats[r], w.in_scale.data(), da + r * C, C, a + r * C,
                          sums.in_scale.data(), sums.in_offset.data());
     }
     store_rows(a, C, rows, C, x_dtype, dx + q0 * C * x_size, C);
@@ -222,18 +217,11 @@ void triangle_multiplication_vjp_cpu_kernel(const TriangleVjpProblem& problem,
   // The slots added in order; each gradient rounded once to its input's dtype.
   for (size_t s = 1; s < partials.size(); ++s) partials[0].add(partials[s]);
   const Partials& total = partials[0];
-  auto put = [&](const char* name, const float* acc, int64_t rows, int64_t cols, int64_t ld) {
-    Tensor& t = outputs.at(vjp_name(name));
-    store_rows(acc, ld, rows, cols, t.dtype(), t.raw(), cols);
-  };
-  put("gate_in_weights", total.w_in.data(), C, 2 * H, W);
-  put("projection_in_weights", total.w_in.data() + 2 * H, C, 2 * H, W);
-  put("gate_out_weights", total.w_in.data() + 4 * H, C, D, W);
-  put("projection_out_weights", total.w_out.data(), H, D, D);
-  put("layernorm_in_scale", total.in_scale.data(), 1, C, C);
-  put("layernorm_in_offset", total.in_offset.data(), 1, C, C);
-  put("layernorm_out_scale", total.out_scale.data(), 1, H, H);
-  put("layernorm_out_offset", total.out_offset.data(), 1, H, H);
+  store_triangle_weight_grads(
+      p,
+      {total.w_in.data(), total.w_out.data(), total.in_scale.data(), total.in_offset.data(),
+       total.out_scale.data(), total.out_offset.data()},
+      outputs);
 }
 
 }  // namespace tokamax

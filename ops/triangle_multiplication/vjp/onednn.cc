@@ -48,12 +48,7 @@ class OneDnnTriangleMultiplicationVjp final : public OneDnnImplementation<Triang
     const TriangleMultiplicationProblem& p = problem.fwd;
     const int64_t N = p.N, C = p.C, H = p.H, D = p.D, P = p.positions(), W = 4 * H + D;
     const float epsilon = static_cast<float>(p.epsilon);
-    const std::vector<float> in_scale = f32_values(inputs.at("layernorm_in_scale"));
-    const std::vector<float> in_offset = f32_values(inputs.at("layernorm_in_offset"));
-    const std::vector<float> out_scale = f32_values(inputs.at("layernorm_out_scale"));
-    const std::vector<float> out_offset = f32_values(inputs.at("layernorm_out_offset"));
-    std::vector<float> w_in = input_weights(p, inputs);
-    std::vector<float> w_out = f32_values(inputs.at("projection_out_weights"));
+    TriangleWeightsF32 w = triangle_weights_f32(p, inputs);  // non-const: oneDNN takes float*
     const std::vector<float> x = f32_values(inputs.at("x"));
     const std::vector<float> dout = f32_values(inputs.at("dout"));
     const bool* mask = inputs.at("mask").data<bool>();
@@ -71,11 +66,12 @@ class OneDnnTriangleMultiplicationVjp final : public OneDnnImplementation<Triang
     for_tasks([&](int64_t, int64_t q0, int64_t q1) {
       for (int64_t q = q0; q < q1; ++q) {
         in_stats[q] = row_stats(a.data() + q * C, C, epsilon);
-        layer_norm_row(a.data() + q * C, C, in_scale.data(), in_offset.data(), epsilon);
+        layer_norm_row(a.data() + q * C, C, w.in_scale.data(), w.in_offset.data(), epsilon);
       }
     });
     std::vector<float> y(static_cast<size_t>(P * W));
-    matmul({{P, C}, {C, 1}, {C, W}, {W, 1}, {P, W}, {W, 1}}, a.data(), w_in.data(), y.data());
+    matmul_.run({{P, C}, {C, 1}, {C, W}, {W, 1}, {P, W}, {W, 1}}, a.data(), w.w_in.data(),
+                y.data());
     std::vector<float> planes(static_cast<size_t>(2 * H * P));
     for_tasks([&](int64_t, int64_t q0, int64_t q1) {
       std::vector<float> s(static_cast<size_t>(2 * H));
@@ -93,9 +89,9 @@ class OneDnnTriangleMultiplicationVjp final : public OneDnnImplementation<Triang
     float* R = planes.data() + H * P;
     const Dims plain = {P, N, 1}, transposed = {P, 1, N}, cube = {H, N, N};
     if (p.outgoing) {
-      matmul({cube, plain, cube, transposed, cube, plain}, L, R, act.data());
+      matmul_.run({cube, plain, cube, transposed, cube, plain}, L, R, act.data());
     } else {
-      matmul({cube, transposed, cube, plain, cube, plain}, R, L, act.data());
+      matmul_.run({cube, transposed, cube, plain, cube, plain}, R, L, act.data());
     }
     std::vector<float> act_rows(static_cast<size_t>(P * H)), b(static_cast<size_t>(P * H));
     for_tasks([&](int64_t, int64_t q0, int64_t q1) {
@@ -105,11 +101,12 @@ class OneDnnTriangleMultiplicationVjp final : public OneDnnImplementation<Triang
       for (int64_t q = q0; q < q1; ++q) {
         std::copy_n(act_rows.data() + q * H, H, b.data() + q * H);
         out_stats[q] = row_stats(b.data() + q * H, H, epsilon);
-        layer_norm_row(b.data() + q * H, H, out_scale.data(), out_offset.data(), epsilon);
+        layer_norm_row(b.data() + q * H, H, w.out_scale.data(), w.out_offset.data(), epsilon);
       }
     });
     std::vector<float> o(static_cast<size_t>(P * D));
-    matmul({{P, H}, {H, 1}, {H, D}, {D, 1}, {P, D}, {D, 1}}, b.data(), w_out.data(), o.data());
+    matmul_.run({{P, H}, {H, 1}, {H, D}, {D, 1}, {P, D}, {D, 1}}, b.data(), w.projection_out.data(),
+                o.data());
 
     // The output side: do, dq (over o), projection_out's gradient, db, the output norm's.
     std::vector<float> d_o(static_cast<size_t>(P * D));
@@ -127,14 +124,16 @@ class OneDnnTriangleMultiplicationVjp final : public OneDnnImplementation<Triang
     });
     std::vector<float>& dq = o;
     std::vector<float> dw_out(static_cast<size_t>(H * D)), db(static_cast<size_t>(P * H));
-    matmul({{H, P}, {1, H}, {P, D}, {D, 1}, {H, D}, {D, 1}}, b.data(), d_o.data(), dw_out.data());
-    matmul({{P, D}, {D, 1}, {D, H}, {1, D}, {P, H}, {H, 1}}, d_o.data(), w_out.data(), db.data());
+    matmul_.run({{H, P}, {1, H}, {P, D}, {D, 1}, {H, D}, {D, 1}}, b.data(), d_o.data(),
+                dw_out.data());
+    matmul_.run({{P, D}, {D, 1}, {D, H}, {1, D}, {P, H}, {H, 1}}, d_o.data(),
+                w.projection_out.data(), db.data());
     std::vector<float> out_partials(static_cast<size_t>(tasks * 2 * H), 0.0f);
     for_tasks([&](int64_t task, int64_t q0, int64_t q1) {
       float* sums = out_partials.data() + task * 2 * H;
       std::vector<float> dact(static_cast<size_t>(H));
       for (int64_t q = q0; q < q1; ++q) {
-        layer_norm_vjp_row(act_rows.data() + q * H, out_stats[q], out_scale.data(),
+        layer_norm_vjp_row(act_rows.data() + q * H, out_stats[q], w.out_scale.data(),
                            db.data() + q * H, H, dact.data(), sums, sums + H);
         for (int64_t h = 0; h < H; ++h) act[h * P + q] = dact[h];
       }
@@ -145,11 +144,11 @@ class OneDnnTriangleMultiplicationVjp final : public OneDnnImplementation<Triang
     float* dL = dv.data();
     float* dR = dv.data() + H * P;
     if (p.outgoing) {  // dL = dact R, dR = dact^T L
-      matmul({cube, plain, cube, plain, cube, plain}, act.data(), R, dL);
-      matmul({cube, transposed, cube, plain, cube, plain}, act.data(), L, dR);
+      matmul_.run({cube, plain, cube, plain, cube, plain}, act.data(), R, dL);
+      matmul_.run({cube, transposed, cube, plain, cube, plain}, act.data(), L, dR);
     } else {  // dL = R dact, dR = L dact^T
-      matmul({cube, plain, cube, plain, cube, plain}, R, act.data(), dL);
-      matmul({cube, plain, cube, transposed, cube, plain}, L, act.data(), dR);
+      matmul_.run({cube, plain, cube, plain, cube, plain}, R, act.data(), dL);
+      matmul_.run({cube, plain, cube, transposed, cube, plain}, L, act.data(), dR);
     }
 
     // The input side: Z = [dg | dpr | dq] over y, the input weights' gradient, da, dx.
@@ -169,15 +168,16 @@ class OneDnnTriangleMultiplicationVjp final : public OneDnnImplementation<Triang
     });
     std::vector<float>& z = y;
     std::vector<float> dw_in(static_cast<size_t>(C * W)), da(static_cast<size_t>(P * C));
-    matmul({{C, P}, {1, C}, {P, W}, {W, 1}, {C, W}, {W, 1}}, a.data(), z.data(), dw_in.data());
-    matmul({{P, W}, {W, 1}, {W, C}, {1, W}, {P, C}, {C, 1}}, z.data(), w_in.data(), da.data());
+    matmul_.run({{C, P}, {1, C}, {P, W}, {W, 1}, {C, W}, {W, 1}}, a.data(), z.data(), dw_in.data());
+    matmul_.run({{P, W}, {W, 1}, {W, C}, {1, W}, {P, C}, {C, 1}}, z.data(), w.w_in.data(),
+                da.data());
     std::vector<float> in_partials(static_cast<size_t>(tasks * 2 * C), 0.0f);
     char* dx = static_cast<char*>(outputs.at("dx").raw());
     const size_t x_size = dtype_size(p.x_dtype);
     for_tasks([&](int64_t task, int64_t q0, int64_t q1) {
       float* sums = in_partials.data() + task * 2 * C;
       for (int64_t q = q0; q < q1; ++q) {
-        layer_norm_vjp_row(x.data() + q * C, in_stats[q], in_scale.data(), da.data() + q * C, C,
+        layer_norm_vjp_row(x.data() + q * C, in_stats[q], w.in_scale.data(), da.data() + q * C, C,
                            a.data() + q * C, sums, sums + C);
       }
       store_rows(a.data() + q0 * C, C, q1 - q0, C, p.x_dtype, dx + q0 * C * x_size, C);
@@ -190,26 +190,14 @@ class OneDnnTriangleMultiplicationVjp final : public OneDnnImplementation<Triang
       for (int64_t i = 0; i < 2 * H; ++i) out_norms[i] += out_partials[task * 2 * H + i];
       for (int64_t i = 0; i < 2 * C; ++i) in_norms[i] += in_partials[task * 2 * C + i];
     }
-    auto put = [&](const char* name, const float* acc, int64_t rows, int64_t cols, int64_t ld) {
-      Tensor& t = outputs.at(vjp_name(name));
-      store_rows(acc, ld, rows, cols, t.dtype(), t.raw(), cols);
-    };
-    put("gate_in_weights", dw_in.data(), C, 2 * H, W);
-    put("projection_in_weights", dw_in.data() + 2 * H, C, 2 * H, W);
-    put("gate_out_weights", dw_in.data() + 4 * H, C, D, W);
-    put("projection_out_weights", dw_out.data(), H, D, D);
-    put("layernorm_in_scale", in_norms.data(), 1, C, C);
-    put("layernorm_in_offset", in_norms.data() + C, 1, C, C);
-    put("layernorm_out_scale", out_norms.data(), 1, H, H);
-    put("layernorm_out_offset", out_norms.data() + H, 1, H, H);
+    store_triangle_weight_grads(p,
+                                {dw_in.data(), dw_out.data(), in_norms.data(), in_norms.data() + C,
+                                 out_norms.data(), out_norms.data() + H},
+                                outputs);
   }
 
  private:
-  void matmul(const TriangleMatmulShape& s, float* src, float* weights, float* dst) const {
-    matmuls_.run(s, src, weights, dst);
-  }
-
-  TriangleMatmuls matmuls_;
+  TriangleMatmuls matmul_;
 };
 
 }  // namespace

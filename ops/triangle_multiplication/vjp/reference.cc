@@ -34,14 +34,7 @@ void triangle_multiplication_vjp_reference(const TriangleVjpProblem& problem,
   const bool* mask = inputs.at("mask").data<bool>();
   const std::vector<float> x = f32_values(inputs.at("x"));
   const std::vector<float> dout = f32_values(inputs.at("dout"));
-  const std::vector<float> w_proj = f32_values(inputs.at("projection_in_weights"));  // [C, 2H]
-  const std::vector<float> w_gate = f32_values(inputs.at("gate_in_weights"));
-  const std::vector<float> w_out = f32_values(inputs.at("projection_out_weights"));  // [H, D]
-  const std::vector<float> w_gate_out = f32_values(inputs.at("gate_out_weights"));   // [C, D]
-  const std::vector<float> in_scale = f32_values(inputs.at("layernorm_in_scale"));
-  const std::vector<float> in_offset = f32_values(inputs.at("layernorm_in_offset"));
-  const std::vector<float> out_scale = f32_values(inputs.at("layernorm_out_scale"));
-  const std::vector<float> out_offset = f32_values(inputs.at("layernorm_out_offset"));
+  const TriangleWeightsF32 w = triangle_weights_f32(p, inputs);
 
   // The forward: a [P, C], g and pr [P, 2H], q [P, D], v [P, 2H], act [P, H], b [P, H].
   std::vector<float> a(x), g(P * H2), pr(P * H2), q(P * D), v(P * H2), act(P * H, 0.0f);
@@ -49,12 +42,12 @@ void triangle_multiplication_vjp_reference(const TriangleVjpProblem& problem,
   for (int64_t pos = 0; pos < P; ++pos) {
     float* row = a.data() + pos * C;
     in_stats[pos] = row_stats(row, C, epsilon);
-    layer_norm_row(row, C, in_scale.data(), in_offset.data(), epsilon);
+    layer_norm_row(row, C, w.in_scale.data(), w.in_offset.data(), epsilon);
     for (int64_t t = 0; t < H2; ++t) {
       float gs = 0.0f, ps = 0.0f;
       for (int64_t c = 0; c < C; ++c) {
-        gs += row[c] * w_gate[c * H2 + t];
-        ps += row[c] * w_proj[c * H2 + t];
+        gs += row[c] * w.gate_in[c * H2 + t];
+        ps += row[c] * w.projection_in[c * H2 + t];
       }
       g[pos * H2 + t] = gs;
       pr[pos * H2 + t] = ps;
@@ -62,7 +55,7 @@ void triangle_multiplication_vjp_reference(const TriangleVjpProblem& problem,
     }
     for (int64_t d = 0; d < D; ++d) {
       float s = 0.0f;
-      for (int64_t c = 0; c < C; ++c) s += row[c] * w_gate_out[c * D + d];
+      for (int64_t c = 0; c < C; ++c) s += row[c] * w.gate_out[c * D + d];
       q[pos * D + d] = s;
     }
   }
@@ -84,7 +77,7 @@ void triangle_multiplication_vjp_reference(const TriangleVjpProblem& problem,
   std::vector<float> b(act);
   for (int64_t pos = 0; pos < P; ++pos) {
     out_stats[pos] = row_stats(act.data() + pos * H, H, epsilon);
-    layer_norm_row(b.data() + pos * H, H, out_scale.data(), out_offset.data(), epsilon);
+    layer_norm_row(b.data() + pos * H, H, w.out_scale.data(), w.out_offset.data(), epsilon);
   }
 
   // The output side: do, dq, db, projection_out's gradient, the output norm's.
@@ -94,7 +87,7 @@ void triangle_multiplication_vjp_reference(const TriangleVjpProblem& problem,
   for (int64_t pos = 0; pos < P; ++pos) {
     for (int64_t d = 0; d < D; ++d) {
       float o = 0.0f;
-      for (int64_t h = 0; h < H; ++h) o += b[pos * H + h] * w_out[h * D + d];
+      for (int64_t h = 0; h < H; ++h) o += b[pos * H + h] * w.projection_out[h * D + d];
       const float s = sigmoidf(q[pos * D + d]), dy = dout[pos * D + d];
       d_o[d] = dy * s;
       dq[pos * D + d] = dy * o * s * (1.0f - s);
@@ -102,13 +95,14 @@ void triangle_multiplication_vjp_reference(const TriangleVjpProblem& problem,
     for (int64_t h = 0; h < H; ++h) {
       float sum = 0.0f;
       for (int64_t d = 0; d < D; ++d) {
-        sum += d_o[d] * w_out[h * D + d];
+        sum += d_o[d] * w.projection_out[h * D + d];
         dw_out[h * D + d] += b[pos * H + h] * d_o[d];
       }
       db[pos * H + h] = sum;
     }
-    layer_norm_vjp_row(act.data() + pos * H, out_stats[pos], out_scale.data(), db.data() + pos * H,
-                       H, dact.data() + pos * H, dout_scale.data(), dout_offset.data());
+    layer_norm_vjp_row(act.data() + pos * H, out_stats[pos], w.out_scale.data(),
+                       db.data() + pos * H, H, dact.data() + pos * H, dout_scale.data(),
+                       dout_offset.data());
   }
 
   // The triangle product's gradient: dv [P, 2H] (left then right per position).
@@ -147,17 +141,17 @@ void triangle_multiplication_vjp_reference(const TriangleVjpProblem& problem,
     for (int64_t c = 0; c < C; ++c) {
       float sum = 0.0f;
       for (int64_t t = 0; t < H2; ++t) {
-        sum += dg[t] * w_gate[c * H2 + t] + dpr[t] * w_proj[c * H2 + t];
+        sum += dg[t] * w.gate_in[c * H2 + t] + dpr[t] * w.projection_in[c * H2 + t];
         dw_gate[c * H2 + t] += a_row[c] * dg[t];
         dw_proj[c * H2 + t] += a_row[c] * dpr[t];
       }
       for (int64_t d = 0; d < D; ++d) {
-        sum += dq_row[d] * w_gate_out[c * D + d];
+        sum += dq_row[d] * w.gate_out[c * D + d];
         dw_gate_out[c * D + d] += a_row[c] * dq_row[d];
       }
       da[c] = sum;
     }
-    layer_norm_vjp_row(x.data() + pos * C, in_stats[pos], in_scale.data(), da.data(), C,
+    layer_norm_vjp_row(x.data() + pos * C, in_stats[pos], w.in_scale.data(), da.data(), C,
                        dx.data() + pos * C, din_scale.data(), din_offset.data());
   }
 

@@ -28,4 +28,13 @@ inline nlohmann::json triangle_layer(const std::string& dtype, int64_t N, int64_
           {"triangle_type", type}};
 }
 
+// The same layer with its cotangent dout [N, N, D] (x's dtype): triangle_multiplication_vjp's.
+inline nlohmann::json triangle_vjp_layer(const std::string& dtype, int64_t N, int64_t C, int64_t H,
+                                         int64_t D, const std::string& type) {
+  nlohmann::json args = triangle_layer(dtype, N, C, H, D, type);
+  args["dout"] =
+      dtype + "[" + std::to_string(N) + "," + std::to_string(N) + "," + std::to_string(D) + "]";
+  return args;
+}
+
 }  // namespace tokamax::testing

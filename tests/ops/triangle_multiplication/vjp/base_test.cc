@@ -27,15 +27,6 @@ namespace {
 
 const TriangleMultiplicationVjpOp& op() { return triangle_multiplication_vjp_op(); }
 
-// The forward layer plus its cotangent.
-json vjp_layer(const std::string& dtype, int64_t N, int64_t C, int64_t H, int64_t D,
-               const std::string& type) {
-  json args = triangle_layer(dtype, N, C, H, D, type);
-  args["dout"] =
-      dtype + "[" + std::to_string(N) + "," + std::to_string(N) + "," + std::to_string(D) + "]";
-  return args;
-}
-
 json with(json args, const char* key, json value) {
   args[key] = std::move(value);
   return args;
@@ -59,7 +50,7 @@ TensorMap run_reference(const BoundArgs& args, const TensorMap& inputs) {
 
 TEST_CASE("triangle_multiplication_vjp bind names the argument it rejects",
           "[triangle_multiplication_vjp]") {
-  const json base = vjp_layer("bf16", 8, 16, 32, 24, "outgoing");
+  const json base = triangle_vjp_layer("bf16", 8, 16, 32, 24, "outgoing");
   CHECK(bind_error_field(op(), base) == "<no error>");
   const std::vector<std::pair<json, std::string>> bad = {
       {with(base, "dout", "bf16[8,8,23]"), "dout"},
@@ -91,7 +82,7 @@ TEST_CASE("triangle_multiplication_vjp's oracle matches central differences of t
   // f32 inputs (the op has no f64): each perturbation is the stored difference, so the quotient
   // is exact in the data; h ~ 1e-3 keeps the truncation near 1e-6 of the gradient's scale.
   for (const char* type : {"outgoing", "incoming"}) {
-    const BoundArgs args = op().bind(vjp_layer("f32", 5, 6, 4, 3, type));
+    const BoundArgs args = op().bind(triangle_vjp_layer("f32", 5, 6, 4, 3, type));
     const BoundArgs forward = primal_args(*op().primal(), args, op().cotangents());
     const TensorMap inputs = op().make_inputs(args, 11);
     for (const TensorDecl& grad : op().outputs(args)) {
@@ -127,7 +118,7 @@ TEST_CASE(
     "[triangle_multiplication_vjp]") {
   for (const char* dtype : {"f32", "bf16"}) {
     CAPTURE(dtype);
-    const BoundArgs args = op().bind(vjp_layer(dtype, 11, 12, 8, 10, "outgoing"));
+    const BoundArgs args = op().bind(triangle_vjp_layer(dtype, 11, 12, 8, 10, "outgoing"));
     const TensorMap inputs = op().make_inputs(args, 3);
     TensorMap outputs = run_reference(args, inputs);
     for (const TensorDecl& decl : op().outputs(args)) {
@@ -149,7 +140,7 @@ TEST_CASE(
       out.set(largest, kept);
     }
 
-    const BoundArgs incoming = op().bind(vjp_layer(dtype, 11, 12, 8, 10, "incoming"));
+    const BoundArgs incoming = op().bind(triangle_vjp_layer(dtype, 11, 12, 8, 10, "incoming"));
     const TensorMap other = run_reference(incoming, inputs);
     CHECK(judge(compare(args, inputs, other, "dx")) == Disposition::kFailed);
     CHECK(judge(compare(args, inputs, other, "dgate_in_weights")) == Disposition::kFailed);

@@ -21,14 +21,6 @@ namespace {
 
 const TriangleMultiplicationVjpOp& op() { return triangle_multiplication_vjp_op(); }
 
-json vjp_layer(const std::string& dtype, int64_t N, int64_t C, int64_t H, int64_t D,
-               const std::string& type) {
-  json args = triangle_layer(dtype, N, C, H, D, type);
-  args["dout"] =
-      dtype + "[" + std::to_string(N) + "," + std::to_string(N) + "," + std::to_string(D) + "]";
-  return args;
-}
-
 void check_all_outputs(const std::string& impl, const BoundArgs& args, const json& config,
                        const TensorMap& inputs) {
   for (const TensorDecl& decl : op().outputs(args)) {
@@ -40,10 +32,10 @@ void check_all_outputs(const std::string& impl, const BoundArgs& args, const jso
 
 const std::vector<json>& cases() {
   static const std::vector<json> all = {
-      vjp_layer("bf16", 20, 16, 24, 12, "outgoing"),
-      vjp_layer("f32", 17, 9, 5, 7, "incoming"),
-      vjp_layer("f16", 9, 12, 8, 16, "outgoing"),
-      vjp_layer("bf16", 13, 8, 6, 10, "incoming"),
+      triangle_vjp_layer("bf16", 20, 16, 24, 12, "outgoing"),
+      triangle_vjp_layer("f32", 17, 9, 5, 7, "incoming"),
+      triangle_vjp_layer("f16", 9, 12, 8, 16, "outgoing"),
+      triangle_vjp_layer("bf16", 13, 8, 6, 10, "incoming"),
   };
   return all;
 }
@@ -78,7 +70,7 @@ TEST_CASE("cpu triangle_multiplication_vjp's weight gradients do not depend on t
           "[triangle_multiplication_vjp]") {
   // The slots are fixed runs of tasks, added in order: one thread and two give the same bits.
   const Implementation& cpu = op().implementation("cpu");
-  const BoundArgs args = op().bind(vjp_layer("f32", 23, 8, 6, 5, "outgoing"));
+  const BoundArgs args = op().bind(triangle_vjp_layer("f32", 23, 8, 6, 5, "outgoing"));
   const TensorMap inputs = op().make_inputs(args, 7);
   json config = heuristics_config_json(cpu, args);
   config["tile_m"] = 3;
