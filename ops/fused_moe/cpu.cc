@@ -19,13 +19,6 @@ class CpuFusedMoe final : public TypedImplementation<FusedMoeProblem, CpuFusedMo
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override { return {{"simd_target", cpu::simd_target_name()}}; }
 
-  void check(const FusedMoeProblem& p, const Device&) const override {
-    if (p.quantized()) {
-      throw NotImplemented(
-          "cpu: quantized experts (" + std::string(dtype_name(p.w_dtype)) +
-          " weights) are not fused yet; the composite runs them on ragged_dot's quantized path");
-    }
-  }
   void check_config(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
                     const Device& device) const override {
     check_fused_moe_config(p, c, device);
@@ -44,6 +37,7 @@ class CpuFusedMoe final : public TypedImplementation<FusedMoeProblem, CpuFusedMo
     const MoeRouting routing = route_tokens(p, inputs.at("gating"), device, config.num_threads);
     fused_moe_cpu_kernel(p, config, routing, inputs.at("x"), inputs.at("w1"), inputs.at("w2"),
                          find_tensor(inputs, "w1_bias"), find_tensor(inputs, "w2_bias"),
+                         find_tensor(inputs, "w1_scale"), find_tensor(inputs, "w2_scale"),
                          outputs.at("out"));
   }
 };

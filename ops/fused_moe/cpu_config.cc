@@ -15,7 +15,8 @@ namespace {
 
 int64_t scratch_elements(const FusedMoeProblem& p, int64_t tm) { return tm * (3 * p.I + p.H); }
 
-bool bf16_problem(const FusedMoeProblem& p) { return p.x_dtype == DType::kBF16; }
+// bf16 x with float weights (quantized experts are dequantized to f32 for the f32 engine).
+bool bf16_problem(const FusedMoeProblem& p) { return p.x_dtype == DType::kBF16 && !p.quantized(); }
 
 }  // namespace
 

@@ -19,15 +19,19 @@ namespace tokamax {
 // engine's tiles), bias and act_fn applied to the f32 result, the down product from that
 // scratch, bias and the route's weight applied as the rows are stored, rounded to x's dtype, to
 // a buffer [R, H] in route order. Then one pass sums each token's k rows into out in f32. No
-// dispatched copy of x and no [R, I] intermediate exist in memory.
+// dispatched copy of x and no [R, I] intermediate exist in memory. Quantized experts (i8,
+// f8e4m3) are dequantized to f32 with their scales a column block at a time (half of L2) as
+// each product reads them, on the f32 engine.
 void fused_moe_cpu_kernel(const FusedMoeProblem& problem, const CpuFusedMoeConfig& config,
                           const MoeRouting& routing,
                           // Inputs.
-                          const Tensor& x,        // [T, H]
-                          const Tensor& w1,       // [E, H, 2 I]
-                          const Tensor& w2,       // [E, I, H]
-                          const Tensor* w1_bias,  // [E, 1, 2 I] or null
-                          const Tensor* w2_bias,  // [E, 1, H] or null
+                          const Tensor& x,         // [T, H]
+                          const Tensor& w1,        // [E, H, 2 I]
+                          const Tensor& w2,        // [E, I, H]
+                          const Tensor* w1_bias,   // [E, 1, 2 I] or null
+                          const Tensor* w2_bias,   // [E, 1, H] or null
+                          const Tensor* w1_scale,  // quantized experts: [E, blocks, 2 I], or null
+                          const Tensor* w2_scale,  // [E, blocks, H], or null
                           // Outputs.
                           Tensor& out);  // [T, H]
 

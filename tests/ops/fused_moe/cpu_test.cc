@@ -1,6 +1,7 @@
 // Tests of fused_moe's cpu (fused) and composite (chained ops) implementations against the
-// float64 oracle: every dtype, activation and bias, tasks split inside an expert and the few-row
-// streaming path, every SIMD target and bf16 engine this CPU has; and the cpu configs.
+// float64 oracle: every dtype, activation and bias, quantized experts, tasks split inside an
+// expert and the few-row streaming path, every SIMD target and bf16 engine this CPU has; and the
+// cpu configs.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
@@ -87,10 +88,11 @@ TEST_CASE("composite fused_moe (the chained cpu ops) passes the oracle", "[fused
   }
 }
 
-TEST_CASE("quantized fused_moe experts: composite and reference pass the oracle, cpu declines",
+TEST_CASE("quantized fused_moe experts: cpu, composite and reference pass the oracle",
           "[fused_moe]") {
-  auto quantized = [&](const std::string& w, const std::string& s1, const std::string& s2) {
-    json args = layer("bf16", 24, 64, 4, 16, 2);
+  auto quantized = [&](const std::string& w, const std::string& s1, const std::string& s2,
+                       int64_t T = 24) {
+    json args = layer("bf16", T, 64, 4, 16, 2);
     args["w1"] = w + "[4,64,32]";
     args["w2"] = w + "[4,16,64]";
     args["w1_scale"] = s1;
@@ -101,6 +103,7 @@ TEST_CASE("quantized fused_moe experts: composite and reference pass the oracle,
       quantized("i8", "f32[4,32]", "f32[4,64]"),            // per channel
       quantized("f8e4m3", "f32[4,1,1,32]", "f32[4,4,64]"),  // upstream's 4-d, 4 K blocks of I
       with(quantized("i8", "f32[4,2,32]", "f32[4,1,64]"), "act_fn", "swigluoai"),
+      with(quantized("f8e4m3", "f32[4,2,32]", "f32[4,2,64]", 90), "x", "f32[90,64]"),
   };
   for (const json& c : cases) {
     const BoundArgs args = fused_moe_op().bind(c);
@@ -111,7 +114,22 @@ TEST_CASE("quantized fused_moe experts: composite and reference pass the oracle,
           run_against_oracle(fused_moe_op(), impl, args, json::object(), inputs, args, "out");
       CHECK(judge(result) == Disposition::kPassed);
     }
-    CHECK_THROWS_AS(check_args(cpu_impl(), args), NotImplemented);
+    // cpu: the streaming path (few routes per task) and the engine's tiles (whole experts).
+    for_each_forced_target({HWY_AVX3, HWY_AVX2, HWY_SCALAR}, [&](int64_t) {
+      json few = heuristics_config_json(cpu_impl(), args);
+      few["tile_m"] = 3;
+      few["num_threads"] = 2;
+      json whole = heuristics_config_json(cpu_impl(), args);
+      whole["tile_m"] = 96;
+      for (const json& cfg : {heuristics_config_json(cpu_impl(), args), few, whole}) {
+        CAPTURE(args.key(), cfg.dump());
+        const Comparison result =
+            run_against_oracle(fused_moe_op(), "cpu", args, cfg, inputs, args, "out");
+        CHECK(judge(result) == Disposition::kPassed);
+      }
+    });
+    // Quantized weights are dequantized to f32: no bf16 engine.
+    if (heuristics_config_json(cpu_impl(), args)["bf16_path"] != "convert_f32") FAIL();
   }
   // A scale read from the wrong block fails: the last block's scales doubled.
   const BoundArgs args = fused_moe_op().bind(cases[1]);
@@ -122,13 +140,18 @@ TEST_CASE("quantized fused_moe experts: composite and reference pass the oracle,
     scale.set(i, kept.get(i) * ((i / 64) % 4 == 3 ? 2.0 : 1.0));
   TensorMap wrong = inputs;
   wrong.at("w2_scale") = scale;
-  TensorMap outputs = fused_moe_op().allocate_outputs(args);
-  run_json(fused_moe_op().implementation("composite"), args, json::object(), wrong, outputs);
-  std::vector<int64_t> index(static_cast<size_t>(outputs.at("out").num_elements()));
+  std::vector<int64_t> index(static_cast<size_t>(24 * 64));
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-  CHECK(
-      judge(compare_to_oracle(outputs.at("out"), fused_moe_op().oracle(args, inputs, "out", index),
-                              fused_moe_op().error_model(args))) == Disposition::kFailed);
+  for (const char* impl : {"composite", "cpu"}) {
+    CAPTURE(impl);
+    TensorMap outputs = fused_moe_op().allocate_outputs(args);
+    run_json(fused_moe_op().implementation(impl), args,
+             std::string(impl) == "cpu" ? heuristics_config_json(cpu_impl(), args) : json::object(),
+             wrong, outputs);
+    CHECK(judge(compare_to_oracle(outputs.at("out"),
+                                  fused_moe_op().oracle(args, inputs, "out", index),
+                                  fused_moe_op().error_model(args))) == Disposition::kFailed);
+  }
 }
 
 TEST_CASE("cpu fused_moe configs: whole-row tasks, scratch within its bound", "[fused_moe]") {
