@@ -27,12 +27,11 @@ struct Task {
 
 // A task's scratch, per thread, only growing (pool threads persist).
 struct Scratch {
-  std::vector<char> rows;          // [m, H] x's dtype: the gathered token rows
-  std::vector<float> gate;         // [m, 2 I]: the gate/up product
-  std::vector<float> act;          // [m, I]
-  std::vector<bf16> act16;         // [m, I]: act rounded for a bf16 engine
-  std::vector<float> down;         // [m, H]
-  std::vector<float> dequantized;  // [K, width]: a column block of quantized weights
+  std::vector<char> rows;   // [m, H] x's dtype: the gathered token rows
+  std::vector<float> gate;  // [m, 2 I]: the gate/up product
+  std::vector<float> act;   // [m, I]
+  std::vector<bf16> act16;  // [m, I]: act rounded for a bf16 engine
+  std::vector<float> down;  // [m, H]
 };
 
 Scratch& thread_scratch() {
@@ -52,12 +51,15 @@ typename V::value_type* grown(V& v, int64_t count) {
 constexpr int64_t kStreamTaskRows = 16;
 
 // C[m, N] (row stride ldc) = A[m, K] B[K, N], A's rows contiguous (row stride K) when m <=
-// kStreamTaskRows: the streaming kernel over column blocks of B that stay in L2 while every group
-// of kCpuStreamRows rows reads them (B comes from memory once); the engine's tiles otherwise.
+// kStreamTaskRows: the streaming kernel over column blocks of B that stay in L2 while every
+// group of kCpuStreamRows rows reads them (B comes from memory once); quantized codes (B.scale
+// set) for one group of rows are decoded and scaled as they are read. Otherwise the engine's
+// tiles (quantized codes dequantized as its panels are packed, once per call): more rows would
+// decode each code once per group.
 void product(const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t N, int64_t K, float* c,
              int64_t ldc, const CpuGemmOptions& options, int64_t l2_bytes) {
-  if (m <= kStreamTaskRows && a.ld == K) {
-    const int64_t b_size = static_cast<int64_t>(dtype_size(b.dtype));
+  const int64_t b_size = static_cast<int64_t>(dtype_size(b.dtype));
+  if (m <= (b.scale ? kCpuStreamRows : kStreamTaskRows) && a.ld == K) {
     const int64_t a_size = static_cast<int64_t>(dtype_size(a.dtype));
     const int64_t block =
         m <= kCpuStreamRows ? N : std::clamp<int64_t>(l2_bytes / 2 / (K * b_size) / 64 * 64, 64, N);
@@ -75,30 +77,17 @@ void product(const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t N, i
         args.cols = std::min(block, N - c0);
         args.out = c + r0 * ldc + c0;
         args.ldc = ldc;
+        if (b.scale) {
+          args.scale = b.scale + c0;
+          args.scale_ld = b.scale_ld;
+          args.scale_block = b.scale_block;
+        }
         done = stream_rows_f32(args);
       }
     }
     if (done) return;
   }
   cpu_gemm_f32(a, b, m, N, K, c, ldc, /*accumulate=*/false, options);
-}
-
-// The same for quantized weights: codes [K, N] (i8 or f8e4m3, row stride N) with their scales
-// [blocks, N] (one row per K / blocks rows), dequantized to f32 a column block at a time into
-// `scratch` (half of L2, so the block's products read it from there), each block's product as
-// above. The codes come from memory once, a byte per weight.
-void quantized_product(const GemmOperand& a, DType codes_dtype, const char* codes,
-                       const float* scale, int64_t blocks, int64_t m, int64_t N, int64_t K,
-                       float* c, int64_t ldc, const CpuGemmOptions& options, int64_t l2_bytes,
-                       std::vector<float>& scratch) {
-  const int64_t width = std::clamp<int64_t>(l2_bytes / 2 / (K * 4) / 64 * 64, 64, N);
-  for (int64_t c0 = 0; c0 < N; c0 += width) {
-    const int64_t cols = std::min(width, N - c0);
-    float* block = grown(scratch, K * cols);
-    pack_rhs_panel_dequant(codes_dtype, codes + c0, N, K, cols, /*nr=*/cols, scale + c0, N,
-                           /*k0=*/0, K / blocks, block);
-    product(a, {DType::kF32, block, cols}, m, cols, K, c + c0, ldc, options, l2_bytes);
-  }
 }
 
 // A quantized weight's scales as f32 (empty for float weights).
@@ -157,14 +146,13 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
       const int64_t token = routing.sorted[task.first + i] / p.k;
       std::memcpy(rows + i * H * x_size, xs + token * H * x_size, H * x_size);
     }
+    GemmOperand w1e{p.w_dtype, w1s + e * H * N1 * w_size, N1};
     if (p.quantized()) {
-      quantized_product({p.x_dtype, rows, H}, p.w_dtype, w1s + e * H * N1 * w_size,
-                        s1.data() + e * p.w1_blocks * N1, p.w1_blocks, m, N1, H, gate, N1, gemm, l2,
-                        s.dequantized);
-    } else {
-      product({p.x_dtype, rows, H}, {p.w_dtype, w1s + e * H * N1 * w_size, N1}, m, N1, H, gate, N1,
-              gemm, l2);
+      w1e.scale = s1.data() + e * p.w1_blocks * N1;
+      w1e.scale_ld = N1;
+      w1e.scale_block = H / p.w1_blocks;
     }
+    product({p.x_dtype, rows, H}, w1e, m, N1, H, gate, N1, gemm, l2);
     const float* gb = b1.empty() ? nullptr : b1.data() + e * N1;
     for (int64_t i = 0; i < m; ++i) {
       cpu_biased_glu_row(Activation::kSilu, form, gate + i * N1, gb, gate + i * N1 + I,
@@ -176,13 +164,13 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
       store_rows(act, I, m, I, DType::kBF16, act16, I);
       hidden = {DType::kBF16, act16, I};
     }
+    GemmOperand w2e{p.w_dtype, w2s + e * I * H * w_size, H};
     if (p.quantized()) {
-      quantized_product(hidden, p.w_dtype, w2s + e * I * H * w_size,
-                        s2.data() + e * p.w2_blocks * H, p.w2_blocks, m, H, I, down, H, gemm, l2,
-                        s.dequantized);
-    } else {
-      product(hidden, {p.w_dtype, w2s + e * I * H * w_size, H}, m, H, I, down, H, gemm, l2);
+      w2e.scale = s2.data() + e * p.w2_blocks * H;
+      w2e.scale_ld = H;
+      w2e.scale_block = I / p.w2_blocks;
     }
+    product(hidden, w2e, m, H, I, down, H, gemm, l2);
     const float* db = b2.empty() ? nullptr : b2.data() + e * H;
     for (int64_t i = 0; i < m; ++i) {
       store_route_row(p, routing, routing.sorted[task.first + i], db, down + i * H, routed);

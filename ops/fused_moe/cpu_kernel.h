@@ -20,8 +20,9 @@ namespace tokamax {
 // scratch, bias and the route's weight applied as the rows are stored, rounded to x's dtype, to
 // a buffer [R, H] in route order. Then one pass sums each token's k rows into out in f32. No
 // dispatched copy of x and no [R, I] intermediate exist in memory. Quantized experts (i8,
-// f8e4m3) are dequantized to f32 with their scales a column block at a time (half of L2) as
-// each product reads them, on the f32 engine.
+// f8e4m3) run on the f32 engine: the streaming kernel decodes and scales their codes as it reads
+// them (a byte per weight from memory); the engine's tiles dequantize them as they pack their
+// panels.
 void fused_moe_cpu_kernel(const FusedMoeProblem& problem, const CpuFusedMoeConfig& config,
                           const MoeRouting& routing,
                           // Inputs.

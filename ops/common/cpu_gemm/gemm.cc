@@ -129,6 +129,11 @@ void pack_b_panel(const GemmOperand& b, int64_t k0, int64_t depth, int64_t n0, i
     pack_rhs_panel_amx(panel, b.ld, b.transposed, depth, cols, reinterpret_cast<uint32_t*>(out));
     return;
   }
+  if (is_quantized(b.dtype)) {
+    pack_rhs_panel_dequant(b.dtype, data + k0 * b.ld + n0, b.ld, depth, cols, plan.nr, b.scale + n0,
+                           b.scale_ld, k0, b.scale_block, out);
+    return;
+  }
   // B transposed is stored [N, K]: its strips [depth][nr] are the lhs micro-panel layout of the
   // stored rows with nr rows per panel, so the lhs packer (register transposes) builds them.
   if (b.transposed && native) {
@@ -186,6 +191,13 @@ void gemm(const GemmOperand* a, const PackedGemmOperand* packed_a, const GemmOpe
   const Plan plan = make_plan(N, K, options);
   if (a) check_native_dtype(plan, a->dtype);
   if (b) check_native_dtype(plan, b->dtype);
+  if (a && is_quantized(a->dtype)) {
+    throw NotImplemented("cpu gemm: quantized codes are taken as B only");
+  }
+  if (b && is_quantized(b->dtype) &&
+      (b->transposed || !b->scale || b->scale_block <= 0 || plan.engine != GemmEngine::kF32Fma)) {
+    throw NotImplemented("cpu gemm: quantized B needs its scales, no transpose and the f32 engine");
+  }
   if (packed_a) check_packed(*packed_a, true, plan, K);
   if (packed_b) check_packed(*packed_b, false, plan, K);
   const int64_t lhs_elems = a ? round_up(M, plan.mr) * plan.words(plan.tk) : 0;
@@ -304,6 +316,11 @@ void pack_gemm_piece(const GemmOperand& source, const PackedGemmOperand& packed,
                      bool stream) {
   const Plan plan = packed_plan(packed);
   check_native_dtype(plan, source.dtype);
+  if (is_quantized(source.dtype) &&
+      (packed.is_lhs || source.transposed || !source.scale || source.scale_block <= 0 ||
+       plan.engine != GemmEngine::kF32Fma)) {
+    throw NotImplemented("cpu gemm: quantized B needs its scales, no transpose and the f32 engine");
+  }
   // The storage is the caller's, reserved writable; the operand hands it out read-only.
   float* data = const_cast<float*>(packed.data);
   if (packed.is_lhs) {

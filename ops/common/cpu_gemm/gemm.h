@@ -25,10 +25,15 @@ namespace tokamax {
 // operand is the transpose of what is stored, element (r, c) at data[c * ld + r] (B = K^T for
 // attention's Q K^T, with K stored [t, D]).
 struct GemmOperand {
-  DType dtype = DType::kF32;  // f32, bf16 or f16
+  DType dtype = DType::kF32;  // f32, bf16 or f16; or i8 / f8e4m3 codes for B (below)
   const void* data = nullptr;
   int64_t ld = 0;
   bool transposed = false;
+  // Quantized B (i8 or f8e4m3 codes, not transposed, f32 engine): element (k, c) is code *
+  // scale[(k / scale_block) * scale_ld + c], dequantized to f32 as its panels are packed.
+  const float* scale = nullptr;
+  int64_t scale_ld = 0;
+  int64_t scale_block = 0;
 };
 
 // The arithmetic a product runs on. The two bf16 engines take bf16 x bf16 only (NotImplemented

@@ -84,8 +84,8 @@ class PrefetchCursor {
   PrefetchShare take() {
     PrefetchShare share;
     const int64_t first = row_ * lines_per_row_ + offset_ / kLine;
-    const int64_t count = std::max<int64_t>(
-        0, std::min(per_step_, plan_.rows * lines_per_row_ - first));
+    const int64_t count =
+        std::max<int64_t>(0, std::min(per_step_, plan_.rows * lines_per_row_ - first));
     if (count == 0) return share;
     share = {plan_.base + row_ * plan_.stride, offset_, count, lines_per_row_ * kLine,
              plan_.stride};
@@ -137,6 +137,11 @@ struct StreamArgs {
   int64_t K, cols;
   float* out;  // [rows, cols] f32, row stride ldc; overwritten
   int64_t ldc;
+  // Quantized rhs (i8, f8e4m3): row k of column c means code * scale[(k / scale_block) *
+  // scale_ld + c], the value pack_rhs_panel_dequant packs (rounded to f32 before its product).
+  const float* scale = nullptr;
+  int64_t scale_ld = 0;
+  int64_t scale_block = 0;
 };
 
 // micro_kernel.cc: f32 accumulators (rhs packed, or f32/bf16/f16 in place) and f64
@@ -144,7 +149,8 @@ struct StreamArgs {
 bool block_product_f32(const BlockArgs& args);
 bool block_product_f64(const BlockArgs& args);
 
-// stream_kernel.cc: 1..kCpuStreamRows rows of f32/bf16/f16 inputs into f32.
+// stream_kernel.cc: 1..kCpuStreamRows rows of f32/bf16/f16 lhs times f32/bf16/f16 or quantized
+// rhs into f32.
 bool stream_rows_f32(const StreamArgs& args);
 
 // bf16_kernel.cc: bf16 pairs (pack.h) into f32, on x86 CPUs with avx512_bf16 only.

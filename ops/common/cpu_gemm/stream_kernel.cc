@@ -7,6 +7,7 @@
 //   L      f32 lanes of the Highway target (16 on AVX-512, 8 on AVX2)
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/common/cpu_gemm/micro_kernel.h"
 
@@ -32,6 +33,32 @@ namespace hn = hwy::HWY_NAMESPACE;
 // updated once per 4 k instead of once per k.
 constexpr int64_t kPrefetchRows = 8;
 
+// rhs elements as f32: widened, or (quantized BT) decoded and times their scales.
+template <typename BT>
+constexpr bool kQuantized = std::is_same_v<BT, int8_t> || std::is_same_v<BT, f8e4m3>;
+
+template <typename BT>
+struct RhsReader {
+  const StreamArgs& args;
+  const float* scale_row(int64_t k) const {
+    return args.scale + (k / args.scale_block) * args.scale_ld;
+  }
+  HWY_INLINE hn::Vec<DF> load(const BT* row, int64_t k, int64_t c) const {
+    if constexpr (kQuantized<BT>) {
+      return hn::Mul(LoadDecode(DF(), row + c), hn::LoadU(DF(), scale_row(k) + c));
+    } else {
+      return LoadWiden(DF(), row + c);
+    }
+  }
+  float scalar(const BT* row, int64_t k, int64_t c) const {
+    if constexpr (kQuantized<BT>) {
+      return DecodeCode(row[c]) * scale_row(k)[c];
+    } else {
+      return static_cast<float>(to_double(row[c]));
+    }
+  }
+};
+
 template <int ROWS, typename BT, typename LT>
 void StreamRowsT(const StreamArgs& args) {
   const DF d;
@@ -39,6 +66,7 @@ void StreamRowsT(const StreamArgs& args) {
   const LT* lhs = static_cast<const LT*>(args.lhs);
   const BT* rhs = static_cast<const BT*>(args.rhs);
   const int64_t K = args.K, cols = args.cols, ldb = args.ldb, ldc = args.ldc;
+  const RhsReader<BT> read{args};
   float* out = args.out;
   for (int r = 0; r < ROWS; ++r) std::fill_n(out + r * ldc, cols, 0.0f);
   auto widen = [](LT x) { return static_cast<float>(to_double(x)); };
@@ -61,8 +89,8 @@ void StreamRowsT(const StreamArgs& args) {
       if (k + kPrefetchRows + 4 <= K) {
         for (int j = 0; j < 4; ++j) hwy::Prefetch(b0 + (kPrefetchRows + j) * ldb + c);
       }
-      const auto v0 = LoadWiden(d, b0 + c), v1 = LoadWiden(d, b0 + ldb + c);
-      const auto v2 = LoadWiden(d, b0 + 2 * ldb + c), v3 = LoadWiden(d, b0 + 3 * ldb + c);
+      const auto v0 = read.load(b0, k, c), v1 = read.load(b0 + ldb, k + 1, c);
+      const auto v2 = read.load(b0 + 2 * ldb, k + 2, c), v3 = read.load(b0 + 3 * ldb, k + 3, c);
       for (int r = 0; r < ROWS; ++r) {
         float* o = out + r * ldc + c;
         // Two chains per row: the accumulator round trip through L1 is the latency to hide.
@@ -76,9 +104,7 @@ void StreamRowsT(const StreamArgs& args) {
     for (; c < cols; ++c) {  // the last cols % L columns
       for (int r = 0; r < ROWS; ++r) {
         float sum = out[r * ldc + c];
-        for (int j = 0; j < 4; ++j) {
-          sum += a_scalar[r][j] * static_cast<float>(to_double(b0[j * ldb + c]));
-        }
+        for (int j = 0; j < 4; ++j) sum += a_scalar[r][j] * read.scalar(b0 + j * ldb, k + j, c);
         out[r * ldc + c] = sum;
       }
     }
@@ -91,9 +117,9 @@ void StreamRowsT(const StreamArgs& args) {
       int64_t c = 0;
       for (; c + L <= cols; c += L) {
         float* o = out + r * ldc + c;
-        hn::StoreU(hn::MulAdd(a_v, LoadWiden(d, b + c), hn::LoadU(d, o)), d, o);
+        hn::StoreU(hn::MulAdd(a_v, read.load(b, k, c), hn::LoadU(d, o)), d, o);
       }
-      for (; c < cols; ++c) out[r * ldc + c] += a_r * static_cast<float>(to_double(b[c]));
+      for (; c < cols; ++c) out[r * ldc + c] += a_r * read.scalar(b, k, c);
     }
   }
 }
@@ -135,6 +161,10 @@ bool StreamRowsF32(const StreamArgs& args) {
       return StreamRowsLhs<bf16>(args);
     case DType::kF16:
       return StreamRowsLhs<f16>(args);
+    case DType::kI8:
+      return args.scale && args.scale_block > 0 && StreamRowsLhs<int8_t>(args);
+    case DType::kF8E4M3:
+      return args.scale && args.scale_block > 0 && StreamRowsLhs<f8e4m3>(args);
     default:
       return false;
   }

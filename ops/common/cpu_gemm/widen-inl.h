@@ -17,6 +17,7 @@
 
 #include <hwy/highway.h>
 
+#include <limits>
 #include <type_traits>
 
 #include "ops/framework/dtype.h"
@@ -62,6 +63,38 @@ HWY_INLINE hn::Vec<D> LoadWiden(D d, const In* HWY_RESTRICT src) {
   } else {
     return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, D>(),
                                       reinterpret_cast<const hwy::float16_t*>(src)));
+  }
+}
+
+// A quantized code (i8 or e4m3) as f32, exactly.
+inline float DecodeCode(int8_t x) { return static_cast<float>(x); }
+inline float DecodeCode(f8e4m3 x) { return f8e4m3_to_float(x); }
+
+// L consecutive quantized codes decoded to f32, exactly: i8 sign-extended and converted; e4m3
+// rebuilt as an f16 (s eeee mmm -> s 0eeee mmm0000000: the same value over 2^8, f16's bias being
+// 15 and e4m3's 7, subnormals included) widened by vcvtph2ps and scaled by 2^8, its NaN
+// (s1111111, which reads 480 that way, past e4m3's largest finite 448) put back. The scalar
+// targets decode element by element.
+template <class D, typename Code>
+HWY_INLINE hn::Vec<D> LoadDecode(D d, const Code* HWY_RESTRICT src) {
+  static_assert(std::is_same_v<Code, int8_t> || std::is_same_v<Code, f8e4m3>);
+  if constexpr (!kVectorConvert) {
+    HWY_ALIGN float lanes[hn::MaxLanes(D())];
+    for (size_t i = 0; i < hn::Lanes(d); ++i) lanes[i] = DecodeCode(src[i]);
+    return hn::Load(d, lanes);
+  } else if constexpr (std::is_same_v<Code, int8_t>) {
+    return hn::ConvertTo(
+        d, hn::PromoteTo(hn::RebindToSigned<D>(), hn::LoadU(hn::Rebind<int8_t, D>(), src)));
+  } else {
+    const hn::Rebind<uint16_t, D> du16;
+    const auto b = hn::PromoteTo(
+        du16, hn::LoadU(hn::Rebind<uint8_t, D>(), reinterpret_cast<const uint8_t*>(src)));
+    const auto bits = hn::Or(hn::ShiftLeft<7>(hn::And(b, hn::Set(du16, 0x7F))),
+                             hn::ShiftLeft<8>(hn::And(b, hn::Set(du16, 0x80))));
+    const auto v = hn::Mul(hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits)),
+                           hn::Set(d, 256.0f));
+    return hn::IfThenElse(hn::Eq(hn::Abs(v), hn::Set(d, 480.0f)),
+                          hn::Set(d, std::numeric_limits<float>::quiet_NaN()), v);
   }
 }
 

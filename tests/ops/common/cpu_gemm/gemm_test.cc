@@ -11,6 +11,7 @@
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/amx_layout.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/pack.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/random.h"
@@ -326,4 +327,104 @@ TEST_CASE("cpu_gemm_f32 matches on the AVX2 and scalar targets too, every operan
       }
     }
   });
+}
+
+TEST_CASE("the streaming kernel reads quantized rhs as the dequantized values, on every target",
+          "[cpu_gemm]") {
+  // Codes decoded and scaled as they are read must give the bits the same kernel gives on the
+  // weights pack_rhs_panel_dequant wrote as f32 (the same values, summed in the same order):
+  // K = 11 (a tail after whole groups of 4 rows, scale blocks of 3 rows that straddle them),
+  // 37 columns (a partial vector), every row count.
+  const int64_t K = 11, cols = 37, block = 3, blocks = (K + block - 1) / block;
+  std::vector<uint8_t> codes(static_cast<size_t>(K * cols));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 97 + 13) % 256);
+  for (size_t i = 0; i < codes.size(); i += 41) codes[i] = 0x7E;  // e4m3's largest finite
+  std::vector<float> scale(static_cast<size_t>(blocks * cols));
+  for (size_t i = 0; i < scale.size(); ++i) scale[i] = 0.25f + static_cast<float>(i % 7) / 16.0f;
+  std::vector<float> lhs(static_cast<size_t>(kCpuStreamRows * K));
+  for (size_t i = 0; i < lhs.size(); ++i) lhs[i] = static_cast<float>(i % 5) - 1.75f;
+  tokamax::testing::for_each_forced_target({HWY_AVX3, HWY_AVX2, HWY_SCALAR}, [&](int64_t) {
+    for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+      std::vector<float> dequantized(static_cast<size_t>(K * cols));
+      pack_rhs_panel_dequant(dtype, codes.data(), cols, K, cols, cols, scale.data(), cols, 0, block,
+                             dequantized.data());
+      for (int64_t rows = 1; rows <= kCpuStreamRows; ++rows) {
+        CAPTURE(dtype_name(dtype), rows);
+        std::vector<float> want(static_cast<size_t>(rows * cols)), got(want.size());
+        StreamArgs args{};
+        args.lhs = lhs.data();
+        args.lhs_dtype = DType::kF32;
+        args.rows = rows;
+        args.K = K;
+        args.cols = cols;
+        args.ldc = cols;
+        args.rhs = dequantized.data();
+        args.rhs_dtype = DType::kF32;
+        args.ldb = cols;
+        args.out = want.data();
+        REQUIRE(stream_rows_f32(args));
+        args.rhs = codes.data();
+        args.rhs_dtype = dtype;
+        args.out = got.data();
+        CHECK_FALSE(stream_rows_f32(args));  // no scales: declined
+        args.scale = scale.data();
+        args.scale_ld = cols;
+        args.scale_block = block;
+        REQUIRE(stream_rows_f32(args));
+        int64_t differing = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          differing += std::isnan(want[i]) ? !std::isnan(got[i]) : want[i] != got[i];
+        }
+        CHECK(differing == 0);
+      }
+    }
+  });
+}
+
+TEST_CASE("cpu_gemm_f32 takes quantized B as its dequantized values", "[cpu_gemm]") {
+  // i8 and e4m3 codes with per-block scales (block 5 across K blocks of 16: tk 16): the same bits
+  // as the product with the dequantized f32 weights, directly and packed beforehand; A or a
+  // transposed B as codes, or B without scales, are refused.
+  const int64_t M = 9, K = 37, N = 45, block = 5, blocks = (K + block - 1) / block;
+  std::vector<uint8_t> codes(static_cast<size_t>(K * N));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 89 + 7) % 256);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    if ((codes[i] & 0x7F) == 0x7F) codes[i] = 0x33;  // no NaN codes: products stay comparable
+  }
+  std::vector<float> scale(static_cast<size_t>(blocks * N)), lhs(static_cast<size_t>(M * K));
+  for (size_t i = 0; i < scale.size(); ++i) scale[i] = 0.5f + static_cast<float>(i % 9) / 32.0f;
+  for (size_t i = 0; i < lhs.size(); ++i) lhs[i] = static_cast<float>(i % 11) / 4.0f - 1.0f;
+  const CpuGemmOptions options{.tk = 16, .tn = 32};
+  for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+    CAPTURE(dtype_name(dtype));
+    std::vector<float> dequantized(static_cast<size_t>(K * N));
+    pack_rhs_panel_dequant(dtype, codes.data(), N, K, N, N, scale.data(), N, 0, block,
+                           dequantized.data());
+    std::vector<float> want(static_cast<size_t>(M * N)), got(want.size()), packed(want.size());
+    cpu_gemm_f32({DType::kF32, lhs.data(), K}, {DType::kF32, dequantized.data(), N}, M, N, K,
+                 want.data(), N, false, options);
+    GemmOperand b{dtype, codes.data(), N};
+    b.scale = scale.data();
+    b.scale_ld = N;
+    b.scale_block = block;
+    cpu_gemm_f32({DType::kF32, lhs.data(), K}, b, M, N, K, got.data(), N, false, options);
+    CHECK(got == want);
+    GemmPackStorage storage;
+    const PackedGemmOperand pb = pack_gemm_rhs(b, K, N, options, storage);
+    cpu_gemm_f32({DType::kF32, lhs.data(), K}, pb, M, packed.data(), N, false, options);
+    CHECK(packed == want);
+    GemmOperand unscaled{dtype, codes.data(), N};
+    CHECK_THROWS_AS(cpu_gemm_f32({DType::kF32, lhs.data(), K}, unscaled, M, N, K, got.data(), N,
+                                 false, options),
+                    NotImplemented);
+    GemmOperand transposed = b;
+    transposed.transposed = true;
+    transposed.ld = K;
+    CHECK_THROWS_AS(cpu_gemm_f32({DType::kF32, lhs.data(), K}, transposed, M, N, K, got.data(), N,
+                                 false, options),
+                    NotImplemented);
+    CHECK_THROWS_AS(cpu_gemm_f32(b, {DType::kF32, dequantized.data(), N}, K, N, K, got.data(), N,
+                                 false, options),
+                    NotImplemented);
+  }
 }

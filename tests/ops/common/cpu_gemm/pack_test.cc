@@ -304,3 +304,50 @@ TEST_CASE("streamed packing writes what plain packing writes, on every target", 
     }
   });
 }
+
+TEST_CASE("the dequantizing pack decodes every i8 and e4m3 code exactly, on every target",
+          "[cpu_gemm]") {
+  // Every code in each row (256 columns, then 45: a partial vector), strips of 48 (padded) and
+  // of the whole width; scales of both signs, two K blocks. Each packed value must be the
+  // scalar decoding times its scale, bit for bit (NaN for e4m3's NaN codes).
+  const int64_t depth = 4, block = 2;
+  std::vector<uint8_t> codes(static_cast<size_t>(depth * 256));
+  for (int64_t k = 0; k < depth; ++k) {
+    for (int64_t c = 0; c < 256; ++c) codes[k * 256 + c] = static_cast<uint8_t>((c + 37 * k) % 256);
+  }
+  std::vector<float> scale(static_cast<size_t>(2 * 256));
+  for (size_t i = 0; i < scale.size(); ++i)
+    scale[i] = (i % 3 == 0 ? -1.0f : 1.0f) * (0.5f + i / 512.0f);
+  for_each_target([&] {
+    for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+      for (int64_t cols : {int64_t{256}, int64_t{45}}) {
+        for (int64_t nr : {int64_t{48}, cols}) {
+          CAPTURE(dtype_name(dtype), cols, nr);
+          const int64_t strips = (cols + nr - 1) / nr;
+          std::vector<float> packed(static_cast<size_t>(strips * depth * nr), -7.0f);
+          pack_rhs_panel_dequant(dtype, codes.data(), 256, depth, cols, nr, scale.data(), 256, 0,
+                                 block, packed.data());
+          int64_t wrong = 0;
+          for (int64_t k = 0; k < depth; ++k) {
+            for (int64_t c = 0; c < strips * nr; ++c) {
+              const float got = packed[(c / nr) * depth * nr + k * nr + c % nr];
+              if (c >= cols) {
+                wrong += got != 0.0f;
+                continue;
+              }
+              const uint8_t code = codes[k * 256 + c];
+              const float decoded = dtype == DType::kI8
+                                        ? static_cast<float>(static_cast<int8_t>(code))
+                                        : f8e4m3_to_float(f8e4m3{code});
+              const float want = decoded * scale[(k / block) * 256 + c];
+              wrong += std::isnan(want)
+                           ? !std::isnan(got)
+                           : std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(want);
+            }
+          }
+          CHECK(wrong == 0);
+        }
+      }
+    }
+  });
+}
