@@ -123,10 +123,13 @@ AttentionBroadcast broadcast_layout(const TensorSpec& spec, const AttentionProbl
 
 std::pair<int64_t, int64_t> AttentionProblem::key_range(int64_t b, int64_t r) const {
   if (!q_seq_lengths.empty() && r >= q_seq_lengths[b]) return {0, 0};
-  int64_t lo = 0, hi = kv_seq_lengths.empty() ? t : kv_seq_lengths[b];
-  if (is_causal) hi = std::min(hi, r + 1);
+  const int64_t keys = kv_seq_lengths.empty() ? t : kv_seq_lengths[b];
+  int64_t lo = 0, hi = keys;
+  if (is_causal) hi = std::min(hi, r + causal_offset + 1);
+  if (is_causal && causal_window >= 0) lo = std::max(lo, r + causal_offset - causal_window + 1);
   if (window_left >= 0) lo = std::max(lo, r - window_left);
   if (window_right >= 0) hi = std::min(hi, r + window_right + 1);
+  lo = std::min(lo, keys);  // an empty range never starts past the keys
   return {lo, std::max(lo, hi)};
 }
 
@@ -151,6 +154,13 @@ AttentionProblem AttentionProblem::from(const BoundArgs& args) {
   // Absent unless true: the default keeps the canonical args (and cache keys) of before.
   p.return_residuals = args.has("return_residuals") && args.option("return_residuals").get<bool>();
   p.is_causal = args.option("is_causal").get<bool>();
+  if (args.has("causal_mask")) {
+    const json& causal = args.option("causal_mask");
+    p.is_causal = true;
+    p.causal_offset = causal.at("offset").get<int64_t>();
+    if (!causal.at("window_size").is_null())
+      p.causal_window = causal.at("window_size").get<int64_t>();
+  }
   const json& cap = args.option("logits_soft_cap");
   p.logits_soft_cap = cap.is_null() ? 0.0 : cap.get<double>();
   if (!args.option("bias").is_null()) p.bias = args.tensor("bias");
@@ -220,6 +230,46 @@ void bind_attention_precision(const json& args, DType q, DType k, DType v) {
 
 }  // namespace
 
+namespace {
+
+// `mask` given as upstream's mask object rather than a bool tensor: CausalMask(offset,
+// window_size) as {"offset": o, "window_size": w} or Mask(causal_mask=...) as {"causal_mask":
+// {...}}; canonical as "causal_mask": {"offset": o, "window_size": w or null} (which bind also
+// takes back as an argument).
+void bind_causal_mask(const json& mask, json& out) {
+  const std::string form =
+      "mask as an object is upstream's CausalMask: {offset: int, window_size: int >= 1 or null}, "
+      "or {causal_mask: {...}}";
+  const json& causal = mask.contains("causal_mask") ? mask.at("causal_mask") : mask;
+  for (const auto& [key, value] : mask.items()) {
+    if (key != "causal_mask" && key != "offset" && key != "window_size") {
+      throw InvalidArgument(std::string(kOp) + "mask." + key +
+                                " is not supported (the bool mask is a tensor argument; the "
+                                "q_start / q_end / k_start / k_end ranges are not implemented); " +
+                                form,
+                            "mask");
+    }
+  }
+  if (!causal.is_object() || (mask.contains("causal_mask") && mask.size() != 1)) {
+    throw InvalidArgument(std::string(kOp) + form + ", got " + mask.dump(), "mask");
+  }
+  json bound = {{"offset", 0}, {"window_size", nullptr}};
+  for (const auto& [key, value] : causal.items()) {
+    if (key == "offset" && value.is_number_integer()) {
+      bound["offset"] = value;
+    } else if (key == "window_size" &&
+               (value.is_null() || (value.is_number_integer() && value.get<int64_t>() >= 1))) {
+      bound["window_size"] = value;
+    } else {
+      throw InvalidArgument(std::string(kOp) + form + "; got " + key + " = " + value.dump(),
+                            "mask");
+    }
+  }
+  out["causal_mask"] = bound;
+}
+
+}  // namespace
+
 template <>
 BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) const {
   if (!raw_args.is_object()) throw InvalidArgument(std::string(kOp) + "args must be a mapping");
@@ -231,7 +281,7 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
   }
   check_arg_names(
       kOp, args,
-      {"q", "k", "v", "bias", "mask", "is_causal", "logits_scale", "logits_soft_cap",
+      {"q", "k", "v", "bias", "mask", "causal_mask", "is_causal", "logits_scale", "logits_soft_cap",
        "q_seq_lengths", "kv_seq_lengths", "local_window", "return_residuals", "precision"});
   const TensorSpec q = bind_qkv(args, "q", "[*B, T, H, D]");
   const TensorSpec k = bind_qkv(args, "k", "[*B, t, h, D]");
@@ -292,7 +342,16 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
     out["bias"] = bias.to_string();
   }
   out["mask"] = nullptr;
-  if (present(args, "mask")) {
+  if (present(args, "causal_mask")) {
+    if (present(args, "mask") && args.at("mask").is_object()) {
+      throw InvalidArgument(std::string(kOp) + "give the causal mask once: as mask or causal_mask",
+                            "causal_mask");
+    }
+    bind_causal_mask(json{{"causal_mask", args.at("causal_mask")}}, out);
+  }
+  if (present(args, "mask") && args.at("mask").is_object()) {
+    bind_causal_mask(args.at("mask"), out);
+  } else if (present(args, "mask")) {
     const TensorSpec mask = bind_spec(args, "mask", "broadcastable to [*B, H, T, t]");
     if (mask.dtype != DType::kBool) {
       throw InvalidArgument(
@@ -303,6 +362,18 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
     out["mask"] = mask.to_string();
   }
   out["is_causal"] = read_bool_arg(kOp, args, "is_causal");
+  if (out.contains("causal_mask") && out["is_causal"].get<bool>()) {
+    // is_causal is CausalMask(): the two AND together as upstream's CausalMask.__and__ merges
+    // them (the smaller offset; the window keeps its lower bound).
+    json& causal = out["causal_mask"];
+    const int64_t offset = causal["offset"].get<int64_t>();
+    const int64_t merged = std::min<int64_t>(offset, 0);
+    if (!causal["window_size"].is_null()) {
+      causal["window_size"] = merged - (offset - causal["window_size"].get<int64_t>());
+    }
+    causal["offset"] = merged;
+    out["is_causal"] = false;
+  }
   out["logits_scale"] = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(D, 1)));
   if (present(args, "logits_scale")) {
     const json& value = args.at("logits_scale");
@@ -376,7 +447,7 @@ double ProblemOp<AttentionProblem>::flops(const BoundArgs& args) const {
   // rate compares with other kernels' reports; softmax work is not counted.
   const AttentionProblem p = AttentionProblem::from(args);
   const double full = 2.0 * static_cast<double>(p.B) * p.H * p.T * p.t * (p.D + p.d);
-  return p.is_causal ? 0.5 * full : full;
+  return p.is_causal && !p.has_causal_band() ? 0.5 * full : full;
 }
 
 template <>

@@ -60,13 +60,21 @@ struct AttentionProblem {
   std::vector<int64_t> q_seq_lengths;           // [B] or empty (no limit)
   std::vector<int64_t> kv_seq_lengths;          // [B] or empty (no limit)
   int64_t window_left = -1, window_right = -1;  // local_window; -1: unbounded
-  bool return_residuals = false;                // also output lse [*B, H, T] f32
+  // Under is_causal, upstream's CausalMask(offset, window_size): key j is visible from row r
+  // iff j <= r + causal_offset and, with a window, j > r + causal_offset - causal_window
+  // (is_causal alone: offset 0, no window).
+  int64_t causal_offset = 0;
+  int64_t causal_window = -1;     // -1: none
+  bool return_residuals = false;  // also output lse [*B, H, T] f32
 
   int64_t groups() const { return H / h; }  // g
   bool has_local_window() const { return window_left >= 0; }
+  // A causal mask other than the plain diagonal (an offset or a window).
+  bool has_causal_band() const { return is_causal && (causal_offset != 0 || causal_window >= 0); }
   // The keys [lo, hi) row r of batch b may see under causal, local window and sequence
   // lengths (an interval: each part is one, and they AND together). Causal aligns top-left:
-  // key j is visible from row r iff j <= r, also when T != t (upstream Tokamax's convention).
+  // key j is visible from row r iff j <= r + causal_offset, also when T != t (upstream
+  // Tokamax's convention).
   // Empty (lo >= hi) for rows past q_seq_lengths[b]. The bool mask comes on top of this.
   std::pair<int64_t, int64_t> key_range(int64_t b, int64_t r) const;
   AttentionBroadcast bias_layout() const;

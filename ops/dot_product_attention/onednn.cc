@@ -68,6 +68,9 @@ class OneDnnDotProductAttention final : public OneDnnImplementation<AttentionPro
           "oneDNN post-op in the composite");
     }
     if (p.has_local_window()) throw NotImplemented("onednn: local_window is not wired");
+    if (p.has_causal_band()) {
+      throw NotImplemented("onednn: a causal mask with an offset or a window is not wired");
+    }
     if (p.return_residuals) {
       throw NotImplemented(
           "onednn: return_residuals (the softmax primitive does not expose its row statistics)");

@@ -87,6 +87,9 @@ class OneDnnDotProductAttentionVjp final : public OneDnnImplementation<Attention
       throw NotImplemented("onednn: logits_soft_cap has no oneDNN post-op in the composite");
     }
     if (p.has_local_window()) throw NotImplemented("onednn: local_window is not wired");
+    if (p.has_causal_band()) {
+      throw NotImplemented("onednn: a causal mask with an offset or a window is not wired");
+    }
     if (!p.q_seq_lengths.empty() || !p.kv_seq_lengths.empty()) {
       throw NotImplemented(
           "onednn: sequence lengths would give fully masked rows, which oneDNN's softmax turns "

@@ -50,6 +50,10 @@ std::vector<json> option_cases() {
        {"v", "f64[1,10,2,8]"},
        {"is_causal", true},
        {"bias", "f32[10,10]"}},
+      {{"q", "f32[2,14,2,8]"},
+       {"k", "f32[2,11,2,8]"},
+       {"v", "f32[2,11,2,8]"},
+       {"mask", {{"offset", -3}, {"window_size", 4}}}},  // rows 0-2 see nothing
   };
 }
 
@@ -334,6 +338,84 @@ TEST_CASE(
       FAIL("no error");
     } catch (const InvalidArgument& e) {
       CHECK(e.field() == "precision");
+    }
+  }
+}
+
+TEST_CASE("dot_product_attention's causal mask object is upstream's CausalMask", "[attention]") {
+  // Key ranges: j <= r + offset and, with a window, j > r + offset - window_size; is_causal
+  // ANDs in as CausalMask() (the smaller offset, the window's lower bound kept).
+  auto range = [](json mask, bool is_causal, int64_t r) {
+    json args = kBase;
+    args["mask"] = std::move(mask);
+    args["is_causal"] = is_causal;
+    return AttentionProblem::from(bind_args(args)).key_range(0, r);
+  };
+  using Range = std::pair<int64_t, int64_t>;
+  CHECK(range({{"offset", 2}}, false, 3) == Range{0, 6});
+  CHECK(range({{"offset", -2}}, false, 1).first >= range({{"offset", -2}}, false, 1).second);
+  CHECK(range({{"offset", -2}}, false, 4) == Range{0, 3});
+  CHECK(range({{"offset", 1}, {"window_size", 3}}, false, 5) == Range{4, 7});
+  CHECK(range({{"causal_mask", {{"offset", 1}, {"window_size", 3}}}}, false, 5) == Range{4, 7});
+  CHECK(range({{"offset", 1}, {"window_size", 3}}, true, 5) == Range{4, 6});  // offset 0, window 2
+  CHECK(range({{"offset", 9}}, false, 7) == Range{0, 10});  // cut by t
+  CHECK(range({{"offset", -20}, {"window_size", 2}}, false, 7).first <= 10);
+  // The canonical form binds back to itself.
+  json args = kBase;
+  args["mask"] = {{"offset", -1}, {"window_size", 5}};
+  const BoundArgs bound = bind_args(args);
+  CHECK(bound.args["causal_mask"] == json{{"offset", -1}, {"window_size", 5}});
+  CHECK(bind_args(bound.args).args == bound.args);
+  // Errors name mask (or causal_mask).
+  for (const json& bad : {json{{"offset", 1.5}}, json{{"window_size", 0}}, json{{"q_start", 1}},
+                          json{{"causal_mask", {{"offset", 1}}}, {"offset", 1}},
+                          json{{"causal_mask", 3}}}) {
+    json wrong = kBase;
+    wrong["mask"] = bad;
+    CAPTURE(bad.dump());
+    CHECK(bind_error_field(dot_product_attention_op(), wrong) == "mask");
+  }
+  json twice = args;
+  twice["causal_mask"] = {{"offset", 0}, {"window_size", nullptr}};
+  CHECK(bind_error_field(dot_product_attention_op(), twice) == "causal_mask");
+}
+
+TEST_CASE("a causal mask object gives the output of the same mask as a bool tensor",
+          "[attention]") {
+  // Upstream's definition built element by element into a bool mask [T, t]: the reference and
+  // the cpu kernel (which skips blocks by key range) agree with the tensor form, so key_range
+  // cannot share a mistake with the oracle unseen.
+  for (const auto& [offset, window] : {std::pair<int64_t, int64_t>{-3, 0}, {2, 5}, {0, 1}, {7, 0}}) {
+    CAPTURE(offset, window);
+    json object = {{"q", "f32[1,33,2,16]"}, {"k", "f32[1,29,1,16]"}, {"v", "f32[1,29,1,16]"}};
+    object["mask"] = {{"offset", offset}};
+    if (window > 0) object["mask"]["window_size"] = window;
+    json tensor = object;
+    tensor["mask"] = "bool[33,29]";
+    const BoundArgs a = bind_args(object), b = bind_args(tensor);
+    TensorMap inputs = dot_product_attention_op().make_inputs(a, 4);
+    Tensor mask(b.tensor("mask"));
+    for (int64_t r = 0; r < 33; ++r) {
+      for (int64_t j = 0; j < 29; ++j) {
+        mask.data<bool>()[r * 29 + j] = j <= r + offset && (window == 0 || j > r + offset - window);
+      }
+    }
+    TensorMap with_tensor = inputs;
+    with_tensor.emplace("mask", mask);
+    for (const char* impl : {"reference", "cpu"}) {
+      CAPTURE(impl);
+      const Tensor x = run_impl(impl, a, inputs);
+      const Tensor y = run_impl(impl, b, with_tensor);
+      // The reference walks the same keys either way: the same bits. The cpu kernel skips
+      // blocks outside the range but walks masked elements of the tensor form, so its online
+      // softmax rescales at other points: a few f32 units apart.
+      const double tolerance = std::string(impl) == "reference" ? 0.0 : 1e-6;
+      double worst = 0.0, largest = 0.0;
+      for (int64_t e = 0; e < x.num_elements(); ++e) {
+        worst = std::max(worst, std::fabs(x.get(e) - y.get(e)));
+        largest = std::max(largest, std::fabs(y.get(e)));
+      }
+      CHECK(worst <= tolerance * largest);
     }
   }
 }
