@@ -153,6 +153,7 @@ AttentionProblem AttentionProblem::from(const BoundArgs& args) {
   p.logits_scale = args.option("logits_scale").get<double>();
   // Absent unless true: the default keeps the canonical args (and cache keys) of before.
   p.return_residuals = args.has("return_residuals") && args.option("return_residuals").get<bool>();
+  p.normalize_output = !args.has("normalize_output") || args.option("normalize_output").get<bool>();
   p.is_causal = args.option("is_causal").get<bool>();
   if (args.has("causal_mask")) {
     const json& causal = args.option("causal_mask");
@@ -279,10 +280,10 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
     const json w = args.at("local_window");
     args["local_window"] = json::array({w, w});
   }
-  check_arg_names(
-      kOp, args,
-      {"q", "k", "v", "bias", "mask", "causal_mask", "is_causal", "logits_scale", "logits_soft_cap",
-       "q_seq_lengths", "kv_seq_lengths", "local_window", "return_residuals", "precision"});
+  check_arg_names(kOp, args,
+                  {"q", "k", "v", "bias", "mask", "causal_mask", "is_causal", "logits_scale",
+                   "logits_soft_cap", "q_seq_lengths", "kv_seq_lengths", "local_window",
+                   "return_residuals", "normalize_output", "precision"});
   const TensorSpec q = bind_qkv(args, "q", "[*B, T, H, D]");
   const TensorSpec k = bind_qkv(args, "k", "[*B, t, h, D]");
   const TensorSpec v = bind_qkv(args, "v", "[*B, t, h, d]");
@@ -398,6 +399,10 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
   }
   // Only when true: at its default the option stays out of the canonical args.
   if (read_bool_arg(kOp, args, "return_residuals")) out["return_residuals"] = true;
+  // Only when false (its default true stays out of the canonical args).
+  if (present(args, "normalize_output") && !read_bool_arg(kOp, args, "normalize_output")) {
+    out["normalize_output"] = false;
+  }
   out["local_window"] = nullptr;
   if (present(args, "local_window")) {
     const json& value = args.at("local_window");

@@ -66,6 +66,9 @@ struct AttentionProblem {
   int64_t causal_offset = 0;
   int64_t causal_window = -1;     // -1: none
   bool return_residuals = false;  // also output lse [*B, H, T] f32
+  // false: out = sum_j exp(logit_j - max) v_j, the softmax's numerator without the division
+  // (upstream's normalize_output; max the row's largest visible logit).
+  bool normalize_output = true;
 
   int64_t groups() const { return H / h; }  // g
   bool has_local_window() const { return window_left >= 0; }

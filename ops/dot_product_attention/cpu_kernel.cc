@@ -320,11 +320,12 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     cpu_gemm_f32(p_tile, v_blk, M, d, n, sc.o.data(), d, /*accumulate=*/true, gemm);
   }
 
-  // Normalise and store; rows without a visible key have sum 0 and come out as zeros. The rows
+  // Normalise (unless normalize_output is false) and store; rows without a visible key have
+  // sum 0 and come out as zeros. The rows
   // of one head are H * d apart in out.
   for (int64_t m = 0; m < M; ++m) {
     const float sum = sc.state[m].sum;
-    cpu_scale_row(&sc.o[m * d], d, sum > 0.0f ? 1.0f / sum : 0.0f);
+    cpu_scale_row(&sc.o[m * d], d, sum > 0.0f ? (p.normalize_output ? 1.0f / sum : 1.0f) : 0.0f);
   }
   store_task_lse(ctx, b, hq0, heads, r0, rows, [&](int64_t m) {
     return std::pair<float, float>{sc.state[m].max, sc.state[m].sum};

@@ -45,7 +45,8 @@ struct Scratch {
   std::vector<float> ot;           // [d, Mp] unnormalised O^T
   std::vector<float> o_rows;       // [ceil(d / 16)][Mp][16] O^T transposed back
   std::vector<float> run_max, run_sum, factor;  // [Mp] per column
-  std::vector<int32_t> lo, hi;                  // [Mp] visible keys [lo, hi) per column
+  std::vector<float> true_max;  // [Mp] the largest scaled logit (normalize_output false only)
+  std::vector<int32_t> lo, hi;  // [Mp] visible keys [lo, hi) per column
 };
 
 }  // namespace
@@ -66,7 +67,9 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   grow_scratch(sc.st, static_cast<size_t>(bkv * Mp));
   grow_scratch(sc.ot, static_cast<size_t>(d * Mp));
   grow_scratch(sc.o_rows, static_cast<size_t>(round_up(d, kStoreGroup) * Mp));
-  for (auto* x : {&sc.run_max, &sc.run_sum, &sc.factor}) grow_scratch(*x, static_cast<size_t>(Mp));
+  for (auto* x : {&sc.run_max, &sc.run_sum, &sc.factor, &sc.true_max}) {
+    grow_scratch(*x, static_cast<size_t>(Mp));
+  }
   grow_scratch(sc.lo, static_cast<size_t>(Mp));
   grow_scratch(sc.hi, static_cast<size_t>(Mp));
   if (native) {
@@ -91,6 +94,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   std::fill(sc.lo.begin() + M, sc.lo.begin() + Mp, 0);
   std::fill(sc.hi.begin() + M, sc.hi.begin() + Mp, static_cast<int32_t>(p.t));
   std::fill(sc.run_max.begin(), sc.run_max.begin() + Mp, kNegInf);
+  std::fill(sc.true_max.begin(), sc.true_max.begin() + Mp, kNegInf);
   std::fill(sc.run_sum.begin(), sc.run_sum.begin() + Mp, 0.0f);
   std::fill(sc.ot.begin(), sc.ot.begin() + d * Mp, 0.0f);
 
@@ -203,6 +207,16 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
     for (int64_t sp = 0; sp < strips; ++sp) {
       float* slab = st + sp * n * nr;
       if (!all) cpu_mask_columns(slab, n, nr, nr, j0, &sc.lo[sp * nr], &sc.hi[sp * nr]);
+      if (!p.normalize_output) {
+        // The step's shift follows the maximum lazily; the unnormalized output needs the true
+        // one (exp(logit - max) per key), so it is tracked here.
+        for (int64_t c = 0; c < n; ++c) {
+          for (int64_t m = 0; m < nr; ++m) {
+            float& mx = sc.true_max[sp * nr + m];
+            mx = std::max(mx, exp_scale * slab[c * nr + m]);
+          }
+        }
+      }
       cpu_softmax_columns_step(slab, n, nr, nr, exp_scale, &sc.run_max[sp * nr],
                                &sc.run_sum[sp * nr], &sc.factor[sp * nr]);
       if (native) {
@@ -246,7 +260,12 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   store_task_lse(ctx, b, hq0, heads, r0, rows, [&](int64_t m) {
     return std::pair<float, float>{sc.run_max[m], sc.run_sum[m]};
   });
-  for (int64_t m = 0; m < Mp; ++m) sc.factor[m] = sc.run_sum[m] > 0.0f ? 1.0f / sc.run_sum[m] : 0;
+  for (int64_t m = 0; m < Mp; ++m) {
+    const float sum = sc.run_sum[m];
+    sc.factor[m] =
+        sum > 0.0f ? (p.normalize_output ? 1.0f / sum : std::exp(sc.run_max[m] - sc.true_max[m]))
+                   : 0.0f;
+  }
   cpu_scale_columns(sc.ot.data(), d, Mp, Mp, sc.factor.data());
   pack_lhs_block(DType::kF32, sc.ot.data(), Mp, d, Mp, kStoreGroup, sc.o_rows.data());
   for (int64_t jh = 0; jh < heads; ++jh) {

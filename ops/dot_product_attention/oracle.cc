@@ -33,6 +33,7 @@ struct OracleRow {
   double logit_error = 0.0;  // Delta: max over visible keys of the bound on |logit error| / u
   double logit_range = 0.0;  // R: max - min of the visible logits
   double lse = -kInf;        // log sum_j exp(logit_j)
+  double sum = 0.0;          // sum_j exp(logit_j - max): the unnormalized output's factor
   bool empty = true;
 };
 
@@ -73,6 +74,7 @@ OracleRow oracle_row(const AttentionProblem& p, const AttentionMasks& in, int64_
   }
   for (int64_t j = lo; j < hi; ++j) row.p[j] /= sum;
   row.lse = max + std::log(sum);
+  row.sum = sum;
   return row;
 }
 
@@ -244,8 +246,11 @@ OracleSample dot_product_attention_oracle(const BoundArgs& args, const TensorMap
         // accumulation_length 1 and roundoff u, so the bound is ~ u * magnitude.
         const double bracket = std::expm1(2.0 * row.logit_error * u) +
                                u * (3.0 * p.t + 2.0 * row.logit_range + 32.0) + p_rounding;
-        sample.value[at[n]] = value[n];
-        sample.magnitude[at[n]] = weighted[n] * bracket / u;
+        // normalize_output false: the same sums times the row's denominator (each term
+        // exp(logit_j - max) v_j carries the errors above, relative to its size).
+        const double scale = p.normalize_output ? 1.0 : row.sum;
+        sample.value[at[n]] = scale * value[n];
+        sample.magnitude[at[n]] = scale * weighted[n] * bracket / u;
       }
     }
   }

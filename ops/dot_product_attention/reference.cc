@@ -76,7 +76,7 @@ void dot_product_attention_reference(const AttentionProblem& p, const Tensor& q,
             }
           }
           // No visible key: zeros, not 0/0.
-          const Acc inv = sum > 0 ? Acc(1) / sum : Acc(0);
+          const Acc inv = sum > 0 ? (p.normalize_output ? Acc(1) / sum : Acc(1)) : Acc(0);
           X* out_row = out_data + ((b * p.T + r) * p.H + hq) * p.d;
           for (int64_t c = 0; c < p.d; ++c) out_row[c] = from_double<X>(acc[c] * inv);
           if (residuals) {

@@ -45,6 +45,11 @@ BoundArgs ProblemOp<AttentionVjpProblem>::bind_canonical(const nlohmann::json& a
   }
   BoundArgs bound = bind_vjp(dot_product_attention_op(), name(), forward, cotangents());
   const AttentionProblem p = AttentionProblem::from(bound);
+  if (!p.normalize_output) {
+    throw InvalidArgument(
+        std::string(name()) + ": normalize_output false is not implemented for the gradient",
+        "normalize_output");
+  }
   for (int n = 0; n < 2; ++n) {
     if (given[n].is_null()) continue;
     const bool is_lse = n == 0;

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "ops/framework/errors.h"
+#include "ops/framework/numerics.h"
+#include "ops/framework/op_lookup.h"
 #include "tests/ops/bind_errors.h"
 #include "tests/ops/dot_product_attention/attention_test_util.h"
 
@@ -54,6 +56,11 @@ std::vector<json> option_cases() {
        {"k", "f32[2,11,2,8]"},
        {"v", "f32[2,11,2,8]"},
        {"mask", {{"offset", -3}, {"window_size", 4}}}},  // rows 0-2 see nothing
+      {{"q", "f32[1,12,2,8]"},
+       {"k", "f32[1,12,2,8]"},
+       {"v", "f32[1,12,2,8]"},
+       {"is_causal", true},
+       {"normalize_output", false}},
   };
 }
 
@@ -358,7 +365,7 @@ TEST_CASE("dot_product_attention's causal mask object is upstream's CausalMask",
   CHECK(range({{"offset", 1}, {"window_size", 3}}, false, 5) == Range{4, 7});
   CHECK(range({{"causal_mask", {{"offset", 1}, {"window_size", 3}}}}, false, 5) == Range{4, 7});
   CHECK(range({{"offset", 1}, {"window_size", 3}}, true, 5) == Range{4, 6});  // offset 0, window 2
-  CHECK(range({{"offset", 9}}, false, 7) == Range{0, 10});  // cut by t
+  CHECK(range({{"offset", 9}}, false, 7) == Range{0, 10});                    // cut by t
   CHECK(range({{"offset", -20}, {"window_size", 2}}, false, 7).first <= 10);
   // The canonical form binds back to itself.
   json args = kBase;
@@ -367,9 +374,9 @@ TEST_CASE("dot_product_attention's causal mask object is upstream's CausalMask",
   CHECK(bound.args["causal_mask"] == json{{"offset", -1}, {"window_size", 5}});
   CHECK(bind_args(bound.args).args == bound.args);
   // Errors name mask (or causal_mask).
-  for (const json& bad : {json{{"offset", 1.5}}, json{{"window_size", 0}}, json{{"q_start", 1}},
-                          json{{"causal_mask", {{"offset", 1}}}, {"offset", 1}},
-                          json{{"causal_mask", 3}}}) {
+  for (const json& bad :
+       {json{{"offset", 1.5}}, json{{"window_size", 0}}, json{{"q_start", 1}},
+        json{{"causal_mask", {{"offset", 1}}}, {"offset", 1}}, json{{"causal_mask", 3}}}) {
     json wrong = kBase;
     wrong["mask"] = bad;
     CAPTURE(bad.dump());
@@ -385,7 +392,8 @@ TEST_CASE("a causal mask object gives the output of the same mask as a bool tens
   // Upstream's definition built element by element into a bool mask [T, t]: the reference and
   // the cpu kernel (which skips blocks by key range) agree with the tensor form, so key_range
   // cannot share a mistake with the oracle unseen.
-  for (const auto& [offset, window] : {std::pair<int64_t, int64_t>{-3, 0}, {2, 5}, {0, 1}, {7, 0}}) {
+  for (const auto& [offset, window] :
+       {std::pair<int64_t, int64_t>{-3, 0}, {2, 5}, {0, 1}, {7, 0}}) {
     CAPTURE(offset, window);
     json object = {{"q", "f32[1,33,2,16]"}, {"k", "f32[1,29,1,16]"}, {"v", "f32[1,29,1,16]"}};
     object["mask"] = {{"offset", offset}};
@@ -418,4 +426,32 @@ TEST_CASE("a causal mask object gives the output of the same mask as a bool tens
       CHECK(worst <= tolerance * largest);
     }
   }
+}
+
+TEST_CASE("dot_product_attention normalize_output false: the numerator, checked by its own bound",
+          "[attention]") {
+  // The normalized output is a different function (off by each row's denominator, >= 1): it
+  // fails the unnormalized oracle, and the reverse; the gradient refuses the form by name.
+  json args = {{"q", "f32[1,16,2,8]"}, {"k", "f32[1,16,2,8]"}, {"v", "f32[1,16,2,8]"}};
+  const BoundArgs normalized = bind_args(args);
+  args["normalize_output"] = false;
+  const BoundArgs raw = bind_args(args);
+  CHECK(raw.args["normalize_output"] == false);
+  CHECK_FALSE(normalized.args.contains("normalize_output"));
+  const TensorMap inputs = dot_product_attention_op().make_inputs(raw, 6);
+  const Tensor a = run_impl("reference", raw, inputs);
+  const Tensor b = run_impl("reference", normalized, inputs);
+  std::vector<int64_t> index(static_cast<size_t>(a.num_elements()));
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+  auto judged = [&](const Tensor& out, const BoundArgs& bound) {
+    return judge(compare_to_oracle(out,
+                                   dot_product_attention_op().oracle(bound, inputs, "out", index),
+                                   dot_product_attention_op().error_model(bound)));
+  };
+  CHECK(judged(a, raw) == Disposition::kPassed);
+  CHECK(judged(b, raw) == Disposition::kFailed);
+  CHECK(judged(a, normalized) == Disposition::kFailed);
+  json vjp = args;
+  vjp["dout"] = "f32[1,16,2,8]";
+  CHECK(bind_error_field(find_op("dot_product_attention_vjp"), vjp) == "normalize_output");
 }

@@ -76,6 +76,18 @@ std::vector<json> test_cases() {
        {"v", "f16[2,2,12,2,8]"},
        {"kv_seq_lengths", {12, 0, 5, 1}},
        {"is_causal", true}},
+      // upstream's CausalMask with a negative offset and a window; the unnormalized output
+      {{"q", "bf16[2,45,4,16]"},
+       {"k", "bf16[2,40,2,16]"},
+       {"v", "bf16[2,40,2,16]"},
+       {"mask", {{"offset", -4}, {"window_size", 11}}},
+       {"normalize_output", false}},
+      {{"q", "f32[1,30,2,16]"},
+       {"k", "f32[1,52,2,16]"},
+       {"v", "f32[1,52,2,16]"},
+       {"mask", {{"offset", 20}}},
+       {"normalize_output", false},
+       {"return_residuals", true}},
       // odd D (a padded bf16 pair), d != D
       {{"q", "bf16[1,19,2,15]"}, {"k", "bf16[1,37,2,15]"}, {"v", "bf16[1,37,2,9]"}},
       {{"q", "f16[1,19,2,15]"},
