@@ -135,6 +135,9 @@ std::pair<int64_t, int64_t> AttentionProblem::key_range(int64_t b, int64_t r) co
 
 AttentionBroadcast AttentionProblem::bias_layout() const { return broadcast_layout(*bias, *this); }
 AttentionBroadcast AttentionProblem::mask_layout() const { return broadcast_layout(*mask, *this); }
+AttentionBroadcast AttentionProblem::dropout_layout() const {
+  return broadcast_layout(*dropout_mask, *this);
+}
 
 AttentionProblem AttentionProblem::from(const BoundArgs& args) {
   AttentionProblem p;
@@ -154,6 +157,10 @@ AttentionProblem AttentionProblem::from(const BoundArgs& args) {
   // Absent unless true: the default keeps the canonical args (and cache keys) of before.
   p.return_residuals = args.has("return_residuals") && args.option("return_residuals").get<bool>();
   p.normalize_output = !args.has("normalize_output") || args.option("normalize_output").get<bool>();
+  if (args.has("dropout_mask")) {
+    p.dropout_mask = args.tensor("dropout_mask");
+    p.dropout_rate = args.option("dropout_rate").get<double>();
+  }
   p.is_causal = args.option("is_causal").get<bool>();
   if (args.has("causal_mask")) {
     const json& causal = args.option("causal_mask");
@@ -280,10 +287,11 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
     const json w = args.at("local_window");
     args["local_window"] = json::array({w, w});
   }
-  check_arg_names(kOp, args,
-                  {"q", "k", "v", "bias", "mask", "causal_mask", "is_causal", "logits_scale",
-                   "logits_soft_cap", "q_seq_lengths", "kv_seq_lengths", "local_window",
-                   "return_residuals", "normalize_output", "precision"});
+  check_arg_names(
+      kOp, args,
+      {"q", "k", "v", "bias", "mask", "causal_mask", "is_causal", "logits_scale", "logits_soft_cap",
+       "q_seq_lengths", "kv_seq_lengths", "local_window", "return_residuals", "normalize_output",
+       "dropout_mask", "dropout_rate", "precision"});
   const TensorSpec q = bind_qkv(args, "q", "[*B, T, H, D]");
   const TensorSpec k = bind_qkv(args, "k", "[*B, t, h, D]");
   const TensorSpec v = bind_qkv(args, "v", "[*B, t, h, d]");
@@ -399,6 +407,34 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
   }
   // Only when true: at its default the option stays out of the canonical args.
   if (read_bool_arg(kOp, args, "return_residuals")) out["return_residuals"] = true;
+  // Dropout, in the canonical args only when a mask is given (upstream: a rate without a mask is
+  // an error; a mask at rate 0 only drops).
+  double rate = 0.0;
+  if (present(args, "dropout_rate")) {
+    const json& value = args.at("dropout_rate");
+    if (!value.is_number() || !(value.get<double>() >= 0.0) || !(value.get<double>() < 1.0)) {
+      throw InvalidArgument(
+          std::string(kOp) + "dropout_rate must be a number in [0, 1), got " + value.dump(),
+          "dropout_rate");
+    }
+    rate = value.get<double>();
+  }
+  if (present(args, "dropout_mask")) {
+    const TensorSpec drop = bind_spec(args, "dropout_mask", "broadcastable to [*B, H, T, t]");
+    if (drop.dtype != DType::kBool) {
+      throw InvalidArgument(std::string(kOp) +
+                                "dropout_mask must be a bool tensor (true = keep), got " +
+                                drop.to_string(),
+                            "dropout_mask");
+    }
+    check_broadcastable(drop, full, "dropout_mask");
+    out["dropout_mask"] = drop.to_string();
+    out["dropout_rate"] = rate;
+  } else if (rate != 0.0) {
+    throw InvalidArgument(std::string(kOp) + "dropout_rate " + json(rate).dump() +
+                              " needs a dropout_mask (upstream's rule)",
+                          "dropout_rate");
+  }
   // Only when false (its default true stays out of the canonical args).
   if (present(args, "normalize_output") && !read_bool_arg(kOp, args, "normalize_output")) {
     out["normalize_output"] = false;
@@ -428,6 +464,7 @@ std::vector<TensorDecl> ProblemOp<AttentionProblem>::inputs(const BoundArgs& arg
       {"q", args.tensor("q")}, {"k", args.tensor("k")}, {"v", args.tensor("v")}};
   if (p.bias) decls.push_back({"bias", *p.bias});
   if (p.mask) decls.push_back({"mask", *p.mask});
+  if (p.dropout_mask) decls.push_back({"dropout_mask", *p.dropout_mask});
   return decls;
 }
 

@@ -69,6 +69,10 @@ struct AttentionProblem {
   // false: out = sum_j exp(logit_j - max) v_j, the softmax's numerator without the division
   // (upstream's normalize_output; max the row's largest visible logit).
   bool normalize_output = true;
+  // Upstream's dropout: the softmax weights times dropout_mask / (1 - dropout_rate), after
+  // normalization (the denominator sums the weights before it; lse is unchanged).
+  std::optional<TensorSpec> dropout_mask;  // bool, broadcastable to [*B, H, T, t]
+  double dropout_rate = 0.0;
 
   int64_t groups() const { return H / h; }  // g
   bool has_local_window() const { return window_left >= 0; }
@@ -82,6 +86,9 @@ struct AttentionProblem {
   std::pair<int64_t, int64_t> key_range(int64_t b, int64_t r) const;
   AttentionBroadcast bias_layout() const;
   AttentionBroadcast mask_layout() const;
+  AttentionBroadcast dropout_layout() const;
+  // The factor a kept weight is multiplied by, 1 / (1 - dropout_rate).
+  double dropout_scale() const { return 1.0 / (1.0 - dropout_rate); }
 
   static AttentionProblem from(const BoundArgs& args);
 };
@@ -116,6 +123,8 @@ void dot_product_attention_reference(const AttentionProblem& problem,
                                      const Tensor* mask,  // bool, broadcast to [*B, H, T, t]
                                      // Outputs.
                                      Tensor& out,  // [*B, T, H, d] in q's dtype
-                                     AttentionResiduals* residuals = nullptr);
+                                     AttentionResiduals* residuals = nullptr,
+                                     // Inputs.
+                                     const Tensor* dropout_mask = nullptr);  // bool, as mask
 
 }  // namespace tokamax

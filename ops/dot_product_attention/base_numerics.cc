@@ -47,6 +47,16 @@ TensorMap ProblemOp<AttentionProblem>::make_inputs(const BoundArgs& args, uint64
     }
     inputs.emplace("mask", std::move(mask));
   }
+  if (p.dropout_mask) {
+    // Kept with probability 1 - dropout_rate (0.9 at rate 0), as a dropout layer draws it.
+    Tensor keep(*p.dropout_mask);
+    const uint64_t stream = stream_id("dropout_mask");
+    const double kept = p.dropout_rate > 0.0 ? 1.0 - p.dropout_rate : 0.9;
+    for (int64_t e = 0; e < keep.num_elements(); ++e) {
+      keep.set(e, uniform01(seed, stream, e) < kept ? 1.0 : 0.0);
+    }
+    inputs.emplace("dropout_mask", std::move(keep));
+  }
   return inputs;
 }
 

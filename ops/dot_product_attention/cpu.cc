@@ -79,10 +79,11 @@ class CpuDotProductAttention final
     options.shared_kv_packing = c.kv_packing != "per_block";
     options.transposed = c.kv_packing == "transposed";
     options.num_threads = c.num_threads;
-    dot_product_attention_cpu_kernel(p, options, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-                                     find_tensor(inputs, "bias"), find_tensor(inputs, "mask"),
-                                     outputs.at("out"),
-                                     p.return_residuals ? &outputs.at("lse") : nullptr);
+    dot_product_attention_cpu_kernel(
+        p, options, inputs.at("q"), inputs.at("k"), inputs.at("v"), find_tensor(inputs, "bias"),
+        find_tensor(inputs, "mask"), outputs.at("out"),
+        p.return_residuals ? &outputs.at("lse") : nullptr,
+        p.dropout_mask ? find_tensor(inputs, "dropout_mask") : nullptr);
   }
 };
 

@@ -270,6 +270,12 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
         OnlineSoftmax<float>& state = sc.state[m];
         const float target = std::max(state.max, exp_scale * cpu_row_max(s, n));
         const float block_sum = cpu_exp_shift_sum(s, n, target, exp_scale);
+        if (ctx.dropout) {
+          const bool* keep = ctx.dropout + ctx.dropout_at.offset(b, hq, r, j0);
+          for (int64_t c = c_lo; c < c_hi; ++c) {
+            s[c] = keep[c * ctx.dropout_at.stride_t] ? s[c] * ctx.dropout_scale : 0.0f;
+          }
+        }
         const float rescale = state.merge(target, block_sum);
         if (rescale != 1.0f) cpu_scale_row(&sc.o[m * d], d, rescale);
       }
@@ -340,7 +346,8 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
 void dot_product_attention_cpu_kernel(const AttentionProblem& p,
                                       const CpuAttentionKernelOptions& options, const Tensor& q,
                                       const Tensor& k, const Tensor& v, const Tensor* bias,
-                                      const Tensor* mask, Tensor& out, Tensor* lse) {
+                                      const Tensor* mask, Tensor& out, Tensor* lse,
+                                      const Tensor* dropout_mask) {
   if (p.dtype != DType::kF32 && p.dtype != DType::kBF16 && p.dtype != DType::kF16) {
     throw NotImplemented("cpu dot_product_attention: " + std::string(dtype_name(p.dtype)) +
                          " inputs; the kernel runs f32, bf16 and f16");
@@ -366,6 +373,11 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
                   0};
   if (bias) ctx.bias_at = p.bias_layout();
   if (mask) ctx.mask_at = p.mask_layout();
+  if (dropout_mask) {
+    ctx.dropout = dropout_mask->data<bool>();
+    ctx.dropout_at = p.dropout_layout();
+    ctx.dropout_scale = static_cast<float>(p.dropout_scale());
+  }
   if (lse) ctx.lse = lse->data<float>();
   const int64_t heads = options.group_heads ? p.groups() : 1;
   const int64_t bq = std::clamp<int64_t>(options.block_q, 1, p.T);

@@ -47,7 +47,9 @@ void dot_product_attention_cpu_kernel(const AttentionProblem& p,
                                       const Tensor* bias,  // broadcast to [*B, H, T, t]
                                       const Tensor* mask,  // bool, broadcast likewise
                                       // Outputs.
-                                      Tensor& out,             // [*B, T, H, d]
-                                      Tensor* lse = nullptr);  // [*B, H, T] f32, or null
+                                      Tensor& out,            // [*B, T, H, d]
+                                      Tensor* lse = nullptr,  // [*B, H, T] f32, or null
+                                      // Inputs.
+                                      const Tensor* dropout_mask = nullptr);  // bool, as mask
 
 }  // namespace tokamax

@@ -219,6 +219,16 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
       }
       cpu_softmax_columns_step(slab, n, nr, nr, exp_scale, &sc.run_max[sp * nr],
                                &sc.run_sum[sp * nr], &sc.factor[sp * nr]);
+      if (ctx.dropout) {  // after the running sums have counted every weight
+        for (int64_t ml = 0; ml < nr && sp * nr + ml < M; ++ml) {
+          const int64_t m = sp * nr + ml, hq = hq0 + m / rows, r = r0 + m % rows;
+          const bool* keep = ctx.dropout + ctx.dropout_at.offset(b, hq, r, j0);
+          for (int64_t c = 0; c < n; ++c) {
+            float& x = slab[c * nr + ml];
+            x = keep[c * ctx.dropout_at.stride_t] ? x * ctx.dropout_scale : 0.0f;
+          }
+        }
+      }
       if (native) {
         pack_pt_pairs_rounded(slab, nr, n, nr, nr, sc.rounded.data(),
                               sc.pt_pairs.data() + sp * ((n + 1) / 2) * nr);

@@ -39,6 +39,11 @@ struct TaskContext {
   int mr = 0, nr_vectors = 0;
   int64_t nr = 0, bkv = 0;  // bkv a multiple of nr (rows layout) or of mr (transposed layout)
   float* lse = nullptr;     // [B, H, T] f32 with return_residuals, else null
+  // Dropout: P's entries times dropout_scale where dropout[...] keeps them, else 0 (after the
+  // running sum has counted them).
+  const bool* dropout = nullptr;
+  AttentionBroadcast dropout_at{};
+  float dropout_scale = 1.0f;
 };
 
 // With return_residuals: lse of the task's M = heads * rows rows (row m = head_j * rows + rr)

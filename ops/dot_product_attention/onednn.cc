@@ -69,6 +69,7 @@ class OneDnnDotProductAttention final : public OneDnnImplementation<AttentionPro
     }
     if (p.has_local_window()) throw NotImplemented("onednn: local_window is not wired");
     if (!p.normalize_output) throw NotImplemented("onednn: normalize_output false is not wired");
+    if (p.dropout_mask) throw NotImplemented("onednn: dropout is not wired");
     if (p.has_causal_band()) {
       throw NotImplemented("onednn: a causal mask with an offset or a window is not wired");
     }

@@ -100,6 +100,12 @@ AttentionMasks load_attention_masks(const AttentionProblem& p, const TensorMap& 
     for (int64_t e = 0; e < mask.num_elements(); ++e) in.mask[e] = mask.get(e) != 0.0;
     in.mask_at = p.mask_layout();
   }
+  if (p.dropout_mask) {
+    const Tensor& keep = inputs.find("dropout_mask")->second;
+    in.dropout.resize(static_cast<size_t>(keep.num_elements()));
+    for (int64_t e = 0; e < keep.num_elements(); ++e) in.dropout[e] = keep.get(e) != 0.0;
+    in.dropout_at = p.dropout_layout();
+  }
   return in;
 }
 
@@ -215,11 +221,13 @@ OracleSample dot_product_attention_oracle(const BoundArgs& args, const TensorMap
       if (method == OracleMethod::kLoop) {
         for (size_t n = 0; n < points.size(); ++n) {
           const std::vector<double>& pr = oracle_rows[points[n].a].p;
+          const int64_t r = rows[points[n].a];
           for (int64_t j = 0; j < p.t; ++j) {
             if (pr[j] == 0.0) continue;
+            const double w = pr[j] * in.dropped(p, b, hq, r, j);
             const double vj = vt.row(points[n].b)[j];
-            value[n] += pr[j] * vj;
-            weighted[n] += pr[j] * std::fabs(vj);
+            value[n] += w * vj;
+            weighted[n] += w * std::fabs(vj);
           }
         }
       } else {
@@ -227,6 +235,9 @@ OracleSample dot_product_attention_oracle(const BoundArgs& args, const TensorMap
                           static_cast<int64_t>(rows.size()), p.t};
         for (size_t r = 0; r < rows.size(); ++r) {
           std::copy(oracle_rows[r].p.begin(), oracle_rows[r].p.end(), weights.row(r));
+          if (p.dropout_mask) {
+            for (int64_t j = 0; j < p.t; ++j) weights.row(r)[j] *= in.dropped(p, b, hq, rows[r], j);
+          }
         }
         f64_dot_rows(weights.rows_view(), vt.rows_view(), points, value, weighted);
       }

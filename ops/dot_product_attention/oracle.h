@@ -33,11 +33,17 @@ OracleSample dot_product_attention_vjp_oracle(const BoundArgs& args, const Tenso
 // once per row).
 struct AttentionMasks {
   std::vector<double> bias;
-  std::vector<uint8_t> mask;
-  AttentionBroadcast bias_at, mask_at;
+  std::vector<uint8_t> mask, dropout;
+  AttentionBroadcast bias_at, mask_at, dropout_at;
   // Whether key j is visible from row r of head (b, hq) under the bool mask (none: all are).
   bool keep(const AttentionProblem& p, int64_t b, int64_t hq, int64_t r, int64_t j) const {
     return !p.mask || mask[mask_at.offset(b, hq, r, j)];
+  }
+  // The factor the softmax weight of key j from row r carries after dropout: keep / (1 -
+  // dropout_rate), 1 without dropout.
+  double dropped(const AttentionProblem& p, int64_t b, int64_t hq, int64_t r, int64_t j) const {
+    if (!p.dropout_mask) return 1.0;
+    return dropout[dropout_at.offset(b, hq, r, j)] ? p.dropout_scale() : 0.0;
   }
   double bias_at_key(const AttentionProblem& p, int64_t b, int64_t hq, int64_t r, int64_t j) const {
     return p.bias ? bias[bias_at.offset(b, hq, r, j)] : 0.0;

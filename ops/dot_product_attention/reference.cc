@@ -18,10 +18,13 @@ namespace tokamax {
 template <typename Acc>
 void dot_product_attention_reference(const AttentionProblem& p, const Tensor& q, const Tensor& k,
                                      const Tensor& v, const Tensor* bias, const Tensor* mask,
-                                     Tensor& out, AttentionResiduals* residuals) {
+                                     Tensor& out, AttentionResiduals* residuals,
+                                     const Tensor* dropout_mask) {
   const Acc inf = std::numeric_limits<Acc>::infinity();
   const AttentionBroadcast bias_at = p.bias ? p.bias_layout() : AttentionBroadcast{};
   const AttentionBroadcast mask_at = p.mask ? p.mask_layout() : AttentionBroadcast{};
+  const AttentionBroadcast drop_at = dropout_mask ? p.dropout_layout() : AttentionBroadcast{};
+  const Acc drop_scale = static_cast<Acc>(p.dropout_scale());
   std::vector<Acc> bias_values;
   if (bias) {
     bias_values.resize(static_cast<size_t>(bias->num_elements()));
@@ -71,8 +74,13 @@ void dot_product_attention_reference(const AttentionProblem& p, const Tensor& q,
               if (logit[j] == -inf) continue;
               const Acc e = std::exp(logit[j] - max);
               sum += e;
+              // Dropout after the denominator: the weight times keep / (1 - rate).
+              const Acc w = !dropout_mask ? e
+                            : dropout_mask->data<bool>()[drop_at.offset(b, hq, r, j)]
+                                ? e * drop_scale
+                                : Acc(0);
               const X* v_row = v_data + ((b * p.t + j) * p.h + i) * p.d;
-              for (int64_t c = 0; c < p.d; ++c) acc[c] += e * static_cast<Acc>(to_double(v_row[c]));
+              for (int64_t c = 0; c < p.d; ++c) acc[c] += w * static_cast<Acc>(to_double(v_row[c]));
             }
           }
           // No visible key: zeros, not 0/0.
@@ -92,10 +100,12 @@ void dot_product_attention_reference(const AttentionProblem& p, const Tensor& q,
 
 template void dot_product_attention_reference<float>(const AttentionProblem&, const Tensor&,
                                                      const Tensor&, const Tensor&, const Tensor*,
-                                                     const Tensor*, Tensor&, AttentionResiduals*);
+                                                     const Tensor*, Tensor&, AttentionResiduals*,
+                                                     const Tensor*);
 template void dot_product_attention_reference<double>(const AttentionProblem&, const Tensor&,
                                                       const Tensor&, const Tensor&, const Tensor*,
-                                                      const Tensor*, Tensor&, AttentionResiduals*);
+                                                      const Tensor*, Tensor&, AttentionResiduals*,
+                                                      const Tensor*);
 
 namespace {
 
@@ -103,15 +113,16 @@ void run_reference(const AttentionProblem& problem, const TensorMap& inputs, Ten
   Tensor& out = outputs.at("out");
   const Tensor* bias = find_tensor(inputs, "bias");
   const Tensor* mask = find_tensor(inputs, "mask");
+  const Tensor* dropout = problem.dropout_mask ? find_tensor(inputs, "dropout_mask") : nullptr;
   AttentionResiduals residuals;
   AttentionResiduals* wanted = problem.return_residuals ? &residuals : nullptr;
   // Softmax in >= f32: f32 for 16-bit and f32 inputs, f64 for f64 inputs.
   if (problem.dtype == DType::kF64) {
     dot_product_attention_reference<double>(problem, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-                                            bias, mask, out, wanted);
+                                            bias, mask, out, wanted, dropout);
   } else {
     dot_product_attention_reference<float>(problem, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-                                           bias, mask, out, wanted);
+                                           bias, mask, out, wanted, dropout);
   }
   if (wanted) {
     float* lse = outputs.at("lse").data<float>();

@@ -45,6 +45,10 @@ BoundArgs ProblemOp<AttentionVjpProblem>::bind_canonical(const nlohmann::json& a
   }
   BoundArgs bound = bind_vjp(dot_product_attention_op(), name(), forward, cotangents());
   const AttentionProblem p = AttentionProblem::from(bound);
+  if (p.dropout_mask) {
+    throw InvalidArgument(std::string(name()) + ": dropout is not implemented for the gradient",
+                          "dropout_mask");
+  }
   if (!p.normalize_output) {
     throw InvalidArgument(
         std::string(name()) + ": normalize_output false is not implemented for the gradient",

@@ -61,6 +61,11 @@ std::vector<json> option_cases() {
        {"v", "f32[1,12,2,8]"},
        {"is_causal", true},
        {"normalize_output", false}},
+      {{"q", "f32[2,9,2,8]"},
+       {"k", "f32[2,11,2,8]"},
+       {"v", "f32[2,11,2,8]"},
+       {"dropout_mask", "bool[2,1,9,11]"},
+       {"dropout_rate", 0.5}},
   };
 }
 
@@ -186,7 +191,8 @@ TEST_CASE("dot_product_attention reference at f64 is the oracle", "[attention]")
     // The reference writes in the inputs' dtype; run it at Acc = double into that dtype.
     Tensor typed(dot_product_attention_op().outputs(args)[0].spec);
     dot_product_attention_reference<double>(p, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-                                            find("bias"), find("mask"), typed);
+                                            find("bias"), find("mask"), typed, nullptr,
+                                            find("dropout_mask"));
     const OracleSample oracle =
         dot_product_attention_op().oracle(args, inputs, "out", all_indices(args));
     const double u_out = unit_roundoff(p.dtype);
@@ -454,4 +460,55 @@ TEST_CASE("dot_product_attention normalize_output false: the numerator, checked 
   json vjp = args;
   vjp["dout"] = "f32[1,16,2,8]";
   CHECK(bind_error_field(find_op("dot_product_attention_vjp"), vjp) == "normalize_output");
+}
+
+TEST_CASE("dot_product_attention dropout: weights times keep / (1 - rate) after the softmax",
+          "[attention]") {
+  json args = {{"q", "f32[1,12,2,8]"},
+               {"k", "f32[1,12,2,8]"},
+               {"v", "f32[1,12,2,8]"},
+               {"dropout_mask", "bool[12,12]"},
+               {"dropout_rate", 0.25}};
+  const BoundArgs bound = bind_args(args);
+  CHECK(bound.args["dropout_rate"] == 0.25);
+  const TensorMap inputs = dot_product_attention_op().make_inputs(bound, 8);
+  // Every key kept: the plain attention divided by 1 - rate (to a few f32 units: the factor is
+  // applied to each weight, not to the sum).
+  TensorMap all_kept = inputs;
+  Tensor keep(bound.tensor("dropout_mask"));
+  for (int64_t e = 0; e < keep.num_elements(); ++e) keep.data<bool>()[e] = true;
+  all_kept.at("dropout_mask") = keep;
+  json plain_args = args;
+  plain_args.erase("dropout_mask");
+  plain_args.erase("dropout_rate");
+  const Tensor dropped = run_impl("reference", bound, all_kept);
+  const Tensor plain = run_impl("reference", bind_args(plain_args), inputs);
+  double worst = 0.0, largest = 0.0;
+  for (int64_t e = 0; e < plain.num_elements(); ++e) {
+    worst = std::max(worst, std::fabs(dropped.get(e) - plain.get(e) / 0.75));
+    largest = std::max(largest, std::fabs(plain.get(e) / 0.75));
+  }
+  CHECK(worst <= 1e-6 * largest);
+  // The drawn mask drops some: ignoring it fails the oracle.
+  std::vector<int64_t> index(static_cast<size_t>(plain.num_elements()));
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+  const OracleSample oracle = dot_product_attention_op().oracle(bound, inputs, "out", index);
+  CHECK(judge(compare_to_oracle(run_impl("reference", bound, inputs), oracle,
+                                dot_product_attention_op().error_model(bound))) ==
+        Disposition::kPassed);
+  CHECK(judge(compare_to_oracle(dropped, oracle, dot_product_attention_op().error_model(bound))) ==
+        Disposition::kFailed);
+  // Errors: a rate without a mask, a rate outside [0, 1), a float mask; the gradient refuses it.
+  json no_mask = plain_args;
+  no_mask["dropout_rate"] = 0.1;
+  CHECK(bind_error_field(dot_product_attention_op(), no_mask) == "dropout_rate");
+  json high = args;
+  high["dropout_rate"] = 1.0;
+  CHECK(bind_error_field(dot_product_attention_op(), high) == "dropout_rate");
+  json floating = args;
+  floating["dropout_mask"] = "f32[12,12]";
+  CHECK(bind_error_field(dot_product_attention_op(), floating) == "dropout_mask");
+  json vjp = args;
+  vjp["dout"] = "f32[1,12,2,8]";
+  CHECK(bind_error_field(find_op("dot_product_attention_vjp"), vjp) == "dropout_mask");
 }

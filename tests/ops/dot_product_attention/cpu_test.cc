@@ -88,6 +88,18 @@ std::vector<json> test_cases() {
        {"mask", {{"offset", 20}}},
        {"normalize_output", false},
        {"return_residuals", true}},
+      // dropout after the softmax (broadcast over the batch; and over heads at rate 0)
+      {{"q", "f32[2,33,4,16]"},
+       {"k", "f32[2,29,2,16]"},
+       {"v", "f32[2,29,2,16]"},
+       {"is_causal", true},
+       {"dropout_mask", "bool[4,33,29]"},
+       {"dropout_rate", 0.3}},
+      {{"q", "bf16[1,40,2,16]"},
+       {"k", "bf16[1,40,2,16]"},
+       {"v", "bf16[1,40,2,16]"},
+       {"dropout_mask", "bool[1,1,40,40]"},
+       {"normalize_output", false}},
       // odd D (a padded bf16 pair), d != D
       {{"q", "bf16[1,19,2,15]"}, {"k", "bf16[1,37,2,15]"}, {"v", "bf16[1,37,2,9]"}},
       {{"q", "f16[1,19,2,15]"},
