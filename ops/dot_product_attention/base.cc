@@ -291,7 +291,7 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
       kOp, args,
       {"q", "k", "v", "bias", "mask", "causal_mask", "is_causal", "logits_scale", "logits_soft_cap",
        "q_seq_lengths", "kv_seq_lengths", "local_window", "return_residuals", "normalize_output",
-       "dropout_mask", "dropout_rate", "precision"});
+       "dropout_mask", "dropout_rate", "logits_dtype", "precision"});
   const TensorSpec q = bind_qkv(args, "q", "[*B, T, H, D]");
   const TensorSpec k = bind_qkv(args, "k", "[*B, t, h, D]");
   const TensorSpec v = bind_qkv(args, "v", "[*B, t, h, d]");
@@ -334,6 +334,28 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
   full.insert(full.end(), {H, T, t});
 
   bind_attention_precision(args, q.dtype, k.dtype, v.dtype);
+  // Upstream's logits_dtype: the logits' dtype after q k^T. AUTO (the q k^T accumulator's) is
+  // what every implementation here runs: f32, f64 for f64 inputs. Naming that dtype is
+  // accepted; rounding the logits to a narrower one is refused, never ignored.
+  if (present(args, "logits_dtype")) {
+    const json& value = args.at("logits_dtype");
+    const DType accumulator = q.dtype == DType::kF64 ? DType::kF64 : DType::kF32;
+    bool ok = value.is_string() && (value == "auto" || value == "AUTO");
+    if (!ok && value.is_string()) {
+      try {
+        ok = parse_dtype(value.get<std::string>()) == accumulator;
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok) {
+      throw InvalidArgument(std::string(kOp) + "logits_dtype " + value.dump() +
+                                " is not implemented: the logits are kept in the accumulator's " +
+                                std::string(dtype_name(accumulator)) + " (give auto or " +
+                                std::string(dtype_name(accumulator)) + ")",
+                            "logits_dtype");
+    }
+  }
   BoundArgs bound;
   bound.op = "dot_product_attention";
   json& out = bound.args;

@@ -512,3 +512,18 @@ TEST_CASE("dot_product_attention dropout: weights times keep / (1 - rate) after 
   vjp["dout"] = "f32[1,12,2,8]";
   CHECK(bind_error_field(find_op("dot_product_attention_vjp"), vjp) == "dropout_mask");
 }
+
+TEST_CASE("dot_product_attention logits_dtype: the accumulator's accepted, a narrower refused",
+          "[attention]") {
+  json args = {{"q", "bf16[1,8,2,8]"}, {"k", "bf16[1,8,2,8]"}, {"v", "bf16[1,8,2,8]"}};
+  const BoundArgs plain = bind_args(args);
+  for (const char* accepted : {"auto", "f32", "float32"}) {
+    args["logits_dtype"] = accepted;
+    CHECK(bind_args(args).args == plain.args);  // the same problem, the same cache key
+  }
+  for (const char* refused : {"bf16", "f16", "f64", "int7"}) {
+    args["logits_dtype"] = refused;
+    CAPTURE(refused);
+    CHECK(bind_error_field(dot_product_attention_op(), args) == "logits_dtype");
+  }
+}
