@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k, router_topk,
-# ragged_gather, ragged_gather_reduce, fused_moe, triangle_multiplication and its VJP with upstream
+# ragged_gather, ragged_gather_reduce, fused_moe, triangle_multiplication and its VJP, and
+# dot_product_attention's upstream mask forms (CausalMask, normalize_output, dropout) with upstream
 # Tokamax's own reference functions and prints how many cases agree: bit for bit (NaN weights equal), except
 # ragged_gather_reduce, whose f32 sums upstream leaves to XLA's order and rounding (it agrees when
 # the two differ by no more than twice the error bound verify applies to each), ragged_gather,
@@ -100,8 +101,33 @@ TRIANGLE_WEIGHTS = ('projection_in_weights', 'gate_in_weights', 'projection_out_
                     'gate_out_weights', 'layernorm_in_scale', 'layernorm_in_offset',
                     'layernorm_out_scale', 'layernorm_out_offset')
 
+def attention_module():
+    # dot_product_attention's base.py (its XLA path) needs the installed package, as the
+    # triangle op's does.
+    try:
+        from tokamax._src.ops.attention import base as attention
+        return attention
+    except ImportError as e:
+        print(f'dot_product_attention skipped: upstream\'s package is not installed ({e})')
+        return None
+
+def visible_rows(args, T, t):
+    # Rows with at least one visible key under the causal forms (upstream gives the mean of v,
+    # or their sum unnormalized, on the others; here they are zeros, as docs/ops says).
+    r = np.arange(T)[:, None]
+    j = np.arange(t)[None, :]
+    keep = np.ones((T, t), bool)
+    if args.get('is_causal'):
+        keep &= j <= r
+    causal = args.get('causal_mask')
+    if causal:
+        keep &= j <= r + causal['offset']
+        if causal['window_size'] is not None:
+            keep &= j > r + causal['offset'] - causal['window_size']
+    return keep.any(axis=1)
+
 for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe',
-           'triangle_multiplication', 'triangle_multiplication_vjp'):
+           'triangle_multiplication', 'triangle_multiplication_vjp', 'dot_product_attention'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
@@ -191,6 +217,41 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
                 ok = ok and want.dtype == got.dtype and apart <= 4 * MOE_TOLERANCE.get(got.dtype, 2.0**-6)
             print(f'{op:12s} {spec:30s} the nine gradients normwise apart: at most '
                   f'{worst:.2f} units of the tolerance (4 allowed)')
+        elif op == 'dot_product_attention':
+            # The mask forms upstream's bind takes (CausalMask offsets and windows,
+            # normalize_output, dropout): its XLA path on the same inputs, compared normwise on
+            # the rows that see a key.
+            attention = attention_module()
+            if attention is None:
+                break
+            unsupported = [a for a in ('bias', 'mask', 'q_seq_lengths', 'kv_seq_lengths',
+                                       'local_window', 'logits_soft_cap') if args.get(a)]
+            if unsupported:
+                print(f'{op:12s} {spec:30s} skipped: {unsupported} not compared')
+                continue
+            cases += 1
+            kwargs = dict(logits_scale=args['logits_scale'], is_causal=args['is_causal'],
+                          normalize_output=args.get('normalize_output', True))
+            if args.get('causal_mask'):
+                kwargs['mask'] = attention.CausalMask(offset=args['causal_mask']['offset'],
+                                                      window_size=args['causal_mask']['window_size'])
+            if args.get('dropout_mask'):
+                kwargs['dropout_mask'] = jnp.asarray(x['dropout_mask'])
+                kwargs['dropout_rate'] = args['dropout_rate']
+            want = np.asarray(attention.DotProductAttention()(
+                jnp.asarray(x['q']), jnp.asarray(x['k']), jnp.asarray(x['v']), **kwargs))
+            got = npy(os.path.join(out, 'out.npy')).astype(x['q'].dtype)
+            rows = visible_rows(args, x['q'].shape[-3], x['k'].shape[-3])
+            want_rows = want[..., rows, :, :].astype(np.float64)
+            got_rows = got[..., rows, :, :].astype(np.float64)
+            oracle_path = os.path.join(d, 'oracle', 'out.npy')
+            oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got).astype(np.float64)
+            norm = np.linalg.norm(oracle[..., rows, :, :]) or 1.0
+            apart = np.linalg.norm(want_rows - got_rows) / norm
+            tolerance = MOE_TOLERANCE.get(got.dtype, 2.0**-6)
+            ok = want.dtype == got.dtype and apart <= 4 * tolerance
+            print(f'{op:12s} {spec:30s} normwise apart on {int(rows.sum())} of {rows.size} rows: '
+                  f'{apart / tolerance:.2f} units of the tolerance (4 allowed)')
         elif op == 'fused_moe':
             if args['act_fn'] != 'silu':
                 print(f'{op:12s} {spec:30s} skipped: upstream\'s reference has act_fn silu only')
