@@ -18,6 +18,7 @@
 #include "ops/ragged_dot/vjp/api.h"
 #include "ops/ragged_gather/api.h"
 #include "ops/ragged_gather_reduce/api.h"
+#include "ops/ragged_paged_attention/api.h"
 #include "ops/router_topk/api.h"
 #include "ops/top_k/api.h"
 #include "ops/triangle_multiplication/api.h"
@@ -54,6 +55,7 @@ const std::vector<const Op*>& all_ops() {
       &fused_moe_op(),
       &triangle_multiplication_op(),
       &triangle_multiplication_vjp_op(),
+      &ragged_paged_attention_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

@@ -1,0 +1,41 @@
+// ragged_paged_attention on CPU: config validation, heuristics and search space.
+#include "ops/ragged_paged_attention/cpu_config.h"
+
+#include <algorithm>
+#include <string>
+
+#include "backends/cpu/cpu_device.h"
+#include "ops/common/cpu_checks.h"
+
+namespace tokamax {
+
+void CpuRpaConfig::validate() const {
+  require_config(block_q >= 1 && block_q <= 4096, "block_q",
+                 [&] { return "block_q is " + std::to_string(block_q) + "; expected 1..4096"; });
+  require_config(num_threads >= 0, "num_threads", [&] {
+    return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
+  });
+}
+
+void check_rpa_config(const CpuRpaConfig& c, const Device& device) {
+  require_num_threads(c.num_threads, device);
+}
+
+CpuRpaConfig cpu_rpa_heuristics_config(const RaggedPagedAttentionProblem& p, const Device&) {
+  // A task's rows are its tokens times the g query heads of its kv head: about 64 rows keep
+  // each K/V page load feeding a whole micro-panel of products; decode tokens are one per task.
+  CpuRpaConfig c;
+  c.block_q = static_cast<int>(std::clamp<int64_t>(64 / std::max<int64_t>(p.groups(), 1), 1, 64));
+  return c;
+}
+
+std::vector<CpuRpaConfig> cpu_rpa_autotuning_configs(const RaggedPagedAttentionProblem& p,
+                                                     const Device& device) {
+  std::vector<CpuRpaConfig> configs = {cpu_rpa_heuristics_config(p, device)};
+  for (int bq : {8, 16, 32, 64, 128}) {
+    if (bq != configs.front().block_q) configs.push_back({.block_q = bq});
+  }
+  return configs;
+}
+
+}  // namespace tokamax

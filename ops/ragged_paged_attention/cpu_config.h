@@ -1,0 +1,32 @@
+// ragged_paged_attention on CPU: the "cpu" implementation's config, invariants and heuristics.
+//
+// Dimensions: as base.h; bq query tokens of one sequence per task.
+#pragma once
+
+#include <tuple>
+#include <vector>
+
+#include "backends/device.h"
+#include "ops/ragged_paged_attention/base.h"
+
+namespace tokamax {
+
+struct CpuRpaConfig {
+  int block_q = 32;     // bq: a task's query tokens (all of one sequence and kv head)
+  int num_threads = 0;  // 0 = all cores
+
+  void validate() const;
+  template <class V>
+  void visit(V&& v) {
+    v("block_q", block_q);
+    v("num_threads", num_threads);
+  }
+  auto key() const { return std::make_tuple(block_q, num_threads); }
+};
+
+void check_rpa_config(const CpuRpaConfig& c, const Device& device);
+CpuRpaConfig cpu_rpa_heuristics_config(const RaggedPagedAttentionProblem& p, const Device& device);
+std::vector<CpuRpaConfig> cpu_rpa_autotuning_configs(const RaggedPagedAttentionProblem& p,
+                                                     const Device& device);
+
+}  // namespace tokamax
