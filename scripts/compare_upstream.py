@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k, router_topk,
 # ragged_gather, ragged_gather_reduce, fused_moe, triangle_multiplication and its VJP, and
-# dot_product_attention's upstream mask forms (CausalMask, normalize_output, dropout) with upstream
+# dot_product_attention's upstream mask forms (CausalMask, normalize_output, dropout) and
+# ragged_paged_attention with upstream
 # Tokamax's own reference functions and prints how many cases agree: bit for bit (NaN weights equal), except
 # ragged_gather_reduce, whose f32 sums upstream leaves to XLA's order and rounding (it agrees when
 # the two differ by no more than twice the error bound verify applies to each), ragged_gather,
@@ -47,6 +48,7 @@ router = load('tokamax/_src/ops/router_topk/reference.py')
 gather = load_function('tokamax/_src/ops/ragged_gather/base.py', 'ragged_gather')
 gather_reduce = load('tokamax/_src/ops/ragged_gather_reduce/reference.py')
 fused_moe = load('tokamax/_src/ops/experimental/fused_moe/reference.py')
+rpa = load('tokamax/_src/ops/batched_rpa/reference.py')
 
 # fused_moe: two f32 computations of a two-layer network in different orders (XLA's, ours), each
 # rounded to the output dtype; they agree when their normwise difference, relative to the
@@ -127,7 +129,8 @@ def visible_rows(args, T, t):
     return keep.any(axis=1)
 
 for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe',
-           'triangle_multiplication', 'triangle_multiplication_vjp', 'dot_product_attention'):
+           'triangle_multiplication', 'triangle_multiplication_vjp', 'dot_product_attention',
+           'ragged_paged_attention'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
@@ -252,6 +255,49 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             ok = want.dtype == got.dtype and apart <= 4 * tolerance
             print(f'{op:12s} {spec:30s} normwise apart on {int(rows.sum())} of {rows.size} rows: '
                   f'{apart / tolerance:.2f} units of the tolerance (4 allowed)')
+        elif op == 'ragged_paged_attention':
+            # Upstream's batched_ragged_paged_attention_reference on the same inputs: the output
+            # normwise (its f32 softmax in another order, weights cast to out_dtype), the updated
+            # cache bit for bit, lse within the output tolerance.
+            D, Dp = x['queries'].shape[-1], x['kv_cache'].shape[-1]
+            if Dp != (D + 127) // 128 * 128:
+                print(f'{op:12s} {spec:30s} skipped: upstream pads the cache\'s head dim to a '
+                      f'multiple of 128 (D {D}, Dp {Dp})')
+                continue
+            cases += 1
+            meta = {n: jnp.asarray(np.asarray(args[n], np.int32))
+                    for n in ('kv_lens', 'page_indices', 'cu_q_lens', 'distribution')}
+            kw = {n: args[n] for n in ('sm_scale', 'sliding_window', 'soft_cap', 'q_scale',
+                                       'k_scale', 'v_scale') if args.get(n) is not None}
+            res = rpa.batched_ragged_paged_attention_reference(
+                jnp.asarray(x['queries']), jnp.asarray(x['keys']), jnp.asarray(x['values']),
+                jnp.asarray(x['kv_cache']), **meta, use_causal_mask=args['use_causal_mask'],
+                skip_kv_update=args['skip_kv_update'], return_lse=args['return_lse'],
+                out_dtype=DTYPES[args['out_dtype']], **kw)
+            want = np.asarray(res[0])
+            got = npy(os.path.join(out, 'out.npy')).astype(want.dtype)
+            oracle_path = os.path.join(d, 'oracle', 'out.npy')
+            oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got).astype(np.float64)
+            norm = np.linalg.norm(oracle) or 1.0
+            tolerance = MOE_TOLERANCE.get(got.dtype, 2.0**-6)
+            apart = np.linalg.norm(want.astype(np.float64) - got.astype(np.float64)) / norm
+            ok = apart <= 4 * tolerance
+            detail = f'out {apart / tolerance:.2f} units of the tolerance'
+            if not args['skip_kv_update']:
+                cache_want = np.asarray(res[1])
+                cache_got = npy(os.path.join(out, 'updated_kv_cache.npy')).astype(cache_want.dtype)
+                same = np.array_equal(cache_want.view(np.uint8), cache_got.view(np.uint8))
+                ok = ok and same
+                detail += f', cache {"identical" if same else "DIFFERENT"}'
+            if args['return_lse']:
+                lse_want = np.asarray(res[2]).astype(np.float64)
+                lse_got = npy(os.path.join(out, 'lse.npy')).astype(np.float64)
+                finite = np.isfinite(lse_want)
+                lse_ok = np.array_equal(finite, np.isfinite(lse_got)) and np.allclose(
+                    lse_want[finite], lse_got[finite], rtol=4 * tolerance, atol=4 * tolerance)
+                ok = ok and lse_ok
+                detail += f', lse {"close" if lse_ok else "FAR"}'
+            print(f'{op:12s} {spec:30s} {detail}')
         elif op == 'fused_moe':
             if args['act_fn'] != 'silu':
                 print(f'{op:12s} {spec:30s} skipped: upstream\'s reference has act_fn silu only')
