@@ -19,13 +19,16 @@ namespace tokamax {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Keys per product: enough that a product's fixed costs (packing, the call) are noise per key,
+// few enough that the K and V staging (2 x 256 x D f32: 256 KiB at D = 128) stays in L2.
+constexpr int64_t kChunkKeys = 256;
 
 struct Task {
   int64_t seq = 0, head = 0, t0 = 0, rows = 0;
 };
 
 struct Scratch {
-  std::vector<float> q, s, o, k_rows, v_rows, ones;
+  std::vector<float> q, s, o, k_rows, v_rows;
   std::vector<OnlineSoftmax<float>> state;
   std::vector<int64_t> lo, hi;
 };
@@ -65,6 +68,7 @@ void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p, con
   const char* cache_data = static_cast<const char*>(cache->raw());
   const size_t kv_size = dtype_size(p.kv_dtype);
   const bool decode_pages = is_quantized(p.kv_dtype);
+  const std::vector<float> ones(static_cast<size_t>(p.D), 1.0f);
   const CpuGemmOptions gemm{};
   const float scale = static_cast<float>(p.sm_scale / p.k_scale);
   const float cap = static_cast<float>(p.soft_cap);
@@ -77,7 +81,6 @@ void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p, con
     const int64_t rows = task.rows, M = g * rows, ps = p.page_size;
     float* q = grown(sc.q, M * D);
     float* o = grown(sc.o, M * D);
-    float* s_tile = grown(sc.s, M * ps);
     int64_t* lo = grown(sc.lo, M);
     int64_t* hi = grown(sc.hi, M);
     sc.state.assign(static_cast<size_t>(M), OnlineSoftmax<float>{});
@@ -99,24 +102,31 @@ void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p, con
         last = std::max(last, b);
       }
     });
-    // Page by page over [first, last): the keys of one page are page_size rows, ld apart.
-    for (int64_t j0 = first / ps * ps; j0 < last; j0 += ps) {
-      const int64_t a = std::max(j0, first), n = std::min(j0 + ps, last) - a;
-      const char* k_rows = cache_data + rpa_cache_at(p, task.seq, a, task.head, 0) * kv_size;
-      const char* v_rows = cache_data + rpa_cache_at(p, task.seq, a, task.head, 1) * kv_size;
-      GemmOperand k_t{p.kv_dtype, k_rows, ld, /*transposed=*/true};
-      GemmOperand v_op{p.kv_dtype, v_rows, ld};
-      if (decode_pages) {  // fp8 pages to f32 rows first (scale 1: k_scale is folded above)
-        float* ones = grown(sc.ones, D);
-        std::fill_n(ones, D, 1.0f);
-        float* kd = grown(sc.k_rows, n * D);
-        float* vd = grown(sc.v_rows, n * D);
-        pack_rhs_panel_dequant(p.kv_dtype, k_rows, ld, n, D, D, ones, 0, 0, n, kd);
-        pack_rhs_panel_dequant(p.kv_dtype, v_rows, ld, n, D, D, ones, 0, 0, n, vd);
-        k_t = {DType::kF32, kd, D, true};
-        v_op = {DType::kF32, vd, D};
+    // Chunks of whole pages over [first, last): each page's K and V rows (ld apart in the
+    // cache) widened into the task's f32 staging, then one product per chunk.
+    const int64_t chunk = std::max<int64_t>(kChunkKeys / ps, 1) * ps;
+    float* kd = grown(sc.k_rows, chunk * D);
+    float* vd = grown(sc.v_rows, chunk * D);
+    float* s_tile = grown(sc.s, M * chunk);
+    for (int64_t c0 = first / ps * ps; c0 < last; c0 += chunk) {
+      const int64_t a = std::max(c0, first), b = std::min(c0 + chunk, last), n = b - a;
+      for (int64_t j = a; j < b;) {  // one page's run of keys
+        const int64_t run = std::min(b, (j / ps + 1) * ps) - j;
+        const char* k_rows = cache_data + rpa_cache_at(p, task.seq, j, task.head, 0) * kv_size;
+        const char* v_rows = cache_data + rpa_cache_at(p, task.seq, j, task.head, 1) * kv_size;
+        float* k_out = kd + (j - a) * D;
+        float* v_out = vd + (j - a) * D;
+        if (decode_pages) {  // scale 1: k_scale is folded into the logits, v_scale at the end
+          pack_rhs_panel_dequant(p.kv_dtype, k_rows, ld, run, D, D, ones.data(), 0, 0, run, k_out);
+          pack_rhs_panel_dequant(p.kv_dtype, v_rows, ld, run, D, D, ones.data(), 0, 0, run, v_out);
+        } else {
+          pack_rhs_panel(p.kv_dtype, k_rows, ld, run, D, D, k_out);
+          pack_rhs_panel(p.kv_dtype, v_rows, ld, run, D, D, v_out);
+        }
+        j += run;
       }
-      cpu_gemm_f32({DType::kF32, q, D}, k_t, M, n, D, s_tile, n, /*accumulate=*/false, gemm);
+      cpu_gemm_f32({DType::kF32, q, D}, {DType::kF32, kd, D, /*transposed=*/true}, M, n, D, s_tile,
+                   n, /*accumulate=*/false, gemm);
       for (int64_t m = 0; m < M; ++m) {
         float* row = s_tile + m * n;
         const int64_t c_lo = std::clamp<int64_t>(lo[m] - a, 0, n);
@@ -134,7 +144,8 @@ void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p, con
         const float rescale = state.merge(target, block_sum);
         if (rescale != 1.0f) cpu_scale_row(o + m * D, D, rescale);
       }
-      cpu_gemm_f32({DType::kF32, s_tile, n}, v_op, M, D, n, o, D, /*accumulate=*/true, gemm);
+      cpu_gemm_f32({DType::kF32, s_tile, n}, {DType::kF32, vd, D}, M, D, n, o, D,
+                   /*accumulate=*/true, gemm);
     }
     for (int64_t m = 0; m < M; ++m) {
       const int64_t t = task.t0 + m % rows, hq = task.head * g + m / rows;

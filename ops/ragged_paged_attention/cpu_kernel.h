@@ -1,7 +1,7 @@
 // ragged_paged_attention on CPU: one kernel for the whole ragged batch.
 //
 // Dimensions: as base.h; bq tokens per task, M = g bq rows (the task's tokens times the query
-// heads of its kv head), n keys of one page chunk.
+// heads of its kv head), n keys of one chunk of pages.
 #pragma once
 
 #include "ops/framework/tensor.h"
@@ -12,12 +12,12 @@ namespace tokamax {
 
 // The cache update (a copy of kv_cache with the new rows), then one task per (active sequence,
 // kv head, block of bq of its tokens), parallel: the block's queries for the g heads of the kv
-// head as one [M, D] f32 tile (divided by q_scale), then page by page over the union of the
-// rows' visible keys: S = Q K_page^T with the page's K rows read in place (row stride 2 Hkv Dp;
-// fp8 pages decoded to f32 first), scale, cap and each row's key range, the online softmax, O
-// += P V_page (V read in place likewise). Every GQA head of the kv head shares each page load;
-// no page is gathered into a contiguous copy. Then O / sum / v_scale in out_dtype, lse.
-// Invalid tokens are zeros (lse -inf).
+// head as one [M, D] f32 tile (divided by q_scale), then over the union of the rows' visible
+// keys in chunks of whole pages (256 keys): each page's K and V rows read where they are in the
+// cache (row stride 2 Hkv Dp) and widened (fp8: decoded) into the task's f32 staging, which stays
+// in L2; S = Q K^T for the chunk, scale, cap and each row's key range, the online softmax, O +=
+// P V. Every GQA head of the kv head shares each page load; the cache is never gathered into a
+// copy in memory. Then O / sum / v_scale in out_dtype, lse. Invalid tokens are zeros (lse -inf).
 void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p,
                                        const CpuRpaConfig& config,
                                        const TensorMap& inputs,  // queries, keys, values, kv_cache
