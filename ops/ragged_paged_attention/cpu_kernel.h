@@ -16,8 +16,10 @@ namespace tokamax {
 // keys in chunks of whole pages (256 keys): each page's K and V rows read where they are in the
 // cache (row stride 2 Hkv Dp) and widened (fp8: decoded) into the task's f32 staging, which stays
 // in L2; S = Q K^T for the chunk, scale, cap and each row's key range, the online softmax, O +=
-// P V. Every GQA head of the kv head shares each page load; the cache is never gathered into a
-// copy in memory. Then O / sum / v_scale in out_dtype, lse. Invalid tokens are zeros (lse -inf).
+// P V. A block of at most kCpuStreamRows rows (a decode token's query heads) takes every kv
+// head of its sequence instead and streams: each K row read in place once for its rows
+// (row_dots_f32), P V on the streaming kernel with V in place. Every GQA head of the kv head
+// shares each page load; the cache is never gathered into a copy in memory. Then O / sum / v_scale in out_dtype, lse. Invalid tokens are zeros (lse -inf).
 void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p,
                                        const CpuRpaConfig& config,
                                        const TensorMap& inputs,  // queries, keys, values, kv_cache

@@ -144,6 +144,24 @@ struct StreamArgs {
   int64_t scale_block = 0;
 };
 
+// One call of the row-dot kernel: out[m, j] = sum_x q[m, x] rows[j, x] for m < M (1..4) f32
+// query rows and n rows of f32/bf16/f16 read in place (row stride ld): attention's logits of a
+// few queries against keys that are not contiguous enough to pack (a paged cache), each key row
+// read once for all M queries.
+struct RowDotArgs {
+  const float* q;  // [M, K] row stride K
+  int64_t M;
+  const void* rows;  // [n, K] `dtype`, row stride ld
+  DType dtype;
+  int64_t ld;
+  int64_t n, K;
+  float* out;  // [M, n] row stride ldo
+  int64_t ldo;
+};
+
+// stream_kernel.cc: false (nothing written) for M outside 1..kCpuStreamRows or another dtype.
+bool row_dots_f32(const RowDotArgs& args);
+
 // micro_kernel.cc: f32 accumulators (rhs packed, or f32/bf16/f16 in place) and f64
 // accumulators (rhs packed only, first shape of the table only), on the dispatched SIMD target.
 bool block_product_f32(const BlockArgs& args);

@@ -170,6 +170,68 @@ bool StreamRowsF32(const StreamArgs& args) {
   }
 }
 
+// --- Row dots: M <= 4 query rows against rows read in place. ---------------------------------
+// Each key row is loaded once, a vector at a time, into M accumulators (one per query), reduced
+// at the row's end; the scalar tail of K % L columns after.
+template <int M, typename RT>
+void RowDotsT(const RowDotArgs& args) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d)), K = args.K;
+  const RT* rows = static_cast<const RT*>(args.rows);
+  for (int64_t j = 0; j < args.n; ++j) {
+    const RT* row = rows + j * args.ld;
+    // Rows a page apart (a paged cache's) defeat the hardware prefetchers: every line of the
+    // row four ahead is requested now.
+    if (j + 4 < args.n) {
+      const char* ahead = reinterpret_cast<const char*>(rows + (j + 4) * args.ld);
+      for (int64_t b = 0; b < K * static_cast<int64_t>(sizeof(RT)); b += 64)
+        hwy::Prefetch(ahead + b);
+    }
+    hn::Vec<DF> acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = hn::Zero(d);
+    int64_t x = 0;
+    for (; x + L <= K; x += L) {
+      const auto v = LoadWiden(d, row + x);
+      for (int m = 0; m < M; ++m) acc[m] = hn::MulAdd(hn::LoadU(d, args.q + m * K + x), v, acc[m]);
+    }
+    for (int m = 0; m < M; ++m) {
+      float sum = hn::GetLane(hn::SumOfLanes(d, acc[m]));
+      for (int64_t t = x; t < K; ++t)
+        sum += args.q[m * K + t] * static_cast<float>(to_double(row[t]));
+      args.out[m * args.ldo + j] = sum;
+    }
+  }
+}
+
+template <typename RT>
+bool RowDotsRows(const RowDotArgs& args) {
+  switch (args.M) {
+    case 1:
+      return RowDotsT<1, RT>(args), true;
+    case 2:
+      return RowDotsT<2, RT>(args), true;
+    case 3:
+      return RowDotsT<3, RT>(args), true;
+    case 4:
+      return RowDotsT<4, RT>(args), true;
+    default:
+      return false;
+  }
+}
+
+bool RowDotsF32(const RowDotArgs& args) {
+  switch (args.dtype) {
+    case DType::kF32:
+      return RowDotsRows<float>(args);
+    case DType::kBF16:
+      return RowDotsRows<bf16>(args);
+    case DType::kF16:
+      return RowDotsRows<f16>(args);
+    default:
+      return false;
+  }
+}
+
 }  // namespace tokamax::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -179,6 +241,10 @@ namespace tokamax {
 HWY_EXPORT(StreamRowsF32);
 
 bool stream_rows_f32(const StreamArgs& args) { return HWY_DYNAMIC_DISPATCH(StreamRowsF32)(args); }
+
+HWY_EXPORT(RowDotsF32);
+
+bool row_dots_f32(const RowDotArgs& args) { return HWY_DYNAMIC_DISPATCH(RowDotsF32)(args); }
 
 }  // namespace tokamax
 #endif  // HWY_ONCE

@@ -428,3 +428,42 @@ TEST_CASE("cpu_gemm_f32 takes quantized B as its dequantized values", "[cpu_gemm
                     NotImplemented);
   }
 }
+
+TEST_CASE("row_dots_f32 gives each query's dot product with rows read in place, on every target",
+          "[cpu_gemm]") {
+  // bf16 and f32 rows 50 apart, K = 37 (a tail past whole vectors), every M; within f32
+  // rounding of the double products; M = 5 and i8 rows declined.
+  const int64_t K = 37, n = 9, ld = 50;
+  std::vector<float> q(static_cast<size_t>(4 * K)), rows32(static_cast<size_t>(n * ld));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 7) / 4.0f - 0.5f;
+  for (size_t i = 0; i < rows32.size(); ++i) rows32[i] = static_cast<float>(i % 11) / 8.0f - 0.6f;
+  std::vector<bf16> rows16(rows32.size());
+  for (size_t i = 0; i < rows32.size(); ++i) rows16[i] = float_to_bf16(rows32[i]);
+  tokamax::testing::for_each_forced_target({HWY_AVX3, HWY_AVX2, HWY_SCALAR}, [&](int64_t) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (int64_t M = 1; M <= 4; ++M) {
+        CAPTURE(dtype_name(dtype), M);
+        std::vector<float> out(static_cast<size_t>(M * n), -1.0f);
+        const void* rows = dtype == DType::kF32 ? static_cast<const void*>(rows32.data())
+                                                : static_cast<const void*>(rows16.data());
+        REQUIRE(row_dots_f32({q.data(), M, rows, dtype, ld, n, K, out.data(), n}));
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t j = 0; j < n; ++j) {
+            double want = 0.0, mag = 0.0;
+            for (int64_t x = 0; x < K; ++x) {
+              const double r = dtype == DType::kF32
+                                   ? rows32[j * ld + x]
+                                   : static_cast<double>(to_float(rows16[j * ld + x]));
+              want += q[m * K + x] * r;
+              mag += std::fabs(q[m * K + x] * r);
+            }
+            CHECK(std::fabs(out[m * n + j] - want) <= 4e-7 * K * mag + 1e-30);
+          }
+        }
+      }
+    }
+    std::vector<float> out(static_cast<size_t>(5 * n));
+    CHECK_FALSE(row_dots_f32({q.data(), 5, rows32.data(), DType::kF32, ld, n, K, out.data(), n}));
+    CHECK_FALSE(row_dots_f32({q.data(), 1, rows32.data(), DType::kI8, ld, n, K, out.data(), n}));
+  });
+}
