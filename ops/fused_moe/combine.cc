@@ -52,11 +52,13 @@ void combine_routes(const FusedMoeProblem& p, const RoutedRows& rows, Tensor& ou
   });
 }
 
-std::vector<float> bias_f32(const Tensor* bias) {
+std::vector<float> optional_f32(const Tensor* tensor) {
   std::vector<float> values;
-  if (!bias) return values;
-  values.resize(static_cast<size_t>(bias->num_elements()));
-  for (int64_t i = 0; i < bias->num_elements(); ++i) values[i] = static_cast<float>(bias->get(i));
+  if (!tensor) return values;
+  values.resize(static_cast<size_t>(tensor->num_elements()));
+  for (int64_t i = 0; i < tensor->num_elements(); ++i) {
+    values[i] = static_cast<float>(tensor->get(i));
+  }
   return values;
 }
 

@@ -33,7 +33,7 @@ void store_route_row(const FusedMoeProblem& p, const MoeRouting& routing, int64_
 // tokens on up to num_threads threads (0: all).
 void combine_routes(const FusedMoeProblem& p, const RoutedRows& rows, Tensor& out, int num_threads);
 
-// A bias [E, 1, cols] as f32 [E, cols] (empty without one).
-std::vector<float> bias_f32(const Tensor* bias);
+// An optional tensor (a bias, a quantized weight's scales) as f32; empty when absent.
+std::vector<float> optional_f32(const Tensor* tensor);
 
 }  // namespace tokamax

@@ -90,15 +90,6 @@ void product(const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t N, i
   cpu_gemm_f32(a, b, m, N, K, c, ldc, /*accumulate=*/false, options);
 }
 
-// A quantized weight's scales as f32 (empty for float weights).
-std::vector<float> scales_f32(const Tensor* scale) {
-  std::vector<float> v;
-  if (!scale) return v;
-  v.resize(static_cast<size_t>(scale->num_elements()));
-  for (int64_t i = 0; i < scale->num_elements(); ++i) v[i] = static_cast<float>(scale->get(i));
-  return v;
-}
-
 }  // namespace
 
 void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
@@ -112,8 +103,8 @@ void fused_moe_cpu_kernel(const FusedMoeProblem& p, const CpuFusedMoeConfig& c,
                             .tk = c.tile_k,
                             .tn = c.panel_n,
                             .engine = engine};
-  const std::vector<float> b1 = bias_f32(w1_bias), b2 = bias_f32(w2_bias);
-  const std::vector<float> s1 = scales_f32(w1_scale), s2 = scales_f32(w2_scale);
+  const std::vector<float> b1 = optional_f32(w1_bias), b2 = optional_f32(w2_bias);
+  const std::vector<float> s1 = optional_f32(w1_scale), s2 = optional_f32(w2_scale);
   const int64_t l2 = cpu::host_cpu().tile_l2_bytes();
   const GluForm form{.clamped = moe_clamped_form(p.act)};
   const size_t x_size = dtype_size(p.x_dtype), w_size = dtype_size(p.w_dtype);

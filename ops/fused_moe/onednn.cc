@@ -80,8 +80,8 @@ class OneDnnFusedMoe final : public OneDnnImplementation<FusedMoeProblem> {
     std::vector<float> gate(static_cast<size_t>(most * N1)), down(static_cast<size_t>(most * H));
     std::vector<char> act(static_cast<size_t>(most * I) * x_size);
     std::vector<float> act32(static_cast<size_t>(most * I));
-    const std::vector<float> b1 = bias_f32(find_tensor(inputs, "w1_bias"));
-    const std::vector<float> b2 = bias_f32(find_tensor(inputs, "w2_bias"));
+    const std::vector<float> b1 = optional_f32(find_tensor(inputs, "w1_bias"));
+    const std::vector<float> b2 = optional_f32(find_tensor(inputs, "w2_bias"));
     const GluForm form{.clamped = moe_clamped_form(p.act)};
     const char* w1 = static_cast<const char*>(inputs.at("w1").raw());
     const char* w2 = static_cast<const char*>(inputs.at("w2").raw());

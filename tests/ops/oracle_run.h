@@ -13,6 +13,14 @@
 
 namespace tokamax {
 
+// Compares every element of `out`, output `output` of `op`, with the oracle of `args`.
+inline Comparison compare_whole_output(const Op& op, const BoundArgs& args, const TensorMap& inputs,
+                                       const Tensor& out, const std::string& output) {
+  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
+  std::iota(index.begin(), index.end(), 0);
+  return compare_to_oracle(out, op.oracle(args, inputs, output, index), op.error_model(args));
+}
+
 // Runs `impl` of `op` with `config` on `inputs` (outputs start as NaN, so every element must be
 // written) and compares every element of `output` with the oracle of `bound_args`: the same
 // problem, possibly with other arguments (another precision) whose bound then applies.
@@ -23,10 +31,7 @@ inline Comparison run_against_oracle(const Op& op, const std::string& impl, cons
   Tensor& out = outputs.at(output);
   for (int64_t i = 0; i < out.num_elements(); ++i) out.set(i, std::nan(""));
   run_json(op.implementation(impl), args, config, inputs, outputs);
-  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-  std::iota(index.begin(), index.end(), 0);
-  return compare_to_oracle(out, op.oracle(bound_args, inputs, output, index),
-                           op.error_model(bound_args));
+  return compare_whole_output(op, bound_args, inputs, out, output);
 }
 
 }  // namespace tokamax

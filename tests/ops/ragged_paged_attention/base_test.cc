@@ -13,6 +13,7 @@
 #include "ops/ragged_paged_attention/api.h"
 #include "tests/ops/bind_errors.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/oracle_run.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -43,10 +44,7 @@ json with(json args, const char* key, json value) {
 
 Comparison compare(const BoundArgs& args, const TensorMap& inputs, const TensorMap& outputs,
                    const std::string& name) {
-  const Tensor& out = outputs.at(name);
-  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-  return compare_to_oracle(out, op().oracle(args, inputs, name, index), op().error_model(args));
+  return compare_whole_output(op(), args, inputs, outputs.at(name), name);
 }
 
 TensorMap run(const std::string& impl, const BoundArgs& args, const TensorMap& inputs) {

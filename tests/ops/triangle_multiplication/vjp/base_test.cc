@@ -16,6 +16,7 @@
 #include "ops/triangle_multiplication/vjp/api.h"
 #include "tests/ops/bind_errors.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/oracle_run.h"
 #include "tests/ops/triangle_multiplication/layer_args.h"
 #include "tests/ops/vjp_test_util.h"
 
@@ -34,10 +35,7 @@ json with(json args, const char* key, json value) {
 
 Comparison compare(const BoundArgs& args, const TensorMap& inputs, const TensorMap& outputs,
                    const std::string& name) {
-  const Tensor& out = outputs.at(name);
-  std::vector<int64_t> index(static_cast<size_t>(out.num_elements()));
-  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-  return compare_to_oracle(out, op().oracle(args, inputs, name, index), op().error_model(args));
+  return compare_whole_output(op(), args, inputs, outputs.at(name), name);
 }
 
 TensorMap run_reference(const BoundArgs& args, const TensorMap& inputs) {
