@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/common/flash_attention/problem.h"
 #include "ops/framework/bound_args.h"
 #include "ops/framework/dtype.h"
 #include "ops/framework/op.h"
@@ -32,63 +33,14 @@
 
 namespace tokamax {
 
-// Where the element (b, hq, r, j) of a tensor broadcast to [*B, H, T, t] lives: numpy
-// broadcasting, right-aligned; size-1 (or missing) dimensions have stride 0.
-struct AttentionBroadcast {
-  std::vector<int64_t> batch_offset;  // [B] offset of flattened batch b
-  int64_t stride_h = 0, stride_T = 0, stride_t = 0;
-  int64_t offset(int64_t b, int64_t hq, int64_t r, int64_t j) const {
-    return batch_offset[b] + hq * stride_h + r * stride_T + j * stride_t;
-  }
-};
-
-// The parsed, validated view of dot_product_attention's BoundArgs. Shared by the forward op and
-// (later) its VJP: nothing here is forward-specific.
-struct AttentionProblem {
+// The parsed, validated view of dot_product_attention's BoundArgs: the flash-attention core's
+// problem (ops/common/flash_attention/problem.h holds the fields and key_range). Shared by the
+// forward op and its VJP: nothing here is forward-specific.
+struct AttentionProblem : FlashAttentionProblem {
   static constexpr std::string_view kOp = "dot_product_attention";
   static constexpr std::string_view kSummary =
       "softmax(scale * q k^T + bias, masked) v with GQA, causal/local masks, soft cap; a "
       "row with no visible key is zeros (upstream's XLA path: the mean of v)";
-  std::vector<int64_t> batch;  // *B
-  int64_t B = 1, T = 0, t = 0, H = 0, h = 0, D = 0, d = 0;
-  DType dtype = DType::kF32;  // q, k, v and the output
-  double logits_scale = 1.0;
-  bool is_causal = false;
-  double logits_soft_cap = 0.0;                 // 0: no cap
-  std::optional<TensorSpec> bias;               // broadcastable to [*B, H, T, t], any float dtype
-  std::optional<TensorSpec> mask;               // bool, broadcastable to [*B, H, T, t], true = keep
-  std::vector<int64_t> q_seq_lengths;           // [B] or empty (no limit)
-  std::vector<int64_t> kv_seq_lengths;          // [B] or empty (no limit)
-  int64_t window_left = -1, window_right = -1;  // local_window; -1: unbounded
-  // Under is_causal, upstream's CausalMask(offset, window_size): key j is visible from row r
-  // iff j <= r + causal_offset and, with a window, j > r + causal_offset - causal_window
-  // (is_causal alone: offset 0, no window).
-  int64_t causal_offset = 0;
-  int64_t causal_window = -1;     // -1: none
-  bool return_residuals = false;  // also output lse [*B, H, T] f32
-  // false: out = sum_j exp(logit_j - max) v_j, the softmax's numerator without the division
-  // (upstream's normalize_output; max the row's largest visible logit).
-  bool normalize_output = true;
-  // Upstream's dropout: the softmax weights times dropout_mask / (1 - dropout_rate), after
-  // normalization (the denominator sums the weights before it; lse is unchanged).
-  std::optional<TensorSpec> dropout_mask;  // bool, broadcastable to [*B, H, T, t]
-  double dropout_rate = 0.0;
-
-  int64_t groups() const { return H / h; }  // g
-  bool has_local_window() const { return window_left >= 0; }
-  // A causal mask other than the plain diagonal (an offset or a window).
-  bool has_causal_band() const { return is_causal && (causal_offset != 0 || causal_window >= 0); }
-  // The keys [lo, hi) row r of batch b may see under causal, local window and sequence
-  // lengths (an interval: each part is one, and they AND together). Causal aligns top-left:
-  // key j is visible from row r iff j <= r + causal_offset, also when T != t (upstream
-  // Tokamax's convention).
-  // Empty (lo >= hi) for rows past q_seq_lengths[b]. The bool mask comes on top of this.
-  std::pair<int64_t, int64_t> key_range(int64_t b, int64_t r) const;
-  AttentionBroadcast bias_layout() const;
-  AttentionBroadcast mask_layout() const;
-  AttentionBroadcast dropout_layout() const;
-  // The factor a kept weight is multiplied by, 1 / (1 - dropout_rate).
-  double dropout_scale() const { return 1.0 / (1.0 - dropout_rate); }
 
   static AttentionProblem from(const BoundArgs& args);
 };

@@ -13,9 +13,9 @@
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_softmax.h"
+#include "ops/common/flash_attention/forward.h"
 #include "ops/dot_product_attention/base.h"
 #include "ops/dot_product_attention/cpu_config.h"
-#include "ops/dot_product_attention/cpu_kernel.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 
@@ -79,11 +79,10 @@ class CpuDotProductAttention final
     options.shared_kv_packing = c.kv_packing != "per_block";
     options.transposed = c.kv_packing == "transposed";
     options.num_threads = c.num_threads;
-    dot_product_attention_cpu_kernel(
-        p, options, inputs.at("q"), inputs.at("k"), inputs.at("v"), find_tensor(inputs, "bias"),
-        find_tensor(inputs, "mask"), outputs.at("out"),
-        p.return_residuals ? &outputs.at("lse") : nullptr,
-        p.dropout_mask ? find_tensor(inputs, "dropout_mask") : nullptr);
+    flash_attention_cpu(p, options, inputs.at("q"), inputs.at("k"), inputs.at("v"),
+                        find_tensor(inputs, "bias"), find_tensor(inputs, "mask"), outputs.at("out"),
+                        p.return_residuals ? &outputs.at("lse") : nullptr,
+                        p.dropout_mask ? find_tensor(inputs, "dropout_mask") : nullptr);
   }
 };
 

@@ -15,7 +15,7 @@
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
-#include "ops/dot_product_attention/cpu_kernel.h"
+#include "ops/common/flash_attention/forward.h"
 
 namespace tokamax {
 namespace {

@@ -7,9 +7,9 @@
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_checks.h"
 #include "ops/common/cpu_gemm/checks.h"
+#include "ops/common/flash_attention/vjp.h"
 #include "ops/dot_product_attention/vjp/base.h"
 #include "ops/dot_product_attention/vjp/cpu_config.h"
-#include "ops/dot_product_attention/vjp/cpu_kernel.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 
@@ -49,8 +49,15 @@ class CpuDotProductAttentionVjp final
   void run(const AttentionVjpProblem& p, const CpuAttentionVjpConfig& config, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
-    dot_product_attention_vjp_cpu_kernel(
-        p.fwd, config, inputs.at("q"), inputs.at("k"), inputs.at("v"), find_tensor(inputs, "bias"),
+    FlashVjpOptions options;
+    options.block_q = config.block_q;
+    options.block_kv = config.block_kv;
+    options.engine =
+        gemm_engine(config.bf16_path == "native_all" ? "native_dot" : config.bf16_path);
+    options.round_p = config.bf16_path == "native_all" || config.bf16_path == "amx";
+    options.num_threads = config.num_threads;
+    flash_attention_vjp_cpu(
+        p.fwd, options, inputs.at("q"), inputs.at("k"), inputs.at("v"), find_tensor(inputs, "bias"),
         find_tensor(inputs, "mask"), inputs.at("dout"), p.has_lse ? &inputs.at("lse") : nullptr,
         p.has_out ? &inputs.at("out") : nullptr, outputs.at("dq"), outputs.at("dk"),
         outputs.at("dv"), p.fwd.bias ? &outputs.at("dbias") : nullptr);

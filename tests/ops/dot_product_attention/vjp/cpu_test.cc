@@ -5,8 +5,8 @@
 #include <string>
 
 #include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/flash_attention/vjp.h"
 #include "ops/dot_product_attention/vjp/api.h"
-#include "ops/dot_product_attention/vjp/cpu_kernel.h"
 #include "ops/framework/errors.h"
 #include "tests/ops/dot_product_attention/vjp/test_util.h"
 #include "tests/tile_modes.h"
@@ -53,17 +53,16 @@ TEST_CASE("cpu dot_product_attention_vjp packs k^T, v^T and k in waves of kv hea
     const BoundArgs args = bind_attention_vjp(args_json);
     const TensorMap inputs = dot_product_attention_vjp_op().make_inputs(args, 8);
     const AttentionVjpProblem p = AttentionVjpProblem::from(args);
-    CpuAttentionVjpConfig config;
-    config.block_q = 5;
-    config.block_kv = 3;
-    config.num_threads = 2;
+    FlashVjpOptions options;
+    options.block_q = 5;
+    options.block_kv = 3;
+    options.num_threads = 2;
     TensorMap outputs = dot_product_attention_vjp_op().allocate_outputs(args);
     const bool has_bias = args_json.contains("bias");
-    dot_product_attention_vjp_cpu_kernel(
-        p.fwd, config, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-        has_bias ? &inputs.at("bias") : nullptr, nullptr, inputs.at("dout"), nullptr, nullptr,
-        outputs.at("dq"), outputs.at("dk"), outputs.at("dv"),
-        has_bias ? &outputs.at("dbias") : nullptr, /*wave_bytes=*/1);
+    flash_attention_vjp_cpu(p.fwd, options, inputs.at("q"), inputs.at("k"), inputs.at("v"),
+                            has_bias ? &inputs.at("bias") : nullptr, nullptr, inputs.at("dout"),
+                            nullptr, nullptr, outputs.at("dq"), outputs.at("dk"), outputs.at("dv"),
+                            has_bias ? &outputs.at("dbias") : nullptr, /*wave_bytes=*/1);
     check_attention_vjp_outputs(args, inputs, outputs);
   }
 }

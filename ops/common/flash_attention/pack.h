@@ -1,5 +1,5 @@
-// dot_product_attention on CPU: packing K, V and P into micro-kernel layouts, and the scalar
-// element helpers of the kernel (loads, stores, bias rows).
+// The flash-attention core (every attention op's CPU kernel): packing K, V and P into micro-kernel
+// layouts, and the scalar element helpers of the kernel (loads, stores, bias rows).
 //
 // Dimensions.
 //   B      flattened batch;  t  key/value positions;  b, i  a batch and a kv head
@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "ops/dot_product_attention/base.h"
+#include "ops/common/flash_attention/problem.h"
 #include "ops/framework/dtype.h"
 
 namespace tokamax {
@@ -30,17 +30,17 @@ void pack_strips(DType dtype, const void* rows, int64_t ld, int64_t count, int64
 // K^T of kv head (b, i) as the rhs of S = Q K^T over all of t: [ceil(t / nr)][D][nr] f32 (bf16
 // pairs: [ceil(t / nr)][ceil(D / 2)][nr] uint32), so kv block j0 (a multiple of nr) is the
 // panel starting at strip j0 / nr.
-void pack_k(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr, bool native,
-            float* out);
+void pack_k(const FlashAttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr,
+            bool native, float* out);
 // K of kv head (b, i) as lhs micro-panels of S^T = K Q^T over all of t: [ceil(t / mr)][D][mr]
 // (bf16 pairs: [ceil(t / mr)][ceil(D / 2)][mr]), so kv block j0 (a multiple of mr) is the block
 // starting at panel j0 / mr.
-void pack_k_panels(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t mr,
+void pack_k_panels(const FlashAttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t mr,
                    bool native, float* out);
 // V of kv head (b, i) as the rhs of O += P V, one panel per kv block of bkv keys:
 // [ceil(t / bkv)][ceil(d / nr)][bkv][nr] (bf16 pairs: bkv / 2), the last block shorter.
-void pack_v(const AttentionProblem& p, const void* v, int64_t b, int64_t i, int64_t nr, int64_t bkv,
-            bool native, float* out);
+void pack_v(const FlashAttentionProblem& p, const void* v, int64_t b, int64_t i, int64_t nr,
+            int64_t bkv, bool native, float* out);
 // P [M, n] f32 (row stride ld, finite and >= 0) -> the bf16-pair lhs layout
 // [ceil(M / mr)][ceil(n / 2)][mr], rounded to nearest even.
 void pack_p_pairs(const float* s, int64_t ld, int64_t M, int64_t n, int64_t mr, uint32_t* out);

@@ -1,9 +1,10 @@
-// dot_product_attention_vjp on CPU: the row-block task of the backward (the block products, the
-// logits' epilogue, P, dP and dS) and the key packing; the driver is cpu_kernel.cc.
+// The flash-attention core, backward (every attention op's CPU VJP): the row-block task of the
+// backward (the block products, the logits' epilogue, P, dP and dS) and the key packing; the driver
+// is vjp.cc.
 //
-// Dimensions: as cpu_task.h (B, T, t, H, h, g, D, d, bq, bkv, rows, cols); r0, j0 the first
+// Dimensions: as vjp_task.h (B, T, t, H, h, g, D, d, bq, bkv, rows, cols); r0, j0 the first
 // row and key of a block.
-#include "ops/dot_product_attention/vjp/cpu_task.h"
+#include "ops/common/flash_attention/vjp_task.h"
 
 #include <algorithm>
 #include <bit>
@@ -25,7 +26,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Whether any row of [r0, r0 + rows) sees a key of [j0, j0 + cols) under causal, window and
 // sequence lengths (the bool mask is applied per entry later).
-bool block_visible(const AttentionProblem& p, int64_t b, int64_t r0, int64_t rows, int64_t j0,
+bool block_visible(const FlashAttentionProblem& p, int64_t b, int64_t r0, int64_t rows, int64_t j0,
                    int64_t cols) {
   for (int64_t r = r0; r < r0 + rows; ++r) {
     const auto [lo, hi] = p.key_range(b, r);
@@ -39,7 +40,7 @@ bool block_visible(const AttentionProblem& p, int64_t b, int64_t r0, int64_t row
 // cap'(z) = 1 - tanh^2(z / c), recovered from the capped value.
 void finish_logits(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0, int64_t rows,
                    int64_t j0, int64_t cols, float* s, float* gate) {
-  const AttentionProblem& p = c.p;
+  const FlashAttentionProblem& p = c.p;
   for (int64_t rr = 0; rr < rows; ++rr) {
     const int64_t r = r0 + rr;
     float* row = s + rr * cols;
@@ -103,7 +104,7 @@ VjpScratch& vjp_scratch() {
 
 VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int64_t j0,
                              int64_t cols, GemmPackStorage* storage) {
-  const AttentionProblem& p = c.p;
+  const FlashAttentionProblem& p = c.p;
   VjpKeyOperands o;
   o.kt = pack_gemm_rhs(c.k_rows(b, i, j0, true), p.D, cols, c.inputs_gemm, storage[0]);
   o.vt = pack_gemm_rhs(c.v_rows(b, i, j0, true), p.d, cols, c.inputs_gemm, storage[1]);
@@ -114,7 +115,7 @@ VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int6
 void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
                    int64_t hq, int64_t r0, int64_t rows, const VjpKeyOperands* keys,
                    const VjpKeyAccumulators& acc, Tensor& dq) {
-  const AttentionProblem& p = c.p;
+  const FlashAttentionProblem& p = c.p;
   const int64_t i = hq / p.groups();
   const int64_t nkv = ceil_div(p.t, c.bkv), tile = c.bq * c.bkv;
   VjpScratch& w = vjp_scratch();

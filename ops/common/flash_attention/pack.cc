@@ -1,7 +1,8 @@
-// dot_product_attention on CPU: packing K, V and P into micro-kernel layouts, element helpers.
+// The flash-attention core (every attention op's CPU kernel): packing K, V and P into micro-kernel
+// layouts, element helpers.
 //
-// Dimensions: see cpu_pack.h.
-#include "ops/dot_product_attention/cpu_pack.h"
+// Dimensions: see pack.h.
+#include "ops/common/flash_attention/pack.h"
 
 #include <algorithm>
 #include <cstring>
@@ -93,13 +94,13 @@ void pack_strips(DType dtype, const void* rows, int64_t ld, int64_t count, int64
   }
 }
 
-void pack_k(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr, bool native,
-            float* out) {
+void pack_k(const FlashAttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr,
+            bool native, float* out) {
   const int64_t at = (b * p.t * p.h + i) * p.D * static_cast<int64_t>(dtype_size(p.dtype));
   pack_strips(p.dtype, static_cast<const char*>(k) + at, p.h * p.D, p.t, p.D, nr, native, out);
 }
 
-void pack_k_panels(const AttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t mr,
+void pack_k_panels(const FlashAttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t mr,
                    bool native, float* out) {
   const void* rows = static_cast<const char*>(k) +
                      (b * p.t * p.h + i) * p.D * static_cast<int64_t>(dtype_size(p.dtype));
@@ -113,8 +114,8 @@ void pack_k_panels(const AttentionProblem& p, const void* k, int64_t b, int64_t 
 
 // Packs V of kv head (b, i) as the rhs of O += P V, one panel per kv block of bkv keys:
 // [ceil(t / bkv)][ceil(d / nr)][bkv][nr] (bf16 pairs: bkv / 2), the last block shorter.
-void pack_v(const AttentionProblem& p, const void* v, int64_t b, int64_t i, int64_t nr, int64_t bkv,
-            bool native, float* out) {
+void pack_v(const FlashAttentionProblem& p, const void* v, int64_t b, int64_t i, int64_t nr,
+            int64_t bkv, bool native, float* out) {
   const int64_t d = p.d, d_strips = (d + nr - 1) / nr;
   const int64_t x_size = static_cast<int64_t>(dtype_size(p.dtype));
   const int64_t block_floats = d_strips * (native ? bkv / 2 : bkv) * nr;

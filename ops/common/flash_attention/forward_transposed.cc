@@ -1,4 +1,5 @@
-// dot_product_attention on CPU: the transposed task body (kv_packing=transposed).
+// The flash-attention core (every attention op's CPU kernel): the transposed task body
+// (kv_packing=transposed).
 //
 // Dimensions.
 //   T, t   query and key/value positions;  H, h  query and key/value heads
@@ -7,7 +8,7 @@
 //   Mp     M rounded up to whole strips of nr columns (pad columns are computed and dropped)
 //   n      keys of the current block (<= bkv);  mr, nr  the micro-tile
 //
-// The task of the rows layout (cpu_kernel.cc) with every tile transposed: S^T [n, Mp] = K Q^T
+// The task of the rows layout (forward.cc) with every tile transposed: S^T [n, Mp] = K Q^T
 // has one column per query row, so the online softmax runs down the columns with whole vectors
 // of queries (vertical max and sum: no horizontal reductions, no call per row), and P^T is
 // already the rhs of O^T [d, Mp] += V^T P^T: S^T is computed strip-major ([n, nr] slabs, the
@@ -24,8 +25,8 @@
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/cpu_softmax.h"
-#include "ops/dot_product_attention/cpu_pack.h"
-#include "ops/dot_product_attention/cpu_task.h"
+#include "ops/common/flash_attention/forward_task.h"
+#include "ops/common/flash_attention/pack.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -53,7 +54,7 @@ struct Scratch {
 
 void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
                          int64_t rows) {
-  const AttentionProblem& p = ctx.p;
+  const FlashAttentionProblem& p = ctx.p;
   const int64_t D = p.D, d = p.d, H = p.H, h = p.h;
   const int64_t i = hq0 / p.groups();
   const int64_t M = heads * rows, mr = ctx.mr, nr = ctx.nr, bkv = ctx.bkv;

@@ -1,5 +1,5 @@
-// dot_product_attention on CPU: what the kernel's driver (cpu_kernel.cc) hands each task, and the
-// task bodies of its two layouts.
+// The flash-attention core (every attention op's CPU kernel): what the kernel's driver (forward.cc
+// / vjp.cc) hands each task, and the task bodies of its two layouts.
 //
 // Dimensions.
 //   B      flattened batch;  T, t  query and key/value positions
@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "ops/common/cpu_gemm/micro_kernel.h"
-#include "ops/dot_product_attention/base.h"
-#include "ops/dot_product_attention/cpu_kernel.h"
+#include "ops/common/flash_attention/forward.h"
+#include "ops/common/flash_attention/problem.h"
 
 namespace tokamax {
 
 struct TaskContext {
-  const AttentionProblem& p;
+  const FlashAttentionProblem& p;
   const CpuAttentionKernelOptions& o;
   const void* q;
   const void* k;

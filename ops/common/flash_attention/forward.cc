@@ -1,4 +1,4 @@
-// dot_product_attention on CPU: the flash-attention kernel body.
+// The flash-attention core (every attention op's CPU kernel): the flash-attention kernel body.
 //
 // Dimensions.
 //   B      flattened batch;  T, t  query and key/value positions
@@ -18,16 +18,16 @@
 //
 // This file holds the driver (tasks, kv-head chunks and their packing) and the rows layout; the
 // transposed layout (kv_packing=transposed: S^T = K Q^T, softmax down columns) is the task body
-// in cpu_kernel_transposed.cc.
+// in forward_transposed.cc.
 //
 // The two GEMMs run the GEMM engine's register-blocked micro-kernels (ops/common/cpu_gemm/).
 // kv_packing=shared: K^T and V of a chunk of kv heads are packed once into micro-kernel panels
-// (cpu_pack.h) and the Q tile once per task, so a block costs only the packing of P; the f32 Q
+// (pack.h) and the Q tile once per task, so a block costs only the packing of P; the f32 Q
 // tile carries the logits scale. kv_packing=per_block: every block goes through cpu_gemm_f32
 // with K read in place as the transposed operand (row stride h*D) and V in place (row stride
 // h*d), which repacks K, V and Q on every call. native_dot (bf16): vdpbf16ps on bf16 pairs, P
 // rounded to bf16.
-#include "ops/dot_product_attention/cpu_kernel.h"
+#include "ops/common/flash_attention/forward.h"
 
 #include <algorithm>
 #include <cmath>
@@ -46,9 +46,9 @@
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/cpu_softmax.h"
+#include "ops/common/flash_attention/forward_task.h"
+#include "ops/common/flash_attention/pack.h"
 #include "ops/common/online_softmax.h"
-#include "ops/dot_product_attention/cpu_pack.h"
-#include "ops/dot_product_attention/cpu_task.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -98,7 +98,7 @@ void attention_block_product(const BlockArgs& args, bool native) {
 // One task: rows [r0, r0 + rows) of q heads [hq0, hq0 + heads) of batch b.
 void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
                    int64_t rows) {
-  const AttentionProblem& p = ctx.p;
+  const FlashAttentionProblem& p = ctx.p;
   const int64_t D = p.D, d = p.d, H = p.H, h = p.h;
   const int64_t i = hq0 / p.groups();
   const bool shared = ctx.packed != nullptr;
@@ -343,11 +343,9 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   }
 }
 
-void dot_product_attention_cpu_kernel(const AttentionProblem& p,
-                                      const CpuAttentionKernelOptions& options, const Tensor& q,
-                                      const Tensor& k, const Tensor& v, const Tensor* bias,
-                                      const Tensor* mask, Tensor& out, Tensor* lse,
-                                      const Tensor* dropout_mask) {
+void flash_attention_cpu(const FlashAttentionProblem& p, const CpuAttentionKernelOptions& options,
+                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* bias,
+                         const Tensor* mask, Tensor& out, Tensor* lse, const Tensor* dropout_mask) {
   if (p.dtype != DType::kF32 && p.dtype != DType::kBF16 && p.dtype != DType::kF16) {
     throw NotImplemented("cpu dot_product_attention: " + std::string(dtype_name(p.dtype)) +
                          " inputs; the kernel runs f32, bf16 and f16");

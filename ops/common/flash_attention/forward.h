@@ -1,4 +1,5 @@
-// dot_product_attention on CPU: the flash-attention kernel (tiles, online softmax, threads).
+// The flash-attention core (every attention op's CPU kernel): the flash-attention kernel (tiles,
+// online softmax, threads).
 //
 // Dimensions.
 //   B      flattened batch;  T, t  query and key/value positions
@@ -10,7 +11,7 @@
 
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
-#include "ops/dot_product_attention/base.h"
+#include "ops/common/flash_attention/problem.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
@@ -38,18 +39,17 @@ MicroKernelShape attention_transposed_shape(int lanes, int64_t M, int64_t d);
 
 // Computes out for every (batch, head, query tile) task on the thread pool; per-thread scratch is
 // O(M * (D + bkv + d)), never a whole [T, t] score matrix. Throws NotImplemented for f64.
-void dot_product_attention_cpu_kernel(const AttentionProblem& p,
-                                      const CpuAttentionKernelOptions& options,
-                                      // Inputs.
-                                      const Tensor& q,     // [*B, T, H, D]
-                                      const Tensor& k,     // [*B, t, h, D]
-                                      const Tensor& v,     // [*B, t, h, d]
-                                      const Tensor* bias,  // broadcast to [*B, H, T, t]
-                                      const Tensor* mask,  // bool, broadcast likewise
-                                      // Outputs.
-                                      Tensor& out,            // [*B, T, H, d]
-                                      Tensor* lse = nullptr,  // [*B, H, T] f32, or null
-                                      // Inputs.
-                                      const Tensor* dropout_mask = nullptr);  // bool, as mask
+void flash_attention_cpu(const FlashAttentionProblem& p, const CpuAttentionKernelOptions& options,
+                         // Inputs.
+                         const Tensor& q,     // [*B, T, H, D]
+                         const Tensor& k,     // [*B, t, h, D]
+                         const Tensor& v,     // [*B, t, h, d]
+                         const Tensor* bias,  // broadcast to [*B, H, T, t]
+                         const Tensor* mask,  // bool, broadcast likewise
+                         // Outputs.
+                         Tensor& out,            // [*B, T, H, d]
+                         Tensor* lse = nullptr,  // [*B, H, T] f32, or null
+                         // Inputs.
+                         const Tensor* dropout_mask = nullptr);  // bool, as mask
 
 }  // namespace tokamax

@@ -1,7 +1,7 @@
-// dot_product_attention_vjp on CPU: the flash-style backward, one pass of row-block tasks on the
-// shared GEMM engine.
+// The flash-attention core, backward (every attention op's CPU VJP): the flash-style backward, one
+// pass of row-block tasks on the shared GEMM engine.
 //
-// Dimensions: as cpu_kernel.h (B, T, t, H, h, g, D, d, bq, bkv); rows / cols the extents of
+// Dimensions: as vjp.h (B, T, t, H, h, g, D, d, bq, bkv); rows / cols the extents of
 // one [bq, bkv] block at the edges; r0, j0 its first row and key.
 //
 // One task per (b, q head, row block) (vjp_row_block): S = q k^T and dP = dout v^T for every key
@@ -18,7 +18,7 @@
 // bf16 inputs (bf16_path): native_dot runs S and dP, the products of two inputs, on vdpbf16ps;
 // native_all also dv, dk and dq, with P and dS rounded to bf16 for them (f32 accumulation
 // throughout).
-#include "ops/dot_product_attention/vjp/cpu_kernel.h"
+#include "ops/common/flash_attention/vjp.h"
 
 #include <algorithm>
 #include <vector>
@@ -29,7 +29,7 @@
 #include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/cpu_softmax.h"
-#include "ops/dot_product_attention/vjp/cpu_task.h"
+#include "ops/common/flash_attention/vjp_task.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -56,14 +56,13 @@ void reduce_copies(const std::vector<float*>& copies, int64_t n, float scale, DT
 
 }  // namespace
 
-void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
-                                          const CpuAttentionVjpConfig& config, const Tensor& q,
-                                          const Tensor& k, const Tensor& v, const Tensor* bias,
-                                          const Tensor* mask, const Tensor& dout, const Tensor* lse,
-                                          const Tensor* out, Tensor& dq, Tensor& dk, Tensor& dv,
-                                          Tensor* dbias, int64_t wave_bytes) {
+void flash_attention_vjp_cpu(const FlashAttentionProblem& p, const FlashVjpOptions& options,
+                             const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* bias,
+                             const Tensor* mask, const Tensor& dout, const Tensor* lse,
+                             const Tensor* out, Tensor& dq, Tensor& dk, Tensor& dv, Tensor* dbias,
+                             int64_t wave_bytes) {
   if (p.dtype == DType::kF64) {
-    throw NotImplemented("cpu dot_product_attention_vjp: f64 (the GEMMs run in f32)");
+    throw NotImplemented("cpu flash attention backward: f64 (the GEMMs run in f32)");
   }
   VjpTaskContext c{p,
                    p.dtype,
@@ -78,23 +77,21 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
                    {},
                    static_cast<float>(p.logits_scale),
                    static_cast<float>(p.logits_soft_cap),
-                   config.block_q,
-                   config.block_kv,
+                   options.block_q,
+                   options.block_kv,
                    CpuGemmOptions{},
                    false};
   if (mask) c.mask_at = p.mask_layout();
-  c.inputs_gemm.engine = config.bf16_path == "convert_f32" ? GemmEngine::kF32Fma
-                         : config.bf16_path == "amx"       ? GemmEngine::kAmxBf16
-                                                           : GemmEngine::kBf16Dot;
-  c.round_p = config.bf16_path == "native_all" || config.bf16_path == "amx";
+  c.inputs_gemm.engine = options.engine;
+  c.round_p = options.round_p && options.engine != GemmEngine::kF32Fma;
   if (c.inputs_gemm.engine == GemmEngine::kAmxBf16 &&
       (p.dtype != DType::kBF16 || !gemm_has_amx_bf16())) {
-    throw NotImplemented("cpu dot_product_attention_vjp: amx needs bf16 inputs and AMX tiles");
+    throw NotImplemented("cpu flash attention backward: amx needs bf16 inputs and AMX tiles");
   }
   if (c.inputs_gemm.engine == GemmEngine::kBf16Dot &&
       (p.dtype != DType::kBF16 || !gemm_has_native_bf16())) {
     throw NotImplemented(
-        "cpu dot_product_attention_vjp: native_dot needs bf16 inputs and "
+        "cpu flash attention backward: native_dot needs bf16 inputs and "
         "avx512_bf16");
   }
   if (bias) {
@@ -102,7 +99,7 @@ void dot_product_attention_vjp_cpu_kernel(const AttentionProblem& p,
     c.bias.resize(static_cast<size_t>(bias->num_elements()));
     for (int64_t e = 0; e < bias->num_elements(); ++e) c.bias[e] = static_cast<float>(bias->get(e));
   }
-  const int threads = config.num_threads;
+  const int threads = options.num_threads;
   const float* lse_in = lse ? lse->data<float>() : nullptr;
   const char* out_in = out ? static_cast<const char*>(out->raw()) : nullptr;
   const int64_t nq = ceil_div(p.T, c.bq);

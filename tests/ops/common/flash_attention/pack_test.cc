@@ -1,5 +1,5 @@
-// Tests for the cpu dot_product_attention packing helpers (layouts and bf16 rounding).
-#include "ops/dot_product_attention/cpu_pack.h"
+// Tests for the flash-attention core's packing helpers (layouts and bf16 rounding).
+#include "ops/common/flash_attention/pack.h"
 
 #include <catch2/catch.hpp>
 #include <vector>

@@ -1,5 +1,5 @@
-// dot_product_attention_vjp on CPU: what the kernel's driver (cpu_kernel.cc) hands each task,
-// and its task body (cpu_task.cc).
+// The flash-attention core, backward (every attention op's CPU VJP): what the kernel's driver
+// (forward.cc / vjp.cc) hands each task, and its task body (vjp_task.cc).
 //
 // Dimensions.
 //   B      flattened batch;  T, t  query and key/value positions
@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "ops/common/cpu_gemm/gemm.h"
-#include "ops/dot_product_attention/base.h"
+#include "ops/common/flash_attention/problem.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
 
 // The problem, its inputs and the block extents, shared read-only by every task.
 struct VjpTaskContext {
-  const AttentionProblem& p;
+  const FlashAttentionProblem& p;
   DType x;           // q, k, v and dout
   int64_t xs;        // bytes per element
   const char* q;     // [B, T, H, D]

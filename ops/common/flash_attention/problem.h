@@ -1,0 +1,109 @@
+// The flash-attention core's problem: the shapes, scalars and masks every attention op's CPU
+// kernel hands the shared forward (forward.h) and backward (vjp.h) kernels.
+//
+// Dimensions.
+//   *B     batch dimensions (any number, flattened to B = prod(*B) by the kernels)
+//   T      query positions (rows);  t  key/value positions (columns)
+//   H      query heads;  h  key/value heads; H = g * h (q heads [g*i, g*i+g) share kv head i)
+//   D      q/k head dimension;  d  v head dimension
+//
+// Layouts the kernels read: q [B, T, H, D], k [B, t, h, D], v [B, t, h, d], out [B, T, H, d].
+// Which keys row r sees is an interval per row (causal, local window, sequence lengths; see
+// key_range) narrowed by an optional FlashKeyMask (any set of keys per row, the same for every
+// batch and head), and per element by the optional bool mask tensor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "ops/framework/dtype.h"
+#include "ops/framework/tensor.h"
+
+namespace tokamax {
+
+// Where the element (b, hq, r, j) of a tensor broadcast to [*B, H, T, t] lives: numpy
+// broadcasting, right-aligned; size-1 (or missing) dimensions have stride 0.
+struct AttentionBroadcast {
+  std::vector<int64_t> batch_offset;  // [B] offset of flattened batch b
+  int64_t stride_h = 0, stride_T = 0, stride_t = 0;
+  int64_t offset(int64_t b, int64_t hq, int64_t r, int64_t j) const {
+    return batch_offset[b] + hq * stride_h + r * stride_T + j * stride_t;
+  }
+};
+
+// How the keys of a block of rows and keys are masked by a FlashKeyMask.
+enum class KeyBlock {
+  kEmpty,      // no row sees a key of the block: the kernels skip it
+  kInterval,   // each row's visible keys in the block are one interval: its key_range clips them
+  kScattered,  // some row has holes: mask_row must mark them
+};
+
+// A mask of keys shared by every batch and head (built once on the host, read by every task).
+// The kernels ask it per block, so the blocks it calls interval need no per-element test.
+class FlashKeyMask {
+ public:
+  virtual ~FlashKeyMask() = default;
+  // An interval [lo, hi) holding every key row r sees (lo >= hi: none).
+  virtual std::pair<int64_t, int64_t> key_range(int64_t r) const = 0;
+  // The block of rows [r0, r0 + rows) and keys [j0, j0 + n).
+  virtual KeyBlock block(int64_t r0, int64_t rows, int64_t j0, int64_t n) const = 0;
+  // Sets s[c] = -inf for the masked keys j0 + c of row r, c in [c_lo, c_hi).
+  virtual void mask_row(int64_t r, int64_t j0, int64_t c_lo, int64_t c_hi, float* s) const = 0;
+};
+
+struct FlashAttentionProblem {
+  std::vector<int64_t> batch;  // *B
+  int64_t B = 1, T = 0, t = 0, H = 0, h = 0, D = 0, d = 0;
+  DType dtype = DType::kF32;  // q, k, v and the output
+  double logits_scale = 1.0;
+  bool is_causal = false;
+  double logits_soft_cap = 0.0;                 // 0: no cap
+  std::optional<TensorSpec> bias;               // broadcastable to [*B, H, T, t], any float dtype
+  std::optional<TensorSpec> mask;               // bool, broadcastable to [*B, H, T, t], true = keep
+  std::vector<int64_t> q_seq_lengths;           // [B] or empty (no limit)
+  std::vector<int64_t> kv_seq_lengths;          // [B] or empty (no limit)
+  int64_t window_left = -1, window_right = -1;  // local window; -1: unbounded
+  // Under is_causal, upstream's CausalMask(offset, window_size): key j is visible from row r
+  // iff j <= r + causal_offset and, with a window, j > r + causal_offset - causal_window
+  // (is_causal alone: offset 0, no window).
+  int64_t causal_offset = 0;
+  int64_t causal_window = -1;     // -1: none
+  bool return_residuals = false;  // also output lse [*B, H, T] f32
+  // false: out = sum_j exp(logit_j - max) v_j, the softmax's numerator without the division
+  // (upstream's normalize_output; max the row's largest visible logit).
+  bool normalize_output = true;
+  // Upstream's dropout: the softmax weights times dropout_mask / (1 - dropout_rate), after
+  // normalization (the denominator sums the weights before it; lse is unchanged).
+  std::optional<TensorSpec> dropout_mask;  // bool, broadcastable to [*B, H, T, t]
+  double dropout_rate = 0.0;
+  // Keys masked alike for every batch and head (null: none). Shared: problems are copied.
+  std::shared_ptr<const FlashKeyMask> key_mask;
+  // Attention sinks, [H] logits (empty: none): a term exp(sinks[hq]) in each row's softmax
+  // denominator with no value, so rows of head hq sum to less than one.
+  std::vector<float> sinks;
+
+  int64_t groups() const { return H / h; }  // g
+  bool has_local_window() const { return window_left >= 0; }
+  // A causal mask other than the plain diagonal (an offset or a window).
+  bool has_causal_band() const { return is_causal && (causal_offset != 0 || causal_window >= 0); }
+  // The keys [lo, hi) row r of batch b may see under causal, local window, sequence lengths and
+  // the key mask's interval (each part is one, and they AND together). Causal aligns top-left:
+  // key j is visible from row r iff j <= r + causal_offset, also when T != t (upstream
+  // Tokamax's convention). Empty (lo >= hi) for rows past q_seq_lengths[b]. The key mask's
+  // holes and the bool mask come on top of this.
+  std::pair<int64_t, int64_t> key_range(int64_t b, int64_t r) const;
+  // How the key mask masks a block (kInterval without one).
+  KeyBlock key_block(int64_t r0, int64_t rows, int64_t j0, int64_t n) const {
+    return key_mask ? key_mask->block(r0, rows, j0, n) : KeyBlock::kInterval;
+  }
+  AttentionBroadcast bias_layout() const;
+  AttentionBroadcast mask_layout() const;
+  AttentionBroadcast dropout_layout() const;
+  // The factor a kept weight is multiplied by, 1 / (1 - dropout_rate).
+  double dropout_scale() const { return 1.0 / (1.0 - dropout_rate); }
+};
+
+}  // namespace tokamax
