@@ -30,6 +30,7 @@
 #include "ops/common/flash_attention/forward.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -127,7 +128,11 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     }
   }
   std::fill(sc.o.begin(), sc.o.begin() + M * d, 0.0f);
-  std::fill(sc.state.begin(), sc.state.begin() + M, OnlineSoftmax<float>{});
+  // A sink is one more logit of the row with no value: the state starts from it.
+  for (int64_t m = 0; m < M; ++m) {
+    sc.state[m] = p.sinks.empty() ? OnlineSoftmax<float>{}
+                                  : OnlineSoftmax<float>{p.sinks[hq0 + m / rows], 1.0f};
+  }
 
   // Gather the Q tile [M, D] (rows of G_t heads are D apart in q; one contiguous operand lets a
   // single GEMM serve every head of the group).
@@ -212,7 +217,8 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     // Skip blocks no row sees (a local window narrower than the tile's spread of rows).
     bool any = false;
     for (int64_t rr = 0; rr < rows && !any; ++rr) any = sc.lo[rr] < j0 + n && sc.hi[rr] > j0;
-    if (!any) continue;
+    const KeyBlock key_block = any ? p.key_block(r0, rows, j0, n) : KeyBlock::kEmpty;
+    if (key_block == KeyBlock::kEmpty) continue;
 
     // S[M, n] = Q K^T: K's rows j0.. of head i, stored [n, D] with row stride h*D.
     if (shared) {
@@ -258,6 +264,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
                          ctx.bias_at.stride_t, c_lo, c_hi, s);
           }
           if (cap > 0.0f) cpu_soft_cap_row(s + c_lo, c_hi - c_lo, cap);
+          if (key_block == KeyBlock::kScattered) p.key_mask->mask_row(r, j0, c_lo, c_hi, s);
           if (ctx.mask) {
             const bool* mask_row = ctx.mask + ctx.mask_at.offset(b, hq, r, j0);
             for (int64_t c = c_lo; c < c_hi; ++c) {
@@ -333,8 +340,8 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     const float sum = sc.state[m].sum;
     cpu_scale_row(&sc.o[m * d], d, sum > 0.0f ? (p.normalize_output ? 1.0f / sum : 1.0f) : 0.0f);
   }
-  store_task_lse(ctx, b, hq0, heads, r0, rows, [&](int64_t m) {
-    return std::pair<float, float>{sc.state[m].max, sc.state[m].sum};
+  store_task_stats(ctx, b, hq0, heads, r0, rows, [&](int64_t m) {
+    return std::array<float, 3>{sc.state[m].max, sc.state[m].sum, sc.state[m].max};
   });
   for (int64_t jh = 0; jh < heads; ++jh) {
     const int64_t at = ((b * p.T + r0) * H + hq0 + jh) * d;
@@ -345,7 +352,8 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
 
 void flash_attention_cpu(const FlashAttentionProblem& p, const CpuAttentionKernelOptions& options,
                          const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* bias,
-                         const Tensor* mask, Tensor& out, Tensor* lse, const Tensor* dropout_mask) {
+                         const Tensor* mask, Tensor& out, Tensor* lse, const Tensor* dropout_mask,
+                         Tensor* row_max) {
   if (p.dtype != DType::kF32 && p.dtype != DType::kBF16 && p.dtype != DType::kF16) {
     throw NotImplemented("cpu dot_product_attention: " + std::string(dtype_name(p.dtype)) +
                          " inputs; the kernel runs f32, bf16 and f16");
@@ -377,6 +385,7 @@ void flash_attention_cpu(const FlashAttentionProblem& p, const CpuAttentionKerne
     ctx.dropout_scale = static_cast<float>(p.dropout_scale());
   }
   if (lse) ctx.lse = lse->data<float>();
+  if (row_max) ctx.row_max = row_max->data<float>();
   const int64_t heads = options.group_heads ? p.groups() : 1;
   const int64_t bq = std::clamp<int64_t>(options.block_q, 1, p.T);
   const int64_t nT = (p.T + bq - 1) / bq;

@@ -50,6 +50,8 @@ void flash_attention_cpu(const FlashAttentionProblem& p, const CpuAttentionKerne
                          Tensor& out,            // [*B, T, H, d]
                          Tensor* lse = nullptr,  // [*B, H, T] f32, or null
                          // Inputs.
-                         const Tensor* dropout_mask = nullptr);  // bool, as mask
+                         const Tensor* dropout_mask = nullptr,  // bool, as mask
+                         // Outputs.
+                         Tensor* row_max = nullptr);  // [*B, H, T] f32: max logit, or null
 
 }  // namespace tokamax

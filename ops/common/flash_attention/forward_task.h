@@ -9,6 +9,7 @@
 //   mr, nr the micro-tile: mr rows x nr columns of accumulators
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -37,8 +38,9 @@ struct TaskContext {
   int64_t kv_head_floats = 0, v_offset = 0;
   int64_t chunk_first = 0;  // flattened (b * h + i) of the chunk's first kv head
   int mr = 0, nr_vectors = 0;
-  int64_t nr = 0, bkv = 0;  // bkv a multiple of nr (rows layout) or of mr (transposed layout)
-  float* lse = nullptr;     // [B, H, T] f32 with return_residuals, else null
+  int64_t nr = 0, bkv = 0;   // bkv a multiple of nr (rows layout) or of mr (transposed layout)
+  float* lse = nullptr;      // [B, H, T] f32 with return_residuals, else null
+  float* row_max = nullptr;  // [B, H, T] f32 each row's largest logit (or sink), or null
   // Dropout: P's entries times dropout_scale where dropout[...] keeps them, else 0 (after the
   // running sum has counted them).
   const bool* dropout = nullptr;
@@ -46,18 +48,21 @@ struct TaskContext {
   float dropout_scale = 1.0f;
 };
 
-// With return_residuals: lse of the task's M = heads * rows rows (row m = head_j * rows + rr)
-// from their online-softmax state, stats(m) = {max in the logits' units, sum of
-// exp(logit - max)}.
+// The residuals of the task's M = heads * rows rows (row m = head_j * rows + rr) from their
+// online-softmax state, stats(m) = {shift, sum of exp(logit - shift), the row's largest logit},
+// in the logits' units: lse = shift + log(sum) (with return_residuals) and row_max (when asked).
 template <typename Stats>
-void store_task_lse(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
-                    int64_t rows, Stats&& stats) {
-  if (!ctx.lse) return;
+void store_task_stats(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
+                      int64_t rows, Stats&& stats) {
+  if (!ctx.lse && !ctx.row_max) return;
   for (int64_t jh = 0; jh < heads; ++jh) {
     for (int64_t rr = 0; rr < rows; ++rr) {
-      const auto [max, sum] = stats(jh * rows + rr);
-      ctx.lse[(b * ctx.p.H + hq0 + jh) * ctx.p.T + r0 + rr] =
-          sum > 0.0f ? max + std::log(sum) : -std::numeric_limits<float>::infinity();
+      const auto [shift, sum, max] = stats(jh * rows + rr);
+      const int64_t at = (b * ctx.p.H + hq0 + jh) * ctx.p.T + r0 + rr;
+      if (ctx.lse) {
+        ctx.lse[at] = sum > 0.0f ? shift + std::log(sum) : -std::numeric_limits<float>::infinity();
+      }
+      if (ctx.row_max) ctx.row_max[at] = max;
     }
   }
 }

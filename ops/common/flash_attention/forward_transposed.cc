@@ -17,6 +17,7 @@
 // of t) and V^T (as lhs panels per block) are packed once per kv head by the driver; the Q tile
 // is packed once per task as rhs strips. O^T is transposed back once, when the task stores it.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -46,8 +47,9 @@ struct Scratch {
   std::vector<float> ot;           // [d, Mp] unnormalised O^T
   std::vector<float> o_rows;       // [ceil(d / 16)][Mp][16] O^T transposed back
   std::vector<float> run_max, run_sum, factor;  // [Mp] per column
-  std::vector<float> true_max;  // [Mp] the largest scaled logit (normalize_output false only)
+  std::vector<float> true_max;  // [Mp] the largest scaled logit (unnormalized or row_max only)
   std::vector<int32_t> lo, hi;  // [Mp] visible keys [lo, hi) per column
+  std::vector<float> holes;     // [bkv] one row's key-mask holes (-inf) in a block
 };
 
 }  // namespace
@@ -97,6 +99,13 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   std::fill(sc.run_max.begin(), sc.run_max.begin() + Mp, kNegInf);
   std::fill(sc.true_max.begin(), sc.true_max.begin() + Mp, kNegInf);
   std::fill(sc.run_sum.begin(), sc.run_sum.begin() + Mp, 0.0f);
+  if (!p.sinks.empty()) {  // a sink is one more logit of the row with no value
+    for (int64_t m = 0; m < M; ++m) {
+      sc.run_max[m] = sc.true_max[m] = p.sinks[hq0 + m / rows];
+      sc.run_sum[m] = 1.0f;
+    }
+  }
+  const bool track_max = !p.normalize_output || ctx.row_max;
   std::fill(sc.ot.begin(), sc.ot.begin() + d * Mp, 0.0f);
 
   // The Q tile [M, D] as stored (the logits scale goes into the exponent, below), then Q^T as
@@ -150,7 +159,8 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
       any = any || (sc.lo[m] < j0 + n && sc.hi[m] > j0);
       all = all && sc.lo[m] <= j0 && sc.hi[m] >= j0 + n;
     }
-    if (!any) continue;
+    const KeyBlock key_block = any ? p.key_block(r0, rows, j0, n) : KeyBlock::kEmpty;
+    if (key_block == KeyBlock::kEmpty) continue;
 
     // S^T [n, Mp] = K[j0 .. j0 + n) Q^T, strip-major: one [n, nr] slab per strip of nr query
     // columns (element (c, m) at st[(m / nr) * n * nr + c * nr + m % nr]), which is the packed
@@ -205,10 +215,24 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
         }
       }
     }
+    if (key_block == KeyBlock::kScattered) {  // the key mask's holes, alike for every head
+      grow_scratch(sc.holes, static_cast<size_t>(n));
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const int64_t c_lo = std::clamp<int64_t>(sc.lo[rr] - j0, 0, n);
+        const int64_t c_hi = std::clamp<int64_t>(sc.hi[rr] - j0, c_lo, n);
+        if (c_lo >= c_hi) continue;
+        std::fill_n(sc.holes.data(), n, 0.0f);
+        p.key_mask->mask_row(r0 + rr, j0, c_lo, c_hi, sc.holes.data());
+        for (int64_t c = c_lo; c < c_hi; ++c) {
+          if (sc.holes[c] != kNegInf) continue;
+          for (int64_t jh = 0; jh < heads; ++jh) st[at(c, jh * rows + rr)] = kNegInf;
+        }
+      }
+    }
     for (int64_t sp = 0; sp < strips; ++sp) {
       float* slab = st + sp * n * nr;
       if (!all) cpu_mask_columns(slab, n, nr, nr, j0, &sc.lo[sp * nr], &sc.hi[sp * nr]);
-      if (!p.normalize_output) {
+      if (track_max) {
         // The step's shift follows the maximum lazily; the unnormalized output needs the true
         // one (exp(logit - max) per key), so it is tracked here.
         for (int64_t c = 0; c < n; ++c) {
@@ -268,8 +292,8 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
 
   // Normalise (columns without a visible key have sum 0 and come out as zeros), transpose back
   // 16 rows of O^T at a time ([ceil(d / 16)][Mp][16]) and store each head's rows, H * d apart.
-  store_task_lse(ctx, b, hq0, heads, r0, rows, [&](int64_t m) {
-    return std::pair<float, float>{sc.run_max[m], sc.run_sum[m]};
+  store_task_stats(ctx, b, hq0, heads, r0, rows, [&](int64_t m) {
+    return std::array<float, 3>{sc.run_max[m], sc.run_sum[m], sc.true_max[m]};
   });
   for (int64_t m = 0; m < Mp; ++m) {
     const float sum = sc.run_sum[m];

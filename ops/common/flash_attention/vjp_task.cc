@@ -25,9 +25,11 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Whether any row of [r0, r0 + rows) sees a key of [j0, j0 + cols) under causal, window and
-// sequence lengths (the bool mask is applied per entry later).
+// sequence lengths and the key mask (the bool mask and the key mask's holes are applied per
+// entry later).
 bool block_visible(const FlashAttentionProblem& p, int64_t b, int64_t r0, int64_t rows, int64_t j0,
                    int64_t cols) {
+  if (p.key_block(r0, rows, j0, cols) == KeyBlock::kEmpty) return false;
   for (int64_t r = r0; r < r0 + rows; ++r) {
     const auto [lo, hi] = p.key_range(b, r);
     if (std::max(lo, j0) < std::min(hi, j0 + cols)) return true;
@@ -36,11 +38,12 @@ bool block_visible(const FlashAttentionProblem& p, int64_t b, int64_t r0, int64_
 }
 
 // S [rows, cols] (row stride cols) from raw q k^T to the forward's logits: scale, bias, cap,
-// then -inf outside each row's key range and where the mask is false. With a cap, gate gets
-// cap'(z) = 1 - tanh^2(z / c), recovered from the capped value.
+// then -inf outside each row's key range, in the key mask's holes and where the mask is false. With
+// a cap, gate gets cap'(z) = 1 - tanh^2(z / c), recovered from the capped value.
 void finish_logits(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0, int64_t rows,
                    int64_t j0, int64_t cols, float* s, float* gate) {
   const FlashAttentionProblem& p = c.p;
+  const bool scattered = p.key_block(r0, rows, j0, cols) == KeyBlock::kScattered;
   for (int64_t rr = 0; rr < rows; ++rr) {
     const int64_t r = r0 + rr;
     float* row = s + rr * cols;
@@ -64,6 +67,7 @@ void finish_logits(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0, i
     const int64_t last = std::clamp<int64_t>(hi - j0, first, cols);
     std::fill(row, row + first, kNegInf);
     std::fill(row + last, row + cols, kNegInf);
+    if (scattered && first < last) p.key_mask->mask_row(r, j0, first, last, row);
     if (c.mask) {
       const bool* m = c.mask + c.mask_at.offset(b, hq, r, j0);
       const int64_t stride = c.mask_at.stride_t;
@@ -150,7 +154,8 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
   };
 
   // Sweep 1: the two products of inputs, the finished logits and each row's maximum.
-  std::fill_n(w.m.data(), rows, kNegInf);
+  // A sink is one more logit of the row (no value): the maximum starts there.
+  std::fill_n(w.m.data(), rows, p.sinks.empty() ? kNegInf : p.sinks[hq]);
   for_each_block(
       [&](int64_t j0, int64_t cols, float* s, float* dp, float* gate, const VjpKeyOperands& key) {
         cpu_gemm_f32(q_lhs, key.kt, s, cols, false, c.inputs_gemm);
@@ -164,7 +169,9 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
       });
   // P = exp(S - lse) in place: given lse, directly; else exp(S - m) over the row's sum l, with
   // lse = m + log l (a row that sees no key: P = 0).
-  std::fill_n(w.l.data(), rows, 0.0f);
+  for (int64_t rr = 0; rr < rows; ++rr) {
+    w.l[rr] = p.sinks.empty() || lse_in ? 0.0f : std::exp(p.sinks[hq] - w.m[rr]);
+  }
   for_each_block([&](int64_t, int64_t cols, float* s, float*, float*, const VjpKeyOperands&) {
     for (int64_t rr = 0; rr < rows; ++rr) {
       const float shift = lse_in ? lse_in[stat0 + rr] : w.m[rr];
