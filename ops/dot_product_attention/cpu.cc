@@ -15,7 +15,7 @@
 #include "ops/common/cpu_softmax.h"
 #include "ops/common/flash_attention/forward.h"
 #include "ops/dot_product_attention/base.h"
-#include "ops/dot_product_attention/cpu_config.h"
+#include "ops/common/flash_attention/config.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 

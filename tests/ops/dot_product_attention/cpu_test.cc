@@ -12,7 +12,7 @@
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_softmax.h"
-#include "ops/dot_product_attention/cpu_config.h"
+#include "ops/common/flash_attention/config.h"
 #include "ops/framework/errors.h"
 #include "tests/ops/dot_product_attention/attention_test_util.h"
 #include "tests/ops/impl_calls.h"

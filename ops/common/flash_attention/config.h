@@ -1,4 +1,5 @@
-// dot_product_attention on CPU: the "cpu" implementation's config, heuristics and search space.
+// The flash-attention core's "cpu" config (every attention op's forward), heuristics and search
+// space.
 //
 // Dimensions.
 //   B      flattened batch;  T, t  query and key/value positions
@@ -13,7 +14,7 @@
 #include <vector>
 
 #include "backends/device.h"
-#include "ops/dot_product_attention/base.h"
+#include "ops/common/flash_attention/problem.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -54,10 +55,11 @@ struct CpuAttentionConfig {
 };
 
 // Whether bf16_path=native_dot can run these args on this CPU.
-bool attention_native_bf16_available(const AttentionProblem& p);
+bool attention_native_bf16_available(const FlashAttentionProblem& p);
 
-CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p, const Device& device);
-std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const AttentionProblem& p,
+CpuAttentionConfig cpu_attention_heuristics_config(const FlashAttentionProblem& p,
+                                                   const Device& device);
+std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const FlashAttentionProblem& p,
                                                                  const Device& device);
 
 }  // namespace tokamax

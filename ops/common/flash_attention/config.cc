@@ -1,11 +1,12 @@
-// dot_product_attention on CPU: config validation, heuristics and the autotuning search space.
+// The flash-attention core's forward config: validation, heuristics and the autotuning search
+// space.
 //
 // Dimensions.
 //   B      flattened batch;  T, t  query and key/value positions
 //   H, h   query and key/value heads, g = H / h
 //   D, d   q/k and v head dimensions
 //   bq, bkv  block_q, block_kv;  M  rows of one task (g * bq with group_heads)
-#include "ops/dot_product_attention/cpu_config.h"
+#include "ops/common/flash_attention/config.h"
 
 #include <algorithm>
 #include <set>
@@ -38,11 +39,11 @@ void CpuAttentionConfig::validate() const {
   });
 }
 
-bool attention_native_bf16_available(const AttentionProblem& p) {
+bool attention_native_bf16_available(const FlashAttentionProblem& p) {
   return p.dtype == DType::kBF16 && gemm_has_native_bf16();
 }
 
-CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
+CpuAttentionConfig cpu_attention_heuristics_config(const FlashAttentionProblem& p,
                                                    const Device& target) {
   const cpu::CpuInfo& device = cpu::cpu_info(target);
   CpuAttentionConfig c;
@@ -70,7 +71,7 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
   // Under causal and local-window masks a tile's last visible block is cut by the diagonal,
   // and its invisible keys are computed and masked: half a block per tile on average, so those
   // masks get shorter blocks (a tune on the bench_cpu causal shapes picked 64-128 keys).
-  const bool diagonal = p.is_causal || p.has_local_window();
+  const bool diagonal = p.is_causal || p.has_local_window() || p.key_mask;
   c.block_kv = static_cast<int>(std::clamp<int64_t>(p.t, 1, diagonal ? 128 : 256));
   if (!p.bias && !p.mask) {
     // The transposed layout: M = g * bq query columns, about 96..160 (S^T [bkv, M] and O^T
@@ -115,7 +116,7 @@ CpuAttentionConfig cpu_attention_heuristics_config(const AttentionProblem& p,
   return c;
 }
 
-std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const AttentionProblem& p,
+std::vector<CpuAttentionConfig> cpu_attention_autotuning_configs(const FlashAttentionProblem& p,
                                                                  const Device& target) {
   const cpu::CpuInfo& device = cpu::cpu_info(target);
   std::vector<CpuAttentionConfig> out;
