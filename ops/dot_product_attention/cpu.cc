@@ -13,9 +13,9 @@
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_softmax.h"
+#include "ops/common/flash_attention/config.h"
 #include "ops/common/flash_attention/forward.h"
 #include "ops/dot_product_attention/base.h"
-#include "ops/common/flash_attention/config.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 
@@ -45,12 +45,7 @@ class CpuDotProductAttention final
 
   void check_config(const AttentionProblem& p, const CpuAttentionConfig& c,
                     const Device& device) const override {
-    require_num_threads(c.num_threads, device);
-    require_bf16_path(c.bf16_path, p.dtype == DType::kBF16, "bf16 q/k/v");
-    // The tiles take the per-block products (cpu_gemm_f32's own AMX packing); the shared
-    // panels have the vector kernels' layouts.
-    require_config(c.bf16_path != "amx" || c.kv_packing == "per_block", "kv_packing",
-                   [&] { return "bf16_path=amx runs kv_packing=per_block, not " + c.kv_packing; });
+    check_cpu_attention_config(p, c, device);
   }
 
   CpuAttentionConfig heuristics_config(const AttentionProblem& p,
@@ -66,19 +61,7 @@ class CpuDotProductAttention final
   void run(const AttentionProblem& p, const CpuAttentionConfig& c, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
-    CpuAttentionKernelOptions options;
-    options.block_q = c.block_q;
-    options.block_kv = c.block_kv;
-    options.group_heads = c.group_heads;
-    options.engine = gemm_engine(c.bf16_path);
-    if (options.engine == GemmEngine::kBf16Dot && !attention_native_bf16_available(p)) {
-      throw NotImplemented(
-          "cpu dot_product_attention: native_dot needs bf16 inputs and "
-          "avx512_bf16");
-    }
-    options.shared_kv_packing = c.kv_packing != "per_block";
-    options.transposed = c.kv_packing == "transposed";
-    options.num_threads = c.num_threads;
+    const CpuAttentionKernelOptions options = cpu_attention_kernel_options(p, c);
     flash_attention_cpu(p, options, inputs.at("q"), inputs.at("k"), inputs.at("v"),
                         find_tensor(inputs, "bias"), find_tensor(inputs, "mask"), outputs.at("out"),
                         p.return_residuals ? &outputs.at("lse") : nullptr,

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_checks.h"
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
 #include "ops/common/cpu_gemm/micro_tile.h"
@@ -41,6 +42,30 @@ void CpuAttentionConfig::validate() const {
 
 bool attention_native_bf16_available(const FlashAttentionProblem& p) {
   return p.dtype == DType::kBF16 && gemm_has_native_bf16();
+}
+
+void check_cpu_attention_config(const FlashAttentionProblem& p, const CpuAttentionConfig& c,
+                                const Device& device) {
+  require_num_threads(c.num_threads, device);
+  require_bf16_path(c.bf16_path, p.dtype == DType::kBF16, "bf16 q/k/v");
+  require_config(c.bf16_path != "amx" || c.kv_packing == "per_block", "kv_packing",
+                 [&] { return "bf16_path=amx runs kv_packing=per_block, not " + c.kv_packing; });
+}
+
+CpuAttentionKernelOptions cpu_attention_kernel_options(const FlashAttentionProblem& p,
+                                                       const CpuAttentionConfig& c) {
+  CpuAttentionKernelOptions options;
+  options.block_q = c.block_q;
+  options.block_kv = c.block_kv;
+  options.group_heads = c.group_heads;
+  options.engine = gemm_engine(c.bf16_path);
+  if (options.engine == GemmEngine::kBf16Dot && !attention_native_bf16_available(p)) {
+    throw NotImplemented("cpu attention: native_dot needs bf16 inputs and avx512_bf16");
+  }
+  options.shared_kv_packing = c.kv_packing != "per_block";
+  options.transposed = c.kv_packing == "transposed";
+  options.num_threads = c.num_threads;
+  return options;
 }
 
 CpuAttentionConfig cpu_attention_heuristics_config(const FlashAttentionProblem& p,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/device.h"
+#include "ops/common/flash_attention/forward.h"
 #include "ops/common/flash_attention/problem.h"
 #include "ops/framework/errors.h"
 
@@ -56,6 +57,16 @@ struct CpuAttentionConfig {
 
 // Whether bf16_path=native_dot can run these args on this CPU.
 bool attention_native_bf16_available(const FlashAttentionProblem& p);
+
+// check_config of every implementation on the core: threads, the bf16 engine for the inputs,
+// AMX on per-block packing only (cpu_gemm_f32's own tiles; the shared panels have the vector
+// kernels' layouts).
+void check_cpu_attention_config(const FlashAttentionProblem& p, const CpuAttentionConfig& c,
+                                const Device& device);
+// The kernel's options for a checked config. Throws NotImplemented when native_dot cannot run
+// these inputs on this CPU.
+CpuAttentionKernelOptions cpu_attention_kernel_options(const FlashAttentionProblem& p,
+                                                       const CpuAttentionConfig& c);
 
 CpuAttentionConfig cpu_attention_heuristics_config(const FlashAttentionProblem& p,
                                                    const Device& device);
