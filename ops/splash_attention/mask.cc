@@ -86,11 +86,10 @@ json canonical(const json& mask, int64_t T, int64_t t, const std::string& field,
   const std::string at = path + "." + kind;
   auto check_keys = [&](std::initializer_list<const char*> allowed) {
     if (!body.is_object()) fail(field, at, "must be an object, got " + body.dump());
-    for (const auto& [key, value] : body.items()) {
-      if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) ==
-          allowed.end()) {
-        fail(field, at, "has no field '" + key + "'");
-      }
+    for (const auto& item : body.items()) {
+      bool known = false;
+      for (const char* name : allowed) known = known || item.key() == name;
+      if (!known) fail(field, at, "has no field '" + item.key() + "'");
     }
   };
   auto offset = [&]() -> int64_t {
