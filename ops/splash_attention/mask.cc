@@ -277,7 +277,7 @@ json canonical_splash_mask(const json& mask, int64_t T, int64_t t, const std::st
 
 SplashMask::SplashMask(const json& mask, int64_t T, int64_t t, const int32_t* q_segment_ids,
                        const int32_t* kv_segment_ids)
-    : T_(T), t_(t) {
+    : T_(T) {
   const Node root(mask, T, t);
   // Each segment id's runs of keys, for the rows of that segment.
   std::map<int32_t, Runs> segment_runs;

@@ -58,7 +58,7 @@ class SplashMask final : public FlashKeyMask {
   void mask_row(int64_t r, int64_t j0, int64_t c_lo, int64_t c_hi, float* s) const override;
 
  private:
-  int64_t T_ = 0, t_ = 0;
+  int64_t T_ = 0;
   std::vector<int64_t> start_;                     // [T + 1] row r's runs in runs_
   std::vector<std::pair<int64_t, int64_t>> runs_;  // every row's runs, row after row
 };
