@@ -68,7 +68,7 @@ void check_against(const json& raw, int64_t T, int64_t t, const Predicate& visib
 }  // namespace
 
 TEST_CASE("splash masks: each class's runs match upstream's formulas", "[splash_attention]") {
-  for (const auto [T, t] : {std::pair<int64_t, int64_t>{13, 13}, {9, 21}, {20, 7}}) {
+  for (const auto& [T, t] : {std::pair<int64_t, int64_t>{13, 13}, {9, 21}, {20, 7}}) {
     check_against(json(), T, t, [](int64_t, int64_t) { return true; });
     for (int64_t o : {-5, 0, 3}) {
       check_against({{"causal_mask", {{"offset", o}}}}, T, t,
