@@ -163,17 +163,17 @@ json canonical(const json& mask, int64_t T, int64_t t, const std::string& field,
   fail(field, path, "unknown mask class '" + kind + "'");
 }
 
-// Runs of a 0/1 row (bytes or characters).
-template <typename Row>
-Runs runs_of_row(const Row& row, int64_t t, char one) {
+// The runs of keys j < t for which visible(j) holds.
+template <typename Visible>
+Runs runs_where(int64_t t, Visible&& visible) {
   Runs out;
   for (int64_t j = 0; j < t;) {
-    if (row[j] != one) {
+    if (!visible(j)) {
       ++j;
       continue;
     }
     const int64_t lo = j;
-    while (j < t && row[j] == one) ++j;
+    while (j < t && visible(j)) ++j;
     out.emplace_back(lo, j);
   }
   return out;
@@ -226,23 +226,15 @@ struct Node {
     }
     if (kind == "chunked_causal_mask") chunk = body.at("chunk_size").get<int64_t>();
     if (kind == "numpy_mask" && body.contains("rows")) {
-      for (const json& row : body.at("rows"))
-        rows.push_back(runs_of_row(row.get<std::string>(), t, '1'));
+      for (const json& row : body.at("rows")) {
+        const std::string text = row.get<std::string>();
+        rows.push_back(runs_where(t, [&](int64_t j) { return text[j] == '1'; }));
+      }
     } else if (kind == "numpy_mask") {
       const std::vector<uint8_t> bytes =
           read_npy_mask(body.at("file").get<std::string>(), T, t, "mask", "");
       for (int64_t r = 0; r < T; ++r) {
-        Runs runs;
-        for (int64_t j = 0; j < t;) {
-          if (!bytes[r * t + j]) {
-            ++j;
-            continue;
-          }
-          const int64_t lo = j;
-          while (j < t && bytes[r * t + j]) ++j;
-          runs.emplace_back(lo, j);
-        }
-        rows.push_back(std::move(runs));
+        rows.push_back(runs_where(t, [&](int64_t j) { return bytes[r * t + j] != 0; }));
       }
     }
   }
