@@ -21,6 +21,7 @@
 #include "ops/ragged_paged_attention/api.h"
 #include "ops/router_topk/api.h"
 #include "ops/splash_attention/api.h"
+#include "ops/splash_attention/vjp/api.h"
 #include "ops/top_k/api.h"
 #include "ops/triangle_multiplication/api.h"
 #include "ops/triangle_multiplication/vjp/api.h"
@@ -58,6 +59,7 @@ const std::vector<const Op*>& all_ops() {
       &triangle_multiplication_vjp_op(),
       &ragged_paged_attention_op(),
       &splash_attention_op(),
+      &splash_attention_vjp_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k, router_topk,
 # ragged_gather, ragged_gather_reduce, fused_moe, triangle_multiplication and its VJP, and
-# dot_product_attention's upstream mask forms (CausalMask, normalize_output, dropout) and
-# ragged_paged_attention with upstream
+# dot_product_attention's upstream mask forms (CausalMask, normalize_output, dropout),
+# ragged_paged_attention, and splash_attention and its VJP (every output, normwise) with upstream
 # Tokamax's own reference functions and prints how many cases agree: bit for bit (NaN weights equal), except
 # ragged_gather_reduce, whose f32 sums upstream leaves to XLA's order and rounding (it agrees when
 # the two differ by no more than twice the error bound verify applies to each), ragged_gather,
@@ -113,6 +113,93 @@ def attention_module():
         print(f'dot_product_attention skipped: upstream\'s package is not installed ({e})')
         return None
 
+def splash_module():
+    # splash attention's base.py and mask classes need the installed package, as the triangle
+    # op's do.
+    try:
+        from tokamax._src.ops.experimental.tpu.splash_attention import base as splash
+        from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_mask as masks
+        return splash, masks
+    except ImportError as e:
+        print(f'splash_attention skipped: upstream\'s package is not installed ({e})')
+        return None, None
+
+def splash_mask(masks, m, shape):
+    # The canonical catalog mask (ops/splash_attention/mask.h) as upstream's mask object.
+    # Upstream's base.py turns a CausalMask into its plain causal Mask and drops the offset
+    # (the mask class and the TPU kernel keep it; docs/ops/splash_attention.md): a causal mask
+    # with an offset goes as its boolean array, which base.py takes as is.
+    (kind, body), = m.items()
+    if kind == 'full_mask':
+        return masks.FullMask(shape)
+    if kind == 'causal_mask':
+        causal = masks.CausalMask(shape, offset=body['offset'])
+        return causal if body['offset'] == 0 else masks.NumpyMask(np.asarray(causal[:, :]))
+    if kind == 'local_mask':
+        return masks.LocalMask(shape, window_size=tuple(body['window_size']), offset=body['offset'])
+    if kind == 'chunked_causal_mask':
+        return masks.ChunkedCausalMask(shape, chunk_size=body['chunk_size'])
+    if kind == 'numpy_mask':
+        rows = body.get('rows')
+        array = (np.array([[c == '1' for c in r] for r in rows]) if rows is not None
+                 else np.load(body['file']).astype(bool))
+        return masks.NumpyMask(array)
+    parts = [splash_mask(masks, p, shape) for p in body]
+    out = parts[0]
+    for p in parts[1:]:
+        out = masks.LogicalAnd(out, p) if kind == 'logical_and' else masks.LogicalOr(out, p)
+    return out
+
+def splash_case(op, spec, d, args, x, out):
+    # Upstream's SplashAttention / SplashAttentionVjp (base.py, its XLA reference) on the same
+    # inputs; each output normwise against the oracle's norm. The VJP's residuals and out are
+    # the case's inputs when given, else upstream's own forward.
+    splash, masks = splash_module()
+    if splash is None:
+        return None
+    q, k, v = (jnp.asarray(x[n]) for n in ('q', 'k', 'v'))
+    kwargs = dict(mask=splash_mask(masks, args['mask'], (q.shape[1], k.shape[-2])),
+                  is_mqa=args['is_mqa'], mask_value=args['mask_value'],
+                  attn_logits_soft_cap=args['attn_logits_soft_cap'])
+    if 'q_segment_ids' in x:
+        kwargs['segment_ids'] = splash.SegmentIds(q=jnp.asarray(x['q_segment_ids']),
+                                                  kv=jnp.asarray(x['kv_segment_ids']))
+    if 'sinks' in x:
+        kwargs['sinks'] = jnp.asarray(x['sinks'])
+    if op == 'splash_attention':
+        result = splash.SplashAttention()(q, k, v, return_residuals=args['return_residuals'],
+                                          **kwargs)
+        want = {'out': result}
+        if args['return_residuals']:
+            o, res = result
+            want = {'out': o, 'max_logits': res[0], 'logsumexp': res[1]}
+    else:
+        o, res = splash.SplashAttention()(q, k, v, return_residuals=True, **kwargs)
+        if 'out' in x:
+            o = jnp.asarray(x['out'])
+        if 'logsumexp' in x:
+            res = (res[0], jnp.asarray(x['logsumexp']))
+        grads = splash.SplashAttentionVjp()(res, o, jnp.asarray(x['dout']), q, k, v, **kwargs)
+        want = {'d' + n: g for n, g in grads.items() if g is not None}
+    ok, detail = True, []
+    for name, w in want.items():
+        w = np.asarray(w)
+        # Ours in its output's dtype (dsinks: the sinks', where upstream's is f32).
+        ours = np.dtype(DTYPES[args['sinks' if name == 'dsinks' else 'q'].split('[')[0]])
+        if name in ('max_logits', 'logsumexp'):
+            ours = np.dtype(np.float32)
+        got = npy(os.path.join(out, name + '.npy')).astype(ours).astype(w.dtype)
+        oracle_path = os.path.join(d, 'oracle', name + '.npy')
+        oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got).astype(np.float64)
+        tolerance = max(MOE_TOLERANCE.get(w.dtype, 2.0**-6), MOE_TOLERANCE.get(ours, 2.0**-6))
+        apart = (np.linalg.norm(w.astype(np.float64) - got.astype(np.float64)) /
+                 (np.linalg.norm(oracle) or 1.0))
+        ok = ok and w.shape == got.shape and apart <= 4 * tolerance
+        detail.append(f'{name} {apart / tolerance:.2f}')
+    print(f'{op:12s} {spec:30s} normwise apart, units of the tolerance (4 allowed): '
+          + ', '.join(detail))
+    return ok
+
 def visible_rows(args, T, t):
     # Rows with at least one visible key under the causal forms (upstream gives the mean of v,
     # or their sum unnormalized, on the others; here they are zeros, as docs/ops says).
@@ -130,7 +217,7 @@ def visible_rows(args, T, t):
 
 for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe',
            'triangle_multiplication', 'triangle_multiplication_vjp', 'dot_product_attention',
-           'ragged_paged_attention'):
+           'ragged_paged_attention', 'splash_attention', 'splash_attention_vjp'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
@@ -255,6 +342,11 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             ok = want.dtype == got.dtype and apart <= 4 * tolerance
             print(f'{op:12s} {spec:30s} normwise apart on {int(rows.sum())} of {rows.size} rows: '
                   f'{apart / tolerance:.2f} units of the tolerance (4 allowed)')
+        elif op in ('splash_attention', 'splash_attention_vjp'):
+            ok = splash_case(op, spec, d, args, x, out)
+            if ok is None:
+                break
+            cases += 1
         elif op == 'ragged_paged_attention':
             # Upstream's batched_ragged_paged_attention_reference on the same inputs: the output
             # normwise (its f32 softmax in another order, weights cast to out_dtype), the updated

@@ -3,6 +3,7 @@
 // Dimensions: as base.h.
 #include "ops/splash_attention/base.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -46,6 +47,17 @@ SplashAttentionProblem SplashAttentionProblem::from(const BoundArgs& args) {
   p.mask_value = args.option("mask_value").get<double>();
   p.return_residuals = args.option("return_residuals").get<bool>();
   return p;
+}
+
+SplashKeylessRow splash_keyless_row(const SplashAttentionProblem& p, double sink) {
+  // m = max(mask_value, sink), l = t exp(mask_value - m) + exp(sink - m).
+  SplashKeylessRow row;
+  row.max = std::max(p.mask_value, sink);
+  const double keys = static_cast<double>(p.t) * std::exp(p.mask_value - row.max);
+  const double l = keys + std::exp(sink - row.max);
+  row.lse = row.max + std::log(l);
+  row.weight = keys / l;
+  return row;
 }
 
 template <>
@@ -136,7 +148,7 @@ BoundArgs ProblemOp<SplashAttentionProblem>::bind_canonical(const json& raw) con
     out["sinks"] = sinks.to_string();
   }
   out["is_mqa"] = is_mqa;
-  double mask_value = -0.7 * 3.4028234663852886e38;
+  double mask_value = kSplashDefaultMaskValue;
   if (present(args, "mask_value")) {
     const json& value = args.at("mask_value");
     if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() > -1e4) {

@@ -33,6 +33,9 @@
 
 namespace tokamax {
 
+// Upstream's DEFAULT_MASK_VALUE, -0.7 times the f32 maximum.
+inline constexpr double kSplashDefaultMaskValue = -0.7 * 3.4028234663852886e38;
+
 struct SplashAttentionProblem {
   static constexpr std::string_view kOp = "splash_attention";
   static constexpr std::string_view kSummary =
@@ -45,7 +48,7 @@ struct SplashAttentionProblem {
   bool has_segments = false;  // q_segment_ids i32[T], kv_segment_ids i32[t]
   bool has_sinks = false;     // sinks [Hq]
   double soft_cap = 0.0;      // 0: none
-  double mask_value = -0.7 * 3.4028234663852886e38;
+  double mask_value = kSplashDefaultMaskValue;
   bool return_residuals = false;
 
   int64_t groups() const { return Hq / Hkv; }
@@ -53,6 +56,13 @@ struct SplashAttentionProblem {
 };
 
 using SplashAttentionOp = ProblemOp<SplashAttentionProblem>;
+
+// A row that sees no key, as upstream weighs it (every key at mask_value; sink -inf without
+// sinks): its max_logits, logsumexp, and out = weight * mean_j v_j.
+struct SplashKeylessRow {
+  double max = 0.0, lse = 0.0, weight = 0.0;
+};
+SplashKeylessRow splash_keyless_row(const SplashAttentionProblem& p, double sink);
 
 // The portable reference: upstream's formula per head and row in f32 over every key (masked
 // keys at mask_value), residuals when asked.

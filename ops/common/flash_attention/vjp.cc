@@ -60,7 +60,7 @@ void flash_attention_vjp_cpu(const FlashAttentionProblem& p, const FlashVjpOptio
                              const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* bias,
                              const Tensor* mask, const Tensor& dout, const Tensor* lse,
                              const Tensor* out, Tensor& dq, Tensor& dk, Tensor& dv, Tensor* dbias,
-                             int64_t wave_bytes) {
+                             const FlashVjpRowStats& row_stats, int64_t wave_bytes) {
   if (p.dtype == DType::kF64) {
     throw NotImplemented("cpu flash attention backward: f64 (the GEMMs run in f32)");
   }
@@ -160,7 +160,7 @@ void flash_attention_vjp_cpu(const FlashAttentionProblem& p, const FlashVjpOptio
       const int64_t head = task / (g * nq), bi = wave0 + head;
       const int64_t hq = (bi % p.h) * g + task / nq % g, r0 = task % nq * c.bq;
       vjp_row_block(c, lse_in, out_in, bi / p.h, hq, r0, std::min(c.bq, p.T - r0),
-                    keys.data() + head * nkv, acc, dq);
+                    keys.data() + head * nkv, acc, dq, row_stats);
     });
   }
   // One field of every thread index's accumulators (null where an index ran no task).
@@ -169,8 +169,9 @@ void flash_attention_vjp_cpu(const FlashAttentionProblem& p, const FlashVjpOptio
     for (const VjpKeyAccumulators& a : accumulators) out.push_back(a.*field);
     return out;
   };
-  reduce_copies(copies_of(&VjpKeyAccumulators::dk), dk_size, c.scale, p.dtype, dk.raw(), threads);
-  reduce_copies(copies_of(&VjpKeyAccumulators::dv), dv_size, 1.0f, p.dtype, dv.raw(), threads);
+  reduce_copies(copies_of(&VjpKeyAccumulators::dk), dk_size, c.scale, dk.dtype(), dk.raw(),
+                threads);
+  reduce_copies(copies_of(&VjpKeyAccumulators::dv), dv_size, 1.0f, dv.dtype(), dv.raw(), threads);
   if (dbias) {
     reduce_copies(copies_of(&VjpKeyAccumulators::dbias), dbias_size, 1.0f, dbias->dtype(),
                   dbias->raw(), threads);

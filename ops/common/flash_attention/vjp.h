@@ -24,8 +24,18 @@ struct FlashVjpOptions {
   int num_threads = 0;  // 0 = all cores
 };
 
-// Computes every gradient on the thread pool. Scratch: per thread [bq, t] strips of S and dP
-// (and the cap's gate), one f32 copy of dk and dv (and of dbias with a bias). Throws
+// Per-row statistics a caller may want back, f32 [B, H, T] each (null: not wanted): lse (the
+// given one, or log sum_j exp(s_j) with the sink's term, computed) and Dr = rowsum(dout * out)
+// (dout . out when out is given, else rowsum(P dP)). Rows that see no key: lse = the sink (-inf
+// without one), Dr as computed.
+struct FlashVjpRowStats {
+  float* lse = nullptr;
+  float* delta = nullptr;
+};
+
+// Computes every gradient on the thread pool. The gradients are stored in their tensors'
+// dtypes (any float dtype; the shapes of q, k, v and bias). Scratch: per thread [bq, t] strips of S
+// and dP (and the cap's gate), one f32 copy of dk and dv (and of dbias with a bias). Throws
 // NotImplemented for f64.
 // The packed k^T, v^T and k of one wave of kv heads stay under this (one head at least).
 inline constexpr int64_t kAttentionVjpWaveBytes = int64_t{64} << 20;
@@ -45,6 +55,7 @@ void flash_attention_vjp_cpu(const FlashAttentionProblem& p, const FlashVjpOptio
                              Tensor& dk,     // k's spec
                              Tensor& dv,     // v's spec
                              Tensor* dbias,  // bias's spec, or null
+                             const FlashVjpRowStats& row_stats = {},
                              int64_t wave_bytes = kAttentionVjpWaveBytes);
 
 }  // namespace tokamax

@@ -118,7 +118,7 @@ VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int6
 
 void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
                    int64_t hq, int64_t r0, int64_t rows, const VjpKeyOperands* keys,
-                   const VjpKeyAccumulators& acc, Tensor& dq) {
+                   const VjpKeyAccumulators& acc, Tensor& dq, const FlashVjpRowStats& row_stats) {
   const FlashAttentionProblem& p = c.p;
   const int64_t i = hq / p.groups();
   const int64_t nkv = ceil_div(p.t, c.bkv), tile = c.bq * c.bkv;
@@ -178,6 +178,11 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
       w.l[rr] += cpu_exp_shift_sum(s + rr * cols, cols, shift);
     }
   });
+  if (row_stats.lse) {
+    for (int64_t rr = 0; rr < rows; ++rr) {
+      row_stats.lse[stat0 + rr] = lse_in ? lse_in[stat0 + rr] : w.m[rr] + std::log(w.l[rr]);
+    }
+  }
   if (!lse_in) {
     for_each_block([&](int64_t, int64_t cols, float* s, float*, float*, const VjpKeyOperands&) {
       for (int64_t rr = 0; rr < rows; ++rr) {
@@ -202,6 +207,8 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
       }
     });
   }
+
+  if (row_stats.delta) std::copy_n(delta, rows, row_stats.delta + stat0);
 
   // Sweep 2: dS, then the three products with P or dS.
   float* dQ = w.dq.data();
@@ -239,8 +246,9 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
     cpu_gemm_f32(ds, key.k, rows, dQ, p.D, true, ds_gemm);
   });
   cpu_scale_row(dQ, rows * p.D, c.scale);
-  char* dq_dst = static_cast<char*>(dq.raw()) + ((b * p.T + r0) * p.H + hq) * p.D * c.xs;
-  store_rows(dQ, p.D, rows, p.D, c.x, dq_dst, p.H * p.D);
+  char* dq_dst = static_cast<char*>(dq.raw()) +
+                 ((b * p.T + r0) * p.H + hq) * p.D * static_cast<int64_t>(dtype_size(dq.dtype()));
+  store_rows(dQ, p.D, rows, p.D, dq.dtype(), dq_dst, p.H * p.D);
 }
 
 }  // namespace tokamax

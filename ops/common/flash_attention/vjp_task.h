@@ -13,6 +13,7 @@
 
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/flash_attention/problem.h"
+#include "ops/common/flash_attention/vjp.h"
 #include "ops/framework/tensor.h"
 
 namespace tokamax {
@@ -96,9 +97,10 @@ struct VjpKeyAccumulators {
 // out is given). Sweep 2, per visible key block: dS = P (dP - Dr) (cap') in place; dv += P^T
 // dout and dk += dS^T q into the thread's accumulators, dq += dS k into the task's own rows,
 // which it scales and stores at the end. Five products per block pair, and nothing [T, t]:
-// the strips are [bq, t]. keys[j0 / bkv] are the packed key blocks of hq's kv head.
+// the strips are [bq, t]. keys[j0 / bkv] are the packed key blocks of hq's kv head. The rows'
+// lse and Dr go to row_stats where asked for.
 void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out, int64_t b,
                    int64_t hq, int64_t r0, int64_t rows, const VjpKeyOperands* keys,
-                   const VjpKeyAccumulators& acc, Tensor& dq);
+                   const VjpKeyAccumulators& acc, Tensor& dq, const FlashVjpRowStats& row_stats);
 
 }  // namespace tokamax

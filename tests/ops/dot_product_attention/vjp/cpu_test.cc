@@ -62,7 +62,8 @@ TEST_CASE("cpu dot_product_attention_vjp packs k^T, v^T and k in waves of kv hea
     flash_attention_vjp_cpu(p.fwd, options, inputs.at("q"), inputs.at("k"), inputs.at("v"),
                             has_bias ? &inputs.at("bias") : nullptr, nullptr, inputs.at("dout"),
                             nullptr, nullptr, outputs.at("dq"), outputs.at("dk"), outputs.at("dv"),
-                            has_bias ? &outputs.at("dbias") : nullptr, /*wave_bytes=*/1);
+                            has_bias ? &outputs.at("dbias") : nullptr, /*row_stats=*/{},
+                            /*wave_bytes=*/1);
     check_attention_vjp_outputs(args, inputs, outputs);
   }
 }

@@ -1,14 +1,15 @@
-// dot_product_attention_vjp on CPU: validation of the "cpu" config, its heuristics and search
-// space.
+// The flash-attention core's backward "cpu" config: validation, check, options, heuristics and
+// search space.
 //
-// Dimensions: as cpu_config.h.
-#include "ops/dot_product_attention/vjp/cpu_config.h"
+// Dimensions: as vjp_config.h.
+#include "ops/common/flash_attention/vjp_config.h"
 
 #include <algorithm>
 #include <set>
 #include <string>
 
 #include "backends/cpu/cpu_device.h"
+#include "ops/common/cpu_checks.h"
 #include "ops/common/cpu_gemm/checks.h"
 #include "ops/framework/config.h"
 
@@ -21,7 +22,7 @@ constexpr double kSerialMultiplyAdds = double(1 << 18);
 // The heuristics and the search space keep a thread's strips (S, dP and the cap's gate, [bq, t]
 // f32 each) under this: long key sequences get fewer rows per task (t = 131072: 32).
 constexpr int64_t kMaxStripBytes = int64_t{64} << 20;
-int max_block_q(const AttentionProblem& p) {
+int max_block_q(const FlashAttentionProblem& p) {
   const int64_t per_row = 3 * 4 * std::max<int64_t>(p.t, 1);
   return static_cast<int>(std::clamp<int64_t>(kMaxStripBytes / per_row, 8, kMaxBlock));
 }
@@ -42,9 +43,28 @@ void CpuAttentionVjpConfig::validate() const {
   });
 }
 
-CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProblem& vp,
+void check_cpu_attention_vjp_config(const FlashAttentionProblem& p, const CpuAttentionVjpConfig& c,
+                                    const Device& device) {
+  require_num_threads(c.num_threads, device);
+  if (c.bf16_path != "convert_f32") {
+    // native_dot and native_all both run on vdpbf16ps.
+    require_bf16_path(c.bf16_path == "amx" ? "amx" : "native_dot", p.dtype == DType::kBF16,
+                      "bf16 q/k/v");
+  }
+}
+
+FlashVjpOptions cpu_attention_vjp_options(const CpuAttentionVjpConfig& c) {
+  FlashVjpOptions options;
+  options.block_q = c.block_q;
+  options.block_kv = c.block_kv;
+  options.engine = gemm_engine(c.bf16_path == "native_all" ? "native_dot" : c.bf16_path);
+  options.round_p = c.bf16_path == "native_all" || c.bf16_path == "amx";
+  options.num_threads = c.num_threads;
+  return options;
+}
+
+CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const FlashAttentionProblem& p,
                                                           const Device& target) {
-  const AttentionProblem& p = vp.fwd;
   const cpu::CpuInfo& device = cpu::cpu_info(target);
   CpuAttentionVjpConfig c;
   // 128 x 128 blocks at least: the five block products are then 128^3 each (packing is a few
@@ -53,7 +73,7 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
   // blocks. The native bf16 products, twice as fast, favour 256 rows too (their packing weighs
   // more). Other (bq, bkv) pairs, each extent 64 to 256, run within the noise of these (measured:
   // docs/measurement_log.md, "attention backward block extents").
-  const bool banded = p.is_causal || p.has_local_window();
+  const bool banded = p.is_causal || p.has_local_window() || p.key_mask;
   // bf16 products on a bf16 engine: the AMX tiles where they run on the hardware, else
   // vdpbf16ps where it out-runs f32 FMAs.
   const bool amx = p.dtype == DType::kBF16 && amx_on_hardware(device);
@@ -75,7 +95,7 @@ CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProb
 }
 
 std::vector<CpuAttentionVjpConfig> cpu_attention_vjp_autotuning_configs(
-    const AttentionVjpProblem& p, const Device& device) {
+    const FlashAttentionProblem& p, const Device& device) {
   const CpuAttentionVjpConfig base = cpu_attention_vjp_heuristics_config(p, device);
   std::set<decltype(base.key())> seen;
   std::vector<CpuAttentionVjpConfig> configs;
@@ -84,19 +104,19 @@ std::vector<CpuAttentionVjpConfig> cpu_attention_vjp_autotuning_configs(
   };
   add(base);
   for (int bq : {64, 128, 256}) {
-    if (bq > max_block_q(p.fwd)) continue;
+    if (bq > max_block_q(p)) continue;
     for (int bkv : {64, 128, 256}) {
       CpuAttentionVjpConfig c = base;
       c.block_q = bq;
       c.block_kv = bkv;
       add(c);
-      if (p.fwd.dtype == DType::kBF16 && kernel_has_native_bf16(cpu::cpu_info(device))) {
+      if (p.dtype == DType::kBF16 && kernel_has_native_bf16(cpu::cpu_info(device))) {
         for (const char* path : {"convert_f32", "native_dot", "native_all"}) {
           c.bf16_path = path;
           add(c);
         }
       }
-      if (p.fwd.dtype == DType::kBF16 && kernel_has_amx_bf16(cpu::cpu_info(device))) {
+      if (p.dtype == DType::kBF16 && kernel_has_amx_bf16(cpu::cpu_info(device))) {
         c.bf16_path = "amx";
         add(c);
       }

@@ -1,5 +1,5 @@
-// dot_product_attention_vjp on CPU: the "cpu" implementation's config, heuristics and search
-// space.
+// The flash-attention core's backward "cpu" config (every attention op's VJP), its check, its
+// conversion to the kernel's options, heuristics and search space.
 //
 // Dimensions.
 //   B      flattened batch;  T, t  query and key/value positions
@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "backends/device.h"
-#include "ops/dot_product_attention/vjp/base.h"
+#include "ops/common/flash_attention/problem.h"
+#include "ops/common/flash_attention/vjp.h"
 
 namespace tokamax {
 
@@ -44,9 +45,15 @@ struct CpuAttentionVjpConfig {
   auto key() const { return std::make_tuple(block_q, block_kv, bf16_path, num_threads); }
 };
 
-CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const AttentionVjpProblem& p,
+// check_config of every implementation on the core: threads, the bf16 engine for the inputs.
+void check_cpu_attention_vjp_config(const FlashAttentionProblem& p, const CpuAttentionVjpConfig& c,
+                                    const Device& device);
+// The kernel's options for a checked config.
+FlashVjpOptions cpu_attention_vjp_options(const CpuAttentionVjpConfig& c);
+
+CpuAttentionVjpConfig cpu_attention_vjp_heuristics_config(const FlashAttentionProblem& p,
                                                           const Device& device);
 std::vector<CpuAttentionVjpConfig> cpu_attention_vjp_autotuning_configs(
-    const AttentionVjpProblem& p, const Device& device);
+    const FlashAttentionProblem& p, const Device& device);
 
 }  // namespace tokamax
