@@ -461,11 +461,16 @@ std::vector<TensorDecl> ProblemOp<AttentionProblem>::outputs(const BoundArgs& ar
 template <>
 double ProblemOp<AttentionProblem>::flops(const BoundArgs& args) const {
   // The standard count (FlashAttention's): 2*T*t*D for Q K^T plus 2*T*t*d for P V per head,
-  // halved under is_causal. Masks, windows and sequence lengths are not discounted, so the
-  // rate compares with other kernels' reports; softmax work is not counted.
+  // halved under is_causal, so the rate compares with other kernels' reports. A local window or
+  // a causal band counts its visible entries instead (the kernels skip the rest, and the full
+  // count would put the rate over the roofline); bool masks and sequence lengths are not
+  // discounted, softmax work is not counted.
   const AttentionProblem p = AttentionProblem::from(args);
+  if (p.has_local_window() || p.has_causal_band()) {
+    return 2.0 * p.visible_entries() * p.H * (p.D + p.d);
+  }
   const double full = 2.0 * static_cast<double>(p.B) * p.H * p.T * p.t * (p.D + p.d);
-  return p.is_causal && !p.has_causal_band() ? 0.5 * full : full;
+  return p.is_causal ? 0.5 * full : full;
 }
 
 template <>

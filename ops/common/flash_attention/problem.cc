@@ -55,6 +55,17 @@ std::pair<int64_t, int64_t> FlashAttentionProblem::key_range(int64_t b, int64_t 
   return {lo, std::max(lo, hi)};
 }
 
+double FlashAttentionProblem::visible_entries() const {
+  double total = 0.0;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t r = 0; r < T; ++r) {
+      const auto [lo, hi] = key_range(b, r);
+      total += static_cast<double>(hi - lo);
+    }
+  }
+  return total;
+}
+
 AttentionBroadcast FlashAttentionProblem::bias_layout() const {
   return broadcast_layout(*bias, *this);
 }

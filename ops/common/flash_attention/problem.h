@@ -95,6 +95,9 @@ struct FlashAttentionProblem {
   // Tokamax's convention). Empty (lo >= hi) for rows past q_seq_lengths[b]. The key mask's
   // holes and the bool mask come on top of this.
   std::pair<int64_t, int64_t> key_range(int64_t b, int64_t r) const;
+  // Sum over batches and rows of key_range's length: the (b, r, j) entries the structural masks
+  // (causal, window, band, sequence lengths, key mask) leave visible, per head.
+  double visible_entries() const;
   // How the key mask masks a block (kInterval without one).
   KeyBlock key_block(int64_t r0, int64_t rows, int64_t j0, int64_t n) const {
     return key_mask ? key_mask->block(r0, rows, j0, n) : KeyBlock::kInterval;

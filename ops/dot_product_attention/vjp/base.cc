@@ -103,9 +103,13 @@ template <>
 double ProblemOp<AttentionVjpProblem>::flops(const BoundArgs& args) const {
   // The standard count (FlashAttention-2's backward): S = q k^T again (2 T t D), dP = dout v^T
   // (2 T t d), dv = P^T dout (2 T t d), dq = dS k and dk = dS^T q (2 T t D each): 2.5 times the
-  // forward's 2 T t (D + d) when D = d; halved under is_causal, nothing else discounted. The
+  // forward's 2 T t (D + d) when D = d; halved under is_causal, the visible entries under a
+  // local window or a causal band (as the forward counts), nothing else discounted. The
   // recomputation of out's row sums (or lse) that an implementation may add is not counted.
   const AttentionProblem p = AttentionProblem::from(args);
+  if (p.has_local_window() || p.has_causal_band()) {
+    return 2.0 * p.visible_entries() * p.H * (3.0 * p.D + 2.0 * p.d);
+  }
   const double full = 2.0 * static_cast<double>(p.B) * p.H * p.T * p.t * (3.0 * p.D + 2.0 * p.d);
   return p.is_causal ? 0.5 * full : full;
 }

@@ -122,6 +122,11 @@ TEST_CASE("dot_product_attention bind fills defaults canonically", "[attention]"
   json causal = kBase;
   causal["is_causal"] = true;
   CHECK(dot_product_attention_op().flops(bind_args(causal)) == 2.0 * 4 * 8 * 10 * (16 + 8));
+  // A local window counts its visible entries: rows r of T = 8 see keys [r - 2, r] of t = 10.
+  json window = kBase;
+  window["local_window"] = {2, 0};
+  CHECK(dot_product_attention_op().flops(bind_args(window)) ==
+        2.0 * 2 * 4 * (1 + 2 + 3 * 6) * (16 + 8));
 }
 
 TEST_CASE("dot_product_attention accepts upstream's public-API spellings", "[attention]") {

@@ -53,6 +53,17 @@ TEST_CASE("dot_product_attention_vjp binds the forward's args plus dout and lse"
   plain.erase("bias");
   CHECK(dot_product_attention_vjp_op().outputs(dot_product_attention_vjp_op().bind(plain)).size() ==
         3);
+  // FLOPs: 2 (3 D + 2 d) per visible entry and q head; a local window counts its entries (rows
+  // r of T = 16 see keys [r - 3, r] of t = 20: 1 + 2 + 3 + 4 * 13), causal half of T t.
+  const double per_entry = 2.0 * 4 * (3 * 8 + 2 * 8);
+  json causal = plain;
+  causal["is_causal"] = true;
+  CHECK(dot_product_attention_vjp_op().flops(dot_product_attention_vjp_op().bind(causal)) ==
+        per_entry * 2 * 16 * 20 / 2);
+  json window = plain;
+  window["local_window"] = {3, 0};
+  CHECK(dot_product_attention_vjp_op().flops(dot_product_attention_vjp_op().bind(window)) ==
+        per_entry * 2 * (1 + 2 + 3 + 4 * 13));
 }
 
 TEST_CASE("dot_product_attention_vjp bind errors name the offending argument", "[attention_vjp]") {

@@ -151,4 +151,8 @@ TEST_CASE("splash_attention_vjp bind names each bad argument", "[splash_attentio
   CHECK(bind_error_field(op(), with("k", "f32[3,8,16]"), &message) == "k");
   CHECK(message.rfind("splash_attention_vjp: ", 0) == 0);
   CHECK(bind_error_field(op(), with("dropout_rate", 0.1)) == "dropout_rate");
+  // FLOPs: 2 (3 D + 2 d) per visible entry and q head (rows r of 8 see keys [r - 2, r]).
+  const BoundArgs local =
+      op().bind(with("mask", {{"local_mask", {{"window_size", {2, 0}}, {"offset", 0}}}}));
+  CHECK(op().flops(local) == 2.0 * 4 * (3 * 16 + 2 * 16) * (1 + 2 + 3 * 6));
 }
