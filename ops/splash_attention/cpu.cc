@@ -2,11 +2,10 @@
 //
 // Dimensions: as base.h.
 //
-// The core reads [B, T, H, D] layouts, so q, k and v are copied once into them (O(T H D), the
-// size of the inputs; never [T, t]) and out back. The mask (with the segment ids) becomes the
-// core's key mask, built once per call: blocks it leaves empty are never computed, blocks whose
-// rows see an interval of keys get no per-element test. Rows that see no key are then set to
-// upstream's value for them (every key at mask_value: the mean of v, or ~0 under a sink).
+// The core reads splash's [H, T, D] layouts in place (heads_major). The mask (with the segment ids)
+// becomes the core's key mask, built once per call: blocks it leaves empty are never computed,
+// blocks whose rows see an interval of keys get no per-element test. Rows that see no key are then
+// set to upstream's value for them (every key at mask_value: the mean of v, or ~0 under a sink).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -50,18 +49,10 @@ class CpuSplashAttention final
         segments ? inputs.at("kv_segment_ids").data<int32_t>() : nullptr);
     const std::vector<float> sinks = splash_sinks(p, inputs);
     const FlashAttentionProblem f = splash_flash_problem(p, mask, sinks);
-    Tensor q(TensorSpec{p.dtype, {1, p.T, p.Hq, p.D}});
-    Tensor k(TensorSpec{p.dtype, {1, p.t, p.Hkv, p.D}});
-    Tensor v(TensorSpec{p.dtype, {1, p.t, p.Hkv, p.d}});
-    Tensor out(TensorSpec{p.dtype, {1, p.T, p.Hq, p.d}});
-    swap_outer(inputs.at("q"), p.Hq, p.T, p.D, q);
-    swap_outer(inputs.at("k"), p.Hkv, p.t, p.D, k);
-    swap_outer(inputs.at("v"), p.Hkv, p.t, p.d, v);
     Tensor* lse = p.return_residuals ? &outputs.at("logsumexp") : nullptr;
     Tensor* row_max = p.return_residuals ? &outputs.at("max_logits") : nullptr;
-    flash_attention_cpu(f, cpu_attention_kernel_options(f, c), q, k, v, nullptr, nullptr, out, lse,
-                        nullptr, row_max);
-    swap_outer(out, p.T, p.Hq, p.d, outputs.at("out"));
+    flash_attention_cpu(f, cpu_attention_kernel_options(f, c), inputs.at("q"), inputs.at("k"),
+                        inputs.at("v"), nullptr, nullptr, outputs.at("out"), lse, nullptr, row_max);
     fix_rows_without_keys(p, *mask, sinks, inputs.at("v"), outputs);
   }
 

@@ -3,7 +3,7 @@
 // Dimensions: as cpu_core.h.
 #include "ops/splash_attention/cpu_core.h"
 
-#include <cstring>
+#include <algorithm>
 #include <utility>
 
 #include "backends/cpu/thread_pool.h"
@@ -24,6 +24,7 @@ FlashAttentionProblem splash_flash_problem(const SplashAttentionProblem& p,
   f.D = p.D;
   f.d = p.d;
   f.dtype = p.dtype;
+  f.heads_major = true;
   f.logits_soft_cap = p.soft_cap;
   f.key_mask = std::move(mask);
   f.sinks = std::move(sinks);
@@ -43,23 +44,14 @@ std::vector<float> splash_sinks(const SplashAttentionProblem& p, const TensorMap
   return sinks;
 }
 
-void swap_outer(const Tensor& x, int64_t A, int64_t L, int64_t X, Tensor& y) {
-  const auto size = static_cast<int64_t>(dtype_size(x.dtype()));
-  const auto* from = static_cast<const char*>(x.raw());
-  auto* to = static_cast<char*>(y.raw());
-  if (x.dtype() == y.dtype()) {
-    cpu::parallel_for(A * L, 0, [&](int64_t task, int) {
-      const int64_t a = task / L, l = task % L;
-      std::memcpy(to + (l * A + a) * X * size, from + (a * L + l) * X * size,
-                  static_cast<size_t>(X * size));
-    });
-    return;
-  }
-  // Only f32 sources convert (the VJP's f32 gradients to their inputs' dtypes).
-  const auto out_size = static_cast<int64_t>(dtype_size(y.dtype()));
-  cpu::parallel_for(L, 0, [&](int64_t l, int) {
-    // The A rows of one l: x rows a * L + l (stride L X) to y rows l * A + a (contiguous).
-    store_rows(x.data<float>() + l * X, L * X, A, X, y.dtype(), to + l * A * X * out_size, X);
+void convert_f32(const Tensor& x, Tensor& y) {
+  constexpr int64_t kChunk = int64_t{1} << 16;
+  const int64_t n = x.num_elements();
+  const auto size = static_cast<int64_t>(dtype_size(y.dtype()));
+  cpu::parallel_for((n + kChunk - 1) / kChunk, 0, [&](int64_t task, int) {
+    const int64_t e0 = task * kChunk, len = std::min(kChunk, n - e0);
+    store_rows(x.data<float>() + e0, len, 1, len, y.dtype(),
+               static_cast<char*>(y.raw()) + e0 * size, len);
   });
 }
 

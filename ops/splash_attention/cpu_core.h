@@ -1,8 +1,8 @@
 // splash_attention on the flash-attention core: what the forward and the VJP "cpu"
-// implementations share, the core's problem for splash's args and the copies between splash's
-// head-major layouts and the core's.
+// implementations share, the core's problem for splash's args (its head-major layouts read in
+// place).
 //
-// Dimensions: as base.h; A, L the outer two dimensions of a copy, X the contiguous one.
+// Dimensions: as base.h.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +15,9 @@
 
 namespace tokamax {
 
-// The core's problem: one batch, q heads over kv heads, no logits scale, the mask (with the
-// segment ids) as the core's key mask and the sinks per q head (empty: none).
+// The core's problem: one batch, q heads over kv heads, heads-major layouts ([Hq, T, D] is the
+// core's [1, H, T, D]; MQA's [t, D] one kv head), no logits scale, the mask (with the segment
+// ids) as the core's key mask and the sinks per q head (empty: none).
 FlashAttentionProblem splash_flash_problem(const SplashAttentionProblem& p,
                                            std::shared_ptr<const FlashKeyMask> mask,
                                            std::vector<float> sinks);
@@ -26,10 +27,9 @@ FlashAttentionProblem splash_flash_problem(const SplashAttentionProblem& p);
 // The sinks as f32 (empty without them).
 std::vector<float> splash_sinks(const SplashAttentionProblem& p, const TensorMap& inputs);
 
-// x [A, L, X] into y [L, A, X] (rows of X elements in parallel), converting x's dtype to y's.
-// Splash's [H, T, D] to the core's [1, T, H, D] and back.
-void swap_outer(const Tensor& x, int64_t A, int64_t L, int64_t X,
-                // Outputs.
-                Tensor& y);
+// y = x element for element, x f32 and y of any float dtype (rounded once), in parallel.
+void convert_f32(const Tensor& x,
+                 // Outputs.
+                 Tensor& y);
 
 }  // namespace tokamax

@@ -100,7 +100,7 @@ void attention_block_product(const BlockArgs& args, bool native) {
 void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
                    int64_t rows) {
   const FlashAttentionProblem& p = ctx.p;
-  const int64_t D = p.D, d = p.d, H = p.H, h = p.h;
+  const int64_t D = p.D, d = p.d, h = p.h;
   const int64_t i = hq0 / p.groups();
   const bool shared = ctx.packed != nullptr;
   const int64_t bkv =
@@ -142,8 +142,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     grow_scratch(sc.q16, static_cast<size_t>(M * D));
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
-        const bf16* src =
-            static_cast<const bf16*>(ctx.q) + ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
+        const bf16* src = static_cast<const bf16*>(ctx.q) + p.q_at(b, r0 + rr, hq0 + jh);
         std::memcpy(&sc.q16[(jh * rows + rr) * D], src, D * sizeof(bf16));
       }
     }
@@ -154,7 +153,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     const float q_scale = static_cast<float>(p.logits_scale);
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
-        const int64_t at = ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
+        const int64_t at = p.q_at(b, r0 + rr, hq0 + jh);
         float* dst = &sc.q32[(jh * rows + rr) * D];
         // The f32 tile carries logits_scale (one rounding of scale * q, within the error
         // model's allowance for the scale), which saves a pass over every row of S.
@@ -241,8 +240,8 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     } else {
       GemmOperand k_t;
       k_t.dtype = p.dtype;
-      k_t.data = k_base + ((b * p.t + j0) * h + i) * D * static_cast<int64_t>(x_size);
-      k_t.ld = h * D;
+      k_t.data = k_base + p.k_at(b, j0, i) * static_cast<int64_t>(x_size);
+      k_t.ld = p.k_stride();
       k_t.transposed = true;
       cpu_gemm_f32(q_tile, k_t, M, n, D, sc.s.data(), bkv, /*accumulate=*/false, gemm);
     }
@@ -328,14 +327,14 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
       p_tile.data = sc.s.data();
     }
     v_blk.dtype = p.dtype;
-    v_blk.data = v_base + ((b * p.t + j0) * h + i) * d * static_cast<int64_t>(x_size);
-    v_blk.ld = h * d;
+    v_blk.data = v_base + p.v_at(b, j0, i) * static_cast<int64_t>(x_size);
+    v_blk.ld = p.v_stride();
     cpu_gemm_f32(p_tile, v_blk, M, d, n, sc.o.data(), d, /*accumulate=*/true, gemm);
   }
 
   // Normalise (unless normalize_output is false) and store; rows without a visible key have
   // sum 0 and come out as zeros. The rows
-  // of one head are H * d apart in out.
+  // of one head are out_stride() apart in out.
   for (int64_t m = 0; m < M; ++m) {
     const float sum = sc.state[m].sum;
     cpu_scale_row(&sc.o[m * d], d, sum > 0.0f ? (p.normalize_output ? 1.0f / sum : 1.0f) : 0.0f);
@@ -344,9 +343,9 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     return std::array<float, 3>{sc.state[m].max, sc.state[m].sum, sc.state[m].max};
   });
   for (int64_t jh = 0; jh < heads; ++jh) {
-    const int64_t at = ((b * p.T + r0) * H + hq0 + jh) * d;
+    const int64_t at = p.out_at(b, r0, hq0 + jh);
     store_rows(&sc.o[jh * rows * d], d, rows, d, p.dtype,
-               static_cast<char*>(ctx.out) + at * static_cast<int64_t>(x_size), H * d);
+               static_cast<char*>(ctx.out) + at * static_cast<int64_t>(x_size), p.out_stride());
   }
 }
 

@@ -57,7 +57,7 @@ struct Scratch {
 void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads, int64_t r0,
                          int64_t rows) {
   const FlashAttentionProblem& p = ctx.p;
-  const int64_t D = p.D, d = p.d, H = p.H, h = p.h;
+  const int64_t D = p.D, d = p.d, h = p.h;
   const int64_t i = hq0 / p.groups();
   const int64_t M = heads * rows, mr = ctx.mr, nr = ctx.nr, bkv = ctx.bkv;
   const int64_t Mp = round_up(M, nr);
@@ -110,17 +110,16 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
 
   // The Q tile [M, D] as stored (the logits scale goes into the exponent, below), then Q^T as
   // rhs strips.
-  const int64_t q_at = ((b * p.T + r0) * H + hq0) * D;  // row r0 of head hq0
+  const int64_t q_at = p.q_at(b, r0, hq0);  // row r0 of head hq0
   if (heads == 1 && (native || p.dtype == DType::kF32)) {
-    // One head: its rows are H * D apart in q, packed straight from there.
+    // One head: its rows are q_stride() apart in q, packed straight from there.
     pack_strips(p.dtype, static_cast<const char*>(ctx.q) + q_at * static_cast<int64_t>(x_size),
-                H * D, rows, D, nr, native, sc.q_packed.data());
+                p.q_stride(), rows, D, nr, native, sc.q_packed.data());
   } else if (native) {
     grow_scratch(sc.q16, static_cast<size_t>(M * D));
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
-        const bf16* src =
-            static_cast<const bf16*>(ctx.q) + ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
+        const bf16* src = static_cast<const bf16*>(ctx.q) + p.q_at(b, r0 + rr, hq0 + jh);
         std::copy(src, src + D, &sc.q16[(jh * rows + rr) * D]);
       }
     }
@@ -129,7 +128,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
     grow_scratch(sc.q32, static_cast<size_t>(M * D));
     for (int64_t jh = 0; jh < heads; ++jh) {
       for (int64_t rr = 0; rr < rows; ++rr) {
-        const int64_t at = ((b * p.T + r0 + rr) * H + hq0 + jh) * D;
+        const int64_t at = p.q_at(b, r0 + rr, hq0 + jh);
         float* dst = &sc.q32[(jh * rows + rr) * D];
         if (p.dtype == DType::kF32) {
           std::copy_n(static_cast<const float*>(ctx.q) + at, D, dst);
@@ -291,7 +290,8 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   }
 
   // Normalise (columns without a visible key have sum 0 and come out as zeros), transpose back
-  // 16 rows of O^T at a time ([ceil(d / 16)][Mp][16]) and store each head's rows, H * d apart.
+  // 16 rows of O^T at a time ([ceil(d / 16)][Mp][16]) and store each head's rows, out_stride()
+  // apart.
   store_task_stats(ctx, b, hq0, heads, r0, rows, [&](int64_t m) {
     return std::array<float, 3>{sc.run_max[m], sc.run_sum[m], sc.true_max[m]};
   });
@@ -305,10 +305,10 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   pack_lhs_block(DType::kF32, sc.ot.data(), Mp, d, Mp, kStoreGroup, sc.o_rows.data());
   for (int64_t jh = 0; jh < heads; ++jh) {
     for (int64_t x0 = 0; x0 < d; x0 += kStoreGroup) {
-      const int64_t at = ((b * p.T + r0) * H + hq0 + jh) * d + x0;
+      const int64_t at = p.out_at(b, r0, hq0 + jh) + x0;
       store_rows(&sc.o_rows[(x0 * Mp) + jh * rows * kStoreGroup], kStoreGroup, rows,
                  std::min(kStoreGroup, d - x0), p.dtype,
-                 static_cast<char*>(ctx.out) + at * static_cast<int64_t>(x_size), H * d);
+                 static_cast<char*>(ctx.out) + at * static_cast<int64_t>(x_size), p.out_stride());
     }
   }
 }

@@ -96,19 +96,19 @@ void pack_strips(DType dtype, const void* rows, int64_t ld, int64_t count, int64
 
 void pack_k(const FlashAttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr,
             bool native, float* out) {
-  const int64_t at = (b * p.t * p.h + i) * p.D * static_cast<int64_t>(dtype_size(p.dtype));
-  pack_strips(p.dtype, static_cast<const char*>(k) + at, p.h * p.D, p.t, p.D, nr, native, out);
+  const int64_t at = p.k_at(b, 0, i) * static_cast<int64_t>(dtype_size(p.dtype));
+  pack_strips(p.dtype, static_cast<const char*>(k) + at, p.k_stride(), p.t, p.D, nr, native, out);
 }
 
 void pack_k_panels(const FlashAttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t mr,
                    bool native, float* out) {
-  const void* rows = static_cast<const char*>(k) +
-                     (b * p.t * p.h + i) * p.D * static_cast<int64_t>(dtype_size(p.dtype));
+  const void* rows =
+      static_cast<const char*>(k) + p.k_at(b, 0, i) * static_cast<int64_t>(dtype_size(p.dtype));
   if (native) {
-    pack_lhs_block_pairs(static_cast<const bf16*>(rows), p.h * p.D, p.t, p.D, mr,
+    pack_lhs_block_pairs(static_cast<const bf16*>(rows), p.k_stride(), p.t, p.D, mr,
                          reinterpret_cast<uint32_t*>(out));
   } else {
-    pack_lhs_block(p.dtype, rows, p.h * p.D, p.t, p.D, mr, out);
+    pack_lhs_block(p.dtype, rows, p.k_stride(), p.t, p.D, mr, out);
   }
 }
 
@@ -121,12 +121,12 @@ void pack_v(const FlashAttentionProblem& p, const void* v, int64_t b, int64_t i,
   const int64_t block_floats = d_strips * (native ? bkv / 2 : bkv) * nr;
   for (int64_t j0 = 0, kb = 0; j0 < p.t; j0 += bkv, ++kb) {
     const int64_t n = std::min(bkv, p.t - j0);
-    const char* src = static_cast<const char*>(v) + ((b * p.t + j0) * p.h + i) * d * x_size;
+    const char* src = static_cast<const char*>(v) + p.v_at(b, j0, i) * x_size;
     if (native) {
-      pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(src), p.h * d, n, d, nr,
+      pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(src), p.v_stride(), n, d, nr,
                            reinterpret_cast<uint32_t*>(out + kb * block_floats));
     } else {
-      pack_rhs_panel(p.dtype, src, p.h * d, n, d, nr, out + kb * block_floats);
+      pack_rhs_panel(p.dtype, src, p.v_stride(), n, d, nr, out + kb * block_floats);
     }
   }
 }

@@ -7,7 +7,9 @@
 //   H      query heads;  h  key/value heads; H = g * h (q heads [g*i, g*i+g) share kv head i)
 //   D      q/k head dimension;  d  v head dimension
 //
-// Layouts the kernels read: q [B, T, H, D], k [B, t, h, D], v [B, t, h, d], out [B, T, H, d].
+// Layouts the kernels read: q [B, T, H, D], k [B, t, h, D], v [B, t, h, d], out [B, T, H, d]
+// (and the backward's dout, dq, dk, dv like them), or with heads_major every one of them with
+// heads before positions, q [B, H, T, D] (splash's layout, read in place).
 // Which keys row r sees is an interval per row (causal, local window, sequence lengths; see
 // key_range) narrowed by an optional FlashKeyMask (any set of keys per row, the same for every
 // batch and head), and per element by the optional bool mask tensor.
@@ -85,7 +87,28 @@ struct FlashAttentionProblem {
   // denominator with no value, so rows of head hq sum to less than one.
   std::vector<float> sinks;
 
+  // q, k, v, out (and dout, dq, dk, dv) as [B, heads, positions, X] instead of [B, positions,
+  // heads, X].
+  bool heads_major = false;
+
   int64_t groups() const { return H / h; }  // g
+  // The element offset of (b, position, head) in an operand of `positions` x `heads` rows of X
+  // elements, and the stride between its positions, under the layout above.
+  int64_t offset(int64_t b, int64_t position, int64_t head, int64_t positions, int64_t heads,
+                 int64_t X) const {
+    return heads_major ? ((b * heads + head) * positions + position) * X
+                       : ((b * positions + position) * heads + head) * X;
+  }
+  int64_t position_stride(int64_t heads, int64_t X) const { return heads_major ? X : heads * X; }
+  // Row r of q head hq (q, dq); of out head hq (out, dout); key j of kv head i (k, dk; v, dv).
+  int64_t q_at(int64_t b, int64_t r, int64_t hq) const { return offset(b, r, hq, T, H, D); }
+  int64_t out_at(int64_t b, int64_t r, int64_t hq) const { return offset(b, r, hq, T, H, d); }
+  int64_t k_at(int64_t b, int64_t j, int64_t i) const { return offset(b, j, i, t, h, D); }
+  int64_t v_at(int64_t b, int64_t j, int64_t i) const { return offset(b, j, i, t, h, d); }
+  int64_t q_stride() const { return position_stride(H, D); }
+  int64_t out_stride() const { return position_stride(H, d); }
+  int64_t k_stride() const { return position_stride(h, D); }
+  int64_t v_stride() const { return position_stride(h, d); }
   bool has_local_window() const { return window_left >= 0; }
   // A causal mask other than the plain diagonal (an offset or a window).
   bool has_causal_band() const { return is_causal && (causal_offset != 0 || causal_window >= 0); }

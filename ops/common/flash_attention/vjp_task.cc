@@ -78,12 +78,12 @@ void finish_logits(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0, i
   }
 }
 
-// Row r of head hq of a [B, T, H, d] tensor (dout, out) as f32.
+// Row r of head hq of dout or out (their layout) as f32.
 void load_row(const VjpTaskContext& c, const char* x, int64_t b, int64_t hq, int64_t r,
               float* out) {
   dispatch_float(c.x, [&](auto type) {
     using X = decltype(type);
-    const X* row = reinterpret_cast<const X*>(x) + ((b * c.p.T + r) * c.p.H + hq) * c.p.d;
+    const X* row = reinterpret_cast<const X*>(x) + c.p.out_at(b, r, hq);
     for (int64_t e = 0; e < c.p.d; ++e) out[e] = static_cast<float>(to_double(row[e]));
   });
 }
@@ -221,8 +221,7 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
       round_to_bf16(s, rows * cols, w.p16);
       p_t = {DType::kBF16, w.p16.data(), cols, true};
     }
-    cpu_gemm_f32(p_t, dout_rhs, cols, acc.dv + ((b * p.t + j0) * p.h + i) * p.d, p.h * p.d, true,
-                 ds_gemm);
+    cpu_gemm_f32(p_t, dout_rhs, cols, acc.dv + p.v_at(b, j0, i), p.v_stride(), true, ds_gemm);
     // dS = P (dP - Dr) (cap') in place of dP.
     for (int64_t rr = 0; rr < rows; ++rr) {
       float* dS = dp + rr * cols;
@@ -241,14 +240,13 @@ void vjp_row_block(const VjpTaskContext& c, const float* lse_in, const char* out
     }
     GemmOperand ds_t = ds;
     ds_t.transposed = true;
-    cpu_gemm_f32(ds_t, q_rhs, cols, acc.dk + ((b * p.t + j0) * p.h + i) * p.D, p.h * p.D, true,
-                 ds_gemm);
+    cpu_gemm_f32(ds_t, q_rhs, cols, acc.dk + p.k_at(b, j0, i), p.k_stride(), true, ds_gemm);
     cpu_gemm_f32(ds, key.k, rows, dQ, p.D, true, ds_gemm);
   });
   cpu_scale_row(dQ, rows * p.D, c.scale);
   char* dq_dst = static_cast<char*>(dq.raw()) +
-                 ((b * p.T + r0) * p.H + hq) * p.D * static_cast<int64_t>(dtype_size(dq.dtype()));
-  store_rows(dQ, p.D, rows, p.D, dq.dtype(), dq_dst, p.H * p.D);
+                 p.q_at(b, r0, hq) * static_cast<int64_t>(dtype_size(dq.dtype()));
+  store_rows(dQ, p.D, rows, p.D, dq.dtype(), dq_dst, p.q_stride());
 }
 
 }  // namespace tokamax

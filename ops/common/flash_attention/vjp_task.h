@@ -43,16 +43,16 @@ struct VjpTaskContext {
   // The options of the products with P or dS (dv, dk, dq).
   CpuGemmOptions weights_gemm() const { return inputs_gemm_if(round_p); }
   GemmOperand q_rows(int64_t b, int64_t hq, int64_t r0) const {
-    return {x, q + ((b * p.T + r0) * p.H + hq) * p.D * xs, p.H * p.D, false};
+    return {x, q + p.q_at(b, r0, hq) * xs, p.q_stride(), false};
   }
   GemmOperand dout_rows(int64_t b, int64_t hq, int64_t r0) const {
-    return {x, dout + ((b * p.T + r0) * p.H + hq) * p.d * xs, p.H * p.d, false};
+    return {x, dout + p.out_at(b, r0, hq) * xs, p.out_stride(), false};
   }
   GemmOperand k_rows(int64_t b, int64_t i, int64_t j0, bool transposed) const {
-    return {x, k + ((b * p.t + j0) * p.h + i) * p.D * xs, p.h * p.D, transposed};
+    return {x, k + p.k_at(b, j0, i) * xs, p.k_stride(), transposed};
   }
   GemmOperand v_rows(int64_t b, int64_t i, int64_t j0, bool transposed) const {
-    return {x, v + ((b * p.t + j0) * p.h + i) * p.d * xs, p.h * p.d, transposed};
+    return {x, v + p.v_at(b, j0, i) * xs, p.v_stride(), transposed};
   }
 };
 
@@ -80,8 +80,8 @@ struct VjpKeyOperands {
 VjpKeyOperands vjp_pack_keys(const VjpTaskContext& c, int64_t b, int64_t i, int64_t j0,
                              int64_t cols, GemmPackStorage* storage);
 
-// Where a row-block task adds what it owns only in part: dk and dv of every key (f32 [B, t, h,
-// D] and [B, t, h, d], before the scale), and dbias (null without a bias) as stored. Each thread
+// Where a row-block task adds what it owns only in part: dk and dv of every key (f32, in k's and
+// v's layouts, before the scale), and dbias (null without a bias) as stored. Each thread
 // has its own copies; the driver sums them.
 struct VjpKeyAccumulators {
   float* dk = nullptr;

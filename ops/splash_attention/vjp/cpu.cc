@@ -3,14 +3,16 @@
 //
 // Dimensions: as base.h.
 //
-// As the forward: q, k, v, dout (and out) copied once into the core's [1, T, H, D] layouts,
-// the mask (with the segment ids) the core's key mask, so empty blocks are skipped. The core
-// writes f32 gradients; the rows that see no key then add upstream's terms for them (every key
-// weighted w_r, base.h) when w_r != 0, and each gradient is rounded once into its output.
-// dsinks comes from the core's per-row lse and Dr.
+// As the forward: the core reads q, k, v, dout (and out) in splash's layouts in place, the
+// mask (with the segment ids) its key mask, so empty blocks are skipped. When rows that see no
+// key have upstream's terms (every key weighted w_r != 0, base.h), the core writes f32
+// gradients, the host adds those terms and rounds each gradient once into its output;
+// otherwise the core writes the outputs directly. dsinks comes from the core's per-row lse and
+// Dr.
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/simd_target.h"
@@ -24,12 +26,6 @@
 
 namespace tokamax {
 namespace {
-
-// The inputs and f32 gradients in the core's layouts: q, dout, dq [T, Hq, *]; k, v, dk, dv
-// [t, Hkv, *].
-struct CoreTensors {
-  Tensor q, k, v, dout, dq, dk, dv;
-};
 
 // Row n of a [rows, X] tensor as double.
 std::vector<double> row_of(const Tensor& x, int64_t n, int64_t X) {
@@ -66,24 +62,28 @@ class CpuSplashAttentionVjp final
         segments ? inputs.at("kv_segment_ids").data<int32_t>() : nullptr);
     const std::vector<float> sinks = splash_sinks(p, inputs);
     const FlashAttentionProblem f = splash_flash_problem(p, mask, sinks);
-    CoreTensors x{Tensor(TensorSpec{p.dtype, {1, p.T, p.Hq, p.D}}),
-                  Tensor(TensorSpec{p.dtype, {1, p.t, p.Hkv, p.D}}),
-                  Tensor(TensorSpec{p.dtype, {1, p.t, p.Hkv, p.d}}),
-                  Tensor(TensorSpec{p.dtype, {1, p.T, p.Hq, p.d}}),
-                  Tensor(TensorSpec{DType::kF32, {1, p.T, p.Hq, p.D}}),
-                  Tensor(TensorSpec{DType::kF32, {1, p.t, p.Hkv, p.D}}),
-                  Tensor(TensorSpec{DType::kF32, {1, p.t, p.Hkv, p.d}})};
-    swap_outer(inputs.at("q"), p.Hq, p.T, p.D, x.q);
-    swap_outer(inputs.at("k"), p.Hkv, p.t, p.D, x.k);
-    swap_outer(inputs.at("v"), p.Hkv, p.t, p.d, x.v);
-    swap_outer(inputs.at("dout"), p.Hq, p.T, p.d, x.dout);
-    std::optional<Tensor> out;
-    if (vp.has_out) {
-      out.emplace(TensorSpec{p.dtype, {1, p.T, p.Hq, p.d}});
-      swap_outer(inputs.at("out"), p.Hq, p.T, p.d, *out);
+    std::vector<int64_t> keyless;
+    for (int64_t r = 0; r < p.T; ++r) {
+      if (mask->count(r) == 0) keyless.push_back(r);
     }
-    // logsumexp [Hq, T] is already the core's [1, H, T].
-    const Tensor* lse = vp.has_lse ? &inputs.at("logsumexp") : nullptr;
+    bool keyless_terms = false;
+    for (int64_t hq = 0; hq < p.Hq && !keyless_terms; ++hq) {
+      for (const int64_t r : keyless) {
+        if (splash_masked_weight(keyless_lse(vp, sinks, inputs, hq, r)) != 0.0) {
+          keyless_terms = true;
+          break;
+        }
+      }
+    }
+    Tensor& dq = outputs.at("dq");
+    Tensor& dk = outputs.at("dk");
+    Tensor& dv = outputs.at("dv");
+    std::optional<Tensor> dq32, dk32, dv32;
+    if (keyless_terms) {
+      dq32.emplace(TensorSpec{DType::kF32, dq.spec().dims});
+      dk32.emplace(TensorSpec{DType::kF32, dk.spec().dims});
+      dv32.emplace(TensorSpec{DType::kF32, dv.spec().dims});
+    }
     std::vector<float> lse_rows, delta_rows;
     FlashVjpRowStats stats;
     if (p.has_sinks) {
@@ -91,19 +91,21 @@ class CpuSplashAttentionVjp final
       delta_rows.resize(static_cast<size_t>(p.Hq * p.T));
       stats = {lse_rows.data(), delta_rows.data()};
     }
-    flash_attention_vjp_cpu(f, cpu_attention_vjp_options(c), x.q, x.k, x.v, nullptr, nullptr,
-                            x.dout, lse, out ? &*out : nullptr, x.dq, x.dk, x.dv, nullptr, stats);
-    std::vector<int64_t> keyless;
-    for (int64_t r = 0; r < p.T; ++r) {
-      if (mask->count(r) == 0) keyless.push_back(r);
+    // logsumexp [Hq, T] is the core's [1, H, T].
+    flash_attention_vjp_cpu(f, cpu_attention_vjp_options(c), inputs.at("q"), inputs.at("k"),
+                            inputs.at("v"), nullptr, nullptr, inputs.at("dout"),
+                            vp.has_lse ? &inputs.at("logsumexp") : nullptr,
+                            vp.has_out ? &inputs.at("out") : nullptr, keyless_terms ? *dq32 : dq,
+                            keyless_terms ? *dk32 : dk, keyless_terms ? *dv32 : dv, nullptr, stats);
+    if (keyless_terms) {
+      add_keyless_rows(vp, sinks, inputs, keyless, *dq32, *dk32, *dv32);
+      convert_f32(*dq32, dq);
+      convert_f32(*dk32, dk);
+      convert_f32(*dv32, dv);
     }
-    add_keyless_rows(vp, sinks, inputs, keyless, x);
     if (p.has_sinks) {
       store_dsinks(vp, sinks, inputs, keyless, lse_rows, delta_rows, outputs.at("dsinks"));
     }
-    swap_outer(x.dq, p.T, p.Hq, p.D, outputs.at("dq"));
-    swap_outer(x.dk, p.t, p.Hkv, p.D, outputs.at("dk"));
-    swap_outer(x.dv, p.t, p.Hkv, p.d, outputs.at("dv"));
   }
 
  private:
@@ -119,34 +121,38 @@ class CpuSplashAttentionVjp final
   // gradients. Parallel over kv heads (each owns its dk, dv and its q heads' dq rows).
   static void add_keyless_rows(const SplashAttentionVjpProblem& vp, const std::vector<float>& sinks,
                                const TensorMap& inputs, const std::vector<int64_t>& rows,
-                               CoreTensors& x) {
+                               Tensor& dq32, Tensor& dk32, Tensor& dv32) {
     const SplashAttentionProblem& p = vp.fwd;
     if (rows.empty()) return;
     const int64_t g = p.groups(), D = p.D, d = p.d, t = p.t;
     const double cap = p.soft_cap;
-    float* dq = x.dq.data<float>();
-    float* dk = x.dk.data<float>();
-    float* dv = x.dv.data<float>();
+    float* dq = dq32.data<float>();
+    float* dk = dk32.data<float>();
+    float* dv = dv32.data<float>();
+    const Tensor& q_in = inputs.at("q");
+    const Tensor& k_in = inputs.at("k");
+    const Tensor& v_in = inputs.at("v");
+    const Tensor& dout_in = inputs.at("dout");
     cpu::parallel_for(p.Hkv, 0, [&](int64_t h, int) {
       std::vector<std::vector<double>> k(static_cast<size_t>(t)), v(static_cast<size_t>(t));
       for (int64_t j = 0; j < t; ++j) {
-        k[j] = row_of(x.k, j * p.Hkv + h, D);
-        v[j] = row_of(x.v, j * p.Hkv + h, d);
+        k[j] = row_of(k_in, h * t + j, D);
+        v[j] = row_of(v_in, h * t + j, d);
       }
       std::vector<double> dp(static_cast<size_t>(t)), ds(static_cast<size_t>(t));
       for (int64_t hq = h * g; hq < (h + 1) * g; ++hq) {
         for (const int64_t r : rows) {
           const double w = splash_masked_weight(keyless_lse(vp, sinks, inputs, hq, r));
           if (w == 0.0) continue;
-          const std::vector<double> q = row_of(x.q, r * p.Hq + hq, D);
-          const std::vector<double> dout = row_of(x.dout, r * p.Hq + hq, d);
+          const std::vector<double> q = row_of(q_in, hq * p.T + r, D);
+          const std::vector<double> dout = row_of(dout_in, hq * p.T + r, d);
           double di = 0.0;
           for (int64_t j = 0; j < t; ++j) {
             dp[j] = 0.0;
             for (int64_t c = 0; c < d; ++c) dp[j] += dout[c] * v[j][c];
             di += w * dp[j];
           }
-          float* dq_row = dq + (r * p.Hq + hq) * D;
+          float* dq_row = dq + (hq * p.T + r) * D;
           for (int64_t j = 0; j < t; ++j) {
             ds[j] = w * (dp[j] - di);
             if (cap > 0.0) {
@@ -155,8 +161,8 @@ class CpuSplashAttentionVjp final
               const double th = std::tanh(z / cap);
               ds[j] *= 1.0 - th * th;
             }
-            float* dk_row = dk + (j * p.Hkv + h) * D;
-            float* dv_row = dv + (j * p.Hkv + h) * d;
+            float* dk_row = dk + (h * t + j) * D;
+            float* dv_row = dv + (h * t + j) * d;
             for (int64_t e = 0; e < D; ++e) {
               dq_row[e] += static_cast<float>(ds[j] * k[j][e]);
               dk_row[e] += static_cast<float>(ds[j] * q[e]);

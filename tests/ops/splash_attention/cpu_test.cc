@@ -12,6 +12,7 @@
 #include "tests/ops/impl_calls.h"
 #include "tests/ops/oracle_run.h"
 #include "tests/simd_targets.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -82,6 +83,33 @@ TEST_CASE("cpu splash_attention passes the oracle on every target and layout",
   });
 }
 
+TEST_CASE("cpu splash_attention AMX path passes the oracle (emulated tiles anywhere)",
+          "[splash_attention][amx]") {
+  // bf16 on the tiles, per-block packing, reading splash's layouts in place.
+  testing::for_each_tile_mode([](cpu::TileMode) {
+    int checked = 0;
+    for (const json& c : cases()) {
+      const BoundArgs args = op().bind(c);
+      if (SplashAttentionProblem::from(args).dtype != DType::kBF16) continue;
+      const TensorMap inputs = op().make_inputs(args, 11);
+      for (const bool group : {true, false}) {
+        const json config = {{"block_q", 6},
+                             {"block_kv", 5},
+                             {"group_heads", group},
+                             {"kv_packing", "per_block"},
+                             {"bf16_path", "amx"}};
+        for (const TensorDecl& decl : op().outputs(args)) {
+          CAPTURE(args.key(), config.dump(), decl.name);
+          CHECK(judge(run_against_oracle(op(), "cpu", args, config, inputs, args, decl.name)) ==
+                Disposition::kPassed);
+        }
+      }
+      ++checked;
+    }
+    CHECK(checked >= 1);
+  });
+}
+
 TEST_CASE("splash_attention reference passes the oracle, which fails wrong masks and sinks",
           "[splash_attention]") {
   for (const json& c : cases()) {
@@ -89,8 +117,8 @@ TEST_CASE("splash_attention reference passes the oracle, which fails wrong masks
     const TensorMap inputs = op().make_inputs(args, 7);
     for (const TensorDecl& decl : op().outputs(args)) {
       CAPTURE(args.key(), decl.name);
-      CHECK(judge(run_against_oracle(op(), "reference", args, json::object(), inputs, args, decl.name)) ==
-            Disposition::kPassed);
+      CHECK(judge(run_against_oracle(op(), "reference", args, json::object(), inputs, args,
+                                     decl.name)) == Disposition::kPassed);
     }
   }
   // Outputs of a full mask judged against a causal one's oracle; without the sinks against

@@ -13,6 +13,7 @@
 #include "tests/ops/impl_calls.h"
 #include "tests/ops/oracle_run.h"
 #include "tests/simd_targets.h"
+#include "tests/tile_modes.h"
 
 using namespace tokamax;
 using namespace tokamax::testing;
@@ -78,6 +79,28 @@ TEST_CASE("cpu splash_attention_vjp passes the oracle on every target", "[splash
               Disposition::kPassed);
       }
     }
+  });
+}
+
+TEST_CASE("cpu splash_attention_vjp AMX path passes the oracle (emulated tiles anywhere)",
+          "[splash_attention][amx]") {
+  // All five products on the tiles, P and dS rounded to bf16, splash's layouts in place.
+  testing::for_each_tile_mode([](cpu::TileMode) {
+    int checked = 0;
+    for (const json& c : cases()) {
+      const BoundArgs args = op().bind(c);
+      if (SplashAttentionVjpProblem::from(args).fwd.dtype != DType::kBF16) continue;
+      const TensorMap inputs = op().make_inputs(args, 11);
+      const json config = {
+          {"block_q", 6}, {"block_kv", 5}, {"bf16_path", "amx"}, {"num_threads", 2}};
+      for (const TensorDecl& decl : op().outputs(args)) {
+        CAPTURE(args.key(), decl.name);
+        CHECK(judge(run_against_oracle(op(), "cpu", args, config, inputs, args, decl.name)) ==
+              Disposition::kPassed);
+      }
+      ++checked;
+    }
+    CHECK(checked >= 1);
   });
 }
 
