@@ -53,9 +53,19 @@ class SplashMask final : public FlashKeyMask {
   // Keys row r sees.
   int64_t count(int64_t r) const;
 
-  std::pair<int64_t, int64_t> key_range(int64_t r) const override;
-  KeyBlock block(int64_t r0, int64_t rows, int64_t j0, int64_t n) const override;
-  void mask_row(int64_t r, int64_t j0, int64_t c_lo, int64_t c_hi, float* s) const override;
+  // The same for every batch and head: FlashKeyMask's queries without them.
+  std::pair<int64_t, int64_t> key_range(int64_t r) const;
+  KeyBlock block(int64_t r0, int64_t rows, int64_t j0, int64_t n) const;
+  void mask_row(int64_t r, int64_t j0, int64_t c_lo, int64_t c_hi, float* s) const;
+
+  std::pair<int64_t, int64_t> key_range(int64_t, int64_t r) const override { return key_range(r); }
+  KeyBlock block(int64_t, int64_t r0, int64_t rows, int64_t j0, int64_t n) const override {
+    return block(r0, rows, j0, n);
+  }
+  void mask_row(int64_t, int64_t, int64_t r, int64_t j0, int64_t c_lo, int64_t c_hi,
+                float* s) const override {
+    mask_row(r, j0, c_lo, c_hi, s);
+  }
 
  private:
   int64_t T_ = 0;

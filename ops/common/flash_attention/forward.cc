@@ -216,7 +216,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
     // Skip blocks no row sees (a local window narrower than the tile's spread of rows).
     bool any = false;
     for (int64_t rr = 0; rr < rows && !any; ++rr) any = sc.lo[rr] < j0 + n && sc.hi[rr] > j0;
-    const KeyBlock key_block = any ? p.key_block(r0, rows, j0, n) : KeyBlock::kEmpty;
+    const KeyBlock key_block = any ? p.key_block(b, r0, rows, j0, n) : KeyBlock::kEmpty;
     if (key_block == KeyBlock::kEmpty) continue;
 
     // S[M, n] = Q K^T: K's rows j0.. of head i, stored [n, D] with row stride h*D.
@@ -263,7 +263,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
                          ctx.bias_at.stride_t, c_lo, c_hi, s);
           }
           if (cap > 0.0f) cpu_soft_cap_row(s + c_lo, c_hi - c_lo, cap);
-          if (key_block == KeyBlock::kScattered) p.key_mask->mask_row(r, j0, c_lo, c_hi, s);
+          if (key_block == KeyBlock::kScattered) p.key_mask->mask_row(b, hq, r, j0, c_lo, c_hi, s);
           if (ctx.mask) {
             const bool* mask_row = ctx.mask + ctx.mask_at.offset(b, hq, r, j0);
             for (int64_t c = c_lo; c < c_hi; ++c) {

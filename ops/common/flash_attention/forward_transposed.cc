@@ -158,7 +158,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
       any = any || (sc.lo[m] < j0 + n && sc.hi[m] > j0);
       all = all && sc.lo[m] <= j0 && sc.hi[m] >= j0 + n;
     }
-    const KeyBlock key_block = any ? p.key_block(r0, rows, j0, n) : KeyBlock::kEmpty;
+    const KeyBlock key_block = any ? p.key_block(b, r0, rows, j0, n) : KeyBlock::kEmpty;
     if (key_block == KeyBlock::kEmpty) continue;
 
     // S^T [n, Mp] = K[j0 .. j0 + n) Q^T, strip-major: one [n, nr] slab per strip of nr query
@@ -214,17 +214,25 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
         }
       }
     }
-    if (key_block == KeyBlock::kScattered) {  // the key mask's holes, alike for every head
+    if (key_block == KeyBlock::kScattered) {
+      // The key mask's holes: asked once per row when alike for every head, else per head.
       grow_scratch(sc.holes, static_cast<size_t>(n));
+      const bool alike = p.key_mask->alike_for_heads();
       for (int64_t rr = 0; rr < rows; ++rr) {
         const int64_t c_lo = std::clamp<int64_t>(sc.lo[rr] - j0, 0, n);
         const int64_t c_hi = std::clamp<int64_t>(sc.hi[rr] - j0, c_lo, n);
         if (c_lo >= c_hi) continue;
-        std::fill_n(sc.holes.data(), n, 0.0f);
-        p.key_mask->mask_row(r0 + rr, j0, c_lo, c_hi, sc.holes.data());
-        for (int64_t c = c_lo; c < c_hi; ++c) {
-          if (sc.holes[c] != kNegInf) continue;
-          for (int64_t jh = 0; jh < heads; ++jh) st[at(c, jh * rows + rr)] = kNegInf;
+        for (int64_t jh = 0; jh < (alike ? 1 : heads); ++jh) {
+          std::fill_n(sc.holes.data(), n, 0.0f);
+          p.key_mask->mask_row(b, hq0 + jh, r0 + rr, j0, c_lo, c_hi, sc.holes.data());
+          for (int64_t c = c_lo; c < c_hi; ++c) {
+            if (sc.holes[c] != kNegInf) continue;
+            if (alike) {
+              for (int64_t all = 0; all < heads; ++all) st[at(c, all * rows + rr)] = kNegInf;
+            } else {
+              st[at(c, jh * rows + rr)] = kNegInf;
+            }
+          }
         }
       }
     }

@@ -42,12 +42,14 @@ std::pair<int64_t, int64_t> FlashAttentionProblem::key_range(int64_t b, int64_t 
   if (!q_seq_lengths.empty() && r >= q_seq_lengths[b]) return {0, 0};
   const int64_t keys = kv_seq_lengths.empty() ? t : kv_seq_lengths[b];
   int64_t lo = 0, hi = keys;
-  if (is_causal) hi = std::min(hi, r + causal_offset + 1);
-  if (is_causal && causal_window >= 0) lo = std::max(lo, r + causal_offset - causal_window + 1);
+  if (is_causal && !causal_in_key_mask) hi = std::min(hi, r + causal_offset + 1);
+  if (is_causal && !causal_in_key_mask && causal_window >= 0) {
+    lo = std::max(lo, r + causal_offset - causal_window + 1);
+  }
   if (window_left >= 0) lo = std::max(lo, r - window_left);
   if (window_right >= 0) hi = std::min(hi, r + window_right + 1);
   if (key_mask) {
-    const auto [mask_lo, mask_hi] = key_mask->key_range(r);
+    const auto [mask_lo, mask_hi] = key_mask->key_range(b, r);
     lo = std::max(lo, mask_lo);
     hi = std::min(hi, mask_hi);
   }

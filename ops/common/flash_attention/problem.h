@@ -43,17 +43,21 @@ enum class KeyBlock {
   kScattered,  // some row has holes: mask_row must mark them
 };
 
-// A mask of keys shared by every batch and head (built once on the host, read by every task).
-// The kernels ask it per block, so the blocks it calls interval need no per-element test.
+// A mask of keys built once on the host (from masks the op's args describe, and the data they
+// name), read by every task. The kernels ask it per block, so the blocks it calls interval need
+// no per-element test. It may differ between batches and heads (alike_for_heads false).
 class FlashKeyMask {
  public:
   virtual ~FlashKeyMask() = default;
-  // An interval [lo, hi) holding every key row r sees (lo >= hi: none).
-  virtual std::pair<int64_t, int64_t> key_range(int64_t r) const = 0;
-  // The block of rows [r0, r0 + rows) and keys [j0, j0 + n).
-  virtual KeyBlock block(int64_t r0, int64_t rows, int64_t j0, int64_t n) const = 0;
-  // Sets s[c] = -inf for the masked keys j0 + c of row r, c in [c_lo, c_hi).
-  virtual void mask_row(int64_t r, int64_t j0, int64_t c_lo, int64_t c_hi, float* s) const = 0;
+  // An interval [lo, hi) holding every key row r of batch b sees, in every head (lo >= hi: none).
+  virtual std::pair<int64_t, int64_t> key_range(int64_t b, int64_t r) const = 0;
+  // The block of rows [r0, r0 + rows) and keys [j0, j0 + n) of batch b, over every head.
+  virtual KeyBlock block(int64_t b, int64_t r0, int64_t rows, int64_t j0, int64_t n) const = 0;
+  // Sets s[c] = -inf for the masked keys j0 + c of row r of head (b, hq), c in [c_lo, c_hi).
+  virtual void mask_row(int64_t b, int64_t hq, int64_t r, int64_t j0, int64_t c_lo, int64_t c_hi,
+                        float* s) const = 0;
+  // Whether every q head sees the same keys (mask_row may then be asked once for all).
+  virtual bool alike_for_heads() const { return true; }
 };
 
 struct FlashAttentionProblem {
@@ -81,8 +85,11 @@ struct FlashAttentionProblem {
   // normalization (the denominator sums the weights before it; lse is unchanged).
   std::optional<TensorSpec> dropout_mask;  // bool, broadcastable to [*B, H, T, t]
   double dropout_rate = 0.0;
-  // Keys masked alike for every batch and head (null: none). Shared: problems are copied.
+  // Keys masked by data the op was given (null: none). Shared: problems are copied.
   std::shared_ptr<const FlashKeyMask> key_mask;
+  // The key mask applies is_causal (and the causal band) itself, on token indices rather than
+  // positions: key_range leaves them out.
+  bool causal_in_key_mask = false;
   // Attention sinks, [H] logits (empty: none): a term exp(sinks[hq]) in each row's softmax
   // denominator with no value, so rows of head hq sum to less than one.
   std::vector<float> sinks;
@@ -122,8 +129,8 @@ struct FlashAttentionProblem {
   // (causal, window, band, sequence lengths, key mask) leave visible, per head.
   double visible_entries() const;
   // How the key mask masks a block (kInterval without one).
-  KeyBlock key_block(int64_t r0, int64_t rows, int64_t j0, int64_t n) const {
-    return key_mask ? key_mask->block(r0, rows, j0, n) : KeyBlock::kInterval;
+  KeyBlock key_block(int64_t b, int64_t r0, int64_t rows, int64_t j0, int64_t n) const {
+    return key_mask ? key_mask->block(b, r0, rows, j0, n) : KeyBlock::kInterval;
   }
   AttentionBroadcast bias_layout() const;
   AttentionBroadcast mask_layout() const;

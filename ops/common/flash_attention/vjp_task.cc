@@ -29,7 +29,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // entry later).
 bool block_visible(const FlashAttentionProblem& p, int64_t b, int64_t r0, int64_t rows, int64_t j0,
                    int64_t cols) {
-  if (p.key_block(r0, rows, j0, cols) == KeyBlock::kEmpty) return false;
+  if (p.key_block(b, r0, rows, j0, cols) == KeyBlock::kEmpty) return false;
   for (int64_t r = r0; r < r0 + rows; ++r) {
     const auto [lo, hi] = p.key_range(b, r);
     if (std::max(lo, j0) < std::min(hi, j0 + cols)) return true;
@@ -43,7 +43,7 @@ bool block_visible(const FlashAttentionProblem& p, int64_t b, int64_t r0, int64_
 void finish_logits(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0, int64_t rows,
                    int64_t j0, int64_t cols, float* s, float* gate) {
   const FlashAttentionProblem& p = c.p;
-  const bool scattered = p.key_block(r0, rows, j0, cols) == KeyBlock::kScattered;
+  const bool scattered = p.key_block(b, r0, rows, j0, cols) == KeyBlock::kScattered;
   for (int64_t rr = 0; rr < rows; ++rr) {
     const int64_t r = r0 + rr;
     float* row = s + rr * cols;
@@ -67,7 +67,7 @@ void finish_logits(const VjpTaskContext& c, int64_t b, int64_t hq, int64_t r0, i
     const int64_t last = std::clamp<int64_t>(hi - j0, first, cols);
     std::fill(row, row + first, kNegInf);
     std::fill(row + last, row + cols, kNegInf);
-    if (scattered && first < last) p.key_mask->mask_row(r, j0, first, last, row);
+    if (scattered && first < last) p.key_mask->mask_row(b, hq, r, j0, first, last, row);
     if (c.mask) {
       const bool* m = c.mask + c.mask_at.offset(b, hq, r, j0);
       const int64_t stride = c.mask_at.stride_t;
