@@ -322,26 +322,49 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             cases += 1
             kwargs = dict(logits_scale=args['logits_scale'], is_causal=args['is_causal'],
                           normalize_output=args.get('normalize_output', True))
+            causal = None
             if args.get('causal_mask'):
-                kwargs['mask'] = attention.CausalMask(offset=args['causal_mask']['offset'],
-                                                      window_size=args['causal_mask']['window_size'])
+                causal = attention.CausalMask(offset=args['causal_mask']['offset'],
+                                              window_size=args['causal_mask']['window_size'])
+                kwargs['mask'] = causal
+            # Upstream's Mask ranges and token indices, given as the dumped i32 tensors.
+            ranges = {n: jnp.asarray(x[n]) for n in ('q_start', 'q_end', 'k_start', 'k_end')
+                      if n in x}
+            if ranges:
+                kwargs['mask'] = attention.Mask(causal_mask=causal, **ranges)
+            for n in ('q_indices', 'k_indices'):
+                if n in x:
+                    kwargs[n] = jnp.asarray(x[n])
             if args.get('dropout_mask'):
                 kwargs['dropout_mask'] = jnp.asarray(x['dropout_mask'])
                 kwargs['dropout_rate'] = args['dropout_rate']
             want = np.asarray(attention.DotProductAttention()(
                 jnp.asarray(x['q']), jnp.asarray(x['k']), jnp.asarray(x['v']), **kwargs))
             got = npy(os.path.join(out, 'out.npy')).astype(x['q'].dtype)
-            rows = visible_rows(args, x['q'].shape[-3], x['k'].shape[-3])
-            want_rows = want[..., rows, :, :].astype(np.float64)
-            got_rows = got[..., rows, :, :].astype(np.float64)
+            T, H, t = x['q'].shape[-3], x['q'].shape[-2], x['k'].shape[-3]
+            if ranges or 'q_indices' in x or 'k_indices' in x:
+                # The rows that see a key, per (batch, head), from upstream's own Mask.as_array.
+                m = kwargs.get('mask') or attention.Mask()
+                if args['is_causal']:
+                    m = m & attention.CausalMask()
+                keep = np.asarray(m.as_array(kwargs.get('q_indices', T), kwargs.get('k_indices', t)))
+                seen = np.broadcast_to(keep.any(axis=-1), want.shape[:-3] + (H, T))
+                rows = np.broadcast_to(np.swapaxes(seen, -1, -2)[..., None], want.shape)
+            else:
+                seen = visible_rows(args, T, t)
+                rows = np.broadcast_to(seen[:, None, None], want.shape[-3:])
+                rows = np.broadcast_to(rows, want.shape)
+            want_rows = np.where(rows, want.astype(np.float64), 0.0)
+            got_rows = np.where(rows, got.astype(np.float64), 0.0)
             oracle_path = os.path.join(d, 'oracle', 'out.npy')
             oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got).astype(np.float64)
-            norm = np.linalg.norm(oracle[..., rows, :, :]) or 1.0
+            norm = np.linalg.norm(np.where(rows, oracle, 0.0)) or 1.0
             apart = np.linalg.norm(want_rows - got_rows) / norm
             tolerance = MOE_TOLERANCE.get(got.dtype, 2.0**-6)
             ok = want.dtype == got.dtype and apart <= 4 * tolerance
-            print(f'{op:12s} {spec:30s} normwise apart on {int(rows.sum())} of {rows.size} rows: '
-                  f'{apart / tolerance:.2f} units of the tolerance (4 allowed)')
+            print(f'{op:12s} {spec:30s} normwise apart on {int(rows[..., 0].sum())} of '
+                  f'{rows[..., 0].size} rows: {apart / tolerance:.2f} units of the tolerance '
+                  f'(4 allowed)')
         elif op in ('splash_attention', 'splash_attention_vjp'):
             ok = splash_case(op, spec, d, args, x, out)
             if ok is None:

@@ -29,6 +29,7 @@ void add_attention_arguments(ApiCall& call, const Tensor& q, const Tensor& k, co
   call.tensor("q", q).tensor("k", k).tensor("v", v);
   call.tensor("bias", options.bias ? &*options.bias : nullptr);
   call.tensor("mask", options.mask ? &*options.mask : nullptr);
+  for (const auto& [name, tensor] : options.ranges) call.tensor(name, tensor);
   call.option("is_causal", options.is_causal)
       .option("logits_scale", options.logits_scale)
       .option("logits_soft_cap", options.logits_soft_cap)

@@ -33,6 +33,9 @@ struct DotProductAttentionOptions {
   std::optional<std::vector<int64_t>> q_seq_lengths;        // [B]: rows past them give zeros
   std::optional<std::vector<int64_t>> kv_seq_lengths;       // [B]: keys past them are masked
   std::optional<std::pair<int64_t, int64_t>> local_window;  // (left, right), both >= 0
+  // Upstream's Mask ranges and token indices by name (q_start, q_end, k_start, k_end,
+  // q_indices, k_indices), i32 tensors (range_mask.h).
+  TensorMap ranges;
   // "auto" picks the first implementation supported for these args; a name runs exactly that.
   std::string implementation = "auto";
   std::optional<nlohmann::json> config;  // explicit config (needs a named implementation)

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "ops/common/precision.h"
+#include "ops/dot_product_attention/range_mask.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -131,6 +132,13 @@ AttentionProblem AttentionProblem::from(const BoundArgs& args) {
   if (!q_len.is_null()) p.q_seq_lengths = q_len.get<std::vector<int64_t>>();
   const json& kv_len = args.option("kv_seq_lengths");
   if (!kv_len.is_null()) p.kv_seq_lengths = kv_len.get<std::vector<int64_t>>();
+  std::optional<TensorSpec>* ranges[] = {&p.q_start, &p.q_end,     &p.k_start,
+                                         &p.k_end,   &p.q_indices, &p.k_indices};
+  for (int n = 0; n < 6; ++n) {
+    if (args.has(kAttentionRangeNames[n])) *ranges[n] = args.tensor(kAttentionRangeNames[n]);
+  }
+  // Upstream compares token indices, when given, under the causal mask too.
+  p.causal_in_key_mask = p.is_causal && (p.q_indices || p.k_indices);
   const json& window = args.option("local_window");
   if (!window.is_null()) {
     p.window_left = window[0].get<int64_t>();
@@ -203,20 +211,32 @@ void bind_causal_mask(const json& mask, json& out) {
       "mask as an object is upstream's CausalMask: {offset: int, window_size: int >= 1 or null}, "
       "or {causal_mask: {...}}";
   const json& causal = mask.contains("causal_mask") ? mask.at("causal_mask") : mask;
+  size_t ranges = 0;
   for (const auto& [key, value] : mask.items()) {
+    if (std::find(std::begin(kAttentionRangeNames), std::end(kAttentionRangeNames), key) !=
+        std::end(kAttentionRangeNames)) {
+      ++ranges;  // bound by bind_attention_ranges
+      continue;
+    }
     if (key != "causal_mask" && key != "offset" && key != "window_size") {
       throw InvalidArgument(std::string(kOp) + "mask." + key +
-                                " is not supported (the bool mask is a tensor argument; the "
-                                "q_start / q_end / k_start / k_end ranges are not implemented); " +
-                                form,
+                                " is not supported (the bool mask is a tensor argument); " + form +
+                                ", with upstream's Mask ranges q_start, q_end, k_start, "
+                                "k_end and the indices q_indices, k_indices as i32 tensors",
                             "mask");
     }
   }
-  if (!causal.is_object() || (mask.contains("causal_mask") && mask.size() != 1)) {
+  if (ranges > 0 && ranges == mask.size()) return;  // ranges alone: no causal mask
+  if (!causal.is_object() || (mask.contains("causal_mask") && mask.size() != 1 + ranges)) {
     throw InvalidArgument(std::string(kOp) + form + ", got " + mask.dump(), "mask");
   }
   json bound = {{"offset", 0}, {"window_size", nullptr}};
   for (const auto& [key, value] : causal.items()) {
+    if (&causal == &mask &&
+        std::find(std::begin(kAttentionRangeNames), std::end(kAttentionRangeNames), key) !=
+            std::end(kAttentionRangeNames)) {
+      continue;
+    }
     if (key == "offset" && value.is_number_integer()) {
       bound["offset"] = value;
     } else if (key == "window_size" &&
@@ -241,11 +261,31 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
     const json w = args.at("local_window");
     args["local_window"] = json::array({w, w});
   }
-  check_arg_names(
-      kOp, args,
-      {"q", "k", "v", "bias", "mask", "causal_mask", "is_causal", "logits_scale", "logits_soft_cap",
-       "q_seq_lengths", "kv_seq_lengths", "local_window", "return_residuals", "normalize_output",
-       "dropout_mask", "dropout_rate", "logits_dtype", "precision"});
+  check_arg_names(kOp, args,
+                  {"q",
+                   "k",
+                   "v",
+                   "bias",
+                   "mask",
+                   "causal_mask",
+                   "is_causal",
+                   "logits_scale",
+                   "logits_soft_cap",
+                   "q_seq_lengths",
+                   "kv_seq_lengths",
+                   "local_window",
+                   "return_residuals",
+                   "normalize_output",
+                   "dropout_mask",
+                   "dropout_rate",
+                   "logits_dtype",
+                   "precision",
+                   "q_start",
+                   "q_end",
+                   "k_start",
+                   "k_end",
+                   "q_indices",
+                   "k_indices"});
   const TensorSpec q = bind_qkv(args, "q", "[*B, T, H, D]");
   const TensorSpec k = bind_qkv(args, "k", "[*B, t, h, D]");
   const TensorSpec v = bind_qkv(args, "v", "[*B, t, h, d]");
@@ -334,7 +374,10 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
     }
     bind_causal_mask(json{{"causal_mask", args.at("causal_mask")}}, out);
   }
-  if (present(args, "mask") && args.at("mask").is_object()) {
+  const bool mask_object = present(args, "mask") && args.at("mask").is_object();
+  bind_attention_ranges(args, mask_object ? &args.at("mask") : nullptr,
+                        std::vector<int64_t>(q.dims.begin(), q.dims.begin() + nb), H, T, t, out);
+  if (mask_object) {
     bind_causal_mask(args.at("mask"), out);
   } else if (present(args, "mask")) {
     const TensorSpec mask = bind_spec(args, "mask", "broadcastable to [*B, H, T, t]");
@@ -441,6 +484,9 @@ std::vector<TensorDecl> ProblemOp<AttentionProblem>::inputs(const BoundArgs& arg
   if (p.bias) decls.push_back({"bias", *p.bias});
   if (p.mask) decls.push_back({"mask", *p.mask});
   if (p.dropout_mask) decls.push_back({"dropout_mask", *p.dropout_mask});
+  for (const char* name : kAttentionRangeNames) {
+    if (args.has(name)) decls.push_back({name, args.tensor(name)});
+  }
   return decls;
 }
 

@@ -42,6 +42,14 @@ struct AttentionProblem : FlashAttentionProblem {
       "softmax(scale * q k^T + bias, masked) v with GQA, causal/local masks, soft cap; a "
       "row with no visible key is zeros (upstream's XLA path: the mean of v)";
 
+  // Upstream's Mask(q_start, q_end, k_start, k_end) ranges and q_indices / k_indices, i32
+  // tensors (range_mask.h): absent unless given.
+  std::optional<TensorSpec> q_start, q_end;  // broadcastable to [*B, H, t]
+  std::optional<TensorSpec> k_start, k_end;  // broadcastable to [*B, H, T]
+  std::optional<TensorSpec> q_indices;       // broadcastable to [*B, H, T]
+  std::optional<TensorSpec> k_indices;       // broadcastable to [*B, H, t]
+  bool has_ranges() const { return q_start || q_end || k_start || k_end || q_indices || k_indices; }
+
   static AttentionProblem from(const BoundArgs& args);
 };
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/dot_product_attention/base.h"
+#include "ops/dot_product_attention/range_mask.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/random.h"
 #include "ops/framework/reference_implementation.h"
@@ -57,6 +58,7 @@ TensorMap ProblemOp<AttentionProblem>::make_inputs(const BoundArgs& args, uint64
     }
     inputs.emplace("dropout_mask", std::move(keep));
   }
+  make_attention_range_inputs(p, seed, inputs);
   return inputs;
 }
 

@@ -16,6 +16,7 @@
 #include "ops/common/flash_attention/config.h"
 #include "ops/common/flash_attention/forward.h"
 #include "ops/dot_product_attention/base.h"
+#include "ops/dot_product_attention/range_mask.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
 
@@ -62,9 +63,9 @@ class CpuDotProductAttention final
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
     const CpuAttentionKernelOptions options = cpu_attention_kernel_options(p, c);
-    flash_attention_cpu(p, options, inputs.at("q"), inputs.at("k"), inputs.at("v"),
-                        find_tensor(inputs, "bias"), find_tensor(inputs, "mask"), outputs.at("out"),
-                        p.return_residuals ? &outputs.at("lse") : nullptr,
+    flash_attention_cpu(with_range_mask(p, inputs), options, inputs.at("q"), inputs.at("k"),
+                        inputs.at("v"), find_tensor(inputs, "bias"), find_tensor(inputs, "mask"),
+                        outputs.at("out"), p.return_residuals ? &outputs.at("lse") : nullptr,
                         p.dropout_mask ? find_tensor(inputs, "dropout_mask") : nullptr);
   }
 };

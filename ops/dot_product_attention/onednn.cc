@@ -62,6 +62,10 @@ class OneDnnDotProductAttention final : public OneDnnImplementation<AttentionPro
     // would need extra elementwise passes that no framework baseline fuses either.
     if (p.bias) throw NotImplemented("onednn: bias is not wired into the composite");
     if (p.mask) throw NotImplemented("onednn: a bool mask is not wired into the composite");
+    if (p.has_ranges()) {
+      throw NotImplemented(
+          "onednn: Mask ranges and token indices are not wired into the composite");
+    }
     if (p.logits_soft_cap > 0.0) {
       throw NotImplemented(
           "onednn: logits_soft_cap (tanh between matmul and softmax) has no "

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/dot_product_attention/range_mask.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -150,7 +151,7 @@ F64Matrix attention_key_columns(const AttentionProblem& p, const Tensor& values,
 OracleSample dot_product_attention_oracle(const BoundArgs& args, const TensorMap& inputs,
                                           std::string_view output, std::span<const int64_t> index,
                                           OracleMethod method) {
-  const AttentionProblem p = AttentionProblem::from(args);
+  const AttentionProblem p = with_range_mask(AttentionProblem::from(args), inputs);
   if (output != "out" && !(output == "lse" && p.return_residuals)) {
     throw InvalidArgument("dot_product_attention has no output '" + std::string(output) + "'");
   }

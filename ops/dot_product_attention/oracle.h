@@ -35,9 +35,10 @@ struct AttentionMasks {
   std::vector<double> bias;
   std::vector<uint8_t> mask, dropout;
   AttentionBroadcast bias_at, mask_at, dropout_at;
-  // Whether key j is visible from row r of head (b, hq) under the bool mask (none: all are).
+  // Whether key j is visible from row r of head (b, hq) under the bool mask and the key mask
+  // (none: all are; with ranges, p as with_range_mask made it).
   bool keep(const AttentionProblem& p, int64_t b, int64_t hq, int64_t r, int64_t j) const {
-    return !p.mask || mask[mask_at.offset(b, hq, r, j)];
+    return (!p.mask || mask[mask_at.offset(b, hq, r, j)]) && p.key_visible(b, hq, r, j);
   }
   // The factor the softmax weight of key j from row r carries after dropout: keep / (1 -
   // dropout_rate), 1 without dropout.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/dot_product_attention/base.h"
+#include "ops/dot_product_attention/range_mask.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/random.h"
 #include "ops/framework/reference_implementation.h"
@@ -53,6 +54,7 @@ void dot_product_attention_reference(const AttentionProblem& p, const Tensor& q,
           for (int64_t j = lo; j < hi; ++j) {
             logit[j] = -inf;
             if (mask_data && !mask_data[mask_at.offset(b, hq, r, j)]) continue;
+            if (!p.key_visible(b, hq, r, j)) continue;
             const X* k_row = k_data + ((b * p.t + j) * p.h + i) * p.D;
             Acc dot = 0;
             for (int64_t x = 0; x < p.D; ++x) {
@@ -109,7 +111,8 @@ template void dot_product_attention_reference<double>(const AttentionProblem&, c
 
 namespace {
 
-void run_reference(const AttentionProblem& problem, const TensorMap& inputs, TensorMap& outputs) {
+void run_reference(const AttentionProblem& fwd, const TensorMap& inputs, TensorMap& outputs) {
+  const AttentionProblem problem = with_range_mask(fwd, inputs);
   Tensor& out = outputs.at("out");
   const Tensor* bias = find_tensor(inputs, "bias");
   const Tensor* mask = find_tensor(inputs, "mask");

@@ -68,6 +68,10 @@ double FlashAttentionProblem::visible_entries() const {
   return total;
 }
 
+AttentionBroadcast FlashAttentionProblem::broadcast(const TensorSpec& spec) const {
+  return broadcast_layout(spec, *this);
+}
+
 AttentionBroadcast FlashAttentionProblem::bias_layout() const {
   return broadcast_layout(*bias, *this);
 }

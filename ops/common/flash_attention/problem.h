@@ -132,6 +132,16 @@ struct FlashAttentionProblem {
   KeyBlock key_block(int64_t b, int64_t r0, int64_t rows, int64_t j0, int64_t n) const {
     return key_mask ? key_mask->block(b, r0, rows, j0, n) : KeyBlock::kInterval;
   }
+  // Whether the key mask leaves key j visible from row r of head (b, hq) (true without one;
+  // one element at a time: for references and oracles).
+  bool key_visible(int64_t b, int64_t hq, int64_t r, int64_t j) const {
+    if (!key_mask) return true;
+    float s = 0.0f;
+    key_mask->mask_row(b, hq, r, j, 0, 1, &s);
+    return s == 0.0f;
+  }
+  // Where the elements of a tensor broadcast to [*B, H, T, t] live.
+  AttentionBroadcast broadcast(const TensorSpec& spec) const;
   AttentionBroadcast bias_layout() const;
   AttentionBroadcast mask_layout() const;
   AttentionBroadcast dropout_layout() const;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "ops/dot_product_attention/api.h"
+#include "ops/dot_product_attention/range_mask.h"
 #include "ops/dot_product_attention/vjp/base.h"
 #include "ops/dot_product_attention/vjp/oracle_rows.h"
 #include "ops/framework/errors.h"
@@ -64,7 +65,7 @@ TensorMap ProblemOp<AttentionVjpProblem>::make_inputs(const BoundArgs& args, uin
   inputs.emplace("dout", normal_tensor(args.tensor("dout"), seed, "dout"));
   const bool has_lse = args.has("lse"), has_out = args.has("out");
   if (has_lse || has_out) {
-    const AttentionProblem p = AttentionProblem::from(args);
+    const AttentionProblem p = with_range_mask(AttentionProblem::from(args), inputs);
     const AttentionMasks masks = load_attention_masks(p, inputs);
     Tensor lse(attention_lse_spec(p));
     Tensor out(dot_product_attention_op()

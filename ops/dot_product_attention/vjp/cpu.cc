@@ -7,6 +7,7 @@
 #include "backends/cpu/simd_target.h"
 #include "ops/common/flash_attention/vjp.h"
 #include "ops/common/flash_attention/vjp_config.h"
+#include "ops/dot_product_attention/range_mask.h"
 #include "ops/dot_product_attention/vjp/base.h"
 #include "ops/framework/errors.h"
 #include "ops/framework/op.h"
@@ -43,11 +44,11 @@ class CpuDotProductAttentionVjp final
            const TensorMap& inputs, TensorMap& outputs) const override {
     check(p, device);
     flash_attention_vjp_cpu(
-        p.fwd, cpu_attention_vjp_options(config), inputs.at("q"), inputs.at("k"), inputs.at("v"),
-        find_tensor(inputs, "bias"), find_tensor(inputs, "mask"), inputs.at("dout"),
-        p.has_lse ? &inputs.at("lse") : nullptr, p.has_out ? &inputs.at("out") : nullptr,
-        outputs.at("dq"), outputs.at("dk"), outputs.at("dv"),
-        p.fwd.bias ? &outputs.at("dbias") : nullptr);
+        with_range_mask(p.fwd, inputs), cpu_attention_vjp_options(config), inputs.at("q"),
+        inputs.at("k"), inputs.at("v"), find_tensor(inputs, "bias"), find_tensor(inputs, "mask"),
+        inputs.at("dout"), p.has_lse ? &inputs.at("lse") : nullptr,
+        p.has_out ? &inputs.at("out") : nullptr, outputs.at("dq"), outputs.at("dk"),
+        outputs.at("dv"), p.fwd.bias ? &outputs.at("dbias") : nullptr);
   }
 };
 

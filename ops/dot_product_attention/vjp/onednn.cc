@@ -83,6 +83,10 @@ class OneDnnDotProductAttentionVjp final : public OneDnnImplementation<Attention
     // As the forward's composite: scale, causal, softmax and nothing else.
     if (p.bias) throw NotImplemented("onednn: bias is not wired into the composite");
     if (p.mask) throw NotImplemented("onednn: a bool mask is not wired into the composite");
+    if (p.has_ranges()) {
+      throw NotImplemented(
+          "onednn: Mask ranges and token indices are not wired into the composite");
+    }
     if (p.logits_soft_cap > 0.0) {
       throw NotImplemented("onednn: logits_soft_cap has no oneDNN post-op in the composite");
     }

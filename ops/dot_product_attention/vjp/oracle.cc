@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ops/dot_product_attention/range_mask.h"
 #include "ops/dot_product_attention/vjp/api.h"
 #include "ops/dot_product_attention/vjp/oracle_rows.h"
 #include "ops/framework/errors.h"
@@ -88,7 +89,7 @@ double terms_factor(double n, double u) { return n * (1.0 + 2.0 * n * u); }
 OracleSample dot_product_attention_vjp_oracle(const BoundArgs& args, const TensorMap& inputs,
                                               std::string_view output,
                                               std::span<const int64_t> index, OracleMethod method) {
-  const AttentionProblem p = AttentionProblem::from(args);
+  const AttentionProblem p = with_range_mask(AttentionProblem::from(args), inputs);
   if (output != "dq" && output != "dk" && output != "dv" && !(output == "dbias" && p.bias)) {
     throw InvalidArgument("dot_product_attention_vjp has no output '" + std::string(output) + "'");
   }

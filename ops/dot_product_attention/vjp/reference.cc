@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/dot_product_attention/range_mask.h"
 #include "ops/dot_product_attention/vjp/base.h"
 #include "ops/framework/reference_implementation.h"
 
@@ -44,6 +45,7 @@ void dot_product_attention_vjp_reference(const AttentionProblem& p, const Tensor
         for (int64_t j = lo; j < hi; ++j) {
           s[j] = -inf;
           if (mask && !mask->data<bool>()[mask_at.offset(b, hq, r, j)]) continue;
+          if (!p.key_visible(b, hq, r, j)) continue;
           const Acc* k_row = &ka[((b * p.t + j) * p.h + i) * p.D];
           Acc dot = 0;
           for (int64_t x = 0; x < p.D; ++x) dot += q_row[x] * k_row[x];
@@ -121,7 +123,7 @@ DType accumulator(const AttentionProblem& p) {
 
 void run_reference(const AttentionVjpProblem& problem, const TensorMap& inputs,
                    TensorMap& outputs) {
-  const AttentionProblem& p = problem.fwd;
+  const AttentionProblem p = with_range_mask(problem.fwd, inputs);
   Tensor* dbias = p.bias ? &outputs.at("dbias") : nullptr;
   const auto run = [&](auto acc) {
     using Acc = decltype(acc);

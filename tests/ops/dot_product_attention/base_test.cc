@@ -386,13 +386,16 @@ TEST_CASE("dot_product_attention's causal mask object is upstream's CausalMask",
   CHECK(bind_args(bound.args).args == bound.args);
   // Errors name mask (or causal_mask).
   for (const json& bad :
-       {json{{"offset", 1.5}}, json{{"window_size", 0}}, json{{"q_start", 1}},
+       {json{{"offset", 1.5}}, json{{"window_size", 0}}, json{{"q_begin", 1}},
         json{{"causal_mask", {{"offset", 1}}}, {"offset", 1}}, json{{"causal_mask", 3}}}) {
     json wrong = kBase;
     wrong["mask"] = bad;
     CAPTURE(bad.dump());
     CHECK(bind_error_field(dot_product_attention_op(), wrong) == "mask");
   }
+  json range_arg = kBase;
+  range_arg["mask"] = {{"q_start", 1}};  // a range that is not a tensor spec names itself
+  CHECK(bind_error_field(dot_product_attention_op(), range_arg) == "q_start");
   json twice = args;
   twice["causal_mask"] = {{"offset", 0}, {"window_size", nullptr}};
   CHECK(bind_error_field(dot_product_attention_op(), twice) == "causal_mask");
