@@ -137,6 +137,7 @@ AttentionProblem AttentionProblem::from(const BoundArgs& args) {
   for (int n = 0; n < 6; ++n) {
     if (args.has(kAttentionRangeNames[n])) *ranges[n] = args.tensor(kAttentionRangeNames[n]);
   }
+  p.bf16_logits = args.has("logits_dtype") && args.option("logits_dtype") == "bf16";
   // Upstream compares token indices, when given, under the causal mask too.
   p.causal_in_key_mask = p.is_causal && (p.q_indices || p.k_indices);
   const json& window = args.option("local_window");
@@ -328,25 +329,30 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
   full.insert(full.end(), {H, T, t});
 
   bind_attention_precision(args, q.dtype, k.dtype, v.dtype);
-  // Upstream's logits_dtype: the logits' dtype after q k^T. AUTO (the q k^T accumulator's) is
-  // what every implementation here runs: f32, f64 for f64 inputs. Naming that dtype is
-  // accepted; rounding the logits to a narrower one is refused, never ignored.
+  // Upstream's logits_dtype: the logits' dtype after q k^T. AUTO (the q k^T accumulator's: f32,
+  // f64 for f64 inputs) and naming that dtype keep them there; bf16 rounds the finished
+  // logits to bf16 (canonical only then). Other dtypes are refused, never ignored.
+  bool bf16_logits = false;
   if (present(args, "logits_dtype")) {
     const json& value = args.at("logits_dtype");
     const DType accumulator = q.dtype == DType::kF64 ? DType::kF64 : DType::kF32;
     bool ok = value.is_string() && (value == "auto" || value == "AUTO");
     if (!ok && value.is_string()) {
       try {
-        ok = parse_dtype(value.get<std::string>()) == accumulator;
+        const DType dtype = parse_dtype(value.get<std::string>());
+        bf16_logits = dtype == DType::kBF16 && accumulator == DType::kF32;
+        ok = dtype == accumulator || bf16_logits;
       } catch (const std::exception&) {
         ok = false;
       }
     }
     if (!ok) {
       throw InvalidArgument(std::string(kOp) + "logits_dtype " + value.dump() +
-                                " is not implemented: the logits are kept in the accumulator's " +
-                                std::string(dtype_name(accumulator)) + " (give auto or " +
-                                std::string(dtype_name(accumulator)) + ")",
+                                " is not implemented: give auto, " +
+                                std::string(dtype_name(accumulator)) +
+                                (accumulator == DType::kF32 ? " or bf16" : "") +
+                                " (the logits are computed in the accumulator's dtype and rounded "
+                                "to bf16 when asked)",
                             "logits_dtype");
     }
   }
@@ -354,6 +360,7 @@ BoundArgs ProblemOp<AttentionProblem>::bind_canonical(const json& raw_args) cons
   bound.op = "dot_product_attention";
   json& out = bound.args;
   out["q"] = q.to_string();
+  if (bf16_logits) out["logits_dtype"] = "bf16";
   out["k"] = k.to_string();
   out["v"] = v.to_string();
   out["bias"] = nullptr;

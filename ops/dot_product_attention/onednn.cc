@@ -62,6 +62,7 @@ class OneDnnDotProductAttention final : public OneDnnImplementation<AttentionPro
     // would need extra elementwise passes that no framework baseline fuses either.
     if (p.bias) throw NotImplemented("onednn: bias is not wired into the composite");
     if (p.mask) throw NotImplemented("onednn: a bool mask is not wired into the composite");
+    if (p.bf16_logits) throw NotImplemented("onednn: bf16 logits are not wired into the composite");
     if (p.has_ranges()) {
       throw NotImplemented(
           "onednn: Mask ranges and token indices are not wired into the composite");

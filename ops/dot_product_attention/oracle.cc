@@ -58,8 +58,17 @@ OracleRow oracle_row(const AttentionProblem& p, const AttentionMasks& in, int64_
     // bias add and of the cap's divide, tanh and multiply (tanh is 1-Lipschitz, so errors before
     // it pass through unamplified; a vectorized tanh/exp is good to a few ulp). Generous
     // constants: the bound has to hold for every implementation's order of operations.
-    const double delta = (p.D + 4.0) * std::fabs(p.logits_scale) * abs_dot[j] +
-                         4.0 * std::fabs(bias) + 8.0 * std::fabs(s);
+    double delta = (p.D + 4.0) * std::fabs(p.logits_scale) * abs_dot[j] + 4.0 * std::fabs(bias) +
+                   8.0 * std::fabs(s);
+    // bf16 logits: upstream's chain rounds the product, the scaled product and the biased one,
+    // and the cap's divide, tanh and multiply (tanh is 1-Lipschitz); a kernel may round once, at
+    // the end.
+    if (p.bf16_logits) {
+      const double pre = p.logits_scale * dot[j] + bias;
+      delta +=
+          unit_roundoff(DType::kBF16) / unit_roundoff(DType::kF32) *
+          (2.0 * std::fabs(p.logits_scale * dot[j]) + 2.0 * std::fabs(pre) + 2.0 * std::fabs(s));
+    }
     row.logit_error = std::max(row.logit_error, delta);
     max = std::max(max, s);
     min = std::min(min, s);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/dot_product_attention/base.h"
@@ -60,11 +61,19 @@ void dot_product_attention_reference(const AttentionProblem& p, const Tensor& q,
             for (int64_t x = 0; x < p.D; ++x) {
               dot += static_cast<Acc>(to_double(q_row[x])) * static_cast<Acc>(to_double(k_row[x]));
             }
-            Acc s = static_cast<Acc>(p.logits_scale) * dot;
-            if (bias) s += bias_values[bias_at.offset(b, hq, r, j)];
+            // Upstream's logits_dtype bf16 (the f32 reference only; Acc = double is the exact
+            // oracle): each step's result rounded to bf16, as its XLA path computes on bf16
+            // arrays.
+            const bool narrow = std::is_same_v<Acc, float> && p.bf16_logits;
+            auto round = [&](Acc x) {
+              return narrow ? static_cast<Acc>(bf16_to_float(float_to_bf16(static_cast<float>(x))))
+                            : x;
+            };
+            Acc s = round(static_cast<Acc>(p.logits_scale) * round(dot));
+            if (bias) s = round(s + bias_values[bias_at.offset(b, hq, r, j)]);
             if (p.logits_soft_cap > 0.0) {
               const Acc cap = static_cast<Acc>(p.logits_soft_cap);
-              s = cap * std::tanh(s / cap);
+              s = round(cap * round(std::tanh(round(s / cap))));
             }
             logit[j] = s;
             max = std::max(max, s);

@@ -197,7 +197,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   // The f32 Q tile carries the logits scale. The bf16 one cannot (it is the inputs' bits): a
   // positive scale goes into the exponent (exp(scale * s - scale * max)) unless a bias or soft
   // cap must see the scaled logits first, which then takes a pass over S.
-  const bool scale_rows = native && (ctx.bias || cap > 0.0f || !(scale > 0.0f));
+  const bool scale_rows = native && (ctx.bias || cap > 0.0f || !(scale > 0.0f) || p.bf16_logits);
   const float exp_scale = native && !scale_rows ? scale : 1.0f;
   const char* k_base = static_cast<const char*>(ctx.k);
   const char* v_base = static_cast<const char*>(ctx.v);
@@ -263,6 +263,7 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
                          ctx.bias_at.stride_t, c_lo, c_hi, s);
           }
           if (cap > 0.0f) cpu_soft_cap_row(s + c_lo, c_hi - c_lo, cap);
+          if (p.bf16_logits) round_row_to_bf16(s + c_lo, c_hi - c_lo);
           if (key_block == KeyBlock::kScattered) p.key_mask->mask_row(b, hq, r, j0, c_lo, c_hi, s);
           if (ctx.mask) {
             const bool* mask_row = ctx.mask + ctx.mask_at.offset(b, hq, r, j0);

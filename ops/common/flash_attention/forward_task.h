@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,15 @@
 #include "ops/common/flash_attention/problem.h"
 
 namespace tokamax {
+
+// x[0..n) rounded to the nearest bf16 (ties to even), in place: the logits under bf16_logits
+// (finite or -inf, never NaN, so the bit trick needs no NaN case).
+inline void round_row_to_bf16(float* x, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x[e]);
+    x[e] = std::bit_cast<float>((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
+  }
+}
 
 struct TaskContext {
   const FlashAttentionProblem& p;

@@ -144,7 +144,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
   const float cap = static_cast<float>(p.logits_soft_cap);
   // A positive logits scale goes into the exponent (exp(scale * s - shift), one fused
   // multiply-add, so no pass over S^T) unless a bias or soft cap must see the scaled logits.
-  const bool scale_block = ctx.bias || cap > 0.0f || !(scale > 0.0f);
+  const bool scale_block = ctx.bias || cap > 0.0f || !(scale > 0.0f) || p.bf16_logits;
   const float exp_scale = scale_block ? 1.0f : scale;
   const float* head = ctx.packed + ((b * h + i) - ctx.chunk_first) * ctx.kv_head_floats;
   const float* k_panels = head;
@@ -205,6 +205,7 @@ void run_task_transposed(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t
       }
     }
     if (cap > 0.0f) cpu_soft_cap_row(st, n * Mp, cap);
+    if (p.bf16_logits) round_row_to_bf16(st, n * Mp);
     if (ctx.mask) {
       for (int64_t m = 0; m < M; ++m) {
         const int64_t hq = hq0 + m / rows, r = r0 + m % rows;

@@ -78,6 +78,9 @@ struct FlashAttentionProblem {
   int64_t causal_offset = 0;
   int64_t causal_window = -1;     // -1: none
   bool return_residuals = false;  // also output lse [*B, H, T] f32
+  // Upstream's logits_dtype bf16: the finished logits (scale, bias, cap) rounded to bf16 before
+  // the softmax.
+  bool bf16_logits = false;
   // false: out = sum_j exp(logit_j - max) v_j, the softmax's numerator without the division
   // (upstream's normalize_output; max the row's largest visible logit).
   bool normalize_output = true;

@@ -49,6 +49,11 @@ BoundArgs ProblemOp<AttentionVjpProblem>::bind_canonical(const nlohmann::json& a
     throw InvalidArgument(std::string(name()) + ": dropout is not implemented for the gradient",
                           "dropout_mask");
   }
+  if (p.bf16_logits) {
+    throw InvalidArgument(
+        std::string(name()) + ": logits_dtype bf16 is not implemented for the gradient",
+        "logits_dtype");
+  }
   if (!p.normalize_output) {
     throw InvalidArgument(
         std::string(name()) + ": normalize_output false is not implemented for the gradient",
