@@ -31,7 +31,7 @@ struct Task {
 };
 
 struct Scratch {
-  std::vector<float> q, s, o, k_rows, v_rows, p_run, o_run;
+  std::vector<float> q, s, o, k_rows, v_rows;
   std::vector<OnlineSoftmax<float>> state;
   std::vector<int64_t> lo, hi;
 };
@@ -179,15 +179,13 @@ void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p, con
                        /*accumulate=*/true, gemm);
           continue;
         }
-        // P V page run by page run on the streaming kernel, V read in place.
-        float* p_run = grown(sc.p_run, M * ps);
-        float* o_run = grown(sc.o_run, M * D);
+        // P V page run by page run on the streaming kernel, V read in place, into o.
         for (int64_t j = a; j < b;) {
           const int64_t run = std::min(b, (j / ps + 1) * ps) - j;
-          for (int64_t m = 0; m < M; ++m)
-            std::copy_n(s_tile + m * n + (j - a), run, p_run + m * run);
           StreamArgs args{};
-          args.lhs = p_run;
+          args.lhs = s_tile + (j - a);
+          args.lda = n;
+          args.accumulate = true;
           args.lhs_dtype = DType::kF32;
           args.rows = M;
           args.rhs = cache_data + rpa_cache_at(p, task.seq, j, head, 1) * kv_size;
@@ -195,10 +193,9 @@ void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p, con
           args.ldb = ld;
           args.K = run;
           args.cols = D;
-          args.out = o_run;
+          args.out = o;
           args.ldc = D;
           if (!stream_rows_f32(args)) throw NotImplemented("cpu ragged_paged_attention: streaming");
-          for (int64_t e = 0; e < M * D; ++e) o[e] += o_run[e];
           j += run;
         }
       }

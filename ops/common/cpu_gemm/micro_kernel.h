@@ -128,20 +128,22 @@ inline constexpr int64_t kCpuStreamRows = 4;
 // One call of the streaming kernel for tasks of at most kCpuStreamRows rows: lhs rows times rhs
 // [K, cols] read in place, row after row, over all of K.
 struct StreamArgs {
-  const void* lhs;  // [rows, K] lhs_dtype, row stride K
+  const void* lhs;  // [rows, K] lhs_dtype, row stride lda (0: K)
   DType lhs_dtype;
   int64_t rows;
   const void* rhs;  // [K, cols] rhs_dtype, row stride ldb
   DType rhs_dtype;
   int64_t ldb;
   int64_t K, cols;
-  float* out;  // [rows, cols] f32, row stride ldc; overwritten
+  float* out;  // [rows, cols] f32, row stride ldc; overwritten, or added to with accumulate
   int64_t ldc;
   // Quantized rhs (i8, f8e4m3): row k of column c means code * scale[(k / scale_block) *
   // scale_ld + c], the value pack_rhs_panel_dequant packs (rounded to f32 before its product).
   const float* scale = nullptr;
   int64_t scale_ld = 0;
   int64_t scale_block = 0;
+  int64_t lda = 0;
+  bool accumulate = false;
 };
 
 // One call of the row-dot kernel: out[m, j] = sum_x q[m, x] rows[j, x] for m < M (1..4) f32
