@@ -43,10 +43,7 @@ class CpuSplashAttention final
 
   void run(const SplashAttentionProblem& p, const CpuAttentionConfig& c, const Device&,
            const TensorMap& inputs, TensorMap& outputs) const override {
-    const bool segments = p.has_segments;
-    auto mask = std::make_shared<SplashMask>(
-        p.mask, p.T, p.t, segments ? inputs.at("q_segment_ids").data<int32_t>() : nullptr,
-        segments ? inputs.at("kv_segment_ids").data<int32_t>() : nullptr);
+    auto mask = std::make_shared<SplashMask>(SplashMask::of(p.mask, p.T, p.t, inputs));
     const std::vector<float> sinks = splash_sinks(p, inputs);
     const FlashAttentionProblem f = splash_flash_problem(p, mask, sinks);
     Tensor* lse = p.return_residuals ? &outputs.at("logsumexp") : nullptr;

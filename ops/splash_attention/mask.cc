@@ -309,6 +309,14 @@ int64_t SplashMask::count(int64_t r) const {
   return n;
 }
 
+SplashMask SplashMask::of(const nlohmann::json& canonical, int64_t T, int64_t t,
+                          const TensorMap& inputs) {
+  const auto q = inputs.find("q_segment_ids"), kv = inputs.find("kv_segment_ids");
+  const bool segments = q != inputs.end() && kv != inputs.end();
+  return SplashMask(canonical, T, t, segments ? q->second.data<int32_t>() : nullptr,
+                    segments ? kv->second.data<int32_t>() : nullptr);
+}
+
 std::pair<int64_t, int64_t> SplashMask::key_range(int64_t r) const {
   const auto row = runs(r);
   if (row.empty()) return {0, 0};

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ops/common/flash_attention/problem.h"
+#include "ops/framework/tensor.h"
 
 namespace tokamax {
 
@@ -49,6 +50,11 @@ class SplashMask final : public FlashKeyMask {
   std::span<const std::pair<int64_t, int64_t>> runs(int64_t r) const {
     return {runs_.data() + start_[r], runs_.data() + start_[r + 1]};
   }
+  // The mask of a call: segment ids from `inputs` when they hold q_segment_ids and
+  // kv_segment_ids.
+  static SplashMask of(const nlohmann::json& canonical, int64_t T, int64_t t,
+                       const TensorMap& inputs);
+
   bool visible(int64_t r, int64_t j) const;
   // Keys row r sees.
   int64_t count(int64_t r) const;

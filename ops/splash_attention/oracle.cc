@@ -33,9 +33,7 @@ OracleSample ProblemOp<SplashAttentionProblem>::oracle(const BoundArgs& args,
   if (!is_out && !is_max && !is_lse) {
     throw InvalidArgument("splash_attention has no output '" + std::string(output) + "'");
   }
-  const SplashMask mask(p.mask, p.T, p.t,
-                        p.has_segments ? inputs.at("q_segment_ids").data<int32_t>() : nullptr,
-                        p.has_segments ? inputs.at("kv_segment_ids").data<int32_t>() : nullptr);
+  const SplashMask mask = SplashMask::of(p.mask, p.T, p.t, inputs);
   OracleSample sample;
   sample.index.assign(index.begin(), index.end());
   sample.value.assign(index.size(), 0.0);

@@ -15,9 +15,7 @@ namespace tokamax {
 
 void splash_attention_reference(const SplashAttentionProblem& p, const TensorMap& inputs,
                                 TensorMap& outputs) {
-  const SplashMask mask(p.mask, p.T, p.t,
-                        p.has_segments ? inputs.at("q_segment_ids").data<int32_t>() : nullptr,
-                        p.has_segments ? inputs.at("kv_segment_ids").data<int32_t>() : nullptr);
+  const SplashMask mask = SplashMask::of(p.mask, p.T, p.t, inputs);
   const Tensor& q = inputs.at("q");
   const Tensor& k = inputs.at("k");
   const Tensor& v = inputs.at("v");

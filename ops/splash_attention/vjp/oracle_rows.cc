@@ -34,9 +34,7 @@ std::vector<double> load(const Tensor& x) {
 SplashVjpRows::SplashVjpRows(const SplashAttentionVjpProblem& vp, const TensorMap& inputs)
     : vp_(vp),
       inputs_(inputs),
-      mask_(vp.fwd.mask, vp.fwd.T, vp.fwd.t,
-            vp.fwd.has_segments ? inputs.at("q_segment_ids").data<int32_t>() : nullptr,
-            vp.fwd.has_segments ? inputs.at("kv_segment_ids").data<int32_t>() : nullptr),
+      mask_(SplashMask::of(vp.fwd.mask, vp.fwd.T, vp.fwd.t, inputs)),
       q_(load(inputs.at("q"))),
       k_(load(inputs.at("k"))),
       v_(load(inputs.at("v"))),

@@ -16,9 +16,7 @@ namespace tokamax {
 void splash_attention_vjp_reference(const SplashAttentionVjpProblem& vp, const TensorMap& inputs,
                                     TensorMap& outputs) {
   const SplashAttentionProblem& p = vp.fwd;
-  const SplashMask mask(p.mask, p.T, p.t,
-                        p.has_segments ? inputs.at("q_segment_ids").data<int32_t>() : nullptr,
-                        p.has_segments ? inputs.at("kv_segment_ids").data<int32_t>() : nullptr);
+  const SplashMask mask = SplashMask::of(p.mask, p.T, p.t, inputs);
   auto load = [](const Tensor& x) {
     std::vector<float> out(static_cast<size_t>(x.num_elements()));
     for (int64_t e = 0; e < x.num_elements(); ++e) out[e] = static_cast<float>(x.get(e));
