@@ -22,6 +22,7 @@
 #include "ops/router_topk/api.h"
 #include "ops/splash_attention/api.h"
 #include "ops/splash_attention/vjp/api.h"
+#include "ops/kimi_delta_attention/api.h"
 #include "ops/top_k/api.h"
 #include "ops/triangle_multiplication/api.h"
 #include "ops/triangle_multiplication/vjp/api.h"
@@ -60,6 +61,7 @@ const std::vector<const Op*>& all_ops() {
       &ragged_paged_attention_op(),
       &splash_attention_op(),
       &splash_attention_vjp_op(),
+      &kimi_delta_attention_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

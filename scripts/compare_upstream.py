@@ -200,6 +200,40 @@ def splash_case(op, spec, d, args, x, out):
           + ', '.join(detail))
     return ok
 
+def kda_case(op, spec, d, args, x, out):
+    # Upstream's kda/reference.py (its token-by-token recurrence) on the same inputs; each output
+    # normwise against the oracle's norm.
+    try:
+        from tokamax._src.ops.kda import reference as kda
+    except ImportError as e:
+        print(f'kimi_delta_attention skipped: upstream\'s package is not installed ({e})')
+        return None
+    opt = lambda n: jnp.asarray(x[n]) if n in x else None
+    o, final = kda.kimi_delta_attention(
+        jnp.asarray(x['query']), jnp.asarray(x['key']), jnp.asarray(x['value']),
+        jnp.asarray(x['gate']), jnp.asarray(x['beta']), a_log=opt('a_log'),
+        delta_time_bias=opt('delta_time_bias'), scale=args['scale'],
+        initial_state=opt('initial_state'), output_final_state=args['output_final_state'],
+        use_qk_l2norm=args['use_qk_l2norm'], use_gate_in_kernel=args['use_gate_in_kernel'],
+        segment_ids=opt('segment_ids'), lower_bound=args['lower_bound'],
+        context_parallel_metadata=None, max_num_segments=args['max_num_segments'])
+    want = {'out': o}
+    if args['output_final_state']:
+        want['final_state'] = final
+    ok, detail = True, []
+    for name, w in want.items():
+        w = np.asarray(w)
+        got = npy(os.path.join(out, name + '.npy')).astype(np.float64)
+        oracle_path = os.path.join(d, 'oracle', name + '.npy')
+        oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got).astype(np.float64)
+        tolerance = MOE_TOLERANCE.get(w.dtype, 2.0**-6)
+        apart = (np.linalg.norm(w.astype(np.float64) - got) / (np.linalg.norm(oracle) or 1.0))
+        ok = ok and w.shape == got.shape and apart <= 4 * tolerance
+        detail.append(f'{name} {apart / tolerance:.2f}')
+    print(f'{op:12s} {spec:30s} normwise apart, units of the tolerance (4 allowed): '
+          + ', '.join(detail))
+    return ok
+
 def visible_rows(args, T, t):
     # Rows with at least one visible key under the causal forms (upstream gives the mean of v,
     # or their sum unnormalized, on the others; here they are zeros, as docs/ops says).
@@ -217,7 +251,8 @@ def visible_rows(args, T, t):
 
 for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe',
            'triangle_multiplication', 'triangle_multiplication_vjp', 'dot_product_attention',
-           'ragged_paged_attention', 'splash_attention', 'splash_attention_vjp'):
+           'ragged_paged_attention', 'splash_attention', 'splash_attention_vjp',
+           'kimi_delta_attention'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
@@ -374,6 +409,11 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             print(f'{op:12s} {spec:30s} normwise apart on {int(rows[..., 0].sum())} of '
                   f'{rows[..., 0].size} rows: {apart / tolerance:.2f} units of the tolerance '
                   f'(4 allowed)')
+        elif op == 'kimi_delta_attention':
+            ok = kda_case(op, spec, d, args, x, os.path.join(d, 'reference'))
+            if ok is None:
+                break
+            cases += 1
         elif op in ('splash_attention', 'splash_attention_vjp'):
             ok = splash_case(op, spec, d, args, x, out)
             if ok is None:
