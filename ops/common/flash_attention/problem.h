@@ -11,8 +11,8 @@
 // (and the backward's dout, dq, dk, dv like them), or with heads_major every one of them with
 // heads before positions, q [B, H, T, D] (splash's layout, read in place).
 // Which keys row r sees is an interval per row (causal, local window, sequence lengths; see
-// key_range) narrowed by an optional FlashKeyMask (any set of keys per row, the same for every
-// batch and head), and per element by the optional bool mask tensor.
+// key_range) narrowed by an optional FlashKeyMask (any set of keys per row of each batch and
+// head, built from the op's data), and per element by the optional bool mask tensor.
 #pragma once
 
 #include <cstdint>
