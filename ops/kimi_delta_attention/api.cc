@@ -8,11 +8,14 @@
 namespace tokamax {
 
 // Defined in the implementation files of this folder.
+const Implementation& kimi_delta_attention_cpu_implementation();
 const Implementation& kimi_delta_attention_reference_implementation();
 
+// Fastest first.
 template <>
 std::vector<const Implementation*> ProblemOp<KdaProblem>::implementations() const {
-  return {&kimi_delta_attention_reference_implementation()};
+  return {&kimi_delta_attention_cpu_implementation(),
+          &kimi_delta_attention_reference_implementation()};
 }
 
 const KdaOp& kimi_delta_attention_op() {

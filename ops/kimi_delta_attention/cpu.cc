@@ -1,0 +1,43 @@
+// kimi_delta_attention: the CPU implementation class ("cpu").
+//
+// Dimensions: as base.h.
+#include <vector>
+
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_checks.h"
+#include "ops/framework/op.h"
+#include "ops/kimi_delta_attention/base.h"
+#include "ops/kimi_delta_attention/cpu_kernel.h"
+
+namespace tokamax {
+namespace {
+
+class CpuKimiDeltaAttention final : public TypedImplementation<KdaProblem, CpuKdaConfig> {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  nlohmann::json describe() const override { return {{"simd_target", cpu::simd_target_name()}}; }
+
+  void check_config(const KdaProblem&, const CpuKdaConfig& c, const Device& device) const override {
+    require_num_threads(c.num_threads, device);
+  }
+  CpuKdaConfig heuristics_config(const KdaProblem& p, const Device&) const override {
+    // One task per (head, batch row): below a few of them per core, or little work, one thread.
+    CpuKdaConfig c;
+    const double work = static_cast<double>(p.H) * p.B * p.T * p.K * p.V;
+    c.num_threads = work < double(1 << 16) ? 1 : 0;
+    return c;
+  }
+  void run(const KdaProblem& p, const CpuKdaConfig& c, const Device&, const TensorMap& inputs,
+           TensorMap& outputs) const override {
+    kimi_delta_attention_cpu_kernel(p, c, inputs, outputs);
+  }
+};
+
+}  // namespace
+
+const Implementation& kimi_delta_attention_cpu_implementation() {
+  static const CpuKimiDeltaAttention impl;
+  return impl;
+}
+
+}  // namespace tokamax

@@ -1,0 +1,51 @@
+// kimi_delta_attention on CPU: the "cpu" implementation's config and kernel, the recurrence
+// token by token with the state's passes vectorized, one task per (head, batch row).
+//
+// Dimensions: as base.h.
+#pragma once
+
+#include <string>
+#include <tuple>
+
+#include "ops/framework/tensor.h"
+#include "ops/kimi_delta_attention/base.h"
+
+namespace tokamax {
+
+struct CpuKdaConfig {
+  int num_threads = 0;  // 0 = all cores
+
+  void validate() const;
+  template <class V>
+  void visit(V&& v) {
+    v("num_threads", num_threads);
+  }
+  auto key() const { return std::make_tuple(num_threads); }
+};
+
+// Per (head, batch row) task, token by token: S = diag(exp g) S with pred = k^T S as it goes,
+// then S += (beta k) r^T with out = q^T S as it goes; when the next token uses the same slot, its
+// decay and prediction ride on this token's pass (one pass over the state per token). The states
+// live in final_state when it is an output (f32 [B, N, H, K, V]), else in the task's scratch.
+void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
+                                     const TensorMap& inputs,
+                                     // Outputs.
+                                     TensorMap& outputs);
+
+// The two passes over a state [K, V] (row stride V), on the dispatched SIMD target:
+//   decay: S_i *= d_i for every row i, pred = sum_i k_i S_i ([V]);
+//   update: S_i += bk_i r for every row i, out = sum_i q_i S_i ([V]).
+void kda_decay_predict(float* S, const float* d, const float* k, int64_t K, int64_t V, float* pred);
+void kda_update_output(float* S, const float* bk, const float* r, const float* q, int64_t K,
+                       int64_t V, float* out);
+// The decays exp(g) of a token's K gate values: the gate itself (form 0), -A softplus(gate +
+// bias) (form 1), lower_bound sigmoid(A (gate + bias)) (form 2); as kda_log_decay.
+void kda_decay_row(int form, float A, float lower_bound, const float* gate, const float* bias,
+                   int64_t K, float* decay);
+// Both in one pass when the next token uses the same slot: token t's update and output, then
+// the next token's decay and prediction (one read and write of the state per token).
+void kda_update_decay(float* S, const float* bk, const float* r, const float* q,
+                      const float* d_next, const float* k_next, int64_t K, int64_t V, float* out,
+                      float* pred_next);
+
+}  // namespace tokamax
