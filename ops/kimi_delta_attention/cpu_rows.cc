@@ -80,35 +80,48 @@ void RowsPass(float* S, const float* a, const float* b, const float* r, const fl
 }
 
 // Token t's update and token t + 1's decay in one pass (both on the same state slot): for every
-// row i, S_i += b_i r, out += q_i S_i, S_i *= d_i, pred += k_i S_i.
+// row i, S_i += b_i r, out += q_i S_i, S_i *= d_i, pred += k_i S_i. NB vectors of columns at a
+// time, so 2 NB accumulator chains hide the FMA latency (each gets one FMA per row).
+template <int NB>
+HWY_INLINE void UpdateDecayBlock(float* S, const float* b, const float* r, const float* q,
+                                 const float* dn, const float* kn, int64_t K, int64_t V, int64_t x,
+                                 float* out, float* pred) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> rv[NB], o[NB], p[NB];
+  for (int j = 0; j < NB; ++j) {
+    rv[j] = hn::LoadU(d, r + x + j * L);
+    o[j] = hn::Zero(d);
+    p[j] = hn::Zero(d);
+  }
+  for (int64_t i = 0; i < K; ++i) {
+    float* row = S + i * V + x;
+    const auto bi = hn::Set(d, b[i]), qi = hn::Set(d, q[i]);
+    const auto di = hn::Set(d, dn[i]), ki = hn::Set(d, kn[i]);
+    for (int j = 0; j < NB; ++j) {
+      auto v = hn::MulAdd(bi, rv[j], hn::LoadU(d, row + j * L));
+      o[j] = hn::MulAdd(qi, v, o[j]);
+      v = hn::Mul(di, v);
+      p[j] = hn::MulAdd(ki, v, p[j]);
+      hn::StoreU(v, d, row + j * L);
+    }
+  }
+  for (int j = 0; j < NB; ++j) {
+    hn::StoreU(o[j], d, out + x + j * L);
+    hn::StoreU(p[j], d, pred + x + j * L);
+  }
+}
+
 void UpdateDecay(float* S, const float* b, const float* r, const float* q, const float* dn,
                  const float* kn, int64_t K, int64_t V, float* out, float* pred) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   int64_t x = 0;
-  for (; x + 2 * L <= V; x += 2 * L) {
-    const auto r0 = hn::LoadU(d, r + x), r1 = hn::LoadU(d, r + x + L);
-    auto o0 = hn::Zero(d), o1 = hn::Zero(d), p0 = hn::Zero(d), p1 = hn::Zero(d);
-    for (int64_t i = 0; i < K; ++i) {
-      float* row = S + i * V + x;
-      const auto bi = hn::Set(d, b[i]), qi = hn::Set(d, q[i]);
-      const auto di = hn::Set(d, dn[i]), ki = hn::Set(d, kn[i]);
-      auto v0 = hn::MulAdd(bi, r0, hn::LoadU(d, row));
-      auto v1 = hn::MulAdd(bi, r1, hn::LoadU(d, row + L));
-      o0 = hn::MulAdd(qi, v0, o0);
-      o1 = hn::MulAdd(qi, v1, o1);
-      v0 = hn::Mul(di, v0);
-      v1 = hn::Mul(di, v1);
-      p0 = hn::MulAdd(ki, v0, p0);
-      p1 = hn::MulAdd(ki, v1, p1);
-      hn::StoreU(v0, d, row);
-      hn::StoreU(v1, d, row + L);
-    }
-    hn::StoreU(o0, d, out + x);
-    hn::StoreU(o1, d, out + x + L);
-    hn::StoreU(p0, d, pred + x);
-    hn::StoreU(p1, d, pred + x + L);
-  }
+#if HWY_TARGET <= HWY_AVX3
+  // 32 vector registers: four columns' worth of chains and their operands fit.
+  for (; x + 4 * L <= V; x += 4 * L) UpdateDecayBlock<4>(S, b, r, q, dn, kn, K, V, x, out, pred);
+#endif
+  for (; x + 2 * L <= V; x += 2 * L) UpdateDecayBlock<2>(S, b, r, q, dn, kn, K, V, x, out, pred);
   for (; x < V; ++x) {  // the last V % 2L columns
     float o = 0.0f, pr = 0.0f;
     for (int64_t i = 0; i < K; ++i) {
