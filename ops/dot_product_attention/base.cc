@@ -214,8 +214,7 @@ void bind_causal_mask(const json& mask, json& out) {
   const json& causal = mask.contains("causal_mask") ? mask.at("causal_mask") : mask;
   size_t ranges = 0;
   for (const auto& [key, value] : mask.items()) {
-    if (std::find(std::begin(kAttentionRangeNames), std::end(kAttentionRangeNames), key) !=
-        std::end(kAttentionRangeNames)) {
+    if (is_attention_range_name(key)) {
       ++ranges;  // bound by bind_attention_ranges
       continue;
     }
@@ -233,11 +232,7 @@ void bind_causal_mask(const json& mask, json& out) {
   }
   json bound = {{"offset", 0}, {"window_size", nullptr}};
   for (const auto& [key, value] : causal.items()) {
-    if (&causal == &mask &&
-        std::find(std::begin(kAttentionRangeNames), std::end(kAttentionRangeNames), key) !=
-            std::end(kAttentionRangeNames)) {
-      continue;
-    }
+    if (&causal == &mask && is_attention_range_name(key)) continue;
     if (key == "offset" && value.is_number_integer()) {
       bound["offset"] = value;
     } else if (key == "window_size" &&

@@ -133,6 +133,11 @@ class AttentionRangeMask final : public FlashKeyMask {
 
 }  // namespace
 
+bool is_attention_range_name(std::string_view name) {
+  return std::find(std::begin(kAttentionRangeNames), std::end(kAttentionRangeNames), name) !=
+         std::end(kAttentionRangeNames);
+}
+
 void bind_attention_ranges(const json& args, const json* mask, const std::vector<int64_t>& batch,
                            int64_t H, int64_t T, int64_t t, json& out) {
   for (const char* name : kAttentionRangeNames) {

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "ops/dot_product_attention/base.h"
@@ -25,6 +26,9 @@ namespace tokamax {
 // The six tensors' names, in bind's order.
 inline constexpr const char* kAttentionRangeNames[] = {"q_start", "q_end",     "k_start",
                                                        "k_end",   "q_indices", "k_indices"};
+
+// Whether `name` is one of them.
+bool is_attention_range_name(std::string_view name);
 
 // Binds the six optional i32 tensors (top-level args, or inside a mask object), each
 // broadcastable to its shape: q_start / q_end / k_indices [*B, H, t], k_start / k_end /

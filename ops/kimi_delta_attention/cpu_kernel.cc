@@ -52,8 +52,6 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
   if (inputs.contains("a_log")) load_row(inputs.at("a_log"), 0, H, a_log.data());
   if (inputs.contains("delta_time_bias"))
     load_row(inputs.at("delta_time_bias"), 0, H * K, dtb.data());
-  const int form = !p.use_gate_in_kernel ? 0 : p.lower_bound ? 2 : 1;
-  const float lower_bound = p.lower_bound ? static_cast<float>(*p.lower_bound) : 0.0f;
   Tensor& out = outputs.at("out");
   const int64_t out_size = static_cast<int64_t>(dtype_size(out.dtype()));
   cpu::parallel_for(H * B, c.num_threads, [&](int64_t task, int) {
@@ -105,7 +103,7 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
         l2_normalize(x.q, K);
         l2_normalize(x.k, K);
       }
-      kda_decay_row(form, std::exp(a_log[h]), lower_bound, x.decay, dtb.data() + h * K, K, x.decay);
+      kda_decay_row(p, a_log[h], x.decay, dtb.data() + h * K, K, x.decay);
       for (int64_t i = 0; i < K; ++i) {
         x.q[i] *= static_cast<float>(p.scale);
         x.bk[i] = beta * x.k[i];

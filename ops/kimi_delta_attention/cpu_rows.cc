@@ -136,34 +136,31 @@ void UpdateDecay(float* S, const float* b, const float* r, const float* q, const
   }
 }
 
-// d = exp(log-decay) of a token's K gate values: the gate itself (form 0), -A softplus(gate +
-// bias) (form 1), lower_bound sigmoid(A (gate + bias)) (form 2).
-void DecayRow(int form, float A, float lower_bound, const float* gate, const float* bias, int64_t K,
-              float* d_out) {
+// decay = exp(g) of a token's K gate values, g as kda_log_decay (the gate itself, -A
+// softplus(gate + bias), or lower_bound sigmoid(A (gate + bias))), vectorized; the tail by
+// kda_log_decay itself.
+void DecayRow(const KdaProblem& p, float a_log, const float* gate, const float* bias, int64_t K,
+              float* decay) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-  const auto a = hn::Set(d, A), lb = hn::Set(d, lower_bound), one = hn::Set(d, 1.0f);
-  auto log_decay = [&](auto g) {
-    if (form == 0) return g;
-    const auto z = hn::Mul(a, g);
-    if (form == 2) return hn::Div(lb, hn::Add(one, hn::Exp(d, hn::Neg(z))));
-    // -A softplus(g), softplus(g) = max(g, 0) + log1p(exp(-|g|)).
-    const auto sp = hn::Add(hn::Max(g, hn::Zero(d)), hn::Log1p(d, hn::Exp(d, hn::Neg(hn::Abs(g)))));
-    return hn::Neg(hn::Mul(a, sp));
-  };
+  const float A = std::exp(a_log);
+  const auto a = hn::Set(d, A), one = hn::Set(d, 1.0f);
+  const auto lb = hn::Set(d, p.lower_bound ? static_cast<float>(*p.lower_bound) : 0.0f);
   int64_t i = 0;
   for (; i + L <= K; i += L) {
     auto g = hn::LoadU(d, gate + i);
-    if (form != 0) g = hn::Add(g, hn::LoadU(d, bias + i));
-    hn::StoreU(hn::Exp(d, log_decay(g)), d, d_out + i);
+    if (p.use_gate_in_kernel) g = hn::Add(g, hn::LoadU(d, bias + i));
+    auto x = g;
+    if (p.use_gate_in_kernel && p.lower_bound) {
+      x = hn::Div(lb, hn::Add(one, hn::Exp(d, hn::Neg(hn::Mul(a, g)))));
+    } else if (p.use_gate_in_kernel) {
+      const auto sp =
+          hn::Add(hn::Max(g, hn::Zero(d)), hn::Log1p(d, hn::Exp(d, hn::Neg(hn::Abs(g)))));
+      x = hn::Neg(hn::Mul(a, sp));
+    }
+    hn::StoreU(hn::Exp(d, x), d, decay + i);
   }
-  for (; i < K; ++i) {
-    const float g = gate[i] + (form != 0 ? bias[i] : 0.0f);
-    float x = g;
-    if (form == 2) x = lower_bound / (1.0f + std::exp(-A * g));
-    if (form == 1) x = -A * (std::max(g, 0.0f) + std::log1p(std::exp(-std::fabs(g))));
-    d_out[i] = std::exp(x);
-  }
+  for (; i < K; ++i) decay[i] = std::exp(kda_log_decay<float>(p, gate[i], a_log, bias[i]));
 }
 
 void DecayPredict(float* S, const float* d, const float* k, int64_t K, int64_t V, float* pred) {
@@ -186,9 +183,9 @@ HWY_EXPORT(UpdateOutput);
 HWY_EXPORT(UpdateDecay);
 HWY_EXPORT(DecayRow);
 
-void kda_decay_row(int form, float A, float lower_bound, const float* gate, const float* bias,
+void kda_decay_row(const KdaProblem& p, float a_log, const float* gate, const float* bias,
                    int64_t K, float* decay) {
-  HWY_DYNAMIC_DISPATCH(DecayRow)(form, A, lower_bound, gate, bias, K, decay);
+  HWY_DYNAMIC_DISPATCH(DecayRow)(p, a_log, gate, bias, K, decay);
 }
 
 void kda_update_decay(float* S, const float* bk, const float* r, const float* q,

@@ -14,7 +14,6 @@
 // and final_state by e. Every bound is taken 1.5 times over (second-order terms).
 #include <cmath>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 

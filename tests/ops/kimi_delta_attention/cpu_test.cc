@@ -8,6 +8,7 @@
 #include "ops/framework/numerics.h"
 #include "ops/kimi_delta_attention/api.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/kimi_delta_attention/test_util.h"
 #include "tests/ops/oracle_run.h"
 #include "tests/simd_targets.h"
 
@@ -19,40 +20,27 @@ namespace {
 
 const KdaOp& op() { return kimi_delta_attention_op(); }
 
-json qkv(const std::string& dtype, int64_t H, int64_t B, int64_t T, int64_t K, int64_t V) {
-  auto spec = [&](std::vector<int64_t> dims) {
-    std::string out = dtype + "[";
-    for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
-    return out + "]";
-  };
-  return {{"query", spec({H, B, T, K})},
-          {"key", spec({H, B, T, K})},
-          {"value", spec({H, B, T, V})},
-          {"gate", spec({H, B, T, K})},
-          {"beta", spec({H, B, T})}};
-}
-
 }  // namespace
 
 TEST_CASE("cpu kimi_delta_attention passes the oracle on every target", "[kda]") {
   std::vector<json> cases;
-  json wide = qkv("f32", 2, 2, 24, 20, 70);  // V = 70: whole blocks of 4 vectors and a tail
+  json wide = kda_args("f32", 2, 2, 24, 20, 70);  // V = 70: whole blocks of 4 vectors and a tail
   wide["output_final_state"] = true;
   cases.push_back(wide);
-  json gated = qkv("bf16", 3, 1, 30, 32, 128);
+  json gated = kda_args("bf16", 3, 1, 30, 32, 128);
   gated.update({{"a_log", "f32[3]"},
                 {"delta_time_bias", "f32[96]"},
                 {"use_gate_in_kernel", true},
                 {"use_qk_l2norm", true},
                 {"lower_bound", -4.0}});
   cases.push_back(gated);
-  json segments = qkv("f16", 2, 2, 60, 16, 40);
+  json segments = kda_args("f16", 2, 2, 60, 16, 40);
   segments.update({{"segment_ids", "i32[2,60]"},
                    {"initial_state", "f32[2,2,2,16,40]"},
                    {"output_final_state", true},
                    {"use_qk_l2norm", true}});
   cases.push_back(segments);
-  json softplus = qkv("f32", 1, 3, 40, 8, 9);
+  json softplus = kda_args("f32", 1, 3, 40, 8, 9);
   softplus.update({{"a_log", "f32[1]"},
                    {"use_gate_in_kernel", true},
                    {"scale", 0.3},

@@ -10,6 +10,7 @@
 #include "ops/kimi_delta_attention/api.h"
 #include "tests/ops/bind_errors.h"
 #include "tests/ops/impl_calls.h"
+#include "tests/ops/kimi_delta_attention/test_util.h"
 #include "tests/ops/oracle_run.h"
 
 using namespace tokamax;
@@ -20,28 +21,15 @@ namespace {
 
 const KdaOp& op() { return kimi_delta_attention_op(); }
 
-json qkv(const std::string& dtype, int64_t H, int64_t B, int64_t T, int64_t K, int64_t V) {
-  auto spec = [&](std::vector<int64_t> dims) {
-    std::string out = dtype + "[";
-    for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
-    return out + "]";
-  };
-  return {{"query", spec({H, B, T, K})},
-          {"key", spec({H, B, T, K})},
-          {"value", spec({H, B, T, V})},
-          {"gate", spec({H, B, T, K})},
-          {"beta", spec({H, B, T})}};
-}
-
 }  // namespace
 
 TEST_CASE("kimi_delta_attention reference passes the oracle, whose bound catches a wrong decay",
           "[kda]") {
   std::vector<json> cases;
-  json raw = qkv("f32", 2, 2, 33, 8, 12);
+  json raw = kda_args("f32", 2, 2, 33, 8, 12);
   raw["output_final_state"] = true;
   cases.push_back(raw);
-  json gated = qkv("bf16", 2, 1, 40, 16, 16);
+  json gated = kda_args("bf16", 2, 1, 40, 16, 16);
   gated.update({{"a_log", "f32[2]"},
                 {"delta_time_bias", "f32[32]"},
                 {"use_gate_in_kernel", true},
@@ -50,7 +38,7 @@ TEST_CASE("kimi_delta_attention reference passes the oracle, whose bound catches
   json bounded = gated;
   bounded["lower_bound"] = -3.0;
   cases.push_back(bounded);
-  json segments = qkv("f32", 1, 2, 70, 8, 8);
+  json segments = kda_args("f32", 1, 2, 70, 8, 8);
   segments.update({{"segment_ids", "i32[2,70]"},
                    {"max_num_segments", 3},
                    {"initial_state", "f32[2,3,1,8,8]"},
@@ -68,7 +56,7 @@ TEST_CASE("kimi_delta_attention reference passes the oracle, whose bound catches
   }
   // T = 4096: the bound holds over the whole recurrence, and a decay 2% off fails it (the
   // gate, a log-decay, scaled by 1.02 in the inputs the reference runs on).
-  json long_case = qkv("f32", 1, 1, 4096, 8, 8);
+  json long_case = kda_args("f32", 1, 1, 4096, 8, 8);
   long_case.update({{"use_qk_l2norm", true}, {"output_final_state", true}});
   const BoundArgs args = op().bind(long_case);
   const TensorMap inputs = op().make_inputs(args, 5);
@@ -106,7 +94,7 @@ TEST_CASE("kimi_delta_attention reference passes the oracle, whose bound catches
 }
 
 TEST_CASE("kimi_delta_attention bind names each bad argument", "[kda]") {
-  const json ok = qkv("f32", 2, 1, 8, 4, 4);
+  const json ok = kda_args("f32", 2, 1, 8, 4, 4);
   auto with = [&](const char* key, json value) {
     json args = ok;
     args[key] = std::move(value);
