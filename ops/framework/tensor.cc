@@ -115,6 +115,19 @@ void Tensor::check_host(const char* what) const {
   }
 }
 
+Tensor Tensor::view(TensorSpec spec, size_t offset) const {
+  if (offset > size_bytes() || spec.size_bytes() > size_bytes() - offset) {
+    throw InvalidArgument("a view " + spec.to_string() + " at byte " + std::to_string(offset) +
+                          " does not fit in tensor " + spec_.to_string());
+  }
+  Tensor out;
+  out.spec_ = std::move(spec);
+  out.memory_ = memory_;
+  out.host_ = host_;
+  out.data_ = std::shared_ptr<void>(data_, static_cast<char*>(data_.get()) + offset);
+  return out;
+}
+
 Tensor Tensor::copy(const Memory& memory) const {
   Tensor out(spec_, memory);
   const size_t bytes = size_bytes();

@@ -69,6 +69,10 @@ class Tensor {
   // Element i set from double with the dtype's rounding.
   void set(int64_t i, double value);
   void fill_zero();
+  // A tensor of `spec` over this one's buffer from byte `offset` (no copy: it shares, and keeps
+  // alive, the buffer; a kernel's view of one part of an operand). Throws InvalidArgument when
+  // it does not fit inside this tensor.
+  Tensor view(TensorSpec spec, size_t offset) const;
   // A copy in `memory`: a new buffer, even in the same memory.
   Tensor copy(const Memory& memory) const;
   // This tensor in `memory`: itself when it is already there, else copy(memory).

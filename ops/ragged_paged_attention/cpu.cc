@@ -16,9 +16,9 @@ class CpuRaggedPagedAttention final
   std::string_view name() const override { return "cpu"; }
   nlohmann::json describe() const override { return {{"simd_target", cpu::simd_target_name()}}; }
 
-  void check_config(const RaggedPagedAttentionProblem&, const CpuRpaConfig& c,
+  void check_config(const RaggedPagedAttentionProblem& p, const CpuRpaConfig& c,
                     const Device& device) const override {
-    check_rpa_config(c, device);
+    check_rpa_config(p, c, device);
   }
   CpuRpaConfig heuristics_config(const RaggedPagedAttentionProblem& p,
                                  const Device& device) const override {
@@ -28,9 +28,9 @@ class CpuRaggedPagedAttention final
                                                const Device& device) const override {
     return cpu_rpa_autotuning_configs(p, device);
   }
-  void run(const RaggedPagedAttentionProblem& p, const CpuRpaConfig& config, const Device&,
+  void run(const RaggedPagedAttentionProblem& p, const CpuRpaConfig& config, const Device& device,
            const TensorMap& inputs, TensorMap& outputs) const override {
-    ragged_paged_attention_cpu_kernel(p, config, inputs, outputs);
+    ragged_paged_attention_cpu_kernel(p, config, device, inputs, outputs);
   }
 };
 

@@ -16,6 +16,7 @@
 #include "ops/common/online_softmax.h"
 #include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/errors.h"
+#include "ops/ragged_paged_attention/cpu_core.h"
 
 namespace tokamax {
 namespace {
@@ -45,7 +46,8 @@ typename V::value_type* grown(V& v, int64_t count) {
 }  // namespace
 
 void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p, const CpuRpaConfig& c,
-                                       const TensorMap& inputs, TensorMap& outputs) {
+                                       const Device& device, const TensorMap& inputs,
+                                       TensorMap& outputs) {
   const RpaTokens tokens(p);
   const Tensor* cache = &inputs.at("kv_cache");
   if (!p.skip_kv_update) {
@@ -65,7 +67,12 @@ void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p, con
   // so that it walks each page's rows (all heads side by side) in memory order. Other blocks
   // take one kv head each.
   std::vector<Task> tasks;
+  const bool on_core = c.prefill == "core";
   for (int64_t s = 0; s < p.active(); ++s) {
+    if (on_core && rpa_sequence_on_core(p, s)) {
+      rpa_run_sequence_on_core(p, s, c.num_threads, device, inputs.at("queries"), *cache, out, lse);
+      continue;
+    }
     for (int64_t t0 = p.cu_q_lens[s]; t0 < p.cu_q_lens[s + 1]; t0 += bq) {
       const int64_t rows = std::min(bq, p.cu_q_lens[s + 1] - t0);
       if (g * rows <= kCpuStreamRows && !decode_pages) {

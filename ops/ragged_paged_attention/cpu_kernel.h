@@ -4,6 +4,7 @@
 // heads of its kv head), n keys of one chunk of pages.
 #pragma once
 
+#include "backends/device.h"
 #include "ops/framework/tensor.h"
 #include "ops/ragged_paged_attention/base.h"
 #include "ops/ragged_paged_attention/cpu_config.h"
@@ -19,9 +20,12 @@ namespace tokamax {
 // P V. A block of at most kCpuStreamRows rows (a decode token's query heads) takes every kv
 // head of its sequence instead and streams: each K row read in place once for its rows
 // (row_dots_f32), P V on the streaming kernel with V in place. Every GQA head of the kv head
-// shares each page load; the cache is never gathered into a copy in memory. Then O / sum / v_scale in out_dtype, lse. Invalid tokens are zeros (lse -inf).
+// shares each page load; the cache is never gathered into a copy in memory. Then O / sum /
+// v_scale in out_dtype, lse. Invalid tokens are zeros (lse -inf). With prefill=core, sequences
+// of more rows than a decode step run first, one at a time, on the flash-attention core
+// (cpu_core.h), each parallel over its own tasks.
 void ragged_paged_attention_cpu_kernel(const RaggedPagedAttentionProblem& p,
-                                       const CpuRpaConfig& config,
+                                       const CpuRpaConfig& config, const Device& device,
                                        const TensorMap& inputs,  // queries, keys, values, kv_cache
                                        // Outputs.
                                        TensorMap& outputs);  // out, updated_kv_cache, lse

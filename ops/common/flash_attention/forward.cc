@@ -68,6 +68,7 @@ struct Scratch {
   std::vector<int64_t> lo, hi;              // [bq] visible key interval per query row
   std::vector<float> q_packed;              // packed lhs block of the Q tile [ceil(M / mr)][D][mr]
   std::vector<float> p_packed;              // packed lhs block of P [ceil(M / mr)][n][mr]
+  std::vector<char> kv_staging;             // a paged K or V block crossing pages (per_block)
 };
 
 }  // namespace
@@ -199,8 +200,6 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
   // cap must see the scaled logits first, which then takes a pass over S.
   const bool scale_rows = native && (ctx.bias || cap > 0.0f || !(scale > 0.0f) || p.bf16_logits);
   const float exp_scale = native && !scale_rows ? scale : 1.0f;
-  const char* k_base = static_cast<const char*>(ctx.k);
-  const char* v_base = static_cast<const char*>(ctx.v);
 
   // Shared panels are cut on a fixed grid of bkv keys; keys of a block before kv_lo are masked
   // like any other invisible key.
@@ -238,10 +237,11 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
       args.nr_vectors = ctx.nr_vectors;
       attention_block_product(args, native);
     } else {
+      const KvRows rows_k = kv_rows(p, ctx.k, /*value=*/false, b, i, j0, n, sc.kv_staging);
       GemmOperand k_t;
       k_t.dtype = p.dtype;
-      k_t.data = k_base + p.k_at(b, j0, i) * static_cast<int64_t>(x_size);
-      k_t.ld = p.k_stride();
+      k_t.data = rows_k.data;
+      k_t.ld = rows_k.ld;
       k_t.transposed = true;
       cpu_gemm_f32(q_tile, k_t, M, n, D, sc.s.data(), bkv, /*accumulate=*/false, gemm);
     }
@@ -327,9 +327,10 @@ void run_task_rows(const TaskContext& ctx, int64_t b, int64_t hq0, int64_t heads
       p_tile.dtype = DType::kF32;
       p_tile.data = sc.s.data();
     }
+    const KvRows rows_v = kv_rows(p, ctx.v, /*value=*/true, b, i, j0, n, sc.kv_staging);
     v_blk.dtype = p.dtype;
-    v_blk.data = v_base + p.v_at(b, j0, i) * static_cast<int64_t>(x_size);
-    v_blk.ld = p.v_stride();
+    v_blk.data = rows_v.data;
+    v_blk.ld = rows_v.ld;
     cpu_gemm_f32(p_tile, v_blk, M, d, n, sc.o.data(), d, /*accumulate=*/true, gemm);
   }
 

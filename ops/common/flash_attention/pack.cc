@@ -10,6 +10,7 @@
 
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_gemm/micro_kernel.h"
+#include "ops/common/cpu_gemm/micro_tile.h"
 #include "ops/common/cpu_gemm/pack.h"
 
 #if defined(__x86_64__)
@@ -94,22 +95,73 @@ void pack_strips(DType dtype, const void* rows, int64_t ld, int64_t count, int64
   }
 }
 
+KvRows kv_rows(const FlashAttentionProblem& p, const void* base, bool value, int64_t b, int64_t i,
+               int64_t j0, int64_t n, std::vector<char>& staging) {
+  const int64_t x_size = static_cast<int64_t>(dtype_size(p.dtype));
+  const char* data = static_cast<const char*>(base);
+  auto at = [&](int64_t j) { return data + (value ? p.v_at(b, j, i) : p.k_at(b, j, i)) * x_size; };
+  const int64_t ld = value ? p.v_stride() : p.k_stride();
+  if (!p.kv_pages || j0 % p.kv_pages->page_size + n <= p.kv_pages->page_size) return {at(j0), ld};
+  const int64_t width = value ? p.d : p.D, ps = p.kv_pages->page_size;
+  staging.resize(static_cast<size_t>(n * width * x_size));
+  for (int64_t j = j0; j < j0 + n;) {  // one page's run of rows at a time
+    const int64_t run = std::min(j0 + n, (j / ps + 1) * ps) - j;
+    const char* src = at(j);
+    for (int64_t r = 0; r < run; ++r) {
+      std::memcpy(staging.data() + (j - j0 + r) * width * x_size, src + r * ld * x_size,
+                  static_cast<size_t>(width * x_size));
+    }
+    j += run;
+  }
+  return {staging.data(), width};
+}
+
+namespace {
+
+// Paged K whose pages are not whole panels is packed in pieces of this many keys (a multiple of
+// the panel or strip width), each staged through kv_rows: a piece fits in L1 and costs one copy.
+constexpr int64_t kPagedPiece = 256;
+
+// Calls pack(rows, count, first) over K of kv head (b, i) in pieces whose first key is a
+// multiple of `grain`: the whole of t at once unless K is paged; then page by page, read in
+// place, where a page is whole panels.
+template <class Pack>
+void for_k_pieces(const FlashAttentionProblem& p, const void* k, int64_t b, int64_t i,
+                  int64_t grain, Pack&& pack) {
+  std::vector<char> staging;
+  int64_t piece = std::max<int64_t>(p.t, 1);
+  if (p.kv_pages) {
+    const int64_t ps = p.kv_pages->page_size;
+    piece = ps % grain == 0 ? ps : round_up(kPagedPiece, grain);
+  }
+  for (int64_t j0 = 0; j0 < p.t; j0 += piece) {
+    const int64_t n = std::min(piece, p.t - j0);
+    pack(kv_rows(p, k, /*value=*/false, b, i, j0, n, staging), n, j0);
+  }
+}
+
+}  // namespace
+
 void pack_k(const FlashAttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t nr,
             bool native, float* out) {
-  const int64_t at = p.k_at(b, 0, i) * static_cast<int64_t>(dtype_size(p.dtype));
-  pack_strips(p.dtype, static_cast<const char*>(k) + at, p.k_stride(), p.t, p.D, nr, native, out);
+  const int64_t words = native ? (p.D + 1) / 2 : p.D;
+  for_k_pieces(p, k, b, i, nr, [&](KvRows rows, int64_t n, int64_t j0) {
+    pack_strips(p.dtype, rows.data, rows.ld, n, p.D, nr, native, out + j0 / nr * words * nr);
+  });
 }
 
 void pack_k_panels(const FlashAttentionProblem& p, const void* k, int64_t b, int64_t i, int64_t mr,
                    bool native, float* out) {
-  const void* rows =
-      static_cast<const char*>(k) + p.k_at(b, 0, i) * static_cast<int64_t>(dtype_size(p.dtype));
-  if (native) {
-    pack_lhs_block_pairs(static_cast<const bf16*>(rows), p.k_stride(), p.t, p.D, mr,
-                         reinterpret_cast<uint32_t*>(out));
-  } else {
-    pack_lhs_block(p.dtype, rows, p.k_stride(), p.t, p.D, mr, out);
-  }
+  const int64_t words = native ? (p.D + 1) / 2 : p.D;
+  for_k_pieces(p, k, b, i, mr, [&](KvRows rows, int64_t n, int64_t j0) {
+    float* panels = out + j0 / mr * words * mr;
+    if (native) {
+      pack_lhs_block_pairs(static_cast<const bf16*>(rows.data), rows.ld, n, p.D, mr,
+                           reinterpret_cast<uint32_t*>(panels));
+    } else {
+      pack_lhs_block(p.dtype, rows.data, rows.ld, n, p.D, mr, panels);
+    }
+  });
 }
 
 // Packs V of kv head (b, i) as the rhs of O += P V, one panel per kv block of bkv keys:
@@ -117,16 +169,16 @@ void pack_k_panels(const FlashAttentionProblem& p, const void* k, int64_t b, int
 void pack_v(const FlashAttentionProblem& p, const void* v, int64_t b, int64_t i, int64_t nr,
             int64_t bkv, bool native, float* out) {
   const int64_t d = p.d, d_strips = (d + nr - 1) / nr;
-  const int64_t x_size = static_cast<int64_t>(dtype_size(p.dtype));
   const int64_t block_floats = d_strips * (native ? bkv / 2 : bkv) * nr;
+  std::vector<char> staging;
   for (int64_t j0 = 0, kb = 0; j0 < p.t; j0 += bkv, ++kb) {
     const int64_t n = std::min(bkv, p.t - j0);
-    const char* src = static_cast<const char*>(v) + p.v_at(b, j0, i) * x_size;
+    const KvRows rows = kv_rows(p, v, /*value=*/true, b, i, j0, n, staging);
     if (native) {
-      pack_rhs_panel_pairs(reinterpret_cast<const bf16*>(src), p.v_stride(), n, d, nr,
+      pack_rhs_panel_pairs(static_cast<const bf16*>(rows.data), rows.ld, n, d, nr,
                            reinterpret_cast<uint32_t*>(out + kb * block_floats));
     } else {
-      pack_rhs_panel(p.dtype, src, p.v_stride(), n, d, nr, out + kb * block_floats);
+      pack_rhs_panel(p.dtype, rows.data, rows.ld, n, d, nr, out + kb * block_floats);
     }
   }
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ops/common/flash_attention/problem.h"
 #include "ops/framework/dtype.h"
@@ -21,6 +22,16 @@ float attention_load(DType dtype, const void* data, int64_t at);
 // s[c] += bias[at + c * stride] for c in [c_lo, c_hi).
 void add_bias_row(DType dtype, const void* bias, int64_t at, int64_t stride, int64_t c_lo,
                   int64_t c_hi, float* s);
+
+// Keys [j0, j0 + n) of K (value false) or V of kv head (b, i) in `base` (k or v) as one block of
+// rows `ld` elements apart: where they are, unless they are paged and cross a page (then copied
+// into `staging`, n x width elements of p.dtype).
+struct KvRows {
+  const void* data;
+  int64_t ld;
+};
+KvRows kv_rows(const FlashAttentionProblem& p, const void* base, bool value, int64_t b, int64_t i,
+               int64_t j0, int64_t n, std::vector<char>& staging);
 
 // rows [count, depth] of `dtype` (row stride ld) -> [ceil(count / nr)][depth][nr] f32, zero padded
 // (native, bf16 only: pairs along depth, [ceil(count / nr)][ceil(depth / 2)][nr] uint32): the

@@ -10,6 +10,7 @@
 // Layouts the kernels read: q [B, T, H, D], k [B, t, h, D], v [B, t, h, d], out [B, T, H, d]
 // (and the backward's dout, dq, dk, dv like them), or with heads_major every one of them with
 // heads before positions, q [B, H, T, D] (splash's layout, read in place).
+// K and V may instead live in pages (FlashKvPages: ragged_paged_attention's cache), read in place.
 // Which keys row r sees is an interval per row (causal, local window, sequence lengths; see
 // key_range) narrowed by an optional FlashKeyMask (any set of keys per row of each batch and
 // head, built from the op's data), and per element by the optional bool mask tensor.
@@ -60,6 +61,22 @@ class FlashKeyMask {
   virtual bool alike_for_heads() const { return true; }
 };
 
+// K and V read through a page table (ragged_paged_attention's cache) instead of the layouts above:
+// key j of kv head i of batch b is row j % page_size of page pages[b * pages_per_batch + j /
+// page_size], at element page * page_stride + (j % page_size) * row_stride + i * head_stride
+// (+ value_offset for V) of one buffer that k and v both name. Rows of a page are row_stride
+// apart; a run of keys that crosses a page is not one strided block (kv_rows in pack.h).
+struct FlashKvPages {
+  std::vector<int64_t> pages;
+  int64_t pages_per_batch = 0, page_size = 1;
+  int64_t page_stride = 0, row_stride = 0, head_stride = 0, value_offset = 0;
+
+  int64_t at(int64_t b, int64_t j, int64_t i) const {
+    return pages[b * pages_per_batch + j / page_size] * page_stride + (j % page_size) * row_stride +
+           i * head_stride;
+  }
+};
+
 struct FlashAttentionProblem {
   std::vector<int64_t> batch;  // *B
   int64_t B = 1, T = 0, t = 0, H = 0, h = 0, D = 0, d = 0;
@@ -100,6 +117,8 @@ struct FlashAttentionProblem {
   // q, k, v, out (and dout, dq, dk, dv) as [B, heads, positions, X] instead of [B, positions,
   // heads, X].
   bool heads_major = false;
+  // K and V in pages (forward only; the backward refuses them).
+  std::optional<FlashKvPages> kv_pages;
 
   int64_t groups() const { return H / h; }  // g
   // The element offset of (b, position, head) in an operand of `positions` x `heads` rows of X
@@ -113,12 +132,17 @@ struct FlashAttentionProblem {
   // Row r of q head hq (q, dq); of out head hq (out, dout); key j of kv head i (k, dk; v, dv).
   int64_t q_at(int64_t b, int64_t r, int64_t hq) const { return offset(b, r, hq, T, H, D); }
   int64_t out_at(int64_t b, int64_t r, int64_t hq) const { return offset(b, r, hq, T, H, d); }
-  int64_t k_at(int64_t b, int64_t j, int64_t i) const { return offset(b, j, i, t, h, D); }
-  int64_t v_at(int64_t b, int64_t j, int64_t i) const { return offset(b, j, i, t, h, d); }
+  int64_t k_at(int64_t b, int64_t j, int64_t i) const {
+    return kv_pages ? kv_pages->at(b, j, i) : offset(b, j, i, t, h, D);
+  }
+  int64_t v_at(int64_t b, int64_t j, int64_t i) const {
+    return kv_pages ? kv_pages->at(b, j, i) + kv_pages->value_offset : offset(b, j, i, t, h, d);
+  }
   int64_t q_stride() const { return position_stride(H, D); }
   int64_t out_stride() const { return position_stride(H, d); }
-  int64_t k_stride() const { return position_stride(h, D); }
-  int64_t v_stride() const { return position_stride(h, d); }
+  // Between keys j and j + 1 (paged: within one page).
+  int64_t k_stride() const { return kv_pages ? kv_pages->row_stride : position_stride(h, D); }
+  int64_t v_stride() const { return kv_pages ? kv_pages->row_stride : position_stride(h, d); }
   bool has_local_window() const { return window_left >= 0; }
   // A causal mask other than the plain diagonal (an offset or a window).
   bool has_causal_band() const { return is_causal && (causal_offset != 0 || causal_window >= 0); }

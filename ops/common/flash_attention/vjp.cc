@@ -64,6 +64,7 @@ void flash_attention_vjp_cpu(const FlashAttentionProblem& p, const FlashVjpOptio
   if (p.dtype == DType::kF64) {
     throw NotImplemented("cpu flash attention backward: f64 (the GEMMs run in f32)");
   }
+  if (p.kv_pages) throw NotImplemented("cpu flash attention backward: paged K and V");
   VjpTaskContext c{p,
                    p.dtype,
                    static_cast<int64_t>(dtype_size(p.dtype)),

@@ -84,3 +84,22 @@ TEST_CASE("binding refuses outputs and group sums that overflow, naming the argu
                                      {"group_offset", INT64_MAX}}),
                     Contains("group_offset + G overflows 64 bits"));
 }
+
+TEST_CASE("a view shares its tensor's buffer from an offset and must fit inside it", "[tensor]") {
+  Tensor base(parse_tensor_spec("f32[4,3]"));
+  for (int64_t i = 0; i < base.num_elements(); ++i) base.set(i, static_cast<double>(i));
+  Tensor row = base.view(parse_tensor_spec("f32[2,3]"), 2 * 3 * sizeof(float));
+  CHECK(row.get(0) == 6.0);
+  CHECK(row.get(5) == 11.0);
+  row.set(1, -1.0);
+  CHECK(base.get(7) == -1.0);
+  {
+    const Tensor kept = base.view(parse_tensor_spec("f32[3]"), 0);
+    base = Tensor();  // the view keeps the buffer alive
+    CHECK(kept.get(2) == 2.0);
+  }
+  Tensor other(parse_tensor_spec("bf16[8]"));
+  CHECK_THROWS_WITH(other.view(parse_tensor_spec("bf16[5]"), 8), Contains("does not fit"));
+  CHECK_THROWS_WITH(other.view(parse_tensor_spec("bf16[1]"), 17), Contains("does not fit"));
+  CHECK_NOTHROW(other.view(parse_tensor_spec("bf16[0]"), 16));
+}

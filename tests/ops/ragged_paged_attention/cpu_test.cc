@@ -1,6 +1,6 @@
 // Tests of the cpu ragged_paged_attention against the float64 oracle (every output, each
-// ci_tests form, tasks cut inside a sequence, every SIMD target) and its cache update against
-// the reference's, bit for bit.
+// ci_tests form, tasks cut inside a sequence, prefill on the flash-attention core and staged,
+// every SIMD target) and its cache update against the reference's, bit for bit.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
@@ -8,6 +8,7 @@
 
 #include "ops/framework/numerics.h"
 #include "ops/ragged_paged_attention/api.h"
+#include "ops/ragged_paged_attention/cpu_core.h"
 #include "tests/ops/impl_calls.h"
 #include "tests/ops/oracle_run.h"
 #include "tests/simd_targets.h"
@@ -48,7 +49,27 @@ std::vector<json> cases() {
   f32["kv_cache"] = "f32[20,4,6,32]";
   f32["use_causal_mask"] = false;
   f32["distribution"] = {1, 1, 3};  // the last sequence inactive
-  return {base, window, fp8, f32};
+  // Prefill over more than one 256-key piece of the core's packing, pages of 16 (whole panels)
+  // and of 5 keys (staged), with a decode token beside it.
+  json longer = {{"queries", "bf16[41,4,16]"},
+                 {"keys", "bf16[41,2,16]"},
+                 {"values", "bf16[41,2,16]"},
+                 {"kv_lens", {33, 300}},
+                 {"cu_q_lens", {0, 1, 41}},
+                 {"distribution", {1, 1, 2}},
+                 {"sm_scale", 0.25},
+                 {"sliding_window", 280}};
+  std::vector<json> out = {base, window, fp8, f32};
+  for (const int64_t ps : {16, 5}) {
+    json c = longer;
+    const int64_t per = (300 + ps - 1) / ps, pages = 2 * per;
+    c["kv_cache"] = "bf16[" + std::to_string(pages) + "," + std::to_string(ps) + ",4,16]";
+    std::vector<int64_t> table;
+    for (int64_t q = 0; q < 2 * per; ++q) table.push_back((q * 7 + 3) % pages);
+    c["page_indices"] = table;
+    out.push_back(c);
+  }
+  return out;
 }
 
 }  // namespace
@@ -60,14 +81,19 @@ TEST_CASE("cpu ragged_paged_attention passes the oracle on every SIMD target",
     for (const json& c : cases()) {
       const BoundArgs args = op().bind(c);
       const TensorMap inputs = op().make_inputs(args, 9);
-      for (int bq : {0, 1, 3}) {
-        json config = heuristics_config_json(cpu, args);
-        if (bq > 0) config["block_q"] = bq;
-        for (const TensorDecl& decl : op().outputs(args)) {
-          CAPTURE(args.key(), config.dump(), decl.name);
-          const Comparison result =
-              run_against_oracle(op(), "cpu", args, config, inputs, args, decl.name);
-          CHECK(judge(result) == Disposition::kPassed);
+      const bool core = rpa_core_refusal(RaggedPagedAttentionProblem::from(args)).empty();
+      for (const char* prefill : {"core", "staged"}) {
+        if (!core && std::string(prefill) == "core") continue;
+        for (int bq : {0, 1, 3}) {
+          json config = heuristics_config_json(cpu, args);
+          if (bq > 0) config["block_q"] = bq;
+          config["prefill"] = prefill;
+          for (const TensorDecl& decl : op().outputs(args)) {
+            CAPTURE(args.key(), config.dump(), decl.name);
+            const Comparison result =
+                run_against_oracle(op(), "cpu", args, config, inputs, args, decl.name);
+            CHECK(judge(result) == Disposition::kPassed);
+          }
         }
       }
     }
@@ -88,4 +114,24 @@ TEST_CASE("cpu ragged_paged_attention writes the cache the reference writes",
     REQUIRE(x.size_bytes() == y.size_bytes());
     CHECK(std::memcmp(x.raw(), y.raw(), x.size_bytes()) == 0);
   }
+}
+
+TEST_CASE("cpu ragged_paged_attention runs prefill on the core only where the core can",
+          "[ragged_paged_attention]") {
+  const Implementation& cpu = op().implementation("cpu");
+  const std::vector<json> all = cases();
+  const BoundArgs plain = op().bind(all[0]);
+  CHECK(heuristics_config_json(cpu, plain)["prefill"] == "core");
+  const BoundArgs fp8 = op().bind(all[2]);  // an fp8 cache, out f32, v_scale 2
+  CHECK(heuristics_config_json(cpu, fp8)["prefill"] == "staged");
+  json config = heuristics_config_json(cpu, fp8);
+  config["prefill"] = "core";
+  CHECK_THROWS_WITH(check_config_json(cpu, fp8, config),
+                    Catch::Contains("prefill") && Catch::Contains("one dtype"));
+  json unwindowed = all[3];  // f32, no causal mask: a sliding window cannot ride the core
+  unwindowed["sliding_window"] = 2;
+  CHECK(heuristics_config_json(cpu, op().bind(unwindowed))["prefill"] == "staged");
+  json bad = heuristics_config_json(cpu, plain);
+  bad["prefill"] = "fast";
+  CHECK_THROWS_WITH(check_config_json(cpu, plain, bad), Catch::Contains("'core' or 'staged'"));
 }
