@@ -8,6 +8,7 @@
 #include "ops/dot_product_attention/vjp/api.h"
 #include "ops/framework/errors.h"
 #include "ops/fused_moe/api.h"
+#include "ops/gated_delta_rule/api.h"
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/vjp/api.h"
 #include "ops/layer_norm/api.h"
@@ -62,6 +63,7 @@ const std::vector<const Op*>& all_ops() {
       &splash_attention_op(),
       &splash_attention_vjp_op(),
       &kimi_delta_attention_op(),
+      &gated_delta_rule_op(),
   };
   static const std::vector<const Op*> with_extras = [] {
     std::vector<const Op*> all = ops;

@@ -2,7 +2,8 @@
 # Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k, router_topk,
 # ragged_gather, ragged_gather_reduce, fused_moe, triangle_multiplication and its VJP, and
 # dot_product_attention's upstream mask forms (CausalMask, normalize_output, dropout),
-# ragged_paged_attention, and splash_attention and its VJP (every output, normwise) with upstream
+# ragged_paged_attention, splash_attention and its VJP, kimi_delta_attention and gated_delta_rule
+# (every output, normwise; gated_delta_rule's conv state bit for bit) with upstream
 # Tokamax's own reference functions and prints how many cases agree: bit for bit (NaN weights equal), except
 # ragged_gather_reduce, whose f32 sums upstream leaves to XLA's order and rounding (it agrees when
 # the two differ by no more than twice the error bound verify applies to each), ragged_gather,
@@ -234,6 +235,51 @@ def kda_case(op, spec, d, args, x, out):
           + ', '.join(detail))
     return ok
 
+gdn = load('tokamax/_src/ops/causal_conv1d_gated_delta_rule/reference.py')
+
+def gdn_case(op, spec, d, args, x):
+    # Upstream's causal_conv1d_gated_delta_rule/reference.py on the same inputs, against our cpu
+    # and reference outputs: the conv state bit for bit, out and the recurrent state normwise
+    # against the oracle's norm (upstream stores a bf16 state after every token; our cpu keeps
+    # it in f32 until the request's last token).
+    qkv = x['qkv']
+    n_v, d_k, d_v = x['recurrent_state'].shape[1:]
+    n_kq = (qkv.shape[1] - n_v * d_v) // (2 * d_k)
+    i32 = lambda n: jnp.asarray(np.array(args[n], np.int32))
+    (conv, state), o = gdn.run_jax_gdn_attention_local_ref(
+        qkv=jnp.asarray(qkv), b=jnp.asarray(x['b']), a=jnp.asarray(x['a']),
+        conv_state=jnp.asarray(x['conv_state']), recurrent_state=jnp.asarray(x['recurrent_state']),
+        conv_weight=jnp.asarray(x['conv_weight']),
+        conv_bias=jnp.asarray(x['conv_bias']) if 'conv_bias' in x else None,
+        a_log=jnp.asarray(x['a_log']), dt_bias=jnp.asarray(x['dt_bias']),
+        query_start_loc=i32('query_start_loc'), state_indices=i32('state_indices'),
+        distribution=i32('distribution'), seq_lens=i32('seq_lens'), n_kq=n_kq, n_v=n_v, d_k=d_k,
+        d_v=d_v, kernel_size=x['conv_weight'].shape[2])
+    want = {'out': o, 'updated_conv_state': conv, 'updated_recurrent_state': state}
+    ok, detail = True, []
+    for impl in ('cpu', 'reference'):
+        for name, w in want.items():
+            w = np.asarray(w)
+            got = npy(os.path.join(d, impl, name + '.npy')).astype(np.float64)
+            if name == 'updated_conv_state':
+                same = w.shape == got.shape and np.array_equal(w.astype(np.float64), got)
+                ok = ok and same
+                detail.append(f'{impl} {name} {"equal" if same else "DIFFERENT"}')
+                continue
+            oracle_path = os.path.join(d, 'oracle', name + '.npy')
+            oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got).astype(np.float64)
+            # Both states follow from q, k, v rounded to qkv's dtype (in XLA's f16 logistic,
+            # which is not the correctly rounded one, ours differs by an ulp at times): the
+            # coarser of the two dtypes' tolerances.
+            tolerance = max(MOE_TOLERANCE.get(w.dtype, 2.0**-6),
+                            MOE_TOLERANCE.get(qkv.dtype, 2.0**-6))
+            apart = np.linalg.norm(w.astype(np.float64) - got) / (np.linalg.norm(oracle) or 1.0)
+            ok = ok and w.shape == got.shape and apart <= 4 * tolerance
+            detail.append(f'{impl} {name} {apart / tolerance:.2f}')
+    print(f'{op:12s} {spec:30s} normwise apart, units of the tolerance (4 allowed): '
+          + ', '.join(detail))
+    return ok
+
 def visible_rows(args, T, t):
     # Rows with at least one visible key under the causal forms (upstream gives the mean of v,
     # or their sum unnormalized, on the others; here they are zeros, as docs/ops says).
@@ -252,7 +298,7 @@ def visible_rows(args, T, t):
 for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe',
            'triangle_multiplication', 'triangle_multiplication_vjp', 'dot_product_attention',
            'ragged_paged_attention', 'splash_attention', 'splash_attention_vjp',
-           'kimi_delta_attention'):
+           'kimi_delta_attention', 'gated_delta_rule'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
@@ -409,6 +455,9 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             print(f'{op:12s} {spec:30s} normwise apart on {int(rows[..., 0].sum())} of '
                   f'{rows[..., 0].size} rows: {apart / tolerance:.2f} units of the tolerance '
                   f'(4 allowed)')
+        elif op == 'gated_delta_rule':
+            ok = gdn_case(op, spec, d, args, x)
+            cases += 1
         elif op == 'kimi_delta_attention':
             ok = kda_case(op, spec, d, args, x, os.path.join(d, 'reference'))
             if ok is None:

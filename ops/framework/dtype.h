@@ -54,6 +54,9 @@ inline float bf16_to_float(bf16 value) {
 }
 f16 float_to_f16(float value);
 float f16_to_float(f16 value);
+// x rounded to a kernel float dtype (f32, bf16, f16) and widened back: what storing x in that
+// dtype keeps (x itself for f32 and the others).
+float round_through(DType dtype, float x);
 // Exact; NaN for the NaN codes.
 float f8e4m3_to_float(f8e4m3 value);
 // Round to nearest even; NaN and values past the largest finite one after rounding (|x| >= 464)

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm/pack.h"
+#include "ops/common/delta_rule_rows.h"
 #include "ops/framework/config.h"
 #include "ops/framework/dtype_dispatch.h"
 
@@ -120,16 +121,16 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
       float* S = slot(n);
       if (!predicted) {
         load_token(t, cur);
-        kda_decay_predict(S, cur.decay, cur.k, K, V, pred);
+        delta_rule_decay_predict(S, cur.decay, cur.k, K, V, pred);
       }
       for (int64_t x = 0; x < V; ++x) r[x] = cur.v[x] - pred[x];
       predicted = t + 1 < T && slot_of(t + 1) == n;
       if (predicted) {
         load_token(t + 1, next);
-        kda_update_decay(S, cur.bk, r, cur.q, next.decay, next.k, K, V, o, pred);
+        delta_rule_update_decay(S, cur.bk, r, cur.q, next.decay, next.k, K, V, o, pred);
         std::swap(cur, next);
       } else {
-        kda_update_output(S, cur.bk, r, cur.q, K, V, o);
+        delta_rule_update_output(S, cur.bk, r, cur.q, K, V, o);
       }
       store_rows(o, V, 1, V, out.dtype(), out_row, V);
     }

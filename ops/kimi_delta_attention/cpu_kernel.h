@@ -32,21 +32,6 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
                                      // Outputs.
                                      TensorMap& outputs);
 
-// The two passes over a state [K, V] (row stride V), on the dispatched SIMD target:
-//   decay: S_i *= d_i for every row i, pred = sum_i k_i S_i ([V]);
-//   update: S_i += bk_i r for every row i, out = sum_i q_i S_i ([V]).
-void kda_decay_predict(float* S,  // [K, V], updated in place
-                                  // Inputs.
-                       const float* d, const float* k,  // [K] each
-                       int64_t K, int64_t V,
-                       // Outputs.
-                       float* pred);  // [V]
-void kda_update_output(float* S,      // [K, V], updated in place
-                                  // Inputs.
-                       const float* bk, const float* r, const float* q,  // [K], [V], [K]
-                       int64_t K, int64_t V,
-                       // Outputs.
-                       float* out);  // [V]
 // The decays exp(g) of a token's K gate values, g as kda_log_decay (with head h's a_log).
 void kda_decay_row(const KdaProblem& p, float a_log,
                    // Inputs.
@@ -55,14 +40,5 @@ void kda_decay_row(const KdaProblem& p, float a_log,
                    int64_t K,
                    // Outputs.
                    float* decay);  // [K]
-// Both in one pass when the next token uses the same slot: token t's update and output, then
-// the next token's decay and prediction (one read and write of the state per token).
-void kda_update_decay(float* S,  // [K, V], updated in place
-                                 // Inputs.
-                      const float* bk, const float* r, const float* q,  // [K], [V], [K]
-                      const float* d_next, const float* k_next,         // [K] each
-                      int64_t K, int64_t V,
-                      // Outputs.
-                      float* out, float* pred_next);  // [V] each
 
 }  // namespace tokamax

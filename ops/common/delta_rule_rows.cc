@@ -1,0 +1,173 @@
+// The delta rule's passes over a state [K, V] (delta_rule_rows.h), compiled once per SIMD target
+// by Highway. Columns go in blocks of four vectors whose sums stay in registers while the rows
+// stream past: one read and one write of the state per pass.
+//
+// Dimensions: as delta_rule_rows.h; L the f32 lanes of the target.
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/common/delta_rule_rows.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/common/delta_rule_rows.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// For every row i of S: S_i = a_i S_i + b_i r (b null: no add), acc += c_i S_i after it.
+template <bool kAdd>
+void RowsPass(float* S, const float* a, const float* b, const float* r, const float* c, int64_t K,
+              int64_t V, float* acc) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t x = 0;
+  for (; x + 4 * L <= V; x += 4 * L) {
+    auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+    auto r0 = hn::Zero(d), r1 = hn::Zero(d), r2 = hn::Zero(d), r3 = hn::Zero(d);
+    if constexpr (kAdd) {
+      r0 = hn::LoadU(d, r + x);
+      r1 = hn::LoadU(d, r + x + L);
+      r2 = hn::LoadU(d, r + x + 2 * L);
+      r3 = hn::LoadU(d, r + x + 3 * L);
+    }
+    for (int64_t i = 0; i < K; ++i) {
+      float* row = S + i * V + x;
+      auto v0 = hn::LoadU(d, row), v1 = hn::LoadU(d, row + L);
+      auto v2 = hn::LoadU(d, row + 2 * L), v3 = hn::LoadU(d, row + 3 * L);
+      if constexpr (kAdd) {
+        const auto bi = hn::Set(d, b[i]);
+        v0 = hn::MulAdd(bi, r0, v0);
+        v1 = hn::MulAdd(bi, r1, v1);
+        v2 = hn::MulAdd(bi, r2, v2);
+        v3 = hn::MulAdd(bi, r3, v3);
+      } else {
+        const auto ai = hn::Set(d, a[i]);
+        v0 = hn::Mul(ai, v0);
+        v1 = hn::Mul(ai, v1);
+        v2 = hn::Mul(ai, v2);
+        v3 = hn::Mul(ai, v3);
+      }
+      hn::StoreU(v0, d, row);
+      hn::StoreU(v1, d, row + L);
+      hn::StoreU(v2, d, row + 2 * L);
+      hn::StoreU(v3, d, row + 3 * L);
+      const auto ci = hn::Set(d, c[i]);
+      s0 = hn::MulAdd(ci, v0, s0);
+      s1 = hn::MulAdd(ci, v1, s1);
+      s2 = hn::MulAdd(ci, v2, s2);
+      s3 = hn::MulAdd(ci, v3, s3);
+    }
+    hn::StoreU(s0, d, acc + x);
+    hn::StoreU(s1, d, acc + x + L);
+    hn::StoreU(s2, d, acc + x + 2 * L);
+    hn::StoreU(s3, d, acc + x + 3 * L);
+  }
+  for (; x < V; ++x) {  // the last V % 4L columns
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K; ++i) {
+      float& s = S[i * V + x];
+      s = kAdd ? s + b[i] * r[x] : a[i] * s;
+      sum += c[i] * s;
+    }
+    acc[x] = sum;
+  }
+}
+
+// Token t's update and token t + 1's decay in one pass (both on the same state slot): for every
+// row i, S_i += b_i r, out += q_i S_i, S_i *= d_i, pred += k_i S_i. NB vectors of columns at a
+// time, so 2 NB accumulator chains hide the FMA latency (each gets one FMA per row).
+template <int NB>
+HWY_INLINE void UpdateDecayBlock(float* S, const float* b, const float* r, const float* q,
+                                 const float* dn, const float* kn, int64_t K, int64_t V, int64_t x,
+                                 float* out, float* pred) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> rv[NB], o[NB], p[NB];
+  for (int j = 0; j < NB; ++j) {
+    rv[j] = hn::LoadU(d, r + x + j * L);
+    o[j] = hn::Zero(d);
+    p[j] = hn::Zero(d);
+  }
+  for (int64_t i = 0; i < K; ++i) {
+    float* row = S + i * V + x;
+    const auto bi = hn::Set(d, b[i]), qi = hn::Set(d, q[i]);
+    const auto di = hn::Set(d, dn[i]), ki = hn::Set(d, kn[i]);
+    for (int j = 0; j < NB; ++j) {
+      auto v = hn::MulAdd(bi, rv[j], hn::LoadU(d, row + j * L));
+      o[j] = hn::MulAdd(qi, v, o[j]);
+      v = hn::Mul(di, v);
+      p[j] = hn::MulAdd(ki, v, p[j]);
+      hn::StoreU(v, d, row + j * L);
+    }
+  }
+  for (int j = 0; j < NB; ++j) {
+    hn::StoreU(o[j], d, out + x + j * L);
+    hn::StoreU(p[j], d, pred + x + j * L);
+  }
+}
+
+void UpdateDecay(float* S, const float* b, const float* r, const float* q, const float* dn,
+                 const float* kn, int64_t K, int64_t V, float* out, float* pred) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t x = 0;
+#if HWY_TARGET <= HWY_AVX3
+  // 32 vector registers: four columns' worth of chains and their operands fit.
+  for (; x + 4 * L <= V; x += 4 * L) UpdateDecayBlock<4>(S, b, r, q, dn, kn, K, V, x, out, pred);
+#endif
+  for (; x + 2 * L <= V; x += 2 * L) UpdateDecayBlock<2>(S, b, r, q, dn, kn, K, V, x, out, pred);
+  for (; x < V; ++x) {  // the last V % 2L columns
+    float o = 0.0f, pr = 0.0f;
+    for (int64_t i = 0; i < K; ++i) {
+      float& sv = S[i * V + x];
+      sv += b[i] * r[x];
+      o += q[i] * sv;
+      sv *= dn[i];
+      pr += kn[i] * sv;
+    }
+    out[x] = o;
+    pred[x] = pr;
+  }
+}
+
+void DecayPredict(float* S, const float* d, const float* k, int64_t K, int64_t V, float* pred) {
+  RowsPass<false>(S, d, nullptr, nullptr, k, K, V, pred);
+}
+
+void UpdateOutput(float* S, const float* bk, const float* r, const float* q, int64_t K, int64_t V,
+                  float* out) {
+  RowsPass<true>(S, nullptr, bk, r, q, K, V, out);
+}
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+
+HWY_EXPORT(DecayPredict);
+HWY_EXPORT(UpdateOutput);
+HWY_EXPORT(UpdateDecay);
+
+void delta_rule_update_decay(float* S, const float* bk, const float* r, const float* q,
+                             const float* d_next, const float* k_next, int64_t K, int64_t V,
+                             float* out, float* pred_next) {
+  HWY_DYNAMIC_DISPATCH(UpdateDecay)(S, bk, r, q, d_next, k_next, K, V, out, pred_next);
+}
+
+void delta_rule_decay_predict(float* S, const float* d, const float* k, int64_t K, int64_t V,
+                              float* pred) {
+  HWY_DYNAMIC_DISPATCH(DecayPredict)(S, d, k, K, V, pred);
+}
+
+void delta_rule_update_output(float* S, const float* bk, const float* r, const float* q,
+                              int64_t K, int64_t V, float* out) {
+  HWY_DYNAMIC_DISPATCH(UpdateOutput)(S, bk, r, q, K, V, out);
+}
+
+}  // namespace tokamax
+#endif  // HWY_ONCE

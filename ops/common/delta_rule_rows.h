@@ -1,0 +1,38 @@
+// The delta rule's passes over one recurrent state (kimi_delta_attention, gated_delta_rule):
+// per token, S = diag(d) S with the prediction k^T S, then S += (beta k) r^T with the output
+// q^T S, vectorized on the dispatched SIMD target.
+//
+// Dimensions.
+//   K      key (state row) dimension;  V  value (state column) dimension
+#pragma once
+
+#include <cstdint>
+
+namespace tokamax {
+
+// The two passes over a state [K, V] (row stride V):
+//   decay: S_i *= d_i for every row i, pred = sum_i k_i S_i ([V]);
+//   update: S_i += bk_i r for every row i, out = sum_i q_i S_i ([V]).
+void delta_rule_decay_predict(float* S,  // [K, V], updated in place
+                                         // Inputs.
+                              const float* d, const float* k,  // [K] each
+                              int64_t K, int64_t V,
+                              // Outputs.
+                              float* pred);  // [V]
+void delta_rule_update_output(float* S,      // [K, V], updated in place
+                                             // Inputs.
+                              const float* bk, const float* r, const float* q,  // [K], [V], [K]
+                              int64_t K, int64_t V,
+                              // Outputs.
+                              float* out);  // [V]
+// Both in one pass when the next token uses the same state: token t's update and output, then
+// the next token's decay and prediction (one read and write of the state per token).
+void delta_rule_update_decay(float* S,  // [K, V], updated in place
+                                        // Inputs.
+                             const float* bk, const float* r, const float* q,  // [K], [V], [K]
+                             const float* d_next, const float* k_next,         // [K] each
+                             int64_t K, int64_t V,
+                             // Outputs.
+                             float* out, float* pred_next);  // [V] each
+
+}  // namespace tokamax

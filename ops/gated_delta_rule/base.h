@@ -1,0 +1,89 @@
+// gated_delta_rule: the math spec (binding, validation, counts, inputs, reference, oracle) of
+// upstream's CausalConv1dGatedDeltaRule (0.0.17, causal_conv1d_gated_delta_rule/reference.py):
+// vLLM's ragged Gated DeltaNet layer of Qwen3-Next / Qwen 3.5, decode and prefill in one call.
+//
+// Dimensions.
+//   T      tokens of the whole ragged batch;  C = 2 n_kq d_k + n_v d_v  the conv channels
+//   n_kq   query / key heads;  n_v  value heads (a multiple of n_kq)
+//   d_k    query / key head dimension;  d_v  value head dimension
+//   W      the conv's kernel_size;  NB  state slots;  R  requests (sequences)
+//
+// Request r < A = distribution[2] owns tokens [qsl[r], qsl[r + 1]) of qkv (qsl =
+// query_start_loc) and the state slot state_indices[r]; tokens from qsl[A] on are padding. Its
+// states start from the slot when it has an initial state, seq_lens[r] > its token count, and
+// from zeros otherwise (the recurrent state of every request r < R, active or not, is zeroed so
+// in the output; the conv state only in batches that are not decode-only, distribution[0] !=
+// distribution[2], upstream's two branches). Per token of request r:
+//   x    = the causal depthwise conv of qkv over the request's tokens after its conv state
+//          (W - 1 rows), weight [C, 1, W], + conv_bias; rounded to qkv's dtype (the first W - 1
+//          tokens: the sum rounded, then the bias added and rounded again, as upstream)
+//   y    = silu(x) = x logistic(x), each step rounded likewise (XLA's order); q, k, v = y's
+//          [n_kq d_k], [n_kq d_k], [n_v d_v] parts, value head h reading query / key head
+//          h / (n_v / n_kq)
+//   q, k = x / sqrt(|x|^2 + 1e-6) per head, q *= d_k^-1/2;  beta = sigmoid(b);
+//   g    = -exp(a_log) softplus(a + dt_bias)  (per value head)
+//   S   <- exp(g) S;  S <- S + beta k (v - k^T S)^T;  out = q^T S  (S [d_k, d_v] f32 per head)
+// The new conv state of an active request holds its last W - 1 inputs (old state rows first when
+// it has fewer tokens); the recurrent state its S after its last token, in the state's dtype.
+// Padding tokens output zeros.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ops/framework/bound_args.h"
+#include "ops/framework/dtype.h"
+#include "ops/framework/op.h"
+#include "ops/framework/problem_op.h"
+#include "ops/framework/tensor.h"
+
+namespace tokamax {
+
+struct GdnProblem {
+  static constexpr std::string_view kOp = "gated_delta_rule";
+  static constexpr std::string_view kSummary =
+      "upstream's causal conv1d + gated delta rule (Qwen3-Next / Qwen 3.5 Gated DeltaNet): ragged "
+      "decode and prefill with conv and recurrent state slots";
+  int64_t T = 0, C = 0, n_kq = 0, n_v = 0, d_k = 0, d_v = 0, W = 0, NB = 0, R = 0;
+  DType dtype = DType::kF32;        // qkv, conv_state, out
+  DType state_dtype = DType::kF32;  // recurrent_state
+  bool has_conv_bias = false;
+  std::vector<int64_t> query_start_loc, state_indices, distribution, seq_lens;
+
+  int64_t active() const { return distribution[2]; }  // A
+  bool decode_only() const { return distribution[0] == distribution[2]; }
+  int64_t tokens(int64_t r) const { return query_start_loc[r + 1] - query_start_loc[r]; }
+  // upstream's has_initial_state: seq_lens[r] minus the request's tokens (query_start_loc as
+  // given, also past A) is positive.
+  bool has_initial_state(int64_t r) const { return seq_lens[r] - tokens(r) > 0; }
+  // Whether request r's conv state starts from its slot (else zeros).
+  bool conv_from_slot(int64_t r) const { return decode_only() || has_initial_state(r); }
+  int64_t repeat() const { return n_v / n_kq; }
+  static GdnProblem from(const BoundArgs& args);
+};
+
+using GdnOp = ProblemOp<GdnProblem>;
+
+// The f32 gate and beta of value head h of a token: g = -exp(a_log) softplus(a + dt_bias),
+// beta = sigmoid(b), in `Acc`.
+template <typename Acc>
+Acc gdn_log_decay(Acc a, Acc a_log, Acc dt_bias);
+template <typename Acc>
+Acc gdn_beta(Acc b);
+
+// The conv + silu of every valid token in qkv's dtype's values, as upstream rounds them (f32
+// [T, C]; padding tokens 0), and the updated conv state ([NB, W - 1, C] in conv_state's dtype:
+// a copy of the input's with each active request's rows). `threads` as parallel_for.
+void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads,
+                   // Outputs.
+                   float* mixed,        // [T, C]
+                   Tensor& conv_state);  // [NB, W - 1, C]
+
+// The portable reference: the conv, then the recurrence token by token in f32 with the state
+// rounded to its dtype after each token, as upstream's reference.py.
+void gated_delta_rule_reference(const GdnProblem& p, const TensorMap& inputs,
+                                // Outputs.
+                                TensorMap& outputs);
+
+}  // namespace tokamax

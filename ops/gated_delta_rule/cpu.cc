@@ -1,0 +1,41 @@
+// gated_delta_rule: the CPU implementation class ("cpu").
+//
+// Dimensions: as base.h.
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_checks.h"
+#include "ops/framework/op.h"
+#include "ops/gated_delta_rule/base.h"
+#include "ops/gated_delta_rule/cpu_kernel.h"
+
+namespace tokamax {
+namespace {
+
+class CpuGatedDeltaRule final : public TypedImplementation<GdnProblem, CpuGdnConfig> {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  nlohmann::json describe() const override { return {{"simd_target", cpu::simd_target_name()}}; }
+
+  void check_config(const GdnProblem&, const CpuGdnConfig& c, const Device& device) const override {
+    require_num_threads(c.num_threads, device);
+  }
+  CpuGdnConfig heuristics_config(const GdnProblem& p, const Device&) const override {
+    // One task per (request, value head): with little work, one thread.
+    CpuGdnConfig c;
+    const double work = static_cast<double>(p.T) * p.n_v * p.d_k * p.d_v;
+    c.num_threads = work < double(1 << 16) ? 1 : 0;
+    return c;
+  }
+  void run(const GdnProblem& p, const CpuGdnConfig& c, const Device&, const TensorMap& inputs,
+           TensorMap& outputs) const override {
+    gated_delta_rule_cpu_kernel(p, c, inputs, outputs);
+  }
+};
+
+}  // namespace
+
+const Implementation& gated_delta_rule_cpu_implementation() {
+  static const CpuGatedDeltaRule impl;
+  return impl;
+}
+
+}  // namespace tokamax
