@@ -7,12 +7,15 @@
 #include <cstdint>
 
 #include "ops/common/delta_rule_rows.h"
+#include "ops/framework/dtype.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/common/delta_rule_rows.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
 #include <hwy/highway.h>
+// The per-target conversions need highway.h first.
+#include "ops/common/cpu_convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
@@ -143,6 +146,22 @@ void UpdateOutput(float* S, const float* bk, const float* r, const float* q, int
   RowsPass<true>(S, nullptr, bk, r, q, K, V, out);
 }
 
+// dst[i] = src[i] widened to f32 (src f32, bf16 or f16).
+template <typename T>
+void LoadStateT(const T* src, float* dst, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(LoadWiden(d, src + i), d, dst + i);
+  for (; i < n; ++i) dst[i] = static_cast<float>(to_double(src[i]));
+}
+
+void LoadState(DType dtype, const void* src, float* dst, int64_t n) {
+  if (dtype == DType::kBF16) return LoadStateT(static_cast<const bf16*>(src), dst, n);
+  if (dtype == DType::kF16) return LoadStateT(static_cast<const f16*>(src), dst, n);
+  LoadStateT(static_cast<const float*>(src), dst, n);
+}
+
 }  // namespace tokamax::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -152,6 +171,11 @@ namespace tokamax {
 HWY_EXPORT(DecayPredict);
 HWY_EXPORT(UpdateOutput);
 HWY_EXPORT(UpdateDecay);
+HWY_EXPORT(LoadState);
+
+void delta_rule_load_state(DType dtype, const void* src, float* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(LoadState)(dtype, src, dst, n);
+}
 
 void delta_rule_update_decay(float* S, const float* bk, const float* r, const float* q,
                              const float* d_next, const float* k_next, int64_t K, int64_t V,

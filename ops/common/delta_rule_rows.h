@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "ops/framework/dtype.h"
+
 namespace tokamax {
 
 // The two passes over a state [K, V] (row stride V):
@@ -34,5 +36,12 @@ void delta_rule_update_decay(float* S,  // [K, V], updated in place
                              int64_t K, int64_t V,
                              // Outputs.
                              float* out, float* pred_next);  // [V] each
+
+// A state stored in f32, bf16 or f16 widened into f32 (n elements): vectorized.
+void delta_rule_load_state(DType dtype,
+                           // Inputs.
+                           const void* src,
+                           // Outputs.
+                           float* dst, int64_t n);
 
 }  // namespace tokamax

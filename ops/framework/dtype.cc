@@ -72,17 +72,6 @@ bool is_kernel_float(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
 }
 
-float round_through(DType dtype, float x) {
-  switch (dtype) {
-    case DType::kBF16:
-      return bf16_to_float(float_to_bf16(x));
-    case DType::kF16:
-      return f16_to_float(float_to_f16(x));
-    default:
-      return x;
-  }
-}
-
 bool is_quantized(DType dtype) { return dtype == DType::kI8 || dtype == DType::kF8E4M3; }
 
 double unit_roundoff(DType dtype) {

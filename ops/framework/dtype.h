@@ -54,9 +54,21 @@ inline float bf16_to_float(bf16 value) {
 }
 f16 float_to_f16(float value);
 float f16_to_float(f16 value);
+// x rounded to bf16 (to nearest even) and widened back, inline: float_to_bf16's result for
+// every value but NaN (whose payload may differ; it stays NaN).
+inline float round_through_bf16(float x) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return x;
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return std::bit_cast<float>(bits & 0xFFFF0000u);
+}
 // x rounded to a kernel float dtype (f32, bf16, f16) and widened back: what storing x in that
 // dtype keeps (x itself for f32 and the others).
-float round_through(DType dtype, float x);
+inline float round_through(DType dtype, float x) {
+  if (dtype == DType::kBF16) return round_through_bf16(x);
+  if (dtype == DType::kF16) return f16_to_float(float_to_f16(x));
+  return x;
+}
 // Exact; NaN for the NaN codes.
 float f8e4m3_to_float(f8e4m3 value);
 // Round to nearest even; NaN and values past the largest finite one after rounding (|x| >= 464)

@@ -1,5 +1,5 @@
 // gated_delta_rule: binding (shapes and the metadata's values, so that no index reaches a kernel
-// unchecked), tensors, counts, the gate activations and the conv every implementation shares.
+// unchecked), tensors and counts.
 //
 // Dimensions: as base.h.
 #include "ops/gated_delta_rule/base.h"
@@ -9,8 +9,6 @@
 #include <set>
 #include <string>
 
-#include "backends/cpu/thread_pool.h"
-#include "ops/framework/dtype_dispatch.h"
 #include "ops/framework/errors.h"
 
 namespace tokamax {
@@ -258,83 +256,6 @@ double ProblemOp<GdnProblem>::bytes(const BoundArgs& args) const {
   const double slot = static_cast<double>(p.n_v * p.d_k * p.d_v) * dtype_size(p.state_dtype) +
                       static_cast<double>((p.W - 1) * p.C) * dtype_size(p.dtype);
   return total + 2.0 * slot * static_cast<double>(p.R);
-}
-
-template <typename Acc>
-Acc gdn_log_decay(Acc a, Acc a_log, Acc dt_bias) {
-  const Acc x = a + dt_bias;
-  const Acc softplus = std::max(x, Acc(0)) + std::log1p(std::exp(-std::fabs(x)));
-  return -std::exp(a_log) * softplus;
-}
-template float gdn_log_decay<float>(float, float, float);
-template double gdn_log_decay<double>(double, double, double);
-
-template <typename Acc>
-Acc gdn_beta(Acc b) {
-  return Acc(1) / (Acc(1) + std::exp(-b));
-}
-template float gdn_beta<float>(float);
-template double gdn_beta<double>(double);
-
-void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, float* mixed,
-                   Tensor& conv_state) {
-  const Tensor& x = inputs.at("qkv");
-  const Tensor& old_state = inputs.at("conv_state");
-  std::memcpy(conv_state.raw(), old_state.raw(), old_state.size_bytes());
-  std::memset(mixed, 0, static_cast<size_t>(p.T * p.C) * sizeof(float));
-  const int64_t C = p.C, W = p.W, A = p.active();
-  const int64_t rows = W - 1;
-  // f32 copies of the weights [W, C] (tap-major: a token's taps stream over contiguous C) and
-  // the bias.
-  std::vector<float> w(static_cast<size_t>(W * C)), bias(static_cast<size_t>(C), 0.0f);
-  const Tensor& weight = inputs.at("conv_weight");
-  for (int64_t c = 0; c < C; ++c) {
-    for (int64_t k = 0; k < W; ++k) w[k * C + c] = static_cast<float>(weight.get(c * W + k));
-    if (p.has_conv_bias) bias[c] = static_cast<float>(inputs.at("conv_bias").get(c));
-  }
-  dispatch_float(p.dtype, [&](auto type) {
-    using X = decltype(type);
-    const X* xs = x.data<X>();
-    const X* old = old_state.data<X>();
-    X* next = conv_state.data<X>();
-    cpu::parallel_for(A, threads, [&](int64_t r, int) {
-      const int64_t start = p.query_start_loc[r], L = p.tokens(r);
-      const X* slot = old + p.state_indices[r] * rows * C;
-      const bool from_slot = p.conv_from_slot(r);
-      // Input row `i` of the request's stream: its conv state's rows (0 .. W - 2), then its tokens.
-      auto input = [&](int64_t i, int64_t c) -> float {
-        if (i >= rows) return to_float(xs[(start + i - rows) * C + c]);
-        return from_slot ? to_float(slot[i * C + c]) : 0.0f;
-      };
-      std::vector<float> acc(static_cast<size_t>(C));
-      for (int64_t j = 0; j < L; ++j) {
-        // Token j reads stream rows j .. j + W - 1. The first W - 1 tokens (every token of a
-        // decode-only batch) round the sum, then add the bias and round again; the rest add the
-        // bias first and round once (upstream's two conv paths).
-        const bool boundary = j < rows || p.decode_only();
-        for (int64_t c = 0; c < C; ++c) acc[c] = boundary ? 0.0f : bias[c];
-        for (int64_t k = 0; k < W; ++k) {
-          const float* wk = w.data() + k * C;
-          for (int64_t c = 0; c < C; ++c) acc[c] += wk[c] * input(j + k, c);
-        }
-        float* y = mixed + (start + j) * C;
-        for (int64_t c = 0; c < C; ++c) {
-          float v = round_through(p.dtype, acc[c]);
-          if (boundary && p.has_conv_bias) v = round_through(p.dtype, v + bias[c]);
-          // silu as XLA evaluates it in the input dtype: x * logistic(x), each step rounded.
-          const float e = round_through(p.dtype, std::exp(-v));
-          const float sig = round_through(p.dtype, 1.0f / round_through(p.dtype, 1.0f + e));
-          v = round_through(p.dtype, v * sig);
-          y[c] = v;
-        }
-      }
-      // The new state: the stream's last W - 1 rows.
-      X* dst = next + p.state_indices[r] * rows * C;
-      for (int64_t i = 0; i < rows; ++i) {
-        for (int64_t c = 0; c < C; ++c) dst[i * C + c] = from_double<X>(input(L + i, c));
-      }
-    });
-  });
 }
 
 }  // namespace tokamax

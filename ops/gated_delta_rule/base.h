@@ -72,9 +72,25 @@ Acc gdn_log_decay(Acc a, Acc a_log, Acc dt_bias);
 template <typename Acc>
 Acc gdn_beta(Acc b);
 
+// y = silu(conv) of one token as upstream rounds it in `dtype` (f32, bf16, f16): (conv_bias,
+// unless `boundary`) + sum_k w[k, c] in[k, c] over its W input rows (row stride C, f32),
+// rounded; at a boundary (the first W - 1 tokens of a request, every token of a decode-only
+// batch) the bias added then and rounded again; then x logistic(x) with exp, 1 + e, the
+// reciprocal and the product each rounded (XLA's order). Vectorized.
+void gdn_conv_row(DType dtype,
+                  // Inputs.
+                  const float* w,     // [W, C] the taps, tap-major
+                  int64_t W,
+                  const float* in,    // [W, C]
+                  const float* bias,  // [C] or null
+                  bool boundary,
+                  // Outputs.
+                  float* y, int64_t C);
+
 // The conv + silu of every valid token in qkv's dtype's values, as upstream rounds them (f32
 // [T, C]; padding tokens 0), and the updated conv state ([NB, W - 1, C] in conv_state's dtype:
-// a copy of the input's with each active request's rows). `threads` as parallel_for.
+// a copy of the input's with each active request's rows). Parallel (`threads` as parallel_for)
+// over blocks of each request's tokens.
 void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads,
                    // Outputs.
                    float* mixed,        // [T, C]

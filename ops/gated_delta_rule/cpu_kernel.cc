@@ -36,14 +36,28 @@ void CpuGdnConfig::validate() const {
 
 void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
                                  const TensorMap& inputs, TensorMap& outputs) {
-  const int64_t C = p.C, dk = p.d_k, dv = p.d_v, KV = dk * dv, n_v = p.n_v;
+  const int64_t C = p.C, dk = p.d_k, dv = p.d_v, KV = dk * dv, n_v = p.n_v, n_kq = p.n_kq;
   std::vector<float> mixed(static_cast<size_t>(p.T * C));
   gdn_conv_silu(p, inputs, c.num_threads, mixed.data(), outputs.at("updated_conv_state"));
   Tensor& out = outputs.at("out");
   std::memset(out.raw(), 0, out.size_bytes());  // padding tokens
+  // Slots no request owns are copied through; each request's slot is written whole by its
+  // tasks, from the input's (one read and one write of each state).
   Tensor& state = outputs.at("updated_recurrent_state");
-  std::memcpy(state.raw(), inputs.at("recurrent_state").raw(), state.size_bytes());
-  // The per-head scalars as f32.
+  const char* old_states = static_cast<const char*>(inputs.at("recurrent_state").raw());
+  const size_t slot_bytes = static_cast<size_t>(n_v * KV) * dtype_size(p.state_dtype);
+  std::vector<bool> owned(static_cast<size_t>(p.NB), false);
+  for (const int64_t slot : p.state_indices) owned[slot] = true;
+  for (int64_t slot = 0; slot < p.NB; ++slot) {
+    if (!owned[slot]) {
+      std::memcpy(static_cast<char*>(state.raw()) + slot * slot_bytes,
+                  old_states + slot * slot_bytes, slot_bytes);
+    }
+  }
+  // Per valid token, once (not once per value head reading it): q and k of each key head
+  // normalized in place in `mixed` (q scaled), and each value head's exp(g) and beta.
+  const int64_t valid = p.query_start_loc[p.active()];
+  std::vector<float> decay(static_cast<size_t>(valid * n_v)), beta(static_cast<size_t>(valid * n_v));
   std::vector<float> a_log(static_cast<size_t>(n_v)), dt_bias(static_cast<size_t>(n_v));
   for (int64_t h = 0; h < n_v; ++h) {
     a_log[h] = static_cast<float>(inputs.at("a_log").get(h));
@@ -52,74 +66,78 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
   const Tensor& a_in = inputs.at("a");
   const Tensor& b_in = inputs.at("b");
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  cpu::parallel_for(valid, c.num_threads, [&](int64_t t, int) {
+    float* y = mixed.data() + t * C;
+    for (int64_t hk = 0; hk < n_kq; ++hk) {
+      l2_normalize(y + hk * dk, dk);
+      for (int64_t i = 0; i < dk; ++i) y[hk * dk + i] *= scale;
+      l2_normalize(y + (n_kq + hk) * dk, dk);
+    }
+    for (int64_t h = 0; h < n_v; ++h) {
+      beta[t * n_v + h] = gdn_beta<float>(static_cast<float>(b_in.get(t * n_v + h)));
+      decay[t * n_v + h] = std::exp(
+          gdn_log_decay<float>(static_cast<float>(a_in.get(t * n_v + h)), a_log[h], dt_bias[h]));
+    }
+  });
   const int64_t out_size = static_cast<int64_t>(dtype_size(p.dtype));
-  dispatch_float(p.state_dtype, [&](auto type) {
-    using S_t = decltype(type);
-    S_t* states = state.data<S_t>();
-    cpu::parallel_for(p.R * n_v, c.num_threads, [&](int64_t task, int) {
-      const int64_t r = task / n_v, h = task % n_v, hk = h / p.repeat();
-      S_t* slot = states + (p.state_indices[r] * n_v + h) * KV;
-      thread_local std::vector<float> scratch;
-      // The state [dk, dv], then two token buffers (this token's and the next one's: q, k,
-      // decay, beta k [dk] and v [dv]), r, pred and out [dv].
-      const int64_t token_floats = 4 * dk + dv;
-      const int64_t need = KV + 2 * token_floats + 3 * dv;
-      if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
-      float* S = scratch.data();
-      if (p.has_initial_state(r)) {
-        for (int64_t e = 0; e < KV; ++e) S[e] = to_float(slot[e]);
+  char* states = static_cast<char*>(state.raw());
+  const int64_t state_size = static_cast<int64_t>(dtype_size(p.state_dtype));
+  cpu::parallel_for(p.R * n_v, c.num_threads, [&](int64_t task, int) {
+    const int64_t r = task / n_v, h = task % n_v, hk = h / p.repeat();
+    const int64_t at = (p.state_indices[r] * n_v + h) * KV * state_size;
+    char* slot = states + at;
+    thread_local std::vector<float> scratch;
+    // The state [dk, dv]; two token buffers (this token's and the next one's decay and beta k
+    // [dk]); r, pred and out [dv].
+    const int64_t need = KV + 4 * dk + 3 * dv;
+    if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
+    float* S = scratch.data();
+    if (p.has_initial_state(r)) {
+      delta_rule_load_state(p.state_dtype, old_states + at, S, KV);
+    } else {
+      std::fill_n(S, KV, 0.0f);
+    }
+    struct Token {
+      const float *q, *k, *v;
+      float *decay, *bk;
+    };
+    float* buffers = S + KV;
+    float* rv = buffers + 4 * dk;
+    float* pred = rv + dv;
+    float* o = pred + dv;
+    // Token t's operands: q, k, v where the prep pass left them, exp(g) in every row, beta k.
+    auto token = [&](int64_t t, int which) {
+      const float* y = mixed.data() + t * C;
+      Token x{y + hk * dk, y + (n_kq + hk) * dk, y + 2 * n_kq * dk + h * dv,
+              buffers + which * 2 * dk, buffers + which * 2 * dk + dk};
+      const float d = decay[t * n_v + h], bt = beta[t * n_v + h];
+      for (int64_t i = 0; i < dk; ++i) {
+        x.decay[i] = d;
+        x.bk[i] = bt * x.k[i];
+      }
+      return x;
+    };
+    const int64_t L = r < p.active() ? p.tokens(r) : 0;
+    const int64_t start = p.query_start_loc[r];
+    Token cur{};
+    for (int64_t j = 0; j < L; ++j) {
+      const int64_t t = start + j;
+      if (j == 0) {
+        cur = token(t, 0);
+        delta_rule_decay_predict(S, cur.decay, cur.k, dk, dv, pred);
+      }
+      for (int64_t x = 0; x < dv; ++x) rv[x] = cur.v[x] - pred[x];
+      if (j + 1 < L) {
+        const Token next = token(t + 1, (j + 1) % 2);
+        delta_rule_update_decay(S, cur.bk, rv, cur.q, next.decay, next.k, dk, dv, o, pred);
+        cur = next;
       } else {
-        std::fill_n(S, KV, 0.0f);
+        delta_rule_update_output(S, cur.bk, rv, cur.q, dk, dv, o);
       }
-      struct Token {
-        float *q, *k, *decay, *bk, *v;
-      };
-      auto token_at = [&](int i) {
-        float* base = S + KV + i * token_floats;
-        return Token{base, base + dk, base + 2 * dk, base + 3 * dk, base + 4 * dk};
-      };
-      Token cur = token_at(0), next = token_at(1);
-      float* rv = S + KV + 2 * token_floats;
-      float* pred = rv + dv;
-      float* o = pred + dv;
-      // A token's q and k normalized (q scaled), exp(g) in every row, beta k, v.
-      auto load_token = [&](int64_t t, const Token& x) {
-        const float* y = mixed.data() + t * C;
-        std::memcpy(x.q, y + hk * dk, static_cast<size_t>(dk) * sizeof(float));
-        std::memcpy(x.k, y + (p.n_kq + hk) * dk, static_cast<size_t>(dk) * sizeof(float));
-        std::memcpy(x.v, y + 2 * p.n_kq * dk + h * dv, static_cast<size_t>(dv) * sizeof(float));
-        l2_normalize(x.q, dk);
-        l2_normalize(x.k, dk);
-        const float beta = gdn_beta<float>(static_cast<float>(b_in.get(t * n_v + h)));
-        const float decay = std::exp(
-            gdn_log_decay<float>(static_cast<float>(a_in.get(t * n_v + h)), a_log[h], dt_bias[h]));
-        for (int64_t i = 0; i < dk; ++i) {
-          x.q[i] *= scale;
-          x.bk[i] = beta * x.k[i];
-          x.decay[i] = decay;
-        }
-      };
-      const int64_t L = r < p.active() ? p.tokens(r) : 0;
-      const int64_t start = p.query_start_loc[r];
-      for (int64_t j = 0; j < L; ++j) {
-        const int64_t t = start + j;
-        if (j == 0) {
-          load_token(t, cur);
-          delta_rule_decay_predict(S, cur.decay, cur.k, dk, dv, pred);
-        }
-        for (int64_t x = 0; x < dv; ++x) rv[x] = cur.v[x] - pred[x];
-        if (j + 1 < L) {
-          load_token(t + 1, next);
-          delta_rule_update_decay(S, cur.bk, rv, cur.q, next.decay, next.k, dk, dv, o, pred);
-          std::swap(cur, next);
-        } else {
-          delta_rule_update_output(S, cur.bk, rv, cur.q, dk, dv, o);
-        }
-        char* out_row = static_cast<char*>(out.raw()) + (t * n_v + h) * dv * out_size;
-        store_rows(o, dv, 1, dv, p.dtype, out_row, dv);
-      }
-      for (int64_t e = 0; e < KV; ++e) slot[e] = from_double<S_t>(S[e]);
-    });
+      char* out_row = static_cast<char*>(out.raw()) + (t * n_v + h) * dv * out_size;
+      store_rows(o, dv, 1, dv, p.dtype, out_row, dv);
+    }
+    store_rows(S, dv, dk, dv, p.state_dtype, slot, dv);
   });
 }
 

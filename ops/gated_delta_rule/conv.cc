@@ -1,0 +1,104 @@
+// gated_delta_rule: what every implementation shares: the gate activations and the conv with
+// silu, rounded as upstream rounds them (base.h).
+//
+// Dimensions: as base.h.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+#include "ops/framework/dtype_dispatch.h"
+#include "ops/gated_delta_rule/base.h"
+
+namespace tokamax {
+
+template <typename Acc>
+Acc gdn_log_decay(Acc a, Acc a_log, Acc dt_bias) {
+  const Acc x = a + dt_bias;
+  const Acc softplus = std::max(x, Acc(0)) + std::log1p(std::exp(-std::fabs(x)));
+  return -std::exp(a_log) * softplus;
+}
+template float gdn_log_decay<float>(float, float, float);
+template double gdn_log_decay<double>(double, double, double);
+
+template <typename Acc>
+Acc gdn_beta(Acc b) {
+  return Acc(1) / (Acc(1) + std::exp(-b));
+}
+template float gdn_beta<float>(float);
+template double gdn_beta<double>(double);
+
+namespace {
+
+// Tokens per conv task: a block's f32 input rows ((64 + W - 1) x C) stay in L2.
+constexpr int64_t kConvBlock = 64;
+
+}  // namespace
+
+void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, float* mixed,
+                   Tensor& conv_state) {
+  const Tensor& x = inputs.at("qkv");
+  const Tensor& old_state = inputs.at("conv_state");
+  std::memcpy(conv_state.raw(), old_state.raw(), old_state.size_bytes());
+  const int64_t C = p.C, W = p.W, A = p.active(), rows = W - 1;
+  // Padding tokens' rows are zeros.
+  const int64_t valid_end = p.query_start_loc[A];
+  std::memset(mixed + valid_end * C, 0, static_cast<size_t>((p.T - valid_end) * C) * sizeof(float));
+  // f32 copies of the weights [W, C] (tap-major: a token's taps stream over contiguous C) and
+  // the bias.
+  std::vector<float> w(static_cast<size_t>(W * C)), bias(static_cast<size_t>(C), 0.0f);
+  const Tensor& weight = inputs.at("conv_weight");
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t k = 0; k < W; ++k) w[k * C + c] = static_cast<float>(weight.get(c * W + k));
+    if (p.has_conv_bias) bias[c] = static_cast<float>(inputs.at("conv_bias").get(c));
+  }
+  struct Task {
+    int64_t r, j0;
+  };
+  std::vector<Task> tasks;
+  for (int64_t r = 0; r < A; ++r) {
+    for (int64_t j0 = 0; j0 < p.tokens(r); j0 += kConvBlock) tasks.push_back({r, j0});
+  }
+  dispatch_float(p.dtype, [&](auto type) {
+    using X = decltype(type);
+    const X* xs = x.data<X>();
+    const X* old = old_state.data<X>();
+    X* next = conv_state.data<X>();
+    // Row i of request r's input stream (its conv state's W - 1 rows, zeros without an initial
+    // state, then its tokens) as f32.
+    auto stream_row = [&](int64_t r, int64_t i, float* out) {
+      const X* src = i >= rows ? xs + (p.query_start_loc[r] + i - rows) * C
+                              : (p.conv_from_slot(r) ? old + (p.state_indices[r] * rows + i) * C
+                                                     : nullptr);
+      for (int64_t c = 0; c < C; ++c) out[c] = src ? to_float(src[c]) : 0.0f;
+    };
+    cpu::parallel_for(static_cast<int64_t>(tasks.size()), threads, [&](int64_t index, int) {
+      const auto [r, j0] = tasks[index];
+      const int64_t n = std::min(kConvBlock, p.tokens(r) - j0);
+      thread_local std::vector<float> in;
+      if (static_cast<int64_t>(in.size()) < (n + rows) * C) in.resize((n + rows) * C);
+      for (int64_t i = 0; i < n + rows; ++i) stream_row(r, j0 + i, in.data() + i * C);
+      for (int64_t j = j0; j < j0 + n; ++j) {
+        // Token j reads stream rows j .. j + W - 1. The first W - 1 tokens (every token of a
+        // decode-only batch) round the sum, then add the bias and round again; the rest add the
+        // bias first and round once (upstream's two conv paths).
+        const bool boundary = j < rows || p.decode_only();
+        gdn_conv_row(p.dtype, w.data(), W, in.data() + (j - j0) * C,
+                     p.has_conv_bias ? bias.data() : nullptr, boundary,
+                     mixed + (p.query_start_loc[r] + j) * C, C);
+      }
+    });
+    // The new state of each active request: its stream's last W - 1 rows.
+    std::vector<float> row(static_cast<size_t>(C));
+    for (int64_t r = 0; r < A; ++r) {
+      X* dst = next + p.state_indices[r] * rows * C;
+      for (int64_t i = 0; i < rows; ++i) {
+        stream_row(r, p.tokens(r) + i, row.data());
+        for (int64_t c = 0; c < C; ++c) dst[i * C + c] = from_double<X>(row[c]);
+      }
+    }
+  });
+}
+
+}  // namespace tokamax

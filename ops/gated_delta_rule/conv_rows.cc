@@ -1,0 +1,93 @@
+// gated_delta_rule: one token's conv and silu, rounded as upstream (base.h: gdn_conv_row),
+// compiled once per SIMD target by Highway.
+//
+// Dimensions: as base.h; L the f32 lanes of the target.
+#include <cmath>
+#include <cstdint>
+
+#include "ops/gated_delta_rule/base.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/gated_delta_rule/conv_rows.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Rounds each lane to bf16, to nearest even, and widens it back (finite lanes: the conv's).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V RoundBf16(D d, V x) {
+  const hn::RebindToUnsigned<D> du;
+  auto bits = hn::BitCast(du, x);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  bits = hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb));
+  return hn::BitCast(d, hn::And(bits, hn::Set(du, 0xFFFF0000u)));
+}
+
+// Lane-wise: rounds to bf16 when `bf16`, else keeps f32.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Round(D d, V x, bool bf16) {
+  return bf16 ? RoundBf16(d, x) : x;
+}
+
+// One element's chain, scalar (the tail, and f16 whose steps round through f16).
+float conv_element(DType dtype, const float* w, int64_t W, const float* in, int64_t C,
+                   float bias, bool boundary, bool has_bias, int64_t c) {
+  float acc = boundary ? 0.0f : bias;
+  for (int64_t k = 0; k < W; ++k) acc += w[k * C + c] * in[k * C + c];
+  float v = round_through(dtype, acc);
+  if (boundary && has_bias) v = round_through(dtype, v + bias);
+  const float e = round_through(dtype, std::exp(-v));
+  const float sig = round_through(dtype, 1.0f / round_through(dtype, 1.0f + e));
+  return round_through(dtype, v * sig);
+}
+
+// y[c] = silu(conv) of one token: (bias, unless boundary) + sum_k w[k, c] in[k, c] over the W
+// stream rows `in` (row stride C), rounded to the dtype; at a boundary the bias added after that
+// rounding and rounded again; then x logistic(x) with exp, 1 + e, the reciprocal and the
+// product each rounded (XLA's bf16 order; f32 rounds nothing).
+void ConvRow(DType dtype, const float* w, int64_t W, const float* in, const float* bias,
+             bool boundary, bool has_bias, float* y, int64_t C) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const bool bf16 = dtype == DType::kBF16;
+  const auto one = hn::Set(d, 1.0f);
+  int64_t c = 0;
+  if (dtype != DType::kF16) {
+    for (; c + L <= C; c += L) {
+      const auto b = has_bias ? hn::LoadU(d, bias + c) : hn::Zero(d);
+      auto acc = boundary ? hn::Zero(d) : b;
+      for (int64_t k = 0; k < W; ++k) {
+        acc = hn::MulAdd(hn::LoadU(d, w + k * C + c), hn::LoadU(d, in + k * C + c), acc);
+      }
+      auto v = Round(d, acc, bf16);
+      if (boundary && has_bias) v = Round(d, hn::Add(v, b), bf16);
+      const auto e = Round(d, hn::Exp(d, hn::Neg(v)), bf16);
+      const auto sig = Round(d, hn::Div(one, Round(d, hn::Add(one, e), bf16)), bf16);
+      hn::StoreU(Round(d, hn::Mul(v, sig), bf16), d, y + c);
+    }
+  }
+  for (; c < C; ++c) {
+    y[c] = conv_element(dtype, w, W, in, C, has_bias ? bias[c] : 0.0f, boundary, has_bias, c);
+  }
+}
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+
+HWY_EXPORT(ConvRow);
+
+void gdn_conv_row(DType dtype, const float* w, int64_t W, const float* in, const float* bias,
+                  bool boundary, float* y, int64_t C) {
+  HWY_DYNAMIC_DISPATCH(ConvRow)(dtype, w, W, in, bias, boundary, bias != nullptr, y, C);
+}
+
+}  // namespace tokamax
+#endif  // HWY_ONCE
