@@ -3,10 +3,13 @@
 // stream past: one read and one write of the state per pass.
 //
 // Dimensions: as delta_rule_rows.h; L the f32 lanes of the target.
+#include "ops/common/delta_rule_rows.h"
+
+#include <hwy/cache_control.h>
+
 #include <algorithm>
 #include <cstdint>
 
-#include "ops/common/delta_rule_rows.h"
 #include "ops/framework/dtype.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -162,6 +165,27 @@ void LoadState(DType dtype, const void* src, float* dst, int64_t n) {
   LoadStateT(static_cast<const float*>(src), dst, n);
 }
 
+// dst[i] = src[i] rounded to T; by non-temporal stores when dst is 64-byte aligned (a state
+// written once and not read again by this task: no read of its lines before the write).
+template <typename T>
+void StoreStateT(const float* src, T* dst, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  if (reinterpret_cast<uintptr_t>(dst) % 64 == 0) {
+    for (; i + L <= n; i += L) StoreNarrow<T, true>(d, hn::LoadU(d, src + i), dst + i, false);
+  } else {
+    for (; i + L <= n; i += L) StoreNarrow<T, false>(d, hn::LoadU(d, src + i), dst + i, false);
+  }
+  for (; i < n; ++i) dst[i] = Narrow<T>(src[i]);
+}
+
+void StoreState(DType dtype, const float* src, void* dst, int64_t n) {
+  if (dtype == DType::kBF16) return StoreStateT(src, static_cast<bf16*>(dst), n);
+  if (dtype == DType::kF16) return StoreStateT(src, static_cast<f16*>(dst), n);
+  StoreStateT(src, static_cast<float*>(dst), n);
+}
+
 }  // namespace tokamax::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -172,6 +196,12 @@ HWY_EXPORT(DecayPredict);
 HWY_EXPORT(UpdateOutput);
 HWY_EXPORT(UpdateDecay);
 HWY_EXPORT(LoadState);
+HWY_EXPORT(StoreState);
+
+void delta_rule_store_state(DType dtype, const float* src, void* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(StoreState)(dtype, src, dst, n);
+  hwy::FlushStream();  // drains the non-temporal stores before the task ends
+}
 
 void delta_rule_load_state(DType dtype, const void* src, float* dst, int64_t n) {
   HWY_DYNAMIC_DISPATCH(LoadState)(dtype, src, dst, n);
@@ -188,8 +218,8 @@ void delta_rule_decay_predict(float* S, const float* d, const float* k, int64_t 
   HWY_DYNAMIC_DISPATCH(DecayPredict)(S, d, k, K, V, pred);
 }
 
-void delta_rule_update_output(float* S, const float* bk, const float* r, const float* q,
-                              int64_t K, int64_t V, float* out) {
+void delta_rule_update_output(float* S, const float* bk, const float* r, const float* q, int64_t K,
+                              int64_t V, float* out) {
   HWY_DYNAMIC_DISPATCH(UpdateOutput)(S, bk, r, q, K, V, out);
 }
 

@@ -15,8 +15,8 @@ namespace tokamax {
 // The two passes over a state [K, V] (row stride V):
 //   decay: S_i *= d_i for every row i, pred = sum_i k_i S_i ([V]);
 //   update: S_i += bk_i r for every row i, out = sum_i q_i S_i ([V]).
-void delta_rule_decay_predict(float* S,  // [K, V], updated in place
-                                         // Inputs.
+void delta_rule_decay_predict(float* S,                        // [K, V], updated in place
+                                                               // Inputs.
                               const float* d, const float* k,  // [K] each
                               int64_t K, int64_t V,
                               // Outputs.
@@ -43,5 +43,13 @@ void delta_rule_load_state(DType dtype,
                            const void* src,
                            // Outputs.
                            float* dst, int64_t n);
+
+// The f32 state stored in f32, bf16 or f16 (n elements, rounded to nearest even): vectorized,
+// by non-temporal stores where dst is 64-byte aligned (the state is not read again soon).
+void delta_rule_store_state(DType dtype,
+                            // Inputs.
+                            const float* src,
+                            // Outputs.
+                            void* dst, int64_t n);
 
 }  // namespace tokamax

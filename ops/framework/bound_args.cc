@@ -103,6 +103,24 @@ int64_t read_int_arg(std::string_view prefix, const nlohmann::json& args, const 
   return value.get<int64_t>();
 }
 
+std::vector<int64_t> read_int_list_arg(std::string_view prefix, const nlohmann::json& args,
+                                       const std::string& name, std::string_view shape) {
+  const std::string op(prefix);
+  if (!args.contains(name) || !args.at(name).is_array()) {
+    throw InvalidArgument(
+        op + name + " must be a list of ints " + std::string(shape) + " (the metadata's values)",
+        name);
+  }
+  std::vector<int64_t> values;
+  for (const nlohmann::json& v : args.at(name)) {
+    if (!v.is_number_integer()) {
+      throw InvalidArgument(op + name + " must hold ints, got " + v.dump(), name);
+    }
+    values.push_back(v.get<int64_t>());
+  }
+  return values;
+}
+
 bool read_bool_arg(std::string_view prefix, const nlohmann::json& args, const std::string& name,
                    bool fallback) {
   if (!args.contains(name) || args.at(name).is_null()) return fallback;

@@ -65,6 +65,12 @@ TensorSpec read_tensor_arg(std::string_view prefix, const nlohmann::json& args,
 int64_t read_int_arg(std::string_view prefix, const nlohmann::json& args, const std::string& name,
                      int64_t min, int64_t max, std::string_view range);
 
+// Integer-list argument `name` of `args` (metadata given as values, ragged_paged_attention's
+// cu_q_lens): present, a list of integers; `shape` names its extent in the message ("[S + 1]").
+// Anything else throws InvalidArgument naming the argument.
+std::vector<int64_t> read_int_list_arg(std::string_view prefix, const nlohmann::json& args,
+                                       const std::string& name, std::string_view shape);
+
 // Boolean argument `name` of `args`: `fallback` when absent or null, else it must be true or
 // false (InvalidArgument naming it otherwise).
 bool read_bool_arg(std::string_view prefix, const nlohmann::json& args, const std::string& name,

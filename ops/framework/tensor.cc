@@ -70,8 +70,8 @@ TensorSpec parse_tensor_spec(std::string_view text) {
     int64_t extent = -1;
     const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), extent);
     if (item.empty() || error != std::errc() || end != item.data() + item.size()) {
-      throw InvalidArgument("malformed dimension '" + std::string(item.substr(0, 40)) + "' in tensor spec " +
-                            quoted + " (expected a non-negative integer)");
+      throw InvalidArgument("malformed dimension '" + std::string(item.substr(0, 40)) +
+                            "' in tensor spec " + quoted + " (expected a non-negative integer)");
     }
     if (extent < 0) {
       throw InvalidArgument("negative dimension " + std::to_string(extent) + " in tensor spec " +
@@ -79,7 +79,8 @@ TensorSpec parse_tensor_spec(std::string_view text) {
     }
     spec.dims.push_back(extent);
     if (spec.dims.size() > kMaxRank) {
-      throw InvalidArgument("tensor spec " + quoted + " has more than " + std::to_string(kMaxRank) + " dimensions");
+      throw InvalidArgument("tensor spec " + quoted + " has more than " + std::to_string(kMaxRank) +
+                            " dimensions");
     }
     if (comma == std::string_view::npos) break;
     dims = dims.substr(comma + 1);

@@ -22,18 +22,6 @@ constexpr const char* kPrefix = "gated_delta_rule: ";
   throw InvalidArgument(std::string(kPrefix) + message, field);
 }
 
-std::vector<int64_t> read_ints(const json& args, const char* name, const std::string& shape) {
-  if (!args.contains(name) || !args.at(name).is_array()) {
-    fail(std::string(name) + " must be a list of ints " + shape + " (the metadata's values)", name);
-  }
-  std::vector<int64_t> values;
-  for (const json& v : args.at(name)) {
-    if (!v.is_number_integer()) fail(std::string(name) + " must hold ints, got " + v.dump(), name);
-    values.push_back(v.get<int64_t>());
-  }
-  return values;
-}
-
 std::string dims_text(std::initializer_list<int64_t> dims) {
   std::string out = "[";
   for (const int64_t d : dims) out += (out.size() > 1 ? ", " : "") + std::to_string(d);
@@ -46,8 +34,7 @@ void check_extent(const json& args, const char* name, int64_t expected, const st
   if (!args.contains(name) || args.at(name).is_null()) return;
   const json& v = args.at(name);
   if (!v.is_number_integer() || v.get<int64_t>() != expected) {
-    fail(std::string(name) + " is " + v.dump() + " but " + why + " say " +
-             std::to_string(expected),
+    fail(std::string(name) + " is " + v.dump() + " but " + why + " say " + std::to_string(expected),
          name);
   }
 }
@@ -83,12 +70,13 @@ BoundArgs ProblemOp<GdnProblem>::bind_canonical(const json& args) const {
                   {"qkv", "b", "a", "conv_state", "recurrent_state", "conv_weight", "conv_bias",
                    "a_log", "dt_bias", "query_start_loc", "state_indices", "distribution",
                    "seq_lens", "n_kq", "n_v", "d_k", "d_v", "kernel_size"});
-  const TensorSpec qkv = read_tensor_arg(kPrefix, args, "qkv",
-                                         {.shape = "[T, C]", .example = "bf16[2048,1536]", .rank = 2});
-  if (!is_kernel_float(qkv.dtype)) fail("qkv must be f32, bf16 or f16, got " + qkv.to_string(), "qkv");
-  const TensorSpec state = read_tensor_arg(
-      kPrefix, args, "recurrent_state",
-      {.shape = "[NB, n_v, d_k, d_v]", .example = "bf16[2,8,128,128]", .rank = 4});
+  const TensorSpec qkv = read_tensor_arg(
+      kPrefix, args, "qkv", {.shape = "[T, C]", .example = "bf16[2048,1536]", .rank = 2});
+  if (!is_kernel_float(qkv.dtype))
+    fail("qkv must be f32, bf16 or f16, got " + qkv.to_string(), "qkv");
+  const TensorSpec state =
+      read_tensor_arg(kPrefix, args, "recurrent_state",
+                      {.shape = "[NB, n_v, d_k, d_v]", .example = "bf16[2,8,128,128]", .rank = 4});
   if (!is_kernel_float(state.dtype)) {
     fail("recurrent_state must be f32, bf16 or f16, got " + state.to_string(), "recurrent_state");
   }
@@ -115,8 +103,9 @@ BoundArgs ProblemOp<GdnProblem>::bind_canonical(const json& args) const {
              weight.to_string(),
          "conv_weight");
   }
-  const TensorSpec conv = read_tensor_arg(
-      kPrefix, args, "conv_state", {.shape = "[NB, W - 1, C]", .example = "bf16[2,3,1536]", .rank = 3});
+  const TensorSpec conv =
+      read_tensor_arg(kPrefix, args, "conv_state",
+                      {.shape = "[NB, W - 1, C]", .example = "bf16[2,3,1536]", .rank = 3});
   if (conv.dims != std::vector<int64_t>{NB, W - 1, C} || conv.dtype != qkv.dtype) {
     fail("conv_state must be " + std::string(dtype_name(qkv.dtype)) + dims_text({NB, W - 1, C}) +
              " (the state slots, kernel_size - 1 rows, qkv's channels and dtype), got " +
@@ -138,8 +127,9 @@ BoundArgs ProblemOp<GdnProblem>::bind_canonical(const json& args) const {
     }
     const TensorSpec spec = read_tensor_arg(kPrefix, args, name, {.shape = shape});
     if (spec.dims != dims || !is_kernel_float(spec.dtype)) {
-      fail(std::string(name) + " must be " + shape + " = " + TensorSpec{spec.dtype, dims}.to_string() +
-               " in f32, bf16 or f16, got " + spec.to_string(),
+      fail(std::string(name) + " must be " + shape + " = " +
+               TensorSpec{spec.dtype, dims}.to_string() + " in f32, bf16 or f16, got " +
+               spec.to_string(),
            name);
     }
     out[name] = spec.to_string();
@@ -149,10 +139,10 @@ BoundArgs ProblemOp<GdnProblem>::bind_canonical(const json& args) const {
   check_extent(args, "d_k", d_k, "recurrent_state's shape");
   check_extent(args, "d_v", d_v, "recurrent_state's shape");
   check_extent(args, "kernel_size", W, "conv_weight's shape");
-  const std::vector<int64_t> qsl = read_ints(args, "query_start_loc", "[R + 1]");
-  const std::vector<int64_t> slots = read_ints(args, "state_indices", "[R]");
-  const std::vector<int64_t> dist = read_ints(args, "distribution", "[3]");
-  const std::vector<int64_t> seq_lens = read_ints(args, "seq_lens", "[R]");
+  const std::vector<int64_t> qsl = read_int_list_arg(kPrefix, args, "query_start_loc", "[R + 1]");
+  const std::vector<int64_t> slots = read_int_list_arg(kPrefix, args, "state_indices", "[R]");
+  const std::vector<int64_t> dist = read_int_list_arg(kPrefix, args, "distribution", "[3]");
+  const std::vector<int64_t> seq_lens = read_int_list_arg(kPrefix, args, "seq_lens", "[R]");
   const int64_t R = static_cast<int64_t>(slots.size());
   if (R < 1) fail("state_indices must list at least one request", "state_indices");
   if (static_cast<int64_t>(qsl.size()) != R + 1) {
@@ -174,8 +164,8 @@ BoundArgs ProblemOp<GdnProblem>::bind_canonical(const json& args) const {
   for (int64_t r = 0; r <= R; ++r) {
     if (qsl[r] < 0 || qsl[r] > T || (r > 0 && r <= A && qsl[r] < qsl[r - 1])) {
       fail("query_start_loc must lie in [0, T = " + std::to_string(T) +
-               "] and not decrease over the active requests; query_start_loc[" +
-               std::to_string(r) + "] = " + std::to_string(qsl[r]),
+               "] and not decrease over the active requests; query_start_loc[" + std::to_string(r) +
+               "] = " + std::to_string(qsl[r]),
            "query_start_loc");
     }
   }

@@ -79,7 +79,7 @@ Acc gdn_beta(Acc b);
 // reciprocal and the product each rounded (XLA's order). Vectorized.
 void gdn_conv_row(DType dtype,
                   // Inputs.
-                  const float* w,     // [W, C] the taps, tap-major
+                  const float* w,  // [W, C] the taps, tap-major
                   int64_t W,
                   const float* in,    // [W, C]
                   const float* bias,  // [C] or null
@@ -93,7 +93,7 @@ void gdn_conv_row(DType dtype,
 // over blocks of each request's tokens.
 void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads,
                    // Outputs.
-                   float* mixed,        // [T, C]
+                   float* mixed,         // [T, C]
                    Tensor& conv_state);  // [NB, W - 1, C]
 
 // The portable reference: the conv, then the recurrence token by token in f32 with the state

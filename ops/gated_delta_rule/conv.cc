@@ -68,9 +68,9 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, fl
     // Row i of request r's input stream (its conv state's W - 1 rows, zeros without an initial
     // state, then its tokens) as f32.
     auto stream_row = [&](int64_t r, int64_t i, float* out) {
-      const X* src = i >= rows ? xs + (p.query_start_loc[r] + i - rows) * C
-                              : (p.conv_from_slot(r) ? old + (p.state_indices[r] * rows + i) * C
-                                                     : nullptr);
+      const X* src =
+          i >= rows ? xs + (p.query_start_loc[r] + i - rows) * C
+                    : (p.conv_from_slot(r) ? old + (p.state_indices[r] * rows + i) * C : nullptr);
       for (int64_t c = 0; c < C; ++c) out[c] = src ? to_float(src[c]) : 0.0f;
     };
     cpu::parallel_for(static_cast<int64_t>(tasks.size()), threads, [&](int64_t index, int) {

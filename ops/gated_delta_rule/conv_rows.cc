@@ -35,8 +35,8 @@ HWY_INLINE V Round(D d, V x, bool bf16) {
 }
 
 // One element's chain, scalar (the tail, and f16 whose steps round through f16).
-float conv_element(DType dtype, const float* w, int64_t W, const float* in, int64_t C,
-                   float bias, bool boundary, bool has_bias, int64_t c) {
+float conv_element(DType dtype, const float* w, int64_t W, const float* in, int64_t C, float bias,
+                   bool boundary, bool has_bias, int64_t c) {
   float acc = boundary ? 0.0f : bias;
   for (int64_t k = 0; k < W; ++k) acc += w[k * C + c] * in[k * C + c];
   float v = round_through(dtype, acc);

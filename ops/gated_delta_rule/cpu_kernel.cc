@@ -57,7 +57,8 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
   // Per valid token, once (not once per value head reading it): q and k of each key head
   // normalized in place in `mixed` (q scaled), and each value head's exp(g) and beta.
   const int64_t valid = p.query_start_loc[p.active()];
-  std::vector<float> decay(static_cast<size_t>(valid * n_v)), beta(static_cast<size_t>(valid * n_v));
+  std::vector<float> decay(static_cast<size_t>(valid * n_v)),
+      beta(static_cast<size_t>(valid * n_v));
   std::vector<float> a_log(static_cast<size_t>(n_v)), dt_bias(static_cast<size_t>(n_v));
   for (int64_t h = 0; h < n_v; ++h) {
     a_log[h] = static_cast<float>(inputs.at("a_log").get(h));
@@ -137,7 +138,7 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
       char* out_row = static_cast<char*>(out.raw()) + (t * n_v + h) * dv * out_size;
       store_rows(o, dv, 1, dv, p.dtype, out_row, dv);
     }
-    store_rows(S, dv, dk, dv, p.state_dtype, slot, dv);
+    delta_rule_store_state(p.state_dtype, S, slot, KV);
   });
 }
 

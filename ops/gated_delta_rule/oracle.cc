@@ -60,7 +60,8 @@ OracleSample ProblemOp<GdnProblem>::oracle(const BoundArgs& args, const TensorMa
   for (int64_t r = 0; r < p.R; ++r) {
     request_of_slot[p.state_indices[r]] = r;
     if (r >= p.active()) continue;
-    for (int64_t t = p.query_start_loc[r]; t < p.query_start_loc[r + 1]; ++t) request_of_token[t] = r;
+    for (int64_t t = p.query_start_loc[r]; t < p.query_start_loc[r + 1]; ++t)
+      request_of_token[t] = r;
   }
   // Row i of request r's conv input stream (its conv state's rows, then its tokens), channel c.
   auto stream = [&](int64_t r, int64_t i, int64_t c) -> double {
@@ -72,8 +73,8 @@ OracleSample ProblemOp<GdnProblem>::oracle(const BoundArgs& args, const TensorMa
       const int64_t slot = index[s] / (rows * C), i = index[s] / C % rows, c = index[s] % C;
       const auto it = request_of_slot.find(slot);
       const bool updated = it != request_of_slot.end() && it->second < p.active();
-      sample.value[s] = updated ? stream(it->second, p.tokens(it->second) + i, c)
-                                : get("conv_state", index[s]);
+      sample.value[s] =
+          updated ? stream(it->second, p.tokens(it->second) + i, c) : get("conv_state", index[s]);
     }
     return sample;
   }
@@ -134,7 +135,8 @@ OracleSample ProblemOp<GdnProblem>::oracle(const BoundArgs& args, const TensorMa
         k[i] = conv_silu(r, j, (p.n_kq + hk) * dk + i, dkv[i]);
       }
       for (int64_t c = 0; c < dv; ++c) v[c] = conv_silu(r, j, 2 * p.n_kq * dk + h * dv + c, dvv[c]);
-      const double nq = std::sqrt(norm(q) * norm(q) + 1e-6), nk = std::sqrt(norm(k) * norm(k) + 1e-6);
+      const double nq = std::sqrt(norm(q) * norm(q) + 1e-6),
+                   nk = std::sqrt(norm(k) * norm(k) + 1e-6);
       for (int64_t i = 0; i < dk; ++i) {
         q[i] *= scale / nq;
         k[i] /= nk;
@@ -145,7 +147,8 @@ OracleSample ProblemOp<GdnProblem>::oracle(const BoundArgs& args, const TensorMa
       const double e_v = norm(dvv);
       const double a = get("a", t * n_v + h), a_log = get("a_log", h), dtb = get("dt_bias", h);
       const double g = gdn_log_decay<double>(a, a_log, dtb), d = std::exp(g);
-      const double e_d = 8.0 * u * (std::fabs(g) + std::exp(a_log) * std::fabs(a + dtb) + 1.0) + 4.0 * u;
+      const double e_d =
+          8.0 * u * (std::fabs(g) + std::exp(a_log) * std::fabs(a + dtb) + 1.0) + 4.0 * u;
       const double beta = gdn_beta<double>(get("b", t * n_v + h));
       for (double& x : S) x *= d;
       const double ds_norm = norm(S);

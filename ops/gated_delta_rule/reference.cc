@@ -52,8 +52,8 @@ void gated_delta_rule_reference(const GdnProblem& p, const TensorMap& inputs, Te
         }
         const float* v = y + 2 * p.n_kq * dk + h * dv;
         const float beta = gdn_beta<float>(get("b", t * p.n_v + h));
-        const float g = gdn_log_decay<float>(get("a", t * p.n_v + h), get("a_log", h),
-                                             get("dt_bias", h));
+        const float g =
+            gdn_log_decay<float>(get("a", t * p.n_v + h), get("a_log", h), get("dt_bias", h));
         l2_normalize(q);
         l2_normalize(k);
         for (float& e : q) e *= scale;

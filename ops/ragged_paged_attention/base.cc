@@ -20,18 +20,6 @@ constexpr const char* kPrefix = "ragged_paged_attention: ";
   throw InvalidArgument(std::string(kPrefix) + message, field);
 }
 
-std::vector<int64_t> read_ints(const json& args, const char* name, const std::string& shape) {
-  if (!args.contains(name) || !args.at(name).is_array()) {
-    fail(std::string(name) + " must be a list of ints " + shape + " (the metadata's values)", name);
-  }
-  std::vector<int64_t> values;
-  for (const json& v : args.at(name)) {
-    if (!v.is_number_integer()) fail(std::string(name) + " must hold ints, got " + v.dump(), name);
-    values.push_back(v.get<int64_t>());
-  }
-  return values;
-}
-
 double read_number(const json& args, const char* name, double fallback, bool positive,
                    bool nonzero) {
   if (!args.contains(name) || args.at(name).is_null()) return fallback;
@@ -127,10 +115,11 @@ BoundArgs ProblemOp<RaggedPagedAttentionProblem>::bind_canonical(const json& arg
          "kv_cache");
   }
   const int64_t pages = cache.dims[0], page_size = cache.dims[1];
-  const std::vector<int64_t> kv_lens = read_ints(args, "kv_lens", "[S]");
-  const std::vector<int64_t> page_indices = read_ints(args, "page_indices", "[S P]");
-  const std::vector<int64_t> cu = read_ints(args, "cu_q_lens", "[S + 1]");
-  const std::vector<int64_t> dist = read_ints(args, "distribution", "[3]");
+  const std::vector<int64_t> kv_lens = read_int_list_arg(kPrefix, args, "kv_lens", "[S]");
+  const std::vector<int64_t> page_indices =
+      read_int_list_arg(kPrefix, args, "page_indices", "[S P]");
+  const std::vector<int64_t> cu = read_int_list_arg(kPrefix, args, "cu_q_lens", "[S + 1]");
+  const std::vector<int64_t> dist = read_int_list_arg(kPrefix, args, "distribution", "[3]");
   const int64_t S = static_cast<int64_t>(kv_lens.size());
   if (S < 1) fail("kv_lens must list at least one sequence", "kv_lens");
   if (page_indices.empty() || page_indices.size() % S != 0) {

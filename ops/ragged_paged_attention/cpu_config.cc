@@ -13,9 +13,8 @@ namespace tokamax {
 void CpuRpaConfig::validate() const {
   require_config(block_q >= 1 && block_q <= 4096, "block_q",
                  [&] { return "block_q is " + std::to_string(block_q) + "; expected 1..4096"; });
-  require_config(prefill == "core" || prefill == "staged", "prefill", [&] {
-    return "prefill is '" + prefill + "'; expected 'core' or 'staged'";
-  });
+  require_config(prefill == "core" || prefill == "staged", "prefill",
+                 [&] { return "prefill is '" + prefill + "'; expected 'core' or 'staged'"; });
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
@@ -35,8 +34,7 @@ CpuRpaConfig cpu_rpa_heuristics_config(const RaggedPagedAttentionProblem& p, con
   // each staged K/V chunk feed enough products (prefill chunk 512 over 4096 keys, GQA 4:
   // 257 ms at 64 rows, 212 ms at 256, 213 at 512); decode tokens are one per task.
   CpuRpaConfig c;
-  c.block_q =
-      static_cast<int>(std::clamp<int64_t>(256 / std::max<int64_t>(p.groups(), 1), 1, 128));
+  c.block_q = static_cast<int>(std::clamp<int64_t>(256 / std::max<int64_t>(p.groups(), 1), 1, 128));
   // The core packs K and V once per sequence and kv head for every query block, where the
   // staged tasks widen them once per block (prefill chunk 512 over 4096 keys: see
   // docs/ops/ragged_paged_attention.md).

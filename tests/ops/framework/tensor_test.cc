@@ -32,8 +32,7 @@ TEST_CASE("a tensor spec whose size overflows is refused when parsed", "[tensor]
   CHECK_THROWS_WITH(parse_tensor_spec("bf16[9223372036854775807,9223372036854775807]"),
                     Contains("overflows"));
   // One extent past int64.
-  CHECK_THROWS_WITH(parse_tensor_spec("f32[9223372036854775808]"),
-                    Contains("malformed dimension"));
+  CHECK_THROWS_WITH(parse_tensor_spec("f32[9223372036854775808]"), Contains("malformed dimension"));
   // Zero anywhere: an empty tensor, whatever the other extents.
   CHECK(parse_tensor_spec("f32[0,9223372036854775807]").checked_size_bytes() == 0);
 }
@@ -54,8 +53,7 @@ TEST_CASE("a tensor spec with thousands of dimensions is refused, quoted short",
   CHECK(parse_tensor_spec(ok + "]").rank() == 16);
 }
 
-TEST_CASE("binding refuses outputs and group sums that overflow, naming the argument",
-          "[tensor]") {
+TEST_CASE("binding refuses outputs and group sums that overflow, naming the argument", "[tensor]") {
   const Op& ragged_dot = find_op("ragged_dot");
   // Each input fits; the output [M, N] = 2^40 x 2^40 does not.
   try {
@@ -79,10 +77,9 @@ TEST_CASE("binding refuses outputs and group sums that overflow, naming the argu
   // More groups than any layer has, even with empty experts.
   CHECK_THROWS_WITH(ragged_dot.bind({{"lhs", "f32[8,0]"}, {"rhs", "f32[2000000,0,0]"}}),
                     Contains("2000000 groups (group_offset + G); at most 1048576"));
-  CHECK_THROWS_WITH(ragged_dot.bind({{"lhs", "f32[8,4]"},
-                                     {"rhs", "f32[2,4,4]"},
-                                     {"group_offset", INT64_MAX}}),
-                    Contains("group_offset + G overflows 64 bits"));
+  CHECK_THROWS_WITH(
+      ragged_dot.bind({{"lhs", "f32[8,4]"}, {"rhs", "f32[2,4,4]"}, {"group_offset", INT64_MAX}}),
+      Contains("group_offset + G overflows 64 bits"));
 }
 
 TEST_CASE("a view shares its tensor's buffer from an offset and must fit inside it", "[tensor]") {

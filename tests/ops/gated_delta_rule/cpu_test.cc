@@ -23,8 +23,14 @@ namespace {
 const GdnOp& op() { return gated_delta_rule_op(); }
 
 std::vector<json> cpu_cases() {
-  return {gdn_args({.lengths = {1, 6, 40}, .context = {2, 0, 3}, .n_kq = 1, .n_v = 2, .d_k = 20,
-                    .d_v = 70, .max_reqs = 5, .pad_tokens = 2}),  // d_v 70: blocks and a tail
+  return {gdn_args({.lengths = {1, 6, 40},
+                    .context = {2, 0, 3},
+                    .n_kq = 1,
+                    .n_v = 2,
+                    .d_k = 20,
+                    .d_v = 70,
+                    .max_reqs = 5,
+                    .pad_tokens = 2}),  // d_v 70: blocks and a tail
           gdn_args({.dtype = "bf16",
                     .state_dtype = "bf16",
                     .lengths = {1, 1, 1, 1},
@@ -34,8 +40,15 @@ std::vector<json> cpu_cases() {
                     .d_k = 32,
                     .d_v = 32,
                     .max_reqs = 6}),  // decode only
-          gdn_args({.dtype = "f16", .lengths = {3, 25}, .context = {1, 0}, .n_kq = 2, .n_v = 2,
-                    .d_k = 16, .d_v = 48, .W = 2, .bias = false})};
+          gdn_args({.dtype = "f16",
+                    .lengths = {3, 25},
+                    .context = {1, 0},
+                    .n_kq = 2,
+                    .n_v = 2,
+                    .d_k = 16,
+                    .d_v = 48,
+                    .W = 2,
+                    .bias = false})};
 }
 
 }  // namespace
@@ -56,14 +69,13 @@ TEST_CASE("cpu gated_delta_rule passes the oracle on every target", "[gated_delt
   });
 }
 
-TEST_CASE("cpu gated_delta_rule writes the conv state the reference writes",
-          "[gated_delta_rule]") {
+TEST_CASE("cpu gated_delta_rule writes the conv state the reference writes", "[gated_delta_rule]") {
   for (const json& c : cpu_cases()) {
     const BoundArgs args = op().bind(c);
     const TensorMap inputs = op().make_inputs(args, 2);
     TensorMap a = op().allocate_outputs(args), b = op().allocate_outputs(args);
-    run_json(op().implementation("cpu"), args, heuristics_config_json(op().implementation("cpu"), args),
-             inputs, a);
+    run_json(op().implementation("cpu"), args,
+             heuristics_config_json(op().implementation("cpu"), args), inputs, a);
     run_json(op().implementation("reference"), args, json::object(), inputs, b);
     const Tensor& x = a.at("updated_conv_state");
     const Tensor& y = b.at("updated_conv_state");

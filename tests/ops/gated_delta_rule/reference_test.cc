@@ -32,10 +32,13 @@ std::vector<json> reference_cases() {
                             .n_v = 4,
                             .max_reqs = 7,
                             .pad_tokens = 3}));
-  cases.push_back(gdn_args({.lengths = {1, 1, 1}, .context = {4, 0, 2}, .max_reqs = 4,
-                            .pad_tokens = 2, .bias = false}));  // decode only
-  cases.push_back(gdn_args({.dtype = "f16", .lengths = {30, 2}, .context = {0, 6}, .n_kq = 2,
-                            .d_v = 16, .W = 2}));
+  cases.push_back(gdn_args({.lengths = {1, 1, 1},
+                            .context = {4, 0, 2},
+                            .max_reqs = 4,
+                            .pad_tokens = 2,
+                            .bias = false}));  // decode only
+  cases.push_back(gdn_args(
+      {.dtype = "f16", .lengths = {30, 2}, .context = {0, 6}, .n_kq = 2, .d_v = 16, .W = 2}));
   return cases;
 }
 
@@ -82,8 +85,8 @@ TEST_CASE("gated_delta_rule reference passes the oracle, whose bound catches a w
       outputs_of(changed(inputs, "a_log", [](int64_t, double x) { return x + std::log(1.02); }));
   CHECK(judge(compare_whole_output(op(), args, inputs, decay.at("out"), "out")) ==
         Disposition::kFailed);
-  const TensorMap conv =
-      outputs_of(changed(inputs, "conv_weight", [](int64_t e, double x) { return e == 5 ? -x : x; }));
+  const TensorMap conv = outputs_of(
+      changed(inputs, "conv_weight", [](int64_t e, double x) { return e == 5 ? -x : x; }));
   CHECK(judge(compare_whole_output(op(), args, inputs, conv.at("out"), "out")) ==
         Disposition::kFailed);
 }
@@ -107,7 +110,7 @@ TEST_CASE("gated_delta_rule keeps upstream's state rules", "[gated_delta_rule]")
   bool zeroed = true, kept = true;
   for (int64_t e = 0; e < slot; ++e) {
     zeroed = zeroed && state.get(4 * slot + e) == 0.0;  // request 3's slot, no initial state
-    kept = kept && state.get(e) == old.get(e);           // slot 0
+    kept = kept && state.get(e) == old.get(e);          // slot 0
   }
   CHECK(zeroed);
   CHECK(kept);
@@ -117,7 +120,8 @@ TEST_CASE("gated_delta_rule keeps upstream's state rules", "[gated_delta_rule]")
   const int64_t rows = p.W - 1, C = p.C;
   bool conv_kept = true, conv_fresh = true;
   for (int64_t e = 0; e < rows * C; ++e) {
-    conv_kept = conv_kept && conv.get(4 * rows * C + e) == inputs.at("conv_state").get(4 * rows * C + e);
+    conv_kept =
+        conv_kept && conv.get(4 * rows * C + e) == inputs.at("conv_state").get(4 * rows * C + e);
     const int64_t row = e / C;
     const double want = row < 2 ? 0.0 : inputs.at("qkv").get(1 * C + e % C);
     conv_fresh = conv_fresh && conv.get(2 * rows * C + e) == want;

@@ -51,14 +51,10 @@ std::vector<json> cases() {
   f32["distribution"] = {1, 1, 3};  // the last sequence inactive
   // Prefill over more than one 256-key piece of the core's packing, pages of 16 (whole panels)
   // and of 5 keys (staged), with a decode token beside it.
-  json longer = {{"queries", "bf16[41,4,16]"},
-                 {"keys", "bf16[41,2,16]"},
-                 {"values", "bf16[41,2,16]"},
-                 {"kv_lens", {33, 300}},
-                 {"cu_q_lens", {0, 1, 41}},
-                 {"distribution", {1, 1, 2}},
-                 {"sm_scale", 0.25},
-                 {"sliding_window", 280}};
+  json longer = {{"queries", "bf16[41,4,16]"}, {"keys", "bf16[41,2,16]"},
+                 {"values", "bf16[41,2,16]"},  {"kv_lens", {33, 300}},
+                 {"cu_q_lens", {0, 1, 41}},    {"distribution", {1, 1, 2}},
+                 {"sm_scale", 0.25},           {"sliding_window", 280}};
   std::vector<json> out = {base, window, fp8, f32};
   for (const int64_t ps : {16, 5}) {
     json c = longer;
