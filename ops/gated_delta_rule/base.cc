@@ -161,6 +161,10 @@ BoundArgs ProblemOp<GdnProblem>::bind_canonical(const json& args) const {
          "distribution");
   }
   const int64_t A = dist[2];
+  if (qsl[0] != 0) {
+    // upstream would run tokens before it as request 0's (its request map clips to 0)
+    fail("query_start_loc[0] must be 0, got " + std::to_string(qsl[0]), "query_start_loc");
+  }
   for (int64_t r = 0; r <= R; ++r) {
     if (qsl[r] < 0 || qsl[r] > T || (r > 0 && r <= A && qsl[r] < qsl[r - 1])) {
       fail("query_start_loc must lie in [0, T = " + std::to_string(T) +

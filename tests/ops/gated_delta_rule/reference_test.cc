@@ -161,6 +161,7 @@ TEST_CASE("gated_delta_rule bind names each bad argument", "[gated_delta_rule]")
   CHECK(bind_error_field(op(), with("d_k", 8)) == "<no error>");
   CHECK(bind_error_field(op(), with("query_start_loc", {0, 3, 1})) == "query_start_loc");
   CHECK(bind_error_field(op(), with("query_start_loc", {0, 1, 9})) == "query_start_loc");
+  CHECK(bind_error_field(op(), with("query_start_loc", {1, 1, 4})) == "query_start_loc");
   CHECK(bind_error_field(op(), with("state_indices", {1, 1})) == "state_indices");
   CHECK(bind_error_field(op(), with("state_indices", {1, 3})) == "state_indices");
   CHECK(bind_error_field(op(), with("seq_lens", {2, 2})) == "seq_lens");
