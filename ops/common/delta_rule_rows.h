@@ -6,11 +6,21 @@
 //   K      key (state row) dimension;  V  value (state column) dimension
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "ops/framework/dtype.h"
 
 namespace tokamax {
+
+// x /= sqrt(|x|^2 + 1e-6) (upstream's use_qk_l2norm / l2_normalize_ref, in f32): a token's q or
+// k before its passes.
+inline void delta_rule_l2_normalize(float* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
+  const float rnorm = 1.0f / std::sqrt(sum + 1e-6f);
+  for (int64_t i = 0; i < n; ++i) x[i] *= rnorm;
+}
 
 // The two passes over a state [K, V] (row stride V):
 //   decay: S_i *= d_i for every row i, pred = sum_i k_i S_i ([V]);

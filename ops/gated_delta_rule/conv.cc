@@ -65,20 +65,22 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, fl
     const X* xs = x.data<X>();
     const X* old = old_state.data<X>();
     X* next = conv_state.data<X>();
-    // Row i of request r's input stream (its conv state's W - 1 rows, zeros without an initial
-    // state, then its tokens) as f32.
-    auto stream_row = [&](int64_t r, int64_t i, float* out) {
-      const X* src =
-          i >= rows ? xs + (p.query_start_loc[r] + i - rows) * C
-                    : (p.conv_from_slot(r) ? old + (p.state_indices[r] * rows + i) * C : nullptr);
-      for (int64_t c = 0; c < C; ++c) out[c] = src ? to_float(src[c]) : 0.0f;
+    // Row i of request r's input stream: its conv state's W - 1 rows (null: zeros, without an
+    // initial state), then its tokens.
+    auto stream_row = [&](int64_t r, int64_t i) -> const X* {
+      if (i >= rows) return xs + (p.query_start_loc[r] + i - rows) * C;
+      return p.conv_from_slot(r) ? old + (p.state_indices[r] * rows + i) * C : nullptr;
     };
     cpu::parallel_for(static_cast<int64_t>(tasks.size()), threads, [&](int64_t index, int) {
       const auto [r, j0] = tasks[index];
       const int64_t n = std::min(kConvBlock, p.tokens(r) - j0);
       thread_local std::vector<float> in;
       if (static_cast<int64_t>(in.size()) < (n + rows) * C) in.resize((n + rows) * C);
-      for (int64_t i = 0; i < n + rows; ++i) stream_row(r, j0 + i, in.data() + i * C);
+      for (int64_t i = 0; i < n + rows; ++i) {
+        const X* src = stream_row(r, j0 + i);
+        float* dst = in.data() + i * C;
+        for (int64_t c = 0; c < C; ++c) dst[c] = src ? to_float(src[c]) : 0.0f;
+      }
       for (int64_t j = j0; j < j0 + n; ++j) {
         // Token j reads stream rows j .. j + W - 1. The first W - 1 tokens (every token of a
         // decode-only batch) round the sum, then add the bias and round again; the rest add the
@@ -89,13 +91,16 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, fl
                      mixed + (p.query_start_loc[r] + j) * C, C);
       }
     });
-    // The new state of each active request: its stream's last W - 1 rows.
-    std::vector<float> row(static_cast<size_t>(C));
+    // The new state of each active request: its stream's last W - 1 rows, copied.
     for (int64_t r = 0; r < A; ++r) {
       X* dst = next + p.state_indices[r] * rows * C;
       for (int64_t i = 0; i < rows; ++i) {
-        stream_row(r, p.tokens(r) + i, row.data());
-        for (int64_t c = 0; c < C; ++c) dst[i * C + c] = from_double<X>(row[c]);
+        const X* src = stream_row(r, p.tokens(r) + i);
+        if (src) {
+          std::memcpy(dst + i * C, src, static_cast<size_t>(C) * sizeof(X));
+        } else {
+          std::fill_n(dst + i * C, C, X{});  // +0 in every dtype
+        }
       }
     }
   });

@@ -13,25 +13,19 @@
 // foreach_target.h re-includes this file once per target; highway.h must follow it.
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
+// The per-target conversions need highway.h first.
+#include "ops/common/cpu_convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Rounds each lane to bf16, to nearest even, and widens it back (finite lanes: the conv's).
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V RoundBf16(D d, V x) {
-  const hn::RebindToUnsigned<D> du;
-  auto bits = hn::BitCast(du, x);
-  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-  bits = hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb));
-  return hn::BitCast(d, hn::And(bits, hn::Set(du, 0xFFFF0000u)));
-}
-
-// Lane-wise: rounds to bf16 when `bf16`, else keeps f32.
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V Round(D d, V x, bool bf16) {
-  return bf16 ? RoundBf16(d, x) : x;
+// Lane-wise: rounded to bf16 (to nearest even, cpu_convert-inl.h's RoundBf16High) and widened
+// back when `bf16`, else kept in f32.
+HWY_INLINE VF Round(DF d, VF x, bool bf16) {
+  if (!bf16) return x;
+  const hn::RebindToUnsigned<DF> du;
+  return hn::BitCast(d, hn::And(RoundBf16High(x), hn::Set(du, 0xFFFF0000u)));
 }
 
 // One element's chain, scalar (the tail, and f16 whose steps round through f16).

@@ -7,26 +7,14 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/delta_rule_rows.h"
 #include "ops/framework/config.h"
-#include "ops/framework/dtype_dispatch.h"
 
 namespace tokamax {
-namespace {
-
-void l2_normalize(float* x, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
-  const float rnorm = 1.0f / std::sqrt(sum + 1e-6f);
-  for (int64_t i = 0; i < n; ++i) x[i] *= rnorm;
-}
-
-}  // namespace
 
 void CpuGdnConfig::validate() const {
   require_config(num_threads >= 0, "num_threads", [&] {
@@ -70,9 +58,9 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
   cpu::parallel_for(valid, c.num_threads, [&](int64_t t, int) {
     float* y = mixed.data() + t * C;
     for (int64_t hk = 0; hk < n_kq; ++hk) {
-      l2_normalize(y + hk * dk, dk);
+      delta_rule_l2_normalize(y + hk * dk, dk);
       for (int64_t i = 0; i < dk; ++i) y[hk * dk + i] *= scale;
-      l2_normalize(y + (n_kq + hk) * dk, dk);
+      delta_rule_l2_normalize(y + (n_kq + hk) * dk, dk);
     }
     for (int64_t h = 0; h < n_v; ++h) {
       beta[t * n_v + h] = gdn_beta<float>(static_cast<float>(b_in.get(t * n_v + h)));

@@ -14,25 +14,15 @@
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/delta_rule_rows.h"
 #include "ops/framework/config.h"
-#include "ops/framework/dtype_dispatch.h"
 
 namespace tokamax {
 namespace {
 
-// Row `row` of a tensor of rows of n elements, as f32.
+// Row `row` of a tensor (f32, bf16 or f16) of rows of n elements, as f32.
 void load_row(const Tensor& x, int64_t row, int64_t n, float* out) {
-  dispatch_float(x.dtype(), [&](auto type) {
-    using X = decltype(type);
-    const X* src = x.data<X>() + row * n;
-    for (int64_t e = 0; e < n; ++e) out[e] = static_cast<float>(to_double(src[e]));
-  });
-}
-
-void l2_normalize(float* x, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
-  const float rstd = 1.0f / std::sqrt(sum + 1e-6f);
-  for (int64_t i = 0; i < n; ++i) x[i] *= rstd;
+  const char* data = static_cast<const char*>(x.raw());
+  delta_rule_load_state(x.dtype(), data + row * n * static_cast<int64_t>(dtype_size(x.dtype())),
+                        out, n);
 }
 
 }  // namespace
@@ -101,8 +91,8 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
       float beta = 0.0f;
       load_row(inputs.at("beta"), row, 1, &beta);
       if (p.use_qk_l2norm) {
-        l2_normalize(x.q, K);
-        l2_normalize(x.k, K);
+        delta_rule_l2_normalize(x.q, K);
+        delta_rule_l2_normalize(x.k, K);
       }
       kda_decay_row(p, a_log[h], x.decay, dtb.data() + h * K, K, x.decay);
       for (int64_t i = 0; i < K; ++i) {
