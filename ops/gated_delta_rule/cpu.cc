@@ -1,6 +1,8 @@
 // gated_delta_rule: the CPU implementation class ("cpu").
 //
 // Dimensions: as base.h.
+#include <vector>
+
 #include "backends/cpu/simd_target.h"
 #include "ops/common/cpu_checks.h"
 #include "ops/framework/op.h"
@@ -19,11 +21,23 @@ class CpuGatedDeltaRule final : public TypedImplementation<GdnProblem, CpuGdnCon
     require_num_threads(c.num_threads, device);
   }
   CpuGdnConfig heuristics_config(const GdnProblem& p, const Device&) const override {
-    // One task per (request, value head): with little work, one thread.
+    // One task per (request, value head): with little work, one thread. Chunks of 64 tokens:
+    // products of 64 rows fill the micro-tiles, and the solve's rows stay in L1/L2.
     CpuGdnConfig c;
     const double work = static_cast<double>(p.T) * p.n_v * p.d_k * p.d_v;
     c.num_threads = work < double(1 << 16) ? 1 : 0;
+    c.chunk = 64;
     return c;
+  }
+  std::vector<CpuGdnConfig> autotuning_configs(const GdnProblem& p,
+                                               const Device& device) const override {
+    std::vector<CpuGdnConfig> configs;
+    for (const int chunk : {0, 32, 64, 128}) {
+      CpuGdnConfig c = heuristics_config(p, device);
+      c.chunk = chunk;
+      configs.push_back(c);
+    }
+    return configs;
   }
   void run(const GdnProblem& p, const CpuGdnConfig& c, const Device&, const TensorMap& inputs,
            TensorMap& outputs) const override {

@@ -1,5 +1,5 @@
-// gated_delta_rule on CPU: the config and the per-(request, value head) driver of the recurrence
-// (cpu_kernel.h).
+// gated_delta_rule on CPU: the config, the per-(request, value head) driver and its token-by-token
+// recurrence (cpu_kernel.h); the chunked form is in cpu_chunk.cc.
 //
 // Dimensions: as base.h.
 #include "ops/gated_delta_rule/cpu_kernel.h"
@@ -19,6 +19,10 @@ namespace tokamax {
 void CpuGdnConfig::validate() const {
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
+  });
+  require_config(chunk >= 0 && chunk <= kMaxGdnChunk, "chunk", [&] {
+    return "chunk is " + std::to_string(chunk) + "; expected 0 (token by token) to " +
+           std::to_string(kMaxGdnChunk) + " tokens";
   });
 }
 
@@ -43,9 +47,9 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
     }
   }
   // Per valid token, once (not once per value head reading it): q and k of each key head
-  // normalized in place in `mixed` (q scaled), and each value head's exp(g) and beta.
+  // normalized in place in `mixed` (q scaled), and each value head's g and beta.
   const int64_t valid = p.query_start_loc[p.active()];
-  std::vector<float> decay(static_cast<size_t>(valid * n_v)),
+  std::vector<float> log_decay(static_cast<size_t>(valid * n_v)),
       beta(static_cast<size_t>(valid * n_v));
   std::vector<float> a_log(static_cast<size_t>(n_v)), dt_bias(static_cast<size_t>(n_v));
   for (int64_t h = 0; h < n_v; ++h) {
@@ -64,10 +68,11 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
     }
     for (int64_t h = 0; h < n_v; ++h) {
       beta[t * n_v + h] = gdn_beta<float>(static_cast<float>(b_in.get(t * n_v + h)));
-      decay[t * n_v + h] = std::exp(
-          gdn_log_decay<float>(static_cast<float>(a_in.get(t * n_v + h)), a_log[h], dt_bias[h]));
+      log_decay[t * n_v + h] =
+          gdn_log_decay<float>(static_cast<float>(a_in.get(t * n_v + h)), a_log[h], dt_bias[h]);
     }
   });
+  const GdnTokens x{mixed.data(), log_decay.data(), beta.data()};
   const int64_t out_size = static_cast<int64_t>(dtype_size(p.dtype));
   char* states = static_cast<char*>(state.raw());
   const int64_t state_size = static_cast<int64_t>(dtype_size(p.state_dtype));
@@ -86,6 +91,12 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
     } else {
       std::fill_n(S, KV, 0.0f);
     }
+    const int64_t L = r < p.active() ? p.tokens(r) : 0;
+    if (c.chunk > 0 && L > 1) {
+      gdn_chunked_task(p, x, c.chunk, r, h, S, out);
+      delta_rule_store_state(p.state_dtype, S, slot, KV);
+      return;
+    }
     struct Token {
       const float *q, *k, *v;
       float *decay, *bk;
@@ -99,14 +110,13 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
       const float* y = mixed.data() + t * C;
       Token x{y + hk * dk, y + (n_kq + hk) * dk, y + 2 * n_kq * dk + h * dv,
               buffers + which * 2 * dk, buffers + which * 2 * dk + dk};
-      const float d = decay[t * n_v + h], bt = beta[t * n_v + h];
+      const float d = std::exp(log_decay[t * n_v + h]), bt = beta[t * n_v + h];
       for (int64_t i = 0; i < dk; ++i) {
         x.decay[i] = d;
         x.bk[i] = bt * x.k[i];
       }
       return x;
     };
-    const int64_t L = r < p.active() ? p.tokens(r) : 0;
     const int64_t start = p.query_start_loc[r];
     Token cur{};
     for (int64_t j = 0; j < L; ++j) {

@@ -1,7 +1,7 @@
 // Tests of gated_delta_rule's cpu kernel: against the float64 oracle on every SIMD target (value
 // widths that take the vector blocks and the scalar tail, mixed and decode-only batches, padded
-// requests and tokens, f32 / bf16 / f16 with f32 or bf16 states), one or all threads, and its
-// conv state bit for bit against the reference's.
+// requests and tokens, f32 / bf16 / f16 with f32 or bf16 states), token by token and in chunks,
+// one or all threads, and its conv state bit for bit against the reference's.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
@@ -58,11 +58,15 @@ TEST_CASE("cpu gated_delta_rule passes the oracle on every target", "[gated_delt
     for (const json& c : cpu_cases()) {
       const BoundArgs args = op().bind(c);
       const TensorMap inputs = op().make_inputs(args, 4);
-      for (const int threads : {1, 0}) {
-        for (const TensorDecl& decl : op().outputs(args)) {
-          CAPTURE(args.key(), threads, decl.name);
-          CHECK(judge(run_against_oracle(op(), "cpu", args, json{{"num_threads", threads}}, inputs,
-                                         args, decl.name)) == Disposition::kPassed);
+      // Token by token; chunks of 8 (several per request, a last one of one token); of 64.
+      for (const int chunk : {0, 8, 64}) {
+        for (const int threads : {1, 0}) {
+          for (const TensorDecl& decl : op().outputs(args)) {
+            CAPTURE(args.key(), chunk, threads, decl.name);
+            const json config{{"num_threads", threads}, {"chunk", chunk}};
+            CHECK(judge(run_against_oracle(op(), "cpu", args, config, inputs, args, decl.name)) ==
+                  Disposition::kPassed);
+          }
         }
       }
     }

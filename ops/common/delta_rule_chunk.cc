@@ -1,0 +1,106 @@
+// The delta rule over a chunk (delta_rule_chunk.h): the triangular solve and the exponentials
+// compiled once per SIMD target by Highway, the products on the GEMM engine (cpu_gemm_f32).
+//
+// Dimensions: as delta_rule_chunk.h; W = K + V the width of the solve's rows; L the f32 lanes.
+#include "ops/common/delta_rule_chunk.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/common/cpu_gemm/gemm.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/common/delta_rule_chunk.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/highway.h>
+// The per-target exponential needs highway.h first.
+#include "ops/common/cpu_exp-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// (I + A) X = R for unit lower triangular I + A, in place on R [n, W]: row t -= A[t, s] row s
+// for s < t, rows in order. Four vectors of row t stay in registers while the earlier rows
+// stream past (the rows are L1-resident: n W floats, 64 KiB at n = 64, W = 256).
+void SolveUnitLower(const float* A, int64_t n, float* R, int64_t W) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t t = 1; t < n; ++t) {
+    float* row = R + t * W;
+    const float* a = A + t * n;
+    int64_t x = 0;
+    for (; x + 4 * L <= W; x += 4 * L) {
+      auto r0 = hn::LoadU(d, row + x), r1 = hn::LoadU(d, row + x + L);
+      auto r2 = hn::LoadU(d, row + x + 2 * L), r3 = hn::LoadU(d, row + x + 3 * L);
+      for (int64_t s = 0; s < t; ++s) {
+        const float* src = R + s * W + x;
+        const auto as = hn::Set(d, a[s]);
+        r0 = hn::NegMulAdd(as, hn::LoadU(d, src), r0);
+        r1 = hn::NegMulAdd(as, hn::LoadU(d, src + L), r1);
+        r2 = hn::NegMulAdd(as, hn::LoadU(d, src + 2 * L), r2);
+        r3 = hn::NegMulAdd(as, hn::LoadU(d, src + 3 * L), r3);
+      }
+      hn::StoreU(r0, d, row + x);
+      hn::StoreU(r1, d, row + x + L);
+      hn::StoreU(r2, d, row + x + 2 * L);
+      hn::StoreU(r3, d, row + x + 3 * L);
+    }
+    for (; x < W; ++x) {  // the last W % 4L columns
+      float sum = row[x];
+      for (int64_t s = 0; s < t; ++s) sum -= a[s] * R[s * W + x];
+      row[x] = sum;
+    }
+  }
+}
+
+void ExpInPlace(float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(ExpNonPositive(d, hn::LoadU(d, x + i)), d, x + i);
+  if (i < n) {  // the tail through a whole vector (this Highway has no LoadN / StoreN)
+    HWY_ALIGN float tail[HWY_MAX_BYTES / sizeof(float)] = {};
+    std::copy(x + i, x + n, tail);
+    hn::Store(ExpNonPositive(d, hn::Load(d, tail)), d, tail);
+    std::copy(tail, tail + (n - i), x + i);
+  }
+}
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+
+HWY_EXPORT(SolveUnitLower);
+HWY_EXPORT(ExpInPlace);
+
+void delta_rule_exp(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(ExpInPlace)(x, n); }
+
+void delta_rule_chunk(const DeltaRuleChunk& c, float* S, float* out, int64_t ldo) {
+  const int64_t n = c.n, K = c.K, V = c.V, W = K + V;
+  // [-W | U~]: the two right-hand sides of (I + A) X = R at once.
+  HWY_DYNAMIC_DISPATCH(SolveUnitLower)(c.A, n, c.wu, W);
+  float* U = c.wu + K;
+  const GemmOperand state{DType::kF32, S, V};
+  // U = U~ - W S_0.
+  cpu_gemm_f32({DType::kF32, c.wu, W}, state, n, V, K, U, W, /*accumulate=*/true);
+  // out = (q exp(b)) S_0 + P U.
+  cpu_gemm_f32({DType::kF32, c.qd, K}, state, n, V, K, out, ldo, /*accumulate=*/false);
+  cpu_gemm_f32({DType::kF32, c.P, n}, {DType::kF32, U, W}, n, V, n, out, ldo,
+               /*accumulate=*/true);
+  // S_n = exp(b_{n-1}) S_0 + (k exp(b_{n-1} - b))^T U.
+  for (int64_t i = 0; i < K; ++i) {
+    float* row = S + i * V;
+    const float s = c.sd[i];
+    for (int64_t x = 0; x < V; ++x) row[x] *= s;
+  }
+  GemmOperand kd_t{DType::kF32, c.kd, K};
+  kd_t.transposed = true;
+  cpu_gemm_f32(kd_t, {DType::kF32, U, W}, K, V, n, S, V, /*accumulate=*/true);
+}
+
+}  // namespace tokamax
+#endif  // HWY_ONCE

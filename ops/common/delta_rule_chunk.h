@@ -1,0 +1,49 @@
+// The delta rule over a chunk of tokens at once (kimi_delta_attention, gated_delta_rule): the
+// WY / UT form that turns a chunk's token-by-token updates into matrix products on the GEMM
+// engine, with one state update per chunk.
+//
+// Dimensions.
+//   n      tokens of the chunk (positions t, s in [0, n))
+//   K      key (state row) dimension;  V  value (state column) dimension
+//
+// Per token the rule is S_t = D_t S_{t-1} + k_t u_t^T with D_t = diag(exp g_t) (a decay per
+// state row) and u_t = beta_t (v_t - k_t^T D_t S_{t-1}), out_t = q_t^T S_t. With b_t the
+// cumulative log decay from the chunk's start (b_t = g_0 + ... + g_t, per row) and S_0 the state
+// before the chunk, S_t = exp(b_t) S_0 + sum_{s <= t} (k_s exp(b_t - b_s)) u_s^T, so
+//   u_t + beta_t sum_{s < t} A'[t, s] u_s = beta_t v_t - beta_t (k_t exp(b_t))^T S_0,
+// A'[t, s] = k_t . (k_s exp(b_t - b_s)) (elementwise over the rows): a unit lower triangular
+// system, (I + A) U = [beta v] - [beta k exp(b)] S_0 with A = diag(beta) A'. Solved for both
+// right-hand sides at once (U = U~ - W S_0), then
+//   out = (q exp(b)) S_0 + P U,  P[t, s] = q_t . (k_s exp(b_t - b_s)) for s <= t;
+//   S_n = exp(b_{n-1}) S_0 + (k exp(b_{n-1} - b))^T U.
+// Every exponent is <= 0 (decays are <= 1), so nothing overflows. The callers compute the
+// decayed products A and P (gated_delta_rule: one decay per head, k k^T and q k^T scaled
+// elementwise; kimi_delta_attention: a decay per row, factored through sub-chunk boundaries).
+#pragma once
+
+#include <cstdint>
+
+namespace tokamax {
+
+struct DeltaRuleChunk {
+  int64_t n = 0, K = 0, V = 0;
+  // Inputs.
+  const float* A = nullptr;   // [n, n] row stride n: beta_t A'[t, s], read for s < t only
+  const float* P = nullptr;   // [n, n] row stride n: P[t, s] for s <= t, zeros above
+  const float* qd = nullptr;  // [n, K] q_t exp(b_t)
+  const float* kd = nullptr;  // [n, K] k_s exp(b_{n-1} - b_s)
+  const float* sd = nullptr;  // [K] exp(b_{n-1}): the state rows' decay over the chunk
+  // Scratch.
+  float* wu = nullptr;  // [n, K + V]: rows [-beta_t k_t exp(b_t) | beta_t v_t], clobbered
+};
+
+// Advances S [K, V] (row stride V) over the chunk and writes its outputs out [n, V] (f32, row
+// stride ldo). Single-threaded (the callers run one task per state).
+void delta_rule_chunk(const DeltaRuleChunk& c,
+                      // Outputs.
+                      float* S, float* out, int64_t ldo);
+
+// x = exp(x) for x <= 0 (n elements, vectorized; below -86 exactly 0): the chunk's decays.
+void delta_rule_exp(float* x, int64_t n);
+
+}  // namespace tokamax

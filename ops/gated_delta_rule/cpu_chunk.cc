@@ -1,0 +1,92 @@
+// gated_delta_rule on CPU: the chunked form of one (request, value head) task (cpu_kernel.h). With
+// one decay per head, the chunk's decayed products are k k^T and q k^T from the GEMM engine
+// scaled elementwise by exp(b_t - b_s) (ops/common/delta_rule_chunk.h says what they are).
+//
+// Dimensions: as base.h; n the tokens of the current chunk (<= chunk).
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/cpu_gemm/pack.h"
+#include "ops/common/delta_rule_chunk.h"
+#include "ops/gated_delta_rule/cpu_kernel.h"
+
+namespace tokamax {
+
+void gdn_chunked_task(const GdnProblem& p, const GdnTokens& x, int64_t chunk, int64_t r, int64_t h,
+                      float* S, Tensor& out) {
+  const int64_t C = p.C, dk = p.d_k, dv = p.d_v, n_v = p.n_v, hk = h / p.repeat();
+  const int64_t c = chunk;
+  // kk, qk, A, P [c, c]; qd, kd [c, dk]; sd [dk]; wu [c, dk + dv]; o [c, dv]; two exponent rows
+  // [c]. The cumulative log decays in double: their differences decide every decay factor.
+  thread_local std::vector<float> scratch;
+  thread_local std::vector<double> cumulative;
+  const int64_t need = 4 * c * c + 2 * c * dk + dk + c * (dk + dv) + c * dv + 2 * c;
+  if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
+  if (static_cast<int64_t>(cumulative.size()) < c) cumulative.resize(static_cast<size_t>(c));
+  float* kk = scratch.data();
+  float* qk = kk + c * c;
+  float* A = qk + c * c;
+  float* P = A + c * c;
+  float* qd = P + c * c;
+  float* kd = qd + c * dk;
+  float* sd = kd + c * dk;
+  float* wu = sd + dk;
+  float* o = wu + c * (dk + dv);
+  float* to_t = o + c * dv;  // exp(b_t), then exp(b_{n-1} - b_t)
+  float* to_end = to_t + c;
+  double* b = cumulative.data();
+  const int64_t out_size = static_cast<int64_t>(dtype_size(p.dtype));
+  const int64_t start = p.query_start_loc[r], L = p.tokens(r);
+  for (int64_t j0 = 0; j0 < L; j0 += c) {
+    const int64_t n = std::min(c, L - j0), t0 = start + j0;
+    const float* q = x.mixed + t0 * C + hk * dk;
+    const float* k = x.mixed + t0 * C + (p.n_kq + hk) * dk;
+    const float* v = x.mixed + t0 * C + 2 * p.n_kq * dk + h * dv;
+    const float* beta = x.beta + t0 * n_v + h;  // stride n_v
+    double sum = 0.0;
+    for (int64_t t = 0; t < n; ++t) b[t] = sum += x.log_decay[(t0 + t) * n_v + h];
+    GemmOperand k_t{DType::kF32, k, C};
+    k_t.transposed = true;
+    cpu_gemm_f32({DType::kF32, k, C}, k_t, n, n, dk, kk, n, /*accumulate=*/false);
+    cpu_gemm_f32({DType::kF32, q, C}, k_t, n, n, dk, qk, n, /*accumulate=*/false);
+    for (int64_t t = 0; t < n; ++t) {
+      // P's row t holds the exponents b_t - b_s (s <= t), then their exps; A's row uses them.
+      float* pr = P + t * n;
+      float* ar = A + t * n;
+      for (int64_t s = 0; s <= t; ++s) pr[s] = static_cast<float>(b[t] - b[s]);
+      delta_rule_exp(pr, t + 1);
+      const float bt = beta[t * n_v];
+      for (int64_t s = 0; s < t; ++s) ar[s] = bt * pr[s] * kk[t * n + s];
+      for (int64_t s = 0; s <= t; ++s) pr[s] *= qk[t * n + s];
+      for (int64_t s = t + 1; s < n; ++s) pr[s] = 0.0f;
+      to_t[t] = static_cast<float>(b[t]);
+      to_end[t] = static_cast<float>(b[n - 1] - b[t]);
+    }
+    delta_rule_exp(to_t, n);
+    delta_rule_exp(to_end, n);
+    for (int64_t t = 0; t < n; ++t) {
+      const float* qt = q + t * C;
+      const float* kt = k + t * C;
+      const float* vt = v + t * C;
+      const float bt = beta[t * n_v], et = to_t[t], en = to_end[t];
+      float* w = wu + t * (dk + dv);
+      for (int64_t i = 0; i < dk; ++i) {
+        qd[t * dk + i] = et * qt[i];
+        kd[t * dk + i] = en * kt[i];
+        w[i] = -bt * et * kt[i];
+      }
+      for (int64_t i = 0; i < dv; ++i) w[dk + i] = bt * vt[i];
+    }
+    const float decay = to_t[n - 1];
+    for (int64_t i = 0; i < dk; ++i) sd[i] = decay;
+    delta_rule_chunk(
+        {.n = n, .K = dk, .V = dv, .A = A, .P = P, .qd = qd, .kd = kd, .sd = sd, .wu = wu}, S, o,
+        dv);
+    char* out_rows = static_cast<char*>(out.raw()) + (t0 * n_v + h) * dv * out_size;
+    store_rows(o, dv, n, dv, p.dtype, out_rows, n_v * dv);
+  }
+}
+
+}  // namespace tokamax
