@@ -55,6 +55,15 @@ void SolveUnitLower(const float* A, int64_t n, float* R, int64_t W) {
   }
 }
 
+void Scale(const float* x, float a, float* y, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto av = hn::Set(d, a);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::Mul(av, hn::LoadU(d, x + i)), d, y + i);
+  for (; i < n; ++i) y[i] = a * x[i];
+}
+
 void ExpInPlace(float* x, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
@@ -76,30 +85,31 @@ namespace tokamax {
 
 HWY_EXPORT(SolveUnitLower);
 HWY_EXPORT(ExpInPlace);
+HWY_EXPORT(Scale);
+
+void delta_rule_scale(const float* x, float a, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(Scale)(x, a, y, n);
+}
 
 void delta_rule_exp(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(ExpInPlace)(x, n); }
 
-void delta_rule_chunk(const DeltaRuleChunk& c, float* S, float* out, int64_t ldo) {
-  const int64_t n = c.n, K = c.K, V = c.V, W = K + V;
-  // [-W | U~]: the two right-hand sides of (I + A) X = R at once.
-  HWY_DYNAMIC_DISPATCH(SolveUnitLower)(c.A, n, c.wu, W);
-  float* U = c.wu + K;
-  const GemmOperand state{DType::kF32, S, V};
-  // U = U~ - W S_0.
-  cpu_gemm_f32({DType::kF32, c.wu, W}, state, n, V, K, U, W, /*accumulate=*/true);
-  // out = (q exp(b)) S_0 + P U.
-  cpu_gemm_f32({DType::kF32, c.qd, K}, state, n, V, K, out, ldo, /*accumulate=*/false);
-  cpu_gemm_f32({DType::kF32, c.P, n}, {DType::kF32, U, W}, n, V, n, out, ldo,
+void delta_rule_chunk(const DeltaRuleChunk& c, float* S) {
+  const int64_t n = c.n, K = c.K, V = c.V;
+  float* U = c.uo;
+  float* out = c.uo + n * V;
+  // [Y; out] = [beta v; 0] + [-beta k exp(b); q exp(b)] S_0, then (I + A) U = Y in place.
+  cpu_gemm_f32({DType::kF32, c.kq, K}, {DType::kF32, S, V}, 2 * n, V, K, c.uo, V,
                /*accumulate=*/true);
+  HWY_DYNAMIC_DISPATCH(SolveUnitLower)(c.A, n, U, V);
+  thread_local GemmPackStorage packed_u;
+  const PackedGemmOperand u = pack_gemm_rhs({DType::kF32, U, V}, n, V, {}, packed_u);
+  // out += P U.
+  cpu_gemm_f32({DType::kF32, c.P, n}, u, n, out, V, /*accumulate=*/true);
   // S_n = exp(b_{n-1}) S_0 + (k exp(b_{n-1} - b))^T U.
-  for (int64_t i = 0; i < K; ++i) {
-    float* row = S + i * V;
-    const float s = c.sd[i];
-    for (int64_t x = 0; x < V; ++x) row[x] *= s;
-  }
+  for (int64_t i = 0; i < K; ++i) HWY_DYNAMIC_DISPATCH(Scale)(S + i * V, c.sd[i], S + i * V, V);
   GemmOperand kd_t{DType::kF32, c.kd, K};
   kd_t.transposed = true;
-  cpu_gemm_f32(kd_t, {DType::kF32, U, W}, K, V, n, S, V, /*accumulate=*/true);
+  cpu_gemm_f32(kd_t, u, K, S, V, /*accumulate=*/true);
 }
 
 }  // namespace tokamax

@@ -12,13 +12,14 @@
 // before the chunk, S_t = exp(b_t) S_0 + sum_{s <= t} (k_s exp(b_t - b_s)) u_s^T, so
 //   u_t + beta_t sum_{s < t} A'[t, s] u_s = beta_t v_t - beta_t (k_t exp(b_t))^T S_0,
 // A'[t, s] = k_t . (k_s exp(b_t - b_s)) (elementwise over the rows): a unit lower triangular
-// system, (I + A) U = [beta v] - [beta k exp(b)] S_0 with A = diag(beta) A'. Solved for both
-// right-hand sides at once (U = U~ - W S_0), then
+// system (I + A) U = Y with A = diag(beta) A' and Y = [beta v] - [beta k exp(b)] S_0. Then
 //   out = (q exp(b)) S_0 + P U,  P[t, s] = q_t . (k_s exp(b_t - b_s)) for s <= t;
 //   S_n = exp(b_{n-1}) S_0 + (k exp(b_{n-1} - b))^T U.
-// Every exponent is <= 0 (decays are <= 1), so nothing overflows. The callers compute the
-// decayed products A and P (gated_delta_rule: one decay per head, k k^T and q k^T scaled
-// elementwise; kimi_delta_attention: a decay per row, factored through sub-chunk boundaries).
+// Every exponent is <= 0 (decays are <= 1), so nothing overflows. Both products with S_0 run as
+// one (the stacked lhs [-beta k exp(b); q exp(b)]), and U is packed once for its two products.
+// The callers compute the decayed products A and P (gated_delta_rule: one decay per head, k k^T
+// and q k^T scaled elementwise; kimi_delta_attention: a decay per row, factored through
+// sub-chunk boundaries).
 #pragma once
 
 #include <cstdint>
@@ -30,18 +31,21 @@ struct DeltaRuleChunk {
   // Inputs.
   const float* A = nullptr;   // [n, n] row stride n: beta_t A'[t, s], read for s < t only
   const float* P = nullptr;   // [n, n] row stride n: P[t, s] for s <= t, zeros above
-  const float* qd = nullptr;  // [n, K] q_t exp(b_t)
+  const float* kq = nullptr;  // [2n, K]: rows -beta_t k_t exp(b_t), then rows q_t exp(b_t)
   const float* kd = nullptr;  // [n, K] k_s exp(b_{n-1} - b_s)
   const float* sd = nullptr;  // [K] exp(b_{n-1}): the state rows' decay over the chunk
-  // Scratch.
-  float* wu = nullptr;  // [n, K + V]: rows [-beta_t k_t exp(b_t) | beta_t v_t], clobbered
+  // Inputs and outputs.
+  float* uo = nullptr;  // [2n, V]: in, rows beta_t v_t then zeros; out, rows U then out_t
 };
 
-// Advances S [K, V] (row stride V) over the chunk and writes its outputs out [n, V] (f32, row
-// stride ldo). Single-threaded (the callers run one task per state).
+// Advances S [K, V] (row stride V) over the chunk and leaves its outputs in uo's last n rows.
+// Single-threaded (the callers run one task per state).
 void delta_rule_chunk(const DeltaRuleChunk& c,
                       // Outputs.
-                      float* S, float* out, int64_t ldo);
+                      float* S);
+
+// y = a x (n elements, vectorized; in place when y = x): the chunk's operand rows.
+void delta_rule_scale(const float* x, float a, float* y, int64_t n);
 
 // x = exp(x) for x <= 0 (n elements, vectorized; below -86 exactly 0): the chunk's decays.
 void delta_rule_exp(float* x, int64_t n);

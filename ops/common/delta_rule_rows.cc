@@ -8,6 +8,7 @@
 #include <hwy/cache_control.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "ops/framework/dtype.h"
@@ -149,6 +150,28 @@ void UpdateOutput(float* S, const float* bk, const float* r, const float* q, int
   RowsPass<true>(S, nullptr, bk, r, q, K, V, out);
 }
 
+void L2Normalize(const float* x, int64_t ldx, int64_t rows, int64_t n, float scale, float* y,
+                 int64_t ldy) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ldx;
+    float* yr = y + r * ldy;
+    auto acc = hn::Zero(d);
+    int64_t i = 0;
+    for (; i + L <= n; i += L) {
+      const auto v = hn::LoadU(d, xr + i);
+      acc = hn::MulAdd(v, v, acc);
+    }
+    float sum = hn::GetLane(hn::SumOfLanes(d, acc));
+    for (; i < n; ++i) sum += xr[i] * xr[i];
+    const float factor = scale / std::sqrt(sum + 1e-6f);
+    const auto f = hn::Set(d, factor);
+    for (i = 0; i + L <= n; i += L) hn::StoreU(hn::Mul(f, hn::LoadU(d, xr + i)), d, yr + i);
+    for (; i < n; ++i) yr[i] = factor * xr[i];
+  }
+}
+
 // dst[i] = src[i] widened to f32 (src f32, bf16 or f16).
 template <typename T>
 void LoadStateT(const T* src, float* dst, int64_t n) {
@@ -192,11 +215,17 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tokamax {
 
+HWY_EXPORT(L2Normalize);
 HWY_EXPORT(DecayPredict);
 HWY_EXPORT(UpdateOutput);
 HWY_EXPORT(UpdateDecay);
 HWY_EXPORT(LoadState);
 HWY_EXPORT(StoreState);
+
+void delta_rule_l2_normalize(const float* x, int64_t ldx, int64_t rows, int64_t n, float scale,
+                             float* y, int64_t ldy) {
+  HWY_DYNAMIC_DISPATCH(L2Normalize)(x, ldx, rows, n, scale, y, ldy);
+}
 
 void delta_rule_store_state(DType dtype, const float* src, void* dst, int64_t n) {
   HWY_DYNAMIC_DISPATCH(StoreState)(dtype, src, dst, n);

@@ -6,21 +6,18 @@
 //   K      key (state row) dimension;  V  value (state column) dimension
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
 #include "ops/framework/dtype.h"
 
 namespace tokamax {
 
-// x /= sqrt(|x|^2 + 1e-6) (upstream's use_qk_l2norm / l2_normalize_ref, in f32): a token's q or
-// k before its passes.
-inline void delta_rule_l2_normalize(float* x, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
-  const float rnorm = 1.0f / std::sqrt(sum + 1e-6f);
-  for (int64_t i = 0; i < n; ++i) x[i] *= rnorm;
-}
+// y_r = scale x_r / sqrt(|x_r|^2 + 1e-6) for `rows` rows of n elements (upstream's
+// use_qk_l2norm / l2_normalize_ref in f32; q's scale folded in): tokens' q and k before their
+// passes. Vectorized; in place when y = x.
+void delta_rule_l2_normalize(const float* x, int64_t ldx, int64_t rows, int64_t n, float scale,
+                             // Outputs.
+                             float* y, int64_t ldy);
 
 // The two passes over a state [K, V] (row stride V):
 //   decay: S_i *= d_i for every row i, pred = sum_i k_i S_i ([V]);

@@ -40,6 +40,15 @@
 
 namespace tokamax {
 
+// Offsets of token t's rows in a head-major buffer: q heads [n_kq][T][d_k], then k heads
+// [n_kq][T][d_k], then v heads [n_v][T][d_v].
+struct GdnHeadMajor {
+  int64_t T = 0, n_kq = 0, d_k = 0, d_v = 0;
+  int64_t q(int64_t t, int64_t hk) const { return (hk * T + t) * d_k; }
+  int64_t k(int64_t t, int64_t hk) const { return ((n_kq + hk) * T + t) * d_k; }
+  int64_t v(int64_t t, int64_t h) const { return 2 * n_kq * T * d_k + (h * T + t) * d_v; }
+};
+
 struct GdnProblem {
   static constexpr std::string_view kOp = "gated_delta_rule";
   static constexpr std::string_view kSummary =
@@ -60,6 +69,7 @@ struct GdnProblem {
   // Whether request r's conv state starts from its slot (else zeros).
   bool conv_from_slot(int64_t r) const { return decode_only() || has_initial_state(r); }
   int64_t repeat() const { return n_v / n_kq; }
+  GdnHeadMajor head_major() const { return {T, n_kq, d_k, d_v}; }
   static GdnProblem from(const BoundArgs& args);
 };
 
@@ -87,13 +97,19 @@ void gdn_conv_row(DType dtype,
                   // Outputs.
                   float* y, int64_t C);
 
-// The conv + silu of every valid token in qkv's dtype's values, as upstream rounds them (f32
-// [T, C]; padding tokens 0), and the updated conv state ([NB, W - 1, C] in conv_state's dtype:
-// a copy of the input's with each active request's rows). Parallel (`threads` as parallel_for)
-// over blocks of each request's tokens.
-void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads,
+// Where the conv's output goes: token-major [T, C] (the reference), or head-major, each head's
+// rows contiguous over the tokens (the cpu kernel: a (request, value head) task streams its q,
+// k and v rows instead of reading 512 bytes from every 16 KiB row).
+enum class GdnConvLayout { kTokenMajor, kHeadMajor };
+
+// The conv + silu of every valid token in qkv's dtype's values, as upstream rounds them (f32, T C
+// floats in `layout`; token-major: padding tokens 0, head-major: their rows unwritten), and the
+// updated conv state ([NB, W - 1, C] in conv_state's dtype: a copy of the input's with each
+// active request's rows). Parallel (`threads` as parallel_for) over blocks of each request's
+// tokens.
+void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, GdnConvLayout layout,
                    // Outputs.
-                   float* mixed,         // [T, C]
+                   float* mixed,         // T C
                    Tensor& conv_state);  // [NB, W - 1, C]
 
 // The portable reference: the conv, then the recurrence token by token in f32 with the state

@@ -36,15 +36,30 @@ constexpr int64_t kConvBlock = 64;
 
 }  // namespace
 
-void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, float* mixed,
-                   Tensor& conv_state) {
+void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, GdnConvLayout layout,
+                   float* mixed, Tensor& conv_state) {
   const Tensor& x = inputs.at("qkv");
   const Tensor& old_state = inputs.at("conv_state");
   std::memcpy(conv_state.raw(), old_state.raw(), old_state.size_bytes());
   const int64_t C = p.C, W = p.W, A = p.active(), rows = W - 1;
-  // Padding tokens' rows are zeros.
-  const int64_t valid_end = p.query_start_loc[A];
-  std::memset(mixed + valid_end * C, 0, static_cast<size_t>((p.T - valid_end) * C) * sizeof(float));
+  const bool head_major = layout == GdnConvLayout::kHeadMajor;
+  if (!head_major) {  // padding tokens' rows are zeros
+    const int64_t valid_end = p.query_start_loc[A];
+    std::memset(mixed + valid_end * C, 0,
+                static_cast<size_t>((p.T - valid_end) * C) * sizeof(float));
+  }
+  const GdnHeadMajor at = p.head_major();
+  const int64_t q_end = p.n_kq * p.d_k, k_end = 2 * q_end;
+  // A head-major token's rows, from its token-major row y [C].
+  auto scatter = [&](const float* y, int64_t t) {
+    for (int64_t hk = 0; hk < p.n_kq; ++hk) {
+      std::copy_n(y + hk * p.d_k, p.d_k, mixed + at.q(t, hk));
+      std::copy_n(y + q_end + hk * p.d_k, p.d_k, mixed + at.k(t, hk));
+    }
+    for (int64_t h = 0; h < p.n_v; ++h) {
+      std::copy_n(y + k_end + h * p.d_v, p.d_v, mixed + at.v(t, h));
+    }
+  };
   // f32 copies of the weights [W, C] (tap-major: a token's taps stream over contiguous C) and
   // the bias.
   std::vector<float> w(static_cast<size_t>(W * C)), bias(static_cast<size_t>(C), 0.0f);
@@ -74,8 +89,9 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, fl
     cpu::parallel_for(static_cast<int64_t>(tasks.size()), threads, [&](int64_t index, int) {
       const auto [r, j0] = tasks[index];
       const int64_t n = std::min(kConvBlock, p.tokens(r) - j0);
-      thread_local std::vector<float> in;
+      thread_local std::vector<float> in, row;
       if (static_cast<int64_t>(in.size()) < (n + rows) * C) in.resize((n + rows) * C);
+      if (head_major && static_cast<int64_t>(row.size()) < C) row.resize(C);
       for (int64_t i = 0; i < n + rows; ++i) {
         const X* src = stream_row(r, j0 + i);
         float* dst = in.data() + i * C;
@@ -86,9 +102,11 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, fl
         // decode-only batch) round the sum, then add the bias and round again; the rest add the
         // bias first and round once (upstream's two conv paths).
         const bool boundary = j < rows || p.decode_only();
+        const int64_t t = p.query_start_loc[r] + j;
+        float* y = head_major ? row.data() : mixed + t * C;
         gdn_conv_row(p.dtype, w.data(), W, in.data() + (j - j0) * C,
-                     p.has_conv_bias ? bias.data() : nullptr, boundary,
-                     mixed + (p.query_start_loc[r] + j) * C, C);
+                     p.has_conv_bias ? bias.data() : nullptr, boundary, y, C);
+        if (head_major) scatter(y, t);
       }
     });
     // The new state of each active request: its stream's last W - 1 rows, copied.

@@ -16,41 +16,43 @@ namespace tokamax {
 
 void gdn_chunked_task(const GdnProblem& p, const GdnTokens& x, int64_t chunk, int64_t r, int64_t h,
                       float* S, Tensor& out) {
-  const int64_t C = p.C, dk = p.d_k, dv = p.d_v, n_v = p.n_v, hk = h / p.repeat();
+  const int64_t dk = p.d_k, dv = p.d_v, n_v = p.n_v, hk = h / p.repeat();
   const int64_t c = chunk;
-  // kk, qk, A, P [c, c]; qd, kd [c, dk]; sd [dk]; wu [c, dk + dv]; o [c, dv]; two exponent rows
-  // [c]. The cumulative log decays in double: their differences decide every decay factor.
+  // kk, qk, A, P [c, c]; kq [2c, dk]; kd [c, dk]; sd [dk]; uo [2c, dv]; two exponent rows [c].
+  // The cumulative log decays in double: their differences decide every decay factor.
   thread_local std::vector<float> scratch;
   thread_local std::vector<double> cumulative;
-  const int64_t need = 4 * c * c + 2 * c * dk + dk + c * (dk + dv) + c * dv + 2 * c;
+  thread_local GemmPackStorage packed_k;
+  const int64_t need = 4 * c * c + 3 * c * dk + dk + 2 * c * dv + 2 * c;
   if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
   if (static_cast<int64_t>(cumulative.size()) < c) cumulative.resize(static_cast<size_t>(c));
   float* kk = scratch.data();
   float* qk = kk + c * c;
   float* A = qk + c * c;
   float* P = A + c * c;
-  float* qd = P + c * c;
-  float* kd = qd + c * dk;
+  float* kq = P + c * c;
+  float* kd = kq + 2 * c * dk;
   float* sd = kd + c * dk;
-  float* wu = sd + dk;
-  float* o = wu + c * (dk + dv);
-  float* to_t = o + c * dv;  // exp(b_t), then exp(b_{n-1} - b_t)
-  float* to_end = to_t + c;
+  float* uo = sd + dk;
+  float* to_t = uo + 2 * c * dv;  // exp(b_t)
+  float* to_end = to_t + c;       // exp(b_{n-1} - b_t)
   double* b = cumulative.data();
   const int64_t out_size = static_cast<int64_t>(dtype_size(p.dtype));
   const int64_t start = p.query_start_loc[r], L = p.tokens(r);
   for (int64_t j0 = 0; j0 < L; j0 += c) {
     const int64_t n = std::min(c, L - j0), t0 = start + j0;
-    const float* q = x.mixed + t0 * C + hk * dk;
-    const float* k = x.mixed + t0 * C + (p.n_kq + hk) * dk;
-    const float* v = x.mixed + t0 * C + 2 * p.n_kq * dk + h * dv;
+    const GdnHeadMajor rows = p.head_major();
+    const float* q = x.mixed + rows.q(t0, hk);  // [n, dk] each
+    const float* k = x.mixed + rows.k(t0, hk);
+    const float* v = x.mixed + rows.v(t0, h);   // [n, dv]
     const float* beta = x.beta + t0 * n_v + h;  // stride n_v
     double sum = 0.0;
     for (int64_t t = 0; t < n; ++t) b[t] = sum += x.log_decay[(t0 + t) * n_v + h];
-    GemmOperand k_t{DType::kF32, k, C};
+    GemmOperand k_t{DType::kF32, k, dk};
     k_t.transposed = true;
-    cpu_gemm_f32({DType::kF32, k, C}, k_t, n, n, dk, kk, n, /*accumulate=*/false);
-    cpu_gemm_f32({DType::kF32, q, C}, k_t, n, n, dk, qk, n, /*accumulate=*/false);
+    const PackedGemmOperand keys = pack_gemm_rhs(k_t, dk, n, {}, packed_k);
+    cpu_gemm_f32({DType::kF32, k, dk}, keys, n, kk, n, /*accumulate=*/false);
+    cpu_gemm_f32({DType::kF32, q, dk}, keys, n, qk, n, /*accumulate=*/false);
     for (int64_t t = 0; t < n; ++t) {
       // P's row t holds the exponents b_t - b_s (s <= t), then their exps; A's row uses them.
       float* pr = P + t * n;
@@ -67,25 +69,21 @@ void gdn_chunked_task(const GdnProblem& p, const GdnTokens& x, int64_t chunk, in
     delta_rule_exp(to_t, n);
     delta_rule_exp(to_end, n);
     for (int64_t t = 0; t < n; ++t) {
-      const float* qt = q + t * C;
-      const float* kt = k + t * C;
-      const float* vt = v + t * C;
+      const float* qt = q + t * dk;
+      const float* kt = k + t * dk;
+      const float* vt = v + t * dv;
       const float bt = beta[t * n_v], et = to_t[t], en = to_end[t];
-      float* w = wu + t * (dk + dv);
-      for (int64_t i = 0; i < dk; ++i) {
-        qd[t * dk + i] = et * qt[i];
-        kd[t * dk + i] = en * kt[i];
-        w[i] = -bt * et * kt[i];
-      }
-      for (int64_t i = 0; i < dv; ++i) w[dk + i] = bt * vt[i];
+      delta_rule_scale(kt, -bt * et, kq + t * dk, dk);
+      delta_rule_scale(qt, et, kq + (n + t) * dk, dk);
+      delta_rule_scale(kt, en, kd + t * dk, dk);
+      delta_rule_scale(vt, bt, uo + t * dv, dv);
     }
-    const float decay = to_t[n - 1];
-    for (int64_t i = 0; i < dk; ++i) sd[i] = decay;
+    std::fill_n(uo + n * dv, n * dv, 0.0f);
+    std::fill_n(sd, dk, to_t[n - 1]);
     delta_rule_chunk(
-        {.n = n, .K = dk, .V = dv, .A = A, .P = P, .qd = qd, .kd = kd, .sd = sd, .wu = wu}, S, o,
-        dv);
+        {.n = n, .K = dk, .V = dv, .A = A, .P = P, .kq = kq, .kd = kd, .sd = sd, .uo = uo}, S);
     char* out_rows = static_cast<char*>(out.raw()) + (t0 * n_v + h) * dv * out_size;
-    store_rows(o, dv, n, dv, p.dtype, out_rows, n_v * dv);
+    store_rows(uo + n * dv, dv, n, dv, p.dtype, out_rows, n_v * dv);
   }
 }
 

@@ -21,7 +21,7 @@ struct CpuGdnConfig {
   int num_threads = 0;  // 0 = all cores
   // Tokens per chunk of a request of more than one token (0: token by token). A decode token
   // always runs token by token (a chunk of one is the same arithmetic with more steps).
-  int chunk = 64;
+  int chunk = 32;
 
   void validate() const;
   template <class V>
@@ -32,10 +32,11 @@ struct CpuGdnConfig {
   auto key() const { return std::make_tuple(num_threads, chunk); }
 };
 
-// What the tasks read, prepared once per call: the conv's output with q and k of every valid
-// token normalized in place (q scaled), and per (token, value head) its log decay g and beta.
+// What the tasks read, prepared once per call: the conv's output, head-major (base.h's
+// GdnHeadMajor), with q and k of every valid token normalized in place (q scaled), and per
+// (token, value head) its log decay g and beta.
 struct GdnTokens {
-  const float* mixed = nullptr;      // [T, C]
+  const float* mixed = nullptr;      // T C
   const float* log_decay = nullptr;  // [valid tokens, n_v]
   const float* beta = nullptr;       // [valid tokens, n_v]
 };

@@ -16,7 +16,8 @@ namespace tokamax {
 void gated_delta_rule_reference(const GdnProblem& p, const TensorMap& inputs, TensorMap& outputs) {
   const int64_t C = p.C, dk = p.d_k, dv = p.d_v, KV = dk * dv;
   std::vector<float> mixed(static_cast<size_t>(p.T * C));
-  gdn_conv_silu(p, inputs, 1, mixed.data(), outputs.at("updated_conv_state"));
+  gdn_conv_silu(p, inputs, 1, GdnConvLayout::kTokenMajor, mixed.data(),
+                outputs.at("updated_conv_state"));
   Tensor& out = outputs.at("out");
   out.fill_zero();
   Tensor& state = outputs.at("updated_recurrent_state");

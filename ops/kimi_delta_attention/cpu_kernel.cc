@@ -91,8 +91,8 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
       float beta = 0.0f;
       load_row(inputs.at("beta"), row, 1, &beta);
       if (p.use_qk_l2norm) {
-        delta_rule_l2_normalize(x.q, K);
-        delta_rule_l2_normalize(x.k, K);
+        delta_rule_l2_normalize(x.q, K, 1, K, 1.0f, x.q, K);
+        delta_rule_l2_normalize(x.k, K, 1, K, 1.0f, x.k, K);
       }
       kda_decay_row(p, a_log[h], x.decay, dtb.data() + h * K, K, x.decay);
       for (int64_t i = 0; i < K; ++i) {
