@@ -5,6 +5,7 @@
 #include "ops/common/delta_rule_chunk.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "ops/common/cpu_gemm/gemm.h"
@@ -64,6 +65,24 @@ void Scale(const float* x, float a, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = a * x[i];
 }
 
+void ScaleExp(const float* x, const float* hi, const float* lo, float a, bool reciprocal, float* y,
+              int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto av = hn::Set(d, a);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const auto h = hn::LoadU(d, hi + i), l = hn::LoadU(d, lo + i);
+    const auto ax = hn::Mul(av, hn::LoadU(d, x + i));
+    const auto y_i = reciprocal ? hn::Div(ax, ExpNonPositive(d, hn::Sub(h, l)))
+                                : hn::Mul(ax, ExpNonPositive(d, hn::Sub(l, h)));
+    hn::StoreU(y_i, d, y + i);
+  }
+  for (; i < n; ++i) {
+    y[i] = reciprocal ? a * x[i] / std::exp(hi[i] - lo[i]) : a * x[i] * std::exp(lo[i] - hi[i]);
+  }
+}
+
 void ExpInPlace(float* x, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
@@ -86,6 +105,12 @@ namespace tokamax {
 HWY_EXPORT(SolveUnitLower);
 HWY_EXPORT(ExpInPlace);
 HWY_EXPORT(Scale);
+HWY_EXPORT(ScaleExp);
+
+void delta_rule_scale_exp(const float* x, const float* hi, const float* lo, float a,
+                          bool reciprocal, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(ScaleExp)(x, hi, lo, a, reciprocal, y, n);
+}
 
 void delta_rule_scale(const float* x, float a, float* y, int64_t n) {
   HWY_DYNAMIC_DISPATCH(Scale)(x, a, y, n);

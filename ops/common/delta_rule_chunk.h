@@ -47,6 +47,14 @@ void delta_rule_chunk(const DeltaRuleChunk& c,
 // y = a x (n elements, vectorized; in place when y = x): the chunk's operand rows.
 void delta_rule_scale(const float* x, float a, float* y, int64_t n);
 
+// y = a x exp(lo - hi), or a x / exp(hi - lo) with `reciprocal` (n elements, vectorized; the
+// exponent lo - hi <= 0 per element, resp. hi - lo, and below -86 its exp is 0): a chunk's rows
+// decayed per state row, kimi_delta_attention's factors through a reference token.
+void delta_rule_scale_exp(const float* x, const float* hi, const float* lo, float a,
+                          bool reciprocal,
+                          // Outputs.
+                          float* y, int64_t n);
+
 // x = exp(x) for x <= 0 (n elements, vectorized; below -86 exactly 0): the chunk's decays.
 void delta_rule_exp(float* x, int64_t n);
 

@@ -25,7 +25,18 @@ class CpuKimiDeltaAttention final : public TypedImplementation<KdaProblem, CpuKd
     CpuKdaConfig c;
     const double work = static_cast<double>(p.H) * p.B * p.T * p.K * p.V;
     c.num_threads = work < double(1 << 16) ? 1 : 0;
+    c.chunk = 32;  // as gated_delta_rule's, whose chunk products have the same shapes
     return c;
+  }
+  std::vector<CpuKdaConfig> autotuning_configs(const KdaProblem& p,
+                                               const Device& device) const override {
+    std::vector<CpuKdaConfig> configs;
+    for (const int chunk : {0, 32, 64, 128}) {
+      CpuKdaConfig c = heuristics_config(p, device);
+      c.chunk = chunk;
+      configs.push_back(c);
+    }
+    return configs;
   }
   void run(const KdaProblem& p, const CpuKdaConfig& c, const Device&, const TensorMap& inputs,
            TensorMap& outputs) const override {

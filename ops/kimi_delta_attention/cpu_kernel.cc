@@ -1,5 +1,5 @@
-// kimi_delta_attention on CPU: the config and the per-(head, batch row) driver of the
-// recurrence (cpu_kernel.h); the state's passes are in cpu_rows.cc.
+// kimi_delta_attention on CPU: the config, the per-(head, batch row) driver and the token-by-token
+// runs (cpu_kernel.h); the chunked runs are in cpu_chunk.cc, the decay rows in cpu_rows.cc.
 //
 // Dimensions: as base.h.
 #include "ops/kimi_delta_attention/cpu_kernel.h"
@@ -31,6 +31,76 @@ void CpuKdaConfig::validate() const {
   require_config(num_threads >= 0, "num_threads", [&] {
     return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
   });
+  require_config(chunk >= 0 && chunk <= kMaxKdaChunk, "chunk", [&] {
+    return "chunk is " + std::to_string(chunk) + "; expected 0 (token by token) to " +
+           std::to_string(kMaxKdaChunk) + " tokens";
+  });
+}
+
+float kda_load_token(const KdaTaskRows& x, int64_t t, bool log, float* q, float* k, float* v,
+                     float* decay) {
+  const KdaProblem& p = x.p;
+  const int64_t row = x.row(t);
+  load_row(x.inputs.at("query"), row, p.K, q);
+  load_row(x.inputs.at("key"), row, p.K, k);
+  load_row(x.inputs.at("gate"), row, p.K, decay);
+  load_row(x.inputs.at("value"), row, p.V, v);
+  float beta = 0.0f;
+  load_row(x.inputs.at("beta"), row, 1, &beta);
+  const float scale = static_cast<float>(p.scale);
+  if (p.use_qk_l2norm) {
+    delta_rule_l2_normalize(q, p.K, 1, p.K, scale, q, p.K);
+    delta_rule_l2_normalize(k, p.K, 1, p.K, 1.0f, k, p.K);
+  } else {
+    for (int64_t i = 0; i < p.K; ++i) q[i] *= scale;
+  }
+  if (log) {
+    kda_log_decay_row(p, x.a_log, decay, x.bias, p.K, decay);
+  } else {
+    kda_decay_row(p, x.a_log, decay, x.bias, p.K, decay);
+  }
+  return beta;
+}
+
+void kda_token_run(const KdaTaskRows& x, int64_t t0, int64_t t1, float* S) {
+  const int64_t K = x.p.K, V = x.p.V;
+  // Two token buffers (this token's, the next one's), each q, k, decay, beta k [K] and v [V];
+  // r and pred [V], out [V].
+  thread_local std::vector<float> rows;
+  const int64_t token_floats = 4 * K + V;
+  if (static_cast<int64_t>(rows.size()) < 2 * token_floats + 3 * V) {
+    rows.resize(2 * token_floats + 3 * V);
+  }
+  struct Token {
+    float *q, *k, *decay, *bk, *v;
+  };
+  auto token_at = [&](int i) {
+    float* base = rows.data() + i * token_floats;
+    return Token{base, base + K, base + 2 * K, base + 3 * K, base + 4 * K};
+  };
+  auto load = [&](int64_t t, const Token& tok) {
+    const float beta = kda_load_token(x, t, /*log=*/false, tok.q, tok.k, tok.v, tok.decay);
+    for (int64_t i = 0; i < K; ++i) tok.bk[i] = beta * tok.k[i];
+  };
+  Token cur = token_at(0), next = token_at(1);
+  float* r = rows.data() + 2 * token_floats;
+  float* pred = r + V;
+  float* o = pred + V;
+  const int64_t out_size = static_cast<int64_t>(dtype_size(x.out.dtype()));
+  load(t0, cur);
+  delta_rule_decay_predict(S, cur.decay, cur.k, K, V, pred);
+  for (int64_t t = t0; t < t1; ++t) {
+    for (int64_t i = 0; i < V; ++i) r[i] = cur.v[i] - pred[i];
+    if (t + 1 < t1) {
+      load(t + 1, next);
+      delta_rule_update_decay(S, cur.bk, r, cur.q, next.decay, next.k, K, V, o, pred);
+      std::swap(cur, next);
+    } else {
+      delta_rule_update_output(S, cur.bk, r, cur.q, K, V, o);
+    }
+    char* out_row = static_cast<char*>(x.out.raw()) + x.row(t) * V * out_size;
+    store_rows(o, V, 1, V, x.out.dtype(), out_row, V);
+  }
 }
 
 void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
@@ -47,7 +117,7 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
   const int64_t out_size = static_cast<int64_t>(dtype_size(out.dtype()));
   cpu::parallel_for(H * B, c.num_threads, [&](int64_t task, int) {
     const int64_t h = task / B, b = task % B;
-    thread_local std::vector<float> scratch, rows;
+    thread_local std::vector<float> scratch;
     // The N slots of (b, h): in final_state ([B, N, H, K, V]) or the scratch ([N, K, V]).
     if (!states && static_cast<int64_t>(scratch.size()) < N * KV) scratch.resize(N * KV);
     auto slot = [&](int64_t n) {
@@ -60,69 +130,30 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
         std::memset(slot(n), 0, static_cast<size_t>(KV) * sizeof(float));
       }
     }
-    // Two token buffers (this token's, the next one's), each q, k, decay, beta k [K] and v [V];
-    // r and pred [V], out [V].
-    const int64_t token_floats = 4 * K + V + 1;
-    if (static_cast<int64_t>(rows.size()) < 2 * token_floats + 3 * V) {
-      rows.resize(2 * token_floats + 3 * V);
-    }
-    struct Token {
-      float *q, *k, *decay, *bk, *v;
-    };
-    auto token_at = [&](int i) {
-      float* base = rows.data() + i * token_floats;
-      return Token{base, base + K, base + 2 * K, base + 3 * K, base + 4 * K};
-    };
-    Token cur = token_at(0), next = token_at(1);
-    float* r = rows.data() + 2 * token_floats;
-    float* pred = r + V;
-    float* o = pred + V;
     auto slot_of = [&](int64_t t) -> int64_t {
       const int64_t seg = ids ? ids[b * T + t] : 1;
       return seg < 1 || seg > N ? -1 : seg - 1;
     };
-    // A token's inputs: q and k normalized (and q scaled), exp(g), beta k.
-    auto load_token = [&](int64_t t, const Token& x) {
-      const int64_t row = (h * B + b) * T + t;
-      load_row(inputs.at("query"), row, K, x.q);
-      load_row(inputs.at("key"), row, K, x.k);
-      load_row(inputs.at("gate"), row, K, x.decay);
-      load_row(inputs.at("value"), row, V, x.v);
-      float beta = 0.0f;
-      load_row(inputs.at("beta"), row, 1, &beta);
-      if (p.use_qk_l2norm) {
-        delta_rule_l2_normalize(x.q, K, 1, K, 1.0f, x.q, K);
-        delta_rule_l2_normalize(x.k, K, 1, K, 1.0f, x.k, K);
-      }
-      kda_decay_row(p, a_log[h], x.decay, dtb.data() + h * K, K, x.decay);
-      for (int64_t i = 0; i < K; ++i) {
-        x.q[i] *= static_cast<float>(p.scale);
-        x.bk[i] = beta * x.k[i];
-      }
-    };
-    bool predicted = false;  // pred holds this token's prediction (and S its decay)
-    for (int64_t t = 0; t < T; ++t) {
-      char* out_row = static_cast<char*>(out.raw()) + ((h * B + b) * T + t) * V * out_size;
+    const KdaTaskRows x{.p = p,
+                        .inputs = inputs,
+                        .h = h,
+                        .b = b,
+                        .a_log = a_log[h],
+                        .bias = dtb.data() + h * K,
+                        .out = out};
+    for (int64_t t = 0; t < T;) {
       const int64_t n = slot_of(t);
+      int64_t end = t + 1;
+      while (end < T && slot_of(end) == n) ++end;
       if (n < 0) {  // padding: zeros, no state changes
-        std::memset(out_row, 0, static_cast<size_t>(V * out_size));
-        continue;
-      }
-      float* S = slot(n);
-      if (!predicted) {
-        load_token(t, cur);
-        delta_rule_decay_predict(S, cur.decay, cur.k, K, V, pred);
-      }
-      for (int64_t x = 0; x < V; ++x) r[x] = cur.v[x] - pred[x];
-      predicted = t + 1 < T && slot_of(t + 1) == n;
-      if (predicted) {
-        load_token(t + 1, next);
-        delta_rule_update_decay(S, cur.bk, r, cur.q, next.decay, next.k, K, V, o, pred);
-        std::swap(cur, next);
+        char* out_rows = static_cast<char*>(out.raw()) + x.row(t) * V * out_size;
+        std::memset(out_rows, 0, static_cast<size_t>((end - t) * V * out_size));
+      } else if (c.chunk > 0 && end - t > 1) {
+        kda_chunked_run(x, c.chunk, t, end, slot(n));
       } else {
-        delta_rule_update_output(S, cur.bk, r, cur.q, K, V, o);
+        kda_token_run(x, t, end, slot(n));
       }
-      store_rows(o, V, 1, V, out.dtype(), out_row, V);
+      t = end;
     }
   });
 }

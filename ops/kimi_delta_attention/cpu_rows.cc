@@ -19,11 +19,11 @@ HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// decay = exp(g) of a token's K gate values, g as kda_log_decay (the gate itself, -A
-// softplus(gate + bias), or lower_bound sigmoid(A (gate + bias))), vectorized; the tail by
-// kda_log_decay itself.
+// decay = exp(g) (or g itself, `log`) of a token's K gate values, g as kda_log_decay (the gate
+// itself, -A softplus(gate + bias), or lower_bound sigmoid(A (gate + bias))), vectorized; the tail
+// by kda_log_decay itself.
 void DecayRow(const KdaProblem& p, float a_log, const float* gate, const float* bias, int64_t K,
-              float* decay) {
+              bool log, float* decay) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const float A = std::exp(a_log);
@@ -41,9 +41,12 @@ void DecayRow(const KdaProblem& p, float a_log, const float* gate, const float* 
           hn::Add(hn::Max(g, hn::Zero(d)), hn::Log1p(d, hn::Exp(d, hn::Neg(hn::Abs(g)))));
       x = hn::Neg(hn::Mul(a, sp));
     }
-    hn::StoreU(hn::Exp(d, x), d, decay + i);
+    hn::StoreU(log ? x : hn::Exp(d, x), d, decay + i);
   }
-  for (; i < K; ++i) decay[i] = std::exp(kda_log_decay<float>(p, gate[i], a_log, bias[i]));
+  for (; i < K; ++i) {
+    const float g = kda_log_decay<float>(p, gate[i], a_log, bias[i]);
+    decay[i] = log ? g : std::exp(g);
+  }
 }
 
 }  // namespace tokamax::HWY_NAMESPACE
@@ -56,7 +59,12 @@ HWY_EXPORT(DecayRow);
 
 void kda_decay_row(const KdaProblem& p, float a_log, const float* gate, const float* bias,
                    int64_t K, float* decay) {
-  HWY_DYNAMIC_DISPATCH(DecayRow)(p, a_log, gate, bias, K, decay);
+  HWY_DYNAMIC_DISPATCH(DecayRow)(p, a_log, gate, bias, K, /*log=*/false, decay);
+}
+
+void kda_log_decay_row(const KdaProblem& p, float a_log, const float* gate, const float* bias,
+                       int64_t K, float* g) {
+  HWY_DYNAMIC_DISPATCH(DecayRow)(p, a_log, gate, bias, K, /*log=*/true, g);
 }
 
 }  // namespace tokamax

@@ -1,6 +1,7 @@
 // Tests of kimi_delta_attention's cpu kernel: against the float64 oracle on every SIMD target,
 // with value widths that take the vector blocks and the scalar tail, every gate form, segments
-// with padding and shared slots, initial and final state, and one or all threads.
+// with padding and shared slots, initial and final state, token by token and in chunks, and one
+// or all threads.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -51,13 +52,43 @@ TEST_CASE("cpu kimi_delta_attention passes the oracle on every target", "[kda]")
     for (const json& c : cases) {
       const BoundArgs args = op().bind(c);
       const TensorMap inputs = op().make_inputs(args, 4);
-      for (const int threads : {1, 0}) {
-        for (const TensorDecl& decl : op().outputs(args)) {
-          CAPTURE(args.key(), threads, decl.name);
-          CHECK(judge(run_against_oracle(op(), "cpu", args, json{{"num_threads", threads}}, inputs,
-                                         args, decl.name)) == Disposition::kPassed);
+      // Token by token; chunks of 8 (sub-chunks of 8) and of 32 (two of 16).
+      for (const int chunk : {0, 8, 32}) {
+        for (const int threads : {1, 0}) {
+          for (const TensorDecl& decl : op().outputs(args)) {
+            CAPTURE(args.key(), chunk, threads, decl.name);
+            const json config{{"num_threads", threads}, {"chunk", chunk}};
+            CHECK(judge(run_against_oracle(op(), "cpu", args, config, inputs, args, decl.name)) ==
+                  Disposition::kPassed);
+          }
         }
       }
     }
   });
+}
+
+TEST_CASE("cpu kimi_delta_attention runs token by token the chunks it cannot factor", "[kda]") {
+  // Chunks of 16 tokens: the first grows the state (g > 0 in one channel), the second decays
+  // mildly (chunked), the third decays one channel by e^-8 per token (e^-128 over the
+  // sub-chunk, past the factors' range). The oracle takes every gate.
+  const BoundArgs args = op().bind(kda_args("f32", 1, 1, 48, 16, 24));
+  TensorMap inputs = op().make_inputs(args, 7);
+  Tensor gate(args.tensor("gate"));
+  const Tensor& mild = inputs.at("gate");
+  for (int64_t t = 0; t < 48; ++t) {
+    for (int64_t i = 0; i < 16; ++i) {
+      double g = mild.get(t * 16 + i);
+      if (t < 16 && i == 0) g = 0.05;
+      if (t >= 32 && i == 3) g = -8.0;
+      gate.set(t * 16 + i, g);
+    }
+  }
+  inputs.erase("gate");
+  inputs.emplace("gate", std::move(gate));
+  for (const int chunk : {0, 16}) {
+    CAPTURE(chunk);
+    const json config{{"num_threads", 1}, {"chunk", chunk}};
+    CHECK(judge(run_against_oracle(op(), "cpu", args, config, inputs, args, "out")) ==
+          Disposition::kPassed);
+  }
 }
