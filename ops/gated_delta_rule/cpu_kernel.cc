@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/denormals.h"
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm/pack.h"
@@ -92,6 +93,7 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
   const int64_t state_size = static_cast<int64_t>(dtype_size(p.state_dtype));
   cpu::parallel_for(p.R * n_v, c.num_threads, [&](int64_t task, int) {
     const int64_t r = task / n_v, h = task % n_v, hk = h / p.repeat();
+    const cpu::ScopedFlushDenormals flush;  // the decayed products (denormals.h says why)
     const int64_t at = (p.state_indices[r] * n_v + h) * KV * state_size;
     char* slot = states + at;
     thread_local std::vector<float> scratch;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/denormals.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/delta_rule_rows.h"
@@ -117,6 +118,7 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
   const int64_t out_size = static_cast<int64_t>(dtype_size(out.dtype()));
   cpu::parallel_for(H * B, c.num_threads, [&](int64_t task, int) {
     const int64_t h = task / B, b = task % B;
+    const cpu::ScopedFlushDenormals flush;  // the decayed products (denormals.h says why)
     thread_local std::vector<float> scratch;
     // The N slots of (b, h): in final_state ([B, N, H, K, V]) or the scratch ([N, K, V]).
     if (!states && static_cast<int64_t>(scratch.size()) < N * KV) scratch.resize(N * KV);
