@@ -12,6 +12,7 @@
 #include "ops/gated_linear_unit/api.h"
 #include "ops/gated_linear_unit/vjp/api.h"
 #include "ops/kimi_delta_attention/api.h"
+#include "ops/kimi_delta_attention/vjp/api.h"
 #include "ops/layer_norm/api.h"
 #include "ops/layer_norm/vjp/api.h"
 #include "ops/linear_softmax_cross_entropy_loss/api.h"
@@ -63,6 +64,7 @@ const std::vector<const Op*>& all_ops() {
       &splash_attention_op(),
       &splash_attention_vjp_op(),
       &kimi_delta_attention_op(),
+      &kimi_delta_attention_vjp_op(),
       &gated_delta_rule_op(),
   };
   static const std::vector<const Op*> with_extras = [] {

@@ -1,0 +1,58 @@
+// kimi_delta_attention_vjp: the CPU implementation class ("cpu").
+//
+// Dimensions: as base.h.
+#include <vector>
+
+#include "backends/cpu/simd_target.h"
+#include "ops/common/cpu_checks.h"
+#include "ops/framework/op.h"
+#include "ops/kimi_delta_attention/vjp/base.h"
+#include "ops/kimi_delta_attention/vjp/cpu_kernel.h"
+
+namespace tokamax {
+namespace {
+
+class CpuKdaVjp final : public TypedImplementation<KdaVjpProblem, CpuKdaVjpConfig> {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  nlohmann::json describe() const override { return {{"simd_target", cpu::simd_target_name()}}; }
+
+  void check_config(const KdaVjpProblem&, const CpuKdaVjpConfig& c,
+                    const Device& device) const override {
+    require_num_threads(c.num_threads, device);
+  }
+  CpuKdaVjpConfig heuristics_config(const KdaVjpProblem& p, const Device&) const override {
+    // One task per (head, batch row): with little work, one thread. Blocks of 16 tokens: their
+    // states (16 K V floats, 1 MiB at K = V = 128) stay in L2 between the block's recompute
+    // and its backward.
+    CpuKdaVjpConfig c;
+    const KdaProblem& f = p.fwd;
+    const double work = static_cast<double>(f.H) * f.B * f.T * f.K * f.V;
+    c.num_threads = work < double(1 << 16) ? 1 : 0;
+    c.block = 16;
+    return c;
+  }
+  std::vector<CpuKdaVjpConfig> autotuning_configs(const KdaVjpProblem& p,
+                                                  const Device& device) const override {
+    std::vector<CpuKdaVjpConfig> configs;
+    for (const int block : {8, 16, 32, 64}) {
+      CpuKdaVjpConfig c = heuristics_config(p, device);
+      c.block = block;
+      configs.push_back(c);
+    }
+    return configs;
+  }
+  void run(const KdaVjpProblem& p, const CpuKdaVjpConfig& c, const Device&, const TensorMap& inputs,
+           TensorMap& outputs) const override {
+    kimi_delta_attention_vjp_cpu_kernel(p, c, inputs, outputs);
+  }
+};
+
+}  // namespace
+
+const Implementation& kimi_delta_attention_vjp_cpu_implementation() {
+  static const CpuKdaVjp impl;
+  return impl;
+}
+
+}  // namespace tokamax

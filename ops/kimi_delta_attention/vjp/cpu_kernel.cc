@@ -1,0 +1,235 @@
+// kimi_delta_attention_vjp on CPU: the config and the per-(head, batch row) driver (cpu_kernel.h).
+//
+// Dimensions: as ../base.h; C the block (tokens per checkpoint).
+#include "ops/kimi_delta_attention/vjp/cpu_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/denormals.h"
+#include "backends/cpu/thread_pool.h"
+#include "ops/common/cpu_gemm/pack.h"
+#include "ops/common/delta_rule_rows.h"
+#include "ops/framework/config.h"
+#include "ops/kimi_delta_attention/cpu_kernel.h"
+#include "ops/kimi_delta_attention/vjp/sweep.h"
+
+namespace tokamax {
+namespace {
+
+// Row `row` of a tensor (f32, bf16 or f16) of rows of n elements, as f32.
+void load_row(const Tensor& x, int64_t row, int64_t n, float* out) {
+  const char* data = static_cast<const char*>(x.raw());
+  delta_rule_load_state(x.dtype(), data + row * n * static_cast<int64_t>(dtype_size(x.dtype())),
+                        out, n);
+}
+
+// Row `row` of n f32 values stored into a tensor of rows of n elements in its dtype.
+void store_row(const float* x, int64_t row, int64_t n, Tensor& out) {
+  const int64_t size = static_cast<int64_t>(dtype_size(out.dtype()));
+  store_rows(x, n, 1, n, out.dtype(), static_cast<char*>(out.raw()) + row * n * size, n);
+}
+
+// One token's forward rows in a block: q^, k^, q / n_q, the raw gate and d [K]; v, r [V]; beta
+// and the norms.
+struct TokenRows {
+  float *q, *k, *qbar, *gate, *d, *v, *r;
+  float beta, nq, nk;
+};
+
+}  // namespace
+
+void CpuKdaVjpConfig::validate() const {
+  require_config(num_threads >= 0, "num_threads", [&] {
+    return "num_threads is " + std::to_string(num_threads) + "; expected >= 0 (0 = all cores)";
+  });
+  require_config(block >= 1 && block <= kMaxKdaVjpBlock, "block", [&] {
+    return "block is " + std::to_string(block) + "; expected 1 to " +
+           std::to_string(kMaxKdaVjpBlock) + " tokens";
+  });
+}
+
+void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVjpConfig& c,
+                                         const TensorMap& inputs, TensorMap& outputs) {
+  const KdaProblem& p = vp.fwd;
+  const int64_t H = p.H, B = p.B, T = p.T, K = p.K, V = p.V, N = p.N, KV = K * V;
+  const int64_t C = c.block, blocks = (T + C - 1) / C;
+  const int32_t* ids = p.has_segments ? inputs.at("segment_ids").data<int32_t>() : nullptr;
+  const Tensor* init = p.has_initial_state ? &inputs.at("initial_state") : nullptr;
+  const Tensor* dfinal = vp.has_dfinal_state ? &inputs.at("dfinal_state") : nullptr;
+  std::vector<float> a_log(static_cast<size_t>(H), 0.0f), dtb(static_cast<size_t>(H * K), 0.0f);
+  if (inputs.contains("a_log")) load_row(inputs.at("a_log"), 0, H, a_log.data());
+  if (inputs.contains("delta_time_bias"))
+    load_row(inputs.at("delta_time_bias"), 0, H * K, dtb.data());
+  for (const char* name : {"dquery", "dkey", "dvalue", "dgate", "dbeta"}) {
+    std::memset(outputs.at(name).raw(), 0, outputs.at(name).size_bytes());  // padding tokens
+  }
+  // Per task: da_log and ddelta_time_bias partial sums, added over the batch rows after.
+  std::vector<float> da_part(static_cast<size_t>(H * B), 0.0f),
+      dtb_part(static_cast<size_t>(H * B * K), 0.0f);
+  const float scale = static_cast<float>(p.scale);
+  cpu::parallel_for(H * B, c.num_threads, [&](int64_t task, int) {
+    const int64_t h = task / B, b = task % B;
+    const cpu::ScopedFlushDenormals flush;
+    auto slot_of = [&](int64_t t) -> int64_t {
+      const int64_t seg = ids ? ids[b * T + t] : 1;
+      return seg < 1 || seg > N ? -1 : seg - 1;
+    };
+    // The slots' states [N, K, V] and adjoints [N, K, V]; the checkpoints [blocks, N, K, V]; the
+    // block's states before each token [C, K, V] and its token rows [C, 5 K + 2 V].
+    thread_local std::vector<float> states, adjoints, checkpoints, before, rows;
+    states.resize(static_cast<size_t>(N * KV));
+    adjoints.resize(static_cast<size_t>(N * KV));
+    checkpoints.resize(static_cast<size_t>(blocks * N * KV));
+    before.resize(static_cast<size_t>(C * KV));
+    const int64_t row_floats = 5 * K + 2 * V;
+    rows.resize(static_cast<size_t>(C * row_floats + 5 * K + 3 * V));
+    for (int64_t n = 0; n < N; ++n) {
+      if (init) {
+        load_row(*init, (b * N + n) * H + h, KV, states.data() + n * KV);
+      } else {
+        std::fill_n(states.data() + n * KV, KV, 0.0f);
+      }
+    }
+    float* scratch = rows.data() + C * row_floats;
+    float* bk = scratch;   // [K]
+    float* pred = bk + K;  // [V]
+    float* o = pred + V;   // [V]
+    auto token_rows = [&](int64_t j) {
+      float* base = rows.data() + j * row_floats;
+      return TokenRows{base,         base + K,         base + 2 * K, base + 3 * K, base + 4 * K,
+                       base + 5 * K, base + 5 * K + V, 0.0f,         1.0f,         1.0f};
+    };
+    // Token t's forward on its slot's state S: its rows into x (r included), S advanced.
+    auto forward = [&](int64_t t, TokenRows& x, float* S) {
+      const int64_t row = (h * B + b) * T + t;
+      load_row(inputs.at("query"), row, K, x.q);
+      load_row(inputs.at("key"), row, K, x.k);
+      load_row(inputs.at("gate"), row, K, x.gate);
+      load_row(inputs.at("value"), row, V, x.v);
+      load_row(inputs.at("beta"), row, 1, &x.beta);
+      if (p.use_qk_l2norm) {
+        float sq = 0.0f, sk = 0.0f;
+        for (int64_t i = 0; i < K; ++i) {
+          sq += x.q[i] * x.q[i];
+          sk += x.k[i] * x.k[i];
+        }
+        x.nq = std::sqrt(sq + 1e-6f);
+        x.nk = std::sqrt(sk + 1e-6f);
+      }
+      for (int64_t i = 0; i < K; ++i) {
+        x.qbar[i] = x.q[i] / x.nq;
+        x.q[i] = x.qbar[i] * scale;
+        x.k[i] /= x.nk;
+        bk[i] = x.beta * x.k[i];
+      }
+      kda_decay_row(p, a_log[h], x.gate, dtb.data() + h * K, K, x.d);
+      delta_rule_decay_predict(S, x.d, x.k, K, V, pred);
+      for (int64_t e = 0; e < V; ++e) x.r[e] = x.v[e] - pred[e];
+      delta_rule_update_output(S, bk, x.r, x.q, K, V, o);
+    };
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      std::copy_n(states.data(), N * KV, checkpoints.data() + blk * N * KV);
+      for (int64_t t = blk * C; t < std::min(T, (blk + 1) * C); ++t) {
+        const int64_t n = slot_of(t);
+        if (n < 0) continue;
+        TokenRows x = token_rows(0);
+        forward(t, x, states.data() + n * KV);
+      }
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      if (dfinal) {
+        load_row(*dfinal, (b * N + n) * H + h, KV, adjoints.data() + n * KV);
+      } else {
+        std::fill_n(adjoints.data() + n * KV, KV, 0.0f);
+      }
+    }
+    float* dqh = o + V;    // [K]
+    float* dkh = dqh + K;  // [K]
+    float* xr = dkh + K;   // [K]
+    float* dg = xr + K;    // [K]
+    std::vector<float> dr(static_cast<size_t>(V)), dout(static_cast<size_t>(V)),
+        grad(static_cast<size_t>(K));
+    std::vector<TokenRows> xs(static_cast<size_t>(C));
+    float da = 0.0f;
+    float* ddtb = dtb_part.data() + task * K;
+    for (int64_t blk = blocks - 1; blk >= 0; --blk) {
+      const int64_t t0 = blk * C, t1 = std::min(T, t0 + C);
+      std::copy_n(checkpoints.data() + blk * N * KV, N * KV, states.data());
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t n = slot_of(t);
+        if (n < 0) continue;
+        xs[t - t0] = token_rows(t - t0);
+        std::copy_n(states.data() + n * KV, KV, before.data() + (t - t0) * KV);
+        forward(t, xs[t - t0], states.data() + n * KV);
+      }
+      for (int64_t t = t1 - 1; t >= t0; --t) {
+        const int64_t n = slot_of(t);
+        if (n < 0) continue;
+        const TokenRows& x = xs[t - t0];
+        const int64_t row = (h * B + b) * T + t;
+        load_row(inputs.at("dout"), row, V, dout.data());
+        const KdaVjpToken tok{x.q, x.k, x.d, x.r, dout.data(), x.beta};
+        const float* S_prev = before.data() + (t - t0) * KV;
+        float* G = adjoints.data() + n * KV;
+        kda_vjp_pass1(tok, S_prev, G, K, V, dqh, dr.data(), xr);
+        float dbeta = 0.0f;
+        for (int64_t e = 0; e < V; ++e) dr[e] *= x.beta;
+        for (int64_t i = 0; i < K; ++i) {
+          dbeta += x.k[i] * xr[i];
+          dkh[i] = x.beta * xr[i];
+        }
+        kda_vjp_pass2(tok, S_prev, G, dr.data(), K, V, dkh, dg);
+        store_row(dr.data(), row, V, outputs.at("dvalue"));
+        outputs.at("dbeta").set(row, dbeta);
+        // Through the normalization: dx = (dx^ - x^ (x^ . dx^)) / n_x (q^ scaled).
+        auto unnormalize = [&](const float* xbar, float nx, float s, const float* dxh,
+                               const char* name) {
+          float dot = 0.0f;
+          if (p.use_qk_l2norm) {
+            for (int64_t i = 0; i < K; ++i) dot += xbar[i] * dxh[i];
+          }
+          for (int64_t i = 0; i < K; ++i) grad[i] = s * (dxh[i] - xbar[i] * dot) / nx;
+          store_row(grad.data(), row, K, outputs.at(name));
+        };
+        unnormalize(x.qbar, x.nq, scale, dqh, "dquery");
+        unnormalize(x.k, x.nk, 1.0f, dkh, "dkey");
+        // Through the gate's activation.
+        for (int64_t i = 0; i < K; ++i) {
+          float dg_dx = 0.0f, dg_da = 0.0f;
+          kda_log_decay_grad<float>(p, x.gate[i], a_log[h], dtb[h * K + i], dg_dx, dg_da);
+          grad[i] = dg[i] * dg_dx;
+          ddtb[i] += grad[i];
+          da += dg[i] * dg_da;
+        }
+        store_row(grad.data(), row, K, outputs.at("dgate"));
+      }
+    }
+    da_part[task] = da;
+    if (p.has_initial_state) {
+      Tensor& dinit = outputs.at("dinitial_state");
+      for (int64_t n = 0; n < N; ++n) {
+        store_row(adjoints.data() + n * KV, (b * N + n) * H + h, KV, dinit);
+      }
+    }
+  });
+  if (outputs.contains("da_log")) {
+    for (int64_t h = 0; h < H; ++h) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < B; ++b) sum += da_part[h * B + b];
+      outputs.at("da_log").set(h, sum);
+    }
+  }
+  if (outputs.contains("ddelta_time_bias")) {
+    for (int64_t e = 0; e < H * K; ++e) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < B; ++b) sum += dtb_part[(e / K * B + b) * K + e % K];
+      outputs.at("ddelta_time_bias").set(e, sum);
+    }
+  }
+}
+
+}  // namespace tokamax

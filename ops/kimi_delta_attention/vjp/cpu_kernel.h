@@ -1,0 +1,61 @@
+// kimi_delta_attention_vjp on CPU: the "cpu" implementation's config and kernel: per (head, batch
+// row) task, the forward once with its states checkpointed every `block` tokens, then the blocks
+// backward, each recomputing its tokens' states from its checkpoint (memory O(T / block K V) per
+// task, not O(T K V)) and running each token's backward as two vectorized passes over the state
+// and its adjoint (cpu_rows.cc).
+//
+// Dimensions: as ../base.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "ops/framework/tensor.h"
+#include "ops/kimi_delta_attention/vjp/base.h"
+
+namespace tokamax {
+
+// The longest block: its per-token states (block K V floats) should stay in L2.
+inline constexpr int kMaxKdaVjpBlock = 256;
+
+struct CpuKdaVjpConfig {
+  int num_threads = 0;  // 0 = all cores
+  int block = 16;       // tokens per checkpoint
+
+  void validate() const;
+  template <class V>
+  void visit(V&& v) {
+    v("num_threads", num_threads);
+    v("block", block);
+  }
+  auto key() const { return std::make_tuple(num_threads, block); }
+};
+
+void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& p, const CpuKdaVjpConfig& c,
+                                         const TensorMap& inputs,
+                                         // Outputs.
+                                         TensorMap& outputs);
+
+// One token's forward quantities that its backward reads.
+struct KdaVjpToken {
+  const float* q = nullptr;     // [K] q^ (normalized, scaled)
+  const float* k = nullptr;     // [K] k^
+  const float* d = nullptr;     // [K] exp(g)
+  const float* r = nullptr;     // [V] v - S'^T k^
+  const float* dout = nullptr;  // [V]
+  float beta = 0.0f;
+};
+
+// With S' = diag(d) S_prev, S_t = S' + beta k^ r^T and G the slot's adjoint [K, V]:
+// pass 1: dq^ = S_t dout; G += q^ dout^T; acc_dr = G^T k^; xr = G r.
+void kda_vjp_pass1(const KdaVjpToken& x, const float* S_prev, float* G, int64_t K, int64_t V,
+                   // Outputs.
+                   float* dq, float* acc_dr, float* xr);  // [K], [V], [K]
+// pass 2 (dr = beta acc_dr): dk^ -= S' dr; G' = G - k^ dr^T; dg = rows of G' . S'; G = diag(d) G'.
+void kda_vjp_pass2(const KdaVjpToken& x, const float* S_prev, float* G, const float* dr, int64_t K,
+                   int64_t V,
+                   // Outputs.
+                   float* dk, float* dg);  // [K] each
+
+}  // namespace tokamax

@@ -1,0 +1,112 @@
+// kimi_delta_attention_vjp on CPU: the two passes of one token's backward over its slot's
+// state and adjoint (cpu_kernel.h), compiled once per SIMD target by Highway. Rows go one at a
+// time with their V columns in vectors: each row's sums reduce once, the column sums (dr)
+// accumulate in an L1-resident row.
+//
+// Dimensions: as ../base.h; L the f32 lanes of the target.
+#include <cstdint>
+
+#include "ops/kimi_delta_attention/vjp/cpu_kernel.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/kimi_delta_attention/vjp/cpu_rows.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Pass 1, per row i with S' = d_i S_prev and S_t = S' + bk_i r:
+//   dq^_i = S_t,i . dout;  G_i += q_i dout;  acc_dr += k_i G_i;  x_i = G_i . r.
+void BackwardPass1(const KdaVjpToken& x, const float* S_prev, float* G, int64_t K, int64_t V,
+                   float* dq, float* acc_dr, float* xr) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t c = 0; c < V; ++c) acc_dr[c] = 0.0f;
+  for (int64_t i = 0; i < K; ++i) {
+    const float* s = S_prev + i * V;
+    float* g = G + i * V;
+    const auto di = hn::Set(d, x.d[i]), bki = hn::Set(d, x.beta * x.k[i]);
+    const auto qi = hn::Set(d, x.q[i]), ki = hn::Set(d, x.k[i]);
+    auto sum_q = hn::Zero(d), sum_x = hn::Zero(d);
+    int64_t c = 0;
+    for (; c + L <= V; c += L) {
+      const auto dout = hn::LoadU(d, x.dout + c), r = hn::LoadU(d, x.r + c);
+      const auto st = hn::MulAdd(bki, r, hn::Mul(di, hn::LoadU(d, s + c)));
+      sum_q = hn::MulAdd(st, dout, sum_q);
+      const auto gv = hn::MulAdd(qi, dout, hn::LoadU(d, g + c));
+      hn::StoreU(gv, d, g + c);
+      hn::StoreU(hn::MulAdd(ki, gv, hn::LoadU(d, acc_dr + c)), d, acc_dr + c);
+      sum_x = hn::MulAdd(gv, r, sum_x);
+    }
+    float q_sum = hn::GetLane(hn::SumOfLanes(d, sum_q));
+    float x_sum = hn::GetLane(hn::SumOfLanes(d, sum_x));
+    for (; c < V; ++c) {
+      const float st = x.d[i] * s[c] + x.beta * x.k[i] * x.r[c];
+      q_sum += st * x.dout[c];
+      g[c] += x.q[i] * x.dout[c];
+      acc_dr[c] += x.k[i] * g[c];
+      x_sum += g[c] * x.r[c];
+    }
+    dq[i] = q_sum;
+    xr[i] = x_sum;
+  }
+}
+
+// Pass 2, per row i with S' = d_i S_prev: dk_i -= S'_i . dr;  G'_i = G_i - k_i dr;
+// dg_i = G'_i . S'_i;  G_i = d_i G'_i.
+void BackwardPass2(const KdaVjpToken& x, const float* S_prev, float* G, const float* dr, int64_t K,
+                   int64_t V, float* dk, float* dg) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t i = 0; i < K; ++i) {
+    const float* s = S_prev + i * V;
+    float* g = G + i * V;
+    const auto di = hn::Set(d, x.d[i]), ki = hn::Set(d, x.k[i]);
+    auto sum_k = hn::Zero(d), sum_g = hn::Zero(d);
+    int64_t c = 0;
+    for (; c + L <= V; c += L) {
+      const auto sp = hn::Mul(di, hn::LoadU(d, s + c));
+      const auto drv = hn::LoadU(d, dr + c);
+      sum_k = hn::MulAdd(sp, drv, sum_k);
+      const auto gp = hn::NegMulAdd(ki, drv, hn::LoadU(d, g + c));
+      sum_g = hn::MulAdd(gp, sp, sum_g);
+      hn::StoreU(hn::Mul(di, gp), d, g + c);
+    }
+    float k_sum = hn::GetLane(hn::SumOfLanes(d, sum_k));
+    float g_sum = hn::GetLane(hn::SumOfLanes(d, sum_g));
+    for (; c < V; ++c) {
+      const float sp = x.d[i] * s[c];
+      k_sum += sp * dr[c];
+      const float gp = g[c] - x.k[i] * dr[c];
+      g_sum += gp * sp;
+      g[c] = x.d[i] * gp;
+    }
+    dk[i] -= k_sum;
+    dg[i] = g_sum;
+  }
+}
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+
+HWY_EXPORT(BackwardPass1);
+HWY_EXPORT(BackwardPass2);
+
+void kda_vjp_pass1(const KdaVjpToken& x, const float* S_prev, float* G, int64_t K, int64_t V,
+                   float* dq, float* acc_dr, float* xr) {
+  HWY_DYNAMIC_DISPATCH(BackwardPass1)(x, S_prev, G, K, V, dq, acc_dr, xr);
+}
+
+void kda_vjp_pass2(const KdaVjpToken& x, const float* S_prev, float* G, const float* dr, int64_t K,
+                   int64_t V, float* dk, float* dg) {
+  HWY_DYNAMIC_DISPATCH(BackwardPass2)(x, S_prev, G, dr, K, V, dk, dg);
+}
+
+}  // namespace tokamax
+#endif  // HWY_ONCE
