@@ -25,10 +25,11 @@ HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// For every row i of S: S_i = a_i S_i + b_i r (b null: no add), acc += c_i S_i after it.
+// For every row i of S: S_i = a_i S_i + b_i r (b null: no add), acc += c_i S_i after it; the new
+// rows also stored into `copy` ([K, V]) when it is not null.
 template <bool kAdd>
 void RowsPass(float* S, const float* a, const float* b, const float* r, const float* c, int64_t K,
-              int64_t V, float* acc) {
+              int64_t V, float* acc, float* copy) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   int64_t x = 0;
@@ -62,6 +63,13 @@ void RowsPass(float* S, const float* a, const float* b, const float* r, const fl
       hn::StoreU(v1, d, row + L);
       hn::StoreU(v2, d, row + 2 * L);
       hn::StoreU(v3, d, row + 3 * L);
+      if (copy) {
+        float* out = copy + i * V + x;
+        hn::StoreU(v0, d, out);
+        hn::StoreU(v1, d, out + L);
+        hn::StoreU(v2, d, out + 2 * L);
+        hn::StoreU(v3, d, out + 3 * L);
+      }
       const auto ci = hn::Set(d, c[i]);
       s0 = hn::MulAdd(ci, v0, s0);
       s1 = hn::MulAdd(ci, v1, s1);
@@ -78,6 +86,7 @@ void RowsPass(float* S, const float* a, const float* b, const float* r, const fl
     for (int64_t i = 0; i < K; ++i) {
       float& s = S[i * V + x];
       s = kAdd ? s + b[i] * r[x] : a[i] * s;
+      if (copy) copy[i * V + x] = s;
       sum += c[i] * s;
     }
     acc[x] = sum;
@@ -141,13 +150,14 @@ void UpdateDecay(float* S, const float* b, const float* r, const float* q, const
   }
 }
 
-void DecayPredict(float* S, const float* d, const float* k, int64_t K, int64_t V, float* pred) {
-  RowsPass<false>(S, d, nullptr, nullptr, k, K, V, pred);
+void DecayPredict(float* S, const float* d, const float* k, int64_t K, int64_t V, float* pred,
+                  float* copy) {
+  RowsPass<false>(S, d, nullptr, nullptr, k, K, V, pred, copy);
 }
 
 void UpdateOutput(float* S, const float* bk, const float* r, const float* q, int64_t K, int64_t V,
                   float* out) {
-  RowsPass<true>(S, nullptr, bk, r, q, K, V, out);
+  RowsPass<true>(S, nullptr, bk, r, q, K, V, out, nullptr);
 }
 
 void L2Normalize(const float* x, int64_t ldx, int64_t rows, int64_t n, float scale, float* y,
@@ -243,8 +253,8 @@ void delta_rule_update_decay(float* S, const float* bk, const float* r, const fl
 }
 
 void delta_rule_decay_predict(float* S, const float* d, const float* k, int64_t K, int64_t V,
-                              float* pred) {
-  HWY_DYNAMIC_DISPATCH(DecayPredict)(S, d, k, K, V, pred);
+                              float* pred, float* copy) {
+  HWY_DYNAMIC_DISPATCH(DecayPredict)(S, d, k, K, V, pred, copy);
 }
 
 void delta_rule_update_output(float* S, const float* bk, const float* r, const float* q, int64_t K,

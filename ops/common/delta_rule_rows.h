@@ -27,7 +27,8 @@ void delta_rule_decay_predict(float* S,                        // [K, V], update
                               const float* d, const float* k,  // [K] each
                               int64_t K, int64_t V,
                               // Outputs.
-                              float* pred);  // [V]
+                              float* pred,              // [V]
+                              float* copy = nullptr);  // [K, V] the decayed S too, when given
 void delta_rule_update_output(float* S,      // [K, V], updated in place
                                              // Inputs.
                               const float* bk, const float* r, const float* q,  // [K], [V], [K]

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/denormals.h"
@@ -15,7 +16,6 @@
 #include "ops/common/delta_rule_rows.h"
 #include "ops/framework/config.h"
 #include "ops/kimi_delta_attention/cpu_kernel.h"
-#include "ops/kimi_delta_attention/vjp/sweep.h"
 
 namespace tokamax {
 namespace {
@@ -103,8 +103,8 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
       return TokenRows{base,         base + K,         base + 2 * K, base + 3 * K, base + 4 * K,
                        base + 5 * K, base + 5 * K + V, 0.0f,         1.0f,         1.0f};
     };
-    // Token t's forward on its slot's state S: its rows into x (r included), S advanced.
-    auto forward = [&](int64_t t, TokenRows& x, float* S) {
+    // Token t's rows into x (its forward quantities but r).
+    auto load = [&](int64_t t, TokenRows& x) {
       const int64_t row = (h * B + b) * T + t;
       load_row(inputs.at("query"), row, K, x.q);
       load_row(inputs.at("key"), row, K, x.k);
@@ -124,20 +124,35 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         x.qbar[i] = x.q[i] / x.nq;
         x.q[i] = x.qbar[i] * scale;
         x.k[i] /= x.nk;
-        bk[i] = x.beta * x.k[i];
       }
       kda_decay_row(p, a_log[h], x.gate, dtb.data() + h * K, K, x.d);
-      delta_rule_decay_predict(S, x.d, x.k, K, V, pred);
-      for (int64_t e = 0; e < V; ++e) x.r[e] = x.v[e] - pred[e];
-      delta_rule_update_output(S, bk, x.r, x.q, K, V, o);
     };
+    // The forward over the tokens, the states checkpointed at each block's start: one pass per
+    // token, the next token's decay and prediction riding on this one's update when both are
+    // on one slot within the block.
     for (int64_t blk = 0; blk < blocks; ++blk) {
       std::copy_n(states.data(), N * KV, checkpoints.data() + blk * N * KV);
-      for (int64_t t = blk * C; t < std::min(T, (blk + 1) * C); ++t) {
+      const int64_t t1 = std::min(T, (blk + 1) * C);
+      TokenRows cur = token_rows(0), next = token_rows(1);
+      bool predicted = false;  // pred holds cur's prediction (and its slot its decay)
+      for (int64_t t = blk * C; t < t1; ++t) {
         const int64_t n = slot_of(t);
         if (n < 0) continue;
-        TokenRows x = token_rows(0);
-        forward(t, x, states.data() + n * KV);
+        float* S = states.data() + n * KV;
+        if (!predicted) {
+          load(t, cur);
+          delta_rule_decay_predict(S, cur.d, cur.k, K, V, pred);
+        }
+        for (int64_t e = 0; e < V; ++e) cur.r[e] = cur.v[e] - pred[e];
+        for (int64_t i = 0; i < K; ++i) bk[i] = cur.beta * cur.k[i];
+        predicted = t + 1 < t1 && slot_of(t + 1) == n;
+        if (predicted) {
+          load(t + 1, next);
+          delta_rule_update_decay(S, bk, cur.r, cur.q, next.d, next.k, K, V, o, pred);
+          std::swap(cur, next);
+        } else {
+          delta_rule_update_output(S, bk, cur.r, cur.q, K, V, o);
+        }
       }
     }
     for (int64_t n = 0; n < N; ++n) {
@@ -159,12 +174,18 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     for (int64_t blk = blocks - 1; blk >= 0; --blk) {
       const int64_t t0 = blk * C, t1 = std::min(T, t0 + C);
       std::copy_n(checkpoints.data() + blk * N * KV, N * KV, states.data());
+      // The block's forward again, each token's decayed state S' kept.
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = slot_of(t);
         if (n < 0) continue;
-        xs[t - t0] = token_rows(t - t0);
-        std::copy_n(states.data() + n * KV, KV, before.data() + (t - t0) * KV);
-        forward(t, xs[t - t0], states.data() + n * KV);
+        TokenRows& x = xs[t - t0];
+        x = token_rows(t - t0);
+        load(t, x);
+        float* S = states.data() + n * KV;
+        delta_rule_decay_predict(S, x.d, x.k, K, V, pred, before.data() + (t - t0) * KV);
+        for (int64_t e = 0; e < V; ++e) x.r[e] = x.v[e] - pred[e];
+        for (int64_t i = 0; i < K; ++i) bk[i] = x.beta * x.k[i];
+        delta_rule_update_output(S, bk, x.r, x.q, K, V, o);
       }
       for (int64_t t = t1 - 1; t >= t0; --t) {
         const int64_t n = slot_of(t);
@@ -173,16 +194,16 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         const int64_t row = (h * B + b) * T + t;
         load_row(inputs.at("dout"), row, V, dout.data());
         const KdaVjpToken tok{x.q, x.k, x.d, x.r, dout.data(), x.beta};
-        const float* S_prev = before.data() + (t - t0) * KV;
+        const float* Sd = before.data() + (t - t0) * KV;
         float* G = adjoints.data() + n * KV;
-        kda_vjp_pass1(tok, S_prev, G, K, V, dqh, dr.data(), xr);
+        kda_vjp_pass1(tok, Sd, G, K, V, dqh, dr.data(), xr);
         float dbeta = 0.0f;
         for (int64_t e = 0; e < V; ++e) dr[e] *= x.beta;
         for (int64_t i = 0; i < K; ++i) {
           dbeta += x.k[i] * xr[i];
           dkh[i] = x.beta * xr[i];
         }
-        kda_vjp_pass2(tok, S_prev, G, dr.data(), K, V, dkh, dg);
+        kda_vjp_pass2(tok, Sd, G, dr.data(), K, V, dkh, dg);
         store_row(dr.data(), row, V, outputs.at("dvalue"));
         outputs.at("dbeta").set(row, dbeta);
         // Through the normalization: dx = (dx^ - x^ (x^ . dx^)) / n_x (q^ scaled).
@@ -197,14 +218,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         };
         unnormalize(x.qbar, x.nq, scale, dqh, "dquery");
         unnormalize(x.k, x.nk, 1.0f, dkh, "dkey");
-        // Through the gate's activation.
-        for (int64_t i = 0; i < K; ++i) {
-          float dg_dx = 0.0f, dg_da = 0.0f;
-          kda_log_decay_grad<float>(p, x.gate[i], a_log[h], dtb[h * K + i], dg_dx, dg_da);
-          grad[i] = dg[i] * dg_dx;
-          ddtb[i] += grad[i];
-          da += dg[i] * dg_da;
-        }
+        da += kda_vjp_gate_row(p, a_log[h], x.gate, dtb.data() + h * K, dg, K, grad.data(), ddtb);
         store_row(grad.data(), row, K, outputs.at("dgate"));
       }
     }

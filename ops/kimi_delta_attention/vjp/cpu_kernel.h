@@ -47,15 +47,23 @@ struct KdaVjpToken {
   float beta = 0.0f;
 };
 
-// With S' = diag(d) S_prev, S_t = S' + beta k^ r^T and G the slot's adjoint [K, V]:
+// With Sd = S' = diag(d) S_{t-1} (the decayed state), S_t = S' + beta k^ r^T and G the slot's
+// adjoint [K, V]:
 // pass 1: dq^ = S_t dout; G += q^ dout^T; acc_dr = G^T k^; xr = G r.
-void kda_vjp_pass1(const KdaVjpToken& x, const float* S_prev, float* G, int64_t K, int64_t V,
+void kda_vjp_pass1(const KdaVjpToken& x, const float* Sd, float* G, int64_t K, int64_t V,
                    // Outputs.
                    float* dq, float* acc_dr, float* xr);  // [K], [V], [K]
 // pass 2 (dr = beta acc_dr): dk^ -= S' dr; G' = G - k^ dr^T; dg = rows of G' . S'; G = diag(d) G'.
-void kda_vjp_pass2(const KdaVjpToken& x, const float* S_prev, float* G, const float* dr, int64_t K,
+void kda_vjp_pass2(const KdaVjpToken& x, const float* Sd, float* G, const float* dr, int64_t K,
                    int64_t V,
                    // Outputs.
                    float* dk, float* dg);  // [K] each
+
+// Through the gate's activation: dgate = dg dg/dgate, ddtb += dgate; returns sum dg dg/da_log.
+float kda_vjp_gate_row(const KdaProblem& p, float a_log,
+                       // Inputs.
+                       const float* gate, const float* bias, const float* dg, int64_t K,
+                       // Outputs.
+                       float* dgate, float* ddtb);  // [K] each
 
 }  // namespace tokamax
