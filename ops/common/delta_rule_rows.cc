@@ -94,12 +94,13 @@ void RowsPass(float* S, const float* a, const float* b, const float* r, const fl
 }
 
 // Token t's update and token t + 1's decay in one pass (both on the same state slot): for every
-// row i, S_i += b_i r, out += q_i S_i, S_i *= d_i, pred += k_i S_i. NB vectors of columns at a
-// time, so 2 NB accumulator chains hide the FMA latency (each gets one FMA per row).
+// row i, S_i += b_i r, out += q_i S_i, S_i *= d_i, pred += k_i S_i (and copy_i = S_i when
+// `copy` is not null). NB vectors of columns at a time, so 2 NB accumulator chains hide the FMA
+// latency (each gets one FMA per row).
 template <int NB>
 HWY_INLINE void UpdateDecayBlock(float* S, const float* b, const float* r, const float* q,
                                  const float* dn, const float* kn, int64_t K, int64_t V, int64_t x,
-                                 float* out, float* pred) {
+                                 float* out, float* pred, float* copy) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   hn::Vec<decltype(d)> rv[NB], o[NB], p[NB];
@@ -118,6 +119,7 @@ HWY_INLINE void UpdateDecayBlock(float* S, const float* b, const float* r, const
       v = hn::Mul(di, v);
       p[j] = hn::MulAdd(ki, v, p[j]);
       hn::StoreU(v, d, row + j * L);
+      if (copy) hn::StoreU(v, d, copy + i * V + x + j * L);
     }
   }
   for (int j = 0; j < NB; ++j) {
@@ -127,15 +129,17 @@ HWY_INLINE void UpdateDecayBlock(float* S, const float* b, const float* r, const
 }
 
 void UpdateDecay(float* S, const float* b, const float* r, const float* q, const float* dn,
-                 const float* kn, int64_t K, int64_t V, float* out, float* pred) {
+                 const float* kn, int64_t K, int64_t V, float* out, float* pred, float* copy) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   int64_t x = 0;
 #if HWY_TARGET <= HWY_AVX3
   // 32 vector registers: four columns' worth of chains and their operands fit.
-  for (; x + 4 * L <= V; x += 4 * L) UpdateDecayBlock<4>(S, b, r, q, dn, kn, K, V, x, out, pred);
+  for (; x + 4 * L <= V; x += 4 * L)
+    UpdateDecayBlock<4>(S, b, r, q, dn, kn, K, V, x, out, pred, copy);
 #endif
-  for (; x + 2 * L <= V; x += 2 * L) UpdateDecayBlock<2>(S, b, r, q, dn, kn, K, V, x, out, pred);
+  for (; x + 2 * L <= V; x += 2 * L)
+    UpdateDecayBlock<2>(S, b, r, q, dn, kn, K, V, x, out, pred, copy);
   for (; x < V; ++x) {  // the last V % 2L columns
     float o = 0.0f, pr = 0.0f;
     for (int64_t i = 0; i < K; ++i) {
@@ -143,6 +147,7 @@ void UpdateDecay(float* S, const float* b, const float* r, const float* q, const
       sv += b[i] * r[x];
       o += q[i] * sv;
       sv *= dn[i];
+      if (copy) copy[i * V + x] = sv;
       pr += kn[i] * sv;
     }
     out[x] = o;
@@ -248,8 +253,8 @@ void delta_rule_load_state(DType dtype, const void* src, float* dst, int64_t n) 
 
 void delta_rule_update_decay(float* S, const float* bk, const float* r, const float* q,
                              const float* d_next, const float* k_next, int64_t K, int64_t V,
-                             float* out, float* pred_next) {
-  HWY_DYNAMIC_DISPATCH(UpdateDecay)(S, bk, r, q, d_next, k_next, K, V, out, pred_next);
+                             float* out, float* pred_next, float* copy) {
+  HWY_DYNAMIC_DISPATCH(UpdateDecay)(S, bk, r, q, d_next, k_next, K, V, out, pred_next, copy);
 }
 
 void delta_rule_decay_predict(float* S, const float* d, const float* k, int64_t K, int64_t V,

@@ -27,10 +27,10 @@ void delta_rule_decay_predict(float* S,                        // [K, V], update
                               const float* d, const float* k,  // [K] each
                               int64_t K, int64_t V,
                               // Outputs.
-                              float* pred,              // [V]
+                              float* pred,             // [V]
                               float* copy = nullptr);  // [K, V] the decayed S too, when given
-void delta_rule_update_output(float* S,      // [K, V], updated in place
-                                             // Inputs.
+void delta_rule_update_output(float* S,                // [K, V], updated in place
+                                                       // Inputs.
                               const float* bk, const float* r, const float* q,  // [K], [V], [K]
                               int64_t K, int64_t V,
                               // Outputs.
@@ -43,7 +43,8 @@ void delta_rule_update_decay(float* S,  // [K, V], updated in place
                              const float* d_next, const float* k_next,         // [K] each
                              int64_t K, int64_t V,
                              // Outputs.
-                             float* out, float* pred_next);  // [V] each
+                             float* out, float* pred_next,  // [V] each
+                             float* copy = nullptr);        // [K, V] the decayed S too, when given
 
 // A state stored in f32, bf16 or f16 widened into f32 (n elements): vectorized.
 void delta_rule_load_state(DType dtype,

@@ -162,48 +162,78 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         std::fill_n(adjoints.data() + n * KV, KV, 0.0f);
       }
     }
-    float* dqh = o + V;    // [K]
-    float* dkh = dqh + K;  // [K]
-    float* xr = dkh + K;   // [K]
-    float* dg = xr + K;    // [K]
-    std::vector<float> dr(static_cast<size_t>(V)), dout(static_cast<size_t>(V)),
-        grad(static_cast<size_t>(K));
+    // Per token of the block: dout [V], and pass 1's dq^, xr [K] and column sums [V].
+    thread_local std::vector<float> backward;
+    backward.resize(static_cast<size_t>(C * (3 * V + 2 * K) + K));
+    float* douts = backward.data();
+    float* dqhs = douts + C * V;
+    float* xrs = dqhs + C * K;
+    float* accs = xrs + C * K;
+    float* dkh = accs + C * V;  // [K]
+    float* dg = o + V;          // [K]: the scratch's tail
+    std::vector<float> dr(static_cast<size_t>(V)), grad(static_cast<size_t>(K));
     std::vector<TokenRows> xs(static_cast<size_t>(C));
+    std::vector<char> passed(static_cast<size_t>(C));  // pass 1 done (fused into the next's)
     float da = 0.0f;
     float* ddtb = dtb_part.data() + task * K;
     for (int64_t blk = blocks - 1; blk >= 0; --blk) {
       const int64_t t0 = blk * C, t1 = std::min(T, t0 + C);
       std::copy_n(checkpoints.data() + blk * N * KV, N * KV, states.data());
-      // The block's forward again, each token's decayed state S' kept.
+      // The block's forward again in fused passes, each token's decayed state S' kept.
+      bool predicted = false;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = slot_of(t);
         if (n < 0) continue;
         TokenRows& x = xs[t - t0];
-        x = token_rows(t - t0);
-        load(t, x);
         float* S = states.data() + n * KV;
-        delta_rule_decay_predict(S, x.d, x.k, K, V, pred, before.data() + (t - t0) * KV);
+        if (!predicted) {
+          x = token_rows(t - t0);
+          load(t, x);
+          delta_rule_decay_predict(S, x.d, x.k, K, V, pred, before.data() + (t - t0) * KV);
+        }
         for (int64_t e = 0; e < V; ++e) x.r[e] = x.v[e] - pred[e];
         for (int64_t i = 0; i < K; ++i) bk[i] = x.beta * x.k[i];
-        delta_rule_update_output(S, bk, x.r, x.q, K, V, o);
+        predicted = t + 1 < t1 && slot_of(t + 1) == n;
+        if (predicted) {
+          TokenRows& next = xs[t + 1 - t0];
+          next = token_rows(t + 1 - t0);
+          load(t + 1, next);
+          delta_rule_update_decay(S, bk, x.r, x.q, next.d, next.k, K, V, o, pred,
+                                  before.data() + (t + 1 - t0) * KV);
+        } else {
+          delta_rule_update_output(S, bk, x.r, x.q, K, V, o);
+        }
+        load_row(inputs.at("dout"), (h * B + b) * T + t, V, douts + (t - t0) * V);
+        passed[t - t0] = 0;
       }
+      auto token_of = [&](int64_t t) {
+        const TokenRows& x = xs[t - t0];
+        return KdaVjpToken{x.q, x.k, x.d, x.r, douts + (t - t0) * V, x.beta};
+      };
       for (int64_t t = t1 - 1; t >= t0; --t) {
         const int64_t n = slot_of(t);
         if (n < 0) continue;
         const TokenRows& x = xs[t - t0];
-        const int64_t row = (h * B + b) * T + t;
-        load_row(inputs.at("dout"), row, V, dout.data());
-        const KdaVjpToken tok{x.q, x.k, x.d, x.r, dout.data(), x.beta};
-        const float* Sd = before.data() + (t - t0) * KV;
+        const int64_t row = (h * B + b) * T + t, j = t - t0;
+        const KdaVjpToken tok = token_of(t);
+        const float* Sd = before.data() + j * KV;
         float* G = adjoints.data() + n * KV;
-        kda_vjp_pass1(tok, Sd, G, K, V, dqh, dr.data(), xr);
+        if (!passed[j]) kda_vjp_pass1(tok, Sd, G, K, V, dqhs + j * K, accs + j * V, xrs + j * K);
+        const float* dqh = dqhs + j * K;
+        const float* xr = xrs + j * K;
         float dbeta = 0.0f;
-        for (int64_t e = 0; e < V; ++e) dr[e] *= x.beta;
+        for (int64_t e = 0; e < V; ++e) dr[e] = x.beta * accs[j * V + e];
         for (int64_t i = 0; i < K; ++i) {
           dbeta += x.k[i] * xr[i];
           dkh[i] = x.beta * xr[i];
         }
-        kda_vjp_pass2(tok, Sd, G, dr.data(), K, V, dkh, dg);
+        if (t > t0 && slot_of(t - 1) == n) {  // the token before on this slot: fused
+          kda_vjp_pass2_pass1(tok, Sd, G, dr.data(), token_of(t - 1), Sd - KV, K, V, dkh, dg,
+                              dqhs + (j - 1) * K, accs + (j - 1) * V, xrs + (j - 1) * K);
+          passed[j - 1] = 1;
+        } else {
+          kda_vjp_pass2(tok, Sd, G, dr.data(), K, V, dkh, dg);
+        }
         store_row(dr.data(), row, V, outputs.at("dvalue"));
         outputs.at("dbeta").set(row, dbeta);
         // Through the normalization: dx = (dx^ - x^ (x^ . dx^)) / n_x (q^ scaled).

@@ -59,6 +59,14 @@ void kda_vjp_pass2(const KdaVjpToken& x, const float* Sd, float* G, const float*
                    // Outputs.
                    float* dk, float* dg);  // [K] each
 
+// pass 2 of token t, then pass 1 of the token before it on the same slot (`prev`, its decayed
+// state Sd_prev), in one sweep over the rows.
+void kda_vjp_pass2_pass1(const KdaVjpToken& x, const float* Sd, float* G, const float* dr,
+                         const KdaVjpToken& prev, const float* Sd_prev, int64_t K, int64_t V,
+                         // Outputs.
+                         float* dk, float* dg,                                 // [K] each
+                         float* dq_prev, float* acc_dr_prev, float* xr_prev);  // [K], [V], [K]
+
 // Through the gate's activation: dgate = dg dg/dgate, ddtb += dgate; returns sum dg dg/da_log.
 float kda_vjp_gate_row(const KdaProblem& p, float a_log,
                        // Inputs.

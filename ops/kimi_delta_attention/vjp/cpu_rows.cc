@@ -23,8 +23,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Pass 1, per row i with S_t = S'_i + bk_i r:
 //   dq^_i = S_t,i . dout;  G_i += q_i dout;  acc_dr += k_i G_i;  x_i = G_i . r.
-void BackwardPass1(const KdaVjpToken& x, const float* Sd, float* G, int64_t K, int64_t V,
-                   float* dq, float* acc_dr, float* xr) {
+void BackwardPass1(const KdaVjpToken& x, const float* Sd, float* G, int64_t K, int64_t V, float* dq,
+                   float* acc_dr, float* xr) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   for (int64_t c = 0; c < V; ++c) acc_dr[c] = 0.0f;
@@ -92,6 +92,58 @@ void BackwardPass2(const KdaVjpToken& x, const float* Sd, float* G, const float*
   }
 }
 
+// Pass 2 of token t and pass 1 of token t - 1 (same slot) in one sweep over the rows: row i's
+// adjoint, finished for token t (G_i = d_t,i (G_i - k_t,i dr_t)), is at once token t - 1's.
+void BackwardFused(const KdaVjpToken& x, const float* Sd, float* G, const float* dr,
+                   const KdaVjpToken& xp, const float* Sdp, int64_t K, int64_t V, float* dk,
+                   float* dg, float* dqp, float* acc_drp, float* xrp) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t c = 0; c < V; ++c) acc_drp[c] = 0.0f;
+  for (int64_t i = 0; i < K; ++i) {
+    const float* s = Sd + i * V;
+    const float* sp_prev = Sdp + i * V;
+    float* g = G + i * V;
+    const auto di = hn::Set(d, x.d[i]), ki = hn::Set(d, x.k[i]);
+    const auto bkp = hn::Set(d, xp.beta * xp.k[i]), qp = hn::Set(d, xp.q[i]);
+    const auto kp = hn::Set(d, xp.k[i]);
+    auto sum_k = hn::Zero(d), sum_g = hn::Zero(d), sum_q = hn::Zero(d), sum_x = hn::Zero(d);
+    int64_t c = 0;
+    for (; c + L <= V; c += L) {
+      const auto sp = hn::LoadU(d, s + c);
+      const auto drv = hn::LoadU(d, dr + c);
+      sum_k = hn::MulAdd(sp, drv, sum_k);
+      const auto gp = hn::NegMulAdd(ki, drv, hn::LoadU(d, g + c));
+      sum_g = hn::MulAdd(gp, sp, sum_g);
+      const auto doutp = hn::LoadU(d, xp.dout + c), rp = hn::LoadU(d, xp.r + c);
+      const auto st = hn::MulAdd(bkp, rp, hn::LoadU(d, sp_prev + c));
+      sum_q = hn::MulAdd(st, doutp, sum_q);
+      const auto gv = hn::MulAdd(qp, doutp, hn::Mul(di, gp));
+      hn::StoreU(gv, d, g + c);
+      hn::StoreU(hn::MulAdd(kp, gv, hn::LoadU(d, acc_drp + c)), d, acc_drp + c);
+      sum_x = hn::MulAdd(gv, rp, sum_x);
+    }
+    float k_sum = hn::GetLane(hn::SumOfLanes(d, sum_k));
+    float g_sum = hn::GetLane(hn::SumOfLanes(d, sum_g));
+    float q_sum = hn::GetLane(hn::SumOfLanes(d, sum_q));
+    float x_sum = hn::GetLane(hn::SumOfLanes(d, sum_x));
+    for (; c < V; ++c) {
+      k_sum += s[c] * dr[c];
+      const float gp = g[c] - x.k[i] * dr[c];
+      g_sum += gp * s[c];
+      const float st = sp_prev[c] + xp.beta * xp.k[i] * xp.r[c];
+      q_sum += st * xp.dout[c];
+      g[c] = x.d[i] * gp + xp.q[i] * xp.dout[c];
+      acc_drp[c] += xp.k[i] * g[c];
+      x_sum += g[c] * xp.r[c];
+    }
+    dk[i] -= k_sum;
+    dg[i] = g_sum;
+    dqp[i] = q_sum;
+    xrp[i] = x_sum;
+  }
+}
+
 // dgate = dg dg/dx per channel (x the gate value), ddtb += dgate, and returns sum dg dg/da_log,
 // as kda_log_decay_grad: the gate itself, -A softplus(x + bias), or lb sigmoid(A (x + bias)).
 float GateRow(const KdaProblem& p, float a_log, const float* gate, const float* bias,
@@ -147,14 +199,22 @@ namespace tokamax {
 HWY_EXPORT(BackwardPass1);
 HWY_EXPORT(BackwardPass2);
 HWY_EXPORT(GateRow);
+HWY_EXPORT(BackwardFused);
+
+void kda_vjp_pass2_pass1(const KdaVjpToken& x, const float* Sd, float* G, const float* dr,
+                         const KdaVjpToken& prev, const float* Sd_prev, int64_t K, int64_t V,
+                         float* dk, float* dg, float* dq_prev, float* acc_dr_prev, float* xr_prev) {
+  HWY_DYNAMIC_DISPATCH(BackwardFused)
+  (x, Sd, G, dr, prev, Sd_prev, K, V, dk, dg, dq_prev, acc_dr_prev, xr_prev);
+}
 
 float kda_vjp_gate_row(const KdaProblem& p, float a_log, const float* gate, const float* bias,
                        const float* dg, int64_t K, float* dgate, float* ddtb) {
   return HWY_DYNAMIC_DISPATCH(GateRow)(p, a_log, gate, bias, dg, K, dgate, ddtb);
 }
 
-void kda_vjp_pass1(const KdaVjpToken& x, const float* Sd, float* G, int64_t K, int64_t V,
-                   float* dq, float* acc_dr, float* xr) {
+void kda_vjp_pass1(const KdaVjpToken& x, const float* Sd, float* G, int64_t K, int64_t V, float* dq,
+                   float* acc_dr, float* xr) {
   HWY_DYNAMIC_DISPATCH(BackwardPass1)(x, Sd, G, K, V, dq, acc_dr, xr);
 }
 
