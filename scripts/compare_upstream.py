@@ -2,9 +2,9 @@
 # Compares the outputs `tokamax verify --impl cpu --dump-dir DIR` wrote for top_k, router_topk,
 # ragged_gather, ragged_gather_reduce, fused_moe, triangle_multiplication and its VJP, and
 # dot_product_attention's upstream mask forms (CausalMask, normalize_output, dropout),
-# ragged_paged_attention, splash_attention and its VJP, kimi_delta_attention and gated_delta_rule
-# (every output, normwise; gated_delta_rule's conv state bit for bit) with upstream
-# Tokamax's own reference functions and prints how many cases agree: bit for bit (NaN weights equal), except
+# ragged_paged_attention, splash_attention and its VJP, kimi_delta_attention and its VJP (jax.vjp
+# of upstream's reference), and gated_delta_rule (every output, normwise; gated_delta_rule's conv
+# state bit for bit) with upstream Tokamax's own reference functions and prints how many cases agree: bit for bit (NaN weights equal), except
 # ragged_gather_reduce, whose f32 sums upstream leaves to XLA's order and rounding (it agrees when
 # the two differ by no more than twice the error bound verify applies to each), ragged_gather,
 # compared on rows [start, end) only, and fused_moe (silu layers: upstream's reference has no
@@ -235,6 +235,51 @@ def kda_case(op, spec, d, args, x, out):
           + ', '.join(detail))
     return ok
 
+def kda_vjp_case(op, spec, d, args, x, out):
+    # jax.vjp of upstream's kda/reference.py with respect to every differentiable input given,
+    # at the cotangents dout (and dfinal_state, zeros when absent); each gradient normwise
+    # against the oracle's norm.
+    try:
+        from tokamax._src.ops.kda import reference as kda
+    except ImportError as e:
+        print(f'kimi_delta_attention_vjp skipped: upstream\'s package is not installed ({e})')
+        return None
+    names = [n for n in ('query', 'key', 'value', 'gate', 'beta', 'a_log', 'delta_time_bias',
+                         'initial_state') if n in x]
+    def forward(*values):
+        t = dict(zip(names, values))
+        o, final = kda.kimi_delta_attention(
+            t['query'], t['key'], t['value'], t['gate'], t['beta'], a_log=t.get('a_log'),
+            delta_time_bias=t.get('delta_time_bias'), scale=args['scale'],
+            initial_state=t.get('initial_state'), output_final_state=args['output_final_state'],
+            use_qk_l2norm=args['use_qk_l2norm'], use_gate_in_kernel=args['use_gate_in_kernel'],
+            segment_ids=jnp.asarray(x['segment_ids']) if 'segment_ids' in x else None,
+            lower_bound=args['lower_bound'], context_parallel_metadata=None,
+            max_num_segments=args['max_num_segments'])
+        return (o, final) if args['output_final_state'] else o
+    primals, pullback = jax.vjp(forward, *(jnp.asarray(x[n]) for n in names))
+    if args['output_final_state']:
+        dfinal = (jnp.asarray(x['dfinal_state']) if 'dfinal_state' in x
+                  else jnp.zeros_like(primals[1]))
+        cot = (jnp.asarray(x['dout']), dfinal)
+    else:
+        cot = jnp.asarray(x['dout'])
+    grads = pullback(cot)
+    ok, detail = True, []
+    for name, w in zip(names, grads):
+        w = np.asarray(w)
+        got = npy(os.path.join(out, 'd' + name + '.npy')).astype(np.float64)
+        oracle_path = os.path.join(d, 'oracle', 'd' + name + '.npy')
+        oracle = (npy(oracle_path) if os.path.exists(oracle_path) else got).astype(np.float64)
+        tolerance = max(MOE_TOLERANCE.get(w.dtype, 2.0**-6),
+                        MOE_TOLERANCE.get(np.dtype(DTYPES[args['query'].split('[')[0]]), 2.0**-6))
+        apart = (np.linalg.norm(w.astype(np.float64) - got) / (np.linalg.norm(oracle) or 1.0))
+        ok = ok and w.shape == got.shape and apart <= 4 * tolerance
+        detail.append(f'd{name} {apart / tolerance:.2f}')
+    print(f'{op:12s} {spec:30s} normwise apart, units of the tolerance (4 allowed): '
+          + ', '.join(detail))
+    return ok
+
 gdn = load('tokamax/_src/ops/causal_conv1d_gated_delta_rule/reference.py')
 
 def gdn_case(op, spec, d, args, x):
@@ -298,7 +343,7 @@ def visible_rows(args, T, t):
 for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fused_moe',
            'triangle_multiplication', 'triangle_multiplication_vjp', 'dot_product_attention',
            'ragged_paged_attention', 'splash_attention', 'splash_attention_vjp',
-           'kimi_delta_attention', 'gated_delta_rule'):
+           'kimi_delta_attention', 'kimi_delta_attention_vjp', 'gated_delta_rule'):
     root = os.path.join(DUMP, op)
     if not os.path.isdir(root):
         continue
@@ -460,6 +505,11 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             cases += 1
         elif op == 'kimi_delta_attention':
             ok = kda_case(op, spec, d, args, x, os.path.join(d, 'reference'))
+            if ok is None:
+                break
+            cases += 1
+        elif op == 'kimi_delta_attention_vjp':
+            ok = kda_vjp_case(op, spec, d, args, x, out)
             if ok is None:
                 break
             cases += 1
