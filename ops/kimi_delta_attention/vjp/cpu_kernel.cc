@@ -60,6 +60,11 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
   const int32_t* ids = p.has_segments ? inputs.at("segment_ids").data<int32_t>() : nullptr;
   const Tensor* init = p.has_initial_state ? &inputs.at("initial_state") : nullptr;
   const Tensor* dfinal = vp.has_dfinal_state ? &inputs.at("dfinal_state") : nullptr;
+  // The tensors a token reads and writes, looked up once (not per token).
+  const Tensor &query = inputs.at("query"), &key = inputs.at("key"), &gate = inputs.at("gate");
+  const Tensor &value = inputs.at("value"), &beta = inputs.at("beta"), &dout = inputs.at("dout");
+  Tensor &dquery = outputs.at("dquery"), &dkey = outputs.at("dkey"), &dvalue = outputs.at("dvalue"),
+         &dgate = outputs.at("dgate"), &dbeta_out = outputs.at("dbeta");
   std::vector<float> a_log(static_cast<size_t>(H), 0.0f), dtb(static_cast<size_t>(H * K), 0.0f);
   if (inputs.contains("a_log")) load_row(inputs.at("a_log"), 0, H, a_log.data());
   if (inputs.contains("delta_time_bias"))
@@ -106,11 +111,11 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     // Token t's rows into x (its forward quantities but r).
     auto load = [&](int64_t t, TokenRows& x) {
       const int64_t row = (h * B + b) * T + t;
-      load_row(inputs.at("query"), row, K, x.q);
-      load_row(inputs.at("key"), row, K, x.k);
-      load_row(inputs.at("gate"), row, K, x.gate);
-      load_row(inputs.at("value"), row, V, x.v);
-      load_row(inputs.at("beta"), row, 1, &x.beta);
+      load_row(query, row, K, x.q);
+      load_row(key, row, K, x.k);
+      load_row(gate, row, K, x.gate);
+      load_row(value, row, V, x.v);
+      load_row(beta, row, 1, &x.beta);
       if (p.use_qk_l2norm) {
         float sq = 0.0f, sk = 0.0f;
         for (int64_t i = 0; i < K; ++i) {
@@ -203,7 +208,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         } else {
           delta_rule_update_output(S, bk, x.r, x.q, K, V, o);
         }
-        load_row(inputs.at("dout"), (h * B + b) * T + t, V, douts + (t - t0) * V);
+        load_row(dout, (h * B + b) * T + t, V, douts + (t - t0) * V);
         passed[t - t0] = 0;
       }
       auto token_of = [&](int64_t t) {
@@ -234,22 +239,22 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         } else {
           kda_vjp_pass2(tok, Sd, G, dr.data(), K, V, dkh, dg);
         }
-        store_row(dr.data(), row, V, outputs.at("dvalue"));
-        outputs.at("dbeta").set(row, dbeta);
+        store_row(dr.data(), row, V, dvalue);
+        dbeta_out.set(row, dbeta);
         // Through the normalization: dx = (dx^ - x^ (x^ . dx^)) / n_x (q^ scaled).
         auto unnormalize = [&](const float* xbar, float nx, float s, const float* dxh,
-                               const char* name) {
+                               Tensor& out) {
           float dot = 0.0f;
           if (p.use_qk_l2norm) {
             for (int64_t i = 0; i < K; ++i) dot += xbar[i] * dxh[i];
           }
           for (int64_t i = 0; i < K; ++i) grad[i] = s * (dxh[i] - xbar[i] * dot) / nx;
-          store_row(grad.data(), row, K, outputs.at(name));
+          store_row(grad.data(), row, K, out);
         };
-        unnormalize(x.qbar, x.nq, scale, dqh, "dquery");
-        unnormalize(x.k, x.nk, 1.0f, dkh, "dkey");
+        unnormalize(x.qbar, x.nq, scale, dqh, dquery);
+        unnormalize(x.k, x.nk, 1.0f, dkh, dkey);
         da += kda_vjp_gate_row(p, a_log[h], x.gate, dtb.data() + h * K, dg, K, grad.data(), ddtb);
-        store_row(grad.data(), row, K, outputs.at("dgate"));
+        store_row(grad.data(), row, K, dgate);
       }
     }
     da_part[task] = da;
