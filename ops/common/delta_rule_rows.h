@@ -46,6 +46,29 @@ void delta_rule_update_decay(float* S,  // [K, V], updated in place
                              float* out, float* pred_next,  // [V] each
                              float* copy = nullptr);        // [K, V] the decayed S too, when given
 
+// A token whose state comes from and goes back to memory (decode), in two passes instead of a
+// load, the two passes above and a store: decay_predict_from reads the stored state (f32, bf16 or
+// f16), writes S = diag(d) state in f32 and pred = k^T S; update_output_to writes S + bk r^T
+// rounded to `dtype` into dst (non-temporally where whole lines allow) with out = q^T of it,
+// leaving S as it was.
+void delta_rule_decay_predict_from(DType dtype,
+                                   // Inputs.
+                                   const void* src,  // [K, V] in dtype
+                                   // Outputs.
+                                   float* S,  // [K, V]
+                                   // Inputs.
+                                   const float* d, const float* k,  // [K] each
+                                   int64_t K, int64_t V,
+                                   // Outputs.
+                                   float* pred);                                   // [V]
+void delta_rule_update_output_to(const float* S,                                   // [K, V]
+                                                                                   // Inputs.
+                                 const float* bk, const float* r, const float* q,  // [K], [V], [K]
+                                 int64_t K, int64_t V,
+                                 // Outputs.
+                                 float* out,               // [V]
+                                 DType dtype, void* dst);  // [K, V] in dtype
+
 // A state stored in f32, bf16 or f16 widened into f32 (n elements): vectorized.
 void delta_rule_load_state(DType dtype,
                            // Inputs.

@@ -102,14 +102,18 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
     const int64_t need = KV + 4 * dk + 3 * dv;
     if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
     float* S = scratch.data();
-    if (p.has_initial_state(r)) {
-      delta_rule_load_state(p.state_dtype, old_states + at, S, KV);
-    } else {
-      std::fill_n(S, KV, 0.0f);
-    }
     const int64_t L = r < p.active() ? p.tokens(r) : 0;
-    if (c.chunk > 0 && L > 1) {
-      gdn_chunked_task(p, x, c.chunk, r, h, S, out);
+    const bool from_slot = p.has_initial_state(r);
+    // Token by token, the state comes from its slot within the first token's pass and goes
+    // back within the last one's; otherwise it is loaded and stored whole.
+    const bool by_token = L > 0 && !(c.chunk > 0 && L > 1);
+    if (!by_token) {
+      if (from_slot) {
+        delta_rule_load_state(p.state_dtype, old_states + at, S, KV);
+      } else {
+        std::fill_n(S, KV, 0.0f);
+      }
+      if (L > 0) gdn_chunked_task(p, x, c.chunk, r, h, S, out);
       delta_rule_store_state(p.state_dtype, S, slot, KV);
       return;
     }
@@ -138,7 +142,13 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
       const int64_t t = start + j;
       if (j == 0) {
         cur = token(t, 0);
-        delta_rule_decay_predict(S, cur.decay, cur.k, dk, dv, pred);
+        if (from_slot) {
+          delta_rule_decay_predict_from(p.state_dtype, old_states + at, S, cur.decay, cur.k, dk, dv,
+                                        pred);
+        } else {
+          std::fill_n(S, KV, 0.0f);
+          std::fill_n(pred, dv, 0.0f);
+        }
       }
       for (int64_t x = 0; x < dv; ++x) rv[x] = cur.v[x] - pred[x];
       if (j + 1 < L) {
@@ -146,12 +156,11 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
         delta_rule_update_decay(S, cur.bk, rv, cur.q, next.decay, next.k, dk, dv, o, pred);
         cur = next;
       } else {
-        delta_rule_update_output(S, cur.bk, rv, cur.q, dk, dv, o);
+        delta_rule_update_output_to(S, cur.bk, rv, cur.q, dk, dv, o, p.state_dtype, slot);
       }
       char* out_row = static_cast<char*>(out.raw()) + (t * n_v + h) * dv * out_size;
       store_rows(o, dv, 1, dv, p.dtype, out_row, dv);
     }
-    delta_rule_store_state(p.state_dtype, S, slot, KV);
   });
 }
 

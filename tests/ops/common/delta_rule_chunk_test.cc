@@ -1,8 +1,7 @@
 // Tests of the chunked delta rule (ops/common/delta_rule_chunk.h) against the token-by-token rule
 // in double, on every SIMD target: a chunk of 13 tokens with a decay per state row (one row
 // decaying to e^-60 over the chunk), widths that take the vector loops and their tails; and
-// its elementwise helpers against std::exp. Also the state passes' copies of the decayed state
-// (ops/common/delta_rule_rows.h).
+// its elementwise helpers against std::exp.
 #include "ops/common/delta_rule_chunk.h"
 
 #include <catch2/catch.hpp>
@@ -10,7 +9,6 @@
 #include <random>
 #include <vector>
 
-#include "ops/common/delta_rule_rows.h"
 #include "tests/simd_targets.h"
 
 using namespace tokamax;
@@ -114,35 +112,6 @@ TEST_CASE("delta_rule elementwise helpers match std::exp on every target", "[del
       CHECK(y[i] == Approx(2.0f * x[i] * std::exp(lo[i] - hi[i])).epsilon(1e-6));
       CHECK(z[i] == Approx(2.0f * x[i] / std::exp(lo[i] - hi[i])).epsilon(1e-6));
       CHECK(w[i] == -3.0f * x[i]);
-    }
-  });
-}
-
-TEST_CASE("delta_rule state passes copy the decayed state when asked", "[delta_rule]") {
-  const int64_t K = 9, V = 70;
-  std::vector<float> S(K * V), d(K), k(K), bk(K), r(V), q(K);
-  for (int64_t e = 0; e < K * V; ++e) S[e] = 0.01f * static_cast<float>(e % 31) - 0.1f;
-  for (int64_t i = 0; i < K; ++i) {
-    d[i] = 0.5f + 0.05f * static_cast<float>(i);
-    k[i] = 0.1f * static_cast<float>(i);
-    bk[i] = 0.2f - 0.03f * static_cast<float>(i);
-    q[i] = 0.3f;
-  }
-  for (int64_t c = 0; c < V; ++c) r[c] = 0.02f * static_cast<float>(c) - 0.5f;
-  for_each_forced_target({HWY_AVX3, HWY_AVX2, HWY_SCALAR}, [&](int64_t) {
-    std::vector<float> a = S, copy(K * V, -1.0f), pred(V), out(V);
-    delta_rule_decay_predict(a.data(), d.data(), k.data(), K, V, pred.data(), copy.data());
-    CHECK(copy == a);
-    std::vector<float> b = a, copy2(K * V, -1.0f), pred2(V);
-    delta_rule_update_decay(b.data(), bk.data(), r.data(), q.data(), d.data(), k.data(), K, V,
-                            out.data(), pred2.data(), copy2.data());
-    CHECK(copy2 == b);
-    // The copy is the state after this token's update and the next token's decay.
-    for (int64_t i = 0; i < K; ++i) {
-      for (int64_t c = 0; c < V; ++c) {
-        CHECK(b[i * V + c] ==
-              Approx((a[i * V + c] + bk[i] * r[c]) * d[i]).epsilon(1e-6).margin(1e-6));
-      }
     }
   });
 }
