@@ -219,25 +219,36 @@ void StoreStateT(const float* src, T* dst, int64_t n) {
 }
 
 // S_i = a_i widen(src_i) for every row i of a state stored in T, acc = sum_i c_i S_i: a decode
-// token's load, decay and prediction in one pass.
+// token's load, decay and prediction in one pass. NB vectors of columns at a time: eight on
+// AVX-512 take a row of 128 whole, so the stored state (from memory) is read row after row.
+template <int NB, typename T>
+HWY_INLINE void DecayPredictFromBlock(const T* src, float* S, const float* a, const float* c,
+                                      int64_t K, int64_t V, int64_t x, float* acc) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> s[NB];
+  for (int j = 0; j < NB; ++j) s[j] = hn::Zero(d);
+  for (int64_t i = 0; i < K; ++i) {
+    const auto ai = hn::Set(d, a[i]), ci = hn::Set(d, c[i]);
+    for (int j = 0; j < NB; ++j) {
+      const auto v = hn::Mul(ai, LoadWiden(d, src + i * V + x + j * L));
+      hn::StoreU(v, d, S + i * V + x + j * L);
+      s[j] = hn::MulAdd(ci, v, s[j]);
+    }
+  }
+  for (int j = 0; j < NB; ++j) hn::StoreU(s[j], d, acc + x + j * L);
+}
+
 template <typename T>
 void DecayPredictFromT(const T* src, float* S, const float* a, const float* c, int64_t K, int64_t V,
                        float* acc) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   int64_t x = 0;
-  for (; x + 4 * L <= V; x += 4 * L) {
-    hn::Vec<decltype(d)> s[4] = {hn::Zero(d), hn::Zero(d), hn::Zero(d), hn::Zero(d)};
-    for (int64_t i = 0; i < K; ++i) {
-      const auto ai = hn::Set(d, a[i]), ci = hn::Set(d, c[i]);
-      for (int j = 0; j < 4; ++j) {
-        const auto v = hn::Mul(ai, LoadWiden(d, src + i * V + x + j * L));
-        hn::StoreU(v, d, S + i * V + x + j * L);
-        s[j] = hn::MulAdd(ci, v, s[j]);
-      }
-    }
-    for (int j = 0; j < 4; ++j) hn::StoreU(s[j], d, acc + x + j * L);
-  }
+#if HWY_TARGET <= HWY_AVX3
+  for (; x + 8 * L <= V; x += 8 * L) DecayPredictFromBlock<8>(src, S, a, c, K, V, x, acc);
+#endif
+  for (; x + 4 * L <= V; x += 4 * L) DecayPredictFromBlock<4>(src, S, a, c, K, V, x, acc);
   for (; x < V; ++x) {  // the last V % 4L columns
     float sum = 0.0f;
     for (int64_t i = 0; i < K; ++i) {
@@ -262,28 +273,41 @@ void DecayPredictFrom(DType dtype, const void* src, float* S, const float* a, co
 
 // v = S_i + b_i r for every row i, acc = sum_i c_i v, dst_i = v rounded to T (S unchanged): a
 // decode token's update, output and store in one pass, by non-temporal stores where whole
-// aligned lines allow.
+// aligned lines allow; NB vectors of columns at a time, as DecayPredictFromBlock.
+template <int NB, typename T, bool kStream>
+HWY_INLINE void UpdateOutputToBlock(const float* S, const float* b, const float* r, const float* c,
+                                    int64_t K, int64_t V, int64_t x, float* acc, T* dst) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> s[NB], rv[NB];
+  for (int j = 0; j < NB; ++j) {
+    s[j] = hn::Zero(d);
+    rv[j] = hn::LoadU(d, r + x + j * L);
+  }
+  for (int64_t i = 0; i < K; ++i) {
+    const auto bi = hn::Set(d, b[i]), ci = hn::Set(d, c[i]);
+    for (int j = 0; j < NB; ++j) {
+      const auto v = hn::MulAdd(bi, rv[j], hn::LoadU(d, S + i * V + x + j * L));
+      s[j] = hn::MulAdd(ci, v, s[j]);
+      StoreNarrow<T, kStream>(d, v, dst + i * V + x + j * L, false);
+    }
+  }
+  for (int j = 0; j < NB; ++j) hn::StoreU(s[j], d, acc + x + j * L);
+}
+
 template <typename T, bool kStream>
 void UpdateOutputToT(const float* S, const float* b, const float* r, const float* c, int64_t K,
                      int64_t V, float* acc, T* dst) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   int64_t x = 0;
+#if HWY_TARGET <= HWY_AVX3
+  for (; x + 8 * L <= V; x += 8 * L) {
+    UpdateOutputToBlock<8, T, kStream>(S, b, r, c, K, V, x, acc, dst);
+  }
+#endif
   for (; x + 4 * L <= V; x += 4 * L) {
-    hn::Vec<decltype(d)> s[4], rv[4];
-    for (int j = 0; j < 4; ++j) {
-      s[j] = hn::Zero(d);
-      rv[j] = hn::LoadU(d, r + x + j * L);
-    }
-    for (int64_t i = 0; i < K; ++i) {
-      const auto bi = hn::Set(d, b[i]), ci = hn::Set(d, c[i]);
-      for (int j = 0; j < 4; ++j) {
-        const auto v = hn::MulAdd(bi, rv[j], hn::LoadU(d, S + i * V + x + j * L));
-        s[j] = hn::MulAdd(ci, v, s[j]);
-        StoreNarrow<T, kStream>(d, v, dst + i * V + x + j * L, false);
-      }
-    }
-    for (int j = 0; j < 4; ++j) hn::StoreU(s[j], d, acc + x + j * L);
+    UpdateOutputToBlock<4, T, kStream>(S, b, r, c, K, V, x, acc, dst);
   }
   for (; x < V; ++x) {  // the last V % 4L columns
     float sum = 0.0f;
