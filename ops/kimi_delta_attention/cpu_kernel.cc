@@ -63,7 +63,8 @@ float kda_load_token(const KdaTaskRows& x, int64_t t, bool log, float* q, float*
   return beta;
 }
 
-void kda_token_run(const KdaTaskRows& x, int64_t t0, int64_t t1, float* S) {
+void kda_token_run(const KdaTaskRows& x, int64_t t0, int64_t t1, float* S, DType src_dtype,
+                   const void* src, float* dst) {
   const int64_t K = x.p.K, V = x.p.V;
   // Two token buffers (this token's, the next one's), each q, k, decay, beta k [K] and v [V];
   // r and pred [V], out [V].
@@ -89,13 +90,19 @@ void kda_token_run(const KdaTaskRows& x, int64_t t0, int64_t t1, float* S) {
   float* o = pred + V;
   const int64_t out_size = static_cast<int64_t>(dtype_size(x.out.dtype()));
   load(t0, cur);
-  delta_rule_decay_predict(S, cur.decay, cur.k, K, V, pred);
+  if (src) {
+    delta_rule_decay_predict_from(src_dtype, src, S, cur.decay, cur.k, K, V, pred);
+  } else {
+    delta_rule_decay_predict(S, cur.decay, cur.k, K, V, pred);
+  }
   for (int64_t t = t0; t < t1; ++t) {
     for (int64_t i = 0; i < V; ++i) r[i] = cur.v[i] - pred[i];
     if (t + 1 < t1) {
       load(t + 1, next);
       delta_rule_update_decay(S, cur.bk, r, cur.q, next.decay, next.k, K, V, o, pred);
       std::swap(cur, next);
+    } else if (dst) {
+      delta_rule_update_output_to(S, cur.bk, r, cur.q, K, V, o, DType::kF32, dst);
     } else {
       delta_rule_update_output(S, cur.bk, r, cur.q, K, V, o);
     }
@@ -125,17 +132,36 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
     auto slot = [&](int64_t n) {
       return states ? states + ((b * N + n) * H + h) * KV : scratch.data() + n * KV;
     };
-    for (int64_t n = 0; n < N; ++n) {
+    // A slot's state is set up before its first run, or read by that run's first pass
+    // (token by token from initial_state: no separate copy), and at the end for slots no token
+    // used.
+    std::vector<char> ready(static_cast<size_t>(N), 0);
+    auto init_row = [&](int64_t n) {
+      const int64_t size = static_cast<int64_t>(dtype_size(init->dtype()));
+      return static_cast<const char*>(init->raw()) + ((b * N + n) * H + h) * KV * size;
+    };
+    auto set_up = [&](int64_t n) {
+      if (ready[n]) return;
+      ready[n] = 1;
       if (init) {
         load_row(*init, (b * N + n) * H + h, KV, slot(n));
       } else {
         std::memset(slot(n), 0, static_cast<size_t>(KV) * sizeof(float));
       }
-    }
+    };
     auto slot_of = [&](int64_t t) -> int64_t {
       const int64_t seg = ids ? ids[b * T + t] : 1;
       return seg < 1 || seg > N ? -1 : seg - 1;
     };
+    // Runs of consecutive tokens per slot: a slot's only run, token by token into final_state,
+    // reads its state in the first pass and writes it in the last (non-temporally, no read of
+    // final_state's lines), the state in between in the task's scratch.
+    std::vector<int64_t> runs(static_cast<size_t>(N), 0);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t n = slot_of(t);
+      if (n >= 0 && (t == 0 || slot_of(t - 1) != n)) ++runs[n];
+    }
+    thread_local std::vector<float> work;
     const KdaTaskRows x{.p = p,
                         .inputs = inputs,
                         .h = h,
@@ -151,12 +177,24 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
         char* out_rows = static_cast<char*>(out.raw()) + x.row(t) * V * out_size;
         std::memset(out_rows, 0, static_cast<size_t>((end - t) * V * out_size));
       } else if (c.chunk > 0 && end - t > 1) {
+        set_up(n);
         kda_chunked_run(x, c.chunk, t, end, slot(n));
+      } else if (!ready[n] && states && runs[n] == 1) {
+        ready[n] = 1;
+        if (static_cast<int64_t>(work.size()) < KV) work.resize(static_cast<size_t>(KV));
+        if (!init) std::fill_n(work.data(), KV, 0.0f);
+        kda_token_run(x, t, end, work.data(), init ? init->dtype() : DType::kF32,
+                      init ? init_row(n) : nullptr, slot(n));
+      } else if (!ready[n] && init) {
+        ready[n] = 1;
+        kda_token_run(x, t, end, slot(n), init->dtype(), init_row(n));
       } else {
+        set_up(n);
         kda_token_run(x, t, end, slot(n));
       }
       t = end;
     }
+    for (int64_t n = 0; n < N; ++n) set_up(n);
   });
 }
 

@@ -60,10 +60,16 @@ float kda_load_token(const KdaTaskRows& x, int64_t t, bool log,
 
 // Tokens [t0, t1) of one slot on its state S [K, V], token by token: S = diag(exp g) S with
 // pred = k^T S, then S += (beta k) r^T with out = q^T S, the next token's decay and prediction
-// riding on this token's pass (one pass over the state per token).
+// riding on this token's pass (one pass over the state per token). With `src`, the state before
+// t0 is read from there (in src_dtype) by the first pass instead of from S; with `dst`, the
+// state after t1 - 1 is written there (f32) by the last pass instead of into S.
 void kda_token_run(const KdaTaskRows& x, int64_t t0, int64_t t1,
                    // Outputs.
-                   float* S);
+                   float* S,
+                   // Inputs.
+                   DType src_dtype = DType::kF32, const void* src = nullptr,
+                   // Outputs.
+                   float* dst = nullptr);
 
 // The same in chunks of `chunk` tokens through delta_rule_chunk. A chunk runs token by token
 // instead where the chunked form's factors could overflow: a gate that grows the state (g > 0)
