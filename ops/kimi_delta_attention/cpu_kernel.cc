@@ -17,16 +17,12 @@
 #include "ops/framework/config.h"
 
 namespace tokamax {
-namespace {
 
-// Row `row` of a tensor (f32, bf16 or f16) of rows of n elements, as f32.
-void load_row(const Tensor& x, int64_t row, int64_t n, float* out) {
+void kda_load_row(const Tensor& x, int64_t row, int64_t n, float* out) {
   const char* data = static_cast<const char*>(x.raw());
   delta_rule_load_state(x.dtype(), data + row * n * static_cast<int64_t>(dtype_size(x.dtype())),
                         out, n);
 }
-
-}  // namespace
 
 void CpuKdaConfig::validate() const {
   require_config(num_threads >= 0, "num_threads", [&] {
@@ -42,12 +38,12 @@ float kda_load_token(const KdaTaskRows& x, int64_t t, bool log, float* q, float*
                      float* decay) {
   const KdaProblem& p = x.p;
   const int64_t row = x.row(t);
-  load_row(x.inputs.at("query"), row, p.K, q);
-  load_row(x.inputs.at("key"), row, p.K, k);
-  load_row(x.inputs.at("gate"), row, p.K, decay);
-  load_row(x.inputs.at("value"), row, p.V, v);
+  kda_load_row(x.inputs.at("query"), row, p.K, q);
+  kda_load_row(x.inputs.at("key"), row, p.K, k);
+  kda_load_row(x.inputs.at("gate"), row, p.K, decay);
+  kda_load_row(x.inputs.at("value"), row, p.V, v);
   float beta = 0.0f;
-  load_row(x.inputs.at("beta"), row, 1, &beta);
+  kda_load_row(x.inputs.at("beta"), row, 1, &beta);
   const float scale = static_cast<float>(p.scale);
   if (p.use_qk_l2norm) {
     delta_rule_l2_normalize(q, p.K, 1, p.K, scale, q, p.K);
@@ -118,9 +114,9 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
   float* states = p.output_final_state ? outputs.at("final_state").data<float>() : nullptr;
   const Tensor* init = p.has_initial_state ? &inputs.at("initial_state") : nullptr;
   std::vector<float> a_log(static_cast<size_t>(H), 0.0f), dtb(static_cast<size_t>(H * K), 0.0f);
-  if (inputs.contains("a_log")) load_row(inputs.at("a_log"), 0, H, a_log.data());
+  if (inputs.contains("a_log")) kda_load_row(inputs.at("a_log"), 0, H, a_log.data());
   if (inputs.contains("delta_time_bias"))
-    load_row(inputs.at("delta_time_bias"), 0, H * K, dtb.data());
+    kda_load_row(inputs.at("delta_time_bias"), 0, H * K, dtb.data());
   Tensor& out = outputs.at("out");
   const int64_t out_size = static_cast<int64_t>(dtype_size(out.dtype()));
   cpu::parallel_for(H * B, c.num_threads, [&](int64_t task, int) {
@@ -144,7 +140,7 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
       if (ready[n]) return;
       ready[n] = 1;
       if (init) {
-        load_row(*init, (b * N + n) * H + h, KV, slot(n));
+        kda_load_row(*init, (b * N + n) * H + h, KV, slot(n));
       } else {
         std::memset(slot(n), 0, static_cast<size_t>(KV) * sizeof(float));
       }

@@ -52,6 +52,11 @@ struct KdaTaskRows {
   int64_t row(int64_t t) const { return (h * p.B + b) * p.T + t; }
 };
 
+// Row `row` of a tensor (f32, bf16 or f16) of rows of n elements, as f32 (vectorized).
+void kda_load_row(const Tensor& x, int64_t row, int64_t n,
+                  // Outputs.
+                  float* out);
+
 // Token t's rows as f32: q and k (l2-normalized under use_qk_l2norm, q scaled), v, and the
 // decays exp(g) per key channel, or the log decays g themselves (`log`); returns beta.
 float kda_load_token(const KdaTaskRows& x, int64_t t, bool log,

@@ -20,13 +20,6 @@
 namespace tokamax {
 namespace {
 
-// Row `row` of a tensor (f32, bf16 or f16) of rows of n elements, as f32.
-void load_row(const Tensor& x, int64_t row, int64_t n, float* out) {
-  const char* data = static_cast<const char*>(x.raw());
-  delta_rule_load_state(x.dtype(), data + row * n * static_cast<int64_t>(dtype_size(x.dtype())),
-                        out, n);
-}
-
 // Row `row` of n f32 values stored into a tensor of rows of n elements in its dtype.
 void store_row(const float* x, int64_t row, int64_t n, Tensor& out) {
   const int64_t size = static_cast<int64_t>(dtype_size(out.dtype()));
@@ -66,9 +59,9 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
   Tensor &dquery = outputs.at("dquery"), &dkey = outputs.at("dkey"), &dvalue = outputs.at("dvalue"),
          &dgate = outputs.at("dgate"), &dbeta_out = outputs.at("dbeta");
   std::vector<float> a_log(static_cast<size_t>(H), 0.0f), dtb(static_cast<size_t>(H * K), 0.0f);
-  if (inputs.contains("a_log")) load_row(inputs.at("a_log"), 0, H, a_log.data());
+  if (inputs.contains("a_log")) kda_load_row(inputs.at("a_log"), 0, H, a_log.data());
   if (inputs.contains("delta_time_bias"))
-    load_row(inputs.at("delta_time_bias"), 0, H * K, dtb.data());
+    kda_load_row(inputs.at("delta_time_bias"), 0, H * K, dtb.data());
   for (const char* name : {"dquery", "dkey", "dvalue", "dgate", "dbeta"}) {
     std::memset(outputs.at(name).raw(), 0, outputs.at(name).size_bytes());  // padding tokens
   }
@@ -94,7 +87,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     rows.resize(static_cast<size_t>(C * row_floats + 5 * K + 3 * V));
     for (int64_t n = 0; n < N; ++n) {
       if (init) {
-        load_row(*init, (b * N + n) * H + h, KV, states.data() + n * KV);
+        kda_load_row(*init, (b * N + n) * H + h, KV, states.data() + n * KV);
       } else {
         std::fill_n(states.data() + n * KV, KV, 0.0f);
       }
@@ -111,11 +104,11 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     // Token t's rows into x (its forward quantities but r).
     auto load = [&](int64_t t, TokenRows& x) {
       const int64_t row = (h * B + b) * T + t;
-      load_row(query, row, K, x.q);
-      load_row(key, row, K, x.k);
-      load_row(gate, row, K, x.gate);
-      load_row(value, row, V, x.v);
-      load_row(beta, row, 1, &x.beta);
+      kda_load_row(query, row, K, x.q);
+      kda_load_row(key, row, K, x.k);
+      kda_load_row(gate, row, K, x.gate);
+      kda_load_row(value, row, V, x.v);
+      kda_load_row(beta, row, 1, &x.beta);
       if (p.use_qk_l2norm) {
         float sq = 0.0f, sk = 0.0f;
         for (int64_t i = 0; i < K; ++i) {
@@ -162,7 +155,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     }
     for (int64_t n = 0; n < N; ++n) {
       if (dfinal) {
-        load_row(*dfinal, (b * N + n) * H + h, KV, adjoints.data() + n * KV);
+        kda_load_row(*dfinal, (b * N + n) * H + h, KV, adjoints.data() + n * KV);
       } else {
         std::fill_n(adjoints.data() + n * KV, KV, 0.0f);
       }
@@ -208,7 +201,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         } else {
           delta_rule_update_output(S, bk, x.r, x.q, K, V, o);
         }
-        load_row(dout, (h * B + b) * T + t, V, douts + (t - t0) * V);
+        kda_load_row(dout, (h * B + b) * T + t, V, douts + (t - t0) * V);
         passed[t - t0] = 0;
       }
       auto token_of = [&](int64_t t) {
