@@ -24,6 +24,7 @@
 #include "ops/framework/dtype.h"
 #include "ops/framework/tensor.h"
 #include "ops/kimi_delta_attention/vjp/base.h"
+#include "ops/kimi_delta_attention/vjp/tape.h"
 
 namespace tokamax {
 
@@ -66,99 +67,15 @@ void kda_vjp_sweep(const KdaVjpProblem& vp, const TensorMap& inputs, int64_t h, 
   const KdaProblem& p = vp.fwd;
   const int64_t H = p.H, B = p.B, T = p.T, K = p.K, V = p.V, N = p.N, KV = K * V;
   const double u = unit_roundoff(DType::kF32);
-  auto get = [&](const char* name, int64_t e) { return static_cast<Acc>(inputs.at(name).get(e)); };
-  const int32_t* ids = p.has_segments ? inputs.at("segment_ids").data<int32_t>() : nullptr;
-  auto slot_of = [&](int64_t t) -> int64_t {
-    const int64_t seg = ids ? ids[b * T + t] : 1;
-    return seg < 1 || seg > N ? -1 : seg - 1;
-  };
-  const Acc a_log = inputs.contains("a_log") ? get("a_log", h) : Acc(0);
-  const Acc scale = static_cast<Acc>(p.scale);
-  // Per token: q^, k^ [K]; the raw q / n_q and k / n_k norms; v, r [V]; gate, g, d [K]; beta;
-  // the state before it [K V]; with kBound the slot's error before it.
-  std::vector<Acc> qh(T * K), kh(T * K), nq(T, Acc(1)), nk(T, Acc(1)), vv(T * V), rr(T * V),
-      gt(T * K), gg(T * K), dd(T * K), bt(T), before(T * KV);
-  std::vector<double> e_before(T, 0.0), e_dec(T, 0.0);
-  const double e_norm = p.use_qk_l2norm ? (K + 8.0) * u : 0.0;
-  std::vector<Acc> S(N * KV, Acc(0));
-  std::vector<double> err(N, 0.0);
-  if (p.has_initial_state) {
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t e = 0; e < KV; ++e)
-        S[n * KV + e] = get("initial_state", ((b * N + n) * H + h) * KV + e);
-    }
-  }
-  auto norm2 = [](const Acc* x, int64_t n) {
-    double s = 0.0;
-    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-    return std::sqrt(s);
-  };
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t n = slot_of(t);
-    if (n < 0) continue;
-    const int64_t row = (h * B + b) * T + t;
-    Acc* q = qh.data() + t * K;
-    Acc* k = kh.data() + t * K;
-    Acc sq = 0, sk = 0;
-    for (int64_t i = 0; i < K; ++i) {
-      q[i] = get("query", row * K + i);
-      k[i] = get("key", row * K + i);
-      sq += q[i] * q[i];
-      sk += k[i] * k[i];
-    }
-    if (p.use_qk_l2norm) {
-      nq[t] = std::sqrt(sq + Acc(1e-6));
-      nk[t] = std::sqrt(sk + Acc(1e-6));
-    }
-    double dmax = 0.0, e_d = 0.0;
-    for (int64_t i = 0; i < K; ++i) {
-      q[i] = q[i] / nq[t] * scale;
-      k[i] = k[i] / nk[t];
-      const Acc gate = get("gate", row * K + i);
-      const Acc dtb =
-          inputs.contains("delta_time_bias") ? get("delta_time_bias", h * K + i) : Acc(0);
-      gt[t * K + i] = gate;
-      gg[t * K + i] = kda_log_decay<Acc>(p, gate, a_log, dtb);
-      dd[t * K + i] = std::exp(gg[t * K + i]);
-      if constexpr (kBound) {
-        dmax = std::max(dmax, static_cast<double>(dd[t * K + i]));
-        const double e_g =
-            p.use_gate_in_kernel
-                ? 8.0 * u *
-                      (std::fabs(gg[t * K + i]) + std::exp(a_log) * std::fabs(gate + dtb) + 1.0)
-                : 0.0;
-        e_d = std::max(e_d, e_g + 4.0 * u);
-      }
-    }
-    bt[t] = get("beta", row);
-    Acc* St = S.data() + n * KV;
-    std::copy_n(St, KV, before.data() + t * KV);
-    for (int64_t i = 0; i < K; ++i) {
-      for (int64_t c = 0; c < V; ++c) St[i * V + c] *= dd[t * K + i];
-    }
-    const double ds_norm = kBound ? norm2(St, KV) : 0.0;
-    for (int64_t c = 0; c < V; ++c) {
-      Acc pred = 0;
-      for (int64_t i = 0; i < K; ++i) pred += k[i] * St[i * V + c];
-      vv[t * V + c] = get("value", row * V + c);
-      rr[t * V + c] = vv[t * V + c] - pred;
-    }
-    for (int64_t i = 0; i < K; ++i) {
-      for (int64_t c = 0; c < V; ++c) St[i * V + c] += bt[t] * k[i] * rr[t * V + c];
-    }
-    if constexpr (kBound) {
-      // As the forward's oracle: e' = rho e + delta.
-      const double kn = norm2(k, K), r_norm = norm2(rr.data() + t * V, V);
-      const double beta = bt[t], s_norm = norm2(St, KV);
-      const double rho = dmax * std::max(1.0, std::fabs(1.0 - beta * kn * kn));
-      const double delta = ds_norm * (e_d + u) +
-                           beta * kn * kn * ds_norm * ((K + 2.0) * u + 2.0 * e_norm) +
-                           beta * kn * r_norm * (2.0 * e_norm + 3.0 * u) + 2.0 * u * s_norm;
-      e_before[t] = err[n];
-      e_dec[t] = e_d;
-      err[n] = rho * err[n] + delta;
-    }
-  }
+  const KdaVjpTask<Acc> task{vp, inputs, h, b};
+  auto get = [&](const char* name, int64_t e) { return task.get(name, e); };
+  auto slot_of = [&](int64_t t) { return task.slot_of(t); };
+  const Acc a_log = task.a_log(), scale = static_cast<Acc>(p.scale);
+  const double e_norm = task.e_norm();
+  auto norm2 = [](const Acc* v, int64_t n) { return kda_vjp_norm(v, n); };
+  KdaVjpTape<Acc> tape;
+  kda_vjp_record<Acc, kBound>(task, tape);
+  const auto& [qh, kh, gt, gg, dd, vv, rr, nq, nk, bt, before, e_before, e_dec] = tape;
   // Backward.
   out.dq.assign(T * K, Acc(0));
   out.dk.assign(T * K, Acc(0));
@@ -270,8 +187,7 @@ void kda_vjp_sweep(const KdaVjpProblem& vp, const TensorMap& inputs, int64_t h, 
       gp_norm = std::sqrt(gp_norm);
       sp_norm = std::sqrt(sp_norm);
       st_norm = std::sqrt(st_norm);
-      const double kn = norm2(k, K), qn = norm2(q, K), r_norm = norm2(r, V),
-                   dr_norm = norm2(dr.data(), V);
+      const double kn = norm2(k, K), r_norm = norm2(r, V), dr_norm = norm2(dr.data(), V);
       double dout_norm = 0.0;
       for (int64_t c = 0; c < V; ++c) dout_norm += static_cast<double>(dout[c]) * dout[c];
       dout_norm = std::sqrt(dout_norm);
@@ -346,8 +262,7 @@ void kda_vjp_sweep(const KdaVjpProblem& vp, const TensorMap& inputs, int64_t h, 
                 kBound ? out.ek.data() + t * K : nullptr);
     // Through the gate's activation.
     for (int64_t i = 0; i < K; ++i) {
-      const Acc dtb =
-          inputs.contains("delta_time_bias") ? get("delta_time_bias", h * K + i) : Acc(0);
+      const Acc dtb = task.dtb(i);
       Acc dg_dx, dg_da;
       kda_log_decay_grad<Acc>(p, gt[t * K + i], a_log, dtb, dg_dx, dg_da);
       const Acc dx = dg[i] * dg_dx;
