@@ -504,7 +504,7 @@ for op in ('top_k', 'router_topk', 'ragged_gather', 'ragged_gather_reduce', 'fus
             ok = gdn_case(op, spec, d, args, x)
             cases += 1
         elif op == 'kimi_delta_attention':
-            ok = kda_case(op, spec, d, args, x, os.path.join(d, 'reference'))
+            ok = kda_case(op, spec, d, args, x, out)
             if ok is None:
                 break
             cases += 1
