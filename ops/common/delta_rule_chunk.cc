@@ -56,6 +56,37 @@ void SolveUnitLower(const float* A, int64_t n, float* R, int64_t W) {
   }
 }
 
+// (I + A)^T X = R in place: rows last to first, row t -= A[s, t] row s for s > t.
+void SolveUnitLowerTransposed(const float* A, int64_t n, float* R, int64_t W) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t t = n - 2; t >= 0; --t) {
+    float* row = R + t * W;
+    int64_t x = 0;
+    for (; x + 4 * L <= W; x += 4 * L) {
+      auto r0 = hn::LoadU(d, row + x), r1 = hn::LoadU(d, row + x + L);
+      auto r2 = hn::LoadU(d, row + x + 2 * L), r3 = hn::LoadU(d, row + x + 3 * L);
+      for (int64_t s = t + 1; s < n; ++s) {
+        const float* src = R + s * W + x;
+        const auto as = hn::Set(d, A[s * n + t]);
+        r0 = hn::NegMulAdd(as, hn::LoadU(d, src), r0);
+        r1 = hn::NegMulAdd(as, hn::LoadU(d, src + L), r1);
+        r2 = hn::NegMulAdd(as, hn::LoadU(d, src + 2 * L), r2);
+        r3 = hn::NegMulAdd(as, hn::LoadU(d, src + 3 * L), r3);
+      }
+      hn::StoreU(r0, d, row + x);
+      hn::StoreU(r1, d, row + x + L);
+      hn::StoreU(r2, d, row + x + 2 * L);
+      hn::StoreU(r3, d, row + x + 3 * L);
+    }
+    for (; x < W; ++x) {  // the last W % 4L columns
+      float sum = row[x];
+      for (int64_t s = t + 1; s < n; ++s) sum -= A[s * n + t] * R[s * W + x];
+      row[x] = sum;
+    }
+  }
+}
+
 void Scale(const float* x, float a, float* y, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
@@ -103,6 +134,15 @@ HWY_AFTER_NAMESPACE();
 namespace tokamax {
 
 HWY_EXPORT(SolveUnitLower);
+HWY_EXPORT(SolveUnitLowerTransposed);
+
+void delta_rule_solve_lower(const float* A, int64_t n, float* R, int64_t W) {
+  HWY_DYNAMIC_DISPATCH(SolveUnitLower)(A, n, R, W);
+}
+
+void delta_rule_solve_lower_transposed(const float* A, int64_t n, float* R, int64_t W) {
+  HWY_DYNAMIC_DISPATCH(SolveUnitLowerTransposed)(A, n, R, W);
+}
 HWY_EXPORT(ExpInPlace);
 HWY_EXPORT(Scale);
 HWY_EXPORT(ScaleExp);

@@ -44,6 +44,15 @@ void delta_rule_chunk(const DeltaRuleChunk& c,
                       // Outputs.
                       float* S);
 
+// (I + A) X = R in place on R [n, W] (row stride W), for A [n, n] strictly lower (row stride n;
+// its diagonal and upper part are not read); and (I + A)^T X = R, the gradient's solve.
+void delta_rule_solve_lower(const float* A, int64_t n,
+                            // Inputs and outputs.
+                            float* R, int64_t W);
+void delta_rule_solve_lower_transposed(const float* A, int64_t n,
+                                       // Inputs and outputs.
+                                       float* R, int64_t W);
+
 // y = a x (n elements, vectorized; in place when y = x): the chunk's operand rows.
 void delta_rule_scale(const float* x, float a, float* y, int64_t n);
 

@@ -22,23 +22,28 @@ class CpuKdaVjp final : public TypedImplementation<KdaVjpProblem, CpuKdaVjpConfi
     require_num_threads(c.num_threads, device);
   }
   CpuKdaVjpConfig heuristics_config(const KdaVjpProblem& p, const Device&) const override {
-    // One task per (head, batch row): with little work, one thread. Blocks of 16 tokens: their
-    // states (16 K V floats, 1 MiB at K = V = 128) stay in L2 between the block's recompute
-    // and its backward.
+    // One task per (head, batch row): with little work, one thread. States of at least 64 x 64
+    // in chunks of 32 on the GEMM engine (blocks the chunked form cannot take go token by
+    // token); smaller ones token by token in blocks of 16, whose kept states (16 K V floats)
+    // stay in L2 between the block's recompute and its backward.
     CpuKdaVjpConfig c;
     const KdaProblem& f = p.fwd;
     const double work = static_cast<double>(f.H) * f.B * f.T * f.K * f.V;
     c.num_threads = work < double(1 << 16) ? 1 : 0;
-    c.block = 16;
+    c.chunked = f.K * f.V >= 64 * 64;
+    c.block = c.chunked ? 32 : 16;
     return c;
   }
   std::vector<CpuKdaVjpConfig> autotuning_configs(const KdaVjpProblem& p,
                                                   const Device& device) const override {
     std::vector<CpuKdaVjpConfig> configs;
-    for (const int block : {8, 16, 32, 64}) {
-      CpuKdaVjpConfig c = heuristics_config(p, device);
-      c.block = block;
-      configs.push_back(c);
+    for (const bool chunked : {false, true}) {
+      for (const int block : chunked ? std::vector<int>{16, 32, 64} : std::vector<int>{8, 16, 32}) {
+        CpuKdaVjpConfig c = heuristics_config(p, device);
+        c.chunked = chunked;
+        c.block = block;
+        configs.push_back(c);
+      }
     }
     return configs;
   }

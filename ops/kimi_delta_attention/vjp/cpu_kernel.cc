@@ -174,8 +174,88 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     std::vector<char> passed(static_cast<size_t>(C));  // pass 1 done (fused into the next's)
     float da = 0.0f;
     float* ddtb = dtb_part.data() + task * K;
+    // A token's gradients from its forward rows and dq^, dk^, dv, dbeta and dg: stored, through
+    // the normalization (dx = (dx^ - x^ (x^ . dx^)) / n_x, q^ scaled) and the gate.
+    auto finish = [&](int64_t row, const TokenRows& x, const float* dvr, float dbeta,
+                      const float* dqh, const float* dkh, const float* dgr) {
+      store_row(dvr, row, V, dvalue);
+      dbeta_out.set(row, dbeta);
+      auto unnormalize = [&](const float* xbar, float nx, float s, const float* dxh, Tensor& out) {
+        float dot = 0.0f;
+        if (p.use_qk_l2norm) {
+          for (int64_t i = 0; i < K; ++i) dot += xbar[i] * dxh[i];
+        }
+        for (int64_t i = 0; i < K; ++i) grad[i] = s * (dxh[i] - xbar[i] * dot) / nx;
+        store_row(grad.data(), row, K, out);
+      };
+      unnormalize(x.qbar, x.nq, scale, dqh, dquery);
+      unnormalize(x.k, x.nk, 1.0f, dkh, dkey);
+      da += kda_vjp_gate_row(p, a_log[h], x.gate, dtb.data() + h * K, dgr, K, grad.data(), ddtb);
+      store_row(grad.data(), row, K, dgate);
+    };
+    // The chunked backward's rows: q^, k^, log decays, dq^, dk^, dg [C, K]; v, dv [C, V]; beta,
+    // dbeta [C].
+    thread_local std::vector<float> chunk_rows;
+    if (c.chunked) chunk_rows.resize(static_cast<size_t>(C * (6 * K + 2 * V + 2)));
+    float* cq = chunk_rows.data();
+    float* ck = cq + C * K;
+    float* cg = ck + C * K;
+    float* cdq = cg + C * K;
+    float* cdk = cdq + C * K;
+    float* cdg = cdk + C * K;
+    float* cv = cdg + C * K;
+    float* cdv = cv + C * V;
+    float* cb = cdv + C * V;
+    float* cdb = cb + C;
+    // Block [t0, t1) as one chunk: one slot throughout, and gates the factors can take (no
+    // growing state, no channel decaying past e^-80 within a sub-chunk, as the forward's).
+    auto run_chunk = [&](int64_t blk, int64_t t0, int64_t t1) {
+      const int64_t n = slot_of(t0), len = t1 - t0;
+      if (len < 2 || n < 0) return false;
+      for (int64_t t = t0 + 1; t < t1; ++t) {
+        if (slot_of(t) != n) return false;
+      }
+      for (int64_t j = 0; j < len; ++j) {
+        xs[j] = token_rows(j);
+        load(t0 + j, xs[j]);
+        kda_log_decay_row(p, a_log[h], xs[j].gate, dtb.data() + h * K, K, cg + j * K);
+      }
+      std::vector<float> sums(static_cast<size_t>(K), 0.0f);
+      for (int64_t j = 0; j < len; ++j) {
+        if (j % kKdaSubChunk == 0) std::fill(sums.begin(), sums.end(), 0.0f);
+        for (int64_t i = 0; i < K; ++i) {
+          const float g = cg[j * K + i];
+          sums[i] += g;
+          if (g > 0.0f || sums[i] < -80.0f) return false;
+        }
+      }
+      for (int64_t j = 0; j < len; ++j) {
+        std::copy_n(xs[j].q, K, cq + j * K);
+        std::copy_n(xs[j].k, K, ck + j * K);
+        std::copy_n(xs[j].v, V, cv + j * V);
+        cb[j] = xs[j].beta;
+        kda_load_row(dout, (h * B + b) * T + t0 + j, V, douts + j * V);
+      }
+      const KdaVjpChunk chunk{.n = len,
+                              .K = K,
+                              .V = V,
+                              .q = cq,
+                              .k = ck,
+                              .v = cv,
+                              .g = cg,
+                              .beta = cb,
+                              .S0 = checkpoints.data() + (blk * N + n) * KV,
+                              .dout = douts};
+      kda_vjp_chunk(chunk, adjoints.data() + n * KV, cdq, cdk, cdv, cdb, cdg);
+      for (int64_t j = 0; j < len; ++j) {
+        finish((h * B + b) * T + t0 + j, xs[j], cdv + j * V, cdb[j], cdq + j * K, cdk + j * K,
+               cdg + j * K);
+      }
+      return true;
+    };
     for (int64_t blk = blocks - 1; blk >= 0; --blk) {
       const int64_t t0 = blk * C, t1 = std::min(T, t0 + C);
+      if (c.chunked && run_chunk(blk, t0, t1)) continue;
       std::copy_n(checkpoints.data() + blk * N * KV, N * KV, states.data());
       // The block's forward again in fused passes, each token's decayed state S' kept.
       bool predicted = false;
@@ -232,22 +312,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         } else {
           kda_vjp_pass2(tok, Sd, G, dr.data(), K, V, dkh, dg);
         }
-        store_row(dr.data(), row, V, dvalue);
-        dbeta_out.set(row, dbeta);
-        // Through the normalization: dx = (dx^ - x^ (x^ . dx^)) / n_x (q^ scaled).
-        auto unnormalize = [&](const float* xbar, float nx, float s, const float* dxh,
-                               Tensor& out) {
-          float dot = 0.0f;
-          if (p.use_qk_l2norm) {
-            for (int64_t i = 0; i < K; ++i) dot += xbar[i] * dxh[i];
-          }
-          for (int64_t i = 0; i < K; ++i) grad[i] = s * (dxh[i] - xbar[i] * dot) / nx;
-          store_row(grad.data(), row, K, out);
-        };
-        unnormalize(x.qbar, x.nq, scale, dqh, dquery);
-        unnormalize(x.k, x.nk, 1.0f, dkh, dkey);
-        da += kda_vjp_gate_row(p, a_log[h], x.gate, dtb.data() + h * K, dg, K, grad.data(), ddtb);
-        store_row(grad.data(), row, K, dgate);
+        finish(row, x, dr.data(), dbeta, dqh, dkh, dg);
       }
     }
     da_part[task] = da;

@@ -22,20 +22,45 @@ inline constexpr int kMaxKdaVjpBlock = 256;
 struct CpuKdaVjpConfig {
   int num_threads = 0;  // 0 = all cores
   int block = 16;       // tokens per checkpoint
+  // A block of one slot's tokens whose gates the chunked form can take runs as one chunk on
+  // the GEMM engine (kda_vjp_chunk); otherwise, and when false, token by token.
+  bool chunked = false;
 
   void validate() const;
   template <class V>
   void visit(V&& v) {
     v("num_threads", num_threads);
     v("block", block);
+    v("chunked", chunked);
   }
-  auto key() const { return std::make_tuple(num_threads, block); }
+  auto key() const { return std::make_tuple(num_threads, block, chunked); }
 };
 
 void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& p, const CpuKdaVjpConfig& c,
                                          const TensorMap& inputs,
                                          // Outputs.
                                          TensorMap& outputs);
+
+// One chunk of n tokens on one slot, for its backward in the WY form (cpu_chunk.cc).
+struct KdaVjpChunk {
+  int64_t n = 0, K = 0, V = 0;
+  // Inputs.
+  const float* q = nullptr;     // [n, K] q^ (normalized, scaled)
+  const float* k = nullptr;     // [n, K] k^
+  const float* v = nullptr;     // [n, V]
+  const float* g = nullptr;     // [n, K] log decays (<= 0, each sub-chunk's sum >= -80)
+  const float* beta = nullptr;  // [n]
+  const float* S0 = nullptr;    // [K, V] the state before the chunk
+  const float* dout = nullptr;  // [n, V]
+};
+
+// The chunk's gradients from G = dS_n, the adjoint of the state after it (replaced by dS_0):
+// dq^, dk^ [n, K], dv [n, V], dbeta [n], and dg [n, K] with respect to the log decays.
+void kda_vjp_chunk(const KdaVjpChunk& c,
+                   // Inputs and outputs.
+                   float* G,
+                   // Outputs.
+                   float* dq, float* dk, float* dv, float* dbeta, float* dg);
 
 // One token's forward quantities that its backward reads.
 struct KdaVjpToken {

@@ -1,7 +1,7 @@
 // Tests of kimi_delta_attention_vjp's cpu kernel: every gradient against the float64 oracle on
 // every SIMD target, for every gate form, segments with shared slots and padding, initial state
-// and dfinal_state, value widths that take the vector loops and a tail, checkpoint blocks of
-// 1, 5 and 16 tokens, one or all threads.
+// and dfinal_state, value widths that take the vector loops and a tail, token by token with
+// checkpoint blocks of 1, 5 and 16 tokens and in chunks of 5 and 32, one or all threads.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -57,13 +57,17 @@ TEST_CASE("cpu kimi_delta_attention_vjp passes the oracle on every target", "[kd
     for (const json& c : cases) {
       const BoundArgs args = op().bind(c);
       const TensorMap inputs = op().make_inputs(args, 4);
-      for (const int block : {1, 5, 16}) {
-        for (const int threads : {1, 0}) {
-          for (const TensorDecl& decl : op().outputs(args)) {
-            CAPTURE(args.key(), block, threads, decl.name);
-            const json config{{"num_threads", threads}, {"block", block}};
-            CHECK(judge(run_against_oracle(op(), "cpu", args, config, inputs, args, decl.name)) ==
-                  Disposition::kPassed);
+      // Token by token (blocks of 1, 5, 16) and in chunks (blocks of 5 and 32: a sub-chunk and
+      // two; blocks that mix slots or padding go token by token).
+      for (const bool chunked : {false, true}) {
+        for (const int block : chunked ? std::vector<int>{5, 32} : std::vector<int>{1, 5, 16}) {
+          for (const int threads : {1, 0}) {
+            for (const TensorDecl& decl : op().outputs(args)) {
+              CAPTURE(args.key(), chunked, block, threads, decl.name);
+              const json config{{"num_threads", threads}, {"block", block}, {"chunked", chunked}};
+              CHECK(judge(run_against_oracle(op(), "cpu", args, config, inputs, args, decl.name)) ==
+                    Disposition::kPassed);
+            }
           }
         }
       }
