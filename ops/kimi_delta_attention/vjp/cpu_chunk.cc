@@ -67,8 +67,9 @@ GemmOperand transposed(const float* data, int64_t ld) {
 
 }  // namespace
 
-void VjpChunk(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* dv, float* dbeta,
-              float* dg) {
+// advance: only S <- S_n (G holds S and c.S0 points to it; c.q and c.dout unused).
+void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk, float* dv,
+              float* dbeta, float* dg) {
   const int64_t n = c.n, K = c.K, V = c.V, sub = kKdaSubChunk;
   thread_local std::vector<float> scratch;
   // b, E (exp(b_t - b_r) of t's sub-chunk), Kd, Qd, Kr, dQd, dKr, dKd, db [n, K]; R0, U, dU,
@@ -116,7 +117,7 @@ void VjpChunk(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* dv, f
   for (int64_t t = 0; t < n; ++t) {
     const float* bt = b + t * K;
     delta_rule_scale_exp(k + t * K, zeros.data(), bt, 1.0f, false, Kd + t * K, K);
-    delta_rule_scale_exp(q + t * K, zeros.data(), bt, 1.0f, false, Qd + t * K, K);
+    if (!advance) delta_rule_scale_exp(q + t * K, zeros.data(), bt, 1.0f, false, Qd + t * K, K);
     delta_rule_scale_exp(k + t * K, bt, b_last, 1.0f, false, Kr + t * K, K);
   }
   delta_rule_scale_exp(ones.data(), zeros.data(), b_last, 1.0f, false, sd, K);
@@ -128,7 +129,9 @@ void VjpChunk(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* dv, f
     const float* br = b + s0 * K;
     for (int64_t t = s0; t < s0 + m; ++t) {
       delta_rule_scale_exp(k + t * K, br, b + t * K, 1.0f, false, L + (t - s0) * K, K);
-      delta_rule_scale_exp(q + t * K, br, b + t * K, 1.0f, false, L + (m + t - s0) * K, K);
+      if (!advance) {
+        delta_rule_scale_exp(q + t * K, br, b + t * K, 1.0f, false, L + (m + t - s0) * K, K);
+      }
       delta_rule_scale_exp(ones.data(), br, b + t * K, 1.0f, false, E + t * K, K);
     }
     for (int64_t s = 0; s < s0 + m; ++s) {
@@ -140,9 +143,11 @@ void VjpChunk(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* dv, f
   for (int64_t s0 = 0; s0 < n; s0 += sub) {
     const int64_t m = std::min(sub, n - s0), cols = s0 + m;
     factors(s0, m);
-    cpu_gemm_f32(rows(L, K), transposed(R, K), 2 * m, cols, K, GR, cols, /*accumulate=*/false);
+    const int64_t lhs_rows = advance ? m : 2 * m;  // advancing needs A' only, not P
+    cpu_gemm_f32(rows(L, K), transposed(R, K), lhs_rows, cols, K, GR, cols, /*accumulate=*/false);
     for (int64_t t = s0; t < s0 + m; ++t) {
       for (int64_t s = 0; s < t; ++s) Ap[t * n + s] = GR[(t - s0) * cols + s];
+      if (advance) continue;
       for (int64_t s = 0; s <= t; ++s) P[t * n + s] = GR[(m + t - s0) * cols + s];
     }
   }
@@ -164,6 +169,11 @@ void VjpChunk(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* dv, f
     }
   }
   delta_rule_solve_lower(A, n, U, V);
+  if (advance) {  // S_n = diag(sd) S_0 + Kr^T U, in place
+    for (int64_t i = 0; i < K; ++i) delta_rule_scale(G + i * V, sd[i], G + i * V, V);
+    cpu_gemm_f32(transposed(Kr, K), rows(U, V), K, V, n, G, V, /*accumulate=*/true);
+    return;
+  }
   // dU = P^T dout + Kr dS_n; dP; dQd; dKr; dsd.
   cpu_gemm_f32(transposed(P, n), rows(c.dout, V), n, V, n, dU, V, /*accumulate=*/false);
   cpu_gemm_f32(rows(Kr, K), rows(G, V), n, V, K, dU, V, /*accumulate=*/true);
@@ -291,7 +301,14 @@ HWY_EXPORT(VjpChunk);
 
 void kda_vjp_chunk(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* dv, float* dbeta,
                    float* dg) {
-  HWY_DYNAMIC_DISPATCH(VjpChunk)(c, G, dq, dk, dv, dbeta, dg);
+  HWY_DYNAMIC_DISPATCH(VjpChunk)(c, /*advance=*/false, G, dq, dk, dv, dbeta, dg);
+}
+
+void kda_chunk_advance(const KdaVjpChunk& c, float* S) {
+  KdaVjpChunk in_place = c;
+  in_place.S0 = S;
+  HWY_DYNAMIC_DISPATCH(VjpChunk)
+  (in_place, /*advance=*/true, S, nullptr, nullptr, nullptr, nullptr, nullptr);
 }
 
 }  // namespace tokamax

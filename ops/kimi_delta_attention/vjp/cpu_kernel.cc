@@ -101,8 +101,9 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
       return TokenRows{base,         base + K,         base + 2 * K, base + 3 * K, base + 4 * K,
                        base + 5 * K, base + 5 * K + V, 0.0f,         1.0f,         1.0f};
     };
-    // Token t's rows into x (its forward quantities but r).
-    auto load = [&](int64_t t, TokenRows& x) {
+    // Token t's rows into x (its forward quantities but r; the decays d unless `chunk`, which
+    // takes the log decays instead).
+    auto load = [&](int64_t t, TokenRows& x, bool chunk = false) {
       const int64_t row = (h * B + b) * T + t;
       kda_load_row(query, row, K, x.q);
       kda_load_row(key, row, K, x.k);
@@ -123,7 +124,52 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         x.q[i] = x.qbar[i] * scale;
         x.k[i] /= x.nk;
       }
-      kda_decay_row(p, a_log[h], x.gate, dtb.data() + h * K, K, x.d);
+      if (!chunk) kda_decay_row(p, a_log[h], x.gate, dtb.data() + h * K, K, x.d);
+    };
+    std::vector<TokenRows> xs(static_cast<size_t>(C));
+    // A chunk's rows: q^, k^, log decays, dq^, dk^, dg [C, K]; v, dv [C, V]; beta, dbeta [C].
+    thread_local std::vector<float> chunk_rows;
+    if (c.chunked) chunk_rows.resize(static_cast<size_t>(C * (6 * K + 2 * V + 2)));
+    float* cq = chunk_rows.data();
+    float* ck = cq + C * K;
+    float* cg = ck + C * K;
+    float* cdq = cg + C * K;
+    float* cdk = cdq + C * K;
+    float* cdg = cdk + C * K;
+    float* cv = cdg + C * K;
+    float* cdv = cv + C * V;
+    float* cb = cdv + C * V;
+    float* cdb = cb + C;
+    // Block [t0, t1)'s rows into xs and the chunk's rows when the block can run as one chunk:
+    // one slot throughout, and gates the factors can take (no growing state, no channel
+    // decaying past e^-80 within a sub-chunk, as the forward's); returns the slot, or -1.
+    auto gather = [&](int64_t t0, int64_t t1) -> int64_t {
+      const int64_t n = slot_of(t0), len = t1 - t0;
+      if (len < 2 || n < 0) return -1;
+      for (int64_t t = t0 + 1; t < t1; ++t) {
+        if (slot_of(t) != n) return -1;
+      }
+      for (int64_t j = 0; j < len; ++j) {
+        xs[j] = token_rows(j);
+        load(t0 + j, xs[j], /*chunk=*/true);
+        kda_log_decay_row(p, a_log[h], xs[j].gate, dtb.data() + h * K, K, cg + j * K);
+      }
+      std::vector<float> sums(static_cast<size_t>(K), 0.0f);
+      for (int64_t j = 0; j < len; ++j) {
+        if (j % kKdaSubChunk == 0) std::fill(sums.begin(), sums.end(), 0.0f);
+        for (int64_t i = 0; i < K; ++i) {
+          const float g = cg[j * K + i];
+          sums[i] += g;
+          if (g > 0.0f || sums[i] < -80.0f) return -1;
+        }
+      }
+      for (int64_t j = 0; j < len; ++j) {
+        std::copy_n(xs[j].q, K, cq + j * K);
+        std::copy_n(xs[j].k, K, ck + j * K);
+        std::copy_n(xs[j].v, V, cv + j * V);
+        cb[j] = xs[j].beta;
+      }
+      return n;
     };
     // The forward over the tokens, the states checkpointed at each block's start: one pass per
     // token, the next token's decay and prediction riding on this one's update when both are
@@ -131,6 +177,15 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     for (int64_t blk = 0; blk < blocks; ++blk) {
       std::copy_n(states.data(), N * KV, checkpoints.data() + blk * N * KV);
       const int64_t t1 = std::min(T, (blk + 1) * C);
+      if (c.chunked) {  // the block as one chunk, when it can be
+        const int64_t n = gather(blk * C, t1);
+        if (n >= 0) {
+          kda_chunk_advance(
+              {.n = t1 - blk * C, .K = K, .V = V, .k = ck, .v = cv, .g = cg, .beta = cb},
+              states.data() + n * KV);
+          continue;
+        }
+      }
       TokenRows cur = token_rows(0), next = token_rows(1);
       bool predicted = false;  // pred holds cur's prediction (and its slot its decay)
       for (int64_t t = blk * C; t < t1; ++t) {
@@ -170,7 +225,6 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     float* dkh = accs + C * V;  // [K]
     float* dg = o + V;          // [K]: the scratch's tail
     std::vector<float> dr(static_cast<size_t>(V)), grad(static_cast<size_t>(K));
-    std::vector<TokenRows> xs(static_cast<size_t>(C));
     std::vector<char> passed(static_cast<size_t>(C));  // pass 1 done (fused into the next's)
     float da = 0.0f;
     float* ddtb = dtb_part.data() + task * K;
@@ -193,47 +247,11 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
       da += kda_vjp_gate_row(p, a_log[h], x.gate, dtb.data() + h * K, dgr, K, grad.data(), ddtb);
       store_row(grad.data(), row, K, dgate);
     };
-    // The chunked backward's rows: q^, k^, log decays, dq^, dk^, dg [C, K]; v, dv [C, V]; beta,
-    // dbeta [C].
-    thread_local std::vector<float> chunk_rows;
-    if (c.chunked) chunk_rows.resize(static_cast<size_t>(C * (6 * K + 2 * V + 2)));
-    float* cq = chunk_rows.data();
-    float* ck = cq + C * K;
-    float* cg = ck + C * K;
-    float* cdq = cg + C * K;
-    float* cdk = cdq + C * K;
-    float* cdg = cdk + C * K;
-    float* cv = cdg + C * K;
-    float* cdv = cv + C * V;
-    float* cb = cdv + C * V;
-    float* cdb = cb + C;
-    // Block [t0, t1) as one chunk: one slot throughout, and gates the factors can take (no
-    // growing state, no channel decaying past e^-80 within a sub-chunk, as the forward's).
+    // Block [t0, t1) backward as one chunk, when it can be.
     auto run_chunk = [&](int64_t blk, int64_t t0, int64_t t1) {
-      const int64_t n = slot_of(t0), len = t1 - t0;
-      if (len < 2 || n < 0) return false;
-      for (int64_t t = t0 + 1; t < t1; ++t) {
-        if (slot_of(t) != n) return false;
-      }
+      const int64_t n = gather(t0, t1), len = t1 - t0;
+      if (n < 0) return false;
       for (int64_t j = 0; j < len; ++j) {
-        xs[j] = token_rows(j);
-        load(t0 + j, xs[j]);
-        kda_log_decay_row(p, a_log[h], xs[j].gate, dtb.data() + h * K, K, cg + j * K);
-      }
-      std::vector<float> sums(static_cast<size_t>(K), 0.0f);
-      for (int64_t j = 0; j < len; ++j) {
-        if (j % kKdaSubChunk == 0) std::fill(sums.begin(), sums.end(), 0.0f);
-        for (int64_t i = 0; i < K; ++i) {
-          const float g = cg[j * K + i];
-          sums[i] += g;
-          if (g > 0.0f || sums[i] < -80.0f) return false;
-        }
-      }
-      for (int64_t j = 0; j < len; ++j) {
-        std::copy_n(xs[j].q, K, cq + j * K);
-        std::copy_n(xs[j].k, K, ck + j * K);
-        std::copy_n(xs[j].v, V, cv + j * V);
-        cb[j] = xs[j].beta;
         kda_load_row(dout, (h * B + b) * T + t0 + j, V, douts + j * V);
       }
       const KdaVjpChunk chunk{.n = len,

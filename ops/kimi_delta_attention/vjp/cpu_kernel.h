@@ -62,6 +62,12 @@ void kda_vjp_chunk(const KdaVjpChunk& c,
                    // Outputs.
                    float* dq, float* dk, float* dv, float* dbeta, float* dg);
 
+// The chunk's forward, its state only: S <- S_n (c.q, c.S0 and c.dout unused), the
+// checkpointing forward's step for a block the chunked form can take.
+void kda_chunk_advance(const KdaVjpChunk& c,
+                       // Inputs and outputs.
+                       float* S);
+
 // One token's forward quantities that its backward reads.
 struct KdaVjpToken {
   const float* q = nullptr;     // [K] q^ (normalized, scaled)
