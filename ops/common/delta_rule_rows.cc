@@ -162,6 +162,20 @@ void UpdateOutput(float* S, const float* bk, const float* r, const float* q, int
   RowsPass<true>(S, nullptr, bk, r, q, K, V, out, nullptr);
 }
 
+float Dot(const float* a, const float* b, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    acc0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(d, a + i + L), hn::LoadU(d, b + i + L), acc1);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
 void L2Normalize(const float* x, int64_t ldx, int64_t rows, int64_t n, float scale, float* y,
                  int64_t ldy) {
   const hn::ScalableTag<float> d;
@@ -191,6 +205,11 @@ HWY_AFTER_NAMESPACE();
 namespace tokamax {
 
 HWY_EXPORT(L2Normalize);
+HWY_EXPORT(Dot);
+
+float delta_rule_dot(const float* a, const float* b, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n);
+}
 HWY_EXPORT(DecayPredict);
 HWY_EXPORT(UpdateOutput);
 HWY_EXPORT(UpdateDecay);

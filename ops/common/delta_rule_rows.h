@@ -19,6 +19,9 @@ void delta_rule_l2_normalize(const float* x, int64_t ldx, int64_t rows, int64_t 
                              // Outputs.
                              float* y, int64_t ldy);
 
+// sum_i a_i b_i over n elements, vectorized (in f32, in the target's order).
+float delta_rule_dot(const float* a, const float* b, int64_t n);
+
 // The two passes over a state [K, V] (row stride V):
 //   decay: S_i *= d_i for every row i, pred = sum_i k_i S_i ([V]);
 //   update: S_i += bk_i r for every row i, out = sum_i q_i S_i ([V]).

@@ -28,6 +28,7 @@
 
 #include "ops/common/cpu_gemm/gemm.h"
 #include "ops/common/delta_rule_chunk.h"
+#include "ops/common/delta_rule_rows.h"
 #include "ops/kimi_delta_attention/cpu_kernel.h"
 #include "ops/kimi_delta_attention/vjp/cpu_kernel.h"
 
@@ -42,21 +43,6 @@ namespace tokamax::HWY_NAMESPACE {
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
-
-// sum_i a_i b_i, vectorized (a float sum does not auto-vectorize without reassociation).
-float Dot(const float* a, const float* b, int64_t n) {
-  const hn::ScalableTag<float> d;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + 2 * L <= n; i += 2 * L) {
-    acc0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc0);
-    acc1 = hn::MulAdd(hn::LoadU(d, a + i + L), hn::LoadU(d, b + i + L), acc1);
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
 
 GemmOperand rows(const float* data, int64_t ld) { return {DType::kF32, data, ld}; }
 GemmOperand transposed(const float* data, int64_t ld) {
@@ -180,7 +166,7 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   cpu_gemm_f32(rows(c.dout, V), transposed(U, V), n, n, V, dP, n, /*accumulate=*/false);
   cpu_gemm_f32(rows(c.dout, V), transposed(c.S0, V), n, K, V, dQd, K, /*accumulate=*/false);
   cpu_gemm_f32(rows(U, V), transposed(G, V), n, K, V, dKr, K, /*accumulate=*/false);
-  for (int64_t i = 0; i < K; ++i) dsd[i] = Dot(G + i * V, c.S0 + i * V, V);
+  for (int64_t i = 0; i < K; ++i) dsd[i] = delta_rule_dot(G + i * V, c.S0 + i * V, V);
   // (I + A)^T dY = dU.
   std::copy_n(dU, n * V, dY);
   delta_rule_solve_lower_transposed(A, n, dY, V);
@@ -192,7 +178,8 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   }
   // dv = dR0 = diag(beta) dY; dbeta; dKd = -dR0 S_0^T.
   for (int64_t t = 0; t < n; ++t) {
-    dbeta[t] = Dot(dY + t * V, R0 + t * V, V) + Dot(dA + t * n, Ap + t * n, t);
+    dbeta[t] =
+        delta_rule_dot(dY + t * V, R0 + t * V, V) + delta_rule_dot(dA + t * n, Ap + t * n, t);
     delta_rule_scale(dY + t * V, c.beta[t], dv + t * V, V);
   }
   cpu_gemm_f32(rows(dv, V), transposed(c.S0, V), n, K, V, dKd, K, /*accumulate=*/false);

@@ -111,13 +111,8 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
       kda_load_row(value, row, V, x.v);
       kda_load_row(beta, row, 1, &x.beta);
       if (p.use_qk_l2norm) {
-        float sq = 0.0f, sk = 0.0f;
-        for (int64_t i = 0; i < K; ++i) {
-          sq += x.q[i] * x.q[i];
-          sk += x.k[i] * x.k[i];
-        }
-        x.nq = std::sqrt(sq + 1e-6f);
-        x.nk = std::sqrt(sk + 1e-6f);
+        x.nq = std::sqrt(delta_rule_dot(x.q, x.q, K) + 1e-6f);
+        x.nk = std::sqrt(delta_rule_dot(x.k, x.k, K) + 1e-6f);
       }
       for (int64_t i = 0; i < K; ++i) {
         x.qbar[i] = x.q[i] / x.nq;
@@ -235,10 +230,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
       store_row(dvr, row, V, dvalue);
       dbeta_out.set(row, dbeta);
       auto unnormalize = [&](const float* xbar, float nx, float s, const float* dxh, Tensor& out) {
-        float dot = 0.0f;
-        if (p.use_qk_l2norm) {
-          for (int64_t i = 0; i < K; ++i) dot += xbar[i] * dxh[i];
-        }
+        const float dot = p.use_qk_l2norm ? delta_rule_dot(xbar, dxh, K) : 0.0f;
         for (int64_t i = 0; i < K; ++i) grad[i] = s * (dxh[i] - xbar[i] * dot) / nx;
         store_row(grad.data(), row, K, out);
       };
