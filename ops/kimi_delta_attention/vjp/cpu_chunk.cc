@@ -69,10 +69,10 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   float* Kd = E + n * K;
   float* Qd = Kd + n * K;
   float* Kr = Qd + n * K;
-  float* dQd = Kr + n * K;
-  float* dKr = dQd + n * K;
-  float* dKd = dKr + n * K;
-  float* db = dKd + n * K;
+  float* dQd = Kr + n * K;  // dQd and dKd adjacent: one product writes both
+  float* dKd = dQd + n * K;
+  float* dKr = dKd + n * K;
+  float* db = dKr + n * K;
   float* R0 = db + n * K;
   float* U = R0 + n * V;
   float* dU = U + n * V;
@@ -160,37 +160,38 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
     cpu_gemm_f32(transposed(Kr, K), rows(U, V), K, V, n, G, V, /*accumulate=*/true);
     return;
   }
-  // dU = P^T dout + Kr dS_n; dP; dQd; dKr; dsd.
+  // dU = P^T dout + Kr dS_n; dKr; dsd.
   cpu_gemm_f32(transposed(P, n), rows(c.dout, V), n, V, n, dU, V, /*accumulate=*/false);
   cpu_gemm_f32(rows(Kr, K), rows(G, V), n, V, K, dU, V, /*accumulate=*/true);
-  cpu_gemm_f32(rows(c.dout, V), transposed(U, V), n, n, V, dP, n, /*accumulate=*/false);
-  cpu_gemm_f32(rows(c.dout, V), transposed(c.S0, V), n, K, V, dQd, K, /*accumulate=*/false);
   cpu_gemm_f32(rows(U, V), transposed(G, V), n, K, V, dKr, K, /*accumulate=*/false);
   for (int64_t i = 0; i < K; ++i) dsd[i] = delta_rule_dot(G + i * V, c.S0 + i * V, V);
   // (I + A)^T dY = dU.
   std::copy_n(dU, n * V, dY);
   delta_rule_solve_lower_transposed(A, n, dY, V);
-  // dA = -dY U^T (s < t), after A's last use.
-  cpu_gemm_f32(rows(dY, V), transposed(U, V), n, n, V, dA, n, /*accumulate=*/false);
+  // [dP; -dA] = [dout; dY] U^T (dP and dA adjacent; dA's storage free after A's last use),
+  // dA kept for s < t, dP for s <= t.
+  std::copy_n(c.dout, n * V, Z);
+  std::copy_n(dY, n * V, Z + n * V);
+  cpu_gemm_f32(rows(Z, V), transposed(U, V), 2 * n, n, V, dP, n, /*accumulate=*/false);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t s = 0; s < n; ++s) dA[t * n + s] = s < t ? -dA[t * n + s] : 0.0f;
     for (int64_t s = t + 1; s < n; ++s) dP[t * n + s] = 0.0f;
   }
-  // dv = dR0 = diag(beta) dY; dbeta; dKd = -dR0 S_0^T.
+  // dv = dR0 = diag(beta) dY; dbeta.
   for (int64_t t = 0; t < n; ++t) {
     dbeta[t] =
         delta_rule_dot(dY + t * V, R0 + t * V, V) + delta_rule_dot(dA + t * n, Ap + t * n, t);
     delta_rule_scale(dY + t * V, c.beta[t], dv + t * V, V);
   }
-  cpu_gemm_f32(rows(dv, V), transposed(c.S0, V), n, K, V, dKd, K, /*accumulate=*/false);
+  // [dQd; dR0 S_0^T] = [dout; dR0] S_0^T (dKd = -dR0 S_0^T: the sign goes with its uses).
+  std::copy_n(dv, n * V, Z + n * V);
+  cpu_gemm_f32(rows(Z, V), transposed(c.S0, V), 2 * n, K, V, dQd, K, /*accumulate=*/false);
   // dS_0 = diag(sd) dS_n + [Qd; -Kd]^T [dout; dR0].
   for (int64_t i = 0; i < K; ++i) delta_rule_scale(G + i * V, sd[i], G + i * V, V);
   for (int64_t e = 0; e < n * K; ++e) {
     XQ[e] = Qd[e];
     XQ[n * K + e] = -Kd[e];
   }
-  std::copy_n(c.dout, n * V, Z);
-  std::copy_n(dv, n * V, Z + n * V);
   cpu_gemm_f32(transposed(XQ, K), rows(Z, V), K, V, 2 * n, G, V, /*accumulate=*/true);
   // The elementwise terms of Kd, Qd, Kr and sd.
   for (int64_t t = 0; t < n; ++t) {
