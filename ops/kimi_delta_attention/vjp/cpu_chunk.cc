@@ -61,8 +61,12 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   // b, E (exp(b_t - b_r) of t's sub-chunk), Kd, Qd, Kr, dQd, dKr, dKd, db [n, K]; R0, U, dU,
   // dY [n, V]; A', P, dP, dA [n, n]; sd, dsd [K]; L [2 sub, K], R [n, K], F [n, K]; M [2 sub,
   // n]; GR [2 sub, K], GC [n, K]; XQ [2n, K], Z [2n, V].
-  const int64_t need = 9 * n * K + 4 * n * V + 4 * n * n + 2 * K + 2 * sub * K + 2 * n * K +
-                       2 * sub * n + 2 * sub * K + n * K + 2 * n * K + 2 * n * V;
+  // The sub-chunks' factors are kept from the forward part for the backward part: L per
+  // sub-chunk [2 sub, K], R and F per sub-chunk [n, K].
+  const int64_t subs = (n + sub - 1) / sub;
+  const int64_t need = 9 * n * K + 4 * n * V + 4 * n * n + 2 * K +
+                       subs * (2 * sub * K + 2 * n * K) + 2 * sub * n + 2 * sub * K + n * K +
+                       2 * n * K + 2 * n * V;
   if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
   float* b = scratch.data();
   float* E = b + n * K;
@@ -83,10 +87,10 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   float* dA = dP + n * n;
   float* sd = dA + n * n;
   float* dsd = sd + K;
-  float* L = dsd + K;
-  float* R = L + 2 * sub * K;
-  float* F = R + n * K;
-  float* M = F + n * K;
+  float* L_all = dsd + K;
+  float* R_all = L_all + subs * 2 * sub * K;
+  float* F_all = R_all + subs * n * K;
+  float* M = F_all + subs * n * K;
   float* GR = M + 2 * sub * n;
   float* GC = GR + 2 * sub * K;
   float* XQ = GC + n * K;
@@ -111,7 +115,7 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   std::fill_n(P, n * n, 0.0f);
   // Sub-chunk J's factors: L = [k_t exp(b_t - b_r); q_t exp(b_t - b_r)] for t in J, R_s = k_s
   // exp(b_r - b_s) (1 / exp(b_s - b_r) within J), F_s the factor alone, E_t exp(b_t - b_r).
-  auto factors = [&](int64_t s0, int64_t m) {
+  auto factors = [&](int64_t s0, int64_t m, float* L, float* R, float* F) {
     const float* br = b + s0 * K;
     for (int64_t t = s0; t < s0 + m; ++t) {
       delta_rule_scale_exp(k + t * K, br, b + t * K, 1.0f, false, L + (t - s0) * K, K);
@@ -128,7 +132,10 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   };
   for (int64_t s0 = 0; s0 < n; s0 += sub) {
     const int64_t m = std::min(sub, n - s0), cols = s0 + m;
-    factors(s0, m);
+    const int64_t J = s0 / sub;
+    float* L = L_all + J * 2 * sub * K;
+    float* R = R_all + J * n * K;
+    factors(s0, m, L, R, F_all + J * n * K);
     const int64_t lhs_rows = advance ? m : 2 * m;  // advancing needs A' only, not P
     cpu_gemm_f32(rows(L, K), transposed(R, K), lhs_rows, cols, K, GR, cols, /*accumulate=*/false);
     for (int64_t t = s0; t < s0 + m; ++t) {
@@ -229,7 +236,10 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   // The pairwise products' gradients per sub-chunk: M = [beta_t dA; dP] rows of J.
   for (int64_t s0 = 0; s0 < n; s0 += sub) {
     const int64_t m = std::min(sub, n - s0), cols = s0 + m;
-    factors(s0, m);
+    const int64_t J = s0 / sub;
+    const float* L = L_all + J * 2 * sub * K;
+    const float* R = R_all + J * n * K;
+    const float* F = F_all + J * n * K;
     for (int64_t t = s0; t < s0 + m; ++t) {
 #pragma GCC ivdep
       for (int64_t s = 0; s < cols; ++s) {
