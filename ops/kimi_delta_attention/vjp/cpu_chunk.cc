@@ -104,11 +104,22 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   const float* b_last = b + (n - 1) * K;
   std::vector<float> ones(static_cast<size_t>(K), 1.0f), zeros(static_cast<size_t>(K), 0.0f);
   // Forward: the decayed rows, A' and P per sub-chunk, R0 and U.
+  // exp(b_t) and exp(b_{n-1} - b_t) per token, kept for the backward's elementwise terms.
+  thread_local std::vector<float> exps;
+  if (static_cast<int64_t>(exps.size()) < 2 * n * K) exps.resize(static_cast<size_t>(2 * n * K));
+  float* e_b = exps.data();
+  float* e_end = e_b + n * K;
   for (int64_t t = 0; t < n; ++t) {
     const float* bt = b + t * K;
-    delta_rule_scale_exp(k + t * K, zeros.data(), bt, 1.0f, false, Kd + t * K, K);
-    if (!advance) delta_rule_scale_exp(q + t * K, zeros.data(), bt, 1.0f, false, Qd + t * K, K);
-    delta_rule_scale_exp(k + t * K, bt, b_last, 1.0f, false, Kr + t * K, K);
+    delta_rule_scale_exp(ones.data(), zeros.data(), bt, 1.0f, false, e_b + t * K, K);
+    delta_rule_scale_exp(ones.data(), bt, b_last, 1.0f, false, e_end + t * K, K);
+#pragma GCC ivdep
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t e = t * K + i;
+      Kd[e] = k[e] * e_b[e];
+      Kr[e] = k[e] * e_end[e];
+      if (!advance) Qd[e] = q[e] * e_b[e];
+    }
   }
   delta_rule_scale_exp(ones.data(), zeros.data(), b_last, 1.0f, false, sd, K);
   std::fill_n(Ap, n * n, 0.0f);
@@ -118,11 +129,16 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
   auto factors = [&](int64_t s0, int64_t m, float* L, float* R, float* F) {
     const float* br = b + s0 * K;
     for (int64_t t = s0; t < s0 + m; ++t) {
-      delta_rule_scale_exp(k + t * K, br, b + t * K, 1.0f, false, L + (t - s0) * K, K);
+      float* et = E + t * K;
+      delta_rule_scale_exp(ones.data(), br, b + t * K, 1.0f, false, et, K);
+      float* lk = L + (t - s0) * K;
+      float* lq = L + (m + t - s0) * K;
+#pragma GCC ivdep
+      for (int64_t i = 0; i < K; ++i) lk[i] = k[t * K + i] * et[i];
       if (!advance) {
-        delta_rule_scale_exp(q + t * K, br, b + t * K, 1.0f, false, L + (m + t - s0) * K, K);
+#pragma GCC ivdep
+        for (int64_t i = 0; i < K; ++i) lq[i] = q[t * K + i] * et[i];
       }
-      delta_rule_scale_exp(ones.data(), br, b + t * K, 1.0f, false, E + t * K, K);
     }
     for (int64_t s = 0; s < s0 + m; ++s) {
       delta_rule_scale_exp(ones.data(), b + s * K, br, 1.0f, s >= s0, F + s * K, K);
@@ -211,17 +227,14 @@ void VjpChunk(const KdaVjpChunk& c, bool advance, float* G, float* dq, float* dk
     }
   }
   // dk += -dKd exp(b) + dKr exp(b_{n-1} - b); dq += dQd exp(b).
-  std::vector<float> exps(static_cast<size_t>(2 * K));
   for (int64_t t = 0; t < n; ++t) {
-    float* e_b = exps.data();
-    float* e_end = e_b + K;
-    delta_rule_scale_exp(ones.data(), zeros.data(), b + t * K, 1.0f, false, e_b, K);
-    delta_rule_scale_exp(ones.data(), b + t * K, b_last, 1.0f, false, e_end, K);
+    const float* eb = e_b + t * K;
+    const float* ee = e_end + t * K;
 #pragma GCC ivdep
     for (int64_t i = 0; i < K; ++i) {
       const int64_t e = t * K + i;
-      dk[e] += -dKd[e] * e_b[i] + dKr[e] * e_end[i];
-      dq[e] += dQd[e] * e_b[i];
+      dk[e] += -dKd[e] * eb[i] + dKr[e] * ee[i];
+      dq[e] += dQd[e] * eb[i];
     }
   }
   float* db_last = db + (n - 1) * K;
