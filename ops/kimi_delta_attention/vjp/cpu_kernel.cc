@@ -124,7 +124,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     std::vector<TokenRows> xs(static_cast<size_t>(C));
     // A chunk's rows: q^, k^, log decays, dq^, dk^, dg [C, K]; v, dv [C, V]; beta, dbeta [C].
     thread_local std::vector<float> chunk_rows;
-    if (c.chunked) chunk_rows.resize(static_cast<size_t>(C * (6 * K + 2 * V + 2)));
+    chunk_rows.resize(static_cast<size_t>(C * (6 * K + 2 * V + 2)));
     float* cq = chunk_rows.data();
     float* ck = cq + C * K;
     float* cg = ck + C * K;
