@@ -23,21 +23,26 @@ namespace tokamax::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // (I + A) X = R for unit lower triangular I + A, in place on R [n, W]: row t -= A[t, s] row s
-// for s < t, rows in order. Four vectors of row t stay in registers while the earlier rows
-// stream past (the rows are L1-resident: n W floats, 64 KiB at n = 64, W = 256).
-void SolveUnitLower(const float* A, int64_t n, float* R, int64_t W) {
+// for s < t, rows in order; transposed, (I + A)^T X = R: row t -= A[s, t] row s for s > t, rows
+// last to first. Four vectors of row t stay in registers while the rows already solved stream
+// past (the rows are L1-resident: n W floats, 64 KiB at n = 64, W = 256).
+template <bool kTransposed>
+void SolveUnit(const float* A, int64_t n, float* R, int64_t W) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-  for (int64_t t = 1; t < n; ++t) {
+  for (int64_t j = 1; j < n; ++j) {
+    const int64_t t = kTransposed ? n - 1 - j : j;
+    // The solved rows s this one reads: [0, t), or (t, n) transposed; and A's entry for each.
+    const int64_t s_begin = kTransposed ? t + 1 : 0, s_end = kTransposed ? n : t;
+    auto coef = [&](int64_t s) { return kTransposed ? A[s * n + t] : A[t * n + s]; };
     float* row = R + t * W;
-    const float* a = A + t * n;
     int64_t x = 0;
     for (; x + 4 * L <= W; x += 4 * L) {
       auto r0 = hn::LoadU(d, row + x), r1 = hn::LoadU(d, row + x + L);
       auto r2 = hn::LoadU(d, row + x + 2 * L), r3 = hn::LoadU(d, row + x + 3 * L);
-      for (int64_t s = 0; s < t; ++s) {
+      for (int64_t s = s_begin; s < s_end; ++s) {
         const float* src = R + s * W + x;
-        const auto as = hn::Set(d, a[s]);
+        const auto as = hn::Set(d, coef(s));
         r0 = hn::NegMulAdd(as, hn::LoadU(d, src), r0);
         r1 = hn::NegMulAdd(as, hn::LoadU(d, src + L), r1);
         r2 = hn::NegMulAdd(as, hn::LoadU(d, src + 2 * L), r2);
@@ -50,41 +55,18 @@ void SolveUnitLower(const float* A, int64_t n, float* R, int64_t W) {
     }
     for (; x < W; ++x) {  // the last W % 4L columns
       float sum = row[x];
-      for (int64_t s = 0; s < t; ++s) sum -= a[s] * R[s * W + x];
+      for (int64_t s = s_begin; s < s_end; ++s) sum -= coef(s) * R[s * W + x];
       row[x] = sum;
     }
   }
 }
 
-// (I + A)^T X = R in place: rows last to first, row t -= A[s, t] row s for s > t.
+void SolveUnitLower(const float* A, int64_t n, float* R, int64_t W) {
+  SolveUnit<false>(A, n, R, W);
+}
+
 void SolveUnitLowerTransposed(const float* A, int64_t n, float* R, int64_t W) {
-  const hn::ScalableTag<float> d;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-  for (int64_t t = n - 2; t >= 0; --t) {
-    float* row = R + t * W;
-    int64_t x = 0;
-    for (; x + 4 * L <= W; x += 4 * L) {
-      auto r0 = hn::LoadU(d, row + x), r1 = hn::LoadU(d, row + x + L);
-      auto r2 = hn::LoadU(d, row + x + 2 * L), r3 = hn::LoadU(d, row + x + 3 * L);
-      for (int64_t s = t + 1; s < n; ++s) {
-        const float* src = R + s * W + x;
-        const auto as = hn::Set(d, A[s * n + t]);
-        r0 = hn::NegMulAdd(as, hn::LoadU(d, src), r0);
-        r1 = hn::NegMulAdd(as, hn::LoadU(d, src + L), r1);
-        r2 = hn::NegMulAdd(as, hn::LoadU(d, src + 2 * L), r2);
-        r3 = hn::NegMulAdd(as, hn::LoadU(d, src + 3 * L), r3);
-      }
-      hn::StoreU(r0, d, row + x);
-      hn::StoreU(r1, d, row + x + L);
-      hn::StoreU(r2, d, row + x + 2 * L);
-      hn::StoreU(r3, d, row + x + 3 * L);
-    }
-    for (; x < W; ++x) {  // the last W % 4L columns
-      float sum = row[x];
-      for (int64_t s = t + 1; s < n; ++s) sum -= A[s * n + t] * R[s * W + x];
-      row[x] = sum;
-    }
-  }
+  SolveUnit<true>(A, n, R, W);
 }
 
 void Scale(const float* x, float a, float* y, int64_t n) {

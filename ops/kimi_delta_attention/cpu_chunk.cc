@@ -23,6 +23,21 @@ constexpr float kMinSubChunkLogDecay = -80.0f;
 
 }  // namespace
 
+bool kda_chunkable(const float* g, int64_t n, int64_t K) {
+  std::vector<float> sums(static_cast<size_t>(K));
+  for (int64_t t = 0; t < n; ++t) {
+    // A sub-chunk's factors reach exp(b_r - b_s) for s after its first token r: the sums of g
+    // over (r, s].
+    if (t % kKdaSubChunk == 0) std::fill(sums.begin(), sums.end(), 0.0f);
+    for (int64_t i = 0; i < K; ++i) {
+      const float gi = g[t * K + i];
+      if (t % kKdaSubChunk != 0) sums[i] += gi;
+      if (gi > 0.0f || sums[i] < kMinSubChunkLogDecay) return false;
+    }
+  }
+  return true;
+}
+
 void kda_chunked_run(const KdaTaskRows& x, int64_t chunk, int64_t t0, int64_t t1, float* S) {
   const int64_t K = x.p.K, V = x.p.V, c = chunk, sub = kKdaSubChunk;
   // q, k, b (the cumulative log decays) [c, K]; v [c, V]; beta [c]; L [2 sub, K]; R [c, K]; AP
@@ -50,23 +65,15 @@ void kda_chunked_run(const KdaTaskRows& x, int64_t chunk, int64_t t0, int64_t t1
   const int64_t out_size = static_cast<int64_t>(dtype_size(x.out.dtype()));
   for (int64_t j0 = t0; j0 < t1; j0 += c) {
     const int64_t n = std::min(c, t1 - j0);
-    bool chunked = true;
     for (int64_t t = 0; t < n; ++t) {
-      float* bt = b + t * K;
-      beta[t] = kda_load_token(x, j0 + t, /*log=*/true, q + t * K, k + t * K, v + t * V, bt);
-      for (int64_t i = 0; i < K; ++i) {
-        chunked &= bt[i] <= 0.0f;
-        if (t > 0) bt[i] += bt[i - K];
-      }
+      beta[t] = kda_load_token(x, j0 + t, /*log=*/true, q + t * K, k + t * K, v + t * V, b + t * K);
     }
-    for (int64_t s0 = 0; s0 < n && chunked; s0 += sub) {
-      const float* first = b + s0 * K;
-      const float* last = b + (std::min(s0 + sub, n) - 1) * K;
-      for (int64_t i = 0; i < K; ++i) chunked &= last[i] - first[i] >= kMinSubChunkLogDecay;
-    }
-    if (!chunked) {
+    if (!kda_chunkable(b, n, K)) {
       kda_token_run(x, j0, j0 + n, S);
       continue;
+    }
+    for (int64_t t = 1; t < n; ++t) {  // the cumulative log decays
+      for (int64_t i = 0; i < K; ++i) b[t * K + i] += b[(t - 1) * K + i];
     }
     std::fill_n(A, n * n, 0.0f);
     std::fill_n(P, n * n, 0.0f);

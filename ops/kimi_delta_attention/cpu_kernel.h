@@ -83,6 +83,11 @@ void kda_chunked_run(const KdaTaskRows& x, int64_t chunk, int64_t t0, int64_t t1
                      // Outputs.
                      float* S);
 
+// Whether a chunk's log decays g [n, K] (row stride K) suit the chunked form: none grows the
+// state (g > 0), and no channel decays by more than e^-80 after a sub-chunk's first token
+// within the sub-chunk, so its factors stay normal f32 numbers.
+bool kda_chunkable(const float* g, int64_t n, int64_t K);
+
 // The decays exp(g) of a token's K gate values, g as kda_log_decay (with head h's a_log); or g
 // itself (kda_log_decay_row).
 void kda_decay_row(const KdaProblem& p, float a_log,

@@ -42,8 +42,6 @@ HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
 namespace {
 
-namespace hn = hwy::HWY_NAMESPACE;
-
 GemmOperand rows(const float* data, int64_t ld) { return {DType::kF32, data, ld}; }
 GemmOperand transposed(const float* data, int64_t ld) {
   GemmOperand op{DType::kF32, data, ld};

@@ -136,8 +136,8 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     float* cb = cdv + C * V;
     float* cdb = cb + C;
     // Block [t0, t1)'s rows into xs and the chunk's rows when the block can run as one chunk:
-    // one slot throughout, and gates the factors can take (no growing state, no channel
-    // decaying past e^-80 within a sub-chunk, as the forward's); returns the slot, or -1.
+    // one slot throughout, and gates the factors can take (kda_chunkable); returns the slot,
+    // or -1.
     auto gather = [&](int64_t t0, int64_t t1) -> int64_t {
       const int64_t n = slot_of(t0), len = t1 - t0;
       if (len < 2 || n < 0) return -1;
@@ -149,15 +149,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         load(t0 + j, xs[j], /*chunk=*/true);
         kda_log_decay_row(p, a_log[h], xs[j].gate, dtb.data() + h * K, K, cg + j * K);
       }
-      std::vector<float> sums(static_cast<size_t>(K), 0.0f);
-      for (int64_t j = 0; j < len; ++j) {
-        if (j % kKdaSubChunk == 0) std::fill(sums.begin(), sums.end(), 0.0f);
-        for (int64_t i = 0; i < K; ++i) {
-          const float g = cg[j * K + i];
-          sums[i] += g;
-          if (g > 0.0f || sums[i] < -80.0f) return -1;
-        }
-      }
+      if (!kda_chunkable(cg, len, K)) return -1;
       for (int64_t j = 0; j < len; ++j) {
         std::copy_n(xs[j].q, K, cq + j * K);
         std::copy_n(xs[j].k, K, ck + j * K);

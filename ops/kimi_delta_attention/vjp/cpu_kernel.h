@@ -48,7 +48,7 @@ struct KdaVjpChunk {
   const float* q = nullptr;     // [n, K] q^ (normalized, scaled)
   const float* k = nullptr;     // [n, K] k^
   const float* v = nullptr;     // [n, V]
-  const float* g = nullptr;     // [n, K] log decays (<= 0, each sub-chunk's sum >= -80)
+  const float* g = nullptr;     // [n, K] log decays (kda_chunkable)
   const float* beta = nullptr;  // [n]
   const float* S0 = nullptr;    // [K, V] the state before the chunk
   const float* dout = nullptr;  // [n, V]
