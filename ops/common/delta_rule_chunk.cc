@@ -145,18 +145,19 @@ void delta_rule_chunk(const DeltaRuleChunk& c, float* S) {
   float* U = c.uo;
   float* out = c.uo + n * V;
   // [Y; out] = [beta v; 0] + [-beta k exp(b); q exp(b)] S_0, then (I + A) U = Y in place.
+  // S_0 and U are read in place (small, in L2: packing them cost as much as their products).
+  const CpuGemmOptions in_place{.rhs_in_place = true};
   cpu_gemm_f32({DType::kF32, c.kq, K}, {DType::kF32, S, V}, 2 * n, V, K, c.uo, V,
-               /*accumulate=*/true);
+               /*accumulate=*/true, in_place);
   HWY_DYNAMIC_DISPATCH(SolveUnitLower)(c.A, n, U, V);
-  thread_local GemmPackStorage packed_u;
-  const PackedGemmOperand u = pack_gemm_rhs({DType::kF32, U, V}, n, V, {}, packed_u);
+  const GemmOperand u{DType::kF32, U, V};
   // out += P U.
-  cpu_gemm_f32({DType::kF32, c.P, n}, u, n, out, V, /*accumulate=*/true);
+  cpu_gemm_f32({DType::kF32, c.P, n}, u, n, V, n, out, V, /*accumulate=*/true, in_place);
   // S_n = exp(b_{n-1}) S_0 + (k exp(b_{n-1} - b))^T U.
   for (int64_t i = 0; i < K; ++i) HWY_DYNAMIC_DISPATCH(Scale)(S + i * V, c.sd[i], S + i * V, V);
   GemmOperand kd_t{DType::kF32, c.kd, K};
   kd_t.transposed = true;
-  cpu_gemm_f32(kd_t, u, K, S, V, /*accumulate=*/true);
+  cpu_gemm_f32(kd_t, u, K, V, n, S, V, /*accumulate=*/true, in_place);
 }
 
 }  // namespace tokamax

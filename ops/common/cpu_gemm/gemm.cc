@@ -200,8 +200,10 @@ void gemm(const GemmOperand* a, const PackedGemmOperand* packed_a, const GemmOpe
   }
   if (packed_a) check_packed(*packed_a, true, plan, K);
   if (packed_b) check_packed(*packed_b, false, plan, K);
+  const bool in_place = b && options.rhs_in_place && plan.engine == GemmEngine::kF32Fma &&
+                        !b->transposed && !is_quantized(b->dtype) && N % plan.nr == 0;
   const int64_t lhs_elems = a ? round_up(M, plan.mr) * plan.words(plan.tk) : 0;
-  const int64_t rhs_elems = b ? plan.tn * plan.words(plan.tk) : 0;
+  const int64_t rhs_elems = b && !in_place ? plan.tn * plan.words(plan.tk) : 0;
   float* lhs_block = scratch_floats(static_cast<size_t>(lhs_elems + rhs_elems + 16));
   float* rhs_panel = lhs_block + round_up(lhs_elems, 16);
 
@@ -226,6 +228,16 @@ void gemm(const GemmOperand* a, const PackedGemmOperand* packed_a, const GemmOpe
       args.cols = cols;
       args.out = c + n0;
       args.next_rhs = {};
+      if (in_place) {
+        const int64_t b_size = static_cast<int64_t>(dtype_size(b->dtype));
+        args.rhs = static_cast<const char*>(b->data) + (k0 * b->ld + n0) * b_size;
+        args.rhs_dtype = b->dtype;
+        args.rhs_packed = false;
+        args.rhs_strip_stride = plan.nr;
+        args.ldb = b->ld;
+        if (!block_product_f32(args)) throw NotImplemented("cpu gemm: no such f32 micro-kernel");
+        continue;
+      }
       if (b) {
         // Prefetch the panel after this one (the next columns of this K block, or the first of
         // the next) into L2 while this one is multiplied: with few rows of A, reading B from

@@ -50,6 +50,11 @@ struct CpuGemmOptions {
   int64_t tk = 256;
   int64_t tn = 512;
   GemmEngine engine = GemmEngine::kF32Fma;
+  // Read B where it lies instead of packing it, where the micro-kernel can (the f32 engine, B
+  // f32 / bf16 / f16 not transposed nor quantized, N whole strips of nr columns); otherwise B
+  // is packed as usual. For a small B (in L2) multiplied by few rows, as the chunked recurrences'
+  // 32-row products, packing it costs about as much as the product.
+  bool rhs_in_place = false;
 };
 
 // An operand packed once for several products that share it (attention's backward reuses a

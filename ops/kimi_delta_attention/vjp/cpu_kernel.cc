@@ -135,10 +135,29 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     float* cdv = cv + C * V;
     float* cb = cdv + C * V;
     float* cdb = cb + C;
+    // Per chunked block: its slot (-1: token by token), and the forward's residuals R0 [C, V]
+    // and A' [C, C] for its backward (kda_chunk_advance).
+    thread_local std::vector<int64_t> chunk_slot;
+    thread_local std::vector<float> residuals;
+    chunk_slot.assign(static_cast<size_t>(blocks), -1);
+    if (c.chunked) residuals.resize(static_cast<size_t>(blocks * C * (V + C)));
+    auto chunk_of = [&](int64_t blk, int64_t len) {
+      float* r0 = residuals.data() + blk * C * (V + C);
+      return KdaVjpChunk{.n = len,
+                         .K = K,
+                         .V = V,
+                         .q = cq,
+                         .k = ck,
+                         .v = cv,
+                         .g = cg,
+                         .beta = cb,
+                         .R0 = r0,
+                         .Ap = r0 + C * V};
+    };
     // Block [t0, t1)'s rows into xs and the chunk's rows when the block can run as one chunk:
-    // one slot throughout, and gates the factors can take (kda_chunkable); returns the slot,
-    // or -1.
-    auto gather = [&](int64_t t0, int64_t t1) -> int64_t {
+    // one slot throughout, and gates the factors can take (kda_chunkable, unless `known` from
+    // the forward's gather); returns the slot, or -1.
+    auto gather = [&](int64_t t0, int64_t t1, bool known = false) -> int64_t {
       const int64_t n = slot_of(t0), len = t1 - t0;
       if (len < 2 || n < 0) return -1;
       for (int64_t t = t0 + 1; t < t1; ++t) {
@@ -149,7 +168,7 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         load(t0 + j, xs[j], /*chunk=*/true);
         kda_log_decay_row(p, a_log[h], xs[j].gate, dtb.data() + h * K, K, cg + j * K);
       }
-      if (!kda_chunkable(cg, len, K)) return -1;
+      if (!known && !kda_chunkable(cg, len, K)) return -1;
       for (int64_t j = 0; j < len; ++j) {
         std::copy_n(xs[j].q, K, cq + j * K);
         std::copy_n(xs[j].k, K, ck + j * K);
@@ -167,9 +186,8 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
       if (c.chunked) {  // the block as one chunk, when it can be
         const int64_t n = gather(blk * C, t1);
         if (n >= 0) {
-          kda_chunk_advance(
-              {.n = t1 - blk * C, .K = K, .V = V, .k = ck, .v = cv, .g = cg, .beta = cb},
-              states.data() + n * KV);
+          chunk_slot[blk] = n;
+          kda_chunk_advance(chunk_of(blk, t1 - blk * C), states.data() + n * KV);
           continue;
         }
       }
@@ -233,21 +251,15 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     };
     // Block [t0, t1) backward as one chunk, when it can be.
     auto run_chunk = [&](int64_t blk, int64_t t0, int64_t t1) {
-      const int64_t n = gather(t0, t1), len = t1 - t0;
+      const int64_t n = chunk_slot[blk], len = t1 - t0;
       if (n < 0) return false;
+      gather(t0, t1, /*known=*/true);
       for (int64_t j = 0; j < len; ++j) {
         kda_load_row(dout, (h * B + b) * T + t0 + j, V, douts + j * V);
       }
-      const KdaVjpChunk chunk{.n = len,
-                              .K = K,
-                              .V = V,
-                              .q = cq,
-                              .k = ck,
-                              .v = cv,
-                              .g = cg,
-                              .beta = cb,
-                              .S0 = checkpoints.data() + (blk * N + n) * KV,
-                              .dout = douts};
+      KdaVjpChunk chunk = chunk_of(blk, len);
+      chunk.S0 = checkpoints.data() + (blk * N + n) * KV;
+      chunk.dout = douts;
       kda_vjp_chunk(chunk, adjoints.data() + n * KV, cdq, cdk, cdv, cdb, cdg);
       for (int64_t j = 0; j < len; ++j) {
         finish((h * B + b) * T + t0 + j, xs[j], cdv + j * V, cdb[j], cdq + j * K, cdk + j * K,

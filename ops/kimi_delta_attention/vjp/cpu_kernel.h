@@ -52,21 +52,25 @@ struct KdaVjpChunk {
   const float* beta = nullptr;  // [n]
   const float* S0 = nullptr;    // [K, V] the state before the chunk
   const float* dout = nullptr;  // [n, V]
+  // The forward's residuals: written by kda_chunk_advance, read by kda_vjp_chunk.
+  float* R0 = nullptr;  // [n, V] v - k exp(b) S_0 (b the cumulative log decays)
+  float* Ap = nullptr;  // [n, n] A'[t, s] = k_t . k_s exp(b_t - b_s) for s < t, zero above
 };
 
-// The chunk's gradients from G = dS_n, the adjoint of the state after it (replaced by dS_0):
-// dq^, dk^ [n, K], dv [n, V], dbeta [n], and dg [n, K] with respect to the log decays.
+// The chunk's forward, its state only: S <- S_n, and c.R0, c.Ap (c.q, c.S0 and c.dout unused):
+// the checkpointing forward's step for a block the chunked form can take.
+void kda_chunk_advance(const KdaVjpChunk& c,
+                       // Inputs and outputs.
+                       float* S);
+
+// The chunk's gradients from G = dS_n, the adjoint of the state after it (replaced by dS_0),
+// and its residuals from kda_chunk_advance: dq^, dk^ [n, K], dv [n, V], dbeta [n], and dg [n,
+// K] with respect to the log decays.
 void kda_vjp_chunk(const KdaVjpChunk& c,
                    // Inputs and outputs.
                    float* G,
                    // Outputs.
                    float* dq, float* dk, float* dv, float* dbeta, float* dg);
-
-// The chunk's forward, its state only: S <- S_n (c.q, c.S0 and c.dout unused), the
-// checkpointing forward's step for a block the chunked form can take.
-void kda_chunk_advance(const KdaVjpChunk& c,
-                       // Inputs and outputs.
-                       float* S);
 
 // One token's forward quantities that its backward reads.
 struct KdaVjpToken {

@@ -30,6 +30,7 @@ struct Case {
   bool accumulate;
   bool a_transposed = false;  // A stored as A^T [K, M]
   int packed = 0;             // 0: both strided; 1: A packed beforehand; 2: B packed beforehand
+  bool rhs_in_place = false;  // CpuGemmOptions::rhs_in_place
 };
 
 // Stores `values` as `dtype` and returns them rounded to what was stored.
@@ -54,7 +55,7 @@ std::vector<char> store(DType dtype, std::vector<double>& values) {
 
 void check_case(const Case& t) {
   CAPTURE(t.M, t.N, t.K, t.transposed, t.a_transposed, dtype_name(t.dtype),
-          static_cast<int>(t.engine), t.accumulate, t.packed,
+          static_cast<int>(t.engine), t.accumulate, t.packed, t.rhs_in_place,
           cpu::tile_mode_name(cpu::tile_mode()));
   const int64_t lda = t.a_transposed ? t.M + 3 : t.K + 3;  // A^T [K, M] or A [M, K], strided
   const int64_t ldb = t.transposed ? t.K + 5 : t.N + 7;    // B^T [N, K] or B [K, N]
@@ -71,6 +72,7 @@ void check_case(const Case& t) {
   options.engine = t.engine;
   options.tk = 40;  // several K blocks
   options.tn = 48;  // several panels
+  options.rhs_in_place = t.rhs_in_place;
   const GemmOperand a_op{t.dtype, a_bytes.data(), lda, t.a_transposed};
   const GemmOperand b_op{t.dtype, b_bytes.data(), ldb, t.transposed};
   GemmPackStorage storage(3, 1e30f);  // grown by the packer; stale contents must not matter
@@ -278,6 +280,24 @@ TEST_CASE("the AMX engine refuses other dtypes, and runs nowhere without tiles o
   CHECK_FALSE(gemm_has_amx_bf16());
   CHECK_THROWS_AS(check_case({4, 4, 4, false, DType::kBF16, GemmEngine::kAmxBf16, false}),
                   NotImplemented);
+}
+
+TEST_CASE("cpu_gemm_f32 reading B in place matches, on every target, and packs what it cannot",
+          "[cpu_gemm]") {
+  // N = 96: whole strips on every target (nr 32, 16 or 3), in two panels of 64 on AVX-512 (tn 48
+  // rounded up to whole strips); N = 53 and a transposed B: packed as without the option.
+  tokamax::testing::for_each_forced_target({HWY_AVX3, HWY_AVX2, HWY_SCALAR}, [](int64_t) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (bool a_transposed : {false, true}) {
+        for (int64_t N : {96, 53}) {
+          check_case(
+              {37, N, 101, false, dtype, GemmEngine::kF32Fma, a_transposed, a_transposed, 0, true});
+          check_case({3, N, 7, false, dtype, GemmEngine::kF32Fma, true, a_transposed, 1, true});
+        }
+        check_case({37, 96, 101, true, dtype, GemmEngine::kF32Fma, false, a_transposed, 0, true});
+      }
+    }
+  });
 }
 
 TEST_CASE("cpu_gemm_f32 matches for every row count of a last partial micro-panel", "[cpu_gemm]") {

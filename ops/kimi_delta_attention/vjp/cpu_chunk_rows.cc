@@ -1,0 +1,125 @@
+// kimi_delta_attention_vjp on CPU: a chunk's shared rows (cpu_chunk_rows.h), compiled once per
+// SIMD target by Highway so that their elementwise loops (n K per chunk) vectorize for it.
+//
+// Dimensions: as cpu_chunk_rows.h.
+#include "ops/kimi_delta_attention/vjp/cpu_chunk_rows.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ops/common/cpu_gemm/gemm.h"
+#include "ops/common/delta_rule_chunk.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/kimi_delta_attention/vjp/cpu_chunk_rows.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; highway.h must follow it.
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tokamax::HWY_NAMESPACE {
+
+KdaVjpChunkRows ChunkRows(const KdaVjpChunk& c, bool backward, int64_t extra) {
+  const int64_t n = c.n, K = c.K, sub = kKdaSubChunk, subs = (n + sub - 1) / sub;
+  thread_local std::vector<float> scratch;
+  const int64_t need = 7 * n * K + 3 * K + subs * (2 * sub * K + 2 * n * K) + extra;
+  if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
+  KdaVjpChunkRows x;
+  x.n = n;
+  x.K = K;
+  x.b = scratch.data();
+  x.e_b = x.b + n * K;
+  x.e_end = x.e_b + n * K;
+  x.Kd = x.e_end + n * K;
+  x.Kr = x.Kd + n * K;
+  x.Qd = x.Kr + n * K;
+  x.E = x.Qd + n * K;
+  x.sd = x.E + n * K;
+  float* ones = x.sd + K;
+  float* zeros = ones + K;
+  x.L_all = zeros + K;
+  x.R_all = x.L_all + subs * 2 * sub * K;
+  x.F_all = x.R_all + subs * n * K;
+  x.extra = x.F_all + subs * n * K;
+  std::fill_n(ones, K, 1.0f);
+  std::fill_n(zeros, K, 0.0f);
+  const float* q = c.q;
+  const float* k = c.k;
+  float* b = x.b;
+  for (int64_t t = 0; t < n; ++t) {
+#pragma GCC ivdep
+    for (int64_t i = 0; i < K; ++i) b[t * K + i] = c.g[t * K + i] + (t ? b[(t - 1) * K + i] : 0.0f);
+  }
+  const float* b_last = b + (n - 1) * K;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* bt = b + t * K;
+    delta_rule_scale_exp(ones, zeros, bt, 1.0f, false, x.e_b + t * K, K);
+    delta_rule_scale_exp(ones, bt, b_last, 1.0f, false, x.e_end + t * K, K);
+#pragma GCC ivdep
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t e = t * K + i;
+      x.Kd[e] = k[e] * x.e_b[e];
+      x.Kr[e] = k[e] * x.e_end[e];
+      if (backward) x.Qd[e] = q[e] * x.e_b[e];
+    }
+  }
+  delta_rule_scale_exp(ones, zeros, b_last, 1.0f, false, x.sd, K);
+  for (int64_t s0 = 0; s0 < n; s0 += sub) {
+    const int64_t m = x.rows_of(s0);
+    const float* br = b + s0 * K;
+    float* L = const_cast<float*>(x.L(s0));
+    float* R = const_cast<float*>(x.R(s0));
+    float* F = const_cast<float*>(x.F(s0));
+    for (int64_t t = s0; t < s0 + m; ++t) {
+      float* et = x.E + t * K;
+      delta_rule_scale_exp(ones, br, b + t * K, 1.0f, false, et, K);
+      float* lk = L + (t - s0) * K;
+      float* lq = L + (m + t - s0) * K;
+#pragma GCC ivdep
+      for (int64_t i = 0; i < K; ++i) lk[i] = k[t * K + i] * et[i];
+      if (backward) {
+#pragma GCC ivdep
+        for (int64_t i = 0; i < K; ++i) lq[i] = q[t * K + i] * et[i];
+      }
+    }
+    for (int64_t s = 0; s < s0 + m; ++s) {
+      delta_rule_scale_exp(ones, b + s * K, br, 1.0f, s >= s0, F + s * K, K);
+#pragma GCC ivdep
+      for (int64_t i = 0; i < K; ++i) R[s * K + i] = k[s * K + i] * F[s * K + i];
+    }
+  }
+  return x;
+}
+
+}  // namespace tokamax::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tokamax {
+
+HWY_EXPORT(ChunkRows);
+
+KdaVjpChunkRows kda_vjp_chunk_rows(const KdaVjpChunk& c, bool backward, int64_t extra) {
+  return HWY_DYNAMIC_DISPATCH(ChunkRows)(c, backward, extra);
+}
+
+void kda_vjp_chunk_products(const KdaVjpChunkRows& x, bool q_rows, bool diagonal, float* X,
+                            float* GR) {
+  const int64_t n = x.n, K = x.K;
+  std::fill_n(X, n * n, 0.0f);
+  GemmOperand r_t{DType::kF32, nullptr, K};
+  r_t.transposed = true;
+  for (int64_t s0 = 0; s0 < n; s0 += kKdaSubChunk) {
+    const int64_t m = x.rows_of(s0), cols = s0 + m;
+    r_t.data = x.R(s0);
+    cpu_gemm_f32({DType::kF32, x.L(s0) + (q_rows ? m * K : 0), K}, r_t, m, cols, K, GR, cols,
+                 /*accumulate=*/false);
+    for (int64_t t = s0; t < s0 + m; ++t) {
+      std::copy_n(GR + (t - s0) * cols, diagonal ? t + 1 : t, X + t * n);
+    }
+  }
+}
+
+}  // namespace tokamax
+#endif  // HWY_ONCE
