@@ -92,18 +92,21 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
   // dQd and dKd' = dR0 S_0^T adjacent (one product writes both), dKr, db [n, K]; U, dU, dY
   // [n, V]; A, P, dP, dA [n, n] (dP and dA adjacent); dsd [K]; GR [2 sub, max(n, K)]; M [2 sub,
   // n]; GC [n, K]; XQ [2n, K]; Z [2n, V].
+  // Z = [dout; dY] [2n, V], dY first dU solved in place; dQd and X = dY S_0^T adjacent (one
+  // product writes both), dKr, db [n, K]; U [n, V]; A, P, dP, dA [n, n] (dP and dA adjacent);
+  // dsd [K]; GR [2 sub, max(n, K)]; M [2 sub, n]; GC [n, K]; XQ [2n, K].
   const KdaVjpChunkRows x =
       kda_vjp_chunk_rows(c, /*backward=*/true,
-                         4 * n * K + 3 * n * V + 4 * n * n + K + 2 * sub * std::max(n, K) +
-                             2 * sub * n + n * K + 2 * n * K + 2 * n * V);
-  float* dQd = x.extra;
-  float* dKd = dQd + n * K;  // dR0 S_0^T: dKd's negative (the sign goes with its uses)
-  float* dKr = dKd + n * K;
+                         2 * n * V + 4 * n * K + n * V + 4 * n * n + K + 2 * sub * std::max(n, K) +
+                             2 * sub * n + n * K + 2 * n * K);
+  float* Z = x.extra;
+  float* dY = Z + n * V;
+  float* dQd = dY + n * V;
+  float* X = dQd + n * K;
+  float* dKr = X + n * K;
   float* db = dKr + n * K;
   float* U = db + n * K;
-  float* dU = U + n * V;
-  float* dY = dU + n * V;
-  float* A = dY + n * V;
+  float* A = U + n * V;
   float* P = A + n * n;
   float* dP = P + n * n;
   float* dA = dP + n * n;
@@ -112,21 +115,23 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
   float* M = GR + 2 * sub * std::max(n, K);
   float* GC = M + 2 * sub * n;
   float* XQ = GC + n * K;
-  float* Z = XQ + 2 * n * K;
   kda_vjp_chunk_products(x, /*q_rows=*/true, /*diagonal=*/true, P, GR);
   solve_u(c, A, U);
-  // dU = P^T dout + Kr dS_n; dKr; dsd.
-  gemm(transposed(P, n), rows(c.dout, V), n, V, n, dU, V, /*accumulate=*/false);
-  gemm(rows(x.Kr, K), rows(G, V), n, V, K, dU, V, /*accumulate=*/true);
+  // dU = P^T dout + Kr dS_n (in dY's rows); dKr; dsd.
+  gemm(transposed(P, n), rows(c.dout, V), n, V, n, dY, V, /*accumulate=*/false);
+  gemm(rows(x.Kr, K), rows(G, V), n, V, K, dY, V, /*accumulate=*/true);
   gemm(rows(U, V), transposed(G, V), n, K, V, dKr, K, /*accumulate=*/false);
   for (int64_t i = 0; i < K; ++i) dsd[i] = delta_rule_dot(G + i * V, c.S0 + i * V, V);
   // (I + A)^T dY = dU.
-  std::copy_n(dU, n * V, dY);
   delta_rule_solve_lower_transposed(A, n, dY, V);
-  // [dP; -dA] = [dout; dY] U^T, dA kept for s < t, dP for s <= t.
+  // Z packed once for its two products: [dP; -dA] = Z U^T, dA kept for s < t, dP for s <= t;
+  // [dQd; X] = Z S_0^T.
   std::copy_n(c.dout, n * V, Z);
-  std::copy_n(dY, n * V, Z + n * V);
-  gemm(rows(Z, V), transposed(U, V), 2 * n, n, V, dP, n, /*accumulate=*/false);
+  thread_local GemmPackStorage packed_z;
+  const CpuGemmOptions options{.rhs_in_place = true};
+  const PackedGemmOperand z = pack_gemm_lhs(rows(Z, V), 2 * n, V, options, packed_z);
+  cpu_gemm_f32(z, transposed(U, V), n, dP, n, /*accumulate=*/false, options);
+  cpu_gemm_f32(z, transposed(c.S0, V), K, dQd, K, /*accumulate=*/false, options);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t s = 0; s < n; ++s) dA[t * n + s] = s < t ? -dA[t * n + s] : 0.0f;
     for (int64_t s = t + 1; s < n; ++s) dP[t * n + s] = 0.0f;
@@ -137,24 +142,23 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
         delta_rule_dot(dY + t * V, c.R0 + t * V, V) + delta_rule_dot(dA + t * n, c.Ap + t * n, t);
     delta_rule_scale(dY + t * V, c.beta[t], dv + t * V, V);
   }
-  // [dQd; dR0 S_0^T] = [dout; dR0] S_0^T.
-  std::copy_n(dv, n * V, Z + n * V);
-  gemm(rows(Z, V), transposed(c.S0, V), 2 * n, K, V, dQd, K, /*accumulate=*/false);
-  // dS_0 = diag(sd) dS_n + [Qd; -Kd]^T [dout; dR0].
+  // dS_0 = diag(sd) dS_n + [Qd; -Kd]^T [dout; dR0] = diag(sd) dS_n + [Qd; -diag(beta) Kd]^T Z.
   for (int64_t i = 0; i < K; ++i) delta_rule_scale(G + i * V, x.sd[i], G + i * V, V);
-#pragma GCC ivdep
-  for (int64_t e = 0; e < n * K; ++e) {
-    XQ[e] = x.Qd[e];
-    XQ[n * K + e] = -x.Kd[e];
-  }
+  std::copy_n(x.Qd, n * K, XQ);
+  for (int64_t t = 0; t < n; ++t) delta_rule_scale(x.Kd + t * K, -c.beta[t], XQ + (n + t) * K, K);
   gemm(transposed(XQ, K), rows(Z, V), K, V, 2 * n, G, V, /*accumulate=*/true);
-  // The elementwise terms of Kd, Qd, Kr: dk = -dKd exp(b) + dKr exp(b_{n-1} - b), dq = dQd
-  // exp(b), db; and sd's.
+  // The elementwise terms of Kd, Qd, Kr, with dKd = -dR0 S_0^T = -diag(beta) X: dk = dKd
+  // exp(b) + dKr exp(b_{n-1} - b), dq = dQd exp(b), db; and sd's.
+  for (int64_t t = 0; t < n; ++t) {
+    const float bt = c.beta[t];
 #pragma GCC ivdep
-  for (int64_t e = 0; e < n * K; ++e) {
-    dk[e] = -dKd[e] * x.e_b[e] + dKr[e] * x.e_end[e];
-    dq[e] = dQd[e] * x.e_b[e];
-    db[e] = -dKd[e] * x.Kd[e] + dQd[e] * x.Qd[e] - dKr[e] * x.Kr[e];
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t e = t * K + i;
+      const float dkd = -bt * X[e];
+      dk[e] = dkd * x.e_b[e] + dKr[e] * x.e_end[e];
+      dq[e] = dQd[e] * x.e_b[e];
+      db[e] = dkd * x.Kd[e] + dQd[e] * x.Qd[e] - dKr[e] * x.Kr[e];
+    }
   }
   float* db_last = db + (n - 1) * K;
 #pragma GCC ivdep

@@ -20,10 +20,14 @@
 namespace tokamax {
 namespace {
 
-// Row `row` of n f32 values stored into a tensor of rows of n elements in its dtype.
-void store_row(const float* x, int64_t row, int64_t n, Tensor& out) {
+// n f32 values stored into a tensor's elements [first, first + n) in its dtype.
+void store_span(const float* x, int64_t first, int64_t n, Tensor& out) {
   const int64_t size = static_cast<int64_t>(dtype_size(out.dtype()));
-  store_rows(x, n, 1, n, out.dtype(), static_cast<char*>(out.raw()) + row * n * size, n);
+  store_rows(x, n, 1, n, out.dtype(), static_cast<char*>(out.raw()) + first * size, n);
+}
+// Row `row` of a tensor of rows of n elements.
+void store_row(const float* x, int64_t row, int64_t n, Tensor& out) {
+  store_span(x, row * n, n, out);
 }
 
 // One token's forward rows in a block: q^, k^, q / n_q, the raw gate and d [K]; v, r [V]; beta
@@ -164,17 +168,16 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         if (slot_of(t) != n) return -1;
       }
       for (int64_t j = 0; j < len; ++j) {
-        xs[j] = token_rows(j);
-        load(t0 + j, xs[j], /*chunk=*/true);
-        kda_log_decay_row(p, a_log[h], xs[j].gate, dtb.data() + h * K, K, cg + j * K);
+        TokenRows& x = xs[j];
+        x = token_rows(j);
+        x.q = cq + j * K;  // q^, k^ and v straight into the chunk's rows
+        x.k = ck + j * K;
+        x.v = cv + j * V;
+        load(t0 + j, x, /*chunk=*/true);
+        kda_log_decay_row(p, a_log[h], x.gate, dtb.data() + h * K, K, cg + j * K);
+        cb[j] = x.beta;
       }
       if (!known && !kda_chunkable(cg, len, K)) return -1;
-      for (int64_t j = 0; j < len; ++j) {
-        std::copy_n(xs[j].q, K, cq + j * K);
-        std::copy_n(xs[j].k, K, ck + j * K);
-        std::copy_n(xs[j].v, V, cv + j * V);
-        cb[j] = xs[j].beta;
-      }
       return n;
     };
     // The forward over the tokens, the states checkpointed at each block's start: one pass per
@@ -235,10 +238,9 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
     float* ddtb = dtb_part.data() + task * K;
     // A token's gradients from its forward rows and dq^, dk^, dv, dbeta and dg: stored, through
     // the normalization (dx = (dx^ - x^ (x^ . dx^)) / n_x, q^ scaled) and the gate.
-    auto finish = [&](int64_t row, const TokenRows& x, const float* dvr, float dbeta,
-                      const float* dqh, const float* dkh, const float* dgr) {
+    auto finish = [&](int64_t row, const TokenRows& x, const float* dvr, const float* dqh,
+                      const float* dkh, const float* dgr) {
       store_row(dvr, row, V, dvalue);
-      dbeta_out.set(row, dbeta);
       auto unnormalize = [&](const float* xbar, float nx, float s, const float* dxh, Tensor& out) {
         const float dot = p.use_qk_l2norm ? delta_rule_dot(xbar, dxh, K) : 0.0f;
         for (int64_t i = 0; i < K; ++i) grad[i] = s * (dxh[i] - xbar[i] * dot) / nx;
@@ -262,9 +264,9 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
       chunk.dout = douts;
       kda_vjp_chunk(chunk, adjoints.data() + n * KV, cdq, cdk, cdv, cdb, cdg);
       for (int64_t j = 0; j < len; ++j) {
-        finish((h * B + b) * T + t0 + j, xs[j], cdv + j * V, cdb[j], cdq + j * K, cdk + j * K,
-               cdg + j * K);
+        finish((h * B + b) * T + t0 + j, xs[j], cdv + j * V, cdq + j * K, cdk + j * K, cdg + j * K);
       }
+      store_span(cdb, (h * B + b) * T + t0, len, dbeta_out);
       return true;
     };
     for (int64_t blk = blocks - 1; blk >= 0; --blk) {
@@ -326,7 +328,8 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         } else {
           kda_vjp_pass2(tok, Sd, G, dr.data(), K, V, dkh, dg);
         }
-        finish(row, x, dr.data(), dbeta, dqh, dkh, dg);
+        finish(row, x, dr.data(), dqh, dkh, dg);
+        dbeta_out.set(row, dbeta);
       }
     }
     da_part[task] = da;
