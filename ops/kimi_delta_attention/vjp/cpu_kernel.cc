@@ -13,6 +13,7 @@
 #include "backends/cpu/denormals.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/common/cpu_gemm/pack.h"
+#include "ops/common/delta_rule_chunk.h"
 #include "ops/common/delta_rule_rows.h"
 #include "ops/framework/config.h"
 #include "ops/kimi_delta_attention/cpu_kernel.h"
@@ -118,11 +119,9 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
         x.nq = std::sqrt(delta_rule_dot(x.q, x.q, K) + 1e-6f);
         x.nk = std::sqrt(delta_rule_dot(x.k, x.k, K) + 1e-6f);
       }
-      for (int64_t i = 0; i < K; ++i) {
-        x.qbar[i] = x.q[i] / x.nq;
-        x.q[i] = x.qbar[i] * scale;
-        x.k[i] /= x.nk;
-      }
+      delta_rule_scale(x.q, 1.0f / x.nq, x.qbar, K);
+      delta_rule_scale(x.qbar, scale, x.q, K);
+      delta_rule_scale(x.k, 1.0f / x.nk, x.k, K);
       if (!chunk) kda_decay_row(p, a_log[h], x.gate, dtb.data() + h * K, K, x.d);
     };
     std::vector<TokenRows> xs(static_cast<size_t>(C));
@@ -243,7 +242,8 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
       store_row(dvr, row, V, dvalue);
       auto unnormalize = [&](const float* xbar, float nx, float s, const float* dxh, Tensor& out) {
         const float dot = p.use_qk_l2norm ? delta_rule_dot(xbar, dxh, K) : 0.0f;
-        for (int64_t i = 0; i < K; ++i) grad[i] = s * (dxh[i] - xbar[i] * dot) / nx;
+        const float f = s / nx;
+        for (int64_t i = 0; i < K; ++i) grad[i] = f * (dxh[i] - xbar[i] * dot);
         store_row(grad.data(), row, K, out);
       };
       unnormalize(x.qbar, x.nq, scale, dqh, dquery);
