@@ -89,9 +89,6 @@ void ChunkAdvance(const KdaVjpChunk& c, float* S) {
 void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* dv, float* dbeta,
                    float* dg) {
   const int64_t n = c.n, K = c.K, V = c.V, sub = kKdaSubChunk;
-  // dQd and dKd' = dR0 S_0^T adjacent (one product writes both), dKr, db [n, K]; U, dU, dY
-  // [n, V]; A, P, dP, dA [n, n] (dP and dA adjacent); dsd [K]; GR [2 sub, max(n, K)]; M [2 sub,
-  // n]; GC [n, K]; XQ [2n, K]; Z [2n, V].
   // Z = [dout; dY] [2n, V], dY first dU solved in place; dQd and X = dY S_0^T adjacent (one
   // product writes both), dKr, db [n, K]; U [n, V]; A, P, dP, dA [n, n] (dP and dA adjacent);
   // dsd [K]; GR [2 sub, max(n, K)]; M [2 sub, n]; GC [n, K]; XQ [2n, K].
