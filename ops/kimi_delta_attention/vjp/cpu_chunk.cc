@@ -45,11 +45,7 @@ namespace tokamax::HWY_NAMESPACE {
 namespace {
 
 GemmOperand rows(const float* data, int64_t ld) { return {DType::kF32, data, ld}; }
-GemmOperand transposed(const float* data, int64_t ld) {
-  GemmOperand op{DType::kF32, data, ld};
-  op.transposed = true;
-  return op;
-}
+GemmOperand transposed(const float* data, int64_t ld) { return {DType::kF32, data, ld, true}; }
 // C (+)= A B, B read in place where the engine can: a chunk's operands are small and in L2.
 void gemm(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int64_t K, float* c,
           int64_t ldc, bool accumulate) {

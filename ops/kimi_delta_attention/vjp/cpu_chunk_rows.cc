@@ -68,9 +68,9 @@ KdaVjpChunkRows ChunkRows(const KdaVjpChunk& c, bool backward, int64_t extra) {
   for (int64_t s0 = 0; s0 < n; s0 += sub) {
     const int64_t m = x.rows_of(s0);
     const float* br = b + s0 * K;
-    float* L = const_cast<float*>(x.L(s0));
-    float* R = const_cast<float*>(x.R(s0));
-    float* F = const_cast<float*>(x.F(s0));
+    float* L = x.L(s0);
+    float* R = x.R(s0);
+    float* F = x.F(s0);
     for (int64_t t = s0; t < s0 + m; ++t) {
       float* et = x.E + t * K;
       delta_rule_scale_exp(ones, br, b + t * K, 1.0f, false, et, K);
@@ -108,13 +108,10 @@ void kda_vjp_chunk_products(const KdaVjpChunkRows& x, bool q_rows, bool diagonal
                             float* GR) {
   const int64_t n = x.n, K = x.K;
   std::fill_n(X, n * n, 0.0f);
-  GemmOperand r_t{DType::kF32, nullptr, K};
-  r_t.transposed = true;
   for (int64_t s0 = 0; s0 < n; s0 += kKdaSubChunk) {
     const int64_t m = x.rows_of(s0), cols = s0 + m;
-    r_t.data = x.R(s0);
-    cpu_gemm_f32({DType::kF32, x.L(s0) + (q_rows ? m * K : 0), K}, r_t, m, cols, K, GR, cols,
-                 /*accumulate=*/false);
+    cpu_gemm_f32({DType::kF32, x.L(s0) + (q_rows ? m * K : 0), K}, {DType::kF32, x.R(s0), K, true},
+                 m, cols, K, GR, cols, /*accumulate=*/false);
     for (int64_t t = s0; t < s0 + m; ++t) {
       std::copy_n(GR + (t - s0) * cols, diagonal ? t + 1 : t, X + t * n);
     }

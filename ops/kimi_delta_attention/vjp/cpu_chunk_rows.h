@@ -32,9 +32,9 @@ struct KdaVjpChunkRows {
   float* extra = nullptr;  // the caller's floats
 
   int64_t rows_of(int64_t s0) const { return s0 + kKdaSubChunk <= n ? kKdaSubChunk : n - s0; }
-  const float* L(int64_t s0) const { return L_all + s0 / kKdaSubChunk * 2 * kKdaSubChunk * K; }
-  const float* R(int64_t s0) const { return R_all + s0 / kKdaSubChunk * n * K; }
-  const float* F(int64_t s0) const { return F_all + s0 / kKdaSubChunk * n * K; }
+  float* L(int64_t s0) const { return L_all + s0 / kKdaSubChunk * 2 * kKdaSubChunk * K; }
+  float* R(int64_t s0) const { return R_all + s0 / kKdaSubChunk * n * K; }
+  float* F(int64_t s0) const { return F_all + s0 / kKdaSubChunk * n * K; }
 };
 
 // The rows of chunk c (its q too with `backward`), and `extra` more floats of scratch.
