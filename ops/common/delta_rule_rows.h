@@ -49,28 +49,37 @@ void delta_rule_update_decay(float* S,  // [K, V], updated in place
                              float* out, float* pred_next,  // [V] each
                              float* copy = nullptr);        // [K, V] the decayed S too, when given
 
-// A token whose state comes from and goes back to memory (decode), in two passes instead of a
-// load, the two passes above and a store: decay_predict_from reads the stored state (f32, bf16 or
-// f16), writes S = diag(d) state in f32 and pred = k^T S; update_output_to writes S + bk r^T
-// rounded to `dtype` into dst (non-temporally where whole lines allow) with out = q^T of it,
-// leaving S as it was.
+// A token whose state comes from memory, or goes back to it, or both (decode), in two passes
+// instead of a load, the two passes above and a store:
+//   decay_predict_from reads the stored state (f32, bf16 or f16) and computes pred = k^T
+//   diag(d) state, writing S = diag(d) state in f32 when S is given (the run goes on from S);
+//   update_output_to writes v = diag(d) src + bk r^T rounded to `dtype` into dst
+//   (non-temporally where whole lines allow) with out = q^T v: src is S in f32 with d null after
+//   a run's tokens, or, for a run of one token, the stored state again with its decay d (read
+//   from cache: no f32 copy written and read back). `next`, when given, is the state (in src's
+//   dtype, [K, V]) that the caller's next pass reads first: prefetched row by row, so that the
+//   next state's reads overlap this pass's stores.
 void delta_rule_decay_predict_from(DType dtype,
                                    // Inputs.
                                    const void* src,  // [K, V] in dtype
                                    // Outputs.
-                                   float* S,  // [K, V]
+                                   float* S,  // [K, V] or null
                                    // Inputs.
                                    const float* d, const float* k,  // [K] each
                                    int64_t K, int64_t V,
                                    // Outputs.
-                                   float* pred);                                   // [V]
-void delta_rule_update_output_to(const float* S,                                   // [K, V]
-                                                                                   // Inputs.
+                                   float* pred);  // [V]
+void delta_rule_update_output_to(DType src_dtype,
+                                 // Inputs.
+                                 const void* src,  // [K, V] in src_dtype
+                                 const float* d,   // [K] or null
                                  const float* bk, const float* r, const float* q,  // [K], [V], [K]
                                  int64_t K, int64_t V,
                                  // Outputs.
-                                 float* out,               // [V]
-                                 DType dtype, void* dst);  // [K, V] in dtype
+                                 float* out,              // [V]
+                                 DType dtype, void* dst,  // [K, V] in dtype
+                                 // Inputs.
+                                 const void* next = nullptr);  // [K, V] in src_dtype, or null
 
 // A state stored in f32, bf16 or f16 widened into f32 (n elements): vectorized.
 void delta_rule_load_state(DType dtype,

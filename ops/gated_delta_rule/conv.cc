@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/thread_pool.h"
+#include "ops/common/delta_rule_rows.h"
 #include "ops/framework/dtype_dispatch.h"
 #include "ops/gated_delta_rule/base.h"
 
@@ -40,8 +41,18 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
                    float* mixed, Tensor& conv_state) {
   const Tensor& x = inputs.at("qkv");
   const Tensor& old_state = inputs.at("conv_state");
-  std::memcpy(conv_state.raw(), old_state.raw(), old_state.size_bytes());
   const int64_t C = p.C, W = p.W, A = p.active(), rows = W - 1;
+  // Slots no active request rewrites are copied through; an active request's rows are written
+  // whole by the task holding its last tokens.
+  const size_t slot_bytes = static_cast<size_t>(rows * C) * dtype_size(old_state.dtype());
+  std::vector<bool> rewritten(static_cast<size_t>(p.NB), false);
+  for (int64_t r = 0; r < A; ++r) rewritten[p.state_indices[r]] = true;
+  for (int64_t slot = 0; slot < p.NB; ++slot) {
+    if (!rewritten[slot]) {
+      std::memcpy(static_cast<char*>(conv_state.raw()) + slot * slot_bytes,
+                  static_cast<const char*>(old_state.raw()) + slot * slot_bytes, slot_bytes);
+    }
+  }
   const bool head_major = layout == GdnConvLayout::kHeadMajor;
   if (!head_major) {  // padding tokens' rows are zeros
     const int64_t valid_end = p.query_start_loc[A];
@@ -60,26 +71,34 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
       std::copy_n(y + k_end + h * p.d_v, p.d_v, mixed + at.v(t, h));
     }
   };
-  // f32 copies of the weights [W, C] (tap-major: a token's taps stream over contiguous C) and
-  // the bias.
-  std::vector<float> w(static_cast<size_t>(W * C)), bias(static_cast<size_t>(C), 0.0f);
-  const Tensor& weight = inputs.at("conv_weight");
-  for (int64_t c = 0; c < C; ++c) {
-    for (int64_t k = 0; k < W; ++k) w[k * C + c] = static_cast<float>(weight.get(c * W + k));
-    if (p.has_conv_bias) bias[c] = static_cast<float>(inputs.at("conv_bias").get(c));
-  }
   struct Task {
     int64_t r, j0;
   };
   std::vector<Task> tasks;
   for (int64_t r = 0; r < A; ++r) {
-    for (int64_t j0 = 0; j0 < p.tokens(r); j0 += kConvBlock) tasks.push_back({r, j0});
+    // A request without tokens gets one empty task: its new state is its old one.
+    for (int64_t j0 = 0; j0 == 0 || j0 < p.tokens(r); j0 += kConvBlock) tasks.push_back({r, j0});
   }
   dispatch_float(p.dtype, [&](auto type) {
     using X = decltype(type);
     const X* xs = x.data<X>();
     const X* old = old_state.data<X>();
     X* next = conv_state.data<X>();
+    // f32 copies of the weights [W, C] (tap-major: a token's taps stream over contiguous C) and
+    // the bias (each in its own dtype).
+    std::vector<float> w(static_cast<size_t>(W * C)), bias(static_cast<size_t>(C), 0.0f);
+    const Tensor& weight = inputs.at("conv_weight");
+    {
+      std::vector<float> by_channel(static_cast<size_t>(C * W));  // [C, W] as stored
+      delta_rule_load_state(weight.dtype(), weight.raw(), by_channel.data(), C * W);
+      for (int64_t c = 0; c < C; ++c) {
+        for (int64_t k = 0; k < W; ++k) w[k * C + c] = by_channel[c * W + k];
+      }
+    }
+    if (p.has_conv_bias) {
+      const Tensor& b = inputs.at("conv_bias");
+      delta_rule_load_state(b.dtype(), b.raw(), bias.data(), C);
+    }
     // Row i of request r's input stream: its conv state's W - 1 rows (null: zeros, without an
     // initial state), then its tokens.
     auto stream_row = [&](int64_t r, int64_t i) -> const X* {
@@ -95,7 +114,11 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
       for (int64_t i = 0; i < n + rows; ++i) {
         const X* src = stream_row(r, j0 + i);
         float* dst = in.data() + i * C;
-        for (int64_t c = 0; c < C; ++c) dst[c] = src ? to_float(src[c]) : 0.0f;
+        if (src) {
+          delta_rule_load_state(p.dtype, src, dst, C);
+        } else {
+          std::fill_n(dst, C, 0.0f);
+        }
       }
       for (int64_t j = j0; j < j0 + n; ++j) {
         // Token j reads stream rows j .. j + W - 1. The first W - 1 tokens (every token of a
@@ -108,9 +131,8 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
                      p.has_conv_bias ? bias.data() : nullptr, boundary, y, C);
         if (head_major) scatter(y, t);
       }
-    });
-    // The new state of each active request: its stream's last W - 1 rows, copied.
-    for (int64_t r = 0; r < A; ++r) {
+      if (j0 + n < p.tokens(r)) return;
+      // The request's new conv state: its stream's last W - 1 rows, copied.
       X* dst = next + p.state_indices[r] * rows * C;
       for (int64_t i = 0; i < rows; ++i) {
         const X* src = stream_row(r, p.tokens(r) + i);
@@ -120,7 +142,7 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
           std::fill_n(dst + i * C, C, X{});  // +0 in every dtype
         }
       }
-    }
+    });
   });
 }
 

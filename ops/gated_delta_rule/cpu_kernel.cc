@@ -4,6 +4,7 @@
 // Dimensions: as base.h.
 #include "ops/gated_delta_rule/cpu_kernel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -21,6 +22,8 @@ namespace {
 
 // Rows per task of the normalization pass.
 constexpr int64_t kNormalizeBlock = 256;
+// Tasks per thread that a decode batch's tasks should leave for dynamic balancing.
+constexpr int64_t kDecodeTasksPerThread = 8;
 
 }  // namespace
 
@@ -33,6 +36,89 @@ void CpuGdnConfig::validate() const {
            std::to_string(kMaxGdnChunk) + " tokens";
   });
 }
+
+namespace {
+
+// Request r's value head h (the kernel's task body): its state from `src` (or zeros without an
+// initial state) to `dst`, in chunks or token by token; `next` the next head's stored state, for
+// a single token's pass to prefetch.
+void gdn_head_task(const GdnProblem& p, const GdnTokens& x, int64_t chunk, int64_t r, int64_t h,
+                   const char* src, char* dst, const char* next, Tensor& out) {
+  const int64_t dk = p.d_k, dv = p.d_v, KV = dk * dv, hk = h / p.repeat();
+  thread_local std::vector<float> scratch;
+  // The state [dk, dv]; two token buffers (this token's and the next one's decay and beta k
+  // [dk]); r, pred and out [dv].
+  const int64_t need = KV + 4 * dk + 3 * dv;
+  if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
+  float* S = scratch.data();
+  const int64_t L = r < p.active() ? p.tokens(r) : 0;
+  const bool from_slot = p.has_initial_state(r);
+  // Token by token, the state comes from its slot within the first token's pass and goes back
+  // within the last one's; otherwise it is loaded and stored whole.
+  const bool by_token = L > 0 && !(chunk > 0 && L > 1);
+  if (!by_token) {
+    if (from_slot) {
+      delta_rule_load_state(p.state_dtype, src, S, KV);
+    } else {
+      std::fill_n(S, KV, 0.0f);
+    }
+    if (L > 0) gdn_chunked_task(p, x, chunk, r, h, S, out);
+    delta_rule_store_state(p.state_dtype, S, dst, KV);
+    return;
+  }
+  struct Token {
+    const float *q, *k, *v;
+    float *decay, *bk;
+  };
+  float* buffers = S + KV;
+  float* rv = buffers + 4 * dk;
+  float* pred = rv + dv;
+  float* o = pred + dv;
+  const GdnHeadMajor rows = p.head_major();
+  const int64_t n_v = p.n_v;
+  // Token t's operands: q, k, v where the prep pass left them, exp(g) in every row, beta k.
+  auto token = [&](int64_t t, int which) {
+    Token y{x.mixed + rows.q(t, hk), x.mixed + rows.k(t, hk), x.mixed + rows.v(t, h),
+            buffers + which * 2 * dk, buffers + which * 2 * dk + dk};
+    const float d = std::exp(x.log_decay[t * n_v + h]), bt = x.beta[t * n_v + h];
+    for (int64_t i = 0; i < dk; ++i) {
+      y.decay[i] = d;
+      y.bk[i] = bt * y.k[i];
+    }
+    return y;
+  };
+  // One token from the slot: its second pass reads the stored state again (no f32 copy).
+  const bool single = L == 1 && from_slot;
+  const int64_t out_size = static_cast<int64_t>(dtype_size(p.dtype));
+  const int64_t start = p.query_start_loc[r];
+  Token cur = token(start, 0);
+  if (from_slot) {
+    delta_rule_decay_predict_from(p.state_dtype, src, single ? nullptr : S, cur.decay, cur.k, dk,
+                                  dv, pred);
+  } else {
+    std::fill_n(S, KV, 0.0f);
+    std::fill_n(pred, dv, 0.0f);
+  }
+  for (int64_t j = 0; j < L; ++j) {
+    const int64_t t = start + j;
+    for (int64_t c = 0; c < dv; ++c) rv[c] = cur.v[c] - pred[c];
+    if (j + 1 < L) {
+      const Token following = token(t + 1, (j + 1) % 2);
+      delta_rule_update_decay(S, cur.bk, rv, cur.q, following.decay, following.k, dk, dv, o, pred);
+      cur = following;
+    } else if (single) {
+      delta_rule_update_output_to(p.state_dtype, src, cur.decay, cur.bk, rv, cur.q, dk, dv, o,
+                                  p.state_dtype, dst, next);
+    } else {
+      delta_rule_update_output_to(DType::kF32, S, nullptr, cur.bk, rv, cur.q, dk, dv, o,
+                                  p.state_dtype, dst);
+    }
+    char* out_row = static_cast<char*>(out.raw()) + (t * n_v + h) * dv * out_size;
+    store_rows(o, dv, 1, dv, p.dtype, out_row, dv);
+  }
+}
+
+}  // namespace
 
 void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
                                  const TensorMap& inputs, TensorMap& outputs) {
@@ -88,78 +174,36 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
     }
   });
   const GdnTokens x{mixed, log_decay, beta};
-  const int64_t out_size = static_cast<int64_t>(dtype_size(p.dtype));
   char* states = static_cast<char*>(state.raw());
   const int64_t state_size = static_cast<int64_t>(dtype_size(p.state_dtype));
-  cpu::parallel_for(p.R * n_v, c.num_threads, [&](int64_t task, int) {
-    const int64_t r = task / n_v, h = task % n_v, hk = h / p.repeat();
+  // Tasks of consecutive value heads of one request: a request of one token from its slot (a
+  // decode) takes `decode_heads`, each head's pass prefetching the next one's state (contiguous
+  // in the slot) so that its reads overlap the stores, as many as still leave each thread about
+  // kDecodeTasksPerThread tasks to balance; any other request one head per task.
+  std::vector<bool> decode(static_cast<size_t>(p.R));
+  int64_t decodes = 0;
+  for (int64_t r = 0; r < p.active(); ++r) {
+    decode[r] = p.tokens(r) == 1 && p.has_initial_state(r);
+    decodes += decode[r];
+  }
+  const int threads = cpu::thread_pool().threads_for(decodes * n_v, c.num_threads);
+  const int64_t decode_heads =
+      std::clamp<int64_t>(decodes * n_v / (kDecodeTasksPerThread * threads), 1, n_v);
+  struct Task {
+    int64_t r, h0, h1;
+  };
+  std::vector<Task> tasks;
+  for (int64_t r = 0; r < p.R; ++r) {
+    const int64_t heads = decode[r] ? decode_heads : 1;
+    for (int64_t h = 0; h < n_v; h += heads) tasks.push_back({r, h, std::min(n_v, h + heads)});
+  }
+  cpu::parallel_for(static_cast<int64_t>(tasks.size()), c.num_threads, [&](int64_t index, int) {
     const cpu::ScopedFlushDenormals flush;  // the decayed products (denormals.h says why)
-    const int64_t at = (p.state_indices[r] * n_v + h) * KV * state_size;
-    char* slot = states + at;
-    thread_local std::vector<float> scratch;
-    // The state [dk, dv]; two token buffers (this token's and the next one's decay and beta k
-    // [dk]); r, pred and out [dv].
-    const int64_t need = KV + 4 * dk + 3 * dv;
-    if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
-    float* S = scratch.data();
-    const int64_t L = r < p.active() ? p.tokens(r) : 0;
-    const bool from_slot = p.has_initial_state(r);
-    // Token by token, the state comes from its slot within the first token's pass and goes
-    // back within the last one's; otherwise it is loaded and stored whole.
-    const bool by_token = L > 0 && !(c.chunk > 0 && L > 1);
-    if (!by_token) {
-      if (from_slot) {
-        delta_rule_load_state(p.state_dtype, old_states + at, S, KV);
-      } else {
-        std::fill_n(S, KV, 0.0f);
-      }
-      if (L > 0) gdn_chunked_task(p, x, c.chunk, r, h, S, out);
-      delta_rule_store_state(p.state_dtype, S, slot, KV);
-      return;
-    }
-    struct Token {
-      const float *q, *k, *v;
-      float *decay, *bk;
-    };
-    float* buffers = S + KV;
-    float* rv = buffers + 4 * dk;
-    float* pred = rv + dv;
-    float* o = pred + dv;
-    // Token t's operands: q, k, v where the prep pass left them, exp(g) in every row, beta k.
-    auto token = [&](int64_t t, int which) {
-      Token x{mixed + rows.q(t, hk), mixed + rows.k(t, hk), mixed + rows.v(t, h),
-              buffers + which * 2 * dk, buffers + which * 2 * dk + dk};
-      const float d = std::exp(log_decay[t * n_v + h]), bt = beta[t * n_v + h];
-      for (int64_t i = 0; i < dk; ++i) {
-        x.decay[i] = d;
-        x.bk[i] = bt * x.k[i];
-      }
-      return x;
-    };
-    const int64_t start = p.query_start_loc[r];
-    Token cur{};
-    for (int64_t j = 0; j < L; ++j) {
-      const int64_t t = start + j;
-      if (j == 0) {
-        cur = token(t, 0);
-        if (from_slot) {
-          delta_rule_decay_predict_from(p.state_dtype, old_states + at, S, cur.decay, cur.k, dk, dv,
-                                        pred);
-        } else {
-          std::fill_n(S, KV, 0.0f);
-          std::fill_n(pred, dv, 0.0f);
-        }
-      }
-      for (int64_t x = 0; x < dv; ++x) rv[x] = cur.v[x] - pred[x];
-      if (j + 1 < L) {
-        const Token next = token(t + 1, (j + 1) % 2);
-        delta_rule_update_decay(S, cur.bk, rv, cur.q, next.decay, next.k, dk, dv, o, pred);
-        cur = next;
-      } else {
-        delta_rule_update_output_to(S, cur.bk, rv, cur.q, dk, dv, o, p.state_dtype, slot);
-      }
-      char* out_row = static_cast<char*>(out.raw()) + (t * n_v + h) * dv * out_size;
-      store_rows(o, dv, 1, dv, p.dtype, out_row, dv);
+    const auto [r, h0, h1] = tasks[index];
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t at = (p.state_indices[r] * n_v + h) * KV * state_size;
+      gdn_head_task(p, x, c.chunk, r, h, old_states + at, states + at,
+                    h + 1 < h1 ? old_states + at + KV * state_size : nullptr, out);
     }
   });
 }

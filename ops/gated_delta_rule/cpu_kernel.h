@@ -49,11 +49,13 @@ void gdn_chunked_task(const GdnProblem& p, const GdnTokens& x, int64_t chunk, in
                       float* S, Tensor& out);
 
 // The conv and silu of every token (gdn_conv_silu, parallel over requests), then per (request,
-// value head) task its state in f32 scratch (the slot's, or zeros without an initial state),
-// in chunks (c.chunk > 0 and more than one token: gdn_chunked_task), or token by token:
-// S = exp(g) S with pred = k^T S, then S += (beta k) r^T with out = q^T S, the next token's
-// decay and prediction riding on this token's pass (one read and write of the state per
-// token); the state stored back in its dtype once, after the request's last token.
+// value head) its state in f32 scratch (the slot's, or zeros without an initial state), in
+// chunks (c.chunk > 0 and more than one token: gdn_chunked_task), or token by token: S = exp(g)
+// S with pred = k^T S, then S += (beta k) r^T with out = q^T S, the next token's decay and
+// prediction riding on this token's pass (one read and write of the state per token); the state
+// stored back in its dtype once, after the request's last token. A decode (one token from the
+// slot) reads the stored state twice instead (the second time from cache) and keeps no f32
+// copy; its task runs several heads, each prefetching the next one's state.
 void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
                                  const TensorMap& inputs,
                                  // Outputs.

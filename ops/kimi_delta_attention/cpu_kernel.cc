@@ -86,8 +86,12 @@ void kda_token_run(const KdaTaskRows& x, int64_t t0, int64_t t1, float* S, DType
   float* o = pred + V;
   const int64_t out_size = static_cast<int64_t>(dtype_size(x.out.dtype()));
   load(t0, cur);
+  // A run of one token from memory to memory needs no f32 copy of the state: its second pass
+  // reads the stored state again.
+  const bool single = src && dst && t1 - t0 == 1;
   if (src) {
-    delta_rule_decay_predict_from(src_dtype, src, S, cur.decay, cur.k, K, V, pred);
+    delta_rule_decay_predict_from(src_dtype, src, single ? nullptr : S, cur.decay, cur.k, K, V,
+                                  pred);
   } else {
     delta_rule_decay_predict(S, cur.decay, cur.k, K, V, pred);
   }
@@ -97,8 +101,12 @@ void kda_token_run(const KdaTaskRows& x, int64_t t0, int64_t t1, float* S, DType
       load(t + 1, next);
       delta_rule_update_decay(S, cur.bk, r, cur.q, next.decay, next.k, K, V, o, pred);
       std::swap(cur, next);
+    } else if (single) {
+      delta_rule_update_output_to(src_dtype, src, cur.decay, cur.bk, r, cur.q, K, V, o, DType::kF32,
+                                  dst);
     } else if (dst) {
-      delta_rule_update_output_to(S, cur.bk, r, cur.q, K, V, o, DType::kF32, dst);
+      delta_rule_update_output_to(DType::kF32, S, nullptr, cur.bk, r, cur.q, K, V, o, DType::kF32,
+                                  dst);
     } else {
       delta_rule_update_output(S, cur.bk, r, cur.q, K, V, o);
     }

@@ -67,7 +67,8 @@ float kda_load_token(const KdaTaskRows& x, int64_t t, bool log,
 // pred = k^T S, then S += (beta k) r^T with out = q^T S, the next token's decay and prediction
 // riding on this token's pass (one pass over the state per token). With `src`, the state before
 // t0 is read from there (in src_dtype) by the first pass instead of from S; with `dst`, the
-// state after t1 - 1 is written there (f32) by the last pass instead of into S.
+// state after t1 - 1 is written there (f32) by the last pass instead of into S; with both and
+// one token, S is not used.
 void kda_token_run(const KdaTaskRows& x, int64_t t0, int64_t t1,
                    // Outputs.
                    float* S,

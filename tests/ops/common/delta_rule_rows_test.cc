@@ -47,7 +47,7 @@ TEST_CASE("delta_rule state passes copy the decayed state when asked", "[delta_r
 TEST_CASE("delta_rule decode passes read and write the stored state as load and store do",
           "[delta_rule]") {
   for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (const int64_t V : {int64_t{70}, int64_t{128}}) {
+    for (const int64_t V : {int64_t{70}, int64_t{96}, int64_t{128}}) {
       const int64_t K = 12;
       Tensor stored(TensorSpec{dtype, {K, V}});
       for (int64_t e = 0; e < K * V; ++e) stored.set(e, 0.01 * static_cast<double>(e % 53) - 0.2);
@@ -68,20 +68,41 @@ TEST_CASE("delta_rule decode passes read and write the stored state as load and 
         delta_rule_update_output(S.data(), bk.data(), r.data(), q.data(), K, V, out.data());
         Tensor want(TensorSpec{dtype, {K, V}});
         delta_rule_store_state(dtype, S.data(), want.raw(), K * V);
-        // The same in two passes.
+        // The same in two passes through S.
         std::vector<float> S2(K * V), pred2(V), out2(V);
         delta_rule_decay_predict_from(dtype, stored.raw(), S2.data(), d.data(), k.data(), K, V,
                                       pred2.data());
         Tensor got(TensorSpec{dtype, {K, V}});
-        delta_rule_update_output_to(S2.data(), bk.data(), r.data(), q.data(), K, V, out2.data(),
-                                    dtype, got.raw());
+        delta_rule_update_output_to(DType::kF32, S2.data(), nullptr, bk.data(), r.data(), q.data(),
+                                    K, V, out2.data(), dtype, got.raw());
+        // And in two passes over the stored state, with no S (a single token), prefetching a
+        // next state.
+        std::vector<float> pred3(V), out3(V);
+        delta_rule_decay_predict_from(dtype, stored.raw(), nullptr, d.data(), k.data(), K, V,
+                                      pred3.data());
+        Tensor got3(TensorSpec{dtype, {K, V}});
+        delta_rule_update_output_to(dtype, stored.raw(), d.data(), bk.data(), r.data(), q.data(), K,
+                                    V, out3.data(), dtype, got3.raw(), stored.raw());
+        // From the stored state into f32 (kimi_delta_attention's final state).
+        std::vector<float> pred4(V), out4(V), got4(K * V);
+        delta_rule_update_output_to(dtype, stored.raw(), d.data(), bk.data(), r.data(), q.data(), K,
+                                    V, out4.data(), DType::kF32, got4.data());
         for (int64_t c = 0; c < V; ++c) {
           CHECK(pred2[c] == Approx(pred[c]).epsilon(1e-6).margin(1e-7));
           CHECK(out2[c] == Approx(out[c]).epsilon(1e-6).margin(1e-7));
+          CHECK(pred3[c] == pred2[c]);
+          CHECK(out3[c] == out2[c]);
+          CHECK(out4[c] == out2[c]);
         }
-        int64_t differ = 0;
-        for (int64_t e = 0; e < K * V; ++e) differ += want.get(e) != got.get(e);
+        int64_t differ = 0, differ3 = 0, differ4 = 0;
+        for (int64_t e = 0; e < K * V; ++e) {
+          differ += want.get(e) != got.get(e);
+          differ3 += got3.get(e) != got.get(e);
+          differ4 += S[e] != got4[e];
+        }
         CHECK(differ == 0);
+        CHECK(differ3 == 0);
+        CHECK(differ4 == 0);
       });
     }
   }

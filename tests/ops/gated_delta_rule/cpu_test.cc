@@ -1,7 +1,8 @@
 // Tests of gated_delta_rule's cpu kernel: against the float64 oracle on every SIMD target (value
 // widths that take the vector blocks and the scalar tail, mixed and decode-only batches, padded
 // requests and tokens, f32 / bf16 / f16 with f32 or bf16 states), token by token and in chunks,
-// one or all threads, and its conv state bit for bit against the reference's.
+// one or all threads (a decode batch's tasks of one or several heads), and its conv state bit for
+// bit against the reference's (a request without tokens keeps its old one).
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
@@ -40,9 +41,17 @@ std::vector<json> cpu_cases() {
                     .d_k = 32,
                     .d_v = 32,
                     .max_reqs = 6}),  // decode only
+          gdn_args({.dtype = "bf16",
+                    .state_dtype = "bf16",
+                    .lengths = {1, 1, 1, 1, 1, 1, 1, 1},
+                    .context = {5, 2, 0, 7, 1, 3, 9, 4},
+                    .n_kq = 2,
+                    .n_v = 8,
+                    .d_k = 16,
+                    .d_v = 128}),  // decode only, several heads per task, whole rows of pairs
           gdn_args({.dtype = "f16",
-                    .lengths = {3, 25},
-                    .context = {1, 0},
+                    .lengths = {3, 0, 25},
+                    .context = {1, 2, 0},
                     .n_kq = 2,
                     .n_v = 2,
                     .d_k = 16,
