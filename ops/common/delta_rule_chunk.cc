@@ -78,6 +78,17 @@ void Scale(const float* x, float a, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = a * x[i];
 }
 
+void Axpby(const float* x, float a, float b, float* y, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto av = hn::Set(d, a), bv = hn::Set(d, b);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::MulAdd(av, hn::LoadU(d, x + i), hn::Mul(bv, hn::LoadU(d, y + i))), d, y + i);
+  }
+  for (; i < n; ++i) y[i] = a * x[i] + b * y[i];
+}
+
 void ScaleExp(const float* x, const float* hi, const float* lo, float a, bool reciprocal, float* y,
               int64_t n) {
   const hn::ScalableTag<float> d;
@@ -127,6 +138,7 @@ void delta_rule_solve_lower_transposed(const float* A, int64_t n, float* R, int6
 }
 HWY_EXPORT(ExpInPlace);
 HWY_EXPORT(Scale);
+HWY_EXPORT(Axpby);
 HWY_EXPORT(ScaleExp);
 
 void delta_rule_scale_exp(const float* x, const float* hi, const float* lo, float a,
@@ -138,17 +150,27 @@ void delta_rule_scale(const float* x, float a, float* y, int64_t n) {
   HWY_DYNAMIC_DISPATCH(Scale)(x, a, y, n);
 }
 
+void delta_rule_axpby(const float* x, float a, float b, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(Axpby)(x, a, b, y, n);
+}
+
 void delta_rule_exp(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(ExpInPlace)(x, n); }
 
 void delta_rule_chunk(const DeltaRuleChunk& c, float* S) {
+  // [Y; out] = [beta v; 0] + [-beta k exp(b); q exp(b)] S_0. S_0 is read in place (small, in L2:
+  // packing it cost as much as its product).
+  const CpuGemmOptions in_place{.rhs_in_place = true};
+  cpu_gemm_f32({DType::kF32, c.kq, c.K}, {DType::kF32, S, c.V}, 2 * c.n, c.V, c.K, c.uo, c.V,
+               /*accumulate=*/true, in_place);
+  delta_rule_chunk_update(c, S);
+}
+
+void delta_rule_chunk_update(const DeltaRuleChunk& c, float* S) {
   const int64_t n = c.n, K = c.K, V = c.V;
   float* U = c.uo;
   float* out = c.uo + n * V;
-  // [Y; out] = [beta v; 0] + [-beta k exp(b); q exp(b)] S_0, then (I + A) U = Y in place.
-  // S_0 and U are read in place (small, in L2: packing them cost as much as their products).
+  // (I + A) U = Y in place; U read in place by its two products.
   const CpuGemmOptions in_place{.rhs_in_place = true};
-  cpu_gemm_f32({DType::kF32, c.kq, K}, {DType::kF32, S, V}, 2 * n, V, K, c.uo, V,
-               /*accumulate=*/true, in_place);
   HWY_DYNAMIC_DISPATCH(SolveUnitLower)(c.A, n, U, V);
   const GemmOperand u{DType::kF32, U, V};
   // out += P U.

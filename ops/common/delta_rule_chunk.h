@@ -43,6 +43,12 @@ struct DeltaRuleChunk {
 void delta_rule_chunk(const DeltaRuleChunk& c,
                       // Outputs.
                       float* S);
+// delta_rule_chunk's steps after the products with S_0, for a caller that formed [Y; out] in uo
+// itself (gated_delta_rule: one decay per head scales whole rows, after the product with the
+// unscaled [k; q]): the solve, out += P U and the state's update. c.kq is not read.
+void delta_rule_chunk_update(const DeltaRuleChunk& c,
+                             // Outputs.
+                             float* S);
 
 // (I + A) X = R in place on R [n, W] (row stride W), for A [n, n] strictly lower (row stride n;
 // its diagonal and upper part are not read); and (I + A)^T X = R, the gradient's solve.
@@ -55,6 +61,10 @@ void delta_rule_solve_lower_transposed(const float* A, int64_t n,
 
 // y = a x (n elements, vectorized; in place when y = x): the chunk's operand rows.
 void delta_rule_scale(const float* x, float a, float* y, int64_t n);
+// y = a x + b y (n elements, vectorized).
+void delta_rule_axpby(const float* x, float a, float b,
+                      // Inputs and outputs.
+                      float* y, int64_t n);
 
 // y = a x exp(lo - hi), or a x / exp(hi - lo) with `reciprocal` (n elements, vectorized; the
 // exponent lo - hi <= 0 per element, resp. hi - lo, and below -86 its exp is 0): a chunk's rows

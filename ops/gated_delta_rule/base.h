@@ -82,20 +82,21 @@ Acc gdn_log_decay(Acc a, Acc a_log, Acc dt_bias);
 template <typename Acc>
 Acc gdn_beta(Acc b);
 
-// y = silu(conv) of one token as upstream rounds it in `dtype` (f32, bf16, f16): (conv_bias,
-// unless `boundary`) + sum_k w[k, c] in[k, c] over its W input rows (row stride C, f32),
-// rounded; at a boundary (the first W - 1 tokens of a request, every token of a decode-only
-// batch) the bias added then and rounded again; then x logistic(x) with exp, 1 + e, the
-// reciprocal and the product each rounded (XLA's order). Vectorized.
+// y = silu(conv) of one token's channels [0, n) as upstream rounds it in `dtype` (f32, bf16,
+// f16): (conv_bias, unless `boundary`) + sum_k w[k, c] in[k, c] over its W input rows (row
+// stride C), rounded; at a boundary (the first W - 1 tokens of a request, every token of a
+// decode-only batch) the bias added then and rounded again; then x logistic(x) with exp, 1 + e,
+// the reciprocal and the product each rounded (XLA's order). Vectorized.
 void gdn_conv_row(DType dtype,
                   // Inputs.
                   const float* w,  // [W, C] the taps, tap-major
                   int64_t W,
                   const float* in,    // [W, C]
-                  const float* bias,  // [C] or null
+                  const float* bias,  // [n] or null
                   bool boundary,
                   // Outputs.
-                  float* y, int64_t C);
+                  float* y,  // [n]
+                  int64_t n, int64_t C);
 
 // Where the conv's output goes: token-major [T, C] (the reference), or head-major, each head's
 // rows contiguous over the tokens (the cpu kernel: a (request, value head) task streams its q,

@@ -59,17 +59,30 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
     std::memset(mixed + valid_end * C, 0,
                 static_cast<size_t>((p.T - valid_end) * C) * sizeof(float));
   }
-  const GdnHeadMajor at = p.head_major();
-  const int64_t q_end = p.n_kq * p.d_k, k_end = 2 * q_end;
-  // A head-major token's rows, from its token-major row y [C].
-  auto scatter = [&](const float* y, int64_t t) {
+  // Where each run of channels goes: the whole row [C] token-major, or head by head (q, k, then
+  // v heads) into the head-major rows.
+  struct Run {
+    int64_t c0, n;
+    int kind;  // 0 q, 1 k, 2 v
+    int64_t head;
+  };
+  std::vector<Run> runs;
+  if (head_major) {
+    for (int64_t hk = 0; hk < p.n_kq; ++hk) runs.push_back({hk * p.d_k, p.d_k, 0, hk});
     for (int64_t hk = 0; hk < p.n_kq; ++hk) {
-      std::copy_n(y + hk * p.d_k, p.d_k, mixed + at.q(t, hk));
-      std::copy_n(y + q_end + hk * p.d_k, p.d_k, mixed + at.k(t, hk));
+      runs.push_back({(p.n_kq + hk) * p.d_k, p.d_k, 1, hk});
     }
-    for (int64_t h = 0; h < p.n_v; ++h) {
-      std::copy_n(y + k_end + h * p.d_v, p.d_v, mixed + at.v(t, h));
-    }
+    for (int64_t h = 0; h < p.n_v; ++h)
+      runs.push_back({2 * p.n_kq * p.d_k + h * p.d_v, p.d_v, 2, h});
+  } else {
+    runs.push_back({0, C, -1, 0});
+  }
+  const GdnHeadMajor at = p.head_major();
+  auto destination = [&](const Run& run, int64_t t) {
+    if (run.kind == 0) return mixed + at.q(t, run.head);
+    if (run.kind == 1) return mixed + at.k(t, run.head);
+    if (run.kind == 2) return mixed + at.v(t, run.head);
+    return mixed + t * C;
   };
   struct Task {
     int64_t r, j0;
@@ -108,9 +121,8 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
     cpu::parallel_for(static_cast<int64_t>(tasks.size()), threads, [&](int64_t index, int) {
       const auto [r, j0] = tasks[index];
       const int64_t n = std::min(kConvBlock, p.tokens(r) - j0);
-      thread_local std::vector<float> in, row;
+      thread_local std::vector<float> in;
       if (static_cast<int64_t>(in.size()) < (n + rows) * C) in.resize((n + rows) * C);
-      if (head_major && static_cast<int64_t>(row.size()) < C) row.resize(C);
       for (int64_t i = 0; i < n + rows; ++i) {
         const X* src = stream_row(r, j0 + i);
         float* dst = in.data() + i * C;
@@ -126,10 +138,11 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
         // bias first and round once (upstream's two conv paths).
         const bool boundary = j < rows || p.decode_only();
         const int64_t t = p.query_start_loc[r] + j;
-        float* y = head_major ? row.data() : mixed + t * C;
-        gdn_conv_row(p.dtype, w.data(), W, in.data() + (j - j0) * C,
-                     p.has_conv_bias ? bias.data() : nullptr, boundary, y, C);
-        if (head_major) scatter(y, t);
+        for (const Run& run : runs) {
+          gdn_conv_row(p.dtype, w.data() + run.c0, W, in.data() + (j - j0) * C + run.c0,
+                       p.has_conv_bias ? bias.data() + run.c0 : nullptr, boundary,
+                       destination(run, t), run.n, C);
+        }
       }
       if (j0 + n < p.tokens(r)) return;
       // The request's new conv state: its stream's last W - 1 rows, copied.
