@@ -38,12 +38,12 @@ float kda_load_token(const KdaTaskRows& x, int64_t t, bool log, float* q, float*
                      float* decay) {
   const KdaProblem& p = x.p;
   const int64_t row = x.row(t);
-  kda_load_row(x.inputs.at("query"), row, p.K, q);
-  kda_load_row(x.inputs.at("key"), row, p.K, k);
-  kda_load_row(x.inputs.at("gate"), row, p.K, decay);
-  kda_load_row(x.inputs.at("value"), row, p.V, v);
+  kda_load_row(x.query, row, p.K, q);
+  kda_load_row(x.key, row, p.K, k);
+  kda_load_row(x.gate, row, p.K, decay);
+  kda_load_row(x.value, row, p.V, v);
   float beta = 0.0f;
-  kda_load_row(x.inputs.at("beta"), row, 1, &beta);
+  kda_load_row(x.beta, row, 1, &beta);
   const float scale = static_cast<float>(p.scale);
   if (p.use_qk_l2norm) {
     delta_rule_l2_normalize(q, p.K, 1, p.K, scale, q, p.K);
@@ -167,7 +167,11 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
     }
     thread_local std::vector<float> work;
     const KdaTaskRows x{.p = p,
-                        .inputs = inputs,
+                        .query = inputs.at("query"),
+                        .key = inputs.at("key"),
+                        .value = inputs.at("value"),
+                        .gate = inputs.at("gate"),
+                        .beta = inputs.at("beta"),
                         .h = h,
                         .b = b,
                         .a_log = a_log[h],

@@ -44,7 +44,8 @@ void kimi_delta_attention_cpu_kernel(const KdaProblem& p, const CpuKdaConfig& c,
 // One (head h, batch row b) task's inputs and output, and where token t's rows are.
 struct KdaTaskRows {
   const KdaProblem& p;
-  const TensorMap& inputs;
+  // The token inputs, looked up once per task (not by name per token).
+  const Tensor &query, &key, &value, &gate, &beta;
   int64_t h = 0, b = 0;
   float a_log = 0.0f;
   const float* bias = nullptr;  // [K] the head's delta_time_bias (zeros without it)
