@@ -63,10 +63,17 @@ void ConvRow(DType dtype, const float* w, int64_t W, const float* in, const floa
       for (int64_t k = 0; k < W; ++k) {
         acc = hn::MulAdd(hn::LoadU(d, w + k * C + c), hn::LoadU(d, in + k * C + c), acc);
       }
-      // The lanes whose sum (with the bias) is NaN: their result is NaN whatever Round does.
-      const auto nan = hn::IsNaN(boundary && has_bias ? hn::Add(acc, b) : acc);
+      // The lanes whose sum (with the bias) is NaN: their result is NaN whatever Round makes of
+      // it; their v is zeroed, keeping NaN out of Exp (whose portable target converts it to an
+      // integer, undefined in C++).
       auto v = Round(d, acc, bf16);
-      if (boundary && has_bias) v = Round(d, hn::Add(v, b), bf16);
+      auto nan = hn::IsNaN(acc);
+      if (boundary && has_bias) {
+        const auto biased = hn::Add(v, b);
+        nan = hn::Or(nan, hn::IsNaN(biased));
+        v = Round(d, biased, bf16);
+      }
+      v = hn::IfThenZeroElse(nan, v);
       const auto e = Round(d, hn::Exp(d, hn::Neg(v)), bf16);
       const auto sig = Round(d, hn::Div(one, Round(d, hn::Add(one, e), bf16)), bf16);
       const auto out = Round(d, hn::Mul(v, sig), bf16);
