@@ -1,9 +1,10 @@
 // Tests of kimi_delta_attention's cpu kernel: against the float64 oracle on every SIMD target,
 // with value widths that take the vector blocks and the scalar tail, every gate form, segments
-// with padding and shared slots, initial and final state, token by token and in chunks, and one
-// or all threads.
+// with padding and shared slots, initial and final state, decode (one token per sequence), token
+// by token and in chunks, and one or all threads.
 #include <catch2/catch.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/framework/numerics.h"
@@ -48,6 +49,15 @@ TEST_CASE("cpu kimi_delta_attention passes the oracle on every target", "[kda]")
                    {"segment_ids", "i32[3,40]"},
                    {"max_num_segments", 2}});
   cases.push_back(softplus);
+  // Decode: one token per sequence from initial_state to final_state (its two passes read the
+  // stored state twice, no f32 copy); bf16 states, and f32 with a tail of columns.
+  for (const auto& [dtype, V] : {std::pair{"bf16", 32}, std::pair{"f32", 70}}) {
+    json decode = kda_args("bf16", 2, 3, 1, 16, V);
+    decode.update({{"initial_state", std::string(dtype) + "[3,1,2,16," + std::to_string(V) + "]"},
+                   {"output_final_state", true},
+                   {"use_qk_l2norm", true}});
+    cases.push_back(decode);
+  }
   for_each_forced_target({HWY_AVX3, HWY_AVX2, HWY_SCALAR}, [&](int64_t) {
     for (const json& c : cases) {
       const BoundArgs args = op().bind(c);
