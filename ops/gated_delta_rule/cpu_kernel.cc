@@ -132,8 +132,10 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
   float* beta = log_decay + valid * n_v;
   gdn_conv_silu(p, inputs, c.num_threads, GdnConvLayout::kHeadMajor, mixed,
                 outputs.at("updated_conv_state"));
+  // Padding tokens output zeros; every valid token's rows are written by its request's tasks.
   Tensor& out = outputs.at("out");
-  std::memset(out.raw(), 0, out.size_bytes());  // padding tokens
+  const size_t token_bytes = static_cast<size_t>(n_v * p.d_v) * dtype_size(p.dtype);
+  std::memset(static_cast<char*>(out.raw()) + valid * token_bytes, 0, (p.T - valid) * token_bytes);
   // Slots no request owns are copied through; each request's slot is written whole by its
   // tasks, from the input's (one read and one write of each state).
   Tensor& state = outputs.at("updated_recurrent_state");

@@ -84,7 +84,13 @@ KdaVjpChunkRows ChunkRows(const KdaVjpChunk& c, bool backward, int64_t extra) {
       }
     }
     for (int64_t s = 0; s < s0 + m; ++s) {
-      delta_rule_scale_exp(ones, b + s * K, br, 1.0f, s >= s0, F + s * K, K);
+      if (s < s0) {
+        delta_rule_scale_exp(ones, b + s * K, br, 1.0f, false, F + s * K, K);
+      } else {  // 1 / exp(b_s - b_r): E's row, inverted (what the reciprocal form computes)
+        const float* es = x.E + s * K;
+#pragma GCC ivdep
+        for (int64_t i = 0; i < K; ++i) F[s * K + i] = 1.0f / es[i];
+      }
 #pragma GCC ivdep
       for (int64_t i = 0; i < K; ++i) R[s * K + i] = k[s * K + i] * F[s * K + i];
     }

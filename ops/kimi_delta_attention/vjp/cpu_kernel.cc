@@ -4,7 +4,6 @@
 // Dimensions: as ../base.h.
 #include "ops/kimi_delta_attention/vjp/cpu_kernel.h"
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,9 +31,6 @@ void kimi_delta_attention_vjp_cpu_kernel(const KdaVjpProblem& vp, const CpuKdaVj
   if (inputs.contains("a_log")) kda_load_row(inputs.at("a_log"), 0, H, a_log.data());
   if (inputs.contains("delta_time_bias"))
     kda_load_row(inputs.at("delta_time_bias"), 0, H * K, dtb.data());
-  for (const char* name : {"dquery", "dkey", "dvalue", "dgate", "dbeta"}) {
-    std::memset(outputs.at(name).raw(), 0, outputs.at(name).size_bytes());  // padding tokens
-  }
   const KdaVjpCall call{.p = p,
                         .c = c,
                         .ids = p.has_segments ? inputs.at("segment_ids").data<int32_t>() : nullptr,

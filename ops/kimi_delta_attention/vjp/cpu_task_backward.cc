@@ -4,6 +4,7 @@
 //
 // Dimensions: as ../base.h; C the block (tokens per checkpoint).
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "ops/common/cpu_gemm/pack.h"
@@ -18,6 +19,11 @@ namespace {
 void store_span(const float* x, int64_t first, int64_t n, Tensor& out) {
   const int64_t size = static_cast<int64_t>(dtype_size(out.dtype()));
   store_rows(x, n, 1, n, out.dtype(), static_cast<char*>(out.raw()) + first * size, n);
+}
+// A tensor's elements [first, first + n) set to zero (all bits clear in every float dtype).
+void zero_span(int64_t first, int64_t n, Tensor& out) {
+  const size_t size = dtype_size(out.dtype());
+  std::memset(static_cast<char*>(out.raw()) + first * size, 0, static_cast<size_t>(n) * size);
 }
 // Row `row` of a tensor of rows of n elements.
 void store_row(const float* x, int64_t row, int64_t n, Tensor& out) {
@@ -129,6 +135,14 @@ void KdaVjpTask::backward_tokens(int64_t t0, int64_t t1) {
 }
 
 float KdaVjpTask::backward() {
+  // Padding tokens' gradients are zeros (every other token's rows are written below).
+  for (int64_t t = 0; t < T_; ++t) {
+    if (slot_of(t) >= 0) continue;
+    const int64_t row = row_of(t);
+    for (Tensor* out : {&call_.dquery, &call_.dkey, &call_.dgate}) zero_span(row * K_, K_, *out);
+    zero_span(row * V_, V_, call_.dvalue);
+    zero_span(row, 1, call_.dbeta);
+  }
   for (int64_t n = 0; n < N_; ++n) {
     float* G = buf_.adjoints.data() + n * KV_;
     if (call_.dfinal) {

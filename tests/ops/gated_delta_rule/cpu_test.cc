@@ -96,3 +96,23 @@ TEST_CASE("cpu gated_delta_rule writes the conv state the reference writes", "[g
     CHECK(std::memcmp(x.raw(), y.raw(), x.size_bytes()) == 0);
   }
 }
+
+TEST_CASE("cpu gated_delta_rule writes every output, padding tokens' zeros included",
+          "[gated_delta_rule]") {
+  // Padded requests and padding tokens, a decode prefix, chunked and token by token.
+  const BoundArgs args = op().bind(cpu_cases()[0]);
+  const TensorMap inputs = op().make_inputs(args, 3);
+  for (const int chunk : {0, 8}) {
+    CAPTURE(chunk);
+    const json config{{"num_threads", 0}, {"chunk", chunk}};
+    // Into fresh (zeroed) outputs, and into outputs holding another call's bytes.
+    TensorMap fresh = op().allocate_outputs(args), reused = op().allocate_outputs(args);
+    for (auto& [name, t] : reused) std::memset(t.raw(), 0x5A, t.size_bytes());
+    run_json(op().implementation("cpu"), args, config, inputs, fresh);
+    run_json(op().implementation("cpu"), args, config, inputs, reused);
+    for (const auto& [name, t] : fresh) {
+      CAPTURE(name);
+      CHECK(std::memcmp(t.raw(), reused.at(name).raw(), t.size_bytes()) == 0);
+    }
+  }
+}

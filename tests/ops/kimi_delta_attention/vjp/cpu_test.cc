@@ -1,8 +1,10 @@
 // Tests of kimi_delta_attention_vjp's cpu kernel: every gradient against the float64 oracle on
 // every SIMD target, for every gate form, segments with shared slots and padding, initial state
 // and dfinal_state, value widths that take the vector loops and a tail, token by token with
-// checkpoint blocks of 1, 5 and 16 tokens and in chunks of 5 and 32, one or all threads.
+// checkpoint blocks of 1, 5 and 16 tokens and in chunks of 5 and 32, one or all threads; and
+// every output element written (padding tokens' zeros too) over outputs that held other bytes.
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -73,4 +75,32 @@ TEST_CASE("cpu kimi_delta_attention_vjp passes the oracle on every target", "[kd
       }
     }
   });
+}
+
+TEST_CASE("cpu kimi_delta_attention_vjp writes every gradient, padding tokens' zeros included",
+          "[kda_vjp]") {
+  json segments = kda_args("bf16", 2, 2, 60, 16, 32);
+  segments.update({{"dout", "bf16[2,2,60,32]"},
+                   {"segment_ids", "i32[2,60]"},
+                   {"initial_state", "f32[2,2,2,16,32]"},
+                   {"use_qk_l2norm", true}});
+  const BoundArgs args = op().bind(segments);
+  const TensorMap inputs = op().make_inputs(args, 3);
+  const Tensor& ids = inputs.at("segment_ids");
+  int64_t padding = 0;
+  for (int64_t e = 0; e < ids.num_elements(); ++e) padding += ids.get(e) == 0;
+  REQUIRE(padding > 0);
+  for (const bool chunked : {false, true}) {
+    CAPTURE(chunked);
+    const json config{{"num_threads", 0}, {"block", 16}, {"chunked", chunked}};
+    // Into fresh (zeroed) outputs, and into outputs holding another call's bytes.
+    TensorMap fresh = op().allocate_outputs(args), reused = op().allocate_outputs(args);
+    for (auto& [name, t] : reused) std::memset(t.raw(), 0x5A, t.size_bytes());
+    run_json(op().implementation("cpu"), args, config, inputs, fresh);
+    run_json(op().implementation("cpu"), args, config, inputs, reused);
+    for (const auto& [name, t] : fresh) {
+      CAPTURE(name);
+      CHECK(std::memcmp(t.raw(), reused.at(name).raw(), t.size_bytes()) == 0);
+    }
+  }
 }
