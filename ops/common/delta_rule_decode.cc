@@ -93,10 +93,10 @@ HWY_INLINE void PredictPairsBlock(const bf16* src, const float* a, const float* 
   for (int j = 0; j < NP; ++j) StoreUnpaired(d, s[2 * j], s[2 * j + 1], acc + x + 2 * j * L);
 }
 
-// The pair path needs whole pairs of vectors and more than one lane.
-HWY_INLINE bool PairPath(DType dtype, int64_t V) {
+// The pair path (bf16 states) needs whole pairs of vectors and more than one lane.
+HWY_INLINE bool PairPath(int64_t V) {
   const DF d;
-  return kHasPairPath && dtype == DType::kBF16 && V % (2 * static_cast<int64_t>(hn::Lanes(d))) == 0;
+  return kHasPairPath && V % (2 * static_cast<int64_t>(hn::Lanes(d))) == 0;
 }
 
 template <typename T, bool kStore>
@@ -106,11 +106,13 @@ void DecayPredictFromT(const T* src, float* S, const float* a, const float* c, i
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   int64_t x = 0;
 #if HWY_TARGET <= HWY_AVX3
-  for (; x + 8 * L <= V; x += 8 * L)
+  for (; x + 8 * L <= V; x += 8 * L) {
     DecayPredictFromBlock<8, T, kStore>(src, S, a, c, K, V, x, acc);
+  }
 #endif
-  for (; x + 4 * L <= V; x += 4 * L)
+  for (; x + 4 * L <= V; x += 4 * L) {
     DecayPredictFromBlock<4, T, kStore>(src, S, a, c, K, V, x, acc);
+  }
   for (; x < V; ++x) {  // the last V % 4L columns
     float sum = 0.0f;
     for (int64_t i = 0; i < K; ++i) {
@@ -129,7 +131,7 @@ void DecayPredictFromT(const T* src, float* S, const float* a, const float* c, i
   if constexpr (std::is_same_v<T, bf16>) {
     const DF d;
     const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-    if (PairPath(DType::kBF16, V)) {
+    if (PairPath(V)) {
       int64_t x = 0;
 #if HWY_TARGET <= HWY_AVX3
       for (; x + 8 * L <= V; x += 8 * L) PredictPairsBlock<4>(src, a, c, K, V, x, acc);
@@ -226,7 +228,7 @@ void UpdateOutputToT(const Src* src, const float* a, const float* b, const float
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   int64_t x = 0;
   if constexpr (kDecay && std::is_same_v<Src, bf16> && std::is_same_v<T, bf16>) {
-    if (PairPath(DType::kBF16, V)) {
+    if (PairPath(V)) {
 #if HWY_TARGET <= HWY_AVX3
       for (; x + 8 * L <= V; x += 8 * L) {
         UpdateOutputPairsBlock<4, kStream>(src, a, b, r, c, K, V, x, acc, dst, next);

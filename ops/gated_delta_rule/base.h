@@ -68,6 +68,8 @@ struct GdnProblem {
   bool has_initial_state(int64_t r) const { return seq_lens[r] - tokens(r) > 0; }
   // Whether request r's conv state starts from its slot (else zeros).
   bool conv_from_slot(int64_t r) const { return decode_only() || has_initial_state(r); }
+  // Whether active request r is one token continuing its slot's state (a decode).
+  bool decodes(int64_t r) const { return r < active() && tokens(r) == 1 && has_initial_state(r); }
   int64_t repeat() const { return n_v / n_kq; }
   GdnHeadMajor head_major() const { return {T, n_kq, d_k, d_v}; }
   static GdnProblem from(const BoundArgs& args);

@@ -60,30 +60,26 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
                 static_cast<size_t>((p.T - valid_end) * C) * sizeof(float));
   }
   // Where each run of channels goes: the whole row [C] token-major, or head by head (q, k, then
-  // v heads) into the head-major rows.
+  // v heads) into the head-major rows; token t's row of a run at base + t * stride.
   struct Run {
     int64_t c0, n;
-    int kind;  // 0 q, 1 k, 2 v
-    int64_t head;
+    float* base;
+    int64_t stride;
   };
   std::vector<Run> runs;
   if (head_major) {
-    for (int64_t hk = 0; hk < p.n_kq; ++hk) runs.push_back({hk * p.d_k, p.d_k, 0, hk});
+    const GdnHeadMajor at = p.head_major();
+    for (int64_t hk = 0; hk < p.n_kq; ++hk)
+      runs.push_back({hk * p.d_k, p.d_k, mixed + at.q(0, hk), p.d_k});
     for (int64_t hk = 0; hk < p.n_kq; ++hk) {
-      runs.push_back({(p.n_kq + hk) * p.d_k, p.d_k, 1, hk});
+      runs.push_back({(p.n_kq + hk) * p.d_k, p.d_k, mixed + at.k(0, hk), p.d_k});
     }
-    for (int64_t h = 0; h < p.n_v; ++h)
-      runs.push_back({2 * p.n_kq * p.d_k + h * p.d_v, p.d_v, 2, h});
+    for (int64_t h = 0; h < p.n_v; ++h) {
+      runs.push_back({2 * p.n_kq * p.d_k + h * p.d_v, p.d_v, mixed + at.v(0, h), p.d_v});
+    }
   } else {
-    runs.push_back({0, C, -1, 0});
+    runs.push_back({0, C, mixed, C});
   }
-  const GdnHeadMajor at = p.head_major();
-  auto destination = [&](const Run& run, int64_t t) {
-    if (run.kind == 0) return mixed + at.q(t, run.head);
-    if (run.kind == 1) return mixed + at.k(t, run.head);
-    if (run.kind == 2) return mixed + at.v(t, run.head);
-    return mixed + t * C;
-  };
   struct Task {
     int64_t r, j0;
   };
@@ -141,7 +137,7 @@ void gdn_conv_silu(const GdnProblem& p, const TensorMap& inputs, int threads, Gd
         for (const Run& run : runs) {
           gdn_conv_row(p.dtype, w.data() + run.c0, W, in.data() + (j - j0) * C + run.c0,
                        p.has_conv_bias ? bias.data() + run.c0 : nullptr, boundary,
-                       destination(run, t), run.n, C);
+                       run.base + t * run.stride, run.n, C);
         }
       }
       if (j0 + n < p.tokens(r)) return;

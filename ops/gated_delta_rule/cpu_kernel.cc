@@ -88,7 +88,7 @@ void gdn_head_task(const GdnProblem& p, const GdnTokens& x, int64_t chunk, int64
     return y;
   };
   // One token from the slot: its second pass reads the stored state again (no f32 copy).
-  const bool single = L == 1 && from_slot;
+  const bool single = p.decodes(r);
   const int64_t out_size = static_cast<int64_t>(dtype_size(p.dtype));
   const int64_t start = p.query_start_loc[r];
   Token cur = token(start, 0);
@@ -182,12 +182,8 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
   // decode) takes `decode_heads`, each head's pass prefetching the next one's state (contiguous
   // in the slot) so that its reads overlap the stores, as many as still leave each thread about
   // kDecodeTasksPerThread tasks to balance; any other request one head per task.
-  std::vector<bool> decode(static_cast<size_t>(p.R));
   int64_t decodes = 0;
-  for (int64_t r = 0; r < p.active(); ++r) {
-    decode[r] = p.tokens(r) == 1 && p.has_initial_state(r);
-    decodes += decode[r];
-  }
+  for (int64_t r = 0; r < p.active(); ++r) decodes += p.decodes(r);
   const int threads = cpu::thread_pool().threads_for(decodes * n_v, c.num_threads);
   const int64_t decode_heads =
       std::clamp<int64_t>(decodes * n_v / (kDecodeTasksPerThread * threads), 1, n_v);
@@ -196,7 +192,7 @@ void gated_delta_rule_cpu_kernel(const GdnProblem& p, const CpuGdnConfig& c,
   };
   std::vector<Task> tasks;
   for (int64_t r = 0; r < p.R; ++r) {
-    const int64_t heads = decode[r] ? decode_heads : 1;
+    const int64_t heads = p.decodes(r) ? decode_heads : 1;
     for (int64_t h = 0; h < n_v; h += heads) tasks.push_back({r, h, std::min(n_v, h + heads)});
   }
   cpu::parallel_for(static_cast<int64_t>(tasks.size()), c.num_threads, [&](int64_t index, int) {

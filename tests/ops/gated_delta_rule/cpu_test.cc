@@ -105,14 +105,7 @@ TEST_CASE("cpu gated_delta_rule writes every output, padding tokens' zeros inclu
   for (const int chunk : {0, 8}) {
     CAPTURE(chunk);
     const json config{{"num_threads", 0}, {"chunk", chunk}};
-    // Into fresh (zeroed) outputs, and into outputs holding another call's bytes.
-    TensorMap fresh = op().allocate_outputs(args), reused = op().allocate_outputs(args);
-    for (auto& [name, t] : reused) std::memset(t.raw(), 0x5A, t.size_bytes());
-    run_json(op().implementation("cpu"), args, config, inputs, fresh);
-    run_json(op().implementation("cpu"), args, config, inputs, reused);
-    for (const auto& [name, t] : fresh) {
-      CAPTURE(name);
-      CHECK(std::memcmp(t.raw(), reused.at(name).raw(), t.size_bytes()) == 0);
-    }
+    CHECK(outputs_not_written_whole(op(), op().implementation("cpu"), args, config, inputs) ==
+          std::vector<std::string>{});
   }
 }
