@@ -44,6 +44,8 @@ HWY_BEFORE_NAMESPACE();
 namespace tokamax::HWY_NAMESPACE {
 namespace {
 
+namespace hn = hwy::HWY_NAMESPACE;
+
 GemmOperand rows(const float* data, int64_t ld) { return {DType::kF32, data, ld}; }
 GemmOperand transposed(const float* data, int64_t ld) { return {DType::kF32, data, ld, true}; }
 // C (+)= A B, B read in place where the engine can: a chunk's operands are small and in L2.
@@ -62,6 +64,42 @@ void solve_u(const KdaVjpChunk& c, float* A, float* U) {
   delta_rule_solve_lower(A, n, U, V);
 }
 
+// Rows scaled in place, row i of [rows, n] by f[i].
+void scale_rows(const float* f, int64_t rows, int64_t n, float* X) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* x = X + i * n;
+    const float fi = f[i];
+#pragma GCC ivdep
+    for (int64_t e = 0; e < n; ++e) x[e] *= fi;
+  }
+}
+
+// dot[i] = G_i . S_i, then G_i *= f_i: one pass over G's rows [rows, n].
+void dot_then_scale(const float* S, const float* f, int64_t rows, int64_t n, float* G, float* dot) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t i = 0; i < rows; ++i) {
+    float* g = G + i * n;
+    const float* s = S + i * n;
+    const auto fi = hn::Set(d, f[i]);
+    auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+    int64_t e = 0;
+    for (; e + 2 * L <= n; e += 2 * L) {
+      const auto g0 = hn::LoadU(d, g + e), g1 = hn::LoadU(d, g + e + L);
+      acc0 = hn::MulAdd(g0, hn::LoadU(d, s + e), acc0);
+      acc1 = hn::MulAdd(g1, hn::LoadU(d, s + e + L), acc1);
+      hn::StoreU(hn::Mul(g0, fi), d, g + e);
+      hn::StoreU(hn::Mul(g1, fi), d, g + e + L);
+    }
+    float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+    for (; e < n; ++e) {
+      sum += g[e] * s[e];
+      g[e] *= f[i];
+    }
+    dot[i] = sum;
+  }
+}
+
 }  // namespace
 
 void ChunkAdvance(const KdaVjpChunk& c, float* S) {
@@ -78,7 +116,7 @@ void ChunkAdvance(const KdaVjpChunk& c, float* S) {
   for (int64_t e = 0; e < n * V; ++e) c.R0[e] = c.v[e] - c.R0[e];
   solve_u(c, A, U);
   // S_n = diag(sd) S_0 + Kr^T U, in place.
-  for (int64_t i = 0; i < K; ++i) delta_rule_scale(S + i * V, x.sd[i], S + i * V, V);
+  scale_rows(x.sd, K, V, S);
   gemm(transposed(x.Kr, K), rows(U, V), K, V, n, S, V, /*accumulate=*/true);
 }
 
@@ -114,7 +152,8 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
   gemm(transposed(P, n), rows(c.dout, V), n, V, n, dY, V, /*accumulate=*/false);
   gemm(rows(x.Kr, K), rows(G, V), n, V, K, dY, V, /*accumulate=*/true);
   gemm(rows(U, V), transposed(G, V), n, K, V, dKr, K, /*accumulate=*/false);
-  for (int64_t i = 0; i < K; ++i) dsd[i] = delta_rule_dot(G + i * V, c.S0 + i * V, V);
+  // dsd; dS_n's rows scaled by sd (dS_0's first term; dS_n is not read again before dS_0).
+  dot_then_scale(c.S0, x.sd, K, V, G, dsd);
   // (I + A)^T dY = dU.
   delta_rule_solve_lower_transposed(A, n, dY, V);
   // Z packed once for its two products: [dP; -dA] = Z U^T, dA kept for s < t, dP for s <= t;
@@ -135,21 +174,25 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
         delta_rule_dot(dY + t * V, c.R0 + t * V, V) + delta_rule_dot(dA + t * n, c.Ap + t * n, t);
     delta_rule_scale(dY + t * V, c.beta[t], dv + t * V, V);
   }
-  // dS_0 = diag(sd) dS_n + [Qd; -Kd]^T [dout; dR0] = diag(sd) dS_n + [Qd; -diag(beta) Kd]^T Z.
-  for (int64_t i = 0; i < K; ++i) delta_rule_scale(G + i * V, x.sd[i], G + i * V, V);
+  // dS_0 = diag(sd) dS_n + [Qd; -Kd]^T [dout; dR0] = diag(sd) dS_n + [Qd; -diag(beta) Kd]^T Z
+  // (diag(sd) dS_n in G already).
   std::copy_n(x.Qd, n * K, XQ);
   for (int64_t t = 0; t < n; ++t) delta_rule_scale(x.Kd + t * K, -c.beta[t], XQ + (n + t) * K, K);
   gemm(transposed(XQ, K), rows(Z, V), K, V, 2 * n, G, V, /*accumulate=*/true);
   // The elementwise terms of Kd, Qd, Kr, with dKd = -dR0 S_0^T = -diag(beta) X: dk = dKd
   // exp(b) + dKr exp(b_{n-1} - b), dq = dQd exp(b), db; and sd's.
+  const float* e_last = x.E + (n - 1) * K;
+  const float* f_last = x.F((n - 1) / sub * sub);
   for (int64_t t = 0; t < n; ++t) {
     const float bt = c.beta[t];
+    const float* er = x.e_r + t / sub * K;
 #pragma GCC ivdep
     for (int64_t i = 0; i < K; ++i) {
       const int64_t e = t * K + i;
       const float dkd = -bt * X[e];
-      dk[e] = dkd * x.e_b[e] + dKr[e] * x.e_end[e];
-      dq[e] = dQd[e] * x.e_b[e];
+      const float eb = er[i] * x.E[e];  // x.e_b(e), x.e_end(e)
+      dk[e] = dkd * eb + dKr[e] * (e_last[i] * f_last[e]);
+      dq[e] = dQd[e] * eb;
       db[e] = dkd * x.Kd[e] + dQd[e] * x.Qd[e] - dKr[e] * x.Kr[e];
     }
   }

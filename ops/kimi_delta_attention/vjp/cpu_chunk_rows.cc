@@ -23,19 +23,18 @@ namespace tokamax::HWY_NAMESPACE {
 KdaVjpChunkRows ChunkRows(const KdaVjpChunk& c, bool backward, int64_t extra) {
   const int64_t n = c.n, K = c.K, sub = kKdaSubChunk, subs = (n + sub - 1) / sub;
   thread_local std::vector<float> scratch;
-  const int64_t need = 7 * n * K + 3 * K + subs * (2 * sub * K + 2 * n * K) + extra;
+  const int64_t need = 5 * n * K + 3 * K + subs * (K + 2 * sub * K + 2 * n * K) + extra;
   if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
   KdaVjpChunkRows x;
   x.n = n;
   x.K = K;
   x.b = scratch.data();
-  x.e_b = x.b + n * K;
-  x.e_end = x.e_b + n * K;
-  x.Kd = x.e_end + n * K;
+  x.Kd = x.b + n * K;
   x.Kr = x.Kd + n * K;
   x.Qd = x.Kr + n * K;
   x.E = x.Qd + n * K;
-  x.sd = x.E + n * K;
+  x.e_r = x.E + n * K;
+  x.sd = x.e_r + subs * K;
   float* ones = x.sd + K;
   float* zeros = ones + K;
   x.L_all = zeros + K;
@@ -51,20 +50,7 @@ KdaVjpChunkRows ChunkRows(const KdaVjpChunk& c, bool backward, int64_t extra) {
 #pragma GCC ivdep
     for (int64_t i = 0; i < K; ++i) b[t * K + i] = c.g[t * K + i] + (t ? b[(t - 1) * K + i] : 0.0f);
   }
-  const float* b_last = b + (n - 1) * K;
-  for (int64_t t = 0; t < n; ++t) {
-    const float* bt = b + t * K;
-    delta_rule_scale_exp(ones, zeros, bt, 1.0f, false, x.e_b + t * K, K);
-    delta_rule_scale_exp(ones, bt, b_last, 1.0f, false, x.e_end + t * K, K);
-#pragma GCC ivdep
-    for (int64_t i = 0; i < K; ++i) {
-      const int64_t e = t * K + i;
-      x.Kd[e] = k[e] * x.e_b[e];
-      x.Kr[e] = k[e] * x.e_end[e];
-      if (backward) x.Qd[e] = q[e] * x.e_b[e];
-    }
-  }
-  delta_rule_scale_exp(ones, zeros, b_last, 1.0f, false, x.sd, K);
+  // Per sub-chunk: E and L rows, then F and R rows.
   for (int64_t s0 = 0; s0 < n; s0 += sub) {
     const int64_t m = x.rows_of(s0);
     const float* br = b + s0 * K;
@@ -95,6 +81,29 @@ KdaVjpChunkRows ChunkRows(const KdaVjpChunk& c, bool backward, int64_t extra) {
       for (int64_t i = 0; i < K; ++i) R[s * K + i] = k[s * K + i] * F[s * K + i];
     }
   }
+  // The chunk-wide rows from those (KdaVjpChunkRows::e_b, e_end): one exponential per
+  // sub-chunk instead of three per token.
+  const float* e_last = x.E + (n - 1) * K;
+  const float* f_last = x.F((n - 1) / sub * sub);
+  for (int64_t s0 = 0; s0 < n; s0 += sub) {
+    const int64_t m = x.rows_of(s0);
+    float* er = x.e_r + s0 / sub * K;
+    delta_rule_scale_exp(ones, zeros, b + s0 * K, 1.0f, false, er, K);
+    for (int64_t t = s0; t < s0 + m; ++t) {
+#pragma GCC ivdep
+      for (int64_t i = 0; i < K; ++i) {
+        const int64_t e = t * K + i;
+        const float eb = er[i] * x.E[e];
+        x.Kd[e] = k[e] * eb;
+        x.Kr[e] = k[e] * (e_last[i] * f_last[e]);
+        if (backward) x.Qd[e] = q[e] * eb;
+      }
+    }
+  }
+  // sd = exp(b_{n-1}) = e_b's last row.
+  const float* er_last = x.e_r + (n - 1) / sub * K;
+#pragma GCC ivdep
+  for (int64_t i = 0; i < K; ++i) x.sd[i] = er_last[i] * e_last[i];
   return x;
 }
 

@@ -103,9 +103,12 @@ void kda_vjp_pass2_pass1(const KdaVjpToken& x, const float* Sd, float* G, const 
                          float* dq_prev, float* acc_dr_prev, float* xr_prev);  // [K], [V], [K]
 
 // Through the gate's activation: dgate = dg dg/dgate, ddtb += dgate; returns sum dg dg/da_log.
+// `log_decay`: the row's log decays where the caller has them (or null), which are dg/da_log
+// of the softplus form (-A softplus(x), A = exp(a_log)), so that its softplus is not recomputed.
 float kda_vjp_gate_row(const KdaProblem& p, float a_log,
                        // Inputs.
-                       const float* gate, const float* bias, const float* dg, int64_t K,
+                       const float* gate, const float* bias, const float* log_decay,
+                       const float* dg, int64_t K,
                        // Outputs.
                        float* dgate, float* ddtb);  // [K] each
 

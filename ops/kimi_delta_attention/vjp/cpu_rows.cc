@@ -147,7 +147,7 @@ void BackwardFused(const KdaVjpToken& x, const float* Sd, float* G, const float*
 // dgate = dg dg/dx per channel (x the gate value), ddtb += dgate, and returns sum dg dg/da_log,
 // as kda_log_decay_grad: the gate itself, -A softplus(x + bias), or lb sigmoid(A (x + bias)).
 float GateRow(const KdaProblem& p, float a_log, const float* gate, const float* bias,
-              const float* dg, int64_t K, float* dgate, float* ddtb) {
+              const float* log_decay, const float* dg, int64_t K, float* dgate, float* ddtb) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   if (!p.use_gate_in_kernel) {
@@ -170,9 +170,13 @@ float GateRow(const KdaProblem& p, float a_log, const float* gate, const float* 
     } else {
       const auto s = hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(x))));
       dx = hn::Neg(hn::Mul(a, s));
-      const auto sp =
-          hn::Add(hn::Max(x, hn::Zero(d)), hn::Log1p(d, hn::Exp(d, hn::Neg(hn::Abs(x)))));
-      dalog = hn::Neg(hn::Mul(a, sp));
+      if (log_decay) {
+        dalog = hn::LoadU(d, log_decay + i);
+      } else {
+        const auto sp =
+            hn::Add(hn::Max(x, hn::Zero(d)), hn::Log1p(d, hn::Exp(d, hn::Neg(hn::Abs(x)))));
+        dalog = hn::Neg(hn::Mul(a, sp));
+      }
     }
     const auto out = hn::Mul(g, dx);
     hn::StoreU(out, d, dgate + i);
@@ -209,8 +213,9 @@ void kda_vjp_pass2_pass1(const KdaVjpToken& x, const float* Sd, float* G, const 
 }
 
 float kda_vjp_gate_row(const KdaProblem& p, float a_log, const float* gate, const float* bias,
-                       const float* dg, int64_t K, float* dgate, float* ddtb) {
-  return HWY_DYNAMIC_DISPATCH(GateRow)(p, a_log, gate, bias, dg, K, dgate, ddtb);
+                       const float* log_decay, const float* dg, int64_t K, float* dgate,
+                       float* ddtb) {
+  return HWY_DYNAMIC_DISPATCH(GateRow)(p, a_log, gate, bias, log_decay, dg, K, dgate, ddtb);
 }
 
 void kda_vjp_pass1(const KdaVjpToken& x, const float* Sd, float* G, int64_t K, int64_t V, float* dq,

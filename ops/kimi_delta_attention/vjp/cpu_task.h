@@ -75,8 +75,8 @@ class KdaVjpTask {
   void load(int64_t t, KdaVjpTokenRows& x, bool chunk = false) const;
   KdaVjpChunk chunk_of(int64_t blk, int64_t len) const;
   int64_t gather(int64_t t0, int64_t t1, bool known = false);
-  void finish(int64_t row, const KdaVjpTokenRows& x, const float* dvr, const float* dqh,
-              const float* dkh, const float* dgr);
+  void finish(int64_t row, const KdaVjpTokenRows& x, const float* log_decay, const float* dvr,
+              const float* dqh, const float* dkh, const float* dgr);
   bool backward_chunk(int64_t blk, int64_t t0, int64_t t1);
   void backward_tokens(int64_t t0, int64_t t1);
 

@@ -32,10 +32,11 @@ void store_row(const float* x, int64_t row, int64_t n, Tensor& out) {
 
 }  // namespace
 
-// A token's gradients from its forward rows and dq^, dk^, dv and dg: stored, through the
-// normalization (dx = (dx^ - x^ (x^ . dx^)) / n_x, q^ scaled) and the gate.
-void KdaVjpTask::finish(int64_t row, const KdaVjpTokenRows& x, const float* dvr, const float* dqh,
-                        const float* dkh, const float* dgr) {
+// A token's gradients from its forward rows (and its log decays, or null) and dq^, dk^, dv and
+// dg: stored, through the normalization (dx = (dx^ - x^ (x^ . dx^)) / n_x, q^ scaled) and the
+// gate.
+void KdaVjpTask::finish(int64_t row, const KdaVjpTokenRows& x, const float* log_decay,
+                        const float* dvr, const float* dqh, const float* dkh, const float* dgr) {
   store_row(dvr, row, V_, call_.dvalue);
   auto unnormalize = [&](const float* xbar, float nx, float s, const float* dxh, Tensor& out) {
     const float dot = p_.use_qk_l2norm ? delta_rule_dot(xbar, dxh, K_) : 0.0f;
@@ -45,8 +46,8 @@ void KdaVjpTask::finish(int64_t row, const KdaVjpTokenRows& x, const float* dvr,
   };
   unnormalize(x.qbar, x.nq, scale_, dqh, call_.dquery);
   unnormalize(x.k, x.nk, 1.0f, dkh, call_.dkey);
-  da_ += kda_vjp_gate_row(p_, call_.a_log[h_], x.gate, call_.dtb + h_ * K_, dgr, K_, grad_.data(),
-                          ddtb_);
+  da_ += kda_vjp_gate_row(p_, call_.a_log[h_], x.gate, call_.dtb + h_ * K_, log_decay, dgr, K_,
+                          grad_.data(), ddtb_);
   store_row(grad_.data(), row, K_, call_.dgate);
 }
 
@@ -62,7 +63,8 @@ bool KdaVjpTask::backward_chunk(int64_t blk, int64_t t0, int64_t t1) {
   chunk.dout = douts;
   kda_vjp_chunk(chunk, buf_.adjoints.data() + n * KV_, cdq_, cdk_, cdv_, cdb_, cdg_);
   for (int64_t j = 0; j < len; ++j) {
-    finish(row_of(t0 + j), xs_[j], cdv_ + j * V_, cdq_ + j * K_, cdk_ + j * K_, cdg_ + j * K_);
+    finish(row_of(t0 + j), xs_[j], cg_ + j * K_, cdv_ + j * V_, cdq_ + j * K_, cdk_ + j * K_,
+           cdg_ + j * K_);
   }
   store_span(cdb_, row_of(t0), len, call_.dbeta);
   return true;
@@ -129,7 +131,7 @@ void KdaVjpTask::backward_tokens(int64_t t0, int64_t t1) {
     } else {
       kda_vjp_pass2(tok, Sd, G, dr_.data(), K_, V_, dkh, dg_);
     }
-    finish(row_of(t), x, dr_.data(), dqhs + j * K_, dkh, dg_);
+    finish(row_of(t), x, nullptr, dr_.data(), dqhs + j * K_, dkh, dg_);
     call_.dbeta.set(row_of(t), dbeta);
   }
 }
