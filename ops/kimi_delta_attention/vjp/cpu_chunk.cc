@@ -9,12 +9,14 @@
 // exp(b_{n-1}), A = diag(beta) A' and P the decayed products:
 //   R0 = v - Kd S_0;  Y = diag(beta) R0;  (I + A) U = Y;
 //   out = Qd S_0 + P U;  S_n = diag(sd) S_0 + Kr^T U.
-// The checkpointing forward keeps R0 and A' for the backward, which recomputes U by the solve
-// alone (a product of n K V multiply-adds saved for n V stored floats). Backward from dout, dS_n:
+// The checkpointing forward keeps U and A' for the backward (a product of n K V multiply-adds
+// and a solve saved for n (V + n) stored floats). Backward from dout, dS_n:
 //   dU = P^T dout + Kr dS_n;  dP = dout U^T (s <= t);  dQd = dout S_0^T;  dKr = U dS_n^T;
 //   (I + A)^T dY = dU;  dA = -dY U^T (s < t);  dR0 = diag(beta) dY = dv;
 //   dbeta_t = dY_t . R0_t + sum_s dA[t, s] A'[t, s];  dKd = -dR0 S_0^T;
 //   dS_0 = diag(sd) dS_n + Qd^T dout - Kd^T dR0;
+// where dY_t . R0_t = dY_t . v_t - Kd_t . X_t with X = dY S_0^T (the product dKd needs), so R0
+// itself is not needed;
 // then the decays: each pairwise product A'[t, s] = k_t . (k_s exp(b_t - b_s)) (P with q_t)
 // factors through its sub-chunk's first token r as the forward's (../cpu_chunk.cc), so its
 // gradients are two GEMMs per sub-chunk: rows t take exp(b_t - b_r) (M R), columns s take
@@ -54,14 +56,9 @@ void gemm(const GemmOperand& a, const GemmOperand& b, int64_t M, int64_t N, int6
   cpu_gemm_f32(a, b, M, N, K, c, ldc, accumulate, CpuGemmOptions{.rhs_in_place = true});
 }
 
-// (I + A) U = diag(beta) R0 with A = diag(beta) A' (into A).
-void solve_u(const KdaVjpChunk& c, float* A, float* U) {
-  const int64_t n = c.n, V = c.V;
-  for (int64_t t = 0; t < n; ++t) {
-    delta_rule_scale(c.Ap + t * n, c.beta[t], A + t * n, n);
-    delta_rule_scale(c.R0 + t * V, c.beta[t], U + t * V, V);
-  }
-  delta_rule_solve_lower(A, n, U, V);
+// A = diag(beta) A'.
+void scale_ap(const KdaVjpChunk& c, float* A) {
+  for (int64_t t = 0; t < c.n; ++t) delta_rule_scale(c.Ap + t * c.n, c.beta[t], A + t * c.n, c.n);
 }
 
 // Rows scaled in place, row i of [rows, n] by f[i].
@@ -104,17 +101,22 @@ void dot_then_scale(const float* S, const float* f, int64_t rows, int64_t n, flo
 
 void ChunkAdvance(const KdaVjpChunk& c, float* S) {
   const int64_t n = c.n, K = c.K, V = c.V;
-  const KdaVjpChunkRows x =
-      kda_vjp_chunk_rows(c, /*backward=*/false, kKdaSubChunk * n + n * n + n * V);
+  const KdaVjpChunkRows x = kda_vjp_chunk_rows(c, /*backward=*/false, kKdaSubChunk * n + n * n);
   float* GR = x.extra;
   float* A = GR + kKdaSubChunk * n;
-  float* U = A + n * n;
+  float* U = c.U;
   kda_vjp_chunk_products(x, /*q_rows=*/false, /*diagonal=*/false, c.Ap, GR);
-  // R0 = v - Kd S_0.
-  gemm(rows(x.Kd, K), rows(S, V), n, V, K, c.R0, V, /*accumulate=*/false);
+  // U = diag(beta) (v - Kd S_0), then solved in place.
+  gemm(rows(x.Kd, K), rows(S, V), n, V, K, U, V, /*accumulate=*/false);
+  for (int64_t t = 0; t < n; ++t) {
+    const float bt = c.beta[t];
+    const float* vt = c.v + t * V;
+    float* ut = U + t * V;
 #pragma GCC ivdep
-  for (int64_t e = 0; e < n * V; ++e) c.R0[e] = c.v[e] - c.R0[e];
-  solve_u(c, A, U);
+    for (int64_t e = 0; e < V; ++e) ut[e] = bt * (vt[e] - ut[e]);
+  }
+  scale_ap(c, A);
+  delta_rule_solve_lower(A, n, U, V);
   // S_n = diag(sd) S_0 + Kr^T U, in place.
   scale_rows(x.sd, K, V, S);
   gemm(transposed(x.Kr, K), rows(U, V), K, V, n, S, V, /*accumulate=*/true);
@@ -124,20 +126,20 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
                    float* dg) {
   const int64_t n = c.n, K = c.K, V = c.V, sub = kKdaSubChunk;
   // Z = [dout; dY] [2n, V], dY first dU solved in place; dQd and X = dY S_0^T adjacent (one
-  // product writes both), dKr, db [n, K]; U [n, V]; A, P, dP, dA [n, n] (dP and dA adjacent);
-  // dsd [K]; GR [2 sub, max(n, K)]; M [2 sub, n]; GC [n, K]; XQ [2n, K].
+  // product writes both), dKr, db [n, K]; A, P, dP, dA [n, n] (dP and dA adjacent); dsd [K];
+  // GR [2 sub, max(n, K)]; M [2 sub, n]; GC [n, K]; XQ [2n, K].
   const KdaVjpChunkRows x =
       kda_vjp_chunk_rows(c, /*backward=*/true,
-                         2 * n * V + 4 * n * K + n * V + 4 * n * n + K + 2 * sub * std::max(n, K) +
+                         2 * n * V + 4 * n * K + 4 * n * n + K + 2 * sub * std::max(n, K) +
                              2 * sub * n + n * K + 2 * n * K);
+  const float* U = c.U;
   float* Z = x.extra;
   float* dY = Z + n * V;
   float* dQd = dY + n * V;
   float* X = dQd + n * K;
   float* dKr = X + n * K;
   float* db = dKr + n * K;
-  float* U = db + n * K;
-  float* A = U + n * V;
+  float* A = db + n * K;
   float* P = A + n * n;
   float* dP = P + n * n;
   float* dA = dP + n * n;
@@ -147,7 +149,7 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
   float* GC = M + 2 * sub * n;
   float* XQ = GC + n * K;
   kda_vjp_chunk_products(x, /*q_rows=*/true, /*diagonal=*/true, P, GR);
-  solve_u(c, A, U);
+  scale_ap(c, A);
   // dU = P^T dout + Kr dS_n (in dY's rows); dKr; dsd.
   gemm(transposed(P, n), rows(c.dout, V), n, V, n, dY, V, /*accumulate=*/false);
   gemm(rows(x.Kr, K), rows(G, V), n, V, K, dY, V, /*accumulate=*/true);
@@ -168,10 +170,11 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
     for (int64_t s = 0; s < n; ++s) dA[t * n + s] = s < t ? -dA[t * n + s] : 0.0f;
     for (int64_t s = t + 1; s < n; ++s) dP[t * n + s] = 0.0f;
   }
-  // dv = dR0 = diag(beta) dY; dbeta.
+  // dv = dR0 = diag(beta) dY; dbeta, with dY_t . R0_t = dY_t . v_t - Kd_t . X_t.
   for (int64_t t = 0; t < n; ++t) {
-    dbeta[t] =
-        delta_rule_dot(dY + t * V, c.R0 + t * V, V) + delta_rule_dot(dA + t * n, c.Ap + t * n, t);
+    dbeta[t] = delta_rule_dot(dY + t * V, c.v + t * V, V) -
+               delta_rule_dot(x.Kd + t * K, X + t * K, K) +
+               delta_rule_dot(dA + t * n, c.Ap + t * n, t);
     delta_rule_scale(dY + t * V, c.beta[t], dv + t * V, V);
   }
   // dS_0 = diag(sd) dS_n + [Qd; -Kd]^T [dout; dR0] = diag(sd) dS_n + [Qd; -diag(beta) Kd]^T Z

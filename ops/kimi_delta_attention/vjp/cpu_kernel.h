@@ -53,11 +53,12 @@ struct KdaVjpChunk {
   const float* S0 = nullptr;    // [K, V] the state before the chunk
   const float* dout = nullptr;  // [n, V]
   // The forward's residuals: written by kda_chunk_advance, read by kda_vjp_chunk.
-  float* R0 = nullptr;  // [n, V] v - k exp(b) S_0 (b the cumulative log decays)
+  float* U = nullptr;   // [n, V] (I + A) U = diag(beta) (v - k exp(b) S_0), A = diag(beta) A'
   float* Ap = nullptr;  // [n, n] A'[t, s] = k_t . k_s exp(b_t - b_s) for s < t, zero above
+                        // (b the cumulative log decays)
 };
 
-// The chunk's forward, its state only: S <- S_n, and c.R0, c.Ap (c.q, c.S0 and c.dout unused):
+// The chunk's forward, its state only: S <- S_n, and c.U, c.Ap (c.q, c.S0 and c.dout unused):
 // the checkpointing forward's step for a block the chunked form can take.
 void kda_chunk_advance(const KdaVjpChunk& c,
                        // Inputs and outputs.

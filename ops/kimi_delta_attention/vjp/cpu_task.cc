@@ -99,7 +99,7 @@ KdaVjpChunk KdaVjpTask::chunk_of(int64_t blk, int64_t len) const {
                      .v = cv_,
                      .g = cg_,
                      .beta = cb_,
-                     .R0 = r0,
+                     .U = r0,
                      .Ap = r0 + C_ * V_};
 }
 

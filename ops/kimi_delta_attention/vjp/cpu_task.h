@@ -43,7 +43,7 @@ struct KdaVjpBuffers {
   std::vector<float> states, adjoints, checkpoints, before, rows;
   // A chunk's rows: q^, k^, log decays, dq^, dk^, dg [C, K]; v, dv [C, V]; beta, dbeta [C].
   std::vector<float> chunk_rows;
-  // Per chunked block: its slot (-1: token by token), and the forward's residuals R0 [C, V]
+  // Per chunked block: its slot (-1: token by token), and the forward's residuals U [C, V]
   // and A' [C, C] for its backward (kda_chunk_advance).
   std::vector<int64_t> chunk_slot;
   std::vector<float> residuals;
