@@ -106,6 +106,7 @@ void kda_vjp_pass2_pass1(const KdaVjpToken& x, const float* Sd, float* G, const 
 // Through the gate's activation: dgate = dg dg/dgate, ddtb += dgate; returns sum dg dg/da_log.
 // `log_decay`: the row's log decays where the caller has them (or null), which are dg/da_log
 // of the softplus form (-A softplus(x), A = exp(a_log)), so that its softplus is not recomputed.
+// dgate may be dg (in place).
 float kda_vjp_gate_row(const KdaProblem& p, float a_log,
                        // Inputs.
                        const float* gate, const float* bias, const float* log_decay,

@@ -187,9 +187,10 @@ float GateRow(const KdaProblem& p, float a_log, const float* gate, const float* 
   for (; i < K; ++i) {
     float dg_dx = 0.0f, dg_da = 0.0f;
     kda_log_decay_grad<float>(p, gate[i], a_log, bias[i], dg_dx, dg_da);
-    dgate[i] = dg[i] * dg_dx;
+    const float g = dg[i];  // dgate may be dg
+    dgate[i] = g * dg_dx;
     ddtb[i] += dgate[i];
-    sum += dg[i] * dg_da;
+    sum += g * dg_da;
   }
   return sum;
 }

@@ -43,7 +43,6 @@ KdaVjpTask::KdaVjpTask(const KdaVjpCall& call, int64_t h, int64_t b, float* ddtb
       buf_(thread_buffers()),
       xs_(static_cast<size_t>(call.c.block)),
       dr_(static_cast<size_t>(call.p.V)),
-      grad_(static_cast<size_t>(call.p.K)),
       passed_(static_cast<size_t>(call.c.block)) {
   buf_.states.resize(static_cast<size_t>(N_ * KV_));
   buf_.adjoints.resize(static_cast<size_t>(N_ * KV_));

@@ -75,8 +75,7 @@ class KdaVjpTask {
   void load(int64_t t, KdaVjpTokenRows& x, bool chunk = false) const;
   KdaVjpChunk chunk_of(int64_t blk, int64_t len) const;
   int64_t gather(int64_t t0, int64_t t1, bool known = false);
-  void finish(int64_t row, const KdaVjpTokenRows& x, const float* log_decay, const float* dvr,
-              const float* dqh, const float* dkh, const float* dgr);
+  void finish(const KdaVjpTokenRows& x, const float* log_decay, float* dq, float* dk, float* dg);
   bool backward_chunk(int64_t blk, int64_t t0, int64_t t1);
   void backward_tokens(int64_t t0, int64_t t1);
 
@@ -92,7 +91,7 @@ class KdaVjpTask {
   float *cq_, *ck_, *cg_, *cdq_, *cdk_, *cdg_, *cv_, *cdv_, *cb_, *cdb_;
   // The token passes' scratch: beta k [K], pred [V], out [V], dg [K].
   float *bk_, *pred_, *o_, *dg_;
-  std::vector<float> dr_, grad_;
+  std::vector<float> dr_;
   std::vector<char> passed_;  // pass 1 done (fused into the next token's)
 };
 

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/common/cpu_gemm/pack.h"
 #include "ops/common/delta_rule_rows.h"
 #include "ops/kimi_delta_attention/cpu_kernel.h"
 #include "ops/kimi_delta_attention/vjp/cpu_task.h"
@@ -15,10 +14,11 @@
 namespace tokamax {
 namespace {
 
-// n f32 values stored into a tensor's elements [first, first + n) in its dtype.
+// n f32 values stored into a tensor's elements [first, first + n) in its dtype (non-temporal
+// where aligned: the gradients are written once and not read again by the task).
 void store_span(const float* x, int64_t first, int64_t n, Tensor& out) {
   const int64_t size = static_cast<int64_t>(dtype_size(out.dtype()));
-  store_rows(x, n, 1, n, out.dtype(), static_cast<char*>(out.raw()) + first * size, n);
+  delta_rule_store_state(out.dtype(), x, static_cast<char*>(out.raw()) + first * size, n);
 }
 // A tensor's elements [first, first + n) set to zero (all bits clear in every float dtype).
 void zero_span(int64_t first, int64_t n, Tensor& out) {
@@ -32,23 +32,20 @@ void store_row(const float* x, int64_t row, int64_t n, Tensor& out) {
 
 }  // namespace
 
-// A token's gradients from its forward rows (and its log decays, or null) and dq^, dk^, dv and
-// dg: stored, through the normalization (dx = (dx^ - x^ (x^ . dx^)) / n_x, q^ scaled) and the
-// gate.
-void KdaVjpTask::finish(int64_t row, const KdaVjpTokenRows& x, const float* log_decay,
-                        const float* dvr, const float* dqh, const float* dkh, const float* dgr) {
-  store_row(dvr, row, V_, call_.dvalue);
-  auto unnormalize = [&](const float* xbar, float nx, float s, const float* dxh, Tensor& out) {
-    const float dot = p_.use_qk_l2norm ? delta_rule_dot(xbar, dxh, K_) : 0.0f;
+// A token's dq^, dk^ and dg turned into its query, key and gate gradients in place: through
+// the normalization (dx = (dx^ - x^ (x^ . dx^)) / n_x, q^ scaled) and the gate (with the
+// token's log decays, or null).
+void KdaVjpTask::finish(const KdaVjpTokenRows& x, const float* log_decay, float* dq, float* dk,
+                        float* dg) {
+  auto unnormalize = [&](const float* xbar, float nx, float s, float* dx) {
+    const float dot = p_.use_qk_l2norm ? delta_rule_dot(xbar, dx, K_) : 0.0f;
     const float f = s / nx;
-    for (int64_t i = 0; i < K_; ++i) grad_[i] = f * (dxh[i] - xbar[i] * dot);
-    store_row(grad_.data(), row, K_, out);
+    for (int64_t i = 0; i < K_; ++i) dx[i] = f * (dx[i] - xbar[i] * dot);
   };
-  unnormalize(x.qbar, x.nq, scale_, dqh, call_.dquery);
-  unnormalize(x.k, x.nk, 1.0f, dkh, call_.dkey);
-  da_ += kda_vjp_gate_row(p_, call_.a_log[h_], x.gate, call_.dtb + h_ * K_, log_decay, dgr, K_,
-                          grad_.data(), ddtb_);
-  store_row(grad_.data(), row, K_, call_.dgate);
+  unnormalize(x.qbar, x.nq, scale_, dq);
+  unnormalize(x.k, x.nk, 1.0f, dk);
+  da_ += kda_vjp_gate_row(p_, call_.a_log[h_], x.gate, call_.dtb + h_ * K_, log_decay, dg, K_, dg,
+                          ddtb_);
 }
 
 // Block [t0, t1) backward as one chunk, when the forward ran it as one.
@@ -63,10 +60,15 @@ bool KdaVjpTask::backward_chunk(int64_t blk, int64_t t0, int64_t t1) {
   chunk.dout = douts;
   kda_vjp_chunk(chunk, buf_.adjoints.data() + n * KV_, cdq_, cdk_, cdv_, cdb_, cdg_);
   for (int64_t j = 0; j < len; ++j) {
-    finish(row_of(t0 + j), xs_[j], cg_ + j * K_, cdv_ + j * V_, cdq_ + j * K_, cdk_ + j * K_,
-           cdg_ + j * K_);
+    finish(xs_[j], cg_ + j * K_, cdq_ + j * K_, cdk_ + j * K_, cdg_ + j * K_);
   }
-  store_span(cdb_, row_of(t0), len, call_.dbeta);
+  // The block's rows are adjacent in every gradient: one store each.
+  const int64_t row = row_of(t0);
+  store_span(cdv_, row * V_, len * V_, call_.dvalue);
+  store_span(cdq_, row * K_, len * K_, call_.dquery);
+  store_span(cdk_, row * K_, len * K_, call_.dkey);
+  store_span(cdg_, row * K_, len * K_, call_.dgate);
+  store_span(cdb_, row, len, call_.dbeta);
   return true;
 }
 
@@ -131,8 +133,13 @@ void KdaVjpTask::backward_tokens(int64_t t0, int64_t t1) {
     } else {
       kda_vjp_pass2(tok, Sd, G, dr_.data(), K_, V_, dkh, dg_);
     }
-    finish(row_of(t), x, nullptr, dr_.data(), dqhs + j * K_, dkh, dg_);
-    call_.dbeta.set(row_of(t), dbeta);
+    finish(x, nullptr, dqhs + j * K_, dkh, dg_);
+    const int64_t row = row_of(t);
+    store_row(dr_.data(), row, V_, call_.dvalue);
+    store_row(dqhs + j * K_, row, K_, call_.dquery);
+    store_row(dkh, row, K_, call_.dkey);
+    store_row(dg_, row, K_, call_.dgate);
+    call_.dbeta.set(row, dbeta);
   }
 }
 
