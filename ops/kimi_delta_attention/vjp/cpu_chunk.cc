@@ -25,6 +25,8 @@
 //
 // Compiled once per SIMD target by Highway: its elementwise loops (n K and n n per chunk)
 // vectorize for the target; the products call the GEMM engine, reading B in place where it can.
+#include <hwy/cache_control.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -75,9 +77,13 @@ void scale_rows(const float* f, int64_t rows, int64_t n, float* X) {
 void dot_then_scale(const float* S, const float* f, int64_t rows, int64_t n, float* G, float* dot) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  constexpr int64_t kAhead = 8;  // rows of S prefetched ahead of the one read
   for (int64_t i = 0; i < rows; ++i) {
     float* g = G + i * n;
     const float* s = S + i * n;
+    if (i + kAhead < rows) {
+      for (int64_t e = 0; e < n; e += 64 / sizeof(float)) hwy::Prefetch(s + kAhead * n + e);
+    }
     const auto fi = hn::Set(d, f[i]);
     auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
     int64_t e = 0;
@@ -125,6 +131,9 @@ void ChunkAdvance(const KdaVjpChunk& c, float* S) {
 void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* dv, float* dbeta,
                    float* dg) {
   const int64_t n = c.n, K = c.K, V = c.V, sub = kKdaSubChunk;
+  // The forward's residuals, written a whole forward ago, on their way while the rows below are
+  // computed (U's first read is a product's packing, A''s a scaling; both stalled on it).
+  for (int64_t e = 0; e < n * (V + n); e += 64 / sizeof(float)) hwy::Prefetch(c.U + e);
   // Z = [dout; dY] [2n, V], dY first dU solved in place; dQd and X = dY S_0^T adjacent (one
   // product writes both), dKr, db [n, K]; A, P, dP, dA [n, n] (dP and dA adjacent); dsd [K];
   // GR [2 sub, max(n, K)]; M [2 sub, n]; GC [n, K]; XQ [2n, K].
