@@ -133,7 +133,8 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
   const int64_t n = c.n, K = c.K, V = c.V, sub = kKdaSubChunk;
   // The forward's residuals, written a whole forward ago, on their way while the rows below are
   // computed (U's first read is a product's packing, A''s a scaling; both stalled on it).
-  for (int64_t e = 0; e < n * (V + n); e += 64 / sizeof(float)) hwy::Prefetch(c.U + e);
+  for (int64_t e = 0; e < n * V; e += 64 / sizeof(float)) hwy::Prefetch(c.U + e);
+  for (int64_t e = 0; e < n * n; e += 64 / sizeof(float)) hwy::Prefetch(c.Ap + e);
   // Z = [dout; dY] [2n, V], dY first dU solved in place; dQd and X = dY S_0^T adjacent (one
   // product writes both), dKr, db [n, K]; A, P, dP, dA [n, n] (dP and dA adjacent); dsd [K];
   // GR [2 sub, max(n, K)]; M [2 sub, n]; GC [n, K]; XQ [2n, K].
