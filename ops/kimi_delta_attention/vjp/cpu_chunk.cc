@@ -203,7 +203,7 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
     for (int64_t i = 0; i < K; ++i) {
       const int64_t e = t * K + i;
       const float dkd = -bt * X[e];
-      const float eb = er[i] * x.E[e];  // x.e_b(e), x.e_end(e)
+      const float eb = er[i] * x.E[e];  // exp(b), and exp(b_{n-1} - b) below (KdaVjpChunkRows)
       dk[e] = dkd * eb + dKr[e] * (e_last[i] * f_last[e]);
       dq[e] = dQd[e] * eb;
       db[e] = dkd * x.Kd[e] + dQd[e] * x.Qd[e] - dKr[e] * x.Kr[e];

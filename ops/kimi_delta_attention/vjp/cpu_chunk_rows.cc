@@ -81,8 +81,8 @@ KdaVjpChunkRows ChunkRows(const KdaVjpChunk& c, bool backward, int64_t extra) {
       for (int64_t i = 0; i < K; ++i) R[s * K + i] = k[s * K + i] * F[s * K + i];
     }
   }
-  // The chunk-wide rows from those (KdaVjpChunkRows::e_b, e_end): one exponential per
-  // sub-chunk instead of three per token.
+  // The chunk-wide rows from those (KdaVjpChunkRows::e_r): one exponential per sub-chunk
+  // instead of two per token.
   const float* e_last = x.E + (n - 1) * K;
   const float* f_last = x.F((n - 1) / sub * sub);
   for (int64_t s0 = 0; s0 < n; s0 += sub) {

@@ -16,13 +16,17 @@ namespace tokamax {
 // the cumulative log decays,
 struct KdaVjpChunkRows {
   int64_t n = 0, K = 0;
-  float* b = nullptr;    // [n, K]
-  float* Kd = nullptr;   // [n, K] k exp(b)
-  float* Kr = nullptr;   // [n, K] k exp(b_{n-1} - b)
-  float* Qd = nullptr;   // [n, K] q exp(b) (backward only)
-  float* E = nullptr;    // [n, K] exp(b_t - b_r) of t's sub-chunk
-  float* e_r = nullptr;  // [sub-chunks, K] exp(b_r)
-  float* sd = nullptr;   // [K] exp(b_{n-1})
+  float* b = nullptr;   // [n, K]
+  float* Kd = nullptr;  // [n, K] k exp(b)
+  float* Kr = nullptr;  // [n, K] k exp(b_{n-1} - b)
+  float* Qd = nullptr;  // [n, K] q exp(b) (backward only)
+  float* E = nullptr;   // [n, K] exp(b_t - b_r) of t's sub-chunk
+  // [sub-chunks, K] exp(b_r), from which exp(b_t) = exp(b_r) E_t and exp(b_{n-1} - b_t) =
+  // E_{n-1} F_t, F the last sub-chunk's (both factors at most 1 for t before it; within it F_t
+  // = 1 / E_t, whose range kda_chunkable bounds), cost a multiply each where they are read:
+  // they are not stored, as the chunk's elementwise passes are bound by their stores.
+  float* e_r = nullptr;
+  float* sd = nullptr;  // [K] exp(b_{n-1})
   // Per sub-chunk: L = [k_t; q_t] exp(b_t - b_r) for t in J [2 sub, K] (the q rows backward
   // only); R_s = k_s exp(b_r - b_s) and F_s = exp(b_r - b_s) for s up to J's last [n, K] each.
   float* L_all = nullptr;
@@ -34,14 +38,6 @@ struct KdaVjpChunkRows {
   float* L(int64_t s0) const { return L_all + s0 / kKdaSubChunk * 2 * kKdaSubChunk * K; }
   float* R(int64_t s0) const { return R_all + s0 / kKdaSubChunk * n * K; }
   float* F(int64_t s0) const { return F_all + s0 / kKdaSubChunk * n * K; }
-  // exp(b_t) and exp(b_{n-1} - b_t) at element e = t K + i, from the rows above: exp(b_r) E_t,
-  // and E_{n-1} F_t with F the last sub-chunk's (both factors at most 1 for t before it; within
-  // it F_t = 1 / E_t, whose range kda_chunkable bounds). Not stored: the chunk's elementwise
-  // passes are bound by their stores, and these two cost a multiply each where they are read.
-  float e_b(int64_t e) const { return e_r[e / K / kKdaSubChunk * K + e % K] * E[e]; }
-  float e_end(int64_t e) const {
-    return E[(n - 1) * K + e % K] * F((n - 1) / kKdaSubChunk * kKdaSubChunk)[e];
-  }
 };
 
 // The rows of chunk c (its q too with `backward`), and `extra` more floats of scratch.
