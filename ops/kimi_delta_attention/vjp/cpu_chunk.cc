@@ -194,11 +194,11 @@ void ChunkBackward(const KdaVjpChunk& c, float* G, float* dq, float* dk, float* 
   gemm(transposed(XQ, K), rows(Z, V), K, V, 2 * n, G, V, /*accumulate=*/true);
   // The elementwise terms of Kd, Qd, Kr, with dKd = -dR0 S_0^T = -diag(beta) X: dk = dKd
   // exp(b) + dKr exp(b_{n-1} - b), dq = dQd exp(b), db; and sd's.
-  const float* e_last = x.E + (n - 1) * K;
-  const float* f_last = x.F((n - 1) / sub * sub);
+  const float* e_last = x.E_last();
+  const float* f_last = x.F_last();
   for (int64_t t = 0; t < n; ++t) {
     const float bt = c.beta[t];
-    const float* er = x.e_r + t / sub * K;
+    const float* er = x.e_r_of(t);
 #pragma GCC ivdep
     for (int64_t i = 0; i < K; ++i) {
       const int64_t e = t * K + i;

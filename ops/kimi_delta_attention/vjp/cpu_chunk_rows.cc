@@ -83,11 +83,11 @@ KdaVjpChunkRows ChunkRows(const KdaVjpChunk& c, bool backward, int64_t extra) {
   }
   // The chunk-wide rows from those (KdaVjpChunkRows::e_r): one exponential per sub-chunk
   // instead of two per token.
-  const float* e_last = x.E + (n - 1) * K;
-  const float* f_last = x.F((n - 1) / sub * sub);
+  const float* e_last = x.E_last();
+  const float* f_last = x.F_last();
   for (int64_t s0 = 0; s0 < n; s0 += sub) {
     const int64_t m = x.rows_of(s0);
-    float* er = x.e_r + s0 / sub * K;
+    float* er = x.e_r + s0 / sub * K;  // e_r_of(s0), written here
     delta_rule_scale_exp(ones, zeros, b + s0 * K, 1.0f, false, er, K);
     for (int64_t t = s0; t < s0 + m; ++t) {
 #pragma GCC ivdep
@@ -101,7 +101,7 @@ KdaVjpChunkRows ChunkRows(const KdaVjpChunk& c, bool backward, int64_t extra) {
     }
   }
   // sd = exp(b_{n-1}) = e_b's last row.
-  const float* er_last = x.e_r + (n - 1) / sub * K;
+  const float* er_last = x.e_r_of(n - 1);
 #pragma GCC ivdep
   for (int64_t i = 0; i < K; ++i) x.sd[i] = er_last[i] * e_last[i];
   return x;

@@ -38,6 +38,11 @@ struct KdaVjpChunkRows {
   float* L(int64_t s0) const { return L_all + s0 / kKdaSubChunk * 2 * kKdaSubChunk * K; }
   float* R(int64_t s0) const { return R_all + s0 / kKdaSubChunk * n * K; }
   float* F(int64_t s0) const { return F_all + s0 / kKdaSubChunk * n * K; }
+  // Token t's exp(b_r) row; E's last row and the last sub-chunk's F (exp(b_{n-1} - b_t) =
+  // E_last[i] F_last[t K + i]).
+  const float* e_r_of(int64_t t) const { return e_r + t / kKdaSubChunk * K; }
+  const float* E_last() const { return E + (n - 1) * K; }
+  const float* F_last() const { return F((n - 1) / kKdaSubChunk * kKdaSubChunk); }
 };
 
 // The rows of chunk c (its q too with `backward`), and `extra` more floats of scratch.
